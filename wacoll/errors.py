@@ -1,0 +1,50 @@
+"""The exception hierarchy of wacoll.
+
+Every error a user can trigger derives from :class:`WacollError`, so one ``except``
+clause catches them all; each subclass names the layer at fault.
+"""
+
+__all__ = [
+    "WacollError",
+    "TopologyError",
+    "PlanError",
+    "BufferMismatchError",
+    "ScriptError",
+]
+
+
+class WacollError(Exception):
+    """Base class of all wacoll errors."""
+
+
+class TopologyError(WacollError, ValueError):
+    """An invalid topology: a rank missing or twice, an empty cluster, a bad link value."""
+
+
+class PlanError(WacollError):
+    """A plan that cannot be built or that fails its check.
+
+    Attributes
+    ----------
+    rank, step : int or None
+        The rank and the index of the step in its program at fault, when one is.
+    """
+
+    def __init__(self, message, *, rank=None, step=None):
+        super().__init__(message)
+        self.rank = rank
+        self.step = step
+
+
+class BufferMismatchError(WacollError, ValueError):
+    """A buffer whose dtype, size, shape or contiguity does not fit the operation."""
+
+
+class ScriptError(WacollError, ValueError):
+    """A malformed plan script; ``line`` and ``column`` locate the fault (1-based)."""
+
+    def __init__(self, message, *, line=None, column=None):
+        where = f" (line {line}, column {column})" if line is not None else ""
+        super().__init__(message + where)
+        self.line = line
+        self.column = column

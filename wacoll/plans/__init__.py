@@ -1,0 +1,1 @@
+"""Communication plans: the model, the builders per family, the checker and tools."""

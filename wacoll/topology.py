@@ -1,0 +1,456 @@
+"""Topologies: which rank sits in which cluster, and what the links cost.
+
+A :class:`Topology` is plain, immutable data. It says which ranks of a communicator
+form each cluster (contiguous rank ranges or any permutation, clusters of unequal
+sizes), the latency and bandwidth of intra-cluster and wide-area links (optionally per
+directed cluster pair), an optional per-rank message initiation cost ``t_ini``
+(Banikazemi et al.) and an optional per-rank link rate (Matsuda et al.).
+
+Examples
+--------
+>>> from wacoll import Topology
+>>> topo = Topology.from_sizes([3, 3], wan_latency=0.01, wan_bandwidth=1e6)
+>>> topo.size, topo.nclusters, topo.cluster_of(4)
+(6, 2, 1)
+>>> topo.coordinators(root=1)
+(1, 3)
+>>> topo.link(0, 4).latency
+0.01
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from wacoll.errors import TopologyError
+
+__all__ = ["LinkParams", "Topology"]
+
+#: Defaults: a fast cluster interconnect, and MagPIe's wide-area setting (10 ms, 1 MB/s).
+DEFAULT_INTRA_LATENCY = 1e-5
+DEFAULT_INTRA_BANDWIDTH = 1e9
+DEFAULT_WAN_LATENCY = 1e-2
+DEFAULT_WAN_BANDWIDTH = 1e6
+
+
+@dataclass(frozen=True)
+class LinkParams:
+    """One link level: one-way latency in seconds, bandwidth in bytes per second.
+
+    Examples
+    --------
+    >>> LinkParams(0.01, 1e6).transfer_time(1000)
+    0.011
+    """
+
+    latency: float
+    bandwidth: float
+
+    def __post_init__(self):
+        _check_latency("latency", self.latency)
+        _check_bandwidth("bandwidth", self.bandwidth)
+
+    def transfer_time(self, nbytes):
+        """Latency plus ``nbytes`` over the bandwidth, in seconds."""
+        return self.latency + nbytes / self.bandwidth
+
+
+def _check_latency(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TopologyError(f"{name} must be a number of seconds, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise TopologyError(f"{name} must be finite and >= 0, got {value!r}")
+
+
+def _check_bandwidth(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TopologyError(f"{name} must be a number of bytes/s, got {value!r}")
+    if not (value > 0) or math.isnan(value):
+        raise TopologyError(f"{name} must be > 0 bytes/s, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Clusters of ranks and the cost of the links between them.
+
+    Build one with :meth:`from_clusters`, :meth:`from_sizes`, :meth:`single`,
+    :meth:`from_dict` or :meth:`from_file` rather than calling the class directly.
+
+    Attributes
+    ----------
+    clusters : tuple of tuple of int
+        The ranks of each cluster, each cluster sorted. Together they are ``0..size-1``.
+    intra : LinkParams
+        Links between ranks of the same cluster.
+    wan : LinkParams
+        Wide-area links between clusters, unless ``wan_pairs`` overrides a pair.
+    wan_pairs : tuple of ((int, int), LinkParams)
+        Per directed cluster pair overrides of ``wan``.
+    t_ini : tuple of float or None
+        Per-rank message initiation cost in seconds (Banikazemi et al.).
+    node_bandwidth : tuple of float or None
+        Per-rank link rate in bytes/s: a rank sends at most this fast on any link.
+    """
+
+    clusters: tuple
+    intra: LinkParams = LinkParams(DEFAULT_INTRA_LATENCY, DEFAULT_INTRA_BANDWIDTH)
+    wan: LinkParams = LinkParams(DEFAULT_WAN_LATENCY, DEFAULT_WAN_BANDWIDTH)
+    wan_pairs: tuple = ()
+    t_ini: tuple | None = None
+    node_bandwidth: tuple | None = None
+    _cluster_of: tuple = field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        clusters = self.clusters
+        if not isinstance(clusters, tuple) or not clusters:
+            raise TopologyError("a topology needs at least one cluster")
+        seen = {}
+        for c, members in enumerate(clusters):
+            if len(members) == 0:
+                raise TopologyError(f"cluster {c} is empty")
+            for r in members:
+                if isinstance(r, bool) or not isinstance(r, int):
+                    raise TopologyError(f"cluster {c} has a rank that is not an integer: {r!r}")
+                if r < 0:
+                    raise TopologyError(f"cluster {c} has a negative rank {r}")
+                if r in seen:
+                    raise TopologyError(f"rank {r} appears twice (clusters {seen[r]} and {c})")
+                seen[r] = c
+        size = len(seen)
+        missing = sorted(set(range(size)) - set(seen))
+        if missing:
+            raise TopologyError(
+                f"ranks must be 0..{size - 1}; rank {missing[0]} is missing")
+        object.__setattr__(self, "_cluster_of", tuple(seen[r] for r in range(size)))
+        pairs = {}
+        for key, link in self.wan_pairs:
+            a, b = key
+            for c in (a, b):
+                if not (0 <= c < len(clusters)):
+                    raise TopologyError(f"wide-area pair {key} names cluster {c}, "
+                                        f"which does not exist")
+            if a == b:
+                raise TopologyError(f"wide-area pair {key} joins a cluster to itself")
+            if not isinstance(link, LinkParams):
+                raise TopologyError(f"wide-area pair {key} needs LinkParams")
+            pairs[(a, b)] = link
+        object.__setattr__(self, "wan_pairs", tuple(sorted(pairs.items())))
+        for name in ("t_ini", "node_bandwidth"):
+            values = getattr(self, name)
+            if values is None:
+                continue
+            if len(values) != size:
+                raise TopologyError(f"{name} has {len(values)} entries for {size} ranks")
+            check = _check_latency if name == "t_ini" else _check_bandwidth
+            for r, v in enumerate(values):
+                check(f"{name}[{r}]", v)
+
+    # ----------------------------------------------------------------- constructors
+    @classmethod
+    def from_clusters(cls, clusters: Iterable[Iterable[int]], *,
+                      intra_latency=DEFAULT_INTRA_LATENCY,
+                      intra_bandwidth=DEFAULT_INTRA_BANDWIDTH,
+                      wan_latency=DEFAULT_WAN_LATENCY,
+                      wan_bandwidth=DEFAULT_WAN_BANDWIDTH,
+                      wan_pairs: Mapping | None = None,
+                      t_ini: Sequence[float] | None = None,
+                      node_bandwidth: Sequence[float] | None = None) -> "Topology":
+        """A topology from the rank lists of its clusters.
+
+        Parameters
+        ----------
+        clusters : iterable of iterable of int
+            The ranks of each cluster; every rank ``0..size-1`` exactly once.
+        intra_latency, intra_bandwidth : float
+            Intra-cluster link: seconds and bytes/s.
+        wan_latency, wan_bandwidth : float
+            Wide-area link: seconds and bytes/s.
+        wan_pairs : mapping of (int, int) to (latency, bandwidth), optional
+            Per directed cluster pair overrides.
+        t_ini : sequence of float, optional
+            Per-rank message initiation cost in seconds.
+        node_bandwidth : sequence of float, optional
+            Per-rank link rate in bytes/s.
+
+        Examples
+        --------
+        >>> Topology.from_clusters([[0, 2], [1, 3]]).is_contiguous
+        False
+        >>> Topology.from_clusters([[0, 1], [1]])
+        Traceback (most recent call last):
+        ...
+        wacoll.errors.TopologyError: rank 1 appears twice (clusters 0 and 1)
+        """
+        try:
+            cl = tuple(tuple(sorted(members)) for members in clusters)
+        except TypeError as exc:
+            raise TopologyError(f"clusters must be lists of integer ranks: {exc}") from None
+        pairs = ()
+        if wan_pairs:
+            pairs = tuple(((int(a), int(b)), _link(v, f"wan_pairs[{a},{b}]"))
+                          for (a, b), v in wan_pairs.items())
+        return cls(
+            clusters=cl,
+            intra=_link((intra_latency, intra_bandwidth), "intra"),
+            wan=_link((wan_latency, wan_bandwidth), "wan"),
+            wan_pairs=pairs,
+            t_ini=None if t_ini is None else tuple(t_ini),
+            node_bandwidth=None if node_bandwidth is None else tuple(node_bandwidth),
+        )
+
+    @classmethod
+    def from_sizes(cls, sizes: Sequence[int], **links) -> "Topology":
+        """Clusters of the given sizes over contiguous rank ranges.
+
+        Examples
+        --------
+        >>> Topology.from_sizes([2, 3]).clusters
+        ((0, 1), (2, 3, 4))
+        """
+        clusters, start = [], 0
+        for c, n in enumerate(sizes):
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise TopologyError(f"cluster {c} must have at least one rank, got {n!r}")
+            clusters.append(range(start, start + n))
+            start += n
+        return cls.from_clusters(clusters, **links)
+
+    @classmethod
+    def single(cls, size: int, **links) -> "Topology":
+        """One cluster of ``size`` ranks.
+
+        Examples
+        --------
+        >>> Topology.single(4).nclusters
+        1
+        """
+        return cls.from_sizes([size], **links)
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "Topology":
+        """A topology from its dictionary form (see :meth:`to_dict`).
+
+        Unknown keys are rejected so that a typo does not pass silently.
+
+        Examples
+        --------
+        >>> Topology.from_dict({"clusters": [[0, 1], [2]], "wan": {"latency": 0.02}}).wan.latency
+        0.02
+        """
+        if not isinstance(data, Mapping):
+            raise TopologyError("a topology description must be a mapping")
+        known = {"clusters", "sizes", "intra", "wan", "wan_pairs", "t_ini", "node_bandwidth"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise TopologyError(f"unknown topology field {unknown[0]!r}; "
+                                f"known fields: {', '.join(sorted(known))}")
+        if ("clusters" in data) == ("sizes" in data):
+            raise TopologyError("give exactly one of 'clusters' and 'sizes'")
+        links = {}
+        for level in ("intra", "wan"):
+            spec = data.get(level, {})
+            if not isinstance(spec, Mapping):
+                raise TopologyError(f"{level!r} must be a table with latency and bandwidth")
+            bad = sorted(set(spec) - {"latency", "bandwidth"})
+            if bad:
+                raise TopologyError(f"unknown field {bad[0]!r} in {level!r}")
+            if "latency" in spec:
+                links[f"{level}_latency"] = spec["latency"]
+            if "bandwidth" in spec:
+                links[f"{level}_bandwidth"] = spec["bandwidth"]
+        pairs = {}
+        for entry in data.get("wan_pairs", []):
+            if not isinstance(entry, Mapping) or set(entry) - {"from", "to", "latency",
+                                                              "bandwidth"}:
+                raise TopologyError("each wan_pairs entry needs from, to, latency, bandwidth")
+            try:
+                pairs[(entry["from"], entry["to"])] = (entry["latency"], entry["bandwidth"])
+            except KeyError as exc:
+                raise TopologyError(f"wan_pairs entry lacks {exc.args[0]!r}") from None
+        links["wan_pairs"] = pairs or None
+        links["t_ini"] = data.get("t_ini")
+        links["node_bandwidth"] = data.get("node_bandwidth")
+        if "sizes" in data:
+            return cls.from_sizes(list(data["sizes"]), **links)
+        clusters = data["clusters"]
+        if not isinstance(clusters, (list, tuple)):
+            raise TopologyError("'clusters' must be a list of rank lists")
+        return cls.from_clusters(clusters, **links)
+
+    @classmethod
+    def from_file(cls, path) -> "Topology":
+        """Read a topology from a ``.json`` or ``.toml`` file (data only, never run).
+
+        Examples
+        --------
+        >>> import tempfile, os
+        >>> p = os.path.join(tempfile.mkdtemp(), "t.toml")
+        >>> _ = open(p, "w").write('sizes = [2, 2]\\n[wan]\\nlatency = 0.005\\n')
+        >>> Topology.from_file(p).wan.latency
+        0.005
+        """
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise TopologyError(f"cannot read topology file {path}: {exc}") from None
+        if path.suffix == ".toml":
+            try:
+                import tomllib
+            except ModuleNotFoundError:  # Python 3.10
+                import tomli as tomllib
+            try:
+                data = tomllib.loads(text)
+            except tomllib.TOMLDecodeError as exc:
+                raise TopologyError(f"{path}: {exc}") from None
+        elif path.suffix == ".json":
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise TopologyError(f"{path}: {exc}") from None
+        else:
+            raise TopologyError(f"{path}: topology files end in .toml or .json")
+        return cls.from_dict(data)
+
+    def to_dict(self) -> dict:
+        """The JSON-ready dictionary form, read back by :meth:`from_dict`.
+
+        Examples
+        --------
+        >>> t = Topology.from_sizes([1, 2])
+        >>> Topology.from_dict(t.to_dict()) == t
+        True
+        """
+        data = {
+            "clusters": [list(c) for c in self.clusters],
+            "intra": {"latency": self.intra.latency, "bandwidth": self.intra.bandwidth},
+            "wan": {"latency": self.wan.latency, "bandwidth": self.wan.bandwidth},
+        }
+        if self.wan_pairs:
+            data["wan_pairs"] = [{"from": a, "to": b, "latency": l.latency,
+                                  "bandwidth": l.bandwidth}
+                                 for (a, b), l in self.wan_pairs]
+        if self.t_ini is not None:
+            data["t_ini"] = list(self.t_ini)
+        if self.node_bandwidth is not None:
+            data["node_bandwidth"] = list(self.node_bandwidth)
+        return data
+
+    def save(self, path):
+        """Write the topology as JSON (``.json``) or TOML (``.toml``)."""
+        path = Path(path)
+        data = self.to_dict()
+        if path.suffix == ".json":
+            path.write_text(json.dumps(data, indent=2) + "\n")
+        elif path.suffix == ".toml":
+            path.write_text(_to_toml(data))
+        else:
+            raise TopologyError(f"{path}: topology files end in .toml or .json")
+
+    # ------------------------------------------------------------------- queries
+    @property
+    def size(self) -> int:
+        """The number of ranks."""
+        return len(self._cluster_of)
+
+    @property
+    def nclusters(self) -> int:
+        """The number of clusters."""
+        return len(self.clusters)
+
+    @property
+    def cluster_ids(self) -> tuple:
+        """The cluster of each rank, as a tuple indexed by rank."""
+        return self._cluster_of
+
+    def cluster_of(self, rank: int) -> int:
+        """The cluster that holds ``rank``."""
+        self._check_rank(rank)
+        return self._cluster_of[rank]
+
+    @property
+    def is_contiguous(self) -> bool:
+        """Whether cluster 0 holds the lowest ranks, cluster 1 the next, and so on.
+
+        MagPIe calls a communicator whose clusters are not such ranges *reordered*.
+        """
+        return all(self._cluster_of[r] <= self._cluster_of[r + 1]
+                   for r in range(self.size - 1))
+
+    def coordinators(self, root: int | None = None) -> tuple:
+        """The coordinator of each cluster: its lowest rank, or ``root`` in root's cluster.
+
+        Examples
+        --------
+        >>> Topology.from_sizes([2, 2]).coordinators(root=1)
+        (1, 2)
+        """
+        coords = [members[0] for members in self.clusters]
+        if root is not None:
+            self._check_rank(root)
+            coords[self._cluster_of[root]] = root
+        return tuple(coords)
+
+    def wan_link(self, a: int, b: int) -> LinkParams:
+        """The wide-area link from cluster ``a`` to cluster ``b``."""
+        for key, link in self.wan_pairs:
+            if key == (a, b):
+                return link
+        return self.wan
+
+    def link(self, src: int, dst: int) -> LinkParams:
+        """The link a message from rank ``src`` to rank ``dst`` travels on."""
+        self._check_rank(src)
+        self._check_rank(dst)
+        a, b = self._cluster_of[src], self._cluster_of[dst]
+        return self.intra if a == b else self.wan_link(a, b)
+
+    def is_wide_area(self, src: int, dst: int) -> bool:
+        """Whether a message from ``src`` to ``dst`` crosses clusters."""
+        return self._cluster_of[src] != self._cluster_of[dst]
+
+    def with_t_ini(self, t_ini: Sequence[float]) -> "Topology":
+        """The same topology with per-rank message initiation costs."""
+        return Topology(self.clusters, self.intra, self.wan, self.wan_pairs,
+                        tuple(t_ini), self.node_bandwidth)
+
+    def _check_rank(self, rank):
+        if isinstance(rank, bool) or not isinstance(rank, int) or not (0 <= rank < self.size):
+            raise TopologyError(f"rank {rank!r} is not in 0..{self.size - 1}")
+
+    def __str__(self):
+        sizes = [len(c) for c in self.clusters]
+        kind = "contiguous" if self.is_contiguous else "reordered"
+        return (f"Topology({self.size} ranks in {self.nclusters} {kind} clusters {sizes}; "
+                f"intra {self.intra.latency:g} s, {self.intra.bandwidth:g} B/s; "
+                f"wide-area {self.wan.latency:g} s, {self.wan.bandwidth:g} B/s)")
+
+
+def _link(value, name) -> LinkParams:
+    if isinstance(value, LinkParams):
+        return value
+    try:
+        latency, bandwidth = value
+    except (TypeError, ValueError):
+        raise TopologyError(f"{name} must be (latency, bandwidth)") from None
+    _check_latency(f"{name} latency", latency)
+    _check_bandwidth(f"{name} bandwidth", bandwidth)
+    return LinkParams(float(latency), float(bandwidth))
+
+
+def _to_toml(data) -> str:
+    """A minimal TOML writer for the flat shapes :meth:`Topology.to_dict` produces."""
+    lines = [f"clusters = {json.dumps(data['clusters'])}"]
+    for key in ("t_ini", "node_bandwidth"):
+        if key in data:
+            lines.append(f"{key} = {json.dumps(data[key])}")
+    for level in ("intra", "wan"):
+        lines += ["", f"[{level}]", f"latency = {data[level]['latency']!r}",
+                  f"bandwidth = {data[level]['bandwidth']!r}"]
+    for entry in data.get("wan_pairs", []):
+        lines += ["", "[[wan_pairs]]"] + [f"{k} = {v!r}" for k, v in entry.items()]
+    return "\n".join(lines) + "\n"

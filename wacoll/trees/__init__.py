@@ -1,0 +1,25 @@
+"""Communication trees as networkx DiGraphs (edges parent -> child, ``order`` attribute).
+
+One convention for every builder, so that any tree feeds any plan builder and any
+cost model: nodes are ranks, each edge carries ``order``, the child's position in its
+parent's send sequence (0 first), and ``graph["root"]`` names the root.
+"""
+
+from wacoll.trees.basic import (
+    binary,
+    binomial,
+    chain,
+    children,
+    flat,
+    from_parents,
+    knomial,
+    lam,
+    parent,
+    tree_root,
+    validate_tree,
+)
+
+__all__ = [
+    "flat", "chain", "binary", "binomial", "knomial", "lam",
+    "children", "parent", "tree_root", "validate_tree", "from_parents",
+]

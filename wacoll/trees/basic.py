@@ -1,0 +1,258 @@
+"""Homogeneous tree shapes: flat, chain, binary, binomial, k-nomial and LAM-MPI's.
+
+Every builder returns a :class:`networkx.DiGraph` whose nodes are the ranks
+``0..n-1`` and whose edges run parent -> child with an integer attribute ``order``:
+the child's position in its parent's send sequence (0 first). The graph attribute
+``root`` names the root.
+
+Examples
+--------
+>>> from wacoll.trees import binomial, children
+>>> t = binomial(8)
+>>> children(t, 0)
+[4, 2, 1]
+>>> children(t, 4)
+[6, 5]
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from wacoll.errors import PlanError
+
+__all__ = [
+    "flat",
+    "chain",
+    "binary",
+    "binomial",
+    "knomial",
+    "lam",
+    "children",
+    "parent",
+    "tree_root",
+    "validate_tree",
+    "from_parents",
+]
+
+
+def _check(n, root):
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise PlanError(f"a tree needs at least one rank, got n={n!r}")
+    if isinstance(root, bool) or not isinstance(root, int) or not (0 <= root < n):
+        raise PlanError(f"root {root!r} is not a rank of 0..{n - 1}")
+
+
+def from_parents(children_of, n, root, name):
+    """A tree from a mapping rank -> ordered list of children.
+
+    Examples
+    --------
+    >>> t = from_parents({0: [2, 1]}, 3, 0, "custom")
+    >>> children(t, 0), t.graph["name"]
+    ([2, 1], 'custom')
+    """
+    tree = nx.DiGraph(root=root, name=name)
+    tree.add_nodes_from(range(n))
+    for p, kids in children_of.items():
+        for i, c in enumerate(kids):
+            tree.add_edge(p, c, order=i)
+    return tree
+
+
+def _relabel(vchildren, n, root, name):
+    """Build from children lists over virtual ranks (root at 0), rotated by ``root``."""
+    real = {(v + root) % n: [(c + root) % n for c in kids] for v, kids in vchildren.items()}
+    return from_parents(real, n, root, name)
+
+
+def flat(n: int, root: int = 0) -> nx.DiGraph:
+    """The root sends to every other rank, in rank order after the root.
+
+    Examples
+    --------
+    >>> children(flat(4, root=2), 2)
+    [3, 0, 1]
+    """
+    _check(n, root)
+    return _relabel({0: list(range(1, n))}, n, root, "flat")
+
+
+def chain(n: int, root: int = 0) -> nx.DiGraph:
+    """Each rank sends to its successor (rank order, rotated to start at the root).
+
+    Examples
+    --------
+    >>> sorted(chain(3, root=1).edges)
+    [(1, 2), (2, 0)]
+    """
+    _check(n, root)
+    return _relabel({v: [v + 1] for v in range(n - 1)}, n, root, "chain")
+
+
+def binary(n: int, root: int = 0) -> nx.DiGraph:
+    """A complete binary tree in heap order over ranks rotated to start at the root.
+
+    Examples
+    --------
+    >>> children(binary(6), 1)
+    [3, 4]
+    """
+    _check(n, root)
+    return _relabel({v: [c for c in (2 * v + 1, 2 * v + 2) if c < n] for v in range(n)},
+                    n, root, "binary")
+
+
+def knomial(n: int, k: int, root: int = 0) -> nx.DiGraph:
+    """A k-nomial tree; each parent sends to its largest subtree first.
+
+    Virtual rank ``v`` (relative to the root) receives from ``v`` with its lowest
+    nonzero base-``k`` digit cleared, as in MPICH's k-nomial broadcast.
+
+    Examples
+    --------
+    >>> children(knomial(9, 3), 0)
+    [3, 6, 1, 2]
+    """
+    _check(n, root)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 2:
+        raise PlanError(f"a k-nomial tree needs k >= 2, got k={k!r}")
+    vchildren = {}
+    for v in range(n):
+        kids = []
+        mask = 1
+        # v's children sit at digit positions below v's lowest nonzero digit.
+        while mask < n and (v // mask) % k == 0:
+            mask *= k
+        mask //= k
+        while mask >= 1:
+            for j in range(1, k):
+                c = v + j * mask
+                if c < n:
+                    kids.append(c)
+            mask //= k
+        vchildren[v] = kids
+    return _relabel(vchildren, n, root, f"knomial{k}")
+
+
+def binomial(n: int, root: int = 0) -> nx.DiGraph:
+    """A binomial tree (MPICH's broadcast tree): largest subtree first.
+
+    Examples
+    --------
+    >>> children(binomial(5), 0), children(binomial(5), 2)
+    ([4, 2, 1], [3])
+    """
+    tree = knomial(n, 2, root)
+    tree.graph["name"] = "binomial"
+    return tree
+
+
+def lam(n: int, root: int = 0, operation: str = "reduce") -> nx.DiGraph:
+    """LAM-MPI 6.5's trees: linear up to 4 processes, logarithmic beyond.
+
+    LAM's reduce and broadcast use different logarithmic trees. In the reduce tree
+    a virtual rank receives, for increasing bit ``i``, from ``v | 2**i`` while bit ``i``
+    of ``v`` is clear, then sends to ``v`` with its lowest set bit cleared; the
+    broadcast tree sends from ``v`` to ``v | 2**i`` for bits above ``v``'s highest bit.
+
+    Parameters
+    ----------
+    n : int
+        Number of ranks.
+    root : int
+        The root (rank 0 in LAM's Allreduce).
+    operation : {"reduce", "bcast"}
+        Which of LAM's two trees.
+
+    Examples
+    --------
+    >>> t = lam(32)
+    >>> children(t, 12), parent(t, 12)
+    ([13, 14], 8)
+    >>> children(lam(32, operation="bcast"), 1)
+    [3, 5, 9, 17]
+    >>> children(lam(4), 0)
+    [1, 2, 3]
+    """
+    _check(n, root)
+    if operation not in ("reduce", "bcast"):
+        raise PlanError(f"lam() operation must be 'reduce' or 'bcast', got {operation!r}")
+    if n <= 4:
+        tree = flat(n, root)
+        tree.graph["name"] = f"lam-{operation}"
+        return tree
+    vchildren = {v: [] for v in range(n)}
+    for v in range(1, n):
+        if operation == "reduce":
+            p = v & (v - 1)  # clear the lowest set bit
+        else:
+            p = v & ~(1 << (v.bit_length() - 1))  # clear the highest set bit
+        vchildren[p].append(v)
+    for kids in vchildren.values():
+        kids.sort()
+    return _relabel(vchildren, n, root, f"lam-{operation}")
+
+
+def children(tree: nx.DiGraph, node: int) -> list:
+    """The children of ``node`` in send order."""
+    return [c for c, _ in sorted(((c, d["order"]) for c, d in tree.succ[node].items()),
+                                 key=lambda item: item[1])]
+
+
+def parent(tree: nx.DiGraph, node: int):
+    """The parent of ``node``, or ``None`` for the root."""
+    preds = list(tree.pred[node])
+    return preds[0] if preds else None
+
+
+def tree_root(tree: nx.DiGraph) -> int:
+    """The one node without a parent."""
+    roots = [v for v in tree.nodes if tree.in_degree(v) == 0]
+    if len(roots) != 1:
+        raise PlanError(f"a tree has exactly one root; this graph has {len(roots)}")
+    return roots[0]
+
+
+def validate_tree(tree: nx.DiGraph, n: int | None = None, root: int | None = None,
+                  members=None) -> int:
+    """Check the tree convention and return the root.
+
+    A valid tree is an arborescence over the expected ranks whose edges each carry a
+    distinct integer ``order`` per parent, from 0 up.
+
+    Examples
+    --------
+    >>> validate_tree(binomial(4), n=4, root=0)
+    0
+    >>> import networkx as nx
+    >>> validate_tree(nx.DiGraph([(0, 1)]), n=2)
+    Traceback (most recent call last):
+    ...
+    wacoll.errors.PlanError: edge 0 -> 1 has no integer 'order' attribute
+    """
+    if not isinstance(tree, nx.DiGraph):
+        raise PlanError("a tree must be a networkx.DiGraph")
+    nodes = set(tree.nodes)
+    expected = set(range(n)) if members is None and n is not None else (
+        set(members) if members is not None else None)
+    if expected is not None and nodes != expected:
+        extra, lacking = sorted(nodes - expected), sorted(expected - nodes)
+        what = f"rank {lacking[0]} is missing" if lacking else f"node {extra[0]} is not a rank"
+        raise PlanError(f"the tree does not span the ranks: {what}")
+    if not nx.is_arborescence(tree):
+        raise PlanError("the graph is not a tree (arborescence) with edges parent -> child")
+    for p in tree.nodes:
+        orders = []
+        for c, data in tree.succ[p].items():
+            o = data.get("order")
+            if isinstance(o, bool) or not isinstance(o, int):
+                raise PlanError(f"edge {p} -> {c} has no integer 'order' attribute")
+            orders.append(o)
+        if sorted(orders) != list(range(len(orders))):
+            raise PlanError(f"the children of {p} have orders {sorted(orders)}; "
+                            f"expected 0..{len(orders) - 1}")
+    r = tree_root(tree)
+    if root is not None and r != root:
+        raise PlanError(f"the tree is rooted at {r}, but the operation's root is {root}")
+    return r
