@@ -1,1 +1,73 @@
-"""Communication plans: the model, the builders per family, the checker and tools."""
+"""Communication plans: the model, builders per family, the checker and tools.
+
+:func:`build` is the one entry point that picks a family's builder by name::
+
+    build(op, topology, family, root=..., count=..., level=..., **family_options)
+
+Families: ``magpie`` (MagPIe's wide-area algorithms), ``mpich`` (the MPICH 1.1
+algorithms MagPIe compares against), ``tree`` (any tree, PATHS/LAM), ``gridmpi``
+(Matsuda's multi-sender broadcast and allreduce) and ``combining`` (Plaat's
+cluster-combining alltoall).
+
+Examples
+--------
+>>> from wacoll import Topology
+>>> from wacoll.plans import build
+>>> plan = build("reduce", Topology.from_sizes([4, 4]), "tree", tree="lam")
+>>> plan.check().messages
+7
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from wacoll.errors import PlanError
+from wacoll.plans.check import CheckReport, check_plan
+from wacoll.plans.operations import LEVELS, OPERATIONS
+from wacoll.plans.plan import Message, Plan, Step
+
+__all__ = [
+    "Plan", "Step", "Message", "CheckReport", "check_plan", "build", "builders",
+    "FAMILIES", "OPERATIONS", "LEVELS",
+]
+
+#: Plan families and the modules that hold their builders.
+FAMILIES = {
+    "magpie": "wacoll.plans.magpie",
+    "mpich": "wacoll.plans.mpich",
+    "tree": "wacoll.plans.tree",
+    "gridmpi": "wacoll.plans.gridmpi",
+    "combining": "wacoll.plans.combining",
+}
+
+
+def builders(family: str) -> dict:
+    """The operation -> builder mapping of ``family``.
+
+    Examples
+    --------
+    >>> sorted(builders("tree"))
+    ['allreduce', 'bcast', 'reduce']
+    """
+    try:
+        module = FAMILIES[family]
+    except (KeyError, TypeError):
+        raise PlanError(f"unknown plan family {family!r}; known: {', '.join(FAMILIES)}") \
+            from None
+    return importlib.import_module(module).BUILDERS
+
+
+def build(op: str, topology, family: str = "magpie", **options) -> Plan:
+    """Build the ``family`` plan for operation ``op`` on ``topology``.
+
+    ``options`` are the builder's keyword arguments: ``root``, ``count`` (elements),
+    ``counts`` (v-variants), ``segments``, ``level``, ``itemsize`` and the family's own.
+    """
+    if op not in OPERATIONS:
+        raise PlanError(f"unknown operation {op!r}; known: {', '.join(OPERATIONS)}")
+    table = builders(family)
+    if op not in table:
+        raise PlanError(f"the {family} family has no {op} plan; it builds "
+                        f"{', '.join(sorted(table))}")
+    return table[op](topology, **options)

@@ -18,8 +18,11 @@ from wacoll.trees.basic import (
     tree_root,
     validate_tree,
 )
+from wacoll.trees.hierarchical import paths_grouped, paths_hierarchical, two_level
+from wacoll.trees.registry import TREE_NAMES, make_tree
 
 __all__ = [
     "flat", "chain", "binary", "binomial", "knomial", "lam",
     "children", "parent", "tree_root", "validate_tree", "from_parents",
+    "two_level", "paths_hierarchical", "paths_grouped", "make_tree", "TREE_NAMES",
 ]

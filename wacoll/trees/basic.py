@@ -33,6 +33,7 @@ __all__ = [
     "tree_root",
     "validate_tree",
     "from_parents",
+    "reduce_order",
 ]
 
 
@@ -192,6 +193,27 @@ def lam(n: int, root: int = 0, operation: str = "reduce") -> nx.DiGraph:
     for kids in vchildren.values():
         kids.sort()
     return _relabel(vchildren, n, root, f"lam-{operation}")
+
+
+def reduce_order(tree: nx.DiGraph) -> nx.DiGraph:
+    """The same tree with each parent's children in ascending order after the root.
+
+    A reduce over a binomial or k-nomial tree receives from its smallest subtree
+    first, so that operands stay in rank order: the reverse of the broadcast order.
+
+    Examples
+    --------
+    >>> children(reduce_order(binomial(8)), 0)
+    [1, 2, 4]
+    >>> children(reduce_order(knomial(9, 3)), 0)
+    [1, 2, 3, 6]
+    """
+    root = tree_root(tree)
+    n = tree.number_of_nodes()
+    kids = {p: sorted(tree.succ[p], key=lambda c: (c - root) % n) for p in tree.nodes}
+    out = from_parents(kids, 0, root, tree.graph.get("name", "tree"))
+    out.add_nodes_from(tree.nodes)
+    return out
 
 
 def children(tree: nx.DiGraph, node: int) -> list:

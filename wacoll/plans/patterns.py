@@ -1,0 +1,150 @@
+"""Communication patterns that plan builders of every family compose.
+
+Each pattern appends steps to a :class:`~wacoll.plans.builder.PlanBuilder` for the
+ranks of a tree (any subset of the communicator); families call them for the wide
+area and for the clusters alike.
+
+Examples
+--------
+>>> from wacoll import Topology, trees
+>>> from wacoll.plans.builder import PlanBuilder
+>>> from wacoll.plans.patterns import tree_bcast
+>>> b = PlanBuilder("bcast", Topology.single(4), root=0, count=8, segments=2)
+>>> tree_bcast(b, trees.chain(4), b.all_blocks, segments=[(0,), (1,)])
+>>> [str(s) for s in b.programs[1]]
+['recv 0 [0]', 'send 2 [0]', 'recv 0 [1]', 'send 2 [1]']
+"""
+
+from __future__ import annotations
+
+from wacoll.errors import PlanError
+from wacoll.trees.basic import children, parent, tree_root, validate_tree
+
+__all__ = ["tree_bcast", "tree_reduce", "subtree_ranks", "segment_blocks"]
+
+
+def segment_blocks(blocks, segments=None):
+    """The messages a pattern sends: ``segments`` if given, else all blocks at once."""
+    if segments is None:
+        return [tuple(blocks)]
+    return [tuple(s) for s in segments]
+
+
+def tree_bcast(b, tree, blocks, *, buf="out", segments=None, root_buf=None):
+    """Append a broadcast of ``blocks`` from the tree's root down ``tree``.
+
+    Every node receives each segment from its parent into ``buf`` and forwards it to
+    its children in ``order``, so several segments pipeline through the tree.
+
+    Parameters
+    ----------
+    b : PlanBuilder
+    tree : networkx.DiGraph
+        Over any subset of ranks, by the tree convention.
+    blocks : tuple of int
+        The blocks to broadcast.
+    buf : str
+        The buffer they are received into and sent from.
+    segments : list of tuple of int, optional
+        Blocks per message, in send order (default: one message with all blocks).
+    root_buf : str, optional
+        The buffer the root sends from (default ``buf``).
+    """
+    validate_tree(tree, members=tree.nodes)
+    root = tree_root(tree)
+    segs = segment_blocks(blocks, segments)
+    for v in tree.nodes:
+        kids = children(tree, v)
+        up = parent(tree, v)
+        src = (root_buf or buf) if v == root else buf
+        for seg in segs:
+            if up is not None:
+                b.recv(v, up, seg, buf)
+            for c in kids:
+                b.send(v, c, seg, src)
+
+
+def subtree_ranks(tree, ranges):
+    """The set of contributions each node's subtree covers, given each node's own."""
+    covered = {}
+    for v in reversed(list(_topological(tree))):
+        s = set(ranges[v])
+        for c in tree.succ[v]:
+            s |= covered[c]
+        covered[v] = s
+    return covered
+
+
+def _topological(tree):
+    root = tree_root(tree)
+    order, stack = [], [root]
+    while stack:
+        v = stack.pop()
+        order.append(v)
+        stack.extend(tree.succ[v])
+    return order
+
+
+def _side(level, acc, sub, v, c):
+    """Which side child ``c``'s subtree goes on so that rank order is kept."""
+    if level == "commutative":
+        return "right"
+    lo, hi = min(sub), max(sub)
+    contiguous = hi - lo + 1 == len(sub)
+    if contiguous and max(acc) + 1 == lo:
+        return "right"
+    if contiguous and hi + 1 == min(acc):
+        return "left"
+    raise PlanError(
+        f"the reduce tree does not keep rank order at rank {v}: child {c} brings ranks "
+        f"{sorted(sub)[:6]} next to ranks {min(acc)}..{max(acc)}; use level='commutative' "
+        f"or a rank-ordered reduce tree such as lam(n) or make_tree('binomial', ..., "
+        f"operation='reduce')")
+
+
+def tree_reduce(b, tree, blocks, *, result_buf="out", acc_buf="acc", start=None,
+                ranges=None, segments=None, arrival=False):
+    """Append a reduction of ``blocks`` up ``tree`` into ``result_buf`` at its root.
+
+    Each node starts with a value in ``start[v]`` (default ``"in"``) covering the
+    contributions ``ranges[v]`` (default ``{v}``), combines its children's partial
+    results in ``order`` (or in arrival order when ``arrival`` and the level is
+    commutative) on the side that keeps rank order, and sends the result to its parent.
+
+    Raises
+    ------
+    PlanError
+        If the level keeps rank order and the tree cannot.
+    """
+    validate_tree(tree, members=tree.nodes)
+    root = tree_root(tree)
+    level = b.level
+    start = start or {}
+    ranges = ranges or {v: (v,) for v in tree.nodes}
+    covered = subtree_ranks(tree, ranges)
+    segs = segment_blocks(blocks, segments)
+    for v in tree.nodes:
+        kids = children(tree, v)
+        up = parent(tree, v)
+        own = start.get(v, "in")
+        acc = result_buf if v == root else acc_buf
+        if not kids:
+            if up is None:
+                b.copy(v, blocks, own, acc)
+            else:
+                for seg in segs:
+                    b.send(v, up, seg, own)
+            continue
+        sides = []
+        have = set(ranges[v])
+        for c in kids:
+            sides.append(_side(level, have, covered[c], v, c))
+            have |= covered[c]
+        group = v + 1 if (arrival and level == "commutative" and len(kids) > 1) else 0
+        if own != acc:
+            b.copy(v, blocks, own, acc)
+        for seg in segs:
+            for c, side in zip(kids, sides):
+                b.recv_combine(v, c, seg, acc, side, group)
+            if up is not None:
+                b.send(v, up, seg, acc)

@@ -1,0 +1,207 @@
+"""Completion times of a broadcast down a tree under two simple cost models.
+
+*Banikazemi et al. (ICPP 1998), message initiation cost* ``t_ini``: a node that holds
+the message at time ``R`` sends to its children one after the other, each send
+occupying it for its own ``t_ini``; the child of order ``k`` (0-based) has the
+message at ``R + (k + 1) * t_ini[parent]``. Transmission time is ignored.
+
+*MagPIe (Kielmann et al., PPoPP 1999), Figure 1*: a send costs the sender ``t_s`` and
+the message reaches the receiver ``t_r`` after the send started; the ``k``-th send of
+a node that got the message at ``R`` starts at ``R + k * t_s`` and its child has the
+message at ``R + k * t_s + t_r``.
+
+Both return the time at which the last node has the message (0 for a lone root).
+
+Examples
+--------
+>>> from wacoll.trees import binomial, flat
+>>> bcast_time(binomial(4), [100, 300, 300, 300])
+400
+>>> bcast_time_ts_tr(flat(8), t_s=10, t_r=1000)
+1060
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from wacoll.errors import PlanError
+from wacoll.trees.basic import validate_tree
+
+__all__ = ["bcast_time", "bcast_time_ts_tr", "receive_times"]
+
+
+def _number(value, what):
+    """``value`` as a Python int or float, finite and >= 0, else PlanError."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise PlanError(f"{what} must be a finite number >= 0, got {value!r}")
+    value = int(value) if isinstance(value, numbers.Integral) else float(value)
+    if not math.isfinite(value) or value < 0:
+        raise PlanError(f"{what} must be a finite number >= 0, got {value!r}")
+    return value
+
+
+def _check_costs(costs) -> list:
+    """Per-rank costs as a list of Python numbers; PlanError unless all finite and >= 0."""
+    if isinstance(costs, np.ndarray):
+        if costs.ndim != 1 or costs.dtype.kind not in "iuf":
+            raise PlanError("costs must be a one-dimensional sequence of numbers, "
+                            f"got an array of shape {costs.shape} and dtype {costs.dtype}")
+        bad = ~np.isfinite(costs) | (costs < 0)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise PlanError(f"cost of rank {i} must be a finite number >= 0, got {costs[i]!r}")
+        costs = costs.tolist()
+    elif isinstance(costs, (str, bytes)) or not hasattr(costs, "__len__") \
+            or not hasattr(costs, "__getitem__") or isinstance(costs, dict):
+        raise PlanError(f"costs must be a sequence of numbers indexed by rank, got {costs!r}")
+    else:
+        costs = [_number(c, f"cost of rank {i}") for i, c in enumerate(costs)]
+    if not costs:
+        raise PlanError("costs is empty: a tree needs at least one rank")
+    return costs
+
+
+def _check_members(members, n: int, root) -> list:
+    """The sorted participant ranks (default all of ``0..n-1``), checked against ``root``."""
+    if isinstance(root, (bool, np.bool_)) or not isinstance(root, numbers.Integral) \
+            or not 0 <= root < n:
+        raise PlanError(f"root {root!r} is not a rank of 0..{n - 1}")
+    if members is None:
+        return list(range(n))
+    if isinstance(members, (str, bytes, dict)):
+        raise PlanError(f"members must be a collection of ranks, got {members!r}")
+    try:
+        members = list(members)
+    except TypeError:
+        raise PlanError(f"members must be a collection of ranks, got {members!r}") from None
+    for m in members:
+        if isinstance(m, (bool, np.bool_)) or not isinstance(m, numbers.Integral) \
+                or not 0 <= m < n:
+            raise PlanError(f"member {m!r} is not a rank of 0..{n - 1}")
+    members = sorted(int(m) for m in members)
+    for a, b in zip(members, members[1:]):
+        if a == b:
+            raise PlanError(f"member {a} appears more than once")
+    if root not in members:
+        raise PlanError(f"root {root} is not in members")
+    return members
+
+
+def _times(tree, gap, arrive) -> dict:
+    """Receive time per node: child of order k of p gets it at R_p + k*gap(p) + arrive(p)."""
+    root = validate_tree(tree)
+    times = {root: 0}
+    stack = [root]
+    while stack:
+        p = stack.pop()
+        r, g, a = times[p], gap(p), arrive(p)
+        for c, data in tree.succ[p].items():
+            times[c] = r + data["order"] * g + a
+            stack.append(c)
+    return times
+
+
+def _cost_lookup(tree, costs):
+    costs = _check_costs(costs)
+    for v in tree.nodes:
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < len(costs):
+            raise PlanError(f"node {v!r} of the tree has no cost (costs cover ranks "
+                            f"0..{len(costs) - 1})")
+    return costs
+
+
+def receive_times(tree, costs) -> dict:
+    """The time at which each node has the message, under the ``t_ini`` model.
+
+    Parameters
+    ----------
+    tree : networkx.DiGraph
+        A tree in the wacoll convention (edges parent -> child with ``order``).
+    costs : sequence of float
+        ``costs[r]`` is rank ``r``'s message initiation cost ``t_ini``.
+
+    Returns
+    -------
+    dict
+        Node -> receive time; the root has 0.
+
+    Examples
+    --------
+    >>> from wacoll.trees import binomial
+    >>> receive_times(binomial(4), [100, 300, 300, 300])
+    {0: 0, 1: 200, 2: 100, 3: 400}
+    """
+    costs = _cost_lookup(tree, costs)
+    return dict(sorted(_times(tree, costs.__getitem__, costs.__getitem__).items()))
+
+
+def bcast_time(tree, costs):
+    """Completion time of a broadcast down ``tree`` under the ``t_ini`` model.
+
+    The child of order ``k`` of a node that has the message at ``R`` receives it at
+    ``R + (k + 1) * costs[parent]`` (Banikazemi, Moorthy and Panda, ICPP 1998).
+
+    Parameters
+    ----------
+    tree : networkx.DiGraph
+        A tree in the wacoll convention.
+    costs : sequence of float
+        Per-rank message initiation costs, finite and >= 0.
+
+    Returns
+    -------
+    float or int
+        The latest receive time; 0 for a single node.
+
+    Raises
+    ------
+    PlanError
+        If the tree breaks the convention or a cost is missing or invalid.
+
+    Examples
+    --------
+    >>> from wacoll.trees import binomial
+    >>> costs = [100, 300, 300, 300, 300, 100, 300, 300]  # Banikazemi Figure 1
+    >>> bcast_time(binomial(8), costs)
+    700
+    """
+    return max(receive_times(tree, costs).values())
+
+
+def bcast_time_ts_tr(tree, t_s, t_r):
+    """Completion time of a broadcast down ``tree`` under MagPIe's send/receive model.
+
+    The ``k``-th send (order ``k``) of a node that has the message at ``R`` starts at
+    ``R + k * t_s`` and the child has the message at ``R + k * t_s + t_r``.
+
+    Parameters
+    ----------
+    tree : networkx.DiGraph
+        A tree in the wacoll convention.
+    t_s : float
+        Time a send occupies the sender (>= 0).
+    t_r : float
+        Time from the start of a send until the receiver has the message (>= 0).
+
+    Returns
+    -------
+    float or int
+        The latest receive time; 0 for a single node.
+
+    Examples
+    --------
+    MagPIe's Figure 1 (8 ranks, ``t_s = 10``):
+
+    >>> from wacoll.trees import binomial, flat
+    >>> [bcast_time_ts_tr(flat(8), 10, t_r) for t_r in (1000, 11)]
+    [1060, 71]
+    >>> [bcast_time_ts_tr(binomial(8), 10, t_r) for t_r in (1000, 11)]
+    [3000, 33]
+    """
+    t_s = _number(t_s, "t_s")
+    t_r = _number(t_r, "t_r")
+    return max(_times(tree, lambda p: t_s, lambda p: t_r).values())
