@@ -7,7 +7,8 @@ from a. The checker proves that
 
 - sends and receives match (peer, blocks, order) and the plan cannot deadlock;
 - no step reads a block its rank does not hold, writes the read-only ``"in"`` buffer,
-  or writes a block the user's ``"out"`` buffer has no place for;
+  writes a block the user's ``"out"`` buffer has no place for, or receives data the
+  slot already holds (a block sent twice);
 - every rank ends with exactly the data the operation promises, block by block;
 - every combination is one the reduction level allows: ``strict`` (the one canonical
   expression, so results are bit-for-bit reproducible), ``associative`` (any grouping,
@@ -387,6 +388,10 @@ class _Checker:
                     mine[k] = h
         for b, value in zip(blocks, values):
             if step.kind == "recv":
+                held = self.state[r].get((step.dst, b))
+                if held is not None and held[0] == value[0]:
+                    self.fail(r, i, f"receives block {b} into {step.dst!r}, which already "
+                                    f"holds that data (a block sent twice)")
                 self.write(r, i, step.dst, b, value)
             else:
                 acc = self.read(r, i, step.dst, b)

@@ -1,7 +1,7 @@
 """The **tree** family: broadcast, reduce and allreduce over any tree (PATHS/LAM).
 
 A tree is given as a :class:`networkx.DiGraph` by the tree convention, or by name
-(see :func:`wacoll.trees.make_tree`). Children are combined in script order, or in
+(see :func:`wacoll.trees.make_tree`; ``group_size`` sizes PATHS's grouped scheme). Children are combined in script order, or in
 arrival order where the level is commutative and ``arrival=True`` (PATHS).
 Allreduce is a reduce to the root followed by a broadcast, each over its own tree
 (LAM uses different reduce and broadcast trees).
@@ -25,11 +25,12 @@ from wacoll.trees.basic import validate_tree
 __all__ = ["bcast", "reduce", "allreduce", "BUILDERS"]
 
 
-def _tree(tree, topology, root, operation, default="binomial"):
+def _tree(tree, topology, root, operation, group_size=4):
     if tree is None:
-        tree = default
+        tree = "binomial"
     if isinstance(tree, str):
-        return tree, make_tree(tree, topology, root=root, operation=operation)
+        return tree, make_tree(tree, topology, root=root, operation=operation,
+                               group_size=group_size)
     validate_tree(tree, n=topology.size, root=root)
     return tree.graph.get("name", "custom"), tree
 
@@ -39,7 +40,7 @@ def _segments(b):
     return [(blk,) for blk in b.all_blocks]
 
 
-def bcast(topology, *, tree=None, root=0, count=1, segments=1, itemsize=1):
+def bcast(topology, *, tree=None, root=0, count=1, segments=1, itemsize=1, group_size=4):
     """Broadcast from ``root`` down ``tree`` (default: binomial), pipelined by segment.
 
     Examples
@@ -50,13 +51,13 @@ def bcast(topology, *, tree=None, root=0, count=1, segments=1, itemsize=1):
     """
     b = PlanBuilder("bcast", topology, root=root, count=count, segments=segments,
                     itemsize=itemsize)
-    name, t = _tree(tree, topology, b.root, "bcast")
+    name, t = _tree(tree, topology, b.root, "bcast", group_size)
     tree_bcast(b, t, b.all_blocks, segments=_segments(b))
     return b.build(family="tree", algorithm=name, tree=name, segments=segments)
 
 
 def reduce(topology, *, tree=None, root=0, count=1, segments=1, level=None, itemsize=1,
-           arrival=False):
+           arrival=False, group_size=4):
     """Reduce to ``root`` up ``tree`` (default: binomial), pipelined by segment.
 
     Examples
@@ -67,14 +68,14 @@ def reduce(topology, *, tree=None, root=0, count=1, segments=1, level=None, item
     """
     b = PlanBuilder("reduce", topology, root=root, count=count, segments=segments,
                     level=level, itemsize=itemsize)
-    name, t = _tree(tree, topology, b.root, "reduce")
+    name, t = _tree(tree, topology, b.root, "reduce", group_size)
     tree_reduce(b, t, b.all_blocks, segments=_segments(b), arrival=arrival)
     return b.build(family="tree", algorithm=name, tree=name, segments=segments,
                    arrival=arrival)
 
 
 def allreduce(topology, *, tree=None, bcast_tree=None, root=0, count=1, segments=1,
-              level=None, itemsize=1, arrival=False):
+              level=None, itemsize=1, arrival=False, group_size=4):
     """Reduce to ``root`` up ``tree``, then broadcast down ``bcast_tree``.
 
     ``bcast_tree`` defaults to the reduce tree's broadcast counterpart: the same name
@@ -88,10 +89,10 @@ def allreduce(topology, *, tree=None, bcast_tree=None, root=0, count=1, segments
     """
     b = PlanBuilder("allreduce", topology, count=count, segments=segments, level=level,
                     itemsize=itemsize)
-    name, t = _tree(tree, topology, root, "reduce")
+    name, t = _tree(tree, topology, root, "reduce", group_size)
     if bcast_tree is None:
         bcast_tree = tree if isinstance(tree, str) or tree is None else t
-    bname, bt = _tree(bcast_tree, topology, root, "bcast")
+    bname, bt = _tree(bcast_tree, topology, root, "bcast", group_size)
     segs = _segments(b)
     tree_reduce(b, t, b.all_blocks, segments=segs, arrival=arrival)
     tree_bcast(b, bt, b.all_blocks, segments=segs)

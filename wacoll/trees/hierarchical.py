@@ -41,14 +41,14 @@ def _topology(topology, root):
 
 
 def _local_tree(members, coordinator, shape):
-    """``shape`` over a cluster's ranks (in rank order), rooted at ``coordinator``."""
+    """``shape`` over a cluster's ranks, the coordinator first and the rest in rank order."""
     try:
         make = INTRA_SHAPES[shape]
     except KeyError:
         raise PlanError(f"unknown intra-cluster shape {shape!r}; "
                         f"known: {', '.join(INTRA_SHAPES)}") from None
-    members = list(members)
-    local = make(len(members), members.index(coordinator))
+    members = [coordinator] + [r for r in members if r != coordinator]
+    local = make(len(members), 0)
     return {members[p]: [members[c] for c in basic.children(local, p)]
             for p in range(len(members))}
 
