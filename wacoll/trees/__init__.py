@@ -15,14 +15,19 @@ from wacoll.trees.basic import (
     knomial,
     lam,
     parent,
+    reduce_order,
     tree_root,
     validate_tree,
 )
+from wacoll.trees.cost import bcast_time, bcast_time_ts_tr, receive_times
+from wacoll.trees.hetero import fnf, spoc
 from wacoll.trees.hierarchical import paths_grouped, paths_hierarchical, two_level
+from wacoll.trees.optimal import optimal
 from wacoll.trees.registry import TREE_NAMES, make_tree
 
 __all__ = [
     "flat", "chain", "binary", "binomial", "knomial", "lam",
-    "children", "parent", "tree_root", "validate_tree", "from_parents",
+    "children", "parent", "reduce_order", "tree_root", "validate_tree", "from_parents",
     "two_level", "paths_hierarchical", "paths_grouped", "make_tree", "TREE_NAMES",
+    "spoc", "fnf", "optimal", "bcast_time", "bcast_time_ts_tr", "receive_times",
 ]

@@ -17,7 +17,7 @@ Examples
 >>> from wacoll.trees import children
 >>> costs = [100, 300, 300, 300, 300, 100, 300, 300]  # Banikazemi Figure 1
 >>> children(spoc(costs), 0), children(fnf(costs), 0)
-([5, 2, 1], [5, 1, 3, 6])
+([5, 1, 3], [5, 1, 3, 6])
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def spoc(costs, root: int = 0, members=None) -> nx.DiGraph:
     >>> costs = [100, 300, 300, 300, 300, 100, 300, 300]
     >>> t = spoc(costs)
     >>> children(t, 0), children(t, 5), bcast_time(t, costs)
-    ([5, 2, 1], [3, 4], 500)
+    ([5, 1, 3], [2, 6], 500)
     >>> sorted(spoc(costs, root=3, members=[1, 3, 5]).edges)
     [(3, 1), (3, 5)]
     """
