@@ -1,0 +1,384 @@
+"""The **gridmpi** family: Matsuda et al.'s multi-sender wide-area bcast and allreduce.
+
+Matsuda, Kudoh, Kodama, Takano and Ishikawa (Cluster 2006) modify van de Geijn's
+broadcast (scatter + allgather) and Rabenseifner's allreduce (reduce-scatter +
+allgather) for clusters joined by *long-and-fast* wide-area links, whose bandwidth
+exceeds a node's: between the two stages, each block crosses the wide area from its
+owner in one cluster to its owner in another, so many nodes share the wide-area link
+(``counter_copy``, ``counter_reduce``). Only ``n`` *selected* ranks per cluster send
+across the wide area; the others first forward their blocks to a selected rank of
+their cluster (the paper's "simple forwarding"), which keeps ``n`` senders on the
+link. A sender is forwarded only the blocks it lacks: in a broadcast's root cluster
+the scatter tree already gave each sender its group's blocks when ``n`` and the
+cluster size are powers of two, so nothing is forwarded there. The wide-area
+messages and bytes do not depend on ``n`` between clusters of equal size (each
+block crosses once, one message per sender and destination rank); ``n`` shows in
+:func:`wide_area_senders` and in the forwarding inside the clusters.
+
+Table 1's costs: ``L + M/nB + M/B + M/B`` for both, against
+``L + M/B + (M/B + M/B)`` for *farfirst* broadcast and
+``L + M/B + (M/B + M/B) + (M/B + M/B)`` for *two-tier* allreduce.
+
+Algorithms
+----------
+bcast ``"vandegeijn"`` (default)
+    Binomial scatter in the root's cluster, ``counter_copy`` from the root cluster to
+    every other (Section 2.5: one-to-all), allgather in every cluster.
+bcast ``"farfirst"``
+    The root first sends the whole message to each remote coordinator, then every
+    cluster runs van de Geijn's broadcast from its coordinator.
+bcast ``"flat-vandegeijn"``
+    Van de Geijn's broadcast over all ranks as one group, blind to clusters.
+allreduce ``"rabenseifner"`` (default)
+    Reduce-scatter in every cluster, ``counter_reduce`` all-to-all between clusters
+    (each owner combines the partials of all clusters in cluster order), allgather
+    in every cluster.
+allreduce ``"two-tier"``
+    Reduce to each cluster's coordinator (reduce-scatter + binomial gather), exchange
+    between coordinators, then van de Geijn's broadcast in every cluster (on one
+    cluster there is nothing to exchange, and it is Rabenseifner's allreduce).
+allreduce ``"flat-rabenseifner"``
+    Rabenseifner's allreduce over all ranks as one group.
+
+Blocks
+------
+A cluster of ``p`` ranks cuts the vector into ``p`` contiguous ranges. The plan's
+blocks are the common refinement of every cluster's cut (plus an even cut into
+``segments``, which only makes blocks finer), so each block has exactly one owner in
+each cluster; this is how clusters of different sizes exchange blocks. The builders
+make a :class:`~wacoll.plans.builder.PlanBuilder` for ``count`` elements and replace
+its ``counts`` by the refinement's (a segmented operation only needs one block or
+more, so any refinement is a valid layout). In the root's cluster, position ``j``
+of the order starting at the root owns range ``j``; elsewhere the ``j``-th lowest
+rank does, except after a power-of-two recursive halving, where it is the rank at
+position ``bitreverse(j)``.
+
+Reduction levels
+----------------
+Operands stay in rank order inside a cluster; the modified Rabenseifner and two-tier
+algorithms combine whole cluster partials in cluster order (by lowest rank), so they
+need ``"associative"`` when every cluster is a contiguous rank range and
+``"commutative"`` otherwise. None of the three keeps the one canonical expression of
+level ``"strict"`` on every topology, so ``"strict"`` is refused: use the magpie or
+mpich allreduce for bit-reproducible results.
+
+Examples
+--------
+>>> from wacoll import Topology
+>>> from wacoll.plans import gridmpi
+>>> topo = Topology.from_sizes([4, 4])
+>>> plan = gridmpi.bcast(topo, count=1 << 20, n=2)
+>>> report = plan.check()
+>>> report.wide_area_messages, report.wide_area_bytes
+(4, 1048576)
+>>> gridmpi.wide_area_senders(plan)
+{0: (0, 2)}
+"""
+
+from __future__ import annotations
+
+from wacoll.errors import PlanError
+from wacoll.plans.builder import PlanBuilder
+from wacoll.plans.gridmpi_parts import (
+    Layout,
+    allgather,
+    binomial_gather,
+    binomial_scatter,
+    reduce_scatter,
+    wide_area_receives,
+    wide_area_sends,
+)
+from wacoll.plans.operations import LEVELS
+
+__all__ = ["bcast", "allreduce", "wide_area_senders", "BCAST_ALGORITHMS",
+           "ALLREDUCE_ALGORITHMS", "BUILDERS"]
+
+#: Broadcast algorithms, default first.
+BCAST_ALGORITHMS = ("vandegeijn", "farfirst", "flat-vandegeijn")
+#: Allreduce algorithms, default first.
+ALLREDUCE_ALGORITHMS = ("rabenseifner", "two-tier", "flat-rabenseifner")
+#: The algorithms that take ``n``: the modified ones, with wide-area senders.
+_MULTI_SENDER = ("vandegeijn", "rabenseifner")
+
+
+def _algorithm(op, algorithm, known):
+    if algorithm not in known:
+        raise PlanError(f"unknown gridmpi {op} algorithm {algorithm!r}; known: "
+                        f"{', '.join(known)}")
+    return algorithm
+
+
+def _senders(n, algorithm, topology):
+    """Validate ``n``; the value recorded in the plan (largest cluster when None)."""
+    if algorithm not in _MULTI_SENDER:
+        if n is not None:
+            raise PlanError(f"n (wide-area senders per cluster) applies to the "
+                            f"{' and '.join(_MULTI_SENDER)} algorithms, not {algorithm!r}")
+        return None
+    if n is None:
+        return max(len(c) for c in topology.clusters)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise PlanError(f"n (wide-area senders per cluster) must be an integer >= 1, "
+                        f"got {n!r}")
+    return n
+
+
+def _cluster_order(topology):
+    """Cluster ids by lowest rank: the order cluster partials are combined in."""
+    return sorted(range(topology.nclusters), key=lambda c: topology.clusters[c][0])
+
+
+def _rotate(members, first):
+    i = members.index(first)
+    return tuple(members[i:]) + tuple(members[:i])
+
+
+def _owner_map(owners, ranges):
+    return {x: owners[j] for j, blocks in enumerate(ranges) for x in blocks}
+
+
+def _builder(op, topology, layout, **kwargs):
+    b = PlanBuilder(op, topology, **kwargs)
+    b.counts = layout.counts  # the refinement replaces PlanBuilder's even segments
+    return b
+
+
+# ----------------------------------------------------------------------------- bcast
+def bcast(topology, *, root=0, count=1, segments=1, itemsize=1,
+          algorithm="vandegeijn", n=None):
+    """Broadcast from ``root`` by one of Matsuda et al.'s algorithms.
+
+    Parameters
+    ----------
+    topology : Topology
+    root : int
+    count : int
+        Elements of the message.
+    segments : int
+        Also cut the blocks at an even split into ``segments`` (finer block ids only).
+    itemsize : int
+        Bytes per element.
+    algorithm : {"vandegeijn", "farfirst", "flat-vandegeijn"}
+        See the module docstring.
+    n : int, optional
+        ``"vandegeijn"`` only: wide-area senders of the root's cluster (clamped to its
+        size; default all its ranks).
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> plan = bcast(Topology.from_sizes([2, 2]), count=4, algorithm="farfirst")
+    >>> print(plan.describe())
+    bcast on 4 ranks, root 0 (gridmpi/farfirst)
+    rank 0: send 2 [0,1]; send 1 [1]; send 1 [0]
+    rank 1: recv 0 [1]; recv 0 [0]
+    rank 2: recv 0 [0,1]; send 3 [1]; send 3 [0]
+    rank 3: recv 2 [1]; recv 2 [0]
+    """
+    _algorithm("bcast", algorithm, BCAST_ALGORITHMS)
+    n_param = _senders(n, algorithm, topology)
+    clusters = topology.clusters
+    flat = algorithm == "flat-vandegeijn"
+    sizes = [topology.size] if flat else [len(c) for c in clusters]
+    layout = Layout.refine(count, sizes, segments)
+    b = _builder("bcast", topology, layout, root=root, count=count, itemsize=itemsize)
+    root = b.root
+    if algorithm == "flat-vandegeijn":
+        order = _rotate(tuple(range(topology.size)), root)
+        ranges = layout.ranges(topology.size)
+        held = binomial_scatter(b, order, ranges)
+        allgather(b, order, ranges, held=held)
+    elif algorithm == "farfirst":
+        _farfirst(b, topology, layout, root)
+    else:
+        _vandegeijn(b, topology, layout, root, n_param)
+    params = {"segments": segments}
+    if n_param is not None:
+        params["n"] = n_param
+    return b.build(family="gridmpi", algorithm=algorithm, **params)
+
+
+def _farfirst(b, topology, layout, root):
+    home = topology.cluster_of(root)
+    coords = topology.coordinators(root)
+    for c in _cluster_order(topology):
+        if c != home:
+            b.transfer(root, coords[c], b.all_blocks)
+    for c, members in enumerate(topology.clusters):
+        order = _rotate(members, coords[c])
+        ranges = layout.ranges(len(members))
+        held = binomial_scatter(b, order, ranges)
+        allgather(b, order, ranges, held=held)
+
+
+def _vandegeijn(b, topology, layout, root, n):
+    home = topology.cluster_of(root)
+    clusters = topology.clusters
+    order = _rotate(clusters[home], root)
+    ranges = layout.ranges(len(order))
+    held = binomial_scatter(b, order, ranges)
+    destinations = []
+    for c in _cluster_order(topology):
+        if c != home:
+            destinations.append((c, _owner_map(clusters[c],
+                                               layout.ranges(len(clusters[c])))))
+    messages = wide_area_sends(b, home, order, ranges, held, min(n, len(order)),
+                               destinations)
+    wide_area_receives(b, messages, topology.cluster_ids, None)
+    for c, members in enumerate(clusters):
+        if c == home:
+            allgather(b, order, ranges, held=held)
+        else:
+            allgather(b, members, layout.ranges(len(members)))
+
+
+# ------------------------------------------------------------------------- allreduce
+def _check_level(level, algorithm, topology):
+    if level is None:
+        level = "strict"
+    if level not in LEVELS:
+        raise PlanError(f"unknown reduction level {level!r}; known: {', '.join(LEVELS)}")
+    if level == "strict":
+        raise PlanError(
+            f"the gridmpi {algorithm!r} allreduce cannot keep level 'strict': its "
+            f"reduce-scatter and its combining of cluster partials group the operands "
+            f"by the topology, not by the one canonical expression; pass "
+            f"level='associative' (or 'commutative'), or use the magpie or mpich "
+            f"allreduce for strict results")
+    if level == "associative" and algorithm != "flat-rabenseifner":
+        scattered = [c for c, m in enumerate(topology.clusters)
+                     if m[-1] - m[0] + 1 != len(m)]
+        if scattered:
+            raise PlanError(
+                f"the gridmpi {algorithm!r} allreduce combines whole cluster partials, "
+                f"which keeps rank order only when every cluster is a contiguous rank "
+                f"range; cluster {scattered[0]} {list(topology.clusters[scattered[0]])} "
+                f"is not: use level='commutative' or the 'flat-rabenseifner' algorithm")
+    return level
+
+
+def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
+              algorithm="rabenseifner", n=None):
+    """Allreduce by one of Matsuda et al.'s algorithms.
+
+    Parameters
+    ----------
+    topology : Topology
+    count : int
+        Elements of the vector.
+    segments : int
+        Also cut the blocks at an even split into ``segments`` (finer block ids only).
+    level : {"associative", "commutative"}
+        ``"strict"`` (the default of wacoll's reductions) is refused, see the module
+        docstring; ``"associative"`` needs contiguous clusters except for
+        ``"flat-rabenseifner"``.
+    itemsize : int
+        Bytes per element.
+    algorithm : {"rabenseifner", "two-tier", "flat-rabenseifner"}
+    n : int, optional
+        ``"rabenseifner"`` only: wide-area senders per cluster (clamped to each
+        cluster's size; default all ranks).
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> topo = Topology.from_sizes([4, 4])
+    >>> allreduce(topo, count=8, level="associative", n=1).check().wide_area_messages
+    8
+    >>> allreduce(topo, count=8)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    wacoll.errors.PlanError: the gridmpi 'rabenseifner' allreduce cannot keep level ...
+    """
+    _algorithm("allreduce", algorithm, ALLREDUCE_ALGORITHMS)
+    n_param = _senders(n, algorithm, topology)
+    level = _check_level(level, algorithm, topology)
+    clusters = topology.clusters
+    flat = algorithm == "flat-rabenseifner"
+    sizes = [topology.size] if flat else [len(c) for c in clusters]
+    layout = Layout.refine(count, sizes, segments)
+    b = _builder("allreduce", topology, layout, count=count, level=level,
+                 itemsize=itemsize)
+    if flat:
+        ranges = layout.ranges(topology.size)
+        owners = reduce_scatter(b, tuple(range(topology.size)), ranges)
+        allgather(b, owners, ranges)
+    elif algorithm == "two-tier":
+        _two_tier(b, topology, layout)
+    else:
+        _rabenseifner(b, topology, layout, n_param)
+    params = {"segments": segments}
+    if n_param is not None:
+        params["n"] = n_param
+    return b.build(family="gridmpi", algorithm=algorithm, **params)
+
+
+def _rabenseifner(b, topology, layout, n):
+    clusters = topology.clusters
+    order = _cluster_order(topology)
+    position = {c: i for i, c in enumerate(order)}
+    owners, ranges = {}, {}
+    for c, members in enumerate(clusters):
+        ranges[c] = layout.ranges(len(members))
+        owners[c] = reduce_scatter(b, members, ranges[c])
+    messages = []
+    for c in order:
+        held = {owners[c][j]: set(blocks) for j, blocks in enumerate(ranges[c])}
+        destinations = [(d, _owner_map(owners[d], ranges[d])) for d in order if d != c]
+        messages += wide_area_sends(b, c, owners[c], ranges[c], held,
+                                    min(n, len(clusters[c])), destinations)
+    wide_area_receives(b, messages, topology.cluster_ids, position, combine=True)
+    for c in range(len(clusters)):
+        allgather(b, owners[c], ranges[c])
+
+
+def _two_tier(b, topology, layout):
+    clusters = topology.clusters
+    order = _cluster_order(topology)
+    coords = topology.coordinators()
+    if len(clusters) == 1:  # nothing to exchange: the owners already hold the result
+        ranges = layout.ranges(topology.size)
+        allgather(b, reduce_scatter(b, clusters[0], ranges), ranges)
+        return
+    for members in clusters:
+        ranges = layout.ranges(len(members))
+        owners = reduce_scatter(b, members, ranges)
+        binomial_gather(b, owners, ranges)  # owners[0] is the lowest rank: the coordinator
+    for c in order:
+        for d in order:
+            if d != c:
+                b.send(coords[c], coords[d], b.all_blocks, "out")
+    for i, c in enumerate(order):
+        for d in order[i + 1:]:
+            b.recv_combine(coords[c], coords[d], b.all_blocks, "out", "right")
+        for d in reversed(order[:i]):
+            b.recv_combine(coords[c], coords[d], b.all_blocks, "out", "left")
+    for c, members in enumerate(clusters):
+        ranges = layout.ranges(len(members))
+        held = binomial_scatter(b, members, ranges)
+        allgather(b, members, ranges, held=held)
+
+
+# -------------------------------------------------------------------------- analysis
+def wide_area_senders(plan) -> dict:
+    """The ranks of each cluster that send across the wide area, by cluster id.
+
+    The ``n`` of the modified algorithms shows here: at most ``n`` ranks per cluster
+    send wide-area messages (the wide-area messages and bytes themselves do not
+    depend on ``n`` when the clusters have the same size).
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> topo = Topology.from_sizes([4, 4])
+    >>> wide_area_senders(allreduce(topo, count=8, level="associative", n=1))
+    {0: (0,), 1: (4,)}
+    """
+    out = {}
+    for m in plan.messages():
+        if m.wide_area:
+            out.setdefault(plan.clusters[m.src], set()).add(m.src)
+    return {c: tuple(sorted(s)) for c, s in sorted(out.items())}
+
+
+BUILDERS = {"bcast": bcast, "allreduce": allreduce}
