@@ -1,0 +1,524 @@
+"""The **mpich** family: the MPICH 1.1 algorithms MagPIe compares against.
+
+MagPIe (Kielmann et al., PPoPP 1999, Section 3 and the right half of Table 1)
+measures its wide-area algorithms against MPICH 1.1, whose collectives ignore the
+cluster structure:
+
+==========================  ==========  ===============================================
+operation                   shape       MPICH 1.1 (``intra_fns.c``, 1997)
+==========================  ==========  ===============================================
+barrier                     hypercube   pairwise exchanges over the largest power of
+                                        two; the ranks above it fan in and out
+bcast                       bin         binomial tree over the largest power of two
+                                        ``N`` of ranks (relative to the root), then
+                                        relative rank ``n`` sends to ``n + N``
+scatter(v), gather(v)       flat        the root sends/receives each piece
+allgather(v)                ring        ``P - 1`` rounds to the successor
+alltoall(v)                 flat        every rank to every rank
+reduce                      bin         binomial to the root if commutative, else
+                                        to rank 0, which sends the result to the root
+allreduce                   bin ; bin   reduce to 0 ; bcast from 0
+reduce_scatter(_block)      bin ; flat  reduce to 0 ; scatterv
+scan, exscan                chain       rank ``i - 1`` to rank ``i``
+==========================  ==========  ===============================================
+
+Only the flat algorithms are wide-area optimal; the others chain wide-area
+latencies and may send data into a cluster more than once. MPICH 1.1's broadcast is
+a binomial tree only when ``P`` is a power of two; otherwise the ``P - N`` extra
+ranks hear from a partner ``N`` below them, which sends data into clusters again
+(MagPIe: "especially bad for numbers of processors that are not a power of 2").
+``exscan`` is MPI-2 and not in MPICH 1.1: it is the chain of MPICH 1.1's scan,
+shifted by one rank.
+
+Reductions honour every level: the binomial reduce to rank 0 with children in rank
+order (smallest subtree first) computes exactly the canonical ``strict`` expression,
+and the chain computes the canonical left fold of scan and exscan. Broadcast,
+reduce, allreduce, scan and exscan pipeline ``segments`` one block per message.
+
+Examples
+--------
+>>> from wacoll import Topology
+>>> from wacoll.plans import build
+>>> report = build("bcast", Topology.from_sizes([5] * 8), "mpich").check()
+>>> report.optimality, report.max_wide_area_hops > 1
+('no', True)
+>>> build("scatter", Topology.from_sizes([5] * 8), "mpich").check().optimality
+'yes'
+"""
+
+from __future__ import annotations
+
+from wacoll.errors import PlanError
+from wacoll.plans.builder import PlanBuilder
+from wacoll.plans.patterns import tree_bcast, tree_reduce
+from wacoll.trees import make_tree
+from wacoll.trees.basic import from_parents
+
+__all__ = [
+    "bcast_tree", "barrier", "bcast", "scatter", "scatterv", "gather", "gatherv",
+    "allgather", "allgatherv", "alltoall", "alltoallv", "reduce", "allreduce",
+    "reduce_scatter", "reduce_scatter_block", "scan", "exscan", "BUILDERS",
+]
+
+_FAMILY = "mpich"
+
+
+def _segments(b):
+    """One message per block: segments pipeline through trees and chains."""
+    return [(blk,) for blk in b.all_blocks]
+
+
+# ---------------------------------------------------------------------- barrier
+def barrier(topology, *, itemsize=1):
+    """MPICH 1.1's hypercube barrier.
+
+    With ``N`` the largest power of two not above ``P``, each rank ``r >= N`` first
+    notifies rank ``r - N``; ranks ``0..N-1`` then exchange empty messages with
+    ``r ^ d`` for ``d = 1, 2, 4, ...`` and finally release their partners above ``N``.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> plan = barrier(Topology.single(5))
+    >>> [str(s) for s in plan.programs[0]]
+    ['recv 4 []', 'send 1 []', 'recv 1 []', 'send 2 []', 'recv 2 []', 'send 4 []']
+    >>> plan.check().messages
+    10
+    """
+    b = PlanBuilder("barrier", topology, itemsize=itemsize)
+    size = b.size
+    n2 = 1 << (size.bit_length() - 1)
+    surfeit = size - n2
+    for r in range(surfeit):
+        b.recv(r, n2 + r, ())
+    for r in range(n2, size):
+        b.send(r, r - n2, ())
+    d = 1
+    while d < n2:
+        for r in range(n2):
+            # MPI_Sendrecv: the send is posted first, so the exchange cannot deadlock
+            b.send(r, r ^ d, ())
+            b.recv(r, r ^ d, ())
+        d <<= 1
+    for r in range(surfeit):
+        b.send(r, n2 + r, ())
+    for r in range(n2, size):
+        b.recv(r, r - n2, ())
+    return b.build(family=_FAMILY, algorithm="hypercube")
+
+
+# ------------------------------------------------------------------------ bcast
+def bcast_tree(n, root=0):
+    """MPICH 1.1's broadcast tree over ``n`` ranks rooted at ``root``.
+
+    With ``N`` the largest power of two not above ``n`` and ranks taken relative to
+    the root, ranks ``0..N-1`` form a binomial tree (largest subtree first); then each
+    relative rank ``v < n - N`` sends, as its last child, to ``v + N``. For a power of
+    two this is :func:`wacoll.trees.binomial`.
+
+    Examples
+    --------
+    >>> from wacoll.trees import children
+    >>> t = bcast_tree(6)
+    >>> children(t, 0), children(t, 1), children(t, 2)
+    ([2, 1, 4], [5], [3])
+    >>> children(bcast_tree(6, root=3), 3)
+    [5, 4, 1]
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise PlanError(f"a tree needs at least one rank, got n={n!r}")
+    if isinstance(root, bool) or not isinstance(root, int) or not (0 <= root < n):
+        raise PlanError(f"root {root!r} is not a rank of 0..{n - 1}")
+    n2 = 1 << (n.bit_length() - 1)
+    vchildren = {}
+    for v in range(n2):
+        kids = []
+        mask = ((v & -v) if v else n2) >> 1  # v's children sit below its lowest set bit
+        while mask:
+            kids.append(v + mask)
+            mask >>= 1
+        if v + n2 < n:
+            kids.append(v + n2)
+        vchildren[v] = kids
+    real = {(v + root) % n: [(c + root) % n for c in kids] for v, kids in vchildren.items()}
+    return from_parents(real, n, root, "mpich-bcast")
+
+
+def bcast(topology, *, root=0, count=1, segments=1, itemsize=1):
+    """MPICH 1.1's broadcast from ``root`` down :func:`bcast_tree`, pipelined by segment.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> plan = bcast(Topology.single(6), root=2)
+    >>> [str(s) for s in plan.programs[2]]
+    ['send 4 [0]', 'send 3 [0]', 'send 0 [0]']
+    >>> plan.check().messages
+    5
+    """
+    b = PlanBuilder("bcast", topology, root=root, count=count, segments=segments,
+                    itemsize=itemsize)
+    tree_bcast(b, bcast_tree(b.size, b.root), b.all_blocks, segments=_segments(b))
+    return b.build(family=_FAMILY, algorithm="binomial", segments=segments)
+
+
+# ------------------------------------------------------- scatter(v), gather(v)
+def _scatter(op, topology, root, count, counts, itemsize):
+    b = PlanBuilder(op, topology, root=root, count=count, counts=counts,
+                    itemsize=itemsize)
+    for i in range(b.size):
+        if i == b.root:
+            b.copy(i, (i,), "in", "out")
+        else:
+            b.transfer(b.root, i, (i,), src="in", dst="out")
+    return b.build(family=_FAMILY, algorithm="flat")
+
+
+def scatter(topology, *, root=0, count=1, itemsize=1):
+    """MPICH 1.1's flat scatter: the root sends piece ``i`` to rank ``i``, in rank order.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> [str(s) for s in scatter(Topology.single(3), root=1).programs[1]]
+    ['send 0 [0] from in', 'copy [1] in -> out', 'send 2 [2] from in']
+    """
+    return _scatter("scatter", topology, root, count, None, itemsize)
+
+
+def scatterv(topology, *, root=0, counts=None, count=1, itemsize=1):
+    """MPICH 1.1's flat scatterv: :func:`scatter` with a count per rank.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> scatterv(Topology.from_sizes([2, 2]), counts=[1, 0, 2, 3]).check().bytes
+    5
+    """
+    return _scatter("scatterv", topology, root, count, counts, itemsize)
+
+
+def _gather(op, topology, root, count, counts, itemsize):
+    b = PlanBuilder(op, topology, root=root, count=count, counts=counts,
+                    itemsize=itemsize)
+    for i in range(b.size):
+        if i == b.root:
+            b.copy(i, (i,), "in", "out")
+        else:
+            b.transfer(i, b.root, (i,), src="in", dst="out")
+    return b.build(family=_FAMILY, algorithm="flat")
+
+
+def gather(topology, *, root=0, count=1, itemsize=1):
+    """MPICH 1.1's flat gather: the root receives piece ``i`` from rank ``i`` in rank order.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> [str(s) for s in gather(Topology.single(3), root=2).programs[2]]
+    ['recv 0 [0]', 'recv 1 [1]', 'copy [2] in -> out']
+    """
+    return _gather("gather", topology, root, count, None, itemsize)
+
+
+def gatherv(topology, *, root=0, counts=None, count=1, itemsize=1):
+    """MPICH 1.1's flat gatherv: :func:`gather` with a count per rank.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> gatherv(Topology.from_sizes([2, 2]), counts=[4, 0, 1, 1]).check().wide_area_bytes
+    2
+    """
+    return _gather("gatherv", topology, root, count, counts, itemsize)
+
+
+# --------------------------------------------------------------- allgather(v)
+def _allgather(op, topology, count, counts, itemsize):
+    b = PlanBuilder(op, topology, count=count, counts=counts, itemsize=itemsize)
+    size = b.size
+    for r in range(size):
+        b.copy(r, (r,), "in", "out")
+    for step in range(1, size):
+        for r in range(size):
+            # MPI_Sendrecv: forward the block received last, take the next from the left
+            b.send(r, (r + 1) % size, ((r - step + 1) % size,), "out")
+            b.recv(r, (r - 1) % size, ((r - step) % size,), "out")
+    return b.build(family=_FAMILY, algorithm="ring")
+
+
+def allgather(topology, *, count=1, itemsize=1):
+    """MPICH 1.1's ring allgather: ``P - 1`` rounds, each rank forwarding to its successor.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> plan = allgather(Topology.single(3))
+    >>> [str(s) for s in plan.programs[0]]
+    ['copy [0] in -> out', 'send 1 [0]', 'recv 2 [2]', 'send 1 [2]', 'recv 2 [1]']
+    >>> plan.check().messages
+    6
+    """
+    return _allgather("allgather", topology, count, None, itemsize)
+
+
+def allgatherv(topology, *, counts=None, count=1, itemsize=1):
+    """MPICH 1.1's ring allgatherv: :func:`allgather` with a count per rank.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> allgatherv(Topology.single(3), counts=[2, 0, 1]).check().bytes
+    6
+    """
+    return _allgather("allgatherv", topology, count, counts, itemsize)
+
+
+# ---------------------------------------------------------------- alltoall(v)
+_ORDERS = ("rank", "rotated")
+
+
+def _alltoall(op, topology, count, counts, itemsize, order):
+    if order not in _ORDERS:
+        raise PlanError(f"alltoall order must be one of {_ORDERS}, got {order!r}")
+    b = PlanBuilder(op, topology, count=count, counts=counts, itemsize=itemsize)
+    size = b.size
+    for r in range(size):
+        if order == "rank":
+            dsts = srcs = [p for p in range(size) if p != r]
+        else:
+            dsts = [(r + k) % size for k in range(1, size)]
+            srcs = [(r - k) % size for k in range(1, size)]
+        b.copy(r, (r * size + r,), "in", "out")
+        # every send is posted before any receive (isend/irecv), so nothing can block
+        for dst in dsts:
+            b.send(r, dst, (r * size + dst,), "in")
+        for src in srcs:
+            b.recv(r, src, (src * size + r,), "out")
+    return b.build(family=_FAMILY, algorithm="flat", order=order)
+
+
+def alltoall(topology, *, count=1, itemsize=1, order="rank"):
+    """MPICH's flat all-to-all: every rank sends block ``i*P+j`` directly to ``j``.
+
+    Parameters
+    ----------
+    order : {"rank", "rotated"}
+        ``"rank"``: every rank posts its sends to ``0, 1, ..., P-1`` (MPICH 1.1, so
+        that all start with rank 0); ``"rotated"``: rank ``i`` sends to ``i+1, i+2,
+        ...`` and receives from ``i-1, i-2, ...`` (later MPICH versions).
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> for step in alltoall(Topology.single(3)).programs[1]:
+    ...     print(step)
+    copy [4] in -> out
+    send 0 [3] from in
+    send 2 [5] from in
+    recv 0 [1]
+    recv 2 [7]
+    >>> [str(s) for s in alltoall(Topology.single(3), order="rotated").programs[1]][1:3]
+    ['send 2 [5] from in', 'send 0 [3] from in']
+    """
+    return _alltoall("alltoall", topology, count, None, itemsize, order)
+
+
+def alltoallv(topology, *, counts=None, count=1, itemsize=1, order="rank"):
+    """MPICH's flat all-to-all-v: :func:`alltoall` with a (sender, receiver) count matrix.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> alltoallv(Topology.single(2), counts=[[1, 2], [3, 4]]).check().bytes
+    5
+    """
+    return _alltoall("alltoallv", topology, count, counts, itemsize, order)
+
+
+# ------------------------------------------------------------------ reductions
+def _reduce_tree(topology, root):
+    """MPICH's binomial reduce tree rooted at ``root``.
+
+    Children are received smallest subtree first, so the operands stay in rank
+    order when ``root`` is 0 (and the expression is the canonical one).
+    """
+    return make_tree("binomial", topology, root=root, operation="reduce")
+
+
+def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1):
+    """MPICH 1.1's binomial reduce, pipelined by segment.
+
+    At level ``"commutative"`` the tree is rooted at ``root``. Otherwise (MPICH's
+    non-commutative path) the tree is rooted at rank 0, which computes the canonical
+    expression and, if the root is another rank, sends it the result.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> for step in reduce(Topology.single(4), root=2).programs[0]:
+    ...     print(step)
+    copy [0] in -> acc
+    recv-combine 1 [0] into acc
+    recv-combine 2 [0] into acc
+    send 2 [0] from acc
+    >>> for step in reduce(Topology.single(4), root=2, level="commutative").programs[2]:
+    ...     print(step)
+    copy [0] in -> out
+    recv-combine 3 [0] into out
+    recv-combine 0 [0] into out
+    """
+    b = PlanBuilder("reduce", topology, root=root, count=count, segments=segments,
+                    level=level, itemsize=itemsize)
+    tree_root = b.root if b.level == "commutative" else 0
+    tree = _reduce_tree(topology, tree_root)
+    for seg in _segments(b):
+        if tree_root == b.root:
+            tree_reduce(b, tree, seg, result_buf="out")
+        else:
+            tree_reduce(b, tree, seg, result_buf="acc")
+            b.transfer(tree_root, b.root, seg, src="acc", dst="out")
+    return b.build(family=_FAMILY, algorithm="binomial", segments=segments,
+                   tree_root=tree_root)
+
+
+def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1):
+    """MPICH 1.1's allreduce: binomial reduce to rank 0, then :func:`bcast` from 0.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> allreduce(Topology.single(5), level="strict").check().messages
+    8
+    """
+    b = PlanBuilder("allreduce", topology, count=count, segments=segments, level=level,
+                    itemsize=itemsize)
+    segs = _segments(b)
+    tree = _reduce_tree(topology, 0)
+    for seg in segs:
+        tree_reduce(b, tree, seg, result_buf="out")
+    tree_bcast(b, bcast_tree(b.size, 0), b.all_blocks, segments=segs)
+    return b.build(family=_FAMILY, algorithm="binomial+binomial", segments=segments)
+
+
+def _reduce_scatter(op, topology, count, counts, level, itemsize):
+    b = PlanBuilder(op, topology, count=count, counts=counts, level=level,
+                    itemsize=itemsize)
+    # MPI_Reduce of the whole vector to rank 0 into a scratch buffer ...
+    tree_reduce(b, _reduce_tree(topology, 0), b.all_blocks, result_buf="tmp")
+    # ... then MPI_Scatterv of block i to rank i
+    for i in range(b.size):
+        if i == 0:
+            b.copy(0, (0,), "tmp", "out")
+        else:
+            b.transfer(0, i, (i,), src="tmp", dst="out")
+    return b.build(family=_FAMILY, algorithm="binomial+flat")
+
+
+def reduce_scatter(topology, *, counts=None, count=1, level=None, itemsize=1):
+    """MPICH 1.1's reduce-scatter: binomial reduce to rank 0, then a flat scatterv.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> plan = reduce_scatter(Topology.single(4), counts=[1, 2, 0, 1])
+    >>> [str(s) for s in plan.programs[0]][-3:]
+    ['send 1 [1] from tmp', 'send 2 [2] from tmp', 'send 3 [3] from tmp']
+    >>> plan.check().messages
+    6
+    """
+    return _reduce_scatter("reduce_scatter", topology, count, counts, level, itemsize)
+
+
+def reduce_scatter_block(topology, *, count=1, level=None, itemsize=1):
+    """MPICH's reduce-scatter with equal blocks: :func:`reduce_scatter` with one count.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> report = reduce_scatter_block(Topology.from_sizes([2, 2]), count=3).check()
+    >>> report.max_wide_area_hops, report.optimality  # 3 -> 2 -> 0, then 0 -> 3
+    (2, 'no')
+    """
+    return _reduce_scatter("reduce_scatter_block", topology, count, None, level, itemsize)
+
+
+def scan(topology, *, count=1, segments=1, level=None, itemsize=1):
+    """MPICH 1.1's chain scan, pipelined by segment.
+
+    Rank ``i`` receives the prefix of ranks ``0..i-1`` from ``i - 1``, combines its
+    own contribution on the right and sends the result to ``i + 1``: the left fold,
+    the canonical scan expression at every level.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> [str(s) for s in scan(Topology.single(3)).programs[1]]
+    ['recv 0 [0]', 'combine [0] in -> out', 'send 2 [0]']
+    """
+    b = PlanBuilder("scan", topology, count=count, segments=segments, level=level,
+                    itemsize=itemsize)
+    last = b.size - 1
+    for seg in _segments(b):
+        for r in range(b.size):
+            if r == 0:
+                b.copy(r, seg, "in", "out")
+            else:
+                b.recv(r, r - 1, seg, "out")
+                b.combine(r, seg, "in", "out", side="right")
+            if r < last:
+                b.send(r, r + 1, seg, "out")
+    return b.build(family=_FAMILY, algorithm="chain", segments=segments)
+
+
+def exscan(topology, *, count=1, segments=1, level=None, itemsize=1):
+    """The chain exclusive scan (MPI-2; the analogue of MPICH 1.1's scan).
+
+    Rank ``i`` receives the prefix of ranks ``0..i-1`` into ``out`` and forwards that
+    prefix combined with its own contribution; rank 0 receives nothing.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> plan = exscan(Topology.single(3))
+    >>> print(plan.describe())
+    exscan on 3 ranks, level strict (mpich/chain)
+    rank 0: send 1 [0] from in
+    rank 1: recv 0 [0]; copy [0] out -> acc; combine [0] in -> acc; send 2 [0] from acc
+    rank 2: recv 1 [0]
+    """
+    b = PlanBuilder("exscan", topology, count=count, segments=segments, level=level,
+                    itemsize=itemsize)
+    last = b.size - 1
+    for seg in _segments(b):
+        for r in range(b.size):
+            if r == 0:
+                if last > 0:
+                    b.send(r, 1, seg, "in")
+                continue
+            b.recv(r, r - 1, seg, "out")
+            if r < last:
+                b.copy(r, seg, "out", "acc")
+                b.combine(r, seg, "in", "acc", side="right")
+                b.send(r, r + 1, seg, "acc")
+    return b.build(family=_FAMILY, algorithm="chain", segments=segments)
+
+
+BUILDERS = {
+    "barrier": barrier,
+    "bcast": bcast,
+    "scatter": scatter,
+    "scatterv": scatterv,
+    "gather": gather,
+    "gatherv": gatherv,
+    "allgather": allgather,
+    "allgatherv": allgatherv,
+    "alltoall": alltoall,
+    "alltoallv": alltoallv,
+    "reduce": reduce,
+    "allreduce": allreduce,
+    "reduce_scatter": reduce_scatter,
+    "reduce_scatter_block": reduce_scatter_block,
+    "scan": scan,
+    "exscan": exscan,
+}
