@@ -1,0 +1,466 @@
+"""The **magpie** family: MagPIe's wide-area optimal collectives (Kielmann et al., 1999).
+
+MagPIe joins the clusters by a one-level flat tree between *coordinators* and uses a
+binary tree inside each cluster (Section 2). In rooted (asymmetrical) operations the
+root coordinates its own cluster and every other cluster's lowest rank coordinates
+it; in symmetrical operations every cluster's lowest rank does
+(:meth:`wacoll.Topology.coordinators`). Each plan crosses the wide area at most once
+on any path and sends no data item into a cluster twice, except where MagPIe itself
+cannot (the non-associative reductions).
+
+The algorithms, after MagPIe's Table 1 (``algorithm`` is the plan's name):
+
+==============================  ===========  ==========================================
+operation                       algorithm    what happens
+==============================  ===========  ==========================================
+barrier                         coordinator  empty messages up the local trees, all-to-all
+                                             between coordinators, down the local trees
+bcast                           coordinator  root -> remote coordinators (flat), then
+                                             every coordinator down its local tree
+scatter(v), gather(v),          flat         MPICH's algorithm, wide-area optimal as it
+alltoall(v)                                  is: every rank talks to the root (to every
+                                             rank) directly
+allgather(v)                    coordinator  local gather up the trees, one message per
+                                             ordered pair of coordinators, local spread
+reductions                      (several)    see :mod:`wacoll.plans.magpie_reduce`
+==============================  ===========  ==========================================
+
+Every builder takes ``intra`` (``"binary"``, MagPIe's choice, or ``"binomial"``): the
+shape of the trees inside clusters. Broadcasts, and the local gathers of barrier
+and allgather, use :func:`wacoll.trees.two_level`'s local trees (coordinator first,
+then the cluster's other ranks in heap order). Reductions use :func:`ordered_tree`
+instead, whose subtrees are contiguous runs of the cluster's ranks, so that partial
+results keep rank order. The flat algorithms accept ``intra`` for uniformity and
+have no use for it.
+
+On a reordered communicator (clusters that are not contiguous rank ranges) the same
+algorithms run: messages only ever go to clusters with ranks in the communicator,
+because a :class:`~wacoll.Topology` only has such clusters (Section 3.5).
+
+Examples
+--------
+>>> from wacoll import Topology
+>>> plan = bcast(Topology.from_sizes([3, 3]), root=1)
+>>> [str(s) for s in plan.programs[1]], [str(s) for s in plan.programs[3]]
+(['send 3 [0]', 'send 0 [0]', 'send 2 [0]'], ['recv 1 [0]', 'send 4 [0]', 'send 5 [0]'])
+>>> allgather(Topology.from_sizes([5] * 8)).check().wide_area_messages
+56
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from wacoll.errors import PlanError
+from wacoll.plans.builder import PlanBuilder
+from wacoll.plans.patterns import subtree_ranks, tree_bcast
+from wacoll.trees.basic import children, parent
+from wacoll.trees.hierarchical import two_level
+
+__all__ = [
+    "INTRA", "FAMILY", "check_intra", "ordered_tree", "cluster_trees", "coordinator_tree",
+    "barrier", "bcast", "scatter", "scatterv", "gather", "gatherv", "allgather",
+    "allgatherv", "alltoall", "alltoallv", "reduce", "allreduce", "reduce_scatter",
+    "reduce_scatter_block", "scan", "exscan", "BUILDERS",
+]
+
+#: The intra-cluster tree shapes the family offers (MagPIe used binary trees).
+INTRA = ("binary", "binomial")
+FAMILY = "magpie"
+
+
+# ------------------------------------------------------------------------- shapes
+def check_intra(intra):
+    """Raise :class:`PlanError` unless ``intra`` names one of :data:`INTRA`."""
+    if intra not in INTRA:
+        raise PlanError(f"intra must be one of {', '.join(map(repr, INTRA))}, "
+                        f"got {intra!r}")
+
+
+def _graph(kids, nodes, root, name):
+    tree = nx.DiGraph(root=root, name=name)
+    tree.add_nodes_from(nodes)
+    for p, cs in kids.items():
+        for i, c in enumerate(cs):
+            tree.add_edge(p, c, order=i)
+    return tree
+
+
+def _run_children(run, intra):
+    """Children lists of a tree over ``run``, rooted at ``run[0]``, whose every subtree
+    is a contiguous stretch of ``run`` following its root, children in run order."""
+    kids = {}
+    if intra == "binary":
+        stack = [run]
+        while stack:
+            part = stack.pop()
+            rest = part[1:]
+            half = (len(rest) + 1) // 2
+            subs = [s for s in (rest[:half], rest[half:]) if s]
+            kids[part[0]] = [s[0] for s in subs]
+            stack.extend(subs)
+    else:  # binomial, smallest subtree first: i takes i+1, i+2, i+4, ... below
+        n = len(run)  # its lowest set bit (all of them for i = 0)
+        for i in range(n):
+            low = i & -i or n
+            kids[run[i]] = []
+            m = 1
+            while m < low and i + m < n:
+                kids[run[i]].append(run[i + m])
+                m *= 2
+    return kids
+
+
+def ordered_tree(members, coordinator, intra="binary"):
+    """A tree over one cluster for data flowing to ``coordinator``, keeping rank order.
+
+    Every subtree covers a contiguous run of the cluster's ranks (in rank order), so
+    a node that combines its own contribution with its children's partial results
+    in child order keeps the operands in rank order. A coordinator inside the run
+    has two children: the tree over the ranks before it (combined on its left) and
+    the tree over the ranks after it.
+
+    Examples
+    --------
+    >>> from wacoll.trees import children
+    >>> t = ordered_tree(range(8), 0)
+    >>> children(t, 0), children(t, 1), children(t, 5)
+    ([1, 5], [2, 4], [6, 7])
+    >>> children(ordered_tree(range(8), 0, "binomial"), 0)
+    [1, 2, 4]
+    >>> children(ordered_tree([2, 5, 7, 9], 7), 7)
+    [2, 9]
+    """
+    check_intra(intra)
+    members = sorted(members)
+    k = members.index(coordinator)
+    if k == 0:
+        kids = _run_children(members, intra)
+    else:
+        runs = [run for run in (members[:k], members[k + 1:]) if run]
+        kids = {}
+        for run in runs:
+            kids.update(_run_children(run, intra))
+        kids[coordinator] = [run[0] for run in runs]
+    return _graph(kids, members, coordinator, f"ordered-{intra}")
+
+
+def _restrict(tree, members, coordinator):
+    """The part of ``tree`` inside one cluster, child orders renumbered from 0."""
+    inside = set(members)
+    kids = {v: [c for c in children(tree, v) if c in inside] for v in members}
+    return _graph(kids, members, coordinator, tree.graph.get("name", "local"))
+
+
+def coordinator_tree(topology, root=None, intra="binary"):
+    """MagPIe's broadcast tree: :func:`wacoll.trees.two_level`, wide area first.
+
+    ``root`` defaults to the lowest rank of cluster 0 (symmetrical operations).
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> from wacoll.trees import children
+    >>> children(coordinator_tree(Topology.from_sizes([2, 1])), 0)
+    [2, 1]
+    """
+    check_intra(intra)
+    if root is None:
+        root = topology.coordinators()[0]
+    return two_level(topology, root, intra, wan_first=True)
+
+
+def cluster_trees(topology, root=None, intra="binary"):
+    """The local trees of :func:`coordinator_tree`, one per cluster, in cluster order.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> from wacoll.trees import children
+    >>> trees = cluster_trees(Topology.from_sizes([3, 3]), root=1)
+    >>> [children(t, t.graph["root"]) for t in trees]
+    [[0, 2], [4, 5]]
+    """
+    full = coordinator_tree(topology, root, intra)
+    coords = topology.coordinators(root)
+    return [_restrict(full, members, coords[c])
+            for c, members in enumerate(topology.clusters)]
+
+
+def _exchange(b, coords, blocks, src="out", dst="out"):
+    """The flat all-to-all between coordinators: one message per ordered pair.
+
+    Coordinator ``c`` sends ``blocks(c, d)`` of ``src`` to coordinator ``d`` for
+    ``d = c+1, c+2, ...`` (wrapping), so that no coordinator is every sender's first
+    target, then receives into ``dst`` in the order the messages were sent to it.
+    """
+    n = len(coords)
+    for c in range(n):
+        for i in range(1, n):
+            d = (c + i) % n
+            b.send(coords[c], coords[d], blocks(c, d), src)
+    for c in range(n):
+        for i in range(1, n):
+            d = (c - i) % n
+            b.recv(coords[c], coords[d], blocks(d, c), dst)
+
+
+def _segments(b):
+    """One message per block: segments pipeline through the trees."""
+    return [(blk,) for blk in b.all_blocks]
+
+
+def _build(b, algorithm, **params):
+    return b.build(family=FAMILY, algorithm=algorithm, **params)
+
+
+# ------------------------------------------------------------------------ barrier
+def barrier(topology, *, itemsize=1, intra="binary"):
+    """MagPIe's barrier (Section 3.1): gather, coordinator all-to-all, broadcast.
+
+    Empty messages travel up each cluster's tree to its coordinator, the
+    coordinators exchange empty messages all-to-all (``C (C-1)`` wide-area
+    messages), and the release travels down the local trees.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> report = barrier(Topology.from_sizes([5] * 8)).check()
+    >>> report.wide_area_messages, report.max_wide_area_hops, report.optimality
+    (56, 1, 'yes')
+    """
+    check_intra(intra)
+    b = PlanBuilder("barrier", topology, itemsize=itemsize)
+    trees = cluster_trees(topology, None, intra)
+    for tree in trees:
+        for v in tree.nodes:
+            for c in children(tree, v):
+                b.recv(v, c, ())
+            up = parent(tree, v)
+            if up is not None:
+                b.send(v, up, ())
+    _exchange(b, topology.coordinators(), lambda c, d: ())
+    for tree in trees:
+        tree_bcast(b, tree, ())
+    return _build(b, "coordinator", intra=intra)
+
+
+# -------------------------------------------------------------------------- bcast
+def bcast(topology, *, root=0, count=1, segments=1, itemsize=1, intra="binary"):
+    """MagPIe's broadcast (Section 3.2): root -> coordinators -> their clusters.
+
+    The root first sends to the other clusters' coordinators (one wide-area message
+    each, so the slow links start first), then down its own cluster's tree; each
+    coordinator forwards down its tree. ``segments`` pipeline one block per message.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> report = bcast(Topology.from_sizes([5] * 8), root=7).check()
+    >>> report.wide_area_messages, report.optimality
+    (7, 'yes')
+    """
+    b = PlanBuilder("bcast", topology, root=root, count=count, segments=segments,
+                    itemsize=itemsize)
+    tree = coordinator_tree(topology, b.root, intra)
+    tree_bcast(b, tree, b.all_blocks, segments=_segments(b))
+    return _build(b, "coordinator", intra=intra, segments=segments)
+
+
+# --------------------------------------------------------------- scatter, gather
+def _scatter(op, topology, root, count, counts, itemsize, intra):
+    check_intra(intra)
+    b = PlanBuilder(op, topology, root=root, count=count, counts=counts,
+                    itemsize=itemsize)
+    for r in range(b.size):
+        if r == b.root:
+            b.copy(r, (r,), "in", "out")
+        else:
+            b.transfer(b.root, r, (r,), src="in", dst="out")
+    return _build(b, "flat", intra=intra)
+
+
+def scatter(topology, *, root=0, count=1, itemsize=1, intra="binary"):
+    """Flat scatter (Section 3.3): the root sends piece ``i`` to rank ``i``, in rank order.
+
+    MPICH's algorithm, which MagPIe keeps: every piece crosses the wide area at
+    most once, straight to its rank.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> scatter(Topology.from_sizes([2, 2]), root=1).check().wide_area_messages
+    2
+    """
+    return _scatter("scatter", topology, root, count, None, itemsize, intra)
+
+
+def scatterv(topology, *, root=0, counts=None, count=1, itemsize=1, intra="binary"):
+    """Flat scatterv: :func:`scatter` with a count per rank.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> scatterv(Topology.from_sizes([2, 2]), counts=[1, 0, 2, 3]).check().wide_area_bytes
+    5
+    """
+    return _scatter("scatterv", topology, root, count, counts, itemsize, intra)
+
+
+def _gather(op, topology, root, count, counts, itemsize, intra):
+    check_intra(intra)
+    b = PlanBuilder(op, topology, root=root, count=count, counts=counts,
+                    itemsize=itemsize)
+    for r in range(b.size):
+        if r == b.root:
+            b.copy(r, (r,), "in", "out")
+        else:
+            b.transfer(r, b.root, (r,), src="in", dst="out")
+    return _build(b, "flat", intra=intra)
+
+
+def gather(topology, *, root=0, count=1, itemsize=1, intra="binary"):
+    """Flat gather: the root receives piece ``i`` from rank ``i``, in rank order.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> gather(Topology.from_sizes([2, 2])).check().optimality
+    'yes'
+    """
+    return _gather("gather", topology, root, count, None, itemsize, intra)
+
+
+def gatherv(topology, *, root=0, counts=None, count=1, itemsize=1, intra="binary"):
+    """Flat gatherv: :func:`gather` with a count per rank.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> gatherv(Topology.from_sizes([2, 2]), counts=[1, 0, 2, 3]).check().bytes
+    5
+    """
+    return _gather("gatherv", topology, root, count, counts, itemsize, intra)
+
+
+# ---------------------------------------------------------------------- alltoall
+def _alltoall(op, topology, count, counts, itemsize, intra):
+    check_intra(intra)
+    b = PlanBuilder(op, topology, count=count, counts=counts, itemsize=itemsize)
+    p = b.size
+    for r in range(p):
+        b.copy(r, (r * p + r,), "in", "out")
+        for i in range(1, p):
+            j = (r + i) % p
+            b.send(r, j, (r * p + j,), "in")
+        for i in range(1, p):
+            j = (r - i) % p
+            b.recv(r, j, (j * p + r,), "out")
+    return _build(b, "flat", intra=intra)
+
+
+def alltoall(topology, *, count=1, itemsize=1, intra="binary"):
+    """Flat all-to-all: rank ``i`` sends block ``i*P+j`` straight to rank ``j``.
+
+    Rank ``i`` sends to ``i+1, i+2, ...`` (wrapping) and receives in the matching
+    order, as MPICH does; every block crosses the wide area at most once.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> report = alltoall(Topology.from_sizes([2, 2])).check()
+    >>> report.messages, report.wide_area_messages, report.optimality
+    (12, 8, 'yes')
+    """
+    return _alltoall("alltoall", topology, count, None, itemsize, intra)
+
+
+def alltoallv(topology, *, counts=None, count=1, itemsize=1, intra="binary"):
+    """Flat all-to-all-v: :func:`alltoall` with a (sender, receiver) count matrix.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> alltoallv(Topology.single(2), counts=[[1, 2], [3, 4]]).check().bytes
+    5
+    """
+    return _alltoall("alltoallv", topology, count, counts, itemsize, intra)
+
+
+# --------------------------------------------------------------------- allgather
+def _allgather(op, topology, count, counts, itemsize, intra):
+    b = PlanBuilder(op, topology, count=count, counts=counts, itemsize=itemsize)
+    coords = topology.coordinators()
+    trees = cluster_trees(topology, None, intra)
+    everything = set(b.all_blocks)
+    below = [subtree_ranks(t, {v: (v,) for v in t.nodes}) for t in trees]
+    # 1. each node gathers its subtree's blocks into "out" and passes them up
+    for tree, sub in zip(trees, below):
+        for v in tree.nodes:
+            b.copy(v, (v,), "in", "out")
+            for c in children(tree, v):
+                b.recv(v, c, tuple(sorted(sub[c])))
+            up = parent(tree, v)
+            if up is not None:
+                b.send(v, up, tuple(sorted(sub[v])))
+    # 2. coordinators exchange their clusters' sub-vectors
+    _exchange(b, coords, lambda c, d: topology.clusters[c])
+    # 3. each node passes down what its child's subtree lacks
+    for tree, sub in zip(trees, below):
+        for v in tree.nodes:
+            up = parent(tree, v)
+            if up is not None:
+                b.recv(v, up, tuple(sorted(everything - sub[v])))
+            for c in children(tree, v):
+                b.send(v, c, tuple(sorted(everything - sub[c])))
+    return _build(b, "coordinator", intra=intra)
+
+
+def allgather(topology, *, count=1, itemsize=1, intra="binary"):
+    """MagPIe's allgather (Section 3.3): gather locally, exchange, broadcast locally.
+
+    Each coordinator collects its cluster's blocks up its local tree, sends that
+    sub-vector to every other coordinator (one wide-area message per ordered pair,
+    ``C (C-1)`` in all) and passes the whole vector down its tree. The local
+    broadcast sends each child only the blocks its subtree does not already hold.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> plan = allgather(Topology.from_sizes([2, 2]))
+    >>> [str(s) for s in plan.programs[0]]
+    ['copy [0] in -> out', 'recv 1 [1]', 'send 2 [0,1]', 'recv 2 [2,3]', 'send 1 [0,2,3]']
+    """
+    return _allgather("allgather", topology, count, None, itemsize, intra)
+
+
+def allgatherv(topology, *, counts=None, count=1, itemsize=1, intra="binary"):
+    """MagPIe's allgatherv: :func:`allgather` with a count per rank.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> allgatherv(Topology.from_sizes([1, 2]), counts=[3, 0, 1]).check().wide_area_bytes
+    4
+    """
+    return _allgather("allgatherv", topology, count, counts, itemsize, intra)
+
+
+# The reductions build on the shapes above; importing them last keeps the import
+# acyclic (magpie_reduce imports this module's helpers when it runs them).
+from wacoll.plans.magpie_reduce import (  # noqa: E402
+    allreduce,
+    exscan,
+    reduce,
+    reduce_scatter,
+    reduce_scatter_block,
+    scan,
+)
+
+BUILDERS = {
+    "barrier": barrier, "bcast": bcast, "scatter": scatter, "scatterv": scatterv,
+    "gather": gather, "gatherv": gatherv, "allgather": allgather,
+    "allgatherv": allgatherv, "alltoall": alltoall, "alltoallv": alltoallv,
+    "reduce": reduce, "allreduce": allreduce, "reduce_scatter": reduce_scatter,
+    "reduce_scatter_block": reduce_scatter_block, "scan": scan, "exscan": exscan,
+}
