@@ -7,12 +7,12 @@ topology, proves it, and prints its metrics and simulated completion time;
 Examples
 --------
 >>> main(["plan", "bcast", "--clusters", "2x2", "--family", "magpie"])  # doctest: +ELLIPSIS
-bcast on 4 ranks in 2 clusters [2, 2] (contiguous), root 0, 1 bytes
+bcast on 4 ranks in 2 clusters [2, 2] (contiguous), root 0, 8 bytes
 ...
-family               magpie
-algorithm            coordinator
-checked              ok
-messages             3
+family ... magpie
+algorithm ... coordinator
+checked ... ok
+messages ... 3
 ...
 0
 """

@@ -1,0 +1,76 @@
+"""The wacoll command line."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from wacoll.cli import main, parse_clusters
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_plan_prints_metrics_and_simulated_time(capsys):
+    code, out, _ = run(capsys, "plan", "reduce", "--family", "tree", "--tree", "lam",
+                       "--clusters", "4x8", "--bytes", "64")
+    assert code == 0
+    assert "reduce on 32 ranks in 4 clusters [8, 8, 8, 8] (contiguous)" in out
+    lines = dict(line.split(None, 1) if " " not in line[:20] else
+                 (line[:20].strip(), line[20:].strip()) for line in out.splitlines()[2:])
+    assert lines["messages"] == "31"
+    assert lines["max wide area hops"] == "2"
+    assert "simulated completion" in lines
+
+
+def test_plan_compares_families_side_by_side(capsys):
+    code, out, _ = run(capsys, "plan", "bcast", "--family", "magpie,mpich",
+                       "--clusters", "8x5", "--bytes", "65536")
+    assert code == 0
+    row = next(line for line in out.splitlines() if line.startswith("optimality"))
+    assert row.split()[1:] == ["yes", "no"]
+
+
+def test_plan_export_writes_scripts(tmp_path, capsys):
+    code, out, _ = run(capsys, "plan", "bcast", "--family", "tree", "--clusters", "2x2",
+                       "--export", str(tmp_path), "--format", "json")
+    assert code == 0
+    files = list((tmp_path / "tree").glob("*.json"))
+    assert len(files) == 1
+    assert json.loads(files[0].read_text())["op"] == "bcast"
+
+
+def test_errors_are_reported_not_raised(capsys):
+    code, _, err = run(capsys, "plan", "reduce", "--family", "tree", "--tree", "binary",
+                       "--level", "strict", "--clusters", "1x4")
+    assert code == 2
+    assert err.startswith("wacoll: error: the reduce tree does not keep rank order")
+    code, _, err = run(capsys, "plan", "bcast", "--family", "nope", "--clusters", "2x2")
+    assert code == 2 and "unknown plan family 'nope'" in err
+    code, _, err = run(capsys, "plan", "bcast", "--bytes", "10", "--itemsize", "4")
+    assert code == 2 and "not a multiple" in err
+
+
+def test_bad_arguments_exit_with_usage(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["plan", "bcast", "--clusters", "four"])
+    assert e.value.code == 2
+    assert "cluster sizes look like 4x8" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["plan", "teleport"])
+
+
+def test_parse_clusters():
+    assert parse_clusters("3x2") == [2, 2, 2]
+    assert parse_clusters("1, 2,3") == [1, 2, 3]
+
+
+def test_console_script_runs():
+    out = subprocess.run([sys.executable, "-m", "wacoll.cli", "plan", "barrier",
+                          "--family", "mpich", "--clusters", "2x3"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "barrier on 6 ranks" in out
