@@ -41,8 +41,11 @@ def test_changed_peer_is_caught():
     plan = lam_reduce()
     broken = mutate(plan, 13, lambda steps: steps[:-1] + [dataclasses.replace(
         steps[-1], peer=14)])
-    with pytest.raises(PlanError, match="never"):
+    # rank 13 now sends to 14, which has no receive for it; 12 waits in vain
+    with pytest.raises(PlanError, match=r"rank 12 step 1 receives from 13, which never "
+                                        r"sends it") as e:
         broken.check()
+    assert (e.value.rank, e.value.step) == (12, 1)
 
 
 def test_swapped_non_commutative_combines_break_rank_order():
@@ -65,7 +68,7 @@ def test_block_sent_twice_is_caught_for_reductions_and_movement():
     bcast = build("bcast", Topology.single(4), "tree", tree="flat")
     again = mutate(bcast, 0, lambda s: s + [s[0]])
     again = mutate(again, 1, lambda s: s + s)
-    with pytest.raises(PlanError, match=r"rank 1 step 1 .* already holds that data"):
+    with pytest.raises(PlanError, match=r"rank 1 step 1 .* already holds that data in .out."):
         again.check()
 
 
@@ -191,3 +194,13 @@ def test_plans_are_comparable_and_cache_their_report():
     report = a.check()
     assert a.checked and a.check() is report
     assert a == b  # the cache does not take part in equality
+
+
+def test_block_delivered_again_into_another_buffer_is_caught():
+    bcast = build("bcast", Topology.single(3), "tree", tree="flat")
+    again = mutate(bcast, 0, lambda s: s + [Step("send", (0,), peer=2, src="out")])
+    again = mutate(again, 2, lambda s: s + [Step("recv", (0,), peer=0, dst="tmp")])
+    with pytest.raises(PlanError, match=r"rank 2 step 1 .* already holds that data in "
+                                        r"'out' \(a block sent twice\)") as e:
+        again.check()
+    assert (e.value.rank, e.value.step) == (2, 1)

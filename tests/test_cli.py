@@ -74,3 +74,36 @@ def test_console_script_runs():
                           "--family", "mpich", "--clusters", "2x3"],
                          capture_output=True, text=True, check=True).stdout
     assert "barrier on 6 ranks" in out
+
+
+def test_family_options_are_routed_and_checked(capsys):
+    code, out, _ = run(capsys, "plan", "allreduce", "--family", "gridmpi,magpie",
+                       "--option", "n=2", "--clusters", "2x4", "--level", "associative",
+                       "--bytes", "64")
+    assert code == 0 and "rabenseifner" in out
+    code, out, _ = run(capsys, "plan", "bcast", "--family", "gridmpi,tree",
+                       "--option", "gridmpi.algorithm=farfirst", "--option", "tree.tree=lam",
+                       "--clusters", "2x3")
+    assert code == 0 and "farfirst" in out and "lam" in out
+    code, _, err = run(capsys, "plan", "allreduce", "--family", "gridmpi",
+                       "--option", "bogus=1")
+    assert code == 2 and "no family among gridmpi takes option 'bogus'" in err
+    code, _, err = run(capsys, "plan", "allreduce", "--option", "root=3")
+    assert code == 2 and "set by the command's own flags" in err
+    code, _, err = run(capsys, "plan", "bcast", "--option", "oak.n=3")
+    assert code == 2 and "names family 'oak'" in err
+
+
+def test_nothing_is_printed_before_an_error(capsys):
+    code, out, err = run(capsys, "plan", "bcast", "--root", "99", "--clusters", "2x2")
+    assert code == 2 and out == ""
+    assert "root 99" in err
+
+
+def test_physical_bound_is_a_lower_bound(capsys):
+    code, out, _ = run(capsys, "plan", "allgather", "--family", "magpie",
+                       "--clusters", "2x2", "--bytes", "1000000")
+    rows = {line[:22].strip(): line[22:].strip() for line in out.splitlines()[2:]}
+    sim = float(rows["simulated completion"].split()[0])
+    bound = float(rows["physical bound"].split()[0])
+    assert bound <= sim

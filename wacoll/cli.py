@@ -57,7 +57,7 @@ def parse_option(text: str):
     (('n', 4), ('tree', 'lam'), ('arrival', True))
     """
     key, sep, value = text.partition("=")
-    if not sep or not re.fullmatch(r"[a-z_][a-z0-9_]*", key):
+    if not sep or not re.fullmatch(r"([a-z]+\.)?[a-z_][a-z0-9_]*", key):
         raise argparse.ArgumentTypeError(f"options look like key=value; got {text!r}")
     if value.lower() in ("true", "false"):
         return key, value.lower() == "true"
@@ -90,42 +90,65 @@ def _fmt_time(seconds):
     return f"{seconds * 1e6:.1f} us"
 
 
-def _physical_bound(plan, topology):
-    """One wide-area latency plus the bytes a cluster must receive over the wide area."""
-    if topology.nclusters < 2:
-        return None
-    nbytes = plan.total_bytes
-    if plan.op in ("gather", "gatherv", "scatter", "scatterv", "alltoall", "alltoallv",
-                   "reduce_scatter", "reduce_scatter_block"):
-        nbytes = max(plan.nbytes([b]) for b in range(plan.nblocks)) if plan.nblocks else 0
-    return topology.wan.latency + nbytes / topology.wan.bandwidth
-
-
 def _plan_rows(plan, topology, model_name):
+    from wacoll.plans.bounds import physical_bound
+    from wacoll.plans.simulate import LinkModel, TsTrModel, simulate
+
     report = plan.check()
     rows = [("family", plan.family), ("algorithm", plan.algorithm), ("checked", "ok")]
     for key, value in report.as_dict().items():
-        rows.append((key.replace("_", " "), "yes" if value is True else
-                     "no" if value is False else value))
-    try:
-        from wacoll.plans.simulate import LinkModel, TsTrModel, simulate
-    except ImportError:  # the simulator is optional for the metrics
-        return rows
-    model = LinkModel(topology) if model_name == "link" else TsTrModel(10.0, 1000.0)
-    result = simulate(plan, model)
-    unit = _fmt_time(result.completion) if model_name == "link" else f"{result.completion:g}"
-    rows.append(("simulated completion", unit))
-    bound = _physical_bound(plan, topology)
-    if bound is not None and model_name == "link":
-        rows.append(("physical bound", _fmt_time(bound)))
+        if key != "wide_area_optimal":  # "optimality" says yes / near / no
+            rows.append((key.replace("_", " "), value))
+    if model_name == "link":
+        rows.append(("simulated completion",
+                     _fmt_time(simulate(plan, LinkModel(topology)).completion)))
+        if topology.nclusters > 1:
+            rows.append(("physical bound", _fmt_time(physical_bound(plan, topology))))
+    else:
+        rows.append(("simulated completion",
+                     f"{simulate(plan, TsTrModel(10.0, 1000.0)).completion:g}"))
     return rows
+
+
+#: Builder arguments the command sets itself; --option may not override them.
+_RESERVED = ("root", "count", "counts", "segments", "level", "itemsize")
+
+
+def _family_options(args):
+    """``{family: {key: value}}`` from ``--tree`` and ``--option [family.]key=value``."""
+    import inspect
+
+    from wacoll.plans import builders
+
+    per_family = {f: {} for f in args.family}
+    plain = dict(args.option or [])
+    if args.tree:
+        plain["tree"] = args.tree
+    for key, value in list(plain.items()):
+        fam, dot, name = key.rpartition(".")
+        if dot:
+            del plain[key]
+            if fam not in per_family:
+                raise WacollError(f"option {key!r} names family {fam!r}, which is not "
+                                  f"among --family {','.join(args.family)}")
+            per_family[fam][name] = value
+    for key in list(plain) + [k for opts in per_family.values() for k in opts]:
+        if key in _RESERVED:
+            raise WacollError(f"option {key!r} is set by the command's own flags "
+                              f"(--{key.replace('_', '-')} ...)")
+    for key, value in plain.items():
+        takers = [f for f in args.family if args.op in builders(f) and key in
+                  inspect.signature(builders(f)[args.op]).parameters]
+        if not takers:
+            raise WacollError(f"no family among {','.join(args.family)} takes option "
+                              f"{key!r} for {args.op}")
+        for f in takers:
+            per_family[f].setdefault(key, value)
+    return per_family
 
 
 def _cmd_plan(args) -> int:
     topology = _topology(args)
-    options = dict(args.option or [])
-    if args.tree:
-        options["tree"] = args.tree
     spec = OPERATIONS[args.op]
     common = {"itemsize": args.itemsize}
     if spec.rooted:
@@ -139,31 +162,42 @@ def _cmd_plan(args) -> int:
             raise WacollError(f"--bytes {args.bytes} is not a multiple of --itemsize "
                               f"{args.itemsize}")
         common["count"] = args.bytes // args.itemsize
+    options = _family_options(args)
+    table = []
+    for family in args.family:
+        plan = build(args.op, topology, family, **common, **options[family])
+        table.append((family, plan, _plan_rows(plan, topology, args.model)))
     kinds = "contiguous" if topology.is_contiguous else "reordered"
-    head = (f"{args.op} on {topology.size} ranks in {topology.nclusters} clusters "
+    n = topology.nclusters
+    head = (f"{args.op} on {topology.size} ranks in {n} cluster{'s' if n > 1 else ''} "
             f"{[len(c) for c in topology.clusters]} ({kinds})")
     if spec.rooted:
         head += f", root {args.root}"
     if spec.kind == "reduction":
         head += f", level {args.level}"
-    head += f", {args.bytes} bytes"
+    if spec.kind != "barrier":
+        head += f", {args.bytes} bytes" + (" per rank" if spec.layout in (
+            "per_rank", "pairs") else "")
     print(head)
     print(f"links: intra {_fmt_time(topology.intra.latency)}, "
           f"{topology.intra.bandwidth:g} B/s; wide-area {_fmt_time(topology.wan.latency)}, "
           f"{topology.wan.bandwidth:g} B/s")
-    table = []
-    for family in args.family:
-        plan = build(args.op, topology, family, **common, **options)
-        table.append((family, plan, _plan_rows(plan, topology, args.model)))
+    width = max(len(k) for _, _, rows in table for k, _ in rows) + 2
+    for i, key in enumerate(k for k, _ in table[0][2]):
+        values = [_cell(rows[i][1]) if i < len(rows) else "" for _, _, rows in table]
+        print(key.ljust(width) + "  ".join(v.ljust(14) for v in values).rstrip())
+    for family, plan, _ in table:
         if args.show:
             print(plan.describe())
         if args.export:
             _export(plan, Path(args.export) / family, args.format)
-    width = max(len(k) for _, _, rows in table for k, _ in rows) + 2
-    for i, key in enumerate(k for k, _ in table[0][2]):
-        values = [str(rows[i][1]) if i < len(rows) else "" for _, _, rows in table]
-        print(key.ljust(width) + "  ".join(v.ljust(14) for v in values).rstrip())
     return 0
+
+
+def _cell(value):
+    if value is True or value is False:
+        return "yes" if value else "no"
+    return str(value)
 
 
 def _export(plan, directory, fmt):
@@ -196,15 +230,20 @@ def _parser():
     where.add_argument("--clusters", type=parse_clusters, default=[8, 8, 8, 8],
                        help="cluster sizes: 4x8 or 4,4,8 (default: 4x8)")
     where.add_argument("--topology", help="a topology file (.toml or .json)")
-    p.add_argument("--root", type=int, default=0)
-    p.add_argument("--bytes", type=int, default=8, help="vector size in bytes (default 8)")
+    p.add_argument("--root", type=int, default=0, help="root of rooted operations")
+    p.add_argument("--bytes", type=int, default=8,
+                   help="vector size in bytes; per rank for scatter, gather, allgather, "
+                        "alltoall and reduce-scatter (default 8)")
     p.add_argument("--itemsize", type=int, default=1, help="bytes per element (default 1)")
-    p.add_argument("--level", choices=LEVELS, default="associative",
-                   help="reduction level (default: associative)")
-    p.add_argument("--segments", type=int, default=1)
+    p.add_argument("--level", choices=LEVELS, default="strict",
+                   help="reduction level (default: strict, as in the library)")
+    p.add_argument("--segments", type=int, default=1,
+                   help="pipeline segments of segmented operations (default 1)")
     p.add_argument("--tree", help="tree name for the tree family (e.g. lam, fnf)")
-    p.add_argument("--option", type=parse_option, action="append", metavar="KEY=VALUE",
-                   help="a family option, e.g. n=4 or algorithm=farfirst (repeatable)")
+    p.add_argument("--option", type=parse_option, action="append",
+                   metavar="[FAMILY.]KEY=VALUE",
+                   help="a family option, e.g. n=4, algorithm=farfirst or gridmpi.n=4; a "
+                        "plain key goes to every family that takes it (repeatable)")
     p.add_argument("--intra-latency", type=float)
     p.add_argument("--intra-bandwidth", type=float)
     p.add_argument("--wan-latency", type=float)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -59,15 +60,23 @@ class LinkParams:
         return self.latency + nbytes / self.bandwidth
 
 
+def _is_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def _check_latency(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not _is_real(value):
         raise TopologyError(f"{name} must be a number of seconds, got {value!r}")
     if not math.isfinite(value) or value < 0:
         raise TopologyError(f"{name} must be finite and >= 0, got {value!r}")
 
 
 def _check_bandwidth(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not _is_real(value):
         raise TopologyError(f"{name} must be a number of bytes/s, got {value!r}")
     if not (value > 0) or math.isnan(value):
         raise TopologyError(f"{name} must be > 0 bytes/s, got {value!r}")
@@ -113,7 +122,7 @@ class Topology:
             if len(members) == 0:
                 raise TopologyError(f"cluster {c} is empty")
             for r in members:
-                if isinstance(r, bool) or not isinstance(r, int):
+                if not _is_int(r):
                     raise TopologyError(f"cluster {c} has a rank that is not an integer: {r!r}")
                 if r < 0:
                     raise TopologyError(f"cluster {c} has a negative rank {r}")
@@ -123,8 +132,10 @@ class Topology:
         size = len(seen)
         missing = sorted(set(range(size)) - set(seen))
         if missing:
+            beyond = max(seen)
             raise TopologyError(
-                f"ranks must be 0..{size - 1}; rank {missing[0]} is missing")
+                f"ranks must be 0..{size - 1}; rank {missing[0]} is missing"
+                + (f" and rank {beyond} is out of range" if beyond >= size else ""))
         object.__setattr__(self, "_cluster_of", tuple(seen[r] for r in range(size)))
         pairs = {}
         for key, link in self.wan_pairs:
@@ -148,6 +159,7 @@ class Topology:
             check = _check_latency if name == "t_ini" else _check_bandwidth
             for r, v in enumerate(values):
                 check(f"{name}[{r}]", v)
+            object.__setattr__(self, name, tuple(float(v) for v in values))
 
     # ----------------------------------------------------------------- constructors
     @classmethod
@@ -186,7 +198,8 @@ class Topology:
         wacoll.errors.TopologyError: rank 1 appears twice (clusters 0 and 1)
         """
         try:
-            cl = tuple(tuple(sorted(members)) for members in clusters)
+            cl = tuple(tuple(sorted(int(r) if _is_int(r) else r for r in members))
+                       for members in clusters)
         except TypeError as exc:
             raise TopologyError(f"clusters must be lists of integer ranks: {exc}") from None
         pairs = ()
@@ -213,8 +226,9 @@ class Topology:
         """
         clusters, start = [], 0
         for c, n in enumerate(sizes):
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            if not _is_int(n) or n < 1:
                 raise TopologyError(f"cluster {c} must have at least one rank, got {n!r}")
+            n = int(n)
             clusters.append(range(start, start + n))
             start += n
         return cls.from_clusters(clusters, **links)
@@ -229,6 +243,23 @@ class Topology:
         1
         """
         return cls.from_sizes([size], **links)
+
+    @classmethod
+    def from_comm(cls, comm, **links) -> "Topology":
+        """Discover the topology of an mpi4py communicator (collective).
+
+        One cluster per shared-memory node by default, or as the environment variables
+        ``WACOLL_TOPOLOGY`` / ``WACOLL_CLUSTERS`` say; see :mod:`wacoll.discover`.
+
+        Examples
+        --------
+        >>> from mpi4py import MPI
+        >>> Topology.from_comm(MPI.COMM_SELF).nclusters
+        1
+        """
+        from wacoll.discover import topology_from_comm
+
+        return topology_from_comm(comm, **links)
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "Topology":
@@ -419,7 +450,7 @@ class Topology:
                         tuple(t_ini), self.node_bandwidth)
 
     def _check_rank(self, rank):
-        if isinstance(rank, bool) or not isinstance(rank, int) or not (0 <= rank < self.size):
+        if not _is_int(rank) or not (0 <= rank < self.size):
             raise TopologyError(f"rank {rank!r} is not in 0..{self.size - 1}")
 
     def __str__(self):

@@ -21,6 +21,7 @@ Examples
 from __future__ import annotations
 
 import importlib
+import inspect
 
 from wacoll.errors import PlanError
 from wacoll.plans.check import CheckReport, check_plan
@@ -63,6 +64,17 @@ def build(op: str, topology, family: str = "magpie", **options) -> Plan:
 
     ``options`` are the builder's keyword arguments: ``root``, ``count`` (elements),
     ``counts`` (v-variants), ``segments``, ``level``, ``itemsize`` and the family's own.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> plan = build("bcast", Topology.from_sizes([4, 4]), "magpie", root=5, count=1024)
+    >>> plan.algorithm, plan.check().wide_area_messages
+    ('coordinator', 1)
+    >>> build("bcast", Topology.single(2), "tree", fanout=3)
+    Traceback (most recent call last):
+    ...
+    wacoll.errors.PlanError: the tree family's bcast takes no option 'fanout'; it takes tree, root, count, segments, itemsize, group_size
     """
     if op not in OPERATIONS:
         raise PlanError(f"unknown operation {op!r}; known: {', '.join(OPERATIONS)}")
@@ -70,4 +82,11 @@ def build(op: str, topology, family: str = "magpie", **options) -> Plan:
     if op not in table:
         raise PlanError(f"the {family} family has no {op} plan; it builds "
                         f"{', '.join(sorted(table))}")
-    return table[op](topology, **options)
+    fn = table[op]
+    accepted = inspect.signature(fn).parameters
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        takes = ", ".join(name for name in accepted if name != "topology")
+        raise PlanError(f"the {family} family's {op} takes no option {unknown[0]!r}; "
+                        f"it takes {takes}")
+    return fn(topology, **options)

@@ -216,6 +216,7 @@ class _Checker:
             for r in range(size):
                 for (_buf, b) in self.state[r]:
                     self.visited.setdefault(b, set()).add(self.clusters[r])
+        self.buffers = [{buf for buf, _ in self.state[r]} for r in range(size)]
         self.sent_pairs = set()
         self.repeated = []
         self.any_repeat = False
@@ -256,6 +257,7 @@ class _Checker:
         if buf == "out" and b not in self.out_allowed[r]:
             self.fail(r, i, f"writes block {b} to 'out', which has no place for it on "
                             f"rank {r}")
+        self.buffers[r].add(buf)
         self.state[r][(buf, b)] = value
 
     def combine(self, r, i, acc, incoming, side):
@@ -388,14 +390,23 @@ class _Checker:
                     mine[k] = h
         for b, value in zip(blocks, values):
             if step.kind == "recv":
-                held = self.state[r].get((step.dst, b))
-                if held is not None and held[0] == value[0]:
-                    self.fail(r, i, f"receives block {b} into {step.dst!r}, which already "
-                                    f"holds that data (a block sent twice)")
+                held = self.holder(r, b, value[0])
+                if held is not None:
+                    self.fail(r, i, f"receives block {b} into {step.dst!r}, but rank {r} "
+                                    f"already holds that data in {held!r} (a block sent "
+                                    f"twice)")
                 self.write(r, i, step.dst, b, value)
             else:
                 acc = self.read(r, i, step.dst, b)
                 self.write(r, i, step.dst, b, self.combine(r, i, acc, value, step.side))
+
+    def holder(self, r, b, expr):
+        """The buffer in which rank ``r`` already holds ``expr`` for block ``b``, if any."""
+        for buf in self.buffers[r]:
+            held = self.state[r].get((buf, b))
+            if held is not None and held[0] == expr:
+                return buf
+        return None
 
     def deadlock(self, stuck, pc):
         programs = self.plan.programs

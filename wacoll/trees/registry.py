@@ -26,8 +26,9 @@ TREE_NAMES = ("flat", "chain", "binary", "binomial", "lam", "fnf", "spoc", "opti
 
 def _costs(topology, name):
     if topology.t_ini is None:
-        raise PlanError(f"the {name!r} tree needs per-rank initiation costs: build the "
-                        f"topology with t_ini=[...]")
+        raise PlanError(f"the {name!r} tree needs per-rank initiation costs: give the "
+                        f"topology t_ini (Topology.from_sizes(..., t_ini=[...]), or a "
+                        f"t_ini entry in a topology file)")
     return list(topology.t_ini)
 
 
