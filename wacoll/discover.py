@@ -1,0 +1,106 @@
+"""Discover a communicator's topology: which rank sits in which cluster.
+
+By default each shared-memory node is a cluster (``MPI.COMM_TYPE_SHARED``). The
+environment can say otherwise, on every rank alike:
+
+``WACOLL_TOPOLOGY``
+    A topology file (``.toml`` or ``.json``, see :meth:`wacoll.Topology.from_file`)
+    for exactly this communicator's size; rank 0 reads it and shares it.
+``WACOLL_CLUSTERS``
+    Either one cluster label per rank, comma-separated (``"0,0,1,1"``), or a mapping
+    from host name to cluster label (``"nodeA=east,nodeB=east,nodeC=west"``), applied
+    to each rank's ``MPI.Get_processor_name()``.
+
+Every rank contributes its own label and the labels are exchanged, so all ranks build
+the same topology; a fault on any rank raises the same error on every rank.
+Clusters are numbered by their lowest rank.
+
+Examples
+--------
+>>> from mpi4py import MPI
+>>> topology_from_comm(MPI.COMM_SELF).size
+1
+"""
+
+from __future__ import annotations
+
+import os
+
+from wacoll.errors import TopologyError
+from wacoll.topology import Topology
+
+__all__ = ["topology_from_comm"]
+
+
+def _label(comm, env):
+    """This rank's cluster label, or raise TopologyError."""
+    from mpi4py import MPI
+
+    spec = env.get("WACOLL_CLUSTERS", "").strip()
+    rank, size = comm.Get_rank(), comm.Get_size()
+    if spec:
+        items = [x.strip() for x in spec.split(",") if x.strip()]
+        if any("=" in x for x in items):
+            mapping = {}
+            for item in items:
+                host, sep, label = item.partition("=")
+                if not sep or not host or not label:
+                    raise TopologyError(f"WACOLL_CLUSTERS entry {item!r} is not host=label")
+                mapping[host] = label
+            host = MPI.Get_processor_name()
+            if host not in mapping:
+                raise TopologyError(f"WACOLL_CLUSTERS names no cluster for host {host!r}")
+            return mapping[host]
+        if len(items) != size:
+            raise TopologyError(f"WACOLL_CLUSTERS lists {len(items)} labels for "
+                                f"{size} ranks")
+        return items[rank]
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
+    try:
+        leader = node.allreduce(rank, op=MPI.MIN)
+    finally:
+        node.Free()
+    return f"node-of-{leader}"
+
+
+def topology_from_comm(comm, *, env=None, **links) -> Topology:
+    """The topology of ``comm`` (collective: call it on every rank).
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Intracomm
+    env : mapping, optional
+        The environment to read (default ``os.environ``).
+    **links
+        Link parameters for :meth:`Topology.from_clusters` when the topology is
+        discovered rather than read from a file.
+    """
+    env = os.environ if env is None else env
+    path = env.get("WACOLL_TOPOLOGY", "").strip()
+    if path:
+        data = None
+        if comm.Get_rank() == 0:
+            try:
+                data = ("ok", Topology.from_file(path).to_dict())
+            except TopologyError as exc:
+                data = ("error", str(exc))
+        status, payload = comm.bcast(data, root=0)
+        if status == "error":
+            raise TopologyError(payload)
+        topo = Topology.from_dict(payload)
+        if topo.size != comm.Get_size():
+            raise TopologyError(f"{path} describes {topo.size} ranks; the communicator "
+                                f"has {comm.Get_size()}")
+        return topo
+    try:
+        mine = ("ok", _label(comm, env))
+    except TopologyError as exc:
+        mine = ("error", str(exc))
+    labels = comm.allgather(mine)
+    for r, (status, payload) in enumerate(labels):
+        if status == "error":
+            raise TopologyError(f"rank {r}: {payload}")
+    clusters = {}
+    for r, (_, label) in enumerate(labels):
+        clusters.setdefault(label, []).append(r)
+    return Topology.from_clusters(sorted(clusters.values(), key=min), **links)
