@@ -30,8 +30,9 @@ shape of the trees inside clusters. Broadcasts, and the local gathers of barrier
 and allgather, use :func:`wacoll.trees.two_level`'s local trees (coordinator first,
 then the cluster's other ranks in heap order). Reductions use :func:`ordered_tree`
 instead, whose subtrees are contiguous runs of the cluster's ranks, so that partial
-results keep rank order. The flat algorithms accept ``intra`` for uniformity and
-have no use for it.
+results keep rank order. The flat algorithms (the flat patterns of
+:mod:`wacoll.plans.patterns`) accept and check ``intra``, so that one set of family
+options builds every operation, and ignore it.
 
 On a reordered communicator (clusters that are not contiguous rank ranges) the same
 algorithms run: messages only ever go to clusters with ranks in the communicator,
@@ -53,7 +54,13 @@ import networkx as nx
 
 from wacoll.errors import PlanError
 from wacoll.plans.builder import PlanBuilder
-from wacoll.plans.patterns import subtree_ranks, tree_bcast
+from wacoll.plans.patterns import (
+    flat_alltoall,
+    flat_gather,
+    flat_scatter,
+    subtree_ranks,
+    tree_bcast,
+)
 from wacoll.trees.basic import children, parent
 from wacoll.trees.hierarchical import two_level
 
@@ -267,16 +274,18 @@ def bcast(topology, *, root=0, count=1, segments=1, itemsize=1, intra="binary"):
     return _build(b, "coordinator", intra=intra, segments=segments)
 
 
-# --------------------------------------------------------------- scatter, gather
-def _scatter(op, topology, root, count, counts, itemsize, intra):
+# --------------------------------------------------- scatter, gather, alltoall
+def _flat(op, topology, pattern, intra, *, root=None, count=1, counts=None,
+          itemsize=1):
+    """A plan of one flat pattern of :mod:`wacoll.plans.patterns`, named ``flat``.
+
+    ``intra`` is checked and recorded in the plan's parameters, so that one set of
+    family options builds every operation, but a flat plan has no use for it.
+    """
     check_intra(intra)
     b = PlanBuilder(op, topology, root=root, count=count, counts=counts,
                     itemsize=itemsize)
-    for r in range(b.size):
-        if r == b.root:
-            b.copy(r, (r,), "in", "out")
-        else:
-            b.transfer(b.root, r, (r,), src="in", dst="out")
+    pattern(b)
     return _build(b, "flat", intra=intra)
 
 
@@ -284,7 +293,8 @@ def scatter(topology, *, root=0, count=1, itemsize=1, intra="binary"):
     """Flat scatter (Section 3.3): the root sends piece ``i`` to rank ``i``, in rank order.
 
     MPICH's algorithm, which MagPIe keeps: every piece crosses the wide area at
-    most once, straight to its rank.
+    most once, straight to its rank. ``intra`` is accepted (and checked) like every
+    MagPIe builder's, but has no effect: there are no trees inside clusters.
 
     Examples
     --------
@@ -292,7 +302,8 @@ def scatter(topology, *, root=0, count=1, itemsize=1, intra="binary"):
     >>> scatter(Topology.from_sizes([2, 2]), root=1).check().wide_area_messages
     2
     """
-    return _scatter("scatter", topology, root, count, None, itemsize, intra)
+    return _flat("scatter", topology, flat_scatter, intra, root=root, count=count,
+                 itemsize=itemsize)
 
 
 def scatterv(topology, *, root=0, counts=None, count=1, itemsize=1, intra="binary"):
@@ -304,23 +315,14 @@ def scatterv(topology, *, root=0, counts=None, count=1, itemsize=1, intra="binar
     >>> scatterv(Topology.from_sizes([2, 2]), counts=[1, 0, 2, 3]).check().wide_area_bytes
     5
     """
-    return _scatter("scatterv", topology, root, count, counts, itemsize, intra)
-
-
-def _gather(op, topology, root, count, counts, itemsize, intra):
-    check_intra(intra)
-    b = PlanBuilder(op, topology, root=root, count=count, counts=counts,
-                    itemsize=itemsize)
-    for r in range(b.size):
-        if r == b.root:
-            b.copy(r, (r,), "in", "out")
-        else:
-            b.transfer(r, b.root, (r,), src="in", dst="out")
-    return _build(b, "flat", intra=intra)
+    return _flat("scatterv", topology, flat_scatter, intra, root=root, count=count,
+                 counts=counts, itemsize=itemsize)
 
 
 def gather(topology, *, root=0, count=1, itemsize=1, intra="binary"):
     """Flat gather: the root receives piece ``i`` from rank ``i``, in rank order.
+
+    ``intra`` is accepted (and checked) but has no effect, as for :func:`scatter`.
 
     Examples
     --------
@@ -328,7 +330,8 @@ def gather(topology, *, root=0, count=1, itemsize=1, intra="binary"):
     >>> gather(Topology.from_sizes([2, 2])).check().optimality
     'yes'
     """
-    return _gather("gather", topology, root, count, None, itemsize, intra)
+    return _flat("gather", topology, flat_gather, intra, root=root, count=count,
+                 itemsize=itemsize)
 
 
 def gatherv(topology, *, root=0, counts=None, count=1, itemsize=1, intra="binary"):
@@ -340,30 +343,16 @@ def gatherv(topology, *, root=0, counts=None, count=1, itemsize=1, intra="binary
     >>> gatherv(Topology.from_sizes([2, 2]), counts=[1, 0, 2, 3]).check().bytes
     5
     """
-    return _gather("gatherv", topology, root, count, counts, itemsize, intra)
-
-
-# ---------------------------------------------------------------------- alltoall
-def _alltoall(op, topology, count, counts, itemsize, intra):
-    check_intra(intra)
-    b = PlanBuilder(op, topology, count=count, counts=counts, itemsize=itemsize)
-    p = b.size
-    for r in range(p):
-        b.copy(r, (r * p + r,), "in", "out")
-        for i in range(1, p):
-            j = (r + i) % p
-            b.send(r, j, (r * p + j,), "in")
-        for i in range(1, p):
-            j = (r - i) % p
-            b.recv(r, j, (j * p + r,), "out")
-    return _build(b, "flat", intra=intra)
+    return _flat("gatherv", topology, flat_gather, intra, root=root, count=count,
+                 counts=counts, itemsize=itemsize)
 
 
 def alltoall(topology, *, count=1, itemsize=1, intra="binary"):
     """Flat all-to-all: rank ``i`` sends block ``i*P+j`` straight to rank ``j``.
 
     Rank ``i`` sends to ``i+1, i+2, ...`` (wrapping) and receives in the matching
-    order, as MPICH does; every block crosses the wide area at most once.
+    order, as MPICH does; every block crosses the wide area at most once. ``intra``
+    is accepted (and checked) but has no effect, as for :func:`scatter`.
 
     Examples
     --------
@@ -372,7 +361,8 @@ def alltoall(topology, *, count=1, itemsize=1, intra="binary"):
     >>> report.messages, report.wide_area_messages, report.optimality
     (12, 8, 'yes')
     """
-    return _alltoall("alltoall", topology, count, None, itemsize, intra)
+    return _flat("alltoall", topology, flat_alltoall, intra, count=count,
+                 itemsize=itemsize)
 
 
 def alltoallv(topology, *, counts=None, count=1, itemsize=1, intra="binary"):
@@ -384,7 +374,8 @@ def alltoallv(topology, *, counts=None, count=1, itemsize=1, intra="binary"):
     >>> alltoallv(Topology.single(2), counts=[[1, 2], [3, 4]]).check().bytes
     5
     """
-    return _alltoall("alltoallv", topology, count, counts, itemsize, intra)
+    return _flat("alltoallv", topology, flat_alltoall, intra, count=count, counts=counts,
+                 itemsize=itemsize)
 
 
 # --------------------------------------------------------------------- allgather

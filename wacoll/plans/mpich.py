@@ -48,9 +48,18 @@ Examples
 
 from __future__ import annotations
 
+from functools import partial
+
 from wacoll.errors import PlanError
 from wacoll.plans.builder import PlanBuilder
-from wacoll.plans.patterns import tree_bcast, tree_reduce
+from wacoll.plans.patterns import (
+    check_alltoall_order,
+    flat_alltoall,
+    flat_gather,
+    flat_scatter,
+    tree_bcast,
+    tree_reduce,
+)
 from wacoll.trees import make_tree
 from wacoll.trees.basic import from_parents
 
@@ -163,15 +172,13 @@ def bcast(topology, *, root=0, count=1, segments=1, itemsize=1):
 
 
 # ------------------------------------------------------- scatter(v), gather(v)
-def _scatter(op, topology, root, count, counts, itemsize):
+def _flat(op, topology, pattern, *, root=None, count=1, counts=None, itemsize=1,
+          **params):
+    """A plan of one flat pattern of :mod:`wacoll.plans.patterns`, named ``flat``."""
     b = PlanBuilder(op, topology, root=root, count=count, counts=counts,
                     itemsize=itemsize)
-    for i in range(b.size):
-        if i == b.root:
-            b.copy(i, (i,), "in", "out")
-        else:
-            b.transfer(b.root, i, (i,), src="in", dst="out")
-    return b.build(family=_FAMILY, algorithm="flat")
+    pattern(b)
+    return b.build(family=_FAMILY, algorithm="flat", **params)
 
 
 def scatter(topology, *, root=0, count=1, itemsize=1):
@@ -183,7 +190,8 @@ def scatter(topology, *, root=0, count=1, itemsize=1):
     >>> [str(s) for s in scatter(Topology.single(3), root=1).programs[1]]
     ['send 0 [0] from in', 'copy [1] in -> out', 'send 2 [2] from in']
     """
-    return _scatter("scatter", topology, root, count, None, itemsize)
+    return _flat("scatter", topology, flat_scatter, root=root, count=count,
+                 itemsize=itemsize)
 
 
 def scatterv(topology, *, root=0, counts=None, count=1, itemsize=1):
@@ -195,18 +203,8 @@ def scatterv(topology, *, root=0, counts=None, count=1, itemsize=1):
     >>> scatterv(Topology.from_sizes([2, 2]), counts=[1, 0, 2, 3]).check().bytes
     5
     """
-    return _scatter("scatterv", topology, root, count, counts, itemsize)
-
-
-def _gather(op, topology, root, count, counts, itemsize):
-    b = PlanBuilder(op, topology, root=root, count=count, counts=counts,
-                    itemsize=itemsize)
-    for i in range(b.size):
-        if i == b.root:
-            b.copy(i, (i,), "in", "out")
-        else:
-            b.transfer(i, b.root, (i,), src="in", dst="out")
-    return b.build(family=_FAMILY, algorithm="flat")
+    return _flat("scatterv", topology, flat_scatter, root=root, count=count, counts=counts,
+                 itemsize=itemsize)
 
 
 def gather(topology, *, root=0, count=1, itemsize=1):
@@ -218,7 +216,8 @@ def gather(topology, *, root=0, count=1, itemsize=1):
     >>> [str(s) for s in gather(Topology.single(3), root=2).programs[2]]
     ['recv 0 [0]', 'recv 1 [1]', 'copy [2] in -> out']
     """
-    return _gather("gather", topology, root, count, None, itemsize)
+    return _flat("gather", topology, flat_gather, root=root, count=count,
+                 itemsize=itemsize)
 
 
 def gatherv(topology, *, root=0, counts=None, count=1, itemsize=1):
@@ -230,7 +229,8 @@ def gatherv(topology, *, root=0, counts=None, count=1, itemsize=1):
     >>> gatherv(Topology.from_sizes([2, 2]), counts=[4, 0, 1, 1]).check().wide_area_bytes
     2
     """
-    return _gather("gatherv", topology, root, count, counts, itemsize)
+    return _flat("gatherv", topology, flat_gather, root=root, count=count, counts=counts,
+                 itemsize=itemsize)
 
 
 # --------------------------------------------------------------- allgather(v)
@@ -275,27 +275,10 @@ def allgatherv(topology, *, counts=None, count=1, itemsize=1):
 
 
 # ---------------------------------------------------------------- alltoall(v)
-_ORDERS = ("rank", "rotated")
-
-
 def _alltoall(op, topology, count, counts, itemsize, order):
-    if order not in _ORDERS:
-        raise PlanError(f"alltoall order must be one of {_ORDERS}, got {order!r}")
-    b = PlanBuilder(op, topology, count=count, counts=counts, itemsize=itemsize)
-    size = b.size
-    for r in range(size):
-        if order == "rank":
-            dsts = srcs = [p for p in range(size) if p != r]
-        else:
-            dsts = [(r + k) % size for k in range(1, size)]
-            srcs = [(r - k) % size for k in range(1, size)]
-        b.copy(r, (r * size + r,), "in", "out")
-        # every send is posted before any receive (isend/irecv), so nothing can block
-        for dst in dsts:
-            b.send(r, dst, (r * size + dst,), "in")
-        for src in srcs:
-            b.recv(r, src, (src * size + r,), "out")
-    return b.build(family=_FAMILY, algorithm="flat", order=order)
+    check_alltoall_order(order)
+    return _flat(op, topology, partial(flat_alltoall, order=order), count=count,
+                 counts=counts, itemsize=itemsize, order=order)
 
 
 def alltoall(topology, *, count=1, itemsize=1, order="rank"):
@@ -407,11 +390,7 @@ def _reduce_scatter(op, topology, count, counts, level, itemsize):
     # MPI_Reduce of the whole vector to rank 0 into a scratch buffer ...
     tree_reduce(b, _reduce_tree(topology, 0), b.all_blocks, result_buf="tmp")
     # ... then MPI_Scatterv of block i to rank i
-    for i in range(b.size):
-        if i == 0:
-            b.copy(0, (0,), "tmp", "out")
-        else:
-            b.transfer(0, i, (i,), src="tmp", dst="out")
+    flat_scatter(b, root=0, src="tmp")
     return b.build(family=_FAMILY, algorithm="binomial+flat")
 
 

@@ -1,8 +1,10 @@
 """Communication patterns that plan builders of every family compose.
 
-Each pattern appends steps to a :class:`~wacoll.plans.builder.PlanBuilder` for the
-ranks of a tree (any subset of the communicator); families call them for the wide
-area and for the clusters alike.
+Each tree pattern appends steps to a :class:`~wacoll.plans.builder.PlanBuilder` for
+the ranks of a tree (any subset of the communicator); families call them for the
+wide area and for the clusters alike. The flat patterns (:func:`flat_scatter`,
+:func:`flat_gather`, :func:`flat_alltoall`) move every rank's block straight to its
+destination, which MPICH does and MagPIe keeps because it is wide-area optimal.
 
 Examples
 --------
@@ -20,7 +22,13 @@ from __future__ import annotations
 from wacoll.errors import PlanError
 from wacoll.trees.basic import children, parent, tree_root, validate_tree
 
-__all__ = ["tree_bcast", "tree_reduce", "subtree_ranks", "segment_blocks"]
+__all__ = [
+    "tree_bcast", "tree_reduce", "subtree_ranks", "segment_blocks", "flat_scatter",
+    "flat_gather", "flat_alltoall", "ALLTOALL_ORDERS", "check_alltoall_order",
+]
+
+#: Send orders of :func:`flat_alltoall`.
+ALLTOALL_ORDERS = ("rank", "rotated")
 
 
 def segment_blocks(blocks, segments=None):
@@ -148,3 +156,104 @@ def tree_reduce(b, tree, blocks, *, result_buf="out", acc_buf="acc", start=None,
                 b.recv_combine(v, c, seg, acc, side, group)
             if up is not None:
                 b.send(v, up, seg, acc)
+
+
+# ------------------------------------------------------------------ flat patterns
+def flat_scatter(b, *, root=None, src="in", dst="out"):
+    """Append a flat scatter: ``root`` sends block ``i`` of ``src`` to rank ``i``.
+
+    The sends leave in rank order; the root copies its own block from ``src`` to
+    ``dst``, and every other rank receives its block into ``dst``.
+
+    Parameters
+    ----------
+    b : PlanBuilder
+    root : int, optional
+        The sender (default ``b.root``).
+    src, dst : str
+        The buffer the root sends from and the one the blocks land in.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> from wacoll.plans.builder import PlanBuilder
+    >>> b = PlanBuilder("scatter", Topology.single(3), root=1)
+    >>> flat_scatter(b)
+    >>> [str(s) for s in b.programs[1]]
+    ['send 0 [0] from in', 'copy [1] in -> out', 'send 2 [2] from in']
+    """
+    _flat_rooted(b, root, src, dst, to_root=False)
+
+
+def flat_gather(b, *, root=None, src="in", dst="out"):
+    """Append a flat gather: ``root`` receives block ``i`` from rank ``i``, in rank order.
+
+    Every rank other than ``root`` (default ``b.root``) sends its block of ``src``;
+    the root copies its own from ``src`` and receives the others into ``dst``.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> from wacoll.plans.builder import PlanBuilder
+    >>> b = PlanBuilder("gather", Topology.single(3), root=2)
+    >>> flat_gather(b)
+    >>> [str(s) for s in b.programs[2]]
+    ['recv 0 [0]', 'recv 1 [1]', 'copy [2] in -> out']
+    """
+    _flat_rooted(b, root, src, dst, to_root=True)
+
+
+def _flat_rooted(b, root, src, dst, *, to_root):
+    """Block ``r`` between ``root`` and each rank ``r``, in rank order."""
+    root = b.root if root is None else root
+    for r in range(b.size):
+        if r == root:
+            b.copy(r, (r,), src, dst)
+        elif to_root:
+            b.transfer(r, root, (r,), src=src, dst=dst)
+        else:
+            b.transfer(root, r, (r,), src=src, dst=dst)
+
+
+def check_alltoall_order(order):
+    """Raise :class:`PlanError` unless ``order`` is one of :data:`ALLTOALL_ORDERS`."""
+    if order not in ALLTOALL_ORDERS:
+        raise PlanError(f"alltoall order must be one of {ALLTOALL_ORDERS}, got {order!r}")
+
+
+def flat_alltoall(b, *, order="rotated"):
+    """Append a flat all-to-all: rank ``i`` sends block ``i*P+j`` straight to rank ``j``.
+
+    Each rank copies its own block, posts all its sends of ``"in"``, then all its
+    receives into ``"out"``, so nothing can block.
+
+    Parameters
+    ----------
+    b : PlanBuilder
+    order : {"rotated", "rank"}
+        ``"rotated"``: rank ``i`` sends to ``i+1, i+2, ...`` (wrapping) and receives
+        from ``i-1, i-2, ...``, so that no rank is every sender's first target;
+        ``"rank"``: every rank sends to and receives from ``0, 1, ..., P-1``.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> from wacoll.plans.builder import PlanBuilder
+    >>> b = PlanBuilder("alltoall", Topology.single(3))
+    >>> flat_alltoall(b)
+    >>> [str(s) for s in b.programs[1]]
+    ['copy [4] in -> out', 'send 2 [5] from in', 'send 0 [3] from in', 'recv 0 [1]', 'recv 2 [7]']
+    """
+    check_alltoall_order(order)
+    size = b.size
+    for r in range(size):
+        if order == "rank":
+            dsts = srcs = [p for p in range(size) if p != r]
+        else:
+            dsts = [(r + k) % size for k in range(1, size)]
+            srcs = [(r - k) % size for k in range(1, size)]
+        b.copy(r, (r * size + r,), "in", "out")
+        for dst in dsts:
+            b.send(r, dst, (r * size + dst,), "in")
+        for src in srcs:
+            b.recv(r, src, (src * size + r,), "out")

@@ -45,21 +45,13 @@ def _tree(nodes, edges, root, name) -> nx.DiGraph:
 
 
 def _prepare(costs, root, members):
-    """Checked costs (a list) and the sorted member ranks."""
+    """The ``costs, root, members`` arguments every tree builder here takes, checked:
+    the costs as a list and the sorted member ranks."""
     costs = _check_costs(costs)
     return costs, _check_members(members, len(costs), root)
 
 
-def spoc(costs, root: int = 0, members=None) -> nx.DiGraph:
-    """Speed-Partitioned Ordered Chain tree: a binomial tree, fastest ranks highest.
-
-    Builds the binomial tree (:func:`wacoll.trees.binomial`) over the ``N``
-    participants as virtual ranks ``0..N-1``, sorts its positions by number of
-    descendants (most first; ties by virtual rank) and the non-root participants by
-    cost (cheapest first; ties by rank), and assigns them in that order. The root
-    keeps position 0; each node sends to its largest subtree first, as in the
-    binomial tree.
-
+_ARGUMENTS_DOC = """\
     Parameters
     ----------
     costs : sequence of float
@@ -72,12 +64,43 @@ def spoc(costs, root: int = 0, members=None) -> nx.DiGraph:
     Returns
     -------
     networkx.DiGraph
-        A tree in the wacoll convention over the members, named ``"spoc"``.
+        A tree in the wacoll convention over the members, named ``"{name}"``.
 
     Raises
     ------
     PlanError
-        On invalid costs, root or members.
+        On invalid costs, root or members{more_errors}.
+"""
+
+
+def _builder_doc(more_errors=""):
+    """Fill the ``{arguments}`` line of a tree builder's docstring.
+
+    The builders of this module and :mod:`wacoll.trees.optimal` take the same
+    arguments (checked by :func:`_prepare`); the decorator writes their Parameters,
+    Returns and Raises sections once. The tree is named after the function;
+    ``more_errors`` continues the Raises sentence.
+    """
+    def fill(fn):
+        if fn.__doc__:  # None under python -OO
+            fn.__doc__ = fn.__doc__.replace("    {arguments}\n", _ARGUMENTS_DOC.format(
+                name=fn.__name__, more_errors=more_errors))
+        return fn
+    return fill
+
+
+@_builder_doc()
+def spoc(costs, root: int = 0, members=None) -> nx.DiGraph:
+    """Speed-Partitioned Ordered Chain tree: a binomial tree, fastest ranks highest.
+
+    Builds the binomial tree (:func:`wacoll.trees.binomial`) over the ``N``
+    participants as virtual ranks ``0..N-1``, sorts its positions by number of
+    descendants (most first; ties by virtual rank) and the non-root participants by
+    cost (cheapest first; ties by rank), and assigns them in that order. The root
+    keeps position 0; each node sends to its largest subtree first, as in the
+    binomial tree.
+
+    {arguments}
 
     Examples
     --------
@@ -108,6 +131,7 @@ def spoc(costs, root: int = 0, members=None) -> nx.DiGraph:
     return _tree(members, edges, root, "spoc")
 
 
+@_builder_doc()
 def fnf(costs, root: int = 0, members=None) -> nx.DiGraph:
     """Fastest-Node-First tree (Banikazemi et al., Figure 3).
 
@@ -118,24 +142,7 @@ def fnf(costs, root: int = 0, members=None) -> nx.DiGraph:
     the receiver's starts there. A child's ``order`` is the position of that send
     among its parent's sends. ``O(N log N)`` with a heap.
 
-    Parameters
-    ----------
-    costs : sequence of float
-        ``costs[r]`` is rank ``r``'s message initiation cost (finite, >= 0).
-    root : int
-        The source of the broadcast.
-    members : iterable of int, optional
-        The participating ranks (must contain ``root``); default all ranks.
-
-    Returns
-    -------
-    networkx.DiGraph
-        A tree in the wacoll convention over the members, named ``"fnf"``.
-
-    Raises
-    ------
-    PlanError
-        On invalid costs, root or members.
+    {arguments}
 
     Examples
     --------

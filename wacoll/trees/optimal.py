@@ -35,8 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from wacoll.errors import PlanError
-from wacoll.trees.cost import _check_costs, _check_members
-from wacoll.trees.hetero import _tree
+from wacoll.trees.hetero import _prepare, _tree, _builder_doc
 
 __all__ = ["optimal", "MAX_PARTICIPANTS"]
 
@@ -102,34 +101,16 @@ def _first_send(F, G, A, c, m, bitcol):
     raise AssertionError("inconsistent optimal-tree tables")  # pragma: no cover
 
 
+@_builder_doc(", or more than ``MAX_PARTICIPANTS`` participants")
 def optimal(costs, root: int = 0, members=None):
     """A broadcast tree of least completion time under the ``t_ini`` model.
 
     Exact minimiser of Banikazemi et al.'s Section 5 recurrence (see the module
     docstring), i.e. of :func:`wacoll.trees.cost.bcast_time` over all ordered trees
     on the participants rooted at ``root``. Among equally fast trees one is returned
-    deterministically.
+    deterministically. At most :data:`MAX_PARTICIPANTS` ranks may participate.
 
-    Parameters
-    ----------
-    costs : sequence of float
-        ``costs[r]`` is rank ``r``'s message initiation cost (finite, >= 0).
-    root : int
-        The source of the broadcast.
-    members : iterable of int, optional
-        The participating ranks (must contain ``root``); default all ranks. At most
-        :data:`MAX_PARTICIPANTS` of them.
-
-    Returns
-    -------
-    networkx.DiGraph
-        A tree in the wacoll convention over the members, named ``"optimal"``.
-
-    Raises
-    ------
-    PlanError
-        On invalid costs, root or members, or more than ``MAX_PARTICIPANTS``
-        participants.
+    {arguments}
 
     Notes
     -----
@@ -151,8 +132,7 @@ def optimal(costs, root: int = 0, members=None):
     >>> bcast_time(optimal(costs, root=1, members=[1, 3, 4]), costs)
     20
     """
-    costs = _check_costs(costs)
-    members = _check_members(members, len(costs), root)
+    costs, members = _prepare(costs, root, members)
     if len(members) > MAX_PARTICIPANTS:
         raise PlanError(f"optimal() accepts at most {MAX_PARTICIPANTS} participants "
                         f"(its cost grows as N * 3**(N-1)), got {len(members)}")

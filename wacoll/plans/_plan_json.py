@@ -1,0 +1,247 @@
+"""The JSON form of a plan: :func:`to_json` and the strict reader behind ``from_json``.
+
+The shape is that of :meth:`wacoll.plans.plan.Plan.to_dict`, one step a line.
+:func:`read_json` checks every field (unknown or missing fields, duplicate keys,
+``NaN`` and ``Infinity`` are errors) and names the path of the faulty field, as in
+``programs[2][0].peer``; :func:`wacoll.plans.scripts.from_json` is its public face.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from wacoll.errors import ScriptError
+from wacoll.plans._plan_fields import (
+    BUFFER,
+    MAX_SIZE,
+    PARAM_NAME,
+    PEER_KINDS,
+    check_params,
+    make_plan,
+)
+from wacoll.plans._sexpr import MAX_CHARS, MAX_DEPTH, MAX_INT
+from wacoll.plans.operations import LEVELS, OPERATIONS
+from wacoll.plans.plan import STEP_KINDS, Plan, Step
+
+__all__ = ["to_json", "read_json"]
+
+_JSON_KEYS = ("op", "size", "root", "counts", "clusters", "level", "itemsize", "family",
+              "algorithm", "params", "programs")
+_JSON_STEP_KEYS = ("kind", "blocks", "peer", "src", "dst", "side", "group")
+
+
+def to_json(plan: Plan) -> str:
+    """The plan as JSON text, in the shape of :meth:`Plan.to_dict`, one step a line.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> from wacoll.plans import build
+    >>> plan = build("bcast", Topology.single(2), "tree", tree="flat")
+    >>> print(to_json(plan), end="")
+    {
+      "op": "bcast",
+      "size": 2,
+      "root": 0,
+      "counts": [1],
+      "clusters": [0, 0],
+      "level": null,
+      "itemsize": 1,
+      "family": "tree",
+      "algorithm": "flat",
+      "params": [["segments", 1], ["tree", "flat"]],
+      "programs": [
+        [{"kind": "send", "blocks": [0], "peer": 1, "src": "out"}],
+        [{"kind": "recv", "blocks": [0], "peer": 0, "dst": "out"}]
+      ]
+    }
+    >>> from wacoll.plans.scripts import from_json
+    >>> from_json(to_json(plan)) == plan
+    True
+    """
+    check_params(plan)
+    data = plan.to_dict()
+    dump = lambda v: json.dumps(v, allow_nan=False)  # noqa: E731
+    lines = ["{"]
+    lines += [f"  {dump(k)}: {dump(data[k])}," for k in _JSON_KEYS[:-1]]
+    lines.append('  "programs": [')
+    for r, steps in enumerate(data["programs"]):
+        comma = "," if r + 1 < len(data["programs"]) else ""
+        lines.append("    [" + ",\n     ".join(dump(s) for s in steps) + "]" + comma)
+    lines += ["  ]", "}"]
+    return "\n".join(lines) + "\n"
+
+
+class _JsonReader:
+    """Strict validation of the JSON shape; errors name the field's path."""
+
+    def fail(self, where, message):
+        raise ScriptError(f"{where}: {message}")
+
+    def integer(self, value, where, lo, hi):
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(where, f"must be an integer, got {json.dumps(value)[:40]}")
+        if not lo <= value <= hi:
+            self.fail(where, f"{value} is out of range {lo}..{hi}")
+        return value
+
+    def string(self, value, where):
+        if not isinstance(value, str):
+            self.fail(where, f"must be a string, got {json.dumps(value)[:40]}")
+        return value
+
+    def array(self, value, where):
+        if not isinstance(value, list):
+            self.fail(where, f"must be an array, got {json.dumps(value)[:40]}")
+        return value
+
+    def keys(self, obj, where, allowed, required):
+        if not isinstance(obj, dict):
+            self.fail(where, f"must be an object, got {json.dumps(obj)[:40]}")
+        for k in obj:
+            if k not in allowed:
+                self.fail(where, f"unknown field {k!r}")
+        for k in required:
+            if k not in obj:
+                self.fail(where, f"missing field {k!r}")
+
+    def value(self, value, where, depth=0):
+        if depth > MAX_DEPTH:
+            self.fail(where, "nested too deeply")
+        if value is None or isinstance(value, (bool, str)):
+            return value
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                self.fail(where, f"{value} is not a finite number")
+            return value
+        if isinstance(value, int):
+            return self.integer(value, where, -MAX_INT, MAX_INT)
+        if isinstance(value, list):
+            return tuple(self.value(v, f"{where}[{i}]", depth + 1)
+                         for i, v in enumerate(value))
+        self.fail(where, "must be an integer, number, string, boolean, null or array")
+
+    def header(self, data):
+        self.keys(data, "plan", _JSON_KEYS, _JSON_KEYS)
+        op = self.string(data["op"], "op")
+        if op not in OPERATIONS:
+            self.fail("op", f"unknown operation {op!r}")
+        spec = OPERATIONS[op]
+        size = self.integer(data["size"], "size", 1, MAX_SIZE)
+        root = data["root"]
+        if spec.rooted:
+            self.integer(root, "root", 0, size - 1)
+        elif root is not None:
+            self.fail("root", f"{op} has no root; it must be null")
+        level = data["level"]
+        if spec.kind == "reduction":
+            if level not in LEVELS:
+                self.fail("level", f"must be one of {', '.join(LEVELS)}, got "
+                                   f"{json.dumps(level)[:40]}")
+        elif level is not None:
+            self.fail("level", f"{op} is not a reduction; it must be null")
+        counts = tuple(self.integer(c, f"counts[{i}]", 0, MAX_INT)
+                       for i, c in enumerate(self.array(data["counts"], "counts")))
+        clusters = tuple(self.integer(c, f"clusters[{i}]", 0, MAX_INT)
+                         for i, c in enumerate(self.array(data["clusters"], "clusters")))
+        if len(clusters) != size:
+            self.fail("clusters", f"names {len(clusters)} ranks; the size is {size}")
+        params, seen = [], set()
+        for i, pair in enumerate(self.array(data["params"], "params")):
+            where = f"params[{i}]"
+            if not isinstance(pair, list) or len(pair) != 2:
+                self.fail(where, "must be a [name, value] pair")
+            name = self.string(pair[0], where)
+            if not PARAM_NAME.match(name) or name in seen:
+                self.fail(where, f"invalid or repeated parameter name {name!r}")
+            seen.add(name)
+            params.append((name, self.value(pair[1], f"{where}[1]")))
+        return {
+            "op": op, "size": size, "root": root, "level": level,
+            "itemsize": self.integer(data["itemsize"], "itemsize", 1, MAX_INT),
+            "counts": counts, "clusters": clusters,
+            "family": self.string(data["family"], "family"),
+            "algorithm": self.string(data["algorithm"], "algorithm"),
+            "params": tuple(params),
+        }
+
+    def step(self, obj, where, size, nblocks):
+        self.keys(obj, where, _JSON_STEP_KEYS, ("kind", "blocks"))
+        kind = obj["kind"]
+        if kind not in STEP_KINDS:
+            self.fail(f"{where}.kind", f"unknown step kind {json.dumps(kind)[:40]}; known: "
+                                       f"{', '.join(STEP_KINDS)}")
+        blocks = tuple(self.integer(b, f"{where}.blocks[{i}]", 0, nblocks - 1)
+                       for i, b in enumerate(self.array(obj["blocks"], f"{where}.blocks")))
+        wanted = {
+            "peer": kind in PEER_KINDS,
+            "src": kind in ("send", "copy", "combine"),
+            "dst": kind != "send",
+            "side": kind in ("recv_combine", "combine"),
+        }
+        values = {}
+        for name, needed in wanted.items():
+            if needed and name not in obj:
+                self.fail(where, f"{kind} step needs field {name!r}")
+            if not needed and name in obj:
+                self.fail(where, f"{kind} step takes no field {name!r}")
+            if not needed:
+                continue
+            value = obj[name]
+            if name == "peer":
+                value = self.integer(value, f"{where}.peer", 0, size - 1)
+            elif name == "side":
+                if value not in ("left", "right"):
+                    self.fail(f"{where}.side", f"must be 'left' or 'right', got "
+                                               f"{json.dumps(value)[:40]}")
+            elif not isinstance(value, str) or not BUFFER.match(value):
+                self.fail(f"{where}.{name}", f"invalid buffer name {json.dumps(value)[:40]}")
+            values[name] = value
+        group = 0
+        if "group" in obj:
+            if kind != "recv_combine":
+                self.fail(where, f"{kind} step takes no field 'group'")
+            group = self.integer(obj["group"], f"{where}.group", 1, MAX_INT)
+        return Step(kind, blocks, group=group, **values)
+
+    def plan(self, data):
+        header = self.header(data)
+        size, nblocks = header["size"], len(header["counts"])
+        programs = self.array(data["programs"], "programs")
+        if len(programs) != size:
+            self.fail("programs", f"has {len(programs)} programs for {size} ranks")
+        steps = [[self.step(s, f"programs[{r}][{i}]", size, nblocks)
+                  for i, s in enumerate(self.array(prog, f"programs[{r}]"))]
+                 for r, prog in enumerate(programs)]
+        return make_plan(header, steps)
+
+
+def _no_duplicates(pairs):
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise ScriptError(f"duplicate JSON field {k!r}")
+        out[k] = v
+    return out
+
+
+def _no_constant(name):
+    raise ScriptError(f"JSON constant {name} is not allowed")
+
+
+def read_json(text: str, max_chars: int = MAX_CHARS) -> Plan:
+    """Read, check and prove a plan from JSON text of at most ``max_chars`` characters."""
+    if not isinstance(text, str):
+        raise TypeError(f"JSON text must be a str, not {type(text).__name__}")
+    if len(text) > max_chars:
+        raise ScriptError(f"JSON text is too long ({len(text)} characters; the limit is "
+                          f"{max_chars})")
+    try:
+        data = json.loads(text, object_pairs_hook=_no_duplicates,
+                          parse_constant=_no_constant)
+    except json.JSONDecodeError as e:
+        raise ScriptError(f"invalid JSON: {e.msg}", line=e.lineno, column=e.colno) from None
+    except RecursionError:
+        raise ScriptError("JSON nested too deeply") from None
+    return _JsonReader().plan(data)
