@@ -1,14 +1,392 @@
-"""Private Cython kernels for reduction and copy work, with checking wrappers.
+"""Reduction, copy and pack kernels, with the wrappers that check their arguments.
 
-The compiled modules (``_copy`` and friends) are private; call the wrappers here,
-which validate dtype, contiguity and length before entering Cython.
+The compiled modules (``_reduce``, ``_copy``, ``_pack``) are private; call the wrappers
+here. Each compiled entry point checks what it relies on (element type, C-contiguity,
+lengths, writability, bounds) in C before touching any data and answers with a status
+code; a non-zero status leaves every buffer untouched and the wrapper raises the
+matching exception with a message naming the argument at fault. Doing the checks in C
+keeps a small call cheaper than numpy's own in-place ufunc call: :func:`reduce_into`
+with an operator name or a predefined ``MPI.Op`` is one trip into C; anything else
+(a user-defined operator, an error to explain) takes a slower path in Python.
+
+On x86-64 processors with AVX2 the reductions come from ``_reduce_avx2``, the same
+Cython source compiled for AVX2, else from the portable ``_reduce`` (see
+``KERNEL_VARIANT``; set ``WACOLL_KERNELS=baseline`` to force the portable one).
+Both give identical results: the build forbids fused multiply-add contraction.
+
+Operators are MPI's predefined ones, named by strings (``"sum"``, ``"MAX"``, any case)
+or given as mpi4py ``MPI.Op`` objects, plus user-defined ``MPI.Op.Create`` operators.
+The element types are those MPI maps from numpy: bool, int8..int64, uint8..uint64,
+float32, float64, complex64 and complex128, in native byte order. Which operator is
+defined for which type follows MPI's table (MPI 4.1, section 6.9.2):
+
+=====================  ==========================================
+operators              element types
+=====================  ==========================================
+SUM, PROD              integers, floating point, complex
+MIN, MAX               integers, floating point
+LAND, LOR, LXOR        integers, bool (MPI's C integer and Logical)
+BAND, BOR, BXOR        integers (MPI's C integer and Byte)
+=====================  ==========================================
+
+Integer SUM and PROD wrap around (two's complement), as numpy's do; LAND, LOR and
+LXOR give 0 or 1 of the operand type; MIN and MAX propagate NaN like ``np.minimum``.
+Complex PROD uses the textbook formula without fused multiply-add, so it can differ
+in the last bit from numpy builds that use FMA instructions.
+
+No MPI call is made here, and this package never imports mpi4py: it looks at
+mpi4py only when the caller passes an ``MPI.Op``.
 """
+
+import os
+import sys
 
 import numpy as np
 
-from wacoll._kernels._copy import copy_bytes as _copy_bytes
+from wacoll._kernels import _reduce
+from wacoll._kernels._copy import copy_buffers as _copy_buffers
+from wacoll._kernels._pack import pack_buffers as _pack_buffers
+from wacoll._kernels._pack import unpack_buffers as _unpack_buffers
+from wacoll.errors import BufferMismatchError, WacollError
 
-__all__ = ["copy_into"]
+__all__ = [
+    "KERNEL_VARIANT",
+    "OPERATORS",
+    "DTYPES",
+    "OperatorError",
+    "reduce_into",
+    "check_op",
+    "is_commutative",
+    "copy_into",
+    "pack",
+    "unpack",
+]
+
+
+def _load_variant():
+    """The fastest reduction module this processor runs ($WACOLL_KERNELS=baseline
+    forces the portable one)."""
+    if os.environ.get("WACOLL_KERNELS", "").lower() != "baseline" and \
+            _reduce.cpu_has_avx2():
+        try:
+            from wacoll._kernels import _reduce_avx2
+        except ImportError:  # built without it (not x86-64, or no compiler support)
+            pass
+        else:
+            return _reduce_avx2, "avx2"
+    return _reduce, "baseline"
+
+
+_reducer, KERNEL_VARIANT = _load_variant()
+_reduce_fast = _reducer.reduce_fast
+
+#: Names of the predefined operators, lower case.
+OPERATORS = _reducer.OPERATORS
+#: The element types the reduction kernels handle, as numpy dtypes.
+DTYPES = tuple(np.dtype(name) for name in _reducer.TYPE_NAMES)
+
+
+class OperatorError(WacollError, ValueError):
+    """An operator the kernels do not know: a bad name, MAXLOC, or a bad ``side``.
+
+    An operator applied to a type MPI does not define it for raises
+    :class:`~wacoll.errors.BufferMismatchError` instead.
+    """
+
+
+# Status codes of the compiled entry points (the S_* enum of _types.pxd).
+_S_SRC_BUFFER, _S_DST_BUFFER, _S_DTYPE, _S_MISMATCH, _S_OP_DTYPE, _S_LENGTH = range(1, 7)
+_S_ALIGN, _S_OVERLAP, _S_NEGATIVE, _S_BOUNDS, _S_TOTAL, _S_BLOCKS = range(7, 13)
+_S_UNSORTED, _S_OBJECT, _S_INDEX, _S_SLOW = 13, 14, 15, 16
+
+_OP_CODES = {name: code for code, name in enumerate(OPERATORS)}
+_OP_CODES.update({name.upper(): code for code, name in enumerate(OPERATORS)})
+for _name, _code in _OP_CODES.items():
+    _reducer.register_operator(_name, _code)
+_TYPE_CODES = {dtype: code for code, dtype in enumerate(DTYPES)}
+_SIDES = {"right": False, "left": True}
+_USER = -1  # the code of a user-defined operator
+
+# Where MPI defines each operator, for error messages.
+_DOMAINS = {
+    "sum": "integer, floating-point and complex types",
+    "prod": "integer, floating-point and complex types",
+    "min": "integer and floating-point types",
+    "max": "integer and floating-point types",
+    "land": "integer and bool types",
+    "lor": "integer and bool types",
+    "lxor": "integer and bool types",
+    "band": "integer types",
+    "bor": "integer types",
+    "bxor": "integer types",
+}
+
+_mpi_codes = None  # {MPI.Op handle: code}, built on first use of an MPI.Op
+_MPI_UNSUPPORTED = ("MAXLOC", "MINLOC", "REPLACE", "NO_OP", "OP_NULL")
+
+
+def _mpi_module():
+    """mpi4py's MPI module if the program imported it, else None (never imports it)."""
+    return sys.modules.get("mpi4py.MPI")
+
+
+def _mpi_op_code(op, MPI):
+    """The code of an mpi4py operator: predefined, user-defined or unsupported."""
+    global _mpi_codes
+    if _mpi_codes is None:
+        _mpi_codes = {getattr(MPI, name.upper()).handle: code
+                      for code, name in enumerate(OPERATORS)}
+    code = _mpi_codes.get(op.handle)
+    if code is not None:
+        if op is getattr(MPI, OPERATORS[code].upper()):
+            _reducer.register_operator(op, code)  # later calls take the fast path
+        return code
+    if op.is_predefined:
+        name = next((f"MPI.{n}" for n in _MPI_UNSUPPORTED if getattr(MPI, n, None) == op),
+                    "this predefined operator")
+        raise OperatorError(f"{name} is not supported by wacoll's reduction kernels")
+    return _USER
+
+
+def _op_code(op):
+    """The kernel code of ``op``, or ``_USER`` for a user-defined mpi4py operator."""
+    if isinstance(op, str):
+        code = _OP_CODES.get(op.lower())
+        if code is None:
+            raise OperatorError(f"unknown reduction operator {op!r}; expected one of "
+                                + ", ".join(OPERATORS))
+        if op.__class__ is str:  # a spelling such as "Sum": let the fast path know it
+            _reducer.register_operator(op, code)
+        return code
+    MPI = _mpi_module()
+    if MPI is not None and isinstance(op, MPI.Op):
+        return _mpi_op_code(op, MPI)
+    raise OperatorError("a reduction operator is a name such as 'sum' or an mpi4py "
+                        f"MPI.Op, not {type(op).__name__}")
+
+
+def _side(side):
+    left = _SIDES.get(side) if isinstance(side, str) else None
+    if left is None:
+        raise OperatorError(f"side must be 'right' or 'left', not {side!r}")
+    return left
+
+
+def _dtype_name(obj):
+    try:
+        return str(np.asarray(obj).dtype)
+    except Exception:  # not a buffer: described by the buffer check instead
+        return type(obj).__name__
+
+
+def _buffer_fault(where, name, obj, writable):
+    """Why ``obj`` could not be used as a C-contiguous (writable) buffer."""
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        return BufferMismatchError(
+            f"{where}: {name} is a {type(obj).__name__}, not an array or buffer")
+    except (ValueError, BufferError):
+        return BufferMismatchError(
+            f"{where}: {name} of dtype {_dtype_name(obj)} cannot export a buffer")
+    if not view.c_contiguous:
+        return BufferMismatchError(f"{where}: {name} is not C-contiguous")
+    if writable and view.readonly:
+        return BufferMismatchError(f"{where}: {name} is read-only")
+    return BufferMismatchError(f"{where}: {name} does not export a usable buffer")
+
+
+def _size(obj):
+    view = memoryview(obj)
+    return view.nbytes // view.itemsize if view.itemsize else 0
+
+
+def _status_error(status, where, names, a, b):
+    """The exception for a status about buffers ``a`` and ``b`` (source first)."""
+    na, nb = names
+    if status == _S_SRC_BUFFER:
+        return _buffer_fault(where, na, a, False)
+    if status == _S_DST_BUFFER:
+        return _buffer_fault(where, nb, b, True)
+    if status == _S_DTYPE:
+        bad = [(n, _dtype_name(x)) for n, x in ((na, a), (nb, b))
+               if np.asarray(x).dtype not in _TYPE_CODES]
+        n, dt = bad[0] if bad else (nb, _dtype_name(b))
+        return BufferMismatchError(
+            f"{where}: {n} has dtype {dt}, which the kernels do not handle; expected "
+            "one of " + ", ".join(_reducer.TYPE_NAMES) + " in native byte order")
+    if status == _S_MISMATCH:
+        return BufferMismatchError(f"{where}: dtype mismatch: {na} is {_dtype_name(a)}, "
+                                   f"{nb} is {_dtype_name(b)}")
+    if status == _S_LENGTH:
+        return BufferMismatchError(f"{where}: {na} has {_size(a)} elements, "
+                                   f"{nb} has {_size(b)}")
+    if status == _S_ALIGN:
+        return BufferMismatchError(f"{where}: {na} or {nb} is not aligned for its dtype")
+    if status == _S_OBJECT:
+        return BufferMismatchError(f"{where}: {_dtype_name(a)} elements hold Python "
+                                   "objects and cannot be copied as bytes")
+    return BufferMismatchError(f"{where}: invalid buffers (status {status})")
+
+
+def _op_dtype_error(code, dtype):
+    name = OPERATORS[code]
+    return BufferMismatchError(f"MPI.{name.upper()} is not defined for {dtype} "
+                               f"(MPI defines it for {_DOMAINS[name]})")
+
+
+def reduce_into(op, src, dst, side="right"):
+    """Combine ``src`` into ``dst`` in place: ``dst = dst (op) src``.
+
+    Parameters
+    ----------
+    op : str or mpi4py.MPI.Op
+        A predefined operator by name (``"sum"``, ``"prod"``, ``"min"``, ``"max"``,
+        ``"land"``, ``"lor"``, ``"lxor"``, ``"band"``, ``"bor"``, ``"bxor"``, any
+        case), the matching ``MPI.Op`` (``MPI.SUM``, ...), or a user-defined operator
+        from ``MPI.Op.Create``.
+    src : numpy.ndarray
+        C-contiguous operand; read only.
+    dst : numpy.ndarray
+        C-contiguous, writable, same dtype and number of elements as ``src``; receives
+        the result. ``src`` and ``dst`` may be the same array, or overlap (``src`` is
+        then read as it was before the call).
+    side : {"right", "left"}
+        Where the incoming ``src`` goes: ``"right"`` computes ``dst (op) src``,
+        ``"left"`` computes ``src (op) dst``. Only non-commutative (user-defined)
+        operators give different results (and, for floats, which NaN is kept).
+
+    Raises
+    ------
+    OperatorError
+        Unknown operator name, an unsupported predefined ``MPI.Op`` (MAXLOC, MINLOC,
+        REPLACE, NO_OP) or a bad ``side``.
+    wacoll.errors.BufferMismatchError
+        Buffers that do not fit (dtype, contiguity, length, read-only ``dst``), or an
+        operator MPI does not define for the dtype, such as MIN on complex numbers.
+        ``dst`` is left untouched.
+
+    Notes
+    -----
+    A user-defined operator is applied through ``op.Reduce_local``, which computes
+    ``inoutbuf = inbuf (op) inoutbuf`` with MPI's datatype for the array's dtype, as
+    an MPI library would call the operator's function. Side ``"right"`` therefore
+    works on a copy of ``src``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> acc = np.array([1.0, 5.0, 3.0]); incoming = np.array([4.0, 2.0, 6.0])
+    >>> reduce_into("sum", incoming, acc); acc.tolist()
+    [5.0, 7.0, 9.0]
+    >>> reduce_into("MAX", incoming, acc); acc.tolist()
+    [5.0, 7.0, 9.0]
+    >>> flags = np.array([0, 3, 0], dtype=np.int8)
+    >>> reduce_into("lor", np.array([2, 0, 0], dtype=np.int8), flags); flags.tolist()
+    [1, 1, 0]
+    >>> reduce_into("min", np.ones(2, complex), np.ones(2, complex))
+    Traceback (most recent call last):
+    ...
+    wacoll.errors.BufferMismatchError: MPI.MIN is not defined for complex128 (MPI defines it for integer and floating-point types)
+    """
+    if _reduce_fast(op, src, dst, side):
+        _reduce_slow(op, src, dst, side)
+
+
+def _reduce_slow(op, src, dst, side):
+    """Everything the fast path declined, having written nothing: an operator to
+    resolve, a user-defined operator, overlapping buffers, or an error to raise."""
+    code = _op_code(op)
+    left = _side(side)
+    if code == _USER:
+        _reduce_user(op, src, dst, left)
+        return
+    status = _reducer.reduce_buffers(code, left, src, dst)
+    if status == _S_OVERLAP:
+        status = _reducer.reduce_buffers(code, left, np.array(src, copy=True), dst)
+    if status == _S_OP_DTYPE:
+        raise _op_dtype_error(code, _dtype_name(dst))
+    if status:
+        raise _status_error(status, "reduce_into", ("src", "dst"), src, dst)
+
+
+def _reduce_user(op, src, dst, left):
+    """Apply a user-defined mpi4py operator through ``Reduce_local``."""
+    for name, obj, writable in (("src", src, False), ("dst", dst, True)):
+        if not isinstance(obj, np.ndarray) or not obj.flags.c_contiguous or (
+                writable and not obj.flags.writeable):
+            raise _buffer_fault("reduce_into", name, obj, writable)
+    if src.dtype != dst.dtype:
+        raise _status_error(_S_MISMATCH, "reduce_into", ("src", "dst"), src, dst)
+    if src.size != dst.size:
+        raise _status_error(_S_LENGTH, "reduce_into", ("src", "dst"), src, dst)
+    if src.size == 0:
+        return
+    if left:
+        # MPI forbids aliasing inbuf and inoutbuf.
+        incoming = src.copy() if np.may_share_memory(src, dst) else src
+        op.Reduce_local(incoming, dst)          # dst = src (op) dst
+    else:
+        result = src.copy()
+        op.Reduce_local(dst, result)            # result = dst (op) src
+        dst[...] = result.reshape(dst.shape)
+
+
+def check_op(op, dtype):
+    """Raise unless ``op`` can reduce elements of ``dtype``.
+
+    Lets a caller (an executor on every rank, before any message) reject a reduction
+    with the same exception :func:`reduce_into` would raise later. User-defined
+    operators pass for any dtype.
+
+    Parameters
+    ----------
+    op : str or mpi4py.MPI.Op
+    dtype : numpy.dtype or anything ``np.dtype`` accepts
+
+    Raises
+    ------
+    OperatorError
+        Unknown or unsupported operator.
+    wacoll.errors.BufferMismatchError
+        A dtype the kernels do not handle, or one MPI does not define ``op`` for.
+
+    Examples
+    --------
+    >>> check_op("band", "int32")
+    >>> check_op("band", "float64")
+    Traceback (most recent call last):
+    ...
+    wacoll.errors.BufferMismatchError: MPI.BAND is not defined for float64 (MPI defines it for integer types)
+    """
+    code = _op_code(op)
+    if code == _USER:
+        return
+    dtype = np.dtype(dtype)
+    t = _TYPE_CODES.get(dtype)
+    if t is None:
+        raise BufferMismatchError(
+            f"dtype {dtype} is not handled by the reduction kernels; expected one of "
+            + ", ".join(_reducer.TYPE_NAMES) + " in native byte order")
+    if (code, t) not in _reducer.SUPPORTED:
+        raise _op_dtype_error(code, dtype)
+
+
+def is_commutative(op):
+    """Whether ``op`` commutes: True for every predefined operator.
+
+    Parameters
+    ----------
+    op : str or mpi4py.MPI.Op
+
+    Examples
+    --------
+    >>> is_commutative("prod")
+    True
+    """
+    if _op_code(op) == _USER:
+        return bool(op.Is_commutative())
+    return True
 
 
 def copy_into(src, dst):
@@ -17,7 +395,14 @@ def copy_into(src, dst):
     Parameters
     ----------
     src, dst : numpy.ndarray
-        C-contiguous arrays; ``dst`` must be writable and at least as large as ``src``.
+        C-contiguous arrays (or other buffers); ``dst`` must be writable and at least
+        as large as ``src`` in bytes. They may overlap.
+
+    Raises
+    ------
+    wacoll.errors.BufferMismatchError
+        A non-contiguous or read-only buffer, ``dst`` too small, or elements holding
+        Python objects.
 
     Examples
     --------
@@ -26,11 +411,138 @@ def copy_into(src, dst):
     >>> copy_into(a, b); b.tolist()
     [0, 1, 2, 3]
     """
-    from wacoll.errors import BufferMismatchError
+    status = _copy_buffers(src, dst)
+    if status:
+        if status == _S_LENGTH:
+            raise BufferMismatchError(f"copy_into: dst has {memoryview(dst).nbytes} "
+                                      f"bytes, src {memoryview(src).nbytes}")
+        raise _status_error(status, "copy_into", ("src", "dst"), src, dst)
 
-    if not (src.flags.c_contiguous and dst.flags.c_contiguous):
-        raise BufferMismatchError("copy_into needs C-contiguous arrays")
-    if dst.nbytes < src.nbytes:
-        raise BufferMismatchError(
-            f"copy_into: destination has {dst.nbytes} bytes, source {src.nbytes}")
-    _copy_bytes(src.reshape(-1).view(np.uint8), dst.reshape(-1).view(np.uint8))
+
+def _index_array(values, where, name):
+    """``values`` as a contiguous 1-D intp array, refusing non-integers."""
+    if (values.__class__ is np.ndarray and values.dtype == np.intp
+            and values.ndim == 1 and values.flags.c_contiguous):
+        return values
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise BufferMismatchError(f"{where}: {name} must be one-dimensional, "
+                                  f"not of shape {arr.shape}")
+    if arr.size and arr.dtype.kind not in "iu":
+        raise BufferMismatchError(f"{where}: {name} must hold integers, not {arr.dtype}")
+    return np.ascontiguousarray(arr, dtype=np.intp)
+
+
+def _layout_error(status, where, displs, counts, full_name, full, packed_name, packed):
+    if status == _S_BLOCKS:
+        return BufferMismatchError(f"{where}: {len(displs)} displacements but "
+                                   f"{len(counts)} counts")
+    if status == _S_NEGATIVE:
+        i = int(np.flatnonzero((displs < 0) | (counts < 0))[0])
+        return BufferMismatchError(
+            f"{where}: block {i} has displacement {displs[i]} and count {counts[i]}; "
+            "both must be non-negative")
+    if status == _S_BOUNDS:
+        n = _size(full)
+        i = int(np.flatnonzero(displs > n - counts)[0])
+        return BufferMismatchError(
+            f"{where}: block {i} (displacement {displs[i]}, count {counts[i]}) runs "
+            f"past the end of {full_name} ({n} elements)")
+    if status == _S_TOTAL:
+        return BufferMismatchError(
+            f"{where}: counts add up to {int(counts.sum())} elements, {packed_name} "
+            f"has {_size(packed)}")
+    return None
+
+
+def pack(src, displs, counts, out):
+    """Gather blocks of ``src`` into ``out``, back to back in block order.
+
+    Block ``i`` is ``src.flat[displs[i] : displs[i] + counts[i]]``.
+
+    Parameters
+    ----------
+    src : numpy.ndarray
+        C-contiguous array, read as a flat sequence of elements.
+    displs, counts : sequence of int
+        Element displacements and counts of the blocks, non-negative; blocks may
+        overlap or repeat.
+    out : numpy.ndarray
+        C-contiguous, writable, same dtype as ``src``, exactly ``sum(counts)``
+        elements.
+
+    Raises
+    ------
+    wacoll.errors.BufferMismatchError
+        Before anything is written: mismatched dtypes, non-contiguous or read-only
+        buffers, negative values, a block past the end of ``src``, or counts that do
+        not add up to the length of ``out``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> out = np.empty(3, dtype=np.int64)
+    >>> pack(np.arange(10), [7, 2], [1, 2], out); out.tolist()
+    [7, 2, 3]
+    """
+    d = _index_array(displs, "pack", "displs")
+    c = _index_array(counts, "pack", "counts")
+    status = _pack_buffers(src, d, c, out)
+    if status == _S_OVERLAP:
+        status = _pack_buffers(np.array(src, copy=True), d, c, out)
+    if status:
+        raise (_layout_error(status, "pack", d, c, "src", src, "out", out)
+               or _status_error(status, "pack", ("src", "out"), src, out))
+
+
+def unpack(packed, displs, counts, dst):
+    """Scatter the back-to-back blocks of ``packed`` into ``dst``; inverse of :func:`pack`.
+
+    Block ``i`` goes to ``dst.flat[displs[i] : displs[i] + counts[i]]``; elements of
+    ``dst`` outside every block keep their values.
+
+    Parameters
+    ----------
+    packed : numpy.ndarray
+        C-contiguous, exactly ``sum(counts)`` elements.
+    displs, counts : sequence of int
+        Element displacements and counts, non-negative; the blocks must not overlap
+        in ``dst`` (their order is free).
+    dst : numpy.ndarray
+        C-contiguous, writable, same dtype as ``packed``.
+
+    Raises
+    ------
+    wacoll.errors.BufferMismatchError
+        Before anything is written: as :func:`pack`, and when two blocks overlap.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> dst = np.zeros(6, dtype=np.int64)
+    >>> unpack(np.array([7, 8, 9]), [4, 0], [2, 1], dst); dst.tolist()
+    [9, 0, 0, 0, 7, 8]
+    """
+    d = _index_array(displs, "unpack", "displs")
+    c = _index_array(counts, "unpack", "counts")
+    status = _unpack_buffers(packed, d, c, dst)
+    if status == _S_UNSORTED:
+        _check_disjoint(d, c)
+        status = _unpack_buffers(packed, d, c, dst, False)
+    if status == _S_OVERLAP:
+        packed = np.array(packed, copy=True)
+        status = _unpack_buffers(packed, d, c, dst, False)
+    if status:
+        raise (_layout_error(status, "unpack", d, c, "dst", dst, "packed", packed)
+               or _status_error(status, "unpack", ("packed", "dst"), packed, dst))
+
+
+def _check_disjoint(displs, counts):
+    """Raise if two non-empty blocks overlap."""
+    blocks = np.flatnonzero(counts > 0)
+    order = blocks[np.argsort(displs[blocks], kind="stable")]
+    ends = displs[order] + counts[order]
+    clash = np.flatnonzero(displs[order[1:]] < ends[:-1])
+    if clash.size:
+        i, j = sorted((int(order[clash[0]]), int(order[clash[0] + 1])))
+        raise BufferMismatchError(f"unpack: blocks {i} and {j} overlap in dst")

@@ -1,12 +1,45 @@
 # cython: language_level=3
-"""Byte copy kernel over contiguous memoryviews (the GIL is released)."""
-from libc.string cimport memcpy
+"""Byte copy kernel over C-contiguous buffers (private; large copies release the GIL).
+
+``copy_buffers`` returns a status code of ``_types.pxd`` instead of raising; the wrapper
+:func:`wacoll._kernels.copy_into` turns a non-zero status into an exception.
+"""
+from cpython.buffer cimport (PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_FORMAT,
+                             PyBUF_WRITABLE)
+from libc.string cimport memmove
+
+from wacoll._kernels._types cimport *
+
+__all__ = ["copy_buffers"]
+
+cdef enum:
+    _NOGIL_BYTES = 16384
 
 
-def copy_bytes(const unsigned char[::1] src, unsigned char[::1] dst):
-    """Copy ``src`` into the start of ``dst``; lengths are checked by the wrapper."""
-    cdef Py_ssize_t n = src.shape[0]
-    if n == 0:
-        return
-    with nogil:
-        memcpy(&dst[0], &src[0], n)
+def copy_buffers(object src, object dst):
+    """Copy the bytes of ``src`` into the start of ``dst``; the two may overlap.
+
+    Returns 0, or a status code when ``src`` or ``dst`` is not a C-contiguous buffer
+    (``dst`` writable), holds Python objects, or ``dst`` is smaller than ``src``.
+    """
+    cdef Py_buffer sb, db
+    cdef int status = S_OK
+    if get_buffer(src, &sb, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0:
+        PyErr_Clear()
+        return S_SRC_BUFFER
+    if get_buffer(dst, &db, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0:
+        PyErr_Clear()
+        PyBuffer_Release(&sb)
+        return S_DST_BUFFER
+    if has_objects(&sb) or has_objects(&db):
+        status = S_OBJECT
+    elif db.len < sb.len:
+        status = S_LENGTH
+    elif sb.len >= _NOGIL_BYTES:
+        with nogil:
+            memmove(db.buf, sb.buf, sb.len)
+    elif sb.len > 0:
+        memmove(db.buf, sb.buf, sb.len)
+    PyBuffer_Release(&db)
+    PyBuffer_Release(&sb)
+    return status
