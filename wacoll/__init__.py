@@ -13,10 +13,12 @@ from wacoll.errors import (
 )
 from wacoll.topology import LinkParams, Topology
 from wacoll import trees, plans
+from wacoll.comm import Comm
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Comm",
     "Topology",
     "LinkParams",
     "WacollError",

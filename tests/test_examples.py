@@ -1,0 +1,32 @@
+"""The example application runs under mpiexec, on one and on two clusters."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+
+
+def mpiexec():
+    local = Path(sys.executable).parent / "mpiexec"
+    found = str(local) if local.exists() else shutil.which("mpiexec")
+    if not found:
+        pytest.fail("mpiexec not found: install the test extra (pip install '.[test]')")
+    return found
+
+
+@pytest.mark.parametrize("clusters", [None, "0,0,1"])
+def test_allreduce_app(clusters):
+    env = dict(os.environ)
+    if clusters:
+        env["WACOLL_CLUSTERS"] = clusters
+    out = subprocess.run([mpiexec(), "-n", "3", sys.executable,
+                          str(ROOT / "examples" / "allreduce_app.py"), "200"],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    families = "magpie" if clusters else "mpich"
+    assert f"({families} family): 200 checked Allreduce calls" in out.stdout
