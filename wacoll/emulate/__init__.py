@@ -1,0 +1,39 @@
+"""An emulated wide-area testbed on one Linux machine.
+
+Each cluster of a :class:`wacoll.Topology` gets its own network namespace; the
+namespaces are joined by emulated links with the topology's one-way latency and
+bandwidth (per directed cluster pair, or one shared uplink per cluster), and MPI
+programs run with each cluster's ranks in its namespace (see :class:`Testbed`).
+Inside a cluster, ranks keep MPI's shared-memory path.
+
+Modules: :mod:`~wacoll.emulate.testbed` (the API), :mod:`~wacoll.emulate.layout`
+(endpoints, queues, paths), :mod:`~wacoll.emulate.netns` (namespaces and devices),
+:mod:`~wacoll.emulate.relay` (the userspace link emulator),
+:mod:`~wacoll.emulate.netem` (the kernel's netem, where it exists),
+:mod:`~wacoll.emulate.probe` (the self-check), :mod:`~wacoll.emulate.launcher`
+(``mpiexec`` across namespaces) and :mod:`~wacoll.emulate.units` (``10ms``, ``1MB/s``).
+
+Examples
+--------
+>>> from wacoll.emulate import Testbed, unavailable_reason
+>>> reason = unavailable_reason()  # None where a testbed can run (root, /dev/net/tun)
+"""
+
+from wacoll.emulate.launcher import RunResult
+from wacoll.emulate.netns import TestbedError, TestbedUnavailable, unavailable_reason
+from wacoll.emulate.probe import CheckReport, PairResult
+from wacoll.emulate.testbed import Testbed, TestbedWarning, clean, list_testbeds, teardown
+
+__all__ = [
+    "Testbed",
+    "TestbedError",
+    "TestbedUnavailable",
+    "TestbedWarning",
+    "CheckReport",
+    "PairResult",
+    "RunResult",
+    "unavailable_reason",
+    "teardown",
+    "clean",
+    "list_testbeds",
+]

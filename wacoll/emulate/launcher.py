@@ -1,0 +1,183 @@
+"""Start MPI programs on a testbed: each rank in its cluster's (or node's) namespace.
+
+MPICH's process manager, hydra, runs in the testbed's control namespace and starts
+one proxy per endpoint through its ``ssh`` launcher, here ``hydra_launch.sh``, which
+runs the proxy under ``ip netns exec`` in the namespace named for that host. The
+hosts are the endpoints' control addresses, ``-iface`` names the control bridge (so
+the proxies call back to an address they can reach) and ``-rankmap`` puts each rank
+on its endpoint, so any cluster layout works, reordered ones included. Ranks of one
+endpoint share a proxy, so MPICH sees them as one node and keeps its shared-memory
+path between them.
+
+The network transport is fixed and recorded:
+
+``ucx`` (default)
+    ``UCX_TLS=tcp,self`` (without it UCX would use shared memory between namespaces,
+    and the emulated links would vanish) and ``UCX_NET_DEVICES`` the TUN device.
+``ofi``
+    MPICH's OFI netmod with libfabric's tcp provider on the TUN device. It adds a
+    rendezvous round trip at 64 KiB.
+
+Every rank also gets ``WACOLL_CLUSTERS`` (its cluster label, so that
+``wacoll.Comm(MPI.COMM_WORLD)`` discovers the testbed's clusters),
+``WACOLL_TESTBED`` (the testbed's name) and ``WACOLL_TRANSPORT`` (the transport).
+
+Examples
+--------
+>>> transport_env("ucx")["UCX_TLS"], transport_name("ofi")
+('tcp,self', 'ofi:tcp')
+>>> rankmap([0, 1, 1, 0])
+'(vector,0,1,1,0)'
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from wacoll.emulate.netns import CTL_BRIDGE, TUN_NAME, TestbedError, kill_netns_pids
+
+__all__ = ["NETMODS", "RunResult", "transport_env", "transport_name", "rankmap",
+           "install_launcher", "mpiexec_path", "mpiexec_command", "run_mpiexec"]
+
+NETMODS = ("ucx", "ofi")
+LAUNCHER_SOURCE = Path(__file__).with_name("hydra_launch.sh")
+
+
+def transport_env(netmod: str, iface: str = TUN_NAME) -> dict:
+    """Environment variables that pin MPICH's transport to TCP over the data device."""
+    if netmod == "ucx":
+        return {"MPIR_CVAR_CH4_NETMOD": "ucx", "UCX_TLS": "tcp,self",
+                "UCX_NET_DEVICES": iface}
+    if netmod == "ofi":
+        return {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp",
+                "FI_TCP_IFACE": iface}
+    raise TestbedError(f"netmod must be one of {', '.join(NETMODS)}; got {netmod!r}")
+
+
+def transport_name(netmod: str) -> str:
+    """A short label of the transport, recorded with every run."""
+    transport_env(netmod)
+    return {"ucx": "ucx:tcp,self", "ofi": "ofi:tcp"}[netmod]
+
+
+def rankmap(endpoint_of_rank) -> str:
+    """Hydra's ``-rankmap`` value: the host index of each rank."""
+    return "(vector," + ",".join(str(e) for e in endpoint_of_rank) + ")"
+
+
+def mpiexec_path() -> Path:
+    """The ``mpiexec`` beside this Python (the virtual environment's), else on PATH."""
+    here = Path(sys.executable).parent / "mpiexec"
+    if here.exists():
+        return here
+    found = shutil.which("mpiexec")
+    if found is None:
+        raise TestbedError("no mpiexec beside this Python nor on PATH "
+                           "(pip install mpich)")
+    return Path(found)
+
+
+def install_launcher(directory: Path) -> Path:
+    """Copy ``hydra_launch.sh`` into ``directory``, executable; return its path.
+
+    A copy, because an installed package file need not keep its executable bit.
+    """
+    target = Path(directory) / "hydra-launch"
+    target.write_bytes(LAUNCHER_SOURCE.read_bytes())
+    target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return target
+
+
+def mpiexec_command(ctl_ns: str, launcher: Path, hosts, endpoint_of_rank, argv,
+                    mpiexec: Path | None = None) -> list:
+    """The full command line: ``ip netns exec CTL mpiexec ... -n N ARGV``."""
+    mpiexec = mpiexec or mpiexec_path()
+    return ["ip", "netns", "exec", ctl_ns, str(mpiexec),
+            "-launcher", "ssh", "-launcher-exec", str(launcher),
+            "-iface", CTL_BRIDGE,
+            "-hosts", ",".join(hosts),
+            "-rankmap", rankmap(endpoint_of_rank),
+            "-n", str(len(endpoint_of_rank))] + [str(a) for a in argv]
+
+
+@dataclass
+class RunResult:
+    """What a run on the testbed did.
+
+    ``returncode`` is None when the time limit stopped it (``timed_out``); ``stdout``
+    and ``stderr`` are None when the output was not captured.
+    """
+
+    argv: list
+    command: list
+    returncode: int | None
+    stdout: str | None
+    stderr: str | None
+    elapsed: float
+    timed_out: bool
+    transport: str
+    testbed: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    def as_dict(self) -> dict:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def run_mpiexec(command, env, *, timeout: float, capture: bool, namespaces,
+                argv, transport: str, testbed: str, cwd=None) -> RunResult:
+    """Run ``command`` with a time limit; on expiry stop it and every process left in
+    ``namespaces`` (a collective waiting for a lost message never returns)."""
+    if not timeout or timeout <= 0:
+        raise TestbedError("every run needs a time limit (timeout > 0 seconds)")
+    out = subprocess.PIPE if capture else None
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=out, text=True, start_new_session=True, cwd=cwd)
+    except OSError as exc:
+        raise TestbedError(f"cannot start mpiexec: {exc.strerror}") from None
+    timed_out = False
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _stop_group(proc)
+        for ns in namespaces:
+            kill_netns_pids(ns)
+        try:
+            stdout, stderr = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            stdout = stderr = None
+    except BaseException:
+        _stop_group(proc)
+        for ns in namespaces:
+            kill_netns_pids(ns)
+        raise
+    return RunResult(argv=list(argv), command=list(command),
+                     returncode=None if timed_out else proc.returncode,
+                     stdout=stdout, stderr=stderr, elapsed=time.monotonic() - start,
+                     timed_out=timed_out, transport=transport, testbed=testbed)
+
+
+def _stop_group(proc, grace: float = 2.0) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue

@@ -1,0 +1,256 @@
+"""Measure collectives side by side: native MPI and wacoll's plan families.
+
+Run under ``mpiexec`` (on a testbed or not)::
+
+    mpiexec -n 8 python -m wacoll.measure cases.json results.json
+
+``cases.json`` holds ``{"reps": 7, "cases": [{"label": ..., "op": "bcast",
+"bytes": 65536, "impls": ["native", "magpie", "mpich"], "level": "associative"},
+...]}``; an impl is ``"native"`` or a plan family name, optionally with options as
+``{"family": "gridmpi", "n": 4}``. Rank 0 writes the times (seconds) per case and
+impl, one per repetition, to ``results.json``. wacoll's communicators are created with
+``validate=False`` unless the spec says ``"validate": true``: native MPI trusts its
+arguments, and wacoll's argument agreement is itself a small collective (on a grid,
+one more wide-area latency per call).
+
+How a repetition is timed: completion time is the moment the last rank has finished,
+measured from a common start instant. All processes of one machine share its
+monotonic clock (network namespaces do not change clocks), so rank 0 picks a start
+instant a safe margin ahead, broadcasts it, every rank waits for it and starts the
+operation, and the repetition's time is the latest finish minus that instant. This
+avoids the skew of barrier exits, which on a wide-area testbed differ by up to a
+wide-area latency. Implementations are interleaved per repetition, so drift and
+noise hit all of them alike.
+
+Examples
+--------
+>>> case = {"label": "bcast 8 B", "op": "bcast", "bytes": 8, "impls": ["native"]}
+>>> normalise_case(case)["impls"]
+[{'family': 'native'}]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+
+__all__ = ["normalise_case", "measure", "run_on_testbed", "main", "OPS"]
+
+#: Operations this module times.
+OPS = ("barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall", "gather",
+       "scatter")
+
+
+def normalise_case(case: dict) -> dict:
+    """Fill in defaults and turn impl names into ``{"family": name, ...}`` dicts."""
+    from wacoll.errors import WacollError
+
+    if case.get("op") not in OPS:
+        raise WacollError(f"measure: unknown op {case.get('op')!r}; known: {OPS}")
+    impls = []
+    for impl in case.get("impls", ["native"]):
+        impls.append({"family": impl} if isinstance(impl, str) else dict(impl))
+    out = dict(case)
+    out["impls"] = impls
+    out.setdefault("bytes", 8)
+    out.setdefault("label", f"{case['op']} {out['bytes']} B")
+    return out
+
+
+def _now():
+    return time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
+def _wait_until(t):
+    """Sleep most of the way, then spin: ranks share cores, so do not spin long."""
+    while True:
+        left = t - _now()
+        if left <= 0:
+            return
+        if left > 0.002:
+            time.sleep(left - 0.001)
+
+
+def _buffers(op, nbytes, size, rank):
+    """Integer-valued data (exact in any summation order) of exactly ``nbytes``."""
+    dtype = np.float64 if nbytes % 8 == 0 else np.uint8
+    n = nbytes // np.dtype(dtype).itemsize
+    if op in ("bcast", "reduce", "allreduce"):
+        return (np.arange(n) % 7 + rank).astype(dtype), np.zeros(n, dtype)
+    if op in ("allgather", "gather"):
+        return np.full(n, rank, dtype=dtype), np.zeros(n * size, dtype)
+    if op == "scatter":
+        return (np.arange(n * size) % 7).astype(dtype), np.zeros(n, dtype)
+    if op == "alltoall":
+        return (np.arange(n * size) % 7 + rank).astype(dtype), np.zeros(n * size, dtype)
+    return None, None
+
+
+def _runner(op, comm, send, recv, level):
+    from mpi4py import MPI
+
+    if op == "barrier":
+        return comm.Barrier
+    if op == "bcast":
+        return lambda: comm.Bcast(recv if comm.Get_rank() else send, root=0)
+    extra = {} if level is None or isinstance(comm, MPI.Comm) else {"level": level}
+    if op == "reduce":
+        return lambda: comm.Reduce(send, recv, op=MPI.SUM, root=0, **extra)
+    if op == "allreduce":
+        return lambda: comm.Allreduce(send, recv, op=MPI.SUM, **extra)
+    if op == "allgather":
+        return lambda: comm.Allgather(send, recv)
+    if op == "gather":
+        return lambda: comm.Gather(send, recv, root=0)
+    if op == "scatter":
+        return lambda: comm.Scatter(send, recv, root=0)
+    return lambda: comm.Alltoall(send, recv)
+
+
+def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
+    """Time every case of ``spec`` on ``world``; rank 0 gets the results.
+
+    Returns ``{label: {impl_name: [seconds, ...]}}`` on every rank (the times are
+    the same everywhere), plus ``"_meta"`` with the size, clusters and transport.
+    """
+    import os
+
+    from mpi4py import MPI
+
+    import wacoll
+
+    world = world or MPI.COMM_WORLD
+    rank, size = world.Get_rank(), world.Get_size()
+    reps = int(spec.get("reps", 7))
+    margin = float(spec.get("margin", 0.05)) if margin is None else margin
+    progress = bool(spec.get("progress")) and rank == 0
+    # Native MPI trusts its arguments; so do the timed wacoll calls unless asked.
+    # (Validation is one more small collective: a wide-area latency on a grid.)
+    validate = bool(spec.get("validate", False))
+    topology = wacoll.Topology.from_comm(world)
+    comms = {}
+    results = {"_meta": {"size": size, "clusters": [list(c) for c in topology.clusters],
+                         "transport": os.environ.get("UCX_TLS", "default"),
+                         "reps": reps, "validate": validate}}
+    for raw in spec["cases"]:
+        case = normalise_case(raw)
+        op, level = case["op"], case.get("level")
+        runs = []
+        for impl in case["impls"]:
+            name = impl.get("name") or "+".join(
+                [impl["family"]] + [f"{k}={v}" for k, v in sorted(impl.items())
+                                    if k not in ("family", "name")])
+            if impl["family"] == "native":
+                comm = world
+            else:
+                key = tuple(sorted(impl.items()))
+                if key not in comms:
+                    opts = {k: v for k, v in impl.items() if k not in ("family", "name")}
+                    opts.setdefault("validate", validate)
+                    comms[key] = wacoll.Comm(world, topology, family=impl["family"],
+                                             **opts)
+                comm = comms[key]
+            send, recv = _buffers(op, case["bytes"], size, rank)
+            runs.append((name, _runner(op, comm, send, recv, level), recv))
+        times = {name: [] for name, _, _ in runs}
+        for name, fn, _ in runs:  # warm up: plans are built and cached here
+            fn()
+        agree = _agree_with_first(runs, op, rank, world)
+        for _ in range(reps):
+            for name, fn, _ in runs:
+                start = world.bcast(_now() + margin if rank == 0 else None, root=0)
+                late = _now() > start
+                _wait_until(start)
+                fn()
+                finish = _now()
+                worst = world.allreduce((finish - start, late), op=MPI.MAX)
+                times[name].append(None if worst[1] else worst[0])
+        results[case["label"]] = {"op": op, "bytes": case["bytes"], "times": times,
+                                  "correct": agree}
+        if progress:
+            medians = ", ".join(f"{name} {_median_ms(ts)}" for name, ts in times.items())
+            print(f"  {case['label']}: {medians}", flush=True)
+    return results
+
+
+def _median_ms(times):
+    valid = sorted(t for t in times if t is not None)
+    return f"{valid[len(valid) // 2] * 1e3:.2f} ms" if valid else "-"
+
+
+def _agree_with_first(runs, op, rank, world):
+    """Whether every impl's result equals the first impl's (after the warm-up)."""
+    from mpi4py import MPI
+
+    out = {}
+    first = runs[0][2]
+    for name, _, recv in runs:
+        if recv is None or (op in ("reduce", "gather") and rank != 0):
+            ok = True
+        else:
+            ok = bool(np.allclose(recv, first))
+        out[name] = world.allreduce(ok, op=MPI.LAND)
+    return out
+
+
+def run_on_testbed(topology, spec: dict, out, *, name="bench", timeout=600.0,
+                   testbed_options=None):
+    """Start a testbed for ``topology``, run :func:`measure` on it, tear it down.
+
+    Returns ``(results, None)``, or ``(None, reason)`` when the testbed cannot run here
+    (not root, no ``/dev/net/tun``) or the run fails. ``out`` is a folder for the
+    case and result files. ``results["_meta"]`` gains the testbed's self-check and
+    the transport.
+    """
+    from pathlib import Path
+
+    from wacoll.emulate import Testbed, TestbedError, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        return None, reason
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    spec_path, result_path = out / f"{name}-cases.json", out / f"{name}-measured.json"
+    spec_path.write_text(json.dumps(spec))
+    try:
+        with Testbed(topology, name=name, **(testbed_options or {})) as tb:
+            run = tb.run([sys.executable, "-m", "wacoll.measure", str(spec_path),
+                          str(result_path)], timeout=timeout, capture=False)
+            if not run.ok:
+                why = "timed out" if run.timed_out else f"exit status {run.returncode}"
+                return None, f"the measurement run failed ({why})"
+            results = json.loads(result_path.read_text())
+            results["_meta"]["transport"] = run.transport
+            check = tb.last_check
+            if check is not None:
+                results["_meta"]["check"] = [
+                    {"from": p.src_cluster, "to": p.dst_cluster, "latency": p.latency,
+                     "bandwidth": p.bandwidth} for p in check.pairs]
+            return results, None
+    except TestbedError as exc:
+        return None, f"the testbed failed: {exc}"
+
+
+def main(argv=None) -> int:
+    """``python -m wacoll.measure CASES.json RESULTS.json`` (under mpiexec)."""
+    from mpi4py import MPI
+
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print("usage: python -m wacoll.measure CASES.json RESULTS.json", file=sys.stderr)
+        return 2
+    with open(argv[0]) as fh:
+        spec = json.load(fh)
+    results = measure(spec)
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        with open(argv[1], "w") as fh:
+            json.dump(results, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
