@@ -51,6 +51,8 @@ __all__ = ["Comm"]
 _ERRORS = {cls.__name__: cls for cls in (WacollError, PlanError, BufferMismatchError,
                                          TopologyError)}
 _EXACT_OPS = ("MIN", "MAX", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR")
+_CONSTRUCTOR_FIELDS = ("topology", "family", "level", "threshold", "segment_size",
+                       "large_message", "options")
 
 
 def _mpi():
@@ -133,10 +135,12 @@ class Comm:
             topology = Topology.from_comm(self._comm)
         elif not isinstance(topology, Topology):
             raise TopologyError("topology must be a wacoll.Topology")
+        # Every rank must build the same plans: agree on everything that chooses them.
         self._agree(None if topology.size == self.size else
                     TopologyError(f"the topology has {topology.size} ranks; the "
                                   f"communicator has {self.size}"),
-                    ("topology", str(topology.to_dict())))
+                    ("constructor", repr(topology.to_dict()), family, level, threshold,
+                     segment_size, large_message, repr(sorted(options.items()))))
         self.topology = topology
         self.default_family = "magpie" if topology.nclusters > 1 else "mpich"
         self.family = family or self.default_family
@@ -173,7 +177,7 @@ class Comm:
     # ------------------------------------------------------------- collectives
     def Barrier(self, *, family=None, **options):
         """Synchronise all ranks."""
-        self._run(_Prepared("barrier"), ("barrier",), family, options)
+        self._call(lambda: _Prepared("barrier"), family, options)
 
     def Bcast(self, buf, root=0, *, family=None, **options):
         """Broadcast ``buf`` from ``root`` to every rank."""
@@ -515,6 +519,11 @@ class Comm:
         sigs = [s for _, s, _ in everyone]
         if any(s != sigs[0] for s in sigs):
             r = next(i for i, s in enumerate(sigs) if s != sigs[0])
+            if sigs[0][0] == "constructor" and sigs[r][0] == "constructor":
+                fields = [n for n, a, b in zip(_CONSTRUCTOR_FIELDS, sigs[0][1:], sigs[r][1:])
+                          if a != b]
+                raise WacollError(f"the ranks disagree on wacoll.Comm's "
+                                  f"{', '.join(fields)}: rank 0 and rank {r} differ")
             raise WacollError(f"the ranks disagree on the call: rank 0 has "
                               f"{_describe(sigs[0])}, rank {r} has {_describe(sigs[r])}")
         return [i for _, _, i in everyone]
@@ -618,8 +627,8 @@ class Comm:
         import dataclasses
 
         plan = self._scripts.get((prepared.op, self.size))
-        if plan is None:
-            return None
+        if plan is None or plan.root != prepared.root:
+            return None  # no script for this call: the default family builds it
         counts = prepared.counts or _layout_counts(plan, prepared.count)
         if counts is None:
             return None
@@ -672,6 +681,8 @@ def _op_name(op):
 def _describe(sig):
     if sig == ("error",):
         return "invalid arguments"
+    if len(sig) != 8:
+        return repr(sig)
     op, root, count, dtype, level, rop, family, _ = sig
     parts = [f"{op}("]
     fields = [f"root={root}" if root is not None else "", f"count={count}"
