@@ -35,11 +35,11 @@ from __future__ import annotations
 import inspect
 import math
 import os
-import zlib
 
 import numpy as np
 
 from wacoll import _kernels
+from wacoll._agreement import VECTOR_CHECKS, agree
 from wacoll._buffers import parse_buffer, parse_vbuffer
 from wacoll.errors import BufferMismatchError, PlanError, TopologyError, WacollError
 from wacoll.executor import Tracer, run_program
@@ -48,11 +48,8 @@ from wacoll.topology import Topology
 
 __all__ = ["Comm"]
 
-_ERRORS = {cls.__name__: cls for cls in (WacollError, PlanError, BufferMismatchError,
-                                         TopologyError)}
 _EXACT_OPS = ("MIN", "MAX", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR")
-_CONSTRUCTOR_FIELDS = ("topology", "family", "level", "threshold", "segment_size",
-                       "large_message", "options")
+
 
 
 def _mpi():
@@ -231,7 +228,7 @@ class Comm:
             return _Prepared("scatterv", root=root, dtype=out.dtype, inbuf=inbuf,
                              outbuf=out, in_offsets=offsets,
                              info=(out.size, counts))
-        self._call(prep, family, options, vector=_scatterv_counts)
+        self._call(prep, family, options, vector=VECTOR_CHECKS["scatterv"])
 
     def Gather(self, sendbuf, recvbuf, root=0, *, family=None, **options):
         """Collect every rank's ``sendbuf`` in rank order at ``root``."""
@@ -274,7 +271,7 @@ class Comm:
                     _same_dtype(inbuf, out)
             return _Prepared("gatherv", root=root, dtype=inbuf.dtype, inbuf=inbuf,
                              outbuf=out, out_offsets=offsets, info=(inbuf.size, counts))
-        self._call(prep, family, options, vector=_gatherv_counts)
+        self._call(prep, family, options, vector=VECTOR_CHECKS["gatherv"])
 
     def Allgather(self, sendbuf, recvbuf, *, family=None, **options):
         """Every rank collects every rank's ``sendbuf`` in rank order."""
@@ -312,7 +309,7 @@ class Comm:
             return _Prepared("allgatherv", dtype=out.dtype, inbuf=inbuf, outbuf=out,
                              out_offsets=dict(enumerate(vb.displs)), counts=vb.counts,
                              info=vb.counts)
-        self._call(prep, family, options, vector=_same_counts)
+        self._call(prep, family, options, vector=VECTOR_CHECKS["allgatherv"])
 
     def Alltoall(self, sendbuf, recvbuf, *, family=None, **options):
         """Rank ``i`` sends its ``j``-th block to rank ``j``, which stores it ``i``-th."""
@@ -349,7 +346,7 @@ class Comm:
                              in_offsets={me * P + j: sdispls[j] for j in range(P)},
                              out_offsets={j * P + me: rv.displs[j] for j in range(P)},
                              info=(scounts, rv.counts))
-        self._call(prep, family, options, vector=_alltoallv_counts)
+        self._call(prep, family, options, vector=VECTOR_CHECKS["alltoallv"])
 
     def Reduce(self, sendbuf, recvbuf, op=None, root=0, *, family=None, level=None,
                **options):
@@ -418,7 +415,7 @@ class Comm:
             prep_.info = (out.size if counts is None else counts[self.rank], counts,
                           inbuf.size)
             return prep_
-        self._call(prep, family, options, vector=_reduce_scatter_counts)
+        self._call(prep, family, options, vector=VECTOR_CHECKS["reduce_scatter"])
 
     # ------------------------------------------------------------- tracing
     def write_trace(self, path):
@@ -494,39 +491,13 @@ class Comm:
         infos = self._agree(error, sig, None if prepared is None or vector is None
                             else prepared.info, vector is not None)
         if vector is not None:
-            vector(self, prepared, infos)
+            vector(prepared, infos)
         self._run(prepared, sig, family, options)
 
     def _agree(self, error, sig, info=None, exchange=False):
         """Raise on every rank if any rank failed or the ranks disagree on ``sig``."""
-        MPI = _mpi()
-        if not self.validate and not exchange:
-            if error is not None:
-                raise error
-            return None
-        crc = zlib.crc32(repr(sig).encode())
-        if not exchange:
-            flags = np.array([0 if error is None else 1, crc, -crc], dtype=np.int64)
-            self._comm.Allreduce(MPI.IN_PLACE, flags, op=MPI.MAX)
-            if flags[0] == 0 and flags[1] == -flags[2]:
-                return None
-        mine = (None if error is None else (type(error).__name__, str(error)), sig, info)
-        everyone = self._comm.allgather(mine)
-        for r, (err, _sig, _info) in enumerate(everyone):
-            if err is not None:
-                cls = _ERRORS.get(err[0], WacollError)
-                raise cls(f"rank {r}: {err[1]}")
-        sigs = [s for _, s, _ in everyone]
-        if any(s != sigs[0] for s in sigs):
-            r = next(i for i, s in enumerate(sigs) if s != sigs[0])
-            if sigs[0][0] == "constructor" and sigs[r][0] == "constructor":
-                fields = [n for n, a, b in zip(_CONSTRUCTOR_FIELDS, sigs[0][1:], sigs[r][1:])
-                          if a != b]
-                raise WacollError(f"the ranks disagree on wacoll.Comm's "
-                                  f"{', '.join(fields)}: rank 0 and rank {r} differ")
-            raise WacollError(f"the ranks disagree on the call: rank 0 has "
-                              f"{_describe(sigs[0])}, rank {r} has {_describe(sigs[r])}")
-        return [i for _, _, i in everyone]
+        return agree(self._comm, error, sig, info, exchange=exchange,
+                     validate=self.validate)
 
     def _plan(self, prepared, family, options):
         op = prepared.op
@@ -678,20 +649,6 @@ def _op_name(op):
     return "user-defined"
 
 
-def _describe(sig):
-    if sig == ("error",):
-        return "invalid arguments"
-    if len(sig) != 8:
-        return repr(sig)
-    op, root, count, dtype, level, rop, family, _ = sig
-    parts = [f"{op}("]
-    fields = [f"root={root}" if root is not None else "", f"count={count}"
-              if count is not None else "", f"dtype={dtype}" if dtype else "",
-              f"op={rop}" if rop else "", f"level={level}" if level else "",
-              f"family={family}" if family else ""]
-    return parts[0] + ", ".join(f for f in fields if f) + ")"
-
-
 def _writable(view, role):
     if not view.flags.writeable:
         raise BufferMismatchError(f"{role} is read-only")
@@ -712,59 +669,3 @@ def _split(total, parts, role):
 def _same_dtype(a, b):
     if a.dtype != b.dtype:
         raise BufferMismatchError(f"sendbuf holds {a.dtype} but recvbuf holds {b.dtype}")
-
-
-# v-variant count agreement: every rank runs the same check on the same exchanged
-# counts, so a mismatch raises the same error everywhere.
-def _fail(comm, message):
-    raise BufferMismatchError(message)
-
-
-def _scatterv_counts(comm, prepared, infos):
-    counts = infos[prepared.root][1]
-    for r, (own, _) in enumerate(infos):
-        if own != counts[r]:
-            _fail(comm, f"rank {r}'s recvbuf has {own} elements; the root sends "
-                        f"{counts[r]}")
-    prepared.counts = counts
-
-
-def _gatherv_counts(comm, prepared, infos):
-    counts = infos[prepared.root][1]
-    for r, (own, _) in enumerate(infos):
-        if own != counts[r]:
-            _fail(comm, f"rank {r} sends {own} elements; the root expects {counts[r]}")
-    prepared.counts = counts
-
-
-def _same_counts(comm, prepared, infos):
-    for r, counts in enumerate(infos):
-        if counts != infos[0]:
-            _fail(comm, f"rank {r}'s recvcounts differ from rank 0's")
-    prepared.counts = infos[0]
-
-
-def _alltoallv_counts(comm, prepared, infos):
-    P = len(infos)
-    matrix = [infos[i][0] for i in range(P)]
-    for j in range(P):
-        for i in range(P):
-            if infos[j][1][i] != matrix[i][j]:
-                _fail(comm, f"rank {j} expects {infos[j][1][i]} elements from rank {i}, "
-                            f"which sends {matrix[i][j]}")
-    prepared.counts = tuple(tuple(row) for row in matrix)
-
-
-def _reduce_scatter_counts(comm, prepared, infos):
-    given = [c for _, c, _ in infos if c is not None]
-    counts = given[0] if given else tuple(own for own, _, _ in infos)
-    for r, (own, c, nin) in enumerate(infos):
-        if c is not None and c != counts:
-            _fail(comm, f"rank {r}'s recvcounts differ from the others'")
-        if own != counts[r]:
-            _fail(comm, f"rank {r}'s recvbuf has {own} elements; recvcounts gives "
-                        f"{counts[r]}")
-        if nin != sum(counts):
-            _fail(comm, f"rank {r}'s sendbuf has {nin} elements; the recvcounts add up "
-                        f"to {sum(counts)}")
-    prepared.counts = counts

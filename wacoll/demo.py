@@ -19,7 +19,6 @@ Examples
 from __future__ import annotations
 
 import csv
-import json
 import statistics
 import sys
 import tempfile

@@ -18,6 +18,8 @@ Examples
 
 from __future__ import annotations
 
+import numbers
+
 from wacoll.errors import PlanError
 from wacoll.plans.operations import block_counts, spec
 from wacoll.plans.plan import Plan, Step
@@ -56,9 +58,10 @@ class PlanBuilder:
         if self.spec.rooted:
             if root is None:
                 root = 0
-            if isinstance(root, bool) or not isinstance(root, int) or not (
+            if isinstance(root, bool) or not isinstance(root, numbers.Integral) or not (
                     0 <= root < self.size):
                 raise PlanError(f"root {root!r} is not a rank of 0..{self.size - 1}")
+            root = int(root)
         else:
             root = None
         self.root = root

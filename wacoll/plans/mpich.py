@@ -61,6 +61,7 @@ from wacoll.plans.patterns import (
     tree_reduce,
 )
 from wacoll.trees import make_tree
+from wacoll.trees.basic import check_tree_args
 from wacoll.trees.basic import from_parents
 
 __all__ = [
@@ -134,10 +135,7 @@ def bcast_tree(n, root=0):
     >>> children(bcast_tree(6, root=3), 3)
     [5, 4, 1]
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise PlanError(f"a tree needs at least one rank, got n={n!r}")
-    if isinstance(root, bool) or not isinstance(root, int) or not (0 <= root < n):
-        raise PlanError(f"root {root!r} is not a rank of 0..{n - 1}")
+    n, root = check_tree_args(n, root)
     n2 = 1 << (n.bit_length() - 1)
     vchildren = {}
     for v in range(n2):
