@@ -29,7 +29,7 @@ _ERRORS = {cls.__name__: cls for cls in (WacollError, PlanError, BufferMismatchE
                                          TopologyError)}
 #: The fields of wacoll.Comm's constructor signature, in order.
 CONSTRUCTOR_FIELDS = ("topology", "family", "level", "threshold", "segment_size",
-                      "large_message", "options")
+                      "large_message", "options", "validate")
 
 
 def agree(comm, error, sig, info=None, *, exchange=False, validate=True):

@@ -20,8 +20,9 @@ de Geijn's scatter-allgather and all-reduced by Rabenseifner's reduce-scatter-al
 (where the level allows) on one cluster (the gridmpi family's flat algorithms); any family
 per communicator or per call (``family="tree", tree="lam"``, ``family="gridmpi", n=4``,
 ...), and **scripts**: plan files loaded at start-up (``scripts=`` or the
-``WACOLL_SCRIPTS`` environment variable) and selected by operation and size. A family
-that has no plan for an operation falls back to the default family for it.
+``WACOLL_SCRIPTS`` environment variable) and selected by operation, size and root. A
+communicator-level family that has no plan for an operation falls back to the default
+family for it; a per-call ``family=`` that has none raises :class:`PlanError`.
 
 Reductions follow the communicator's or the call's level: ``"strict"`` (default,
 bit-for-bit reproducible whatever the topology), ``"associative"`` or
@@ -35,6 +36,7 @@ from __future__ import annotations
 import inspect
 import math
 import os
+import zlib
 
 import numpy as np
 
@@ -44,6 +46,7 @@ from wacoll._buffers import parse_buffer, parse_vbuffer
 from wacoll.errors import BufferMismatchError, PlanError, TopologyError, WacollError
 from wacoll.executor import Tracer, run_program
 from wacoll.plans import LEVELS, build, builders
+from wacoll.plans.operations import block_counts
 from wacoll.topology import Topology
 
 __all__ = ["Comm"]
@@ -133,11 +136,12 @@ class Comm:
         elif not isinstance(topology, Topology):
             raise TopologyError("topology must be a wacoll.Topology")
         # Every rank must build the same plans: agree on everything that chooses them.
-        self._agree(None if topology.size == self.size else
-                    TopologyError(f"the topology has {topology.size} ranks; the "
-                                  f"communicator has {self.size}"),
-                    ("constructor", repr(topology.to_dict()), family, level, threshold,
-                     segment_size, large_message, repr(sorted(options.items()))))
+        agree(self._comm, None if topology.size == self.size else
+              TopologyError(f"the topology has {topology.size} ranks; the "
+                            f"communicator has {self.size}"),
+              ("constructor", repr(topology.to_dict()), family, level, threshold,
+               segment_size, large_message, repr(sorted(options.items())), validate),
+              validate=True)
         self.topology = topology
         self.default_family = "magpie" if topology.nclusters > 1 else "mpich"
         self.family = family or self.default_family
@@ -146,9 +150,8 @@ class Comm:
             builders(self.family)  # validates the name on every rank alike
         self._scripts = {}
         scripts = scripts or os.environ.get("WACOLL_SCRIPTS") or None
-        if scripts:
-            self._load_scripts(scripts)
-        elif self.family == "scripts":
+        self._load_scripts(scripts)  # collective even without scripts: all ranks agree
+        if self.family == "scripts" and not self._scripts:
             raise WacollError("family 'scripts' needs scripts= or $WACOLL_SCRIPTS")
 
     # ------------------------------------------------------------------ misc
@@ -476,6 +479,8 @@ class Comm:
                          level=level)
 
     def _call(self, prep, family, options, vector=None):
+        if self._comm is None:
+            raise WacollError("this wacoll.Comm has been freed")
         try:
             prepared = prep()
             error = None
@@ -586,12 +591,16 @@ class Comm:
 
         found = {}
         error = None
-        try:
-            for plan in scripts.load_all(path):
-                found[(plan.op, plan.size)] = plan
-        except WacollError as exc:
-            error = exc
-        self._agree(error, ("scripts", sorted(found)))
+        if path:
+            try:
+                for plan in scripts.load_all(path):
+                    found[(plan.op, plan.size)] = plan
+            except WacollError as exc:
+                error = exc
+        # the same plans everywhere: compare their text, not just their names
+        digest = [(key, zlib.crc32(scripts.to_sexpr(plan).encode()))
+                  for key, plan in sorted(found.items())]
+        agree(self._comm, error, ("scripts", repr(digest)), validate=True)
         self._scripts = found
 
     def _script_plan(self, prepared):
@@ -600,7 +609,10 @@ class Comm:
         plan = self._scripts.get((prepared.op, self.size))
         if plan is None or plan.root != prepared.root:
             return None  # no script for this call: the default family builds it
-        counts = prepared.counts or _layout_counts(plan, prepared.count)
+        if prepared.counts is not None:
+            counts = block_counts(plan.op, self.size, counts=prepared.counts)
+        else:
+            counts = _layout_counts(plan, prepared.count)
         if counts is None:
             return None
         adapted = dataclasses.replace(

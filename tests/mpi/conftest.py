@@ -1,0 +1,260 @@
+"""Shared fixtures for the MPI tests of ``wacoll.Comm``.
+
+Run them under ``mpiexec`` (any size; each test adapts to it)::
+
+    mpiexec -n 5 python -m pytest --only-mpi -p no:cacheprovider -q tests/mpi
+
+Without ``mpiexec`` (and ``--with-mpi`` / ``--only-mpi``) pytest-mpi skips them.
+
+Rules every test here follows, so that one failing rank cannot leave the others
+waiting in the next collective:
+
+* results are compared on each rank, then the ranks agree on the outcome with
+  :meth:`Mpi.assert_all` (one ``allgather``) before anything is asserted;
+* calls that may raise go through :meth:`Mpi.outcome` / :meth:`Mpi.same_error`, which
+  catch the exception on each rank and agree on what happened.
+
+Layouts are derived from the communicator size (``pytest_generate_tests`` below):
+``single`` (one cluster), ``contiguous`` (2-3 clusters over rank ranges),
+``uneven`` (very different cluster sizes), ``reordered`` (clusters interleaved, not
+rank ranges) and ``one-per-rank``; layouts that coincide at a small size are listed
+once (``single`` is always there; ``Mpi.multi`` lists the multi-cluster ones).
+``wacoll.Comm`` objects are cached for the session: each costs a ``Dup`` and an
+agreement.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import wacoll
+from wacoll import Topology
+from wacoll.errors import PlanError
+from wacoll.plans import build, builders
+
+WORLD = MPI.COMM_WORLD
+SIZE = WORLD.Get_size()
+RANK = WORLD.Get_rank()
+
+
+# ---------------------------------------------------------------------- layouts
+def _layouts(size: int) -> dict:
+    """Cluster lists of the test layouts for ``size`` ranks, duplicates dropped."""
+    ranks = list(range(size))
+    k = 2 if size <= 4 else 3
+    if size >= 4:
+        uneven = [1, size - 3, 2]
+    else:
+        uneven = [1, size - 1] if size > 1 else [1]
+    contiguous = [-(-size // k)] * (size // -(-size // k))
+    if sum(contiguous) < size:
+        contiguous.append(size - sum(contiguous))
+    candidates = {  # "single" first: it is always there
+        "single": [ranks],
+        "contiguous": _from_sizes(contiguous),
+        "reordered": [[r for r in ranks if r % k == c] for c in range(min(k, size))],
+        "uneven": _from_sizes(uneven),
+        "one-per-rank": [[r] for r in ranks],
+    }
+    out, seen = {}, set()
+    for name, clusters in candidates.items():
+        key = tuple(sorted(tuple(sorted(c)) for c in clusters))
+        if key not in seen:
+            seen.add(key)
+            out[name] = clusters
+    return out
+
+
+def _from_sizes(sizes):
+    clusters, start = [], 0
+    for n in sizes:
+        clusters.append(list(range(start, start + n)))
+        start += n
+    return clusters
+
+
+LAYOUTS = _layouts(SIZE)
+#: Layouts with more than one cluster (where the magpie family is the default).
+MULTI = [name for name, cl in LAYOUTS.items() if len(cl) > 1]
+
+
+def pytest_generate_tests(metafunc):
+    """``layout``: every test layout of this communicator size."""
+    if "layout" in metafunc.fixturenames:
+        metafunc.parametrize("layout", list(LAYOUTS))
+
+
+# ---------------------------------------------------------------------- helpers
+class Mpi:
+    """Helpers shared by the MPI tests (one instance per session, same on every rank)."""
+
+    world = WORLD
+    size = SIZE
+    rank = RANK
+    layouts = LAYOUTS
+    multi = MULTI
+
+    def __init__(self):
+        self._comms = {}
+        self._seen = set()
+
+    # -- objects -------------------------------------------------------------
+    @staticmethod
+    def topology(layout: str) -> Topology:
+        """The :class:`Topology` of a named layout."""
+        return Topology.from_clusters(LAYOUTS[layout])
+
+    def comm(self, layout: str, **kwargs) -> wacoll.Comm:
+        """A cached ``wacoll.Comm`` over COMM_WORLD with the named layout (collective
+        on first use)."""
+        key = (layout, tuple(sorted(kwargs.items())))
+        comm = self._comms.get(key)
+        if comm is None:
+            comm = wacoll.Comm(WORLD, self.topology(layout), **kwargs)
+            self._comms[key] = comm
+        return comm
+
+    # -- plans -----------------------------------------------------------------
+    def predict(self, layout, op, family=None, **kwargs):
+        """What ``wacoll.Comm`` will run for a call (pure Python, same on every rank).
+
+        ``("plan", key)``, where ``key`` names what the executor does (operation, root,
+        block counts and every rank's program), or ``("error", message)`` when the
+        family's plan cannot be built or fails its check. ``kwargs`` are the builder
+        arguments the Comm passes (count/counts, itemsize, root, level, options).
+        """
+        topo = self.topology(layout)
+        default = "magpie" if topo.nclusters > 1 else "mpich"
+        fam = family or default
+        if op not in builders(fam):
+            fam = default
+        try:
+            plan = build(op, topo, fam, **kwargs)
+            if fam in ("tree", "gridmpi"):  # they may fail the check at some levels
+                plan.check()
+        except PlanError as exc:
+            return ("error", str(exc))
+        return ("plan", (op, plan.root, plan.counts, plan.programs))
+
+    @staticmethod
+    def ran_as_predicted(comm, prediction) -> bool:
+        """Whether ``comm``'s last call ran the plan :meth:`predict` foresaw (the
+        requested family and options were honoured)."""
+        plan = comm.last_plan
+        return prediction[0] == "plan" and plan is not None and \
+            (plan.op, plan.root, plan.counts, plan.programs) == prediction[1]
+
+    def first_time(self, key) -> bool:
+        """True the first time ``key`` is seen this session (identically everywhere).
+
+        Two calls whose plans have the same programs on the same data run the same
+        messages and combines, so the second teaches nothing: the big matrices skip it.
+        """
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        return True
+
+    # -- data ------------------------------------------------------------------
+    @staticmethod
+    def ints(n, seed=0, rank=None):
+        """``n`` int64 values that say which rank, element and seed they came from."""
+        rank = RANK if rank is None else rank
+        return rank * 1_000_003 + seed * 7919 + np.arange(n, dtype=np.int64)
+
+    @staticmethod
+    def exact(n, seed=0, rank=None, dtype=np.float64):
+        """Small integer-valued numbers: their sums over all ranks are exact in any
+        order, so every level and algorithm must give MPI's result bit for bit."""
+        rank = RANK if rank is None else rank
+        i = np.arange(n, dtype=np.int64)
+        return (((rank + 1) * (i + 3 * seed + 1)) % 7 - 3).astype(dtype)
+
+    @staticmethod
+    def random(n, seed=0, rank=None, dtype=np.float64):
+        """Floats of mixed magnitudes: their sum depends on the order of evaluation."""
+        rank = RANK if rank is None else rank
+        rng = np.random.default_rng([seed, rank])
+        return (rng.standard_normal(n) * 10.0 ** rng.integers(-8, 9, n)).astype(dtype)
+
+    # -- agreement -----------------------------------------------------------
+    @staticmethod
+    def failures(ok, detail="") -> list:
+        """Collective: ``[(rank, detail), ...]`` of the ranks whose ``ok`` is false."""
+        mine = (bool(ok), "" if ok else str(detail))
+        return [(r, d) for r, (o, d) in enumerate(WORLD.allgather(mine)) if not o]
+
+    def assert_all(self, ok, detail=""):
+        """Collective assert: fails on every rank if it fails on any."""
+        bad = self.failures(ok, detail)
+        assert not bad, "; ".join(f"rank {r}: {d}" for r, d in bad[:4]) + (
+            f" (and {len(bad) - 4} more ranks)" if len(bad) > 4 else "")
+
+    def assert_equal(self, got, want, what="result"):
+        """Collective: ``got`` equals ``want`` exactly (arrays: same dtype and bits)."""
+        ok, detail = _same(got, want)
+        self.assert_all(ok, f"{what}: {detail}")
+
+    @staticmethod
+    def outcome(fn):
+        """Run ``fn()`` on this rank; ``(value, None)`` or ``(None, exception)``."""
+        try:
+            return fn(), None
+        except Exception as exc:  # noqa: BLE001 -- reported collectively by the caller
+            return None, exc
+
+    def run(self, fn, what="call"):
+        """Collective: run ``fn()``; fail on every rank if it raised on any."""
+        value, exc = self.outcome(fn)
+        self.assert_all(exc is None, f"{what} raised {type(exc).__name__}: {exc}")
+        return value
+
+    def same_error(self, fn, exc_type=wacoll.WacollError, match=None, untouched=None):
+        """Collective: ``fn()`` raises ``exc_type`` on every rank with one message.
+
+        ``match`` is a substring the message must contain; ``untouched`` a callable
+        that says whether the user's buffers still hold what they held before. One
+        ``allgather`` checks it all. Returns the message.
+        """
+        _, exc = self.outcome(fn)
+        got = None if exc is None else (type(exc).__name__, str(exc))
+        ok = isinstance(exc, exc_type)
+        detail = f"raised {got!r}, expected {exc_type.__name__}"
+        if ok and match is not None and match not in str(exc):
+            ok, detail = False, f"message {str(exc)!r} lacks {match!r}"
+        if ok and untouched is not None and not untouched():
+            ok, detail = False, f"a buffer was written before raising {str(exc)!r}"
+        everyone = WORLD.allgather((got, ok, "" if ok else detail))
+        bad = [(r, d) for r, (_, o, d) in enumerate(everyone) if not o]
+        if not bad and any(e[0] != everyone[0][0] for e in everyone):
+            bad = [(r, f"raised {e[0]!r}") for r, e in enumerate(everyone)
+                   if e[0] != everyone[0][0]] + [(0, f"raised {everyone[0][0]!r}")]
+        assert not bad, "; ".join(f"rank {r}: {d}" for r, d in bad[:4])
+        return str(exc)
+
+
+def _same(got, want):
+    """Whether two results are identical; ``(ok, detail)``."""
+    if isinstance(want, np.ndarray):
+        if not isinstance(got, np.ndarray):
+            return False, f"expected an array, got {type(got).__name__}"
+        if got.dtype != want.dtype or got.shape != want.shape:
+            return False, f"{got.dtype}{got.shape} != {want.dtype}{want.shape}"
+        if got.tobytes() != want.tobytes():
+            diff = np.flatnonzero(got.view(np.uint8).reshape(-1) !=
+                                  want.view(np.uint8).reshape(-1))
+            at = int(diff[0]) // max(want.itemsize, 1)
+            return False, (f"{diff.size} bytes differ, first at element {at}: got "
+                           f"{got.reshape(-1)[at]!r}, want {want.reshape(-1)[at]!r}")
+        return True, ""
+    return (got == want), f"got {got!r}, want {want!r}"
+
+
+@pytest.fixture(scope="session")
+def mpi():
+    """The session's :class:`Mpi` helper."""
+    return Mpi()
+
+

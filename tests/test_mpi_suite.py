@@ -1,0 +1,165 @@
+"""Run the MPI test suite (``tests/mpi``) under ``mpiexec`` at several sizes.
+
+This is how CI runs the MPI tests: a plain pytest test per communicator size that
+starts ``mpiexec -n <size> python -m pytest --only-mpi tests/mpi`` and expects exit
+status 0. Deselect it with ``-m "not slow"``. ``mpiexec`` comes with the ``test``
+extra (the ``mpich`` wheel puts it next to the Python executable).
+
+It also holds the *hang probes*: small programs whose bad input must raise on every
+rank (or whose unusual but valid input must run), where a bug would leave ranks
+waiting forever. Inside the MPI suite such a bug would stall every later test; here
+each probe runs in its own ``mpiexec`` with a short timeout, so a hang is one failed
+test. ``WACOLL_*`` variables are removed from the environment of both, so that a
+developer's settings cannot change what the tests see.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SIZES = (1, 2, 3, 5, 8)
+TIMEOUT = 300  # seconds per size; a hang in a collective ends here
+TAIL = 6000  # characters of output shown on failure
+
+
+def find_mpiexec() -> str:
+    """``mpiexec`` beside this Python (the mpich wheel's), else on PATH."""
+    beside = Path(sys.executable).parent / "mpiexec"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("mpiexec")
+    if found is None:
+        pytest.fail("mpiexec not found next to the Python executable or on PATH: install "
+                    "the test extra (pip install -e '.[test]'), which brings MPICH's "
+                    "mpiexec", pytrace=False)
+    return found
+
+
+def _clean_env() -> dict:
+    """This environment without an outer MPI launcher's or wacoll's variables."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_", "WACOLL_"))}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", SIZES)
+def test_mpi_suite(size):
+    cmd = [find_mpiexec(), "-n", str(size), sys.executable, "-m", "pytest", "--only-mpi",
+           "-p", "no:cacheprovider", "-q", "-o", "faulthandler_timeout=120",
+           str(ROOT / "tests" / "mpi")]
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, env=_clean_env(), capture_output=True,
+                              text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"") + (exc.stderr or b"")
+        out = out.decode(errors="replace") if isinstance(out, bytes) else out
+        pytest.fail(f"mpiexec -n {size} did not finish in {TIMEOUT} s (a hang?); the end "
+                    f"of its output:\n{out[-TAIL:]}", pytrace=False)
+    if proc.returncode != 0:
+        out = proc.stdout + proc.stderr
+        pytest.fail(f"`{' '.join(cmd)}` exited with {proc.returncode}\n"
+                    f"{_summary(out)}\nthe end of its output:\n{out[-TAIL:]}",
+                    pytrace=False)
+
+
+def _summary(output: str) -> str:
+    """The failed tests and result lines of every rank, each once."""
+    keep = [line for line in output.splitlines()
+            if line.startswith(("FAILED", "ERROR")) or
+            line.rstrip().endswith(("passed", "failed", "error", "errors")) or
+            " passed in " in line or " failed in " in line]
+    return "\n".join(dict.fromkeys(keep))
+
+
+# ---------------------------------------------------------------------- hang probes
+PROBE_TIMEOUT = 45
+#: A probe calls report(fn) once on every rank; rank 0 prints every rank's outcome,
+#: which must be the same "raised <class>: <message>" everywhere (or "no error" for
+#: the valid calls of PROBE_OUTCOME).
+PROBE_HEADER = """
+import json
+from mpi4py import MPI
+import wacoll
+W = MPI.COMM_WORLD
+ME, P = W.Get_rank(), W.Get_size()
+TOPO = wacoll.Topology.from_sizes([2, P - 2])
+
+def report(fn):
+    try:
+        fn()
+        outcome = "no error"
+    except wacoll.WacollError as exc:
+        outcome = f"raised {type(exc).__name__}: {exc}"
+    outcomes = W.gather(outcome, root=0)
+    if ME == 0:
+        print("OUTCOMES " + json.dumps(outcomes), flush=True)
+"""
+PROBES = {
+    # a Comm built with validate=True on rank 0 only: rank 0 waited in the
+    # constructor's agreement, which the other ranks skipped
+    "constructor-validate-on-one-rank": """
+        report(lambda: wacoll.Comm(W, TOPO, validate=ME == 0))
+    """,
+    # plan scripts given to rank 0 only: rank 0 agreed on the scripts alone
+    "constructor-scripts-on-one-rank": """
+        import tempfile
+        from wacoll.plans import build
+        from wacoll.plans.scripts import write_scripts
+        path = W.bcast(tempfile.mkdtemp() if ME == 0 else None)
+        if ME == 0:
+            write_scripts(build("bcast", TOPO, "tree"), path)
+        W.Barrier()
+        report(lambda: wacoll.Comm(W, TOPO, scripts=path if ME == 0 else None))
+    """,
+    # different families on different ranks: the first Allreduce deadlocked
+    "constructor-family-differs": """
+        report(lambda: wacoll.Comm(W, TOPO, family="magpie" if ME == 0 else "mpich"))
+    """,
+    # the same root as a NumPy integer on rank 0 and a Python int elsewhere: the
+    # agreement passed (equal values) but rank 0 alone failed to build its plan
+    "numpy-root-on-one-rank": """
+        import numpy as np
+        comm = wacoll.Comm(W, TOPO)
+        buf = np.zeros(3)
+        report(lambda: comm.Bcast(buf, root=np.int64(1) if ME == 0 else 1))
+    """,
+    # Barrier ran without agreeing on its arguments: deadlock at 5 ranks
+    "barrier-family-differs": """
+        comm = wacoll.Comm(W, TOPO)
+        report(lambda: comm.Barrier(family="magpie" if ME == 0 else "mpich"))
+    """,
+}
+
+
+#: Probes whose call is valid: it must run on every rank ("raised" otherwise).
+PROBE_OUTCOME = {"numpy-root-on-one-rank": "no error"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(PROBES))
+def test_hang_probe(name):
+    size = 5
+    code = PROBE_HEADER + textwrap.dedent(PROBES[name])
+    cmd = [find_mpiexec(), "-n", str(size), sys.executable, "-c", code]
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, env=_clean_env(), capture_output=True,
+                              text=True, timeout=PROBE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"probe {name!r} hung: mpiexec -n {size} did not finish in "
+                    f"{PROBE_TIMEOUT} s", pytrace=False)
+    found = [line for line in proc.stdout.splitlines() if line.startswith("OUTCOMES ")]
+    assert proc.returncode == 0 and found, proc.stdout + proc.stderr[-3000:]
+    outcomes = json.loads(found[0][len("OUTCOMES "):])
+    want = PROBE_OUTCOME.get(name, "raised")
+    assert len(set(outcomes)) == 1 and outcomes[0].startswith(want), \
+        f"not {want!r} on every rank:\n" + "\n".join(
+            f"rank {r}: {o}" for r, o in enumerate(outcomes))
