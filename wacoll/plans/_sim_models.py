@@ -1,0 +1,355 @@
+"""Cost models of the plan simulator: :class:`TsTrModel`, :class:`TiniModel`, :class:`LinkModel`.
+
+A model turns a plan's messages into per-message costs for the engine of
+:mod:`wacoll.plans._sim_engine`: how long a send occupies its sender and when the
+message arrives, or, for :class:`LinkModel`'s wide-area messages, a flow on a
+shared link. Users import the models from :mod:`wacoll.plans.simulate`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+from wacoll.errors import PlanError, TopologyError
+from wacoll.topology import Topology
+
+__all__ = ["TsTrModel", "TiniModel", "LinkModel"]
+
+
+# ------------------------------------------------------------------ parameters
+def _seconds(name, value):
+    """``value`` as a float, finite and >= 0; TopologyError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TopologyError(f"{name} must be a number of seconds >= 0, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise TopologyError(f"{name} must be finite and >= 0, got {value!r}")
+    return value
+
+
+def _rate(name, value, optional=True):
+    """``value`` as a positive float (bytes/s), or None when optional."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TopologyError(f"{name} must be a number of bytes/s > 0, got {value!r}")
+    value = float(value)
+    if not value > 0 or math.isnan(value):
+        raise TopologyError(f"{name} must be > 0 bytes/s, got {value!r}")
+    return value
+
+
+def _time_or_function(name, value):
+    """A number of seconds, or a callable ``f(nbytes) -> seconds`` kept as is."""
+    if callable(value):
+        return value
+    return _seconds(name, value)
+
+
+class _Model:
+    """What every model shares: receive overhead and local compute rate.
+
+    A model turns a plan's messages into, per message, the sender's occupancy
+    (``busy``) and the delay from send start to arrival (``delay``); a message the
+    model must simulate as a flow gets a link instead (see :class:`LinkModel`).
+    """
+
+    def _local_costs(self):
+        return self.recv_overhead, self.compute_rate
+
+    def _prepare(self, plan, messages):
+        """``(busy, delay, flows)`` per message; ``flows`` is None for simple models."""
+        busy, delay = self._costs(plan, messages)
+        return busy, delay, None
+
+
+@dataclass(frozen=True)
+class TsTrModel(_Model):
+    """MagPIe / Bernaschi et al.'s model: send completion ``t_s``, receive ``t_r``.
+
+    The k-th send of a rank starts when the rank is free, occupies it ``t_s``, and
+    the receiver has the message ``t_r`` after the send started (MagPIe Section 2,
+    Figure 1). Both may be numbers or functions of the message size in bytes.
+
+    Parameters
+    ----------
+    t_s, t_r : float or callable
+        Seconds (or any time unit), or ``f(nbytes) -> time``.
+    wide_area : (t_s, t_r), optional
+        Different values for messages that cross clusters.
+    recv_overhead : float
+        Added to every receive once its message is there.
+    compute_rate : float, optional
+        Bytes per time unit of copy and combine work (default: free).
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> from wacoll.plans import build
+    >>> from wacoll.plans.simulate import simulate
+    >>> plan = build("bcast", Topology.single(4), "tree", tree="flat")
+    >>> simulate(plan, TsTrModel(t_s=1, t_r=5)).finish
+    (3.0, 5.0, 6.0, 7.0)
+    """
+
+    t_s: object
+    t_r: object
+    wide_area: tuple | None = None
+    recv_overhead: float = 0.0
+    compute_rate: float | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "t_s", _time_or_function("t_s", self.t_s))
+        object.__setattr__(self, "t_r", _time_or_function("t_r", self.t_r))
+        if self.wide_area is not None:
+            try:
+                ts, tr = self.wide_area
+            except (TypeError, ValueError):
+                raise TopologyError("wide_area must be a pair (t_s, t_r)") from None
+            object.__setattr__(self, "wide_area", (_time_or_function("wide-area t_s", ts),
+                                                   _time_or_function("wide-area t_r", tr)))
+        object.__setattr__(self, "recv_overhead", _seconds("recv_overhead",
+                                                           self.recv_overhead))
+        object.__setattr__(self, "compute_rate", _rate("compute_rate", self.compute_rate))
+
+    def _costs(self, plan, messages):
+        local = (self.t_s, self.t_r)
+        wide = self.wide_area or local
+        if not (callable(local[0]) or callable(local[1]) or self.wide_area):
+            return [local[0]] * len(messages), [local[1]] * len(messages)
+        busy, delay = [], []
+        for m in messages:
+            ts, tr = wide if m.wide_area else local
+            busy.append(_seconds("t_s(nbytes)", ts(m.nbytes)) if callable(ts) else ts)
+            delay.append(_seconds("t_r(nbytes)", tr(m.nbytes)) if callable(tr) else tr)
+        return busy, delay
+
+
+@dataclass(frozen=True)
+class TiniModel(_Model):
+    """Banikazemi et al.'s model: a per-rank message initiation cost ``t_ini``.
+
+    A rank ``r`` that has the message at ``R`` sends its k-th message (k from 0)
+    during ``[R + k*t_ini[r], R + (k+1)*t_ini[r]]``; the receiver has it at the end.
+
+    Parameters
+    ----------
+    t_ini : sequence of float, or Topology
+        Per-rank cost, or a topology whose ``t_ini`` is set.
+    bandwidth : float, optional
+        If given, a message of ``b`` bytes also occupies its sender ``b / bandwidth``.
+    recv_overhead : float
+        Added to every receive once its message is there.
+    compute_rate : float, optional
+        Bytes per time unit of copy and combine work (default: free).
+
+    Examples
+    --------
+    Banikazemi's Figure 1(c): rank 0 first serves the other fast rank, 5; then both
+    serve three slow ranks each.
+
+    >>> from wacoll import Topology, trees
+    >>> from wacoll.plans import build
+    >>> from wacoll.plans.simulate import simulate
+    >>> t_ini = [100, 300, 300, 300, 300, 100, 300, 300]
+    >>> tree = trees.from_parents({0: [5, 1, 2, 3], 5: [4, 6, 7]}, 8, 0, "fig1c")
+    >>> simulate(build("bcast", Topology.single(8), "tree", tree=tree),
+    ...          TiniModel(t_ini)).completion
+    400.0
+    """
+
+    t_ini: tuple
+    bandwidth: float | None = None
+    recv_overhead: float = 0.0
+    compute_rate: float | None = None
+
+    def __post_init__(self):
+        t_ini = self.t_ini
+        if isinstance(t_ini, Topology):
+            if t_ini.t_ini is None:
+                raise TopologyError("TiniModel needs a topology whose t_ini is set "
+                                    "(Topology.with_t_ini)")
+            t_ini = t_ini.t_ini
+        if isinstance(t_ini, (str, bytes)) or not hasattr(t_ini, "__len__"):
+            raise TopologyError(f"t_ini must be a sequence of seconds per rank, got {t_ini!r}")
+        values = tuple(_seconds(f"t_ini[{r}]", v) for r, v in enumerate(t_ini))
+        if not values:
+            raise TopologyError("t_ini is empty")
+        object.__setattr__(self, "t_ini", values)
+        object.__setattr__(self, "bandwidth", _rate("bandwidth", self.bandwidth))
+        object.__setattr__(self, "recv_overhead", _seconds("recv_overhead",
+                                                           self.recv_overhead))
+        object.__setattr__(self, "compute_rate", _rate("compute_rate", self.compute_rate))
+
+    def _costs(self, plan, messages):
+        if len(self.t_ini) != plan.size:
+            raise PlanError(f"the TiniModel has t_ini for {len(self.t_ini)} ranks, "
+                            f"the plan has {plan.size}")
+        t_ini, bw = self.t_ini, self.bandwidth
+        if bw is None:
+            busy = [t_ini[m.src] for m in messages]
+        else:
+            busy = [t_ini[m.src] + m.nbytes / bw for m in messages]
+        return busy, busy
+
+
+@dataclass(frozen=True)
+class LinkModel(_Model):
+    """Two-level latency/bandwidth with wide-area contention (a fluid simulation).
+
+    Each rank has one outgoing link of rate ``node_rate(r)``:
+    ``topology.node_bandwidth[r]`` if set, else ``topology.intra.bandwidth``. It sends
+    one message at a time, in program order, and is occupied until the message's last
+    byte has left (plus ``overhead`` per message, spent before the first byte).
+
+    * An intra-cluster message of ``b`` bytes leaves in ``b / node_rate`` and arrives
+      ``intra.latency`` later. Cluster switches are taken as non-blocking.
+    * A wide-area message from cluster A to B travels on the directed link
+      ``topology.wan_link(A, B)``. The messages in flight on one link share its
+      bandwidth max-min fairly (water-filling), each capped by its sender's node
+      rate; rates are recomputed whenever a message joins or leaves that link. The
+      message arrives ``latency`` after its last byte crossed the link.
+
+    ``buffered`` says where a wide-area message's bytes wait when the link is
+    slower than the sender:
+
+    * ``True`` (default): in the network (socket buffers or a gateway with ample
+      room, as MagPIe assumes: "a message send completes when the message has been
+      injected into the network"). The sender is occupied ``b / node_rate`` only;
+      the link drains the message on its own, at its fair, node-rate-capped share,
+      so a flat tree over a slow wide area feeds all its links at once.
+    * ``False``: at the sender (flow control with small buffers). The sender is
+      occupied until the last byte has crossed the wide-area link, so the ``t_s``
+      of a wide-area send is its whole transfer time and a flat tree over a slow
+      wide area sends one message after the other.
+
+    A message's arrival time is the same in both modes (given the same start); the
+    modes differ in when its sender is free again. Where the node rate is the
+    bottleneck (Matsuda et al.'s long-and-fast networks) they agree.
+
+    Receivers are not modelled as a bottleneck: a rank may receive any number of
+    messages at once, at full speed. Messages of 0 bytes take only the overhead and
+    the latency. Messages of one sender on one link share it like any others, so a
+    short message may overtake a long one sent before it.
+
+    Parameters
+    ----------
+    topology : Topology
+        Must have the plan's size and clusters.
+    overhead : float
+        Fixed sender occupancy per message (software overhead), in seconds.
+    recv_overhead : float
+        Added to every receive once its message is there.
+    compute_rate : float, optional
+        Bytes per second of copy and combine work (default: free).
+    buffered : bool
+        Whether the network buffers wide-area messages (default) or the sender
+        waits for them to cross (see above).
+
+    Examples
+    --------
+    One 64 KiB message over MagPIe's wide area (10 ms, 1 MB/s):
+
+    >>> from wacoll import Topology
+    >>> from wacoll.plans import build
+    >>> from wacoll.plans.simulate import simulate
+    >>> topo = Topology.from_sizes([1, 1], wan_latency=0.01, wan_bandwidth=1e6)
+    >>> plan = build("bcast", topo, "tree", tree="flat", count=65536)
+    >>> round(simulate(plan, LinkModel(topo)).completion, 6)
+    0.075536
+
+    A flat tree to three clusters: the three links work in parallel, unless the
+    sender must wait for each message to cross:
+
+    >>> topo = Topology.from_sizes([1, 1, 1, 1], wan_latency=0.01, wan_bandwidth=1e6)
+    >>> plan = build("bcast", topo, "tree", tree="flat", count=65536)
+    >>> [round(simulate(plan, LinkModel(topo, buffered=b)).completion, 6)
+    ...  for b in (True, False)]
+    [0.075667, 0.206608]
+    """
+
+    topology: Topology
+    overhead: float = 0.0
+    recv_overhead: float = 0.0
+    compute_rate: float | None = None
+    buffered: bool = True
+
+    def __post_init__(self):
+        if not isinstance(self.topology, Topology):
+            raise TopologyError("LinkModel needs a wacoll.Topology")
+        if not isinstance(self.buffered, bool):
+            raise TopologyError(f"buffered must be True or False, got {self.buffered!r}")
+        object.__setattr__(self, "overhead", _seconds("overhead", self.overhead))
+        object.__setattr__(self, "recv_overhead", _seconds("recv_overhead",
+                                                           self.recv_overhead))
+        object.__setattr__(self, "compute_rate", _rate("compute_rate", self.compute_rate))
+
+    def node_rate(self, rank: int) -> float:
+        """The rate of ``rank``'s outgoing link in bytes/s.
+
+        Examples
+        --------
+        >>> LinkModel(Topology.single(2, intra_bandwidth=5e8)).node_rate(1)
+        500000000.0
+        """
+        topo = self.topology
+        if topo.node_bandwidth is not None:
+            return float(topo.node_bandwidth[rank])
+        return float(topo.intra.bandwidth)
+
+    def _check(self, plan):
+        topo = self.topology
+        if topo.size != plan.size:
+            raise PlanError(f"the LinkModel's topology has {topo.size} ranks, the plan "
+                            f"has {plan.size}")
+        if tuple(plan.clusters) != topo.cluster_ids:
+            raise PlanError("the LinkModel's topology groups the ranks into other "
+                            "clusters than the plan; build the plan on that topology")
+
+    def _prepare(self, plan, messages):
+        """``(busy, delay, flows)``: per message the sender's occupancy and the delay
+        to arrival, and the wide-area flows as a :class:`_Flows`."""
+        self._check(plan)
+        topo, ovh, cl, buffered = self.topology, self.overhead, plan.clusters, self.buffered
+        rates = [self.node_rate(r) for r in range(plan.size)]
+        lat = topo.intra.latency
+        n = len(messages)
+        busy, delay = [0.0] * n, [0.0] * n
+        flows = _Flows(n)
+        index, link_of, nbytes, caps = {}, flows.link, flows.nbytes, flows.cap
+        for k, m in enumerate(messages):
+            src, b = m.src, m.nbytes
+            if m.wide_area:
+                key = (cl[src], cl[m.dst])
+                j = index.get(key)
+                if j is None:
+                    j = index[key] = len(flows.links)
+                    flows.links.append(topo.wan_link(*key))
+                busy[k] = ovh + (b / rates[src] if buffered else 0.0)
+                delay[k] = ovh + flows.links[j].latency
+                if b > 0:  # zero-byte messages need no bandwidth: latency only
+                    link_of[k], nbytes[k], caps[k] = j, float(b), rates[src]
+            else:
+                t = ovh + b / rates[src]
+                busy[k] = t
+                delay[k] = t + lat
+        return busy, delay, flows
+
+
+class _Flows:
+    """The wide-area flows of a plan under a :class:`LinkModel`.
+
+    ``links`` holds the :class:`~wacoll.topology.LinkParams` of each directed cluster pair
+    in use; per message, ``link`` is the index of its link (-1: not a flow),
+    ``nbytes`` its size and ``cap`` its sender's node rate.
+    """
+
+    __slots__ = ("links", "link", "nbytes", "cap")
+
+    def __init__(self, n):
+        self.links = []
+        self.link = [-1] * n
+        self.nbytes = [0.0] * n
+        self.cap = [0.0] * n

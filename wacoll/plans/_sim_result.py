@@ -1,0 +1,206 @@
+"""What the plan simulator returns: :class:`SimResult` and its :class:`Event` timeline.
+
+Users import both from :mod:`wacoll.plans.simulate`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from wacoll.plans._sim_engine import _structure
+
+__all__ = ["SimResult", "Event"]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One executed step on the simulated clock.
+
+    ``start`` is when the rank reached the step (a receive may then wait), ``end``
+    when it completed. ``arrival`` is when the step's message was available at its
+    receiver (sends and receives), else None.
+
+    Examples
+    --------
+    Rank 1 reaches its receive at 0 and has the message at ``t_r = 4``:
+
+    >>> from wacoll import Topology
+    >>> from wacoll.plans import build
+    >>> from wacoll.plans.simulate import simulate, TsTrModel
+    >>> plan = build("bcast", Topology.single(2), "tree", tree="flat", count=8)
+    >>> e = simulate(plan, TsTrModel(1, 4)).events[1]
+    >>> e.rank, e.kind, e.peer, e.nbytes, e.start, e.end, e.arrival
+    (1, 'recv', 0, 8, 0.0, 4.0, 4.0)
+    """
+
+    rank: int
+    step: int
+    kind: str
+    start: float
+    end: float
+    peer: int | None
+    nbytes: int
+    wide_area: bool
+    arrival: float | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class SimResult:
+    """What :func:`~wacoll.plans.simulate.simulate` predicts for a plan.
+
+    Attributes
+    ----------
+    completion : float
+        When the last rank finishes its program.
+    finish : tuple of float
+        Per rank, when its last step completes (0 for an empty program).
+    arrivals : tuple of float
+        Per message of ``plan.messages()``, when it is available at its receiver.
+    plan, model
+        What was simulated.
+
+    Examples
+    --------
+    A flat broadcast from rank 0 to 1 and 2: a send occupies its sender ``t_s = 1``,
+    the receiver has the message ``t_r = 4`` after the send started.
+
+    >>> from wacoll import Topology
+    >>> from wacoll.plans import build
+    >>> from wacoll.plans.simulate import simulate, TsTrModel
+    >>> result = simulate(build("bcast", Topology.single(3), "tree", tree="flat"),
+    ...                   TsTrModel(1, 4))
+    >>> result
+    SimResult(completion=5.0, finish=(2.0, 4.0, 5.0), arrivals=(4.0, 5.0))
+    >>> result.completion == max(result.finish)
+    True
+    """
+
+    completion: float
+    finish: tuple
+    arrivals: tuple
+    plan: object = field(repr=False)
+    model: object = field(repr=False)
+    _starts: list = field(repr=False, default_factory=list)
+    _ends: list = field(repr=False, default_factory=list)
+    _cache: dict = field(repr=False, default_factory=dict)
+
+    @property
+    def events(self) -> list:
+        """Every step as an :class:`Event`, by rank then step (built on first use).
+
+        Examples
+        --------
+        >>> from wacoll import Topology
+        >>> from wacoll.plans import build
+        >>> from wacoll.plans.simulate import simulate, TsTrModel
+        >>> plan = build("bcast", Topology.single(3), "tree", tree="flat")
+        >>> for e in simulate(plan, TsTrModel(1, 4)).events:
+        ...     print(e.rank, e.kind, e.peer, e.start, e.end)
+        0 send 1 0.0 1.0
+        0 send 2 1.0 2.0
+        1 recv 0 0.0 4.0
+        2 recv 0 0.0 5.0
+        """
+        events = self._cache.get("events")
+        if events is None:
+            events = self._cache["events"] = self._build_events()
+        return events
+
+    def _build_events(self):
+        plan = self.plan
+        msgs = plan.messages()
+        mids = _structure(plan, msgs)[3]
+        st, en, arr = self._starts, self._ends, self.arrivals
+        out = []
+        g = 0
+        for r, prog in enumerate(plan.programs):
+            mr = mids[r]
+            for i, s in enumerate(prog):
+                k = mr[i]
+                if k < 0:
+                    out.append(Event(r, i, s.kind, st[g], en[g], None,
+                                     plan.nbytes(s.blocks), False))
+                else:
+                    m = msgs[k]
+                    out.append(Event(r, i, s.kind, st[g], en[g], s.peer, m.nbytes,
+                                     m.wide_area, arr[k]))
+                g += 1
+        return out
+
+    def plot(self, ax=None, *, messages=None):
+        """Draw the timeline: one row per rank, a bar per step.
+
+        Sends within a cluster are blue, wide-area sends red, receive processing
+        green (the wait before a message arrives is light grey), local copy and
+        combine steps orange. With ``messages`` (default: when there are at most 200)
+        a line joins each send's start to its arrival. Needs matplotlib.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+
+        Examples
+        --------
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> from wacoll import Topology
+        >>> from wacoll.plans import build
+        >>> from wacoll.plans.simulate import simulate, LinkModel
+        >>> plan = build("bcast", Topology.from_sizes([2, 2]), "tree", tree="binomial")
+        >>> ax = simulate(plan, LinkModel(Topology.from_sizes([2, 2]))).plot()
+        >>> ax.get_ylabel()
+        'rank'
+        """
+        import matplotlib.pyplot as plt
+        from matplotlib.collections import LineCollection
+        from matplotlib.patches import Patch
+
+        if ax is None:
+            _, ax = plt.subplots(figsize=(8, min(12.0, max(2.0, 0.3 * self.plan.size + 1))))
+        styles = {
+            "wait": ("#dddddd", "waiting"),
+            "send": ("tab:blue", "send"),
+            "wide": ("tab:red", "wide-area send"),
+            "recv": ("tab:green", "receive"),
+            "local": ("tab:orange", "copy/combine"),
+        }
+        bars = {k: ([], [], []) for k in styles}
+
+        def add(cat, rank, start, end):
+            if end > start:
+                y, left, width = bars[cat]
+                y.append(rank)
+                left.append(start)
+                width.append(end - start)
+
+        lines = []
+        for e in self.events:
+            if e.kind == "send":
+                add("wide" if e.wide_area else "send", e.rank, e.start, e.end)
+                lines.append(((e.start, e.rank), (e.arrival, e.peer)))
+            elif e.kind in ("recv", "recv_combine"):
+                ready = max(e.start, e.arrival)
+                add("wait", e.rank, e.start, ready)
+                add("recv", e.rank, ready, e.end)
+            else:
+                add("local", e.rank, e.start, e.end)
+        for cat, (y, left, width) in bars.items():
+            if y:
+                ax.barh(y, width, left=left, height=0.7, color=styles[cat][0],
+                        edgecolor="none")
+        if messages is None:
+            messages = len(lines) <= 200
+        if messages and lines:
+            ax.add_collection(LineCollection(lines, colors="0.4", linewidths=0.6,
+                                             alpha=0.6))
+        ax.set_ylim(self.plan.size - 0.5, -0.5)
+        ax.set_xlim(0, self.completion * 1.02 if self.completion > 0 else 1)
+        ax.set_xlabel("time")
+        ax.set_ylabel("rank")
+        plan = self.plan
+        name = f"{plan.op} {plan.family}/{plan.algorithm}".strip()
+        ax.set_title(f"{name}: {self.completion:.6g} ({type(self.model).__name__})")
+        ax.legend(handles=[Patch(color=c, label=label) for c, label in styles.values()],
+                  loc="lower right", fontsize="small")
+        return ax
+
