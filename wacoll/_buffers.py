@@ -22,6 +22,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,13 +63,17 @@ def numpy_dtype(datatype) -> np.dtype:
 
 def mpi_datatype(dtype):
     """The MPI datatype of a numpy dtype; a clear error for one MPI cannot map."""
+    return _mpi_datatype(np.dtype(dtype))
+
+
+@functools.lru_cache(maxsize=64)
+def _mpi_datatype(dtype):
     from mpi4py.util import dtlib
 
     try:
-        return dtlib.from_numpy_dtype(np.dtype(dtype))
+        return dtlib.from_numpy_dtype(dtype)
     except (ValueError, KeyError, TypeError):
-        raise BufferMismatchError(f"numpy dtype {np.dtype(dtype)} has no MPI datatype") \
-            from None
+        raise BufferMismatchError(f"numpy dtype {dtype} has no MPI datatype") from None
 
 
 def _as_view(data, dtype, role):

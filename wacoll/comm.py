@@ -51,6 +51,8 @@ from wacoll.topology import Topology
 
 __all__ = ["Comm"]
 
+#: The most segments a vector is cut into for pipelining.
+MAX_SEGMENTS = 8
 _EXACT_OPS = ("MIN", "MAX", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR")
 
 
@@ -91,7 +93,8 @@ class Comm:
         MagPIe's short/long message threshold for non-associative reductions (bytes).
     segment_size : int
         Cut broadcast and reduction vectors into segments of about this many bytes
-        that pipeline through the plan's trees (0: never cut).
+        (at most :data:`MAX_SEGMENTS`) that pipeline through the plan's trees
+        (0: never cut).
     large_message : int
         On one cluster, the vector size in bytes from which the default choice
         switches to the bandwidth-optimal flat algorithms (see above).
@@ -541,7 +544,8 @@ class Comm:
         if self.segment_size and "segments" in accepted and prepared.count and \
                 fam != "gridmpi":
             nbytes = prepared.count * prepared.dtype.itemsize
-            kwargs["segments"] = max(1, min(prepared.count,
+            # A few segments give most of the pipelining; many only add messages.
+            kwargs["segments"] = max(1, min(prepared.count, MAX_SEGMENTS,
                                             math.ceil(nbytes / self.segment_size)))
         plan = build(op, self.topology, fam, **kwargs)
         plan.check()

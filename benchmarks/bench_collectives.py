@@ -1,0 +1,1054 @@
+"""Time wacoll's collectives against mpi4py's native ones, side by side in one run.
+
+Run from the repository root under MPI::
+
+    .venv/bin/mpiexec -n 4 .venv/bin/python benchmarks/bench_collectives.py
+    .venv/bin/mpiexec -n 4 .venv/bin/python benchmarks/bench_collectives.py --quick
+    .venv/bin/mpiexec -n 4 .venv/bin/python benchmarks/bench_collectives.py \\
+        --family magpie --clusters 2,2 --ops allreduce --sizes 8,64K,1M
+
+For each operation (Bcast, Reduce, Allreduce, Allgather; root 0; float64 data with
+small integer values, so every summation order gives the same bits) and each message
+size, the native call (on a duplicate of ``COMM_WORLD``) and wacoll's (``wacoll.Comm``)
+alternate repetition by repetition, the order flipping every repetition, each after
+a barrier. A repetition's time is the maximum over ranks of the time from leaving the
+barrier to returning; the table gives the median over repetitions. Before timing,
+each size is run once with fresh buffers and wacoll's result compared bit for bit
+with the native one. The message size is the bytes per rank of the send buffer
+(Allgather receives ``P`` times that). Repetitions adapt to a time budget.
+
+Then an analysis of where the time goes: for small messages, native vs
+``wacoll.Comm(validate=True)`` vs ``validate=False`` vs a minimal mpi4py replay of
+the same plan, local timings of the per-call phases, and a cProfile of small
+Allreduce calls on rank 0; for large messages, the executor's per-step times (its
+tracer), the kernels and copies at that size, the point-to-point transfer time, and
+the effect of ``segment_size``.
+
+Prints a table and the command line; writes ``benchmarks/results/collectives-n{N}``
+``.csv`` (raw numbers), ``.png`` (ratio vs size per operation) and ``.txt`` (the
+printed report and the profile). ``--quick``, ``--family``, ``--clusters`` and
+``--segment-size`` add a suffix to those names.
+
+Busy-polling MPI ranks oversubscribed on few cores (``nproc`` < ranks) make the
+numbers noisy, and so does any other job on the machine: a call then costs about one
+scheduler time slice per dependent message round, whatever its size. The report
+states the core count and the load average (also per row of the CSV), and
+``--wait-idle SECONDS`` waits for an idle machine before starting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import csv
+import io
+import os
+import platform
+import pstats
+import shlex
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results"
+OPS = ("Bcast", "Reduce", "Allreduce", "Allgather")
+DEFAULT_SIZES = (8, 64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20,
+                 4 << 20, 16 << 20, 64 << 20)
+QUICK_SIZES = (8, 64 << 10, 1 << 20)
+SUMMARY_SIZES = (8, 64 << 10, 1 << 20, 64 << 20)
+GOAL_FROM, GOAL_RATIO = 1 << 20, 1.5
+ITEMSIZE = 8  # float64
+MMAP_MAX = 32 << 20  # glibc maps arrays this big afresh on every allocation
+FIELDS = ["op", "bytes", "count", "ranks", "plan", "reps", "native_us", "wacoll_us",
+          "ratio", "native_min_us", "wacoll_min_us", "native_p75_us", "wacoll_p75_us",
+          "ok", "load1", "command"]
+
+
+# ------------------------------------------------------------------ arguments
+def parse_size(text):
+    """``"64K"`` -> 65536; suffixes K, M, G (powers of 1024), optional B/iB."""
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    scale = 1
+    for suffix, factor in (("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30)):
+        if t.endswith(suffix):
+            t, scale = t[:-1], factor
+            break
+    try:
+        value = int(float(t) * scale)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"size must be >= 1 byte: {text!r}")
+    return value
+
+
+def human(nbytes):
+    """8 -> '8 B', 65536 -> '64 KiB'."""
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= factor and nbytes % factor == 0:
+            return f"{nbytes // factor} {unit}"
+    return f"{nbytes} B"
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", type=lambda s: [parse_size(x) for x in s.split(",") if x],
+                   help="comma-separated message sizes in bytes per rank (8,1K,4M,...); "
+                        "rounded down to whole float64 elements")
+    p.add_argument("--ops", type=lambda s: [x for x in s.split(",") if x],
+                   help="comma-separated operations: " + ",".join(OPS))
+    p.add_argument("--reps", type=int, default=200,
+                   help="most repetitions per size (fewer for large sizes; default 200)")
+    p.add_argument("--min-reps", type=int, default=5,
+                   help="fewest repetitions per size, whatever the budget (default 5)")
+    p.add_argument("--budget", type=float, default=150.0,
+                   help="seconds for the timed sweep, shared out over the sizes "
+                        "(default 150; the analysis adds ~20-40 s)")
+    p.add_argument("--family", help="wacoll plan family (default: wacoll's choice)")
+    p.add_argument("--clusters", type=lambda s: [int(x) for x in s.split(",")],
+                   help="explicit topology as cluster sizes, e.g. 2,2 (default: "
+                        "discovered, one cluster per node)")
+    p.add_argument("--segment-size", type=lambda t: 0 if t.strip() == "0" else parse_size(t),
+                   help="wacoll.Comm(segment_size=...) for the sweep (0: never cut; "
+                        "default: wacoll's)")
+    p.add_argument("--level", choices=("strict", "associative", "commutative"),
+                   help="wacoll.Comm(level=...) (default: wacoll's, strict); the data "
+                        "are small integers, exact at every level")
+    p.add_argument("--quick", action="store_true",
+                   help=f"smoke run: sizes {','.join(human(s) for s in QUICK_SIZES)}, "
+                        "few repetitions, short analysis")
+    p.add_argument("--wait-idle", type=float, default=0.0, metavar="SECONDS",
+                   help="first wait up to SECONDS for the machine to be idle (other jobs "
+                        "using < 10%% of the CPUs for 3 s); default: do not wait")
+    p.add_argument("--no-analysis", action="store_true", help="skip the analysis")
+    p.add_argument("--no-write", action="store_true", help="write no result files")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.sizes = args.sizes or list(QUICK_SIZES)
+        args.reps = min(args.reps, 60)
+        args.min_reps = min(args.min_reps, 3)
+        args.budget = min(args.budget, 30.0)
+    args.sizes = sorted(set(args.sizes or DEFAULT_SIZES))
+    names = {op.lower(): op for op in OPS}
+    try:
+        args.ops = [names[o.lower()] for o in (args.ops or OPS)]
+    except KeyError as exc:
+        p.error(f"unknown operation {exc.args[0]!r}; choose from {', '.join(OPS)}")
+    if args.reps < 1 or args.min_reps < 1:
+        p.error("--reps and --min-reps must be >= 1")
+    return args
+
+
+def git_revision():
+    """The checkout's commit, and whether the working tree differs (read-only git)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                                "--untracked-files=no", "wacoll"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "(unknown revision)"
+    return f"{head or '?'}{' + uncommitted changes' if dirty else ''}"
+
+
+def command_line(size):
+    """The command that produced this run (mpiexec reconstructed)."""
+    def rel(path):
+        try:
+            return os.path.relpath(path)
+        except ValueError:
+            return str(path)
+    python = Path(sys.executable)
+    mpiexec = python.parent / "mpiexec"
+    launcher = rel(mpiexec) if mpiexec.exists() else "mpiexec"
+    return " ".join([launcher, "-n", str(size), rel(python)] +
+                    [shlex.quote(a) for a in sys.argv])
+
+
+def result_stem(args, size):
+    stem = f"collectives-n{size}"
+    if args.family:
+        stem += f"-{args.family}"
+    if args.clusters:
+        stem += "-c" + "x".join(map(str, args.clusters))
+    if args.segment_size is not None:
+        stem += f"-seg{args.segment_size}"
+    if args.level:
+        stem += f"-{args.level}"
+    if args.quick:
+        stem += "-quick"
+    return stem
+
+
+# ------------------------------------------------------------------ MPI helpers
+def import_wacoll(world):
+    """Import wacoll one rank after another.
+
+    The editable install rebuilds the extension modules on import; ranks importing
+    at once race on the build. Rank 0 goes first; an import failure aborts the job
+    instead of leaving the other ranks waiting.
+    """
+    try:
+        if world.rank == 0:
+            import wacoll  # noqa: F401
+        world.Barrier()
+        import wacoll
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+        world.Abort(1)
+    return wacoll
+
+
+def idle_until(world, rank0_work):
+    """Run ``rank0_work()`` on rank 0 while the other ranks sleep, not busy-poll."""
+    result = None
+    if world.rank == 0:
+        result = rank0_work()
+    req = world.Ibarrier()
+    while not req.Test():
+        time.sleep(0.0005)
+    return result
+
+
+def comm_options(args, **override):
+    """The wacoll.Comm keyword arguments this run asks for."""
+    opts = {}
+    if args.family:
+        opts["family"] = args.family
+    if args.level:
+        opts["level"] = args.level
+    if args.segment_size is not None:
+        opts["segment_size"] = args.segment_size
+    opts.update(override)
+    return opts
+
+
+def used_plan(wc, op):
+    """The plan ``wc``'s latest call of ``op`` ran."""
+    plan = getattr(wc, "last_plan", None)
+    if plan is not None and plan.op == op:
+        return plan
+    plan_for = getattr(wc, "plan_for", None)
+    return plan_for(op) if plan_for else plan
+
+
+def plan_label(plan):
+    if plan is None:
+        return "?"
+    seg = f" ({plan.nblocks} blocks)" if plan.op in ("bcast", "reduce", "allreduce") \
+        and plan.nblocks > 1 else ""
+    return f"{plan.family}/{plan.algorithm}{seg}"
+
+
+def load1():
+    """The 1-minute load average (other jobs on the machine add noise)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return float("nan")
+
+
+def busy_neighbours():
+    """Other processes using CPU now (not this job's ranks), as 'pid:name %cpu'."""
+    import subprocess
+
+    try:
+        ps = subprocess.run(["ps", "-eo", "pid,ppid,pcpu,comm", "--sort=-pcpu"],
+                            capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    mine = {os.getpid(), os.getppid()}
+    busy = []
+    for line in ps.splitlines()[1:]:
+        pid, ppid, cpu, comm = line.split(None, 3)
+        if float(cpu) >= 10 and int(pid) not in mine and int(ppid) not in mine:
+            busy.append(f"{comm}:{pid} {cpu}%")
+    return ", ".join(busy[:6]) or "none"
+
+
+def cpu_idle_fraction(interval=1.0):
+    """Fraction of CPU time idle over ``interval`` seconds (Linux /proc/stat)."""
+    def sample():
+        with open("/proc/stat") as fh:
+            fields = [int(x) for x in fh.readline().split()[1:]]
+        return fields[3] + fields[4], sum(fields)  # idle + iowait, total
+    idle0, total0 = sample()
+    time.sleep(interval)
+    idle1, total1 = sample()
+    return (idle1 - idle0) / max(total1 - total0, 1)
+
+
+def wait_idle(world, seconds):
+    """Rank 0 waits up to ``seconds`` for 3 idle seconds in a row; the others sleep."""
+    def rank0():
+        end = time.perf_counter() + seconds
+        streak = 0
+        while time.perf_counter() < end:
+            try:
+                idle = cpu_idle_fraction()
+            except OSError:
+                return None
+            streak = streak + 1 if idle >= 0.9 else 0
+            if streak >= 3:
+                return True
+        return False
+    return idle_until(world, rank0)
+
+
+def best_per_call(fn, seconds=0.2, min_calls=20):
+    """Smallest mean time per call of ``fn`` over batches (local, no communication)."""
+    calls = 1
+    while True:
+        t = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        elapsed = time.perf_counter() - t
+        if elapsed > 0.02 or calls >= 1 << 20:
+            break
+        calls *= 4
+    best = elapsed / calls
+    end = time.perf_counter() + seconds
+    n = 0
+    while time.perf_counter() < end or n < 3:
+        t = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - t) / calls)
+        n += 1
+    return best
+
+
+def interleaved(world, calls, reps):
+    """Time ``calls`` (list of callables) interleaved, rotating the order each rep.
+
+    Returns an array (reps, len(calls)) of max-over-ranks seconds.
+    """
+    from mpi4py import MPI
+
+    k = len(calls)
+    local = np.empty((reps, k))
+    for r in range(reps):
+        for j in range(k):
+            which = (r + j) % k
+            world.Barrier()
+            t = time.perf_counter()
+            calls[which]()
+            local[r, which] = time.perf_counter() - t
+    worst = np.empty_like(local)
+    world.Allreduce(local, worst, op=MPI.MAX)
+    return worst
+
+
+# ------------------------------------------------------------------ operations
+def values(count, rank, salt=0):
+    """float64 small integers: every summation order gives the same bits."""
+    return ((np.arange(count, dtype=np.int64) * 7 + rank * 13 + salt) % 1021).astype(
+        np.float64)
+
+
+class Case:
+    """Buffers and calls of one operation at one size, native and wacoll."""
+
+    def __init__(self, opname, count, world, native, wc):
+        from mpi4py import MPI
+
+        self.opname, self.count = opname, count
+        P, me = world.size, world.rank
+        self.root = 0
+        self.defined = True  # does this rank have an output to compare?
+        if opname == "Bcast":
+            fill = values(count, 0)
+            self.nbuf, self.wbuf = fill.copy(), fill.copy()
+            self.native = lambda: native.Bcast(self.nbuf, root=0)
+            self.wacoll = lambda: wc.Bcast(self.wbuf, root=0)
+            self.outputs = (self.nbuf, self.wbuf)
+            self.expected = fill
+            self.fresh = (None if me == 0 else (self.nbuf, self.wbuf))
+        elif opname in ("Reduce", "Allreduce"):
+            self.send = values(count, me)
+            self.nout = np.zeros(count)
+            self.wout = np.zeros(count)
+            if opname == "Reduce":
+                self.native = lambda: native.Reduce(self.send, self.nout, op=MPI.SUM,
+                                                    root=0)
+                self.wacoll = lambda: wc.Reduce(self.send, self.wout, op=MPI.SUM, root=0)
+                self.defined = me == 0
+            else:
+                self.native = lambda: native.Allreduce(self.send, self.nout, op=MPI.SUM)
+                self.wacoll = lambda: wc.Allreduce(self.send, self.wout, op=MPI.SUM)
+            self.outputs = (self.nout, self.wout)
+            self.expected = sum(values(count, r) for r in range(P))
+            self.fresh = (self.nout, self.wout)
+        elif opname == "Allgather":
+            self.send = values(count, me)
+            self.nout = np.zeros(count * P)
+            self.wout = np.zeros(count * P)
+            self.native = lambda: native.Allgather(self.send, self.nout)
+            self.wacoll = lambda: wc.Allgather(self.send, self.wout)
+            self.outputs = (self.nout, self.wout)
+            self.expected = np.concatenate([values(count, r) for r in range(P)])
+            self.fresh = (self.nout, self.wout)
+        else:
+            raise ValueError(opname)
+
+    def check(self, world):
+        """Run both once on fresh outputs; True on every rank if wacoll == native."""
+        from mpi4py import MPI
+
+        if self.fresh:
+            for buf in self.fresh:
+                buf.fill(np.nan)
+        self.native()
+        self.wacoll()
+        ok = True
+        if self.defined:
+            n, w = self.outputs
+            ok = (np.array_equal(n, w) and np.array_equal(w, self.expected))
+        return world.allreduce(ok, op=MPI.LAND)
+
+
+# ------------------------------------------------------------------ the sweep
+def sweep(args, world, native, wc, out):
+    from mpi4py import MPI
+
+    P = world.size
+    cmd = command_line(P)
+    # size-major, so that a budget squeezed by load shortens the largest sizes of
+    # every operation alike
+    points = [(op, s) for s in args.sizes for op in args.ops]
+    rows = []
+    # warm up the code paths, the MPI connections and the CPU clock before timing
+    warm = [Case(op, 1, world, native, wc) for op in args.ops]
+    interleaved(world, [c for case in warm for c in (case.native, case.wacoll)],
+                20 if args.quick else 100)
+    del warm
+    start = time.perf_counter()
+    for i, (opname, nbytes) in enumerate(points):
+        count = max(1, nbytes // ITEMSIZE)
+        case = Case(opname, count, world, native, wc)
+        ok = case.check(world)  # also the first warm-up (wacoll builds its plan)
+        label = plan_label(used_plan(wc, opname.lower()))
+        world.Barrier()
+        t = time.perf_counter()
+        case.native()
+        case.wacoll()
+        t = world.allreduce(time.perf_counter() - t, op=MPI.MAX)
+        spent = world.allreduce(time.perf_counter() - start, op=MPI.MAX)
+        left = max(args.budget - spent, 0.0)
+        per_point = left / (len(points) - i)
+        reps = int(per_point / max(t, 1e-9))
+        reps = max(args.min_reps, min(args.reps, reps))
+        worst = interleaved(world, [case.native, case.wacoll], reps)
+        nat, wac = worst[:, 0] * 1e6, worst[:, 1] * 1e6
+        row = {"op": opname, "bytes": count * ITEMSIZE, "count": count, "ranks": P,
+               "plan": label, "reps": reps,
+               "native_us": float(np.median(nat)), "wacoll_us": float(np.median(wac)),
+               "native_min_us": float(nat.min()), "wacoll_min_us": float(wac.min()),
+               "native_p75_us": float(np.percentile(nat, 75)),
+               "wacoll_p75_us": float(np.percentile(wac, 75)),
+               "ok": bool(ok), "load1": load1(), "command": cmd}
+        row["ratio"] = row["wacoll_us"] / row["native_us"]
+        rows.append(row)
+        if world.rank == 0:
+            print(f"  {opname:<10}{human(count * ITEMSIZE):>9}  native {row['native_us']:>11.1f} us"
+                  f"  wacoll {row['wacoll_us']:>11.1f} us  x{row['ratio']:.2f}  reps {reps}"
+                  f"{'' if ok else '  RESULT MISMATCH'}", file=sys.stderr, flush=True)
+        del case
+    order = {op: i for i, op in enumerate(args.ops)}
+    return sorted(rows, key=lambda r: (order[r["op"]], r["bytes"]))
+
+
+def table(rows, out):
+    out(f"{'op':<10} {'bytes':>9} {'native us':>11} {'wacoll us':>11} {'ratio':>7} "
+        f"{'min ratio':>9} {'reps':>5}  ok   wacoll plan")
+    for r in rows:
+        out(f"{r['op']:<10} {human(r['bytes']):>9} {r['native_us']:>11.1f} "
+            f"{r['wacoll_us']:>11.1f} {r['ratio']:>7.2f} "
+            f"{r['wacoll_min_us'] / r['native_min_us']:>9.2f} {r['reps']:>5}  "
+            f"{'yes' if r['ok'] else 'NO ':<4} {r['plan']}")
+    out("(times: median over repetitions of the max over ranks; 'min ratio': ratio of "
+        "the fastest repetitions, less sensitive to load)")
+
+
+def summary(rows, out):
+    by = {(r["op"], r["bytes"]): r for r in rows}
+    ops = list(dict.fromkeys(r["op"] for r in rows))
+    sizes = [s for s in SUMMARY_SIZES if any((op, s) in by for op in ops)]
+    out("ratio wacoll/native at selected sizes:")
+    out(f"{'op':<10}" + "".join(f"{human(s):>10}" for s in sizes) +
+        f"{'8 B overhead':>16}   goal (<= {GOAL_RATIO}x from {human(GOAL_FROM)})")
+    for op in ops:
+        cells = "".join(f"{by[(op, s)]['ratio']:>10.2f}" if (op, s) in by else f"{'-':>10}"
+                        for s in sizes)
+        small = min((r for r in rows if r["op"] == op), key=lambda r: r["bytes"])
+        over = small["wacoll_us"] - small["native_us"]
+        big = [r for r in rows if r["op"] == op and r["bytes"] >= GOAL_FROM]
+        if big:
+            worst = max(big, key=lambda r: r["ratio"])
+            goal = ("met" if worst["ratio"] <= GOAL_RATIO else
+                    f"missed (worst x{worst['ratio']:.2f} at {human(worst['bytes'])})")
+        else:
+            goal = "n/a"
+        out(f"{op:<10}{cells}{over:>13.1f} us   {goal}")
+    out(f"(8 B overhead = wacoll - native median at {human(min(r['bytes'] for r in rows))})")
+
+
+def write_csv(rows, path):
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=FIELDS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.3f}" if isinstance(v, float) else v)
+                        for k, v in r.items()})
+
+
+def plot(rows, path, title):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for op in dict.fromkeys(r["op"] for r in rows):
+        pts = [(r["bytes"], r["ratio"]) for r in rows if r["op"] == op]
+        ax.plot(*zip(*pts), marker="o", label=op)
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.axhline(GOAL_RATIO, color="red", lw=0.8, ls="--", label=f"goal {GOAL_RATIO}x")
+    ax.axvline(GOAL_FROM, color="red", lw=0.8, ls=":")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    sizes = sorted({r["bytes"] for r in rows})
+    ax.set_xticks(sizes)
+    ax.set_xticklabels([human(s).replace(" ", "") for s in sizes], rotation=45,
+                       fontsize=8)
+    ax.set_xlabel("message size per rank")
+    ax.set_ylabel("wacoll time / native time (median)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------ analysis
+def replay(plan, comm, inbuf, outbuf):
+    """The same plan as a minimal mpi4py program: one block, SUM, no checks.
+
+    A floor for any Python executor of this plan over mpi4py point-to-point.
+    """
+    from mpi4py import MPI
+
+    bufs = {"in": inbuf, "out": outbuf}
+    sends = []
+    for step in plan.programs[comm.rank]:
+        kind = step.kind
+        if kind == "send":
+            sends.append(comm.Isend(bufs[step.src], dest=step.peer, tag=1))
+        elif kind == "recv":
+            comm.Recv(bufs.setdefault(step.dst, np.empty_like(outbuf)), source=step.peer,
+                      tag=1)
+        elif kind == "recv_combine":
+            tmp = np.empty_like(outbuf)
+            comm.Recv(tmp, source=step.peer, tag=1)
+            dst = bufs.setdefault(step.dst, np.empty_like(outbuf))
+            np.add(dst, tmp, out=dst)
+        elif kind == "copy":
+            bufs.setdefault(step.dst, np.empty_like(outbuf))[:] = bufs[step.src]
+        else:
+            dst = bufs.setdefault(step.dst, np.empty_like(outbuf))
+            np.add(dst, bufs[step.src], out=dst)
+    MPI.Request.Waitall(sends)
+
+
+def small_analysis(args, world, native, wacoll, topology, out):
+    """Where the time of an 8-byte Allreduce goes."""
+    from mpi4py import MPI
+
+    P, me = world.size, world.rank
+    wv = wacoll.Comm(world, topology, **comm_options(args))
+    wn = wacoll.Comm(world, topology, **comm_options(args, validate=False))
+    send, nout = np.array([1.0 + me]), np.zeros(1)
+    wout, vout, rout = np.zeros(1), np.zeros(1), np.zeros(1)
+    wv.Allreduce(send, wout, op=MPI.SUM)
+    wn.Allreduce(send, vout, op=MPI.SUM)
+    plan = used_plan(wv, "allreduce")
+    rcomm = world.Dup()
+    calls = [lambda: native.Allreduce(send, nout, op=MPI.SUM),
+             lambda: wv.Allreduce(send, wout, op=MPI.SUM),
+             lambda: wn.Allreduce(send, vout, op=MPI.SUM),
+             lambda: replay(plan, rcomm, send, rout)]
+    for c in calls:
+        c()
+    ok = world.allreduce(bool(nout[0] == wout[0] == vout[0] == rout[0]), op=MPI.LAND)
+    flags = np.zeros(3, np.int64)
+    agree_only = lambda: wn.mpi_comm.Allreduce(MPI.IN_PLACE, flags, op=MPI.MAX)  # noqa
+    calls.append(agree_only)
+    reps = 60 if args.quick else 400
+    worst = interleaved(world, calls, reps)
+    med = np.median(worst, axis=0) * 1e6
+    t_nat, t_val, t_noval, t_replay, t_agree = med
+    out(f"Small messages: Allreduce of 8 B on {P} ranks, {plan.family}/{plan.algorithm} "
+        f"({plan.check().messages} messages), median of {reps} interleaved reps, "
+        f"max over ranks{'' if ok else '  (RESULT MISMATCH)'}:")
+    out(f"  native MPI Allreduce                          {t_nat:9.1f} us")
+    out(f"  minimal mpi4py replay of the same plan        {t_replay:9.1f} us   "
+        f"(algorithm + mpi4py p2p floor: +{t_replay - t_nat:.1f} us over native)")
+    out(f"  wacoll.Comm(validate=False)                   {t_noval:9.1f} us   "
+        f"(+{t_noval - t_replay:.1f} us over the replay: wacoll's Python per call)")
+    out(f"  wacoll.Comm(validate=True)  [default]         {t_val:9.1f} us   "
+        f"(+{t_val - t_noval:.1f} us: the argument agreement)")
+    out(f"  agreement collective alone (Allreduce 3xi64)  {t_agree:9.1f} us")
+
+    # local phases on rank 0 (others sleep, so rank 0 has a core)
+    def local():
+        res = {}
+        import zlib
+
+        from wacoll import executor
+        from wacoll.plans import operations as ops
+
+        try:
+            prep = lambda: wv._reduction("allreduce", send, wout, MPI.SUM, None)  # noqa
+            res["parse buffers + checks (_reduction)"] = best_per_call(prep)
+            p = prep()
+            sig = (p.op, p.root, p.count, p.dtype.str, p.level, "SUM", None, ())
+            res["signature repr + crc32"] = best_per_call(
+                lambda: zlib.crc32(repr(sig).encode()))
+            res["plan lookup (_plan, cached)"] = best_per_call(
+                lambda: wv._plan(p, None, {}))
+            res["plan.check() (cached)"] = best_per_call(plan.check)
+
+            def setup():
+                nb = plan.nblocks
+                io_ = executor.default_offsets(
+                    ops.in_blocks(plan.op, P, plan.root, nb, me), plan.counts)
+                oo = executor.default_offsets(
+                    ops.out_blocks(plan.op, P, plan.root, nb, me), plan.counts)
+                executor._compiled(plan, me, io_, oo)
+            res["executor: offsets + compiled lookup"] = best_per_call(setup)
+            a, b = np.ones(1), np.ones(1)
+            from wacoll import _kernels
+            res["kernel reduce_into (1 element)"] = best_per_call(
+                lambda: _kernels.reduce_into(MPI.SUM, a, b))
+            res["numpy np.add(out=) (1 element)"] = best_per_call(
+                lambda: np.add(a, b, out=b))
+            res["MPI.Op.Reduce_local (1 element)"] = best_per_call(
+                lambda: MPI.SUM.Reduce_local(a, b))
+            sc = MPI.COMM_SELF
+            buf = np.zeros(1)
+
+            def selfmsg():
+                r = sc.Irecv(buf, source=0, tag=3)
+                s = sc.Isend(a, dest=0, tag=3)
+                MPI.Request.Waitall([r, s])
+            res["mpi4py Irecv+Isend+Waitall to self"] = best_per_call(selfmsg)
+        except AttributeError as exc:  # private internals moved
+            res[f"(phase timing unavailable: {exc})"] = float("nan")
+        return res
+
+    res = idle_until(world, local)
+    if me == 0:
+        out("  local per-call costs on rank 0 (no communication, best of batches):")
+        for name, sec in res.items():
+            out(f"    {name:<44}{sec * 1e6:9.2f} us")
+    phases_small(args, world, wv, send, wout, out)
+    profile_small(args, world, wv, send, wout, out)
+    for c in (wv, wn):
+        c.Free()
+    rcomm.Free()
+
+
+class PhaseTimer:
+    """Wall-clock time of a Comm's call phases, by wrapping its methods at run time.
+
+    Wraps the instance's ``_call`` (whole call), ``_agree`` (argument agreement),
+    ``_plan`` (plan lookup) and the ``run_program`` that :mod:`wacoll.comm` calls
+    (the executor); each wrapper costs ~0.2 us. Nothing in wacoll's files changes.
+    """
+
+    NAMES = ("_call", "_agree", "_plan", "run_program")
+
+    def __init__(self, wc):
+        import wacoll.comm as comm_module
+
+        self.wc, self.module = wc, comm_module
+        self.acc = dict.fromkeys(self.NAMES, 0.0)
+        self.orig_run = comm_module.run_program
+        for name in self.NAMES[:3]:
+            setattr(wc, name, self._wrap(getattr(wc, name), name))
+        comm_module.run_program = self._wrap(self.orig_run, "run_program")
+
+    def _wrap(self, fn, name):
+        acc, clock = self.acc, time.perf_counter
+
+        def timed(*a, **k):
+            t = clock()
+            try:
+                return fn(*a, **k)
+            finally:
+                acc[name] += clock() - t
+        return timed
+
+    def restore(self):
+        for name in self.NAMES[:3]:
+            self.wc.__dict__.pop(name, None)
+        self.module.run_program = self.orig_run
+
+
+def phases_small(args, world, wc, send, outbuf, out):
+    """Per-phase wall time of small Allreduce calls, every rank, no profiler."""
+    from mpi4py import MPI
+
+    n = 200 if args.quick else 1000
+    try:
+        timer = PhaseTimer(wc)
+    except AttributeError as exc:
+        out(f"  (phase timing unavailable: {exc})")
+        return
+    world.Barrier()
+    t = time.perf_counter()
+    for _ in range(n):
+        wc.Allreduce(send, outbuf, op=MPI.SUM)
+    t = time.perf_counter() - t
+    timer.restore()
+    a = timer.acc
+    mine = np.array([t, a["_call"] - a["_agree"] - a["_plan"] - a["run_program"],
+                     a["_agree"], a["_plan"], a["run_program"]]) / n * 1e6
+    allr = np.array(world.gather(mine, root=0) or [])
+    if world.rank == 0:
+        out(f"  wall time per phase, {n} back-to-back Allreduce calls of 8 B "
+            f"(validate=True), us per call (methods wrapped with timers):")
+        out("    rank   per call   prep+signature   agreement   plan lookup   executor")
+        for r, row in enumerate(allr):
+            out(f"    {r:>4} {row[0]:>10.1f} {row[1]:>16.1f} {row[2]:>11.1f} "
+                f"{row[3]:>13.1f} {row[4]:>10.1f}")
+        m = allr.mean(axis=0)
+        out(f"    mean {m[0]:>10.1f} {m[1]:>16.1f} {m[2]:>11.1f} {m[3]:>13.1f} "
+            f"{m[4]:>10.1f}")
+
+
+def profile_small(args, world, wc, send, outbuf, out):
+    from mpi4py import MPI
+
+    n = 200 if args.quick else 1000
+    prof = cProfile.Profile() if world.rank == 0 else None
+    world.Barrier()
+    if prof:
+        prof.enable()
+    t = time.perf_counter()
+    for _ in range(n):
+        wc.Allreduce(send, outbuf, op=MPI.SUM)
+    t = time.perf_counter() - t
+    if prof:
+        prof.disable()
+        stream = io.StringIO()
+        stats = pstats.Stats(prof, stream=stream)
+        out(f"  cProfile, rank 0 only, {n} Allreduce calls of 8 B: {t / n * 1e6:.1f} us "
+            f"per call under the profiler. mpi4py's Cython methods are invisible to "
+            f"cProfile: their time (MPI calls and waiting) counts as the own time of the "
+            f"wacoll function calling them. Cumulative time per call:")
+        wanted = {("comm.py", "_call"): "Comm._call (whole call)",
+                  ("comm.py", "<lambda>"): "  prep (Allreduce's lambda -> _reduction)",
+                  ("comm.py", "_agree"): "  _agree (crc + Allreduce of 3 int64)",
+                  ("comm.py", "_run"): "  _run",
+                  ("comm.py", "_plan"): "    _plan (cached lookup)",
+                  ("executor.py", "run_program"): "    run_program (executor)"}
+        for (file, func), label in wanted.items():
+            for k, v in stats.stats.items():
+                if k[0].endswith(file) and k[2] == func:
+                    out(f"    {label:<44}{v[3] / n * 1e6:8.1f} us  (own {v[2] / n * 1e6:6.1f})")
+                    break
+        stats.sort_stats("tottime").print_stats(14)
+        lines = [ln for ln in stream.getvalue().splitlines() if ln.strip()]
+        start = next(i for i, ln in enumerate(lines) if "ncalls" in ln)
+        out("  top functions by own time:")
+        for ln in lines[start:]:
+            out("    " + ln.replace(str(Path.cwd()) + "/", "")[:150])
+
+
+def plan_work(plan, rank):
+    """Per-call work of ``rank``'s program as the executor runs it (its internals).
+
+    Returns elements freshly allocated (scratch buffers and receive temporaries),
+    copied by copy steps, packed (sends/copies of non-contiguous blocks), and
+    combined by kernels; None if the executor's internals moved.
+    """
+    try:
+        from wacoll import executor
+        from wacoll.plans import operations as ops
+
+        nb, P, counts = plan.nblocks, plan.size, plan.counts
+        io_ = executor.default_offsets(ops.in_blocks(plan.op, P, plan.root, nb, rank), counts)
+        oo = executor.default_offsets(ops.out_blocks(plan.op, P, plan.root, nb, rank), counts)
+        comp = executor._Compiled(plan, rank, io_, oo)
+        sizes = list(comp.scratch_sizes.values())
+        work = {"copy": 0, "pack": 0, "combine": 0}
+        for step, n, src, dst, direct in comp.steps:
+            if step.kind in ("recv", "recv_combine") and not direct:
+                sizes.append(n)
+            if step.kind == "copy":
+                work["copy"] += n
+            if step.kind in ("send", "copy", "combine") and src and len(src[1]) > 1:
+                work["pack"] += n
+            if step.kind in ("recv_combine", "combine"):
+                work["combine"] += n
+        work["alloc"], work["allocs"] = sum(sizes), len(sizes)
+        work["big"] = sum(n for n in sizes if n * ITEMSIZE >= MMAP_MAX)
+        return work
+    except (AttributeError, ImportError, TypeError, ValueError):
+        return None
+
+
+def step_times(records):
+    """Per-call seconds by step kind, plus 'rest' and 'total', from tracer records."""
+    agg, total, calls = {}, 0.0, 0
+    for rec in records:
+        dur = rec["end"] - rec["start"]
+        if rec["cat"] == "operation":
+            total += dur
+            calls += 1
+        else:
+            kind = rec["name"].split()[0]
+            agg[kind] = agg.get(kind, 0.0) + dur
+    calls = max(calls, 1)
+    per = {k: v / calls for k, v in agg.items()}
+    per["rest"] = (total - sum(agg.values())) / calls
+    per["total"] = total / calls
+    return per, calls
+
+
+def large_analysis(args, world, native, wacoll, topology, nbytes, out):
+    """Where the time of a large Allreduce / Bcast goes: copies, kernels, transfer."""
+    from mpi4py import MPI
+
+    from wacoll import _kernels
+
+    P, me = world.size, world.rank
+    count = nbytes // ITEMSIZE
+    out(f"Large messages: {human(nbytes)} per rank on {P} ranks")
+
+    # local kernels and copies on rank 0 alone
+    def local():
+        a, b = values(count, 1), values(count, 2)
+        reps = 3
+        def best(fn):
+            ts = []
+            for _ in range(reps):
+                t = time.perf_counter()
+                fn()
+                ts.append(time.perf_counter() - t)
+            return min(ts)
+        return {
+            "kernel reduce_into(SUM) (wacoll._kernels)": best(
+                lambda: _kernels.reduce_into(MPI.SUM, a, b)),
+            "numpy np.add(b, a, out=b)": best(lambda: np.add(b, a, out=b)),
+            "MPI.SUM.Reduce_local": best(lambda: MPI.SUM.Reduce_local(a, b)),
+            "copy: wacoll._kernels.copy_into": best(lambda: _kernels.copy_into(a, b)),
+            "copy: np.copyto": best(lambda: np.copyto(b, a)),
+            "fresh buffer: np.empty + first touch": best(lambda: np.empty(count).fill(0)),
+            "reused buffer: fill": best(lambda: b.fill(0)),
+        }
+    res = idle_until(world, local)
+    if me == 0:
+        out("  local on rank 0 (others asleep), best of 3:")
+        for name, sec in res.items():
+            out(f"    {name:<44}{sec * 1e3:9.2f} ms  ({nbytes / sec / 1e9:5.2f} GB/s)")
+
+    # point-to-point transfer 0 <-> 1, other ranks asleep
+    buf = np.zeros(count)
+    ppcomm = world.Dup()
+
+    def pingpong():
+        ts = []
+        for _ in range(3):
+            t = time.perf_counter()
+            if me == 0:
+                ppcomm.Send(buf, dest=1, tag=5)
+                ppcomm.Recv(buf, source=1, tag=5)
+            elif me == 1:
+                ppcomm.Recv(buf, source=0, tag=5)
+                ppcomm.Send(buf, dest=0, tag=5)
+            ts.append((time.perf_counter() - t) / 2)
+        return min(ts)
+    if P >= 2:
+        one_way = None
+        if me <= 1:
+            one_way = pingpong()
+        req = world.Ibarrier()
+        while not req.Test():
+            time.sleep(0.0005)
+        if me == 0:
+            out(f"    one message rank 0 -> 1 (ping-pong / 2)     {one_way * 1e3:9.2f} ms  "
+                f"({nbytes / one_way / 1e9:5.2f} GB/s)")
+    ppcomm.Free()
+    del buf
+
+    # executor step times from wacoll's tracer
+    wd = wacoll.Comm(world, topology, **comm_options(args))
+    if args.segment_size == 0:
+        wv = wacoll.Comm(world, topology, **comm_options(args, segment_size=None))
+        wv_label = "wacoll's default segment_size"
+    else:
+        wv = wacoll.Comm(world, topology, **comm_options(args, segment_size=0))
+        wv_label = "segment_size=0 (unsegmented)"
+    wt = wacoll.Comm(world, topology, **comm_options(args, trace=True))
+    wcpu = wacoll.Comm(world, topology, **comm_options(args, trace=True))
+    wcpu.tracer = type(wt.tracer)(clock=time.process_time)
+    send = values(count, me)
+    nout, wout = np.zeros(count), np.zeros(count)
+    for opname, call in (
+            ("Allreduce", lambda c, o: c.Allreduce(send, o, op=MPI.SUM)),
+            ("Bcast", lambda c, o: c.Bcast(o, root=0))):
+        calls = [lambda: call(native, nout), lambda: call(wd, wout), lambda: call(wv, wout)]
+        for c in calls[1:]:
+            c()
+        reps = 3 if args.quick else 5
+        worst = interleaved(world, calls, reps)
+        med = np.median(worst, axis=0) * 1e3
+        plan = used_plan(wd, opname.lower())
+        vplan = used_plan(wv, opname.lower())
+        traced = {}
+        for name, tc in (("wall", wt), ("cpu", wcpu)):
+            call(tc, wout)
+            tc.tracer.records.clear()
+            for _ in range(2 if args.quick else 3):
+                world.Barrier()
+                call(tc, wout)
+            traced[name] = step_times(tc.tracer.records)
+        everyone = world.gather(traced, root=0)
+        work = world.gather(plan_work(plan, me), root=0)
+        if me == 0:
+            out(f"  {opname} {human(nbytes)}: native {med[0]:.2f} ms; wacoll "
+                f"{plan_label(plan)} {med[1]:.2f} ms (x{med[1] / med[0]:.2f}); "
+                f"{wv_label}: {plan_label(vplan)} {med[2]:.2f} ms "
+                f"(x{med[2] / med[0]:.2f}); medians of {reps} interleaved")
+            out(f"    {plan_label(plan)}, per rank and call, by step kind, wall ms / CPU ms "
+                "(tracer; 'recv*' includes waiting for the data and busy-polling, 'send' "
+                "only posting it, 'rest' = final Waitall of sends + setup; wall time "
+                "includes being descheduled):")
+            kinds = sorted({k for t in everyone for k in t["wall"][0]} - {"rest", "total"})
+            out("      rank " + "".join(f"{k:>18}" for k in kinds + ["rest", "total"]))
+            for r, t in enumerate(everyone):
+                cells = []
+                for k in kinds + ["rest", "total"]:
+                    wall, cpu = t["wall"][0].get(k, 0.0), t["cpu"][0].get(k, 0.0)
+                    cells.append(f"{wall * 1e3:>9.1f} /{cpu * 1e3:>7.1f}")
+                out(f"      {r:>4} " + "".join(cells))
+            if all(w is not None for w in work):
+                mib = ITEMSIZE / (1 << 20)
+                out("    per-call work of each rank's program (MiB): allocations (scratch + "
+                    f"receive temporaries; 'fresh' = arrays >= {human(MMAP_MAX)}, which "
+                    "glibc maps afresh on every call), copy steps, packing, kernel input")
+                for r, w in enumerate(work):
+                    out(f"      {r:>4}  alloc {w['alloc'] * mib:7.1f} in {w['allocs']:>4} "
+                        f"arrays, fresh {w['big'] * mib:6.1f}   copy {w['copy'] * mib:6.1f}"
+                        f"   pack {w['pack'] * mib:6.1f}   combine {w['combine'] * mib:6.1f}")
+                if res and any(w["big"] or w["copy"] for w in work):
+                    fault = max(res["fresh buffer: np.empty + first touch"] -
+                                res["reused buffer: fill"], 0.0) / nbytes
+                    big = max(w["big"] for w in work) * ITEMSIZE
+                    copy = max(w["copy"] for w in work) * ITEMSIZE
+                    out(f"    fresh pages cost {fault * (1 << 20) * 1e3:.3f} ms/MiB more than "
+                        f"reused ones: ~{big * fault * 1e3:.1f} ms per call on the rank with "
+                        f"most fresh arrays; its copy steps ~"
+                        f"{copy / nbytes * res['copy: np.copyto'] * 1e3:.1f} ms")
+    for c in (wd, wv, wt, wcpu):
+        c.Free()
+
+
+# ------------------------------------------------------------------ main
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    wacoll = import_wacoll(world)
+    P, me = world.size, world.rank
+    lines = []
+
+    def out(text=""):
+        if me == 0:
+            print(text, flush=True)
+            lines.append(text)
+
+    topology = wacoll.Topology.from_sizes(args.clusters) if args.clusters else None
+    wc = wacoll.Comm(world, topology, **comm_options(args))
+    native = world.Dup()
+    cmd = command_line(P)
+    cores = os.cpu_count() or 1
+    idle = wait_idle(world, args.wait_idle) if args.wait_idle > 0 else None
+    out(f"wacoll collectives vs native MPI on {P} ranks, {cores} cores"
+        f"{' (OVERSUBSCRIBED: busy-polling ranks share cores, expect noise)' if P > cores else ''}")
+    out(f"MPI: {MPI.Get_library_version().splitlines()[0].strip()}; mpi4py "
+        f"{__import__('mpi4py').__version__}; numpy {np.__version__}; Python "
+        f"{platform.python_version()}")
+    out(f"wacoll {git_revision()}: family {wc.family}, topology {wc.topology}, level "
+        f"{wc.level}, validate {wc.validate}, segment_size "
+        f"{getattr(wc, 'segment_size', None)}, large_message "
+        f"{getattr(wc, 'large_message', None)}")
+    if me == 0:
+        neighbours = busy_neighbours()
+    out(f"load average at start {load1()}; other busy processes: "
+        f"{neighbours if me == 0 else ''}" +
+        ("" if idle is None else "; waited for an idle machine: " +
+         ("found" if idle else f"NOT found within {args.wait_idle:.0f} s")))
+    out(f"float64 data; size = bytes per rank (Allgather receives {P}x); median over "
+        f"repetitions of the max over ranks; native and wacoll interleaved")
+    out()
+    t0 = time.perf_counter()
+    rows = sweep(args, world, native, wc, out)
+    sweep_s = time.perf_counter() - t0
+    table(rows, out)
+    out()
+    summary(rows, out)
+    if not all(r["ok"] for r in rows):
+        bad = ", ".join(f"{r['op']} {human(r['bytes'])}" for r in rows if not r["ok"])
+        out(f"RESULT MISMATCH (wacoll != native): {bad}")
+    out(f"sweep took {sweep_s:.0f} s; load average during the sweep "
+        f"{min(r['load1'] for r in rows)}..{max(r['load1'] for r in rows)}")
+    out(f"command: {cmd}")
+    wc.Free()
+    if not args.no_analysis:
+        out()
+        out("Where the time goes")
+        out("-------------------")
+        small_analysis(args, world, native, wacoll, topology, out)
+        out()
+        big = max(args.sizes)
+        large_analysis(args, world, native, wacoll, topology, max(big, 8 * ITEMSIZE), out)
+    total = time.perf_counter() - t0
+    out()
+    out(f"total {total:.0f} s")
+    native.Free()
+    if me == 0 and not args.no_write:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        stem = result_stem(args, P)
+        write_csv(rows, RESULTS / f"{stem}.csv")
+        loads = [r["load1"] for r in rows]
+        plot(rows, RESULTS / f"{stem}.png",
+             f"wacoll / native MPI, {P} ranks on {cores} cores, load average "
+             f"{min(loads)}..{max(loads)}\n{cmd}")
+        (RESULTS / f"{stem}.txt").write_text("\n".join(lines) + "\n")
+        print(f"wrote {RESULTS / stem}.csv, .png, .txt", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except SystemExit:
+        raise
+    except BaseException:
+        from mpi4py import MPI
+
+        traceback.print_exc()
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Abort(1)
