@@ -59,8 +59,12 @@ class _Model:
     def _local_costs(self):
         return self.recv_overhead, self.compute_rate
 
-    def _prepare(self, plan, messages):
-        """``(busy, delay, flows)`` per message; ``flows`` is None for simple models."""
+    def _prepare(self, plan, messages, columns):
+        """``(busy, delay, flows)`` per message; ``flows`` is None for simple models.
+
+        ``columns`` holds per-message lists (``src``, ``dst``, ``nbytes``, ``wide``;
+        see :class:`wacoll.plans._sim_engine._Structure`).
+        """
         busy, delay = self._costs(plan, messages)
         return busy, delay, None
 
@@ -308,48 +312,45 @@ class LinkModel(_Model):
             raise PlanError("the LinkModel's topology groups the ranks into other "
                             "clusters than the plan; build the plan on that topology")
 
-    def _prepare(self, plan, messages):
+    def _prepare(self, plan, messages, columns):
         """``(busy, delay, flows)``: per message the sender's occupancy and the delay
-        to arrival, and the wide-area flows as a :class:`_Flows`."""
+        from send start to arrival (for a wide-area message, the part its flow does
+        not cover), and the wide-area flows as a :class:`_Flows`."""
         self._check(plan)
-        topo, ovh, cl, buffered = self.topology, self.overhead, plan.clusters, self.buffered
+        ovh, lat = self.overhead, self.topology.intra.latency
         rates = [self.node_rate(r) for r in range(plan.size)]
-        lat = topo.intra.latency
-        n = len(messages)
-        busy, delay = [0.0] * n, [0.0] * n
-        flows = _Flows(n)
-        index, link_of, nbytes, caps = {}, flows.link, flows.nbytes, flows.cap
-        for k, m in enumerate(messages):
-            src, b = m.src, m.nbytes
-            if m.wide_area:
-                key = (cl[src], cl[m.dst])
-                j = index.get(key)
-                if j is None:
-                    j = index[key] = len(flows.links)
-                    flows.links.append(topo.wan_link(*key))
-                busy[k] = ovh + (b / rates[src] if buffered else 0.0)
-                delay[k] = ovh + flows.links[j].latency
-                if b > 0:  # zero-byte messages need no bandwidth: latency only
-                    link_of[k], nbytes[k], caps[k] = j, float(b), rates[src]
-            else:
-                t = ovh + b / rates[src]
-                busy[k] = t
-                delay[k] = t + lat
+        src, nbytes, wide = columns.src, columns.nbytes, columns.wide
+        if True not in wide:
+            busy = [ovh + b / rates[r] for r, b in zip(src, nbytes)]
+            return busy, [x + lat for x in busy], None
+        flows = _Flows(self, columns, rates)
+        if self.buffered:
+            busy = [ovh + b / rates[r] for r, b in zip(src, nbytes)]
+        else:  # the sender is busy until its flow has crossed
+            busy = [ovh if w else ovh + b / rates[r] for r, b, w in zip(src, nbytes, wide)]
+        m, cl, wan = columns.m, plan.clusters, flows.latency
+        delay = [ovh + wan[cl[r] * m + cl[d]] if w else x + lat
+                 for r, d, w, x in zip(src, columns.dst, wide, busy)]
         return busy, delay, flows
 
 
 class _Flows:
     """The wide-area flows of a plan under a :class:`LinkModel`.
 
-    ``links`` holds the :class:`~wacoll.topology.LinkParams` of each directed cluster pair
-    in use; per message, ``link`` is the index of its link (-1: not a flow),
-    ``nbytes`` its size and ``cap`` its sender's node rate.
+    A flow is a wide-area message of more than 0 bytes (zero-byte messages take
+    latency only); the plan's precompiled columns say which messages are flows and
+    number their directed cluster pairs ``a * m + b``. ``links`` and ``latency`` map
+    each pair in use to its :class:`~wacoll.topology.LinkParams` and its latency;
+    ``rates`` is each rank's node rate, the cap of its flows; ``wait``: the sender
+    waits for its flow to cross (``buffered=False``).
     """
 
-    __slots__ = ("links", "link", "nbytes", "cap")
+    __slots__ = ("links", "latency", "rates", "wait", "overhead")
 
-    def __init__(self, n):
-        self.links = []
-        self.link = [-1] * n
-        self.nbytes = [0.0] * n
-        self.cap = [0.0] * n
+    def __init__(self, model, columns, rates):
+        topo, m = model.topology, columns.m
+        self.links = {j: topo.wan_link(j // m, j % m) for j in columns.pairs}
+        self.latency = {j: link.latency for j, link in self.links.items()}
+        self.rates = rates
+        self.wait = not model.buffered
+        self.overhead = model.overhead

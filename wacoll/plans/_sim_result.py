@@ -109,7 +109,7 @@ class SimResult:
     def _build_events(self):
         plan = self.plan
         msgs = plan.messages()
-        mids = _structure(plan, msgs)[3]
+        mids = _structure(plan, msgs).mids
         st, en, arr = self._starts, self._ends, self.arrivals
         out = []
         g = 0

@@ -113,18 +113,23 @@ def simulate(plan, model=None) -> SimResult:
     plan.check()
     messages = plan.messages()
     # The simulation allocates many small acyclic objects; collecting cycles in the
-    # middle of it only costs time.
+    # middle of it only costs time. They are all gone before collecting resumes.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        rows, bases, nsteps, _ = _structure(plan, messages)
-        busy, delay, flows = model._prepare(plan, messages)
-        progs = _programs(plan, messages, rows, model)
-        engine = _Engine(plan, model, messages, progs, bases, nsteps, busy, delay, flows)
-        finish, arrivals, starts, ends = engine.run()
+        result = _run(plan, model, messages)
     finally:
         if collecting:
             gc.enable()
+    return result
+
+
+def _run(plan, model, messages):
+    structure = _structure(plan, messages)
+    busy, delay, flows = model._prepare(plan, messages, structure)
+    progs = _programs(plan, messages, structure.rows, model)
+    engine = _Engine(plan, model, structure, progs, busy, delay, flows)
+    finish, arrivals, starts, ends = engine.run()
     return SimResult(completion=max(finish), finish=finish, arrivals=arrivals, plan=plan,
                      model=model, _starts=starts, _ends=ends)
 

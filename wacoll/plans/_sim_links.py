@@ -1,0 +1,286 @@
+"""The link model's event loop: wide-area flows sharing directed links max-min fairly.
+
+Used by :class:`wacoll.plans._sim_engine._Engine` under
+:class:`~wacoll.plans.simulate.LinkModel`. A flow starts when its sender reaches
+the send, shares its link with the other flows on it (water-filling, each capped by
+its sender's node rate), and finishes when its last byte has crossed; then the
+message arrives a latency later, which may wake ranks, which may start flows.
+
+Events are ``(time, seq, x)`` on one heap: ``x >= 0`` is the message whose flow
+starts, ``x < 0`` says link ``~x`` may have a flow done. ``seq``, from one counter,
+orders events of equal time by when they were made, so a run is deterministic and
+its arithmetic does not depend on how the heap is kept.
+
+What keeps it fast (the wide-area-heavy plans have thousands of flows per link):
+
+* a start or a finish changes only its own link's rates, and one-cap links (the
+  common case) need no water-filling: the fair share is ``min(cap, C / k)``;
+* a link's flows of one cap share a virtual clock, so no per-flow state changes,
+  and they wait in arrival order in a FIFO while that is finishing order;
+* each link has at most one live heap entry: a joining flow only slows the others,
+  so the entry stays as a lower bound and is renewed when it comes up;
+* a rank's flow starts come in time order, so only its first is on the heap;
+* the next event is taken with ``heappushpop`` when one was just made.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+
+__all__: list = []  # private; see wacoll.plans.simulate
+
+
+class _Class:
+    """The flows of one link whose senders have one node rate, ``cap``.
+
+    They always get the same rate, so they share a *virtual clock*: the bytes each
+    of them has sent since the class started. A flow that joins when the clock
+    reads ``v`` finishes when it reads ``v + nbytes``. The ``n`` flows wait as
+    ``(v + nbytes, seq, message)`` in ``fifo`` while they join in finishing order
+    (flows of one size do), else in ``heap``; the next to finish heads one of them.
+    """
+
+    __slots__ = ("rate", "clock", "cap", "n", "fifo", "heap")
+
+    def __init__(self, cap):
+        self.rate = 0.0
+        self.clock = 0.0
+        self.cap = cap
+        self.n = 0
+        self.fifo = deque()
+        self.heap = []
+
+    def add(self, entry):
+        fifo = self.fifo
+        if not fifo or entry[0] >= fifo[-1][0]:
+            fifo.append(entry)
+        else:
+            heapq.heappush(self.heap, entry)
+        self.n += 1
+
+    def pop(self):
+        """Remove the flow that finishes first; return its message."""
+        fifo, heap = self.fifo, self.heap
+        self.n -= 1
+        if heap and (not fifo or heap[0] < fifo[0]):
+            return heapq.heappop(heap)[2]
+        return fifo.popleft()[2]
+
+    def first(self):
+        """The clock reading at which the next flow finishes."""
+        fifo, heap = self.fifo, self.heap
+        if not fifo:
+            return heap[0][0]
+        if heap and heap[0][0] < fifo[0][0]:
+            return heap[0][0]
+        return fifo[0][0]
+
+
+class _Link:
+    """One directed wide-area link: its flows, by cap, and their max-min fair rates.
+
+    ``classes`` maps a cap to its :class:`_Class`, in the order they appeared;
+    ``single`` is the class when there is just one. ``(key_t, key_s)`` is the
+    link's next completion as an event key (``key_s`` -1: none); ``rep_s`` is its
+    one live entry on the heap (-1: none), whose key ``(rep_t, rep_s)`` is never
+    later than the completion's.
+    """
+
+    __slots__ = ("capacity", "latency", "classes", "single", "last", "tag",
+                 "key_t", "key_s", "rep_t", "rep_s")
+
+    def __init__(self, capacity, latency, tag):
+        self.capacity = capacity
+        self.latency = latency
+        self.classes = {}
+        self.single = None
+        self.last = 0.0
+        self.tag = tag  # ~index: the x of its heap entries
+        self.key_t, self.key_s = 0.0, -1
+        self.rep_t, self.rep_s = 0.0, -1
+
+    def advance(self, now):
+        """Run the classes' clocks up to ``now``."""
+        dt = now - self.last
+        if dt > 0.0:
+            for c in self.classes.values():
+                c.clock += c.rate * dt
+        self.last = now
+
+    def add(self, mid, nbytes, cap, seq):
+        """A flow of ``nbytes`` from a sender of node rate ``cap`` joins (at ``last``)."""
+        c = self.classes.get(cap)
+        if c is None:
+            c = self.classes[cap] = _Class(cap)
+            self.single = c if len(self.classes) == 1 else None
+        c.add((c.clock + nbytes, seq, mid))
+
+    def pop(self):
+        """Remove the flow that finishes first (at ``last``); return its message."""
+        c = self.single or self.next_finish()[1]
+        mid = c.pop()
+        if not c.n:
+            classes = self.classes
+            del classes[c.cap]
+            self.single = next(iter(classes.values())) if len(classes) == 1 else None
+        return mid
+
+    def settle(self):
+        """Set the rates (water-filling); return when the next flow finishes, or
+        None without flows."""
+        c = self.single
+        if c is not None:
+            share = self.capacity / c.n
+            c.rate = c.cap if c.cap <= share else share
+            left = c.first() - c.clock
+            return self.last + (left if left > 0.0 else 0.0) / c.rate
+        if not self.classes:
+            return None
+        classes = self.classes
+        left = self.capacity
+        k = sum(c.n for c in classes.values())
+        for cap in sorted(classes):  # the lowest caps are served in full
+            c = classes[cap]
+            share = left / k
+            c.rate = cap if cap <= share else share
+            left -= c.rate * c.n
+            k -= c.n
+        t = self.next_finish()[0]
+        return t if t >= self.last else self.last  # rounding can leave left < 0
+
+    def next_finish(self):
+        """(time, class) of the flow that finishes first."""
+        best = None
+        for c in self.classes.values():
+            left = c.first() - c.clock
+            t = self.last + (left if left > 0.0 else 0.0) / c.rate
+            if best is None or t < best[0]:
+                best = (t, c)
+        return best
+
+
+def run_links(engine):
+    """Run the link model's events until no flow is left (see the module notes)."""
+    heap, seq, flows, structure = engine.events, engine.seq, engine.flows, engine.structure
+    links = {j: _Link(p.bandwidth, p.latency, ~j) for j, p in flows.links.items()}
+    flow, fbytes, rates = structure.flow, structure.fbytes, flows.rates
+    src, dst, send_at = structure.src, structure.dst, structure.send_at
+    arrival, blocked, queues, advance = engine.arrival, engine.blocked, engine.queues, \
+        engine.advance
+    wait, ends, times, pcs = flows.wait, engine.ends, engine.time, engine.pc
+    hpush, hpop, hpushpop = heapq.heappush, heapq.heappop, heapq.heappushpop
+    carry = None  # an event just made, not yet on the heap
+
+    while True:
+        if carry is not None:
+            now, s, x = hpushpop(heap, carry)
+            carry = None
+        elif heap:
+            now, s, x = hpop(heap)
+        else:
+            return
+        if x >= 0:  # the flow of message x joins its link
+            r = src[x]
+            q = queues[r]
+            q.popleft()
+            if q:
+                carry = q[0]  # the rank's next flow start
+            link = links[flow[x]]
+            nbytes, cap = fbytes[x], rates[r]
+            c = link.single
+            if c is not None and c.cap == cap:  # one class: no water-filling
+                dt = now - link.last
+                if dt > 0.0:
+                    c.clock += c.rate * dt
+                link.last = now
+                e = (c.clock + nbytes, next(seq), x)
+                fifo = c.fifo
+                if not fifo or e[0] >= fifo[-1][0]:
+                    fifo.append(e)
+                else:
+                    hpush(c.heap, e)
+                n = c.n = c.n + 1
+                share = link.capacity / n
+                rate = c.rate = cap if cap <= share else share
+                v = fifo[0][0]  # the fifo has a flow now
+                h = c.heap
+                if h and h[0][0] < v:
+                    v = h[0][0]
+                left = v - c.clock
+                t = now + (left if left > 0.0 else 0.0) / rate
+            else:
+                link.advance(now)
+                link.add(x, nbytes, cap, next(seq))
+                t = link.settle()
+            k = link.key_s = next(seq)
+            link.key_t = t
+            if link.rep_s < 0 or t < link.rep_t:
+                link.rep_t, link.rep_s = t, k
+                hpush(heap, (t, k, link.tag))
+            continue
+
+        link = links[~x]
+        if s != link.rep_s:
+            continue  # superseded by an earlier entry for this link
+        if s != link.key_s:  # a lower bound: renew it for the completion, if any
+            k = link.rep_s = link.key_s
+            if k >= 0:
+                t = link.rep_t = link.key_t
+                carry = (t, k, x)
+            continue
+        c = link.single
+        if c is not None:  # one class: no water-filling
+            dt = now - link.last
+            if dt > 0.0:
+                c.clock += c.rate * dt
+            link.last = now
+            fifo, h = c.fifo, c.heap
+            if h and (not fifo or h[0] < fifo[0]):
+                done = hpop(h)[2]
+            else:
+                done = fifo.popleft()[2]
+            n = c.n = c.n - 1
+            if n:
+                share = link.capacity / n
+                cap = c.cap
+                rate = c.rate = cap if cap <= share else share
+                if fifo:
+                    v = fifo[0][0]
+                    if h and h[0][0] < v:
+                        v = h[0][0]
+                else:
+                    v = h[0][0]
+                left = v - c.clock
+                t = now + (left if left > 0.0 else 0.0) / rate
+            else:
+                del link.classes[c.cap]
+                link.single = None
+                t = None
+        else:
+            link.advance(now)
+            done = link.pop()
+            t = link.settle()
+        if t is None:
+            link.key_s = link.rep_s = -1
+        else:
+            k = link.key_s = link.rep_s = next(seq)
+            link.key_t = link.rep_t = t
+            carry = (t, k, x)
+        # the last byte of message `done` crossed at `now`: deliver it, and free
+        # its sender unless the network buffered the message
+        arrival[done] = now + link.latency
+        if wait:
+            r = src[done]
+            i = send_at[done]
+            ends[i] = now
+            times[r] = now
+            pcs[r] = i + 1
+            if blocked[done]:
+                blocked[done] = False
+                advance([r, dst[done]])
+            else:
+                advance([r])
+        elif blocked[done]:
+            blocked[done] = False
+            advance([dst[done]])
