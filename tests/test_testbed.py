@@ -373,14 +373,16 @@ def test_two_clusters_ping_pong_and_collectives(testbed_host, tmp_path):
 
 
 def test_per_node_rates_are_measured(testbed_host):
-    topo = Topology.from_clusters([[0, 2], [1]], wan_latency=0.005, wan_bandwidth=1e6,
-                                  intra_latency=0.001, node_bandwidth=[4e6, 2e6, 4e6])
+    # Links of a few milliseconds: scheduler jitter on a busy 2-core machine (a tenth
+    # of a millisecond or more) must not look like a 10 % error.
+    topo = Topology.from_clusters([[0, 2], [1]], wan_latency=0.008, wan_bandwidth=1e6,
+                                  intra_latency=0.004, node_bandwidth=[4e6, 2e6, 4e6])
     with Testbed(topo, name=_name("pn"), netem="relay") as tb:
         report = tb.last_check if tb.last_check.ok else tb.check()
         assert report.ok, report.table()
         inside = next(p for p in report.pairs if p.src_cluster == p.dst_cluster)
         assert inside.bandwidth == pytest.approx(4e6, rel=0.1)
-        assert inside.latency == pytest.approx(0.001, rel=0.2)
+        assert inside.latency == pytest.approx(0.004, rel=0.2)
     assert _namespaces(f"wacoll-{tb.name}-") == []
 
 
