@@ -149,19 +149,17 @@ class _Engine:
         self.blocked = [False] * nmsg
         self.starts = [0.0] * nsteps
         self.ends = [0.0] * nsteps
-        # Flow starts, (time, seq, message), for the link model's event heap. A
-        # rank makes its starts in time order, so only its first is on the heap,
-        # the others wait in its queue: the heap stays small, and small is fast.
-        self.events = []
+        # The link model's events, (time, seq, x), by time: a heap of the later
+        # times, and per time a deque in seq order; ``current`` holds the time
+        # being handled and its deque (see wacoll.plans._sim_links).
+        self.etimes, self.buckets, self.current = [], {}, [None, None]
         self.seq = itertools.count()  # orders events of equal time by creation
-        if flows is not None:
-            self.queues = [deque() for _ in range(size)]
         self.advance = self._runner()
 
     def run(self):
         """Simulate; return ``(finish, arrivals, starts, ends)``."""
         self.advance(list(range(self.plan.size - 1, -1, -1)))
-        if self.events:
+        if self.etimes:
             run_links(self)
         pc, limits = self.pc, self.structure.limits
         stuck = [r for r in range(self.plan.size) if pc[r] < limits[r]]
@@ -183,10 +181,9 @@ class _Engine:
         flows = self.flows
         if flows is None:
             flow, wait, overhead = [None] * len(busy), False, 0.0
-            heap = queues = seq = None
         else:
             flow, wait, overhead = self.structure.flow, flows.wait, flows.overhead
-            heap, queues, seq = self.events, self.queues, self.seq
+        etimes, buckets, current, seq = self.etimes, self.buckets, self.current, self.seq
         hpush = heapq.heappush
 
         def advance(work):
@@ -216,10 +213,17 @@ class _Engine:
                                 blocked[a] = False
                                 push(dst[a])
                         else:  # a flow: the link model delivers it
-                            q = queues[r]
-                            q.append((t + overhead, next(seq), a))
-                            if len(q) == 1:
-                                hpush(heap, q[0])
+                            x = t + overhead
+                            e = (x, next(seq), a)  # the newest event: it goes last
+                            if x == current[0]:
+                                current[1].append(e)
+                            else:
+                                b = buckets.get(x)
+                                if b is None:
+                                    buckets[x] = deque((e,))
+                                    hpush(etimes, x)
+                                else:
+                                    b.append(e)
                             if wait:
                                 break  # run_links frees the sender
                             t += busy[a]

@@ -84,11 +84,12 @@ class _Link:
     ``single`` is the class when there is just one. ``(key_t, key_s)`` is the
     link's next completion as an event key (``key_s`` -1: none); ``rep_s`` is its
     one live entry on the heap (-1: none), whose key ``(rep_t, rep_s)`` is never
-    later than the completion's.
+    later than the completion's. ``stale``: flows joined at ``last`` since the
+    rates and ``key_t`` were last set (see :meth:`refresh`).
     """
 
     __slots__ = ("capacity", "latency", "classes", "single", "last", "tag",
-                 "key_t", "key_s", "rep_t", "rep_s")
+                 "key_t", "key_s", "rep_t", "rep_s", "stale")
 
     def __init__(self, capacity, latency, tag):
         self.capacity = capacity
@@ -99,6 +100,13 @@ class _Link:
         self.tag = tag  # ~index: the x of its heap entries
         self.key_t, self.key_s = 0.0, -1
         self.rep_t, self.rep_s = 0.0, -1
+        self.stale = False
+
+    def refresh(self):
+        """Set the rates and ``key_t`` for the flows joined at ``last``: the same
+        numbers as if they had been set at each join, from the same state."""
+        self.key_t = self.settle()
+        self.stale = False
 
     def advance(self, now):
         """Run the classes' clocks up to ``now``."""
@@ -160,64 +168,79 @@ class _Link:
         return best
 
 
+def _push(times, buckets, current, e):
+    """Put an event made earlier (not the newest) in its place."""
+    if e[0] == current[0]:
+        b = current[1]
+    else:
+        b = buckets.get(e[0])
+        if b is None:
+            buckets[e[0]] = deque((e,))
+            heapq.heappush(times, e[0])
+            return
+    i = len(b)
+    while i and b[i - 1][1] > e[1]:
+        i -= 1
+    b.insert(i, e)
+
+
 def run_links(engine):
     """Run the link model's events until no flow is left (see the module notes)."""
-    heap, seq, flows, structure = engine.events, engine.seq, engine.flows, engine.structure
+    times, buckets, current, seq = engine.etimes, engine.buckets, engine.current, engine.seq
+    flows, structure = engine.flows, engine.structure
     links = {j: _Link(p.bandwidth, p.latency, ~j) for j, p in flows.links.items()}
     flow, fbytes, rates = structure.flow, structure.fbytes, flows.rates
     src, dst, send_at = structure.src, structure.dst, structure.send_at
-    arrival, blocked, queues, advance = engine.arrival, engine.blocked, engine.queues, \
-        engine.advance
-    wait, ends, times, pcs = flows.wait, engine.ends, engine.time, engine.pc
-    hpush, hpop, hpushpop = heapq.heappush, heapq.heappop, heapq.heappushpop
-    carry = None  # an event just made, not yet on the heap
+    arrival, blocked, advance = engine.arrival, engine.blocked, engine.advance
+    wait, ends, pcs, clocks = flows.wait, engine.ends, engine.pc, engine.time
+    prog, limits, st, overhead = engine.progs, structure.limits, engine.starts, flows.overhead
+    hpush, hpop = heapq.heappush, heapq.heappop
+    cur = None  # the events of time `now`, current[1]
 
     while True:
-        if carry is not None:
-            now, s, x = hpushpop(heap, carry)
-            carry = None
-        elif heap:
-            now, s, x = hpop(heap)
+        if cur:
+            _, s, x = cur.popleft()
+        elif times:
+            now = current[0] = hpop(times)
+            cur = current[1] = buckets.pop(now)
+            _, s, x = cur.popleft()
         else:
             return
         if x >= 0:  # the flow of message x joins its link
-            r = src[x]
-            q = queues[r]
-            q.popleft()
-            if q:
-                carry = q[0]  # the rank's next flow start
             link = links[flow[x]]
-            nbytes, cap = fbytes[x], rates[r]
             c = link.single
-            if c is not None and c.cap == cap:  # one class: no water-filling
-                dt = now - link.last
-                if dt > 0.0:
-                    c.clock += c.rate * dt
-                link.last = now
-                e = (c.clock + nbytes, next(seq), x)
+            cap = rates[src[x]]
+            if c is not None and now == link.last and c.cap == cap:
                 fifo = c.fifo
-                if not fifo or e[0] >= fifo[-1][0]:
-                    fifo.append(e)
-                else:
-                    hpush(c.heap, e)
-                n = c.n = c.n + 1
-                share = link.capacity / n
-                rate = c.rate = cap if cap <= share else share
-                v = fifo[0][0]  # the fifo has a flow now
-                h = c.heap
-                if h and h[0][0] < v:
-                    v = h[0][0]
-                left = v - c.clock
-                t = now + (left if left > 0.0 else 0.0) / rate
-            else:
-                link.advance(now)
-                link.add(x, nbytes, cap, next(seq))
-                t = link.settle()
+                v = c.clock + fbytes[x]
+                if fifo and v >= fifo[-1][0]:
+                    # The clock stands still and the flow is not the next to finish:
+                    # the completion can only move later, so the heap entry stays
+                    # valid as a lower bound, and the new rates can wait.
+                    fifo.append((v, next(seq), x))
+                    c.n += 1
+                    link.key_s = next(seq)
+                    link.stale = True
+                    continue
+            if link.stale:
+                link.refresh()
+            link.advance(now)
+            link.add(x, fbytes[x], cap, next(seq))
+            t = link.key_t = link.settle()
+            link.stale = False
             k = link.key_s = next(seq)
-            link.key_t = t
             if link.rep_s < 0 or t < link.rep_t:
                 link.rep_t, link.rep_s = t, k
-                hpush(heap, (t, k, link.tag))
+                e = (t, k, link.tag)
+                if t == now:
+                    cur.append(e)
+                else:
+                    b = buckets.get(t)
+                    if b is None:
+                        buckets[t] = deque((e,))
+                        hpush(times, t)
+                    else:
+                        b.append(e)
             continue
 
         link = links[~x]
@@ -226,8 +249,10 @@ def run_links(engine):
         if s != link.key_s:  # a lower bound: renew it for the completion, if any
             k = link.rep_s = link.key_s
             if k >= 0:
-                t = link.rep_t = link.key_t
-                carry = (t, k, x)
+                if link.stale:
+                    link.refresh()
+                link.rep_t = link.key_t
+                _push(times, buckets, current, (link.key_t, k, x))
             continue
         c = link.single
         if c is not None:  # one class: no water-filling
@@ -266,21 +291,47 @@ def run_links(engine):
         else:
             k = link.key_s = link.rep_s = next(seq)
             link.key_t = link.rep_t = t
-            carry = (t, k, x)
+            e = (t, k, x)
+            if t == now:
+                cur.append(e)
+            else:
+                b = buckets.get(t)
+                if b is None:
+                    buckets[t] = deque((e,))
+                    hpush(times, t)
+                else:
+                    b.append(e)
         # the last byte of message `done` crossed at `now`: deliver it, and free
         # its sender unless the network buffered the message
         arrival[done] = now + link.latency
         if wait:
+            if blocked[done]:
+                blocked[done] = False
+                advance([dst[done]])
+            # the sender goes on (after the receiver, as in advance([sender, receiver]));
+            # when its next step is a flow, it just waits again
             r = src[done]
             i = send_at[done]
             ends[i] = now
-            times[r] = now
-            pcs[r] = i + 1
-            if blocked[done]:
-                blocked[done] = False
-                advance([r, dst[done]])
-            else:
-                advance([r])
+            clocks[r] = now
+            i = pcs[r] = i + 1
+            if i < limits[r]:
+                code, a, _ = prog[i]
+                if code == 0 and flow[a] is not None:
+                    st[i] = now
+                    t = now + overhead
+                    e = (t, next(seq), a)
+                    if t == now:
+                        cur.append(e)
+                    else:
+                        b = buckets.get(t)
+                        if b is None:
+                            buckets[t] = deque((e,))
+                            hpush(times, t)
+                        else:
+                            b.append(e)
+                    continue
+            advance([r])
         elif blocked[done]:
             blocked[done] = False
             advance([dst[done]])
