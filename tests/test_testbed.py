@@ -195,6 +195,22 @@ def test_mpiexec_command_places_every_rank_on_its_endpoint():
         launcher.transport_env("shm")
 
 
+def test_idle_mode_yields_only_when_ranks_outnumber_cores():
+    assert launcher.resolve_idle("auto", nprocs=8, cores=2) == "yield"
+    assert launcher.resolve_idle("auto", nprocs=2, cores=2) == "poll"
+    assert launcher.resolve_idle("poll", nprocs=8, cores=2) == "poll"
+    assert launcher.idle_env("poll") == {}
+    assert launcher.idle_env("yield") == {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1",
+                                          "MPIR_CVAR_POLLS_BEFORE_YIELD": "1"}
+    assert launcher.transport_name("ofi", "yield") == "ofi:tcp idle=yield"
+    assert launcher.transport_name("ucx", "poll") == "ucx:tcp,self"
+    with pytest.raises(TestbedError, match="idle must be one of"):
+        launcher.resolve_idle("spin", nprocs=2)
+    big = Topology.from_sizes([(os.cpu_count() or 1) + 1])
+    assert Testbed(big, name="never").idle == "yield"
+    assert Testbed(big, name="never", idle="poll").transport == "ucx:tcp,self"
+
+
 def test_cli_builds_the_topology_from_its_options():
     parser = argparse.ArgumentParser(prog="wacoll")
     add_testbed_parser(parser.add_subparsers(dest="command"))
@@ -224,6 +240,8 @@ def test_testbed_rejects_bad_arguments():
         Testbed(topo, mtu=100)
     with pytest.raises(TestbedError, match="netmod"):
         Testbed(topo, netmod="tcp")
+    with pytest.raises(TestbedError, match="idle"):
+        Testbed(topo, idle="busy")
     tb = Testbed(topo, name="never")
     with pytest.raises(TestbedError, match="not started"):
         tb.run(["true"])
@@ -286,7 +304,8 @@ PINGPONG_AND_COLLECTIVES = textwrap.dedent("""
         print("RESULT " + json.dumps({
             "wide": wide, "local": local, "ok": ok, "family": comm.family,
             "clusters": [list(c) for c in comm.topology.clusters],
-            "transport": os.environ.get("WACOLL_TRANSPORT")}))
+            "transport": os.environ.get("WACOLL_TRANSPORT"),
+            "heavy_yield": os.environ.get("MPIR_CVAR_ENABLE_HEAVY_YIELD")}))
 """)
 
 HANG = textwrap.dedent("""
@@ -349,7 +368,12 @@ def test_two_clusters_ping_pong_and_collectives(testbed_host, tmp_path):
             data = json.loads(line[len("RESULT "):])
             assert data["ok"] and data["family"] == "magpie"
             assert data["clusters"] == [[0, 1], [2, 3]]
-            assert data["transport"] == result.transport == transport
+            # 4 ranks: idle ranks yield on a machine with fewer cores than that
+            idle = "yield" if (os.cpu_count() or 1) < 4 else "poll"
+            assert tb.idle == idle
+            label = transport + (" idle=yield" if idle == "yield" else "")
+            assert data["transport"] == result.transport == label
+            assert data["heavy_yield"] == ("1" if idle == "yield" else None)
             # 10 ms one-way: within 10 %, plus 0.5 ms for MPI's own software path.
             # Ranks busy-poll, and on a loaded machine waiting for a core only adds
             # delay, so the fastest of 21 round trips shows the link (median reported).

@@ -141,6 +141,9 @@ def add_testbed_parser(subparsers) -> None:
                     help="tear down after this long, e.g. 2h (default: 24h)")
     up.add_argument("--netmod", choices=["ucx", "ofi"], default="ucx",
                     help="default MPICH transport for 'run' (default: ucx)")
+    up.add_argument("--idle", choices=["auto", "yield", "poll"], default="auto",
+                    help="waiting ranks sleep between polls (yield) or spin (poll); "
+                         "auto: yield when ranks outnumber cores (default)")
     up.add_argument("--name", default="tb", help=name_help)
     up.add_argument("--detach", action="store_true",
                     help="leave the testbed up and return (state in /run/wacoll/NAME.json)")
@@ -220,7 +223,7 @@ def _cmd_up(args) -> int:
     topo = topology_from_args(args)
     tb = Testbed(topo, name=args.name, netem=args.netem, uplink=args.uplink,
                  mtu=args.mtu or "auto", queue_bytes=args.queue, time_limit=args.time_limit,
-                 netmod=args.netmod)
+                 netmod=args.netmod, idle=args.idle)
     tb.start(check=False, detach=args.detach)
     try:
         print(_describe(tb))

@@ -166,8 +166,12 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
                 _wait_until(start)
                 fn()
                 finish = _now()
-                worst = world.allreduce((finish - start, late), op=MPI.MAX)
-                times[name].append(None if worst[1] else worst[0])
+                # element-wise: the slowest rank's time, and whether any rank
+                # missed the start instant (that repetition is then not valid)
+                mine = np.array([finish - start, float(late)])
+                worst = np.empty(2)
+                world.Allreduce(mine, worst, op=MPI.MAX)
+                times[name].append(None if worst[1] else float(worst[0]))
         results[case["label"]] = {"op": op, "bytes": case["bytes"], "times": times,
                                   "correct": agree}
         if progress:

@@ -18,6 +18,14 @@ The network transport is fixed and recorded:
     MPICH's OFI netmod with libfabric's tcp provider on the TUN device. It adds a
     rendezvous round trip at 64 KiB.
 
+How ranks wait is a setting too. MPICH's ranks busy-poll; with more ranks than
+cores, a rank whose message has arrived waits for a scheduler slice while the
+others spin, which adds milliseconds to a wide-area collective. ``idle="yield"``
+sets ``MPIR_CVAR_ENABLE_HEAVY_YIELD`` and ``MPIR_CVAR_POLLS_BEFORE_YIELD``: a waiting
+rank sleeps (``nanosleep``) between polls and gives up its core. It applies to
+the MPI library's own collectives and to wacoll's alike, and is part of the
+transport label (``ucx:tcp,self idle=yield``).
+
 Every rank also gets ``WACOLL_CLUSTERS`` (its cluster label, so that
 ``wacoll.Comm(MPI.COMM_WORLD)`` discovers the testbed's clusters),
 ``WACOLL_TESTBED`` (the testbed's name) and ``WACOLL_TRANSPORT`` (the transport).
@@ -26,6 +34,10 @@ Examples
 --------
 >>> transport_env("ucx")["UCX_TLS"], transport_name("ofi")
 ('tcp,self', 'ofi:tcp')
+>>> transport_name("ucx", "yield"), idle_env("yield")["MPIR_CVAR_ENABLE_HEAVY_YIELD"]
+('ucx:tcp,self idle=yield', '1')
+>>> resolve_idle("auto", nprocs=8, cores=2), resolve_idle("auto", nprocs=2, cores=2)
+('yield', 'poll')
 >>> rankmap([0, 1, 1, 0])
 '(vector,0,1,1,0)'
 """
@@ -44,10 +56,14 @@ from pathlib import Path
 
 from wacoll.emulate.netns import CTL_BRIDGE, TUN_NAME, TestbedError, kill_netns_pids
 
-__all__ = ["NETMODS", "RunResult", "transport_env", "transport_name", "rankmap",
+__all__ = ["NETMODS", "IDLE_MODES", "RunResult", "transport_env", "transport_name",
+           "idle_env", "resolve_idle", "rankmap",
            "install_launcher", "mpiexec_path", "mpiexec_command", "run_mpiexec"]
 
 NETMODS = ("ucx", "ofi")
+#: How waiting ranks use the CPU: "auto" (yield when ranks outnumber cores),
+#: "yield" (sleep between polls) or "poll" (MPICH's default busy polling).
+IDLE_MODES = ("auto", "yield", "poll")
 LAUNCHER_SOURCE = Path(__file__).with_name("hydra_launch.sh")
 
 
@@ -62,10 +78,30 @@ def transport_env(netmod: str, iface: str = TUN_NAME) -> dict:
     raise TestbedError(f"netmod must be one of {', '.join(NETMODS)}; got {netmod!r}")
 
 
-def transport_name(netmod: str) -> str:
-    """A short label of the transport, recorded with every run."""
+def transport_name(netmod: str, idle: str = "poll") -> str:
+    """A short label of the transport and idle mode, recorded with every run."""
     transport_env(netmod)
-    return {"ucx": "ucx:tcp,self", "ofi": "ofi:tcp"}[netmod]
+    label = {"ucx": "ucx:tcp,self", "ofi": "ofi:tcp"}[netmod]
+    return label if idle_env(idle) == {} else f"{label} idle={idle}"
+
+
+def resolve_idle(idle: str, *, nprocs: int, cores: int | None = None) -> str:
+    """``"yield"`` or ``"poll"``: ``"auto"`` yields when ``nprocs`` exceeds ``cores``."""
+    if idle not in IDLE_MODES:
+        raise TestbedError(f"idle must be one of {', '.join(IDLE_MODES)}; got {idle!r}")
+    if idle != "auto":
+        return idle
+    cores = cores if cores is not None else (os.cpu_count() or 1)
+    return "yield" if nprocs > cores else "poll"
+
+
+def idle_env(idle: str) -> dict:
+    """MPICH's environment for an idle mode (``"yield"`` or ``"poll"``)."""
+    if idle == "yield":
+        return {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1", "MPIR_CVAR_POLLS_BEFORE_YIELD": "1"}
+    if idle == "poll":
+        return {}
+    raise TestbedError(f"idle must be 'yield' or 'poll' here; got {idle!r}")
 
 
 def rankmap(endpoint_of_rank) -> str:

@@ -91,6 +91,12 @@ class Testbed:
         Give the relay real-time priority (SCHED_FIFO) when permitted.
     netmod : {"ucx", "ofi"}
         Default MPICH transport of :meth:`run` (TCP over the emulated links).
+    idle : {"auto", "yield", "poll"}
+        How waiting ranks use the CPU: ``"yield"`` makes MPICH sleep between polls
+        (an oversubscribed machine then hands a core to the rank whose message has
+        arrived, instead of to a spinning one), ``"poll"`` keeps MPICH's busy
+        polling, ``"auto"`` (default) yields when the topology has more ranks than
+        the machine has cores. Part of :attr:`transport`, recorded with every run.
     charge : {"payload", "packet"}
         What a link's rate counts: transport payload bytes (the default: a program
         sees the configured rate, as wacoll's cost models assume) or whole IP packets
@@ -102,7 +108,8 @@ class Testbed:
     def __init__(self, topology: Topology, *, name: str = "tb", netem: str = "auto",
                  per_node: bool | None = None, uplink: bool = False, mtu="auto",
                  queue_bytes: int | None = None, time_limit: float | None = DEFAULT_TIME_LIMIT,
-                 realtime: bool = True, netmod: str = "ucx", charge: str = "payload"):
+                 realtime: bool = True, netmod: str = "ucx", charge: str = "payload",
+                 idle: str = "auto"):
         self.name = netns.valid_name(name)
         if netem not in BACKENDS:
             raise TestbedError(f"netem must be one of {', '.join(BACKENDS)}; got {netem!r}")
@@ -116,6 +123,7 @@ class Testbed:
         if time_limit is not None and not time_limit > 0:
             raise TestbedError(f"time_limit must be > 0 seconds or None; got {time_limit!r}")
         launcher.transport_env(netmod)
+        self.idle = launcher.resolve_idle(idle, nprocs=topology.size)
         if charge not in ("payload", "packet"):
             raise TestbedError(f"charge must be 'payload' or 'packet'; got {charge!r}")
         self.charge = charge
@@ -172,7 +180,7 @@ class Testbed:
     @property
     def transport(self) -> str:
         """The default transport label, e.g. ``ucx:tcp,self``."""
-        return launcher.transport_name(self.netmod)
+        return launcher.transport_name(self.netmod, self.idle)
 
     @property
     def started(self) -> bool:
@@ -315,7 +323,7 @@ class Testbed:
             "name": self.name, "topology": self.topology.to_dict(), "backend": self.backend,
             "per_node": self.per_node, "uplink": self.uplink, "mtu": self.mtu,
             "queue_bytes": self.queue_bytes, "time_limit": self.time_limit,
-            "netmod": self.netmod, "charge": self.charge,
+            "netmod": self.netmod, "charge": self.charge, "idle": self.idle,
             "relay_pid": self._relay_pid, "detached": detach,
             "owner_pid": os.getpid(), "created": time.time(),
             "namespaces": [self.ctl_namespace] + self.namespaces,
@@ -347,7 +355,7 @@ class Testbed:
                  netem=state["backend"], per_node=state["per_node"], uplink=state["uplink"],
                  mtu=state["mtu"], queue_bytes=state["queue_bytes"],
                  time_limit=state["time_limit"], netmod=state.get("netmod", "ucx"),
-                 charge=state.get("charge", "payload"))
+                 charge=state.get("charge", "payload"), idle=state.get("idle", "auto"))
         tb.backend = state["backend"]
         tb._relay_pid = state.get("relay_pid")
         tb.realtime_granted = state.get("realtime")
@@ -435,10 +443,11 @@ class Testbed:
         netmod = netmod or self.netmod
         full_env = dict(os.environ)
         full_env.update(launcher.transport_env(netmod, self.data_iface))
+        full_env.update(launcher.idle_env(self.idle))
         full_env.update({
             "WACOLL_CLUSTERS": ",".join(str(c) for c in self.topology.cluster_ids),
             "WACOLL_TESTBED": self.name,
-            "WACOLL_TRANSPORT": launcher.transport_name(netmod),
+            "WACOLL_TRANSPORT": launcher.transport_name(netmod, self.idle),
             "WACOLL_TESTBED_HOSTS": " ".join(f"{e.ctl_addr}={e.ns}"
                                              for e in self.layout.endpoints),
         })
@@ -451,7 +460,7 @@ class Testbed:
         return launcher.run_mpiexec(
             command, full_env, timeout=timeout, capture=capture,
             namespaces=[self.ctl_namespace] + self.namespaces, argv=argv,
-            transport=launcher.transport_name(netmod), testbed=self.name, cwd=cwd)
+            transport=launcher.transport_name(netmod, self.idle), testbed=self.name, cwd=cwd)
 
     def relay_stats(self) -> dict | None:
         """The relay's counters (packets, bytes, drops per queue) after :meth:`stop`."""
