@@ -40,20 +40,22 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import csv
 import io
 import os
 import platform
 import pstats
-import shlex
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import numpy as np
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from _harness import (RESULTS, ROOT, Report, command_line, human, load1, parse_size, pyplot,
+                      repo_path, save_figure, write_csv)
+
+sys.path.append(str(Path(__file__).resolve().parent / "apps"))  # this program's MPI side
+from _rankside import abort_on_error, idle_barrier, import_wacoll, round_trips  # noqa: E402
+
 OPS = ("Bcast", "Reduce", "Allreduce", "Allgather")
 DEFAULT_SIZES = (8, 64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20,
                  4 << 20, 16 << 20, 64 << 20)
@@ -68,31 +70,6 @@ FIELDS = ["op", "bytes", "count", "ranks", "plan", "reps", "native_us", "wacoll_
 
 
 # ------------------------------------------------------------------ arguments
-def parse_size(text):
-    """``"64K"`` -> 65536; suffixes K, M, G (powers of 1024), optional B/iB."""
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    scale = 1
-    for suffix, factor in (("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30)):
-        if t.endswith(suffix):
-            t, scale = t[:-1], factor
-            break
-    try:
-        value = int(float(t) * scale)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"size must be >= 1 byte: {text!r}")
-    return value
-
-
-def human(nbytes):
-    """8 -> '8 B', 65536 -> '64 KiB'."""
-    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if nbytes >= factor and nbytes % factor == 0:
-            return f"{nbytes // factor} {unit}"
-    return f"{nbytes} B"
-
-
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", type=lambda s: [parse_size(x) for x in s.split(",") if x],
@@ -146,11 +123,10 @@ def git_revision():
     """The checkout's commit, and whether the working tree differs (read-only git)."""
     import subprocess
 
-    root = Path(__file__).resolve().parent.parent
     try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                               capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain",
                                 "--untracked-files=no", "wacoll"],
                                capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
@@ -158,18 +134,11 @@ def git_revision():
     return f"{head or '?'}{' + uncommitted changes' if dirty else ''}"
 
 
-def command_line(size):
+def mpi_command_line(size, argv):
     """The command that produced this run (mpiexec reconstructed)."""
-    def rel(path):
-        try:
-            return os.path.relpath(path)
-        except ValueError:
-            return str(path)
-    python = Path(sys.executable)
-    mpiexec = python.parent / "mpiexec"
-    launcher = rel(mpiexec) if mpiexec.exists() else "mpiexec"
-    return " ".join([launcher, "-n", str(size), rel(python)] +
-                    [shlex.quote(a) for a in sys.argv])
+    mpiexec = Path(sys.executable).parent / "mpiexec"
+    launcher = repo_path(mpiexec) if mpiexec.exists() else "mpiexec"
+    return command_line(__file__, argv, launcher=(launcher, "-n", str(size)))
 
 
 def result_stem(args, size):
@@ -188,33 +157,12 @@ def result_stem(args, size):
 
 
 # ------------------------------------------------------------------ MPI helpers
-def import_wacoll(world):
-    """Import wacoll one rank after another.
-
-    The editable install rebuilds the extension modules on import; ranks importing
-    at once race on the build. Rank 0 goes first; an import failure aborts the job
-    instead of leaving the other ranks waiting.
-    """
-    try:
-        if world.rank == 0:
-            import wacoll  # noqa: F401
-        world.Barrier()
-        import wacoll
-    except BaseException:
-        traceback.print_exc()
-        sys.stderr.flush()
-        world.Abort(1)
-    return wacoll
-
-
 def idle_until(world, rank0_work):
     """Run ``rank0_work()`` on rank 0 while the other ranks sleep, not busy-poll."""
     result = None
     if world.rank == 0:
         result = rank0_work()
-    req = world.Ibarrier()
-    while not req.Test():
-        time.sleep(0.0005)
+    idle_barrier(world, poll=0.0005)
     return result
 
 
@@ -246,14 +194,6 @@ def plan_label(plan):
     seg = f" ({plan.nblocks} blocks)" if plan.op in ("bcast", "reduce", "allreduce") \
         and plan.nblocks > 1 else ""
     return f"{plan.family}/{plan.algorithm}{seg}"
-
-
-def load1():
-    """The 1-minute load average (other jobs on the machine add noise)."""
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return float("nan")
 
 
 def busy_neighbours():
@@ -420,7 +360,6 @@ def sweep(args, world, native, wc, out):
     from mpi4py import MPI
 
     P = world.size
-    cmd = command_line(P)
     # size-major, so that a budget squeezed by load shortens the largest sizes of
     # every operation alike
     points = [(op, s) for s in args.sizes for op in args.ops]
@@ -454,7 +393,7 @@ def sweep(args, world, native, wc, out):
                "native_min_us": float(nat.min()), "wacoll_min_us": float(wac.min()),
                "native_p75_us": float(np.percentile(nat, 75)),
                "wacoll_p75_us": float(np.percentile(wac, 75)),
-               "ok": bool(ok), "load1": load1(), "command": cmd}
+               "ok": bool(ok), "load1": load1(), "command": args.command}
         row["ratio"] = row["wacoll_us"] / row["native_us"]
         rows.append(row)
         if world.rank == 0:
@@ -501,21 +440,8 @@ def summary(rows, out):
     out(f"(8 B overhead = wacoll - native median at {human(min(r['bytes'] for r in rows))})")
 
 
-def write_csv(rows, path):
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=FIELDS)
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.3f}" if isinstance(v, float) else v)
-                        for k, v in r.items()})
-
-
 def plot(rows, path, title):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for op in dict.fromkeys(r["op"] for r in rows):
         pts = [(r["bytes"], r["ratio"]) for r in rows if r["op"] == op]
@@ -534,9 +460,7 @@ def plot(rows, path, title):
     ax.set_title(title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, 120)
 
 
 # ------------------------------------------------------------------ analysis
@@ -866,27 +790,11 @@ def large_analysis(args, world, native, wacoll, topology, nbytes, out):
     # point-to-point transfer 0 <-> 1, other ranks asleep
     buf = np.zeros(count)
     ppcomm = world.Dup()
-
-    def pingpong():
-        ts = []
-        for _ in range(3):
-            t = time.perf_counter()
-            if me == 0:
-                ppcomm.Send(buf, dest=1, tag=5)
-                ppcomm.Recv(buf, source=1, tag=5)
-            elif me == 1:
-                ppcomm.Recv(buf, source=0, tag=5)
-                ppcomm.Send(buf, dest=0, tag=5)
-            ts.append((time.perf_counter() - t) / 2)
-        return min(ts)
     if P >= 2:
-        one_way = None
-        if me <= 1:
-            one_way = pingpong()
-        req = world.Ibarrier()
-        while not req.Test():
-            time.sleep(0.0005)
+        trips = round_trips(ppcomm, 1, buf, 3)
+        idle_barrier(world, poll=0.0005)
         if me == 0:
+            one_way = min(trips) / 2
             out(f"    one message rank 0 -> 1 (ping-pong / 2)     {one_way * 1e3:9.2f} ms  "
                 f"({nbytes / one_way / 1e9:5.2f} GB/s)")
     ppcomm.Free()
@@ -967,23 +875,19 @@ def large_analysis(args, world, native, wacoll, topology, nbytes, out):
 
 # ------------------------------------------------------------------ main
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
     from mpi4py import MPI
 
     world = MPI.COMM_WORLD
     wacoll = import_wacoll(world)
     P, me = world.size, world.rank
-    lines = []
-
-    def out(text=""):
-        if me == 0:
-            print(text, flush=True)
-            lines.append(text)
+    args.command = mpi_command_line(P, argv)
+    out = Report() if me == 0 else lambda text="": None
 
     topology = wacoll.Topology.from_sizes(args.clusters) if args.clusters else None
     wc = wacoll.Comm(world, topology, **comm_options(args))
     native = world.Dup()
-    cmd = command_line(P)
     cores = os.cpu_count() or 1
     idle = wait_idle(world, args.wait_idle) if args.wait_idle > 0 else None
     out(f"wacoll collectives vs native MPI on {P} ranks, {cores} cores"
@@ -1015,7 +919,7 @@ def main(argv=None):
         out(f"RESULT MISMATCH (wacoll != native): {bad}")
     out(f"sweep took {sweep_s:.0f} s; load average during the sweep "
         f"{min(r['load1'] for r in rows)}..{max(r['load1'] for r in rows)}")
-    out(f"command: {cmd}")
+    out(f"command: {args.command}")
     wc.Free()
     if not args.no_analysis:
         out()
@@ -1032,23 +936,17 @@ def main(argv=None):
     if me == 0 and not args.no_write:
         RESULTS.mkdir(parents=True, exist_ok=True)
         stem = result_stem(args, P)
-        write_csv(rows, RESULTS / f"{stem}.csv")
+        write_csv(RESULTS / f"{stem}.csv", FIELDS,
+                  ({k: f"{v:.3f}" if isinstance(v, float) else v for k, v in r.items()}
+                   for r in rows))
         loads = [r["load1"] for r in rows]
         plot(rows, RESULTS / f"{stem}.png",
              f"wacoll / native MPI, {P} ranks on {cores} cores, load average "
-             f"{min(loads)}..{max(loads)}\n{cmd}")
-        (RESULTS / f"{stem}.txt").write_text("\n".join(lines) + "\n")
+             f"{min(loads)}..{max(loads)}\n{args.command}")
+        out.write(RESULTS / f"{stem}.txt")
         print(f"wrote {RESULTS / stem}.csv, .png, .txt", file=sys.stderr)
 
 
 if __name__ == "__main__":
-    try:
+    with abort_on_error():
         main()
-    except SystemExit:
-        raise
-    except BaseException:
-        from mpi4py import MPI
-
-        traceback.print_exc()
-        sys.stderr.flush()
-        MPI.COMM_WORLD.Abort(1)

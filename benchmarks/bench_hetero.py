@@ -62,22 +62,18 @@ Writes ``benchmarks/results/hetero_bcast[-quick].csv|png|txt``.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
-import os
 import random
-import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-RESULTS = HERE / "results"
-APP = HERE / "apps" / "hetero_bcast.py"
+from _harness import (RESULTS, ROOT, Report, command_line, failure, human, load1, load_text,
+                      median, parse_size, pyplot, save_figure, write_csv)
+
+APP = ROOT / "benchmarks" / "apps" / "hetero_bcast.py"
 TESTBED = "hetero"
 TREES = ("binomial", "spoc", "fnf", "optimal")
 FULL_SIZES = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
@@ -90,15 +86,6 @@ FIELDS = ["ranks", "fast_fraction", "fast_ranks", "bytes", "impl", "plan", "medi
 
 
 # ------------------------------------------------------------------ arguments
-def parse_size(text):
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    scale = 1
-    for suffix, factor in (("K", 1 << 10), ("M", 1 << 20)):
-        if t.endswith(suffix):
-            t, scale = t[:-1], factor
-    return int(float(t) * scale)
-
-
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true",
@@ -129,6 +116,7 @@ def parse_args(argv):
                    help="no testbed: the simulator's figures only")
     p.add_argument("--no-write", action="store_true", help="write no result files")
     args = p.parse_args(argv)
+    args.command = command_line(__file__, argv)
     args.sizes = sorted({parse_size(s) for s in args.sizes.split(",")}) if args.sizes \
         else list(QUICK_SIZES if args.quick else FULL_SIZES)
     if args.headline not in args.sizes:
@@ -242,46 +230,6 @@ def random_placement_factors(args, fraction, nbytes, trials, ranks=None):
 
 
 # ------------------------------------------------------------------ output
-class Report:
-    def __init__(self):
-        self.lines = []
-
-    def __call__(self, text=""):
-        print(text, flush=True)
-        self.lines.append(text)
-
-
-def load1():
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return float("nan")
-
-
-def uptime():
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True,
-                              timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return f"load average {load1()}"
-
-
-def command_line():
-    exe = os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(str(ROOT)) \
-        else sys.executable
-    return " ".join([exe, os.path.relpath(__file__, ROOT)]
-                    + [shlex.quote(a) for a in sys.argv[1:]])
-
-
-def median(values):
-    values = [v for v in values or [] if v is not None]
-    return statistics.median(values) if values else None
-
-
-def human(nbytes):
-    return f"{nbytes // 1024} KiB" if nbytes % 1024 == 0 else f"{nbytes} B"
-
-
 def _ms(seconds):
     return None if seconds is None else round(seconds * 1e3, 4)
 
@@ -338,7 +286,7 @@ def run_fraction(args, fraction, impls, say, workdir, simulate_only):
                     measured = json.loads(out_path.read_text())
                     measured["_meta"]["transport"] = run.transport
                 else:
-                    reason = "timed out" if run.timed_out else f"exit {run.returncode}"
+                    reason = failure(run)
         except TestbedError as exc:
             reason = f"the testbed failed: {exc}"
         if reason:
@@ -371,7 +319,7 @@ def run_fraction(args, fraction, impls, say, workdir, simulate_only):
                    "t_ini_fast_ms": _ms(n / args.fast_rate + args.latency),
                    "t_ini_slow_ms": _ms(n * args.ratio / args.fast_rate + args.latency),
                    "measured_fast_ms": _ms(m_fast), "measured_slow_ms": _ms(m_slow),
-                   "load1": load1(), "command": command_line()}
+                   "load1": load1(), "command": args.command}
             if meas is not None and name in meas["impls"]:
                 lat = meas["impls"][name]["latency"]
                 med = median(lat)
@@ -409,11 +357,7 @@ def print_fraction(rows, say, measured):
 
 
 def plot(path, rows, fractions, measured):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(fractions) + 1, figsize=(4.4 * (len(fractions) + 1), 4.2))
     colors = {"binomial": "C0", "spoc": "C1", "fnf": "C2", "optimal": "C3", "native": "C7"}
     for ax, frac in zip(axes, fractions):
@@ -453,9 +397,7 @@ def plot(path, rows, fractions, measured):
     fig.suptitle("Banikazemi Fig. 4 on the emulated testbed: "
                  + ("measured (solid) and TiniModel (dashed)" if measured else
                     "SIMULATED ONLY (no testbed)"))
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, 100)
 
 
 def main(argv=None):
@@ -466,8 +408,8 @@ def main(argv=None):
 
     say("Banikazemi et al. Section 7.1 / Figure 4: broadcast latency with fast and slow "
         "ranks")
-    say(f"command: {command_line()}")
-    say(f"machine: {os.cpu_count()} cores, shared; {uptime()}")
+    say(f"command: {args.command}")
+    say(f"machine: shared; {load_text()}")
     slow_rate = args.fast_rate / args.ratio
     say(f"{args.ranks} ranks (the paper: 16; scaled to this machine), root 0 (fast); fast "
         f"links {args.fast_rate / 1e6:g} MB/s, slow {slow_rate / 1e6:.3g} MB/s (ratio "
@@ -504,18 +446,15 @@ def main(argv=None):
         say(f"\n{frac:.1%} fast ranks ({sub[0]['fast_ranks']}):")
         print_fraction(sub, say, any_measured)
     headline(args, rows, say, any_measured)
-    say(f"\ntook {time.monotonic() - t0:.0f} s; {uptime()}")
+    say(f"\ntook {time.monotonic() - t0:.0f} s; {load_text()}")
     if not args.no_write:
         RESULTS.mkdir(exist_ok=True)
         stem = "hetero_bcast" + (f"-n{args.ranks}" if args.ranks != 8 else "") + \
             ("-quick" if args.quick else "") + ("" if any_measured else "-simulated")
-        with open(RESULTS / f"{stem}.csv", "w", newline="") as fh:
-            writer = csv.DictWriter(fh, FIELDS, extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(rows)
+        write_csv(RESULTS / f"{stem}.csv", FIELDS, rows)
         plot(RESULTS / f"{stem}.png", rows, args.fractions, any_measured)
         say(f"wrote benchmarks/results/{stem}.csv, .png, .txt")
-        (RESULTS / f"{stem}.txt").write_text("\n".join(say.lines) + "\n")
+        say.write(RESULTS / f"{stem}.txt")
     return 0
 
 

@@ -19,8 +19,6 @@ and the raw numbers go to ``benchmarks/results/kernels.csv``. Set
 """
 
 import argparse
-import csv
-import shlex
 import statistics
 import sys
 import time
@@ -31,18 +29,13 @@ import numpy as np
 import wacoll._kernels as kernels
 from wacoll._kernels import KERNEL_VARIANT, OPERATORS, reduce_into
 
+from _harness import RESULTS, command_line, human, write_csv
+
 __all__ = ["main", "measure"]
 
 CASES = [("sum", "float64"), ("max", "float64"), ("sum", "int32"), ("max", "int32")]
 UFUNCS = {"sum": np.add, "max": np.maximum}
 KIB = 1024
-
-
-def _human(nbytes):
-    for unit, scale in (("MiB", KIB * KIB), ("KiB", KIB)):
-        if nbytes >= scale:
-            return f"{nbytes // scale} {unit}"
-    return f"{nbytes} B"
 
 
 def _calls_per_repeat(fn, target):
@@ -94,13 +87,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="sizes up to 1 MiB only")
     parser.add_argument("--repeats", type=int, default=21)
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" /
-                                             "kernels.csv"))
+    parser.add_argument("--out", default=str(RESULTS / "kernels.csv"))
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     top = 1 if args.quick else 64
     sizes = [KIB * 4 ** k for k in range(10) if KIB * 4 ** k <= top * KIB * KIB]
 
-    print("command:", shlex.join([sys.executable] + sys.argv))
+    print("command:", command_line(__file__, argv))
     print(f"numpy {np.__version__}; wacoll kernels: {KERNEL_VARIANT}; medians of "
           f"{args.repeats} repeats; GB/s counts 3 x array bytes per call; speedup = "
           "median of numpy time / wacoll time within a repeat; kernel = the compiled "
@@ -124,16 +117,13 @@ def main(argv=None):
                 "variant": KERNEL_VARIANT, "numpy_version": np.__version__,
             }
             rows.append(row)
-            print(f"{op:<4} {dtype:<8} {_human(nbytes):>7} {t['wacoll'] * 1e6:>10.3f} "
+            print(f"{op:<4} {dtype:<8} {human(nbytes):>7} {t['wacoll'] * 1e6:>10.3f} "
                   f"{t['kernel'] * 1e6:>10.3f} {t['numpy'] * 1e6:>10.3f} "
                   f"{row['wacoll_GBps']:>12.2f} {row['numpy_GBps']:>11.2f} "
                   f"{row['speedup']:>8.2f}", flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(out, list(rows[0]), rows)
     print(f"wrote {out}")
 
 

@@ -33,10 +33,8 @@ the simulator's plan times), labelled as such.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
-import os
 import shlex
 import statistics
 import sys
@@ -44,14 +42,15 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from _harness import (RESULTS, ROOT, Report, command_line, failure, load1, load_text,
+                      median, pyplot, save_figure, write_csv)
+
 sys.path.insert(0, str(ROOT))
 
 from wacoll import Topology  # noqa: E402
 from wacoll.plans import build  # noqa: E402
 from wacoll.plans.simulate import LinkModel, simulate  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
 APPS_DIR = ROOT / "benchmarks" / "apps"
 TESTBED = "magpie"
 FAMILIES = ("magpie", "mpich")
@@ -98,6 +97,7 @@ def parse_args(argv):
     p.add_argument("--quick", action="store_true", help="smoke run: small, 2 runs")
     p.add_argument("--no-write", action="store_true", help="write no result files")
     args = p.parse_args(argv)
+    args.command = command_line(__file__, argv)
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     args.apps = [a for a in args.apps.split(",") if a]
     if any(a not in ("asp", "qr") for a in args.apps):
@@ -112,31 +112,6 @@ def parse_args(argv):
 
 
 # ------------------------------------------------------------------ output helpers
-class Report:
-    def __init__(self):
-        self.lines = []
-
-    def __call__(self, text=""):
-        print(text, flush=True)
-        self.lines.append(text)
-
-
-def command_line():
-    python = os.path.relpath(sys.executable) if sys.executable.startswith(str(ROOT)) \
-        else sys.executable
-    return " ".join([python] + [shlex.quote(a) for a in sys.argv])
-
-
-def load_line():
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} on {os.cpu_count()} cores"
-
-
-def median(values):
-    values = [v for v in values or [] if v is not None]
-    return statistics.median(values) if values else None
-
-
 def ratio(a, b):
     return a / b if a is not None and b else None
 
@@ -289,15 +264,14 @@ def run_apps(topo, args, say):
                 t = time.monotonic()
                 run = tb.run(argv, timeout=args.timeout, capture=False, cwd=str(ROOT))
                 if not run.ok or not out.exists():
-                    why = "timed out" if run.timed_out else f"exit status {run.returncode}"
-                    say(f"{app} failed ({why})")
+                    say(f"{app} failed ({failure(run)})")
                     continue
                 results[app] = json.loads(out.read_text())
                 results[app]["meta"]["transport"] = run.transport
                 results[app]["wall"] = time.monotonic() - t
-                results[app]["meta"].update(command=command_line(), load=load_line(),
+                results[app]["meta"].update(command=args.command, load=load_text(),
                                             check=check_line(tb.last_check))
-                say(f"{app} took {results[app]['wall']:.0f} s; {load_line()}")
+                say(f"{app} took {results[app]['wall']:.0f} s; {load_text()}")
     except TestbedError as exc:
         return None, f"the testbed failed: {exc}"
     return results, None
@@ -463,11 +437,7 @@ FIELDS = ["app", "impl", "ranks", "clusters", "median", "min", "runs", "correct"
 
 
 def plot(path, all_rows, measured, args):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     apps = list(all_rows)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 4.8),
                                    gridspec_kw={"width_ratios": [1, 2.2]})
@@ -511,9 +481,7 @@ def plot(path, all_rows, measured, args):
     ax2.legend(fontsize=8)
     fig.suptitle(f"MagPIe Table 2 scaled: {args.sizes} ranks per cluster, "
                  f"{args.latency * 1e3:g} ms / {args.bandwidth / 1e6:g} MB/s wide area")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, 100)
 
 
 # ------------------------------------------------------------------ main
@@ -524,12 +492,12 @@ def main(argv=None):
     topo = Topology.from_sizes(args.sizes, wan_latency=args.latency,
                                wan_bandwidth=args.bandwidth)
     say("MagPIe Table 2 (Kielmann et al. 1999), scaled down, on wacoll's emulated wide area")
-    say(f"command: {command_line()}")
+    say(f"command: {args.command}")
     say(f"scale: {topo.size} ranks in clusters of {args.sizes} (2-core machine; the paper "
         f"used 40 processors in 8 clusters); wide area {args.latency * 1e3:g} ms one-way, "
         f"{args.bandwidth / 1e6:g} MB/s per directed cluster pair; wacoll validate=False "
         f"(arguments trusted, as MPI does)")
-    say(f"machine: {load_line()}")
+    say(f"machine: {load_text()}")
     if args.simulate_only:
         measured, reason = None, "--simulate-only was given"
     elif args.from_json:
@@ -555,8 +523,8 @@ def main(argv=None):
         rows = app_rows(app, args, topo, res, res is not None)
         for row in rows.values():
             row.update(problem=app_label(app, args), source="measured" if res else
-                       "simulated", load1=round(os.getloadavg()[0], 2),
-                       command=command_line())
+                       "simulated", load1=load1(),
+                       command=args.command)
         all_rows[app] = rows
         print_app(app, args, rows, res is not None, say, topo)
     say("\nnotes: wide-area figures are wacoll's checker sums (calls x plan metrics); "
@@ -565,18 +533,15 @@ def main(argv=None):
         "ratios. QR's roots at the paper's scale are taken as cyclic (its pivots are "
         "data-dependent). magpie's allreduce is its coordinator algorithm (int32 MAX "
         "is exact in any order, so wacoll asserts commutativity).")
-    say(f"{load_line()}; took {time.monotonic() - t0:.0f} s")
+    say(f"{load_text()}; took {time.monotonic() - t0:.0f} s")
     if not args.no_write and all_rows:
         RESULTS.mkdir(parents=True, exist_ok=True)
-        with open(RESULTS / f"{stem}.csv", "w", newline="") as fh:
-            writer = csv.DictWriter(fh, FIELDS, extrasaction="ignore")
-            writer.writeheader()
-            for rows in all_rows.values():
-                writer.writerows(rows.values())
+        write_csv(RESULTS / f"{stem}.csv", FIELDS,
+                  [row for rows in all_rows.values() for row in rows.values()])
         plot(RESULTS / f"{stem}.png", all_rows, measured is not None, args)
         say(f"wrote {RESULTS.relative_to(ROOT)}/{stem}.csv, .png"
             + (", .json" if measured else "") + ", .txt")
-        (RESULTS / f"{stem}.txt").write_text("\n".join(say.lines) + "\n")
+        say.write(RESULTS / f"{stem}.txt")
     return 0
 
 

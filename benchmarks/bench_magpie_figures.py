@@ -31,18 +31,17 @@ simulator's figures instead, labelled as such.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
-import os
 import re
-import shlex
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from _harness import (RESULTS, ROOT, Report, command_line, load1, load_text, median, pyplot,
+                      save_figure, write_csv)
+
 sys.path.insert(0, str(ROOT))
 
 from wacoll import Topology  # noqa: E402
@@ -50,7 +49,6 @@ from wacoll.plans import build  # noqa: E402
 from wacoll.plans.bounds import physical_bound  # noqa: E402
 from wacoll.plans.simulate import LinkModel, simulate  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
 TESTBED = "magpie"
 FAMILIES = ("magpie", "mpich")
 IMPLS = ("native",) + FAMILIES
@@ -108,6 +106,7 @@ def parse_args(argv):
     p.add_argument("--quick", action="store_true", help="smoke run: 3 runs per case")
     p.add_argument("--no-write", action="store_true", help="write no result files")
     args = p.parse_args(argv)
+    args.command = command_line(__file__, argv)
     args.clusters = [int(c) for c in args.clusters.split(",") if c]
     bad = [c for c in args.clusters if c < 1 or args.ranks % c]
     if bad:
@@ -119,28 +118,6 @@ def parse_args(argv):
 
 
 # ------------------------------------------------------------------ output
-class Report:
-    """Prints and remembers every line (written to the .txt file at the end)."""
-
-    def __init__(self):
-        self.lines = []
-
-    def __call__(self, text=""):
-        print(text, flush=True)
-        self.lines.append(text)
-
-
-def command_line():
-    python = os.path.relpath(sys.executable) if sys.executable.startswith(str(ROOT)) \
-        else sys.executable
-    return " ".join([python] + [shlex.quote(a) for a in sys.argv])
-
-
-def load_line():
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} on {os.cpu_count()} cores"
-
-
 def fmt(value, spec=".2f", scale=1.0):
     """``value * scale`` formatted with ``spec``; "-" (same width) when unknown."""
     if value is None:
@@ -236,11 +213,6 @@ def check_line(check):
             f" ms (range {min(lat) * 1e3:.2f}-{max(lat) * 1e3:.2f}), bandwidth median "
             f"{statistics.median(bw) / 1e6:.3f} MB/s (range {min(bw) / 1e6:.3f}-"
             f"{max(bw) / 1e6:.3f})")
-
-
-def median(values):
-    values = [v for v in values or [] if v is not None]
-    return statistics.median(values) if values else None
 
 
 # ------------------------------------------------------------------ assembling
@@ -389,19 +361,10 @@ FIELDS = ["figure", "case", "op", "bytes", "clusters", "per_cluster", "ranks",
           "native_times", "magpie_times", "mpich_times", "source", "load1", "command"]
 
 
-def write_csv(path, rows):
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, FIELDS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def plot(path, rows, measured, ranks, args):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import ScalarFormatter
+
+    plt = pyplot()
 
     impls = IMPLS if measured else FAMILIES
     colours = {"native": "tab:grey", "magpie": "black", "mpich": "tab:orange"}
@@ -434,9 +397,7 @@ def plot(path, rows, measured, ranks, args):
     fig.suptitle(f"MagPIe Figures 3-6 on wacoll's testbed: {ranks} ranks, "
                  f"{args.latency * 1e3:g} ms / {args.bandwidth / 1e6:g} MB/s wide area"
                  + (f", median of {args.reps}" if measured else " (SIMULATED)"))
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, 100)
 
 
 # ------------------------------------------------------------------ main
@@ -447,11 +408,11 @@ def main(argv=None):
     say = Report()
     t0 = time.monotonic()
     say("MagPIe Figures 3-6 (Kielmann et al. 1999) on wacoll's emulated wide area")
-    say(f"command: {command_line()}")
+    say(f"command: {args.command}")
     say(f"scale: {args.ranks} ranks in all over {args.clusters} clusters (2-core machine; "
         f"the paper used 16-40 processes); wide area {args.latency * 1e3:g} ms one-way, "
         f"{args.bandwidth / 1e6:g} MB/s per directed cluster pair")
-    say(f"machine: {load_line()}")
+    say(f"machine: {load_text()}")
     saved = json.loads(Path(args.from_json).read_text()) if args.from_json else None
     reason = "--simulate-only was given" if args.simulate_only else (
         None if saved else unavailable_reason())
@@ -486,34 +447,34 @@ def main(argv=None):
                 m = measured["_meta"]
                 say(f"transport {m['transport']}; self-check: {check_line(m.get('check'))}")
                 say(f"wacoll validate={m['validate']} (arguments trusted, as MPI does); "
-                    f"{m['reps']} runs per case; {load_line()}")
-                m["command"] = command_line()
-                m["load"] = load_line()
+                    f"{m['reps']} runs per case; {load_text()}")
+                m["command"] = args.command
+                m["load"] = load_text()
                 meta[str(c)] = measured
                 any_measured = True
         part = assemble(c, per, topo, model, measured)
         for r in part:
             r["source"] = "measured" if measured else "simulated"
-            r["load1"] = round(os.getloadavg()[0], 2)
-            r["command"] = command_line()
+            r["load1"] = load1()
+            r["command"] = args.command
         rows.extend(part)
     if reason is not None:
         say(f"\nNO MEASUREMENTS: {reason}. The tables show the simulator's predictions "
             "(LinkModel), not measurements.")
     print_tables(rows, any_measured, say, args.ranks)
     goals(rows, any_measured, say, args.ranks)
-    say(f"\n{load_line()}; took {time.monotonic() - t0:.0f} s")
+    say(f"\n{load_text()}; took {time.monotonic() - t0:.0f} s")
     if not args.no_write:
         RESULTS.mkdir(parents=True, exist_ok=True)
         stem = "magpie_figures" + (f"-n{args.ranks}" if args.ranks != 8 else "") + \
             ("-quick" if args.quick else "")
-        write_csv(RESULTS / f"{stem}.csv", rows)
+        write_csv(RESULTS / f"{stem}.csv", FIELDS, rows)
         plot(RESULTS / f"{stem}.png", rows, any_measured, args.ranks, args)
         if meta:
             (RESULTS / f"{stem}.json").write_text(json.dumps(meta, indent=1))
         say(f"wrote {RESULTS.relative_to(ROOT)}/{stem}.csv, .png"
             + (", .json" if meta else "") + ", .txt")
-        (RESULTS / f"{stem}.txt").write_text("\n".join(say.lines) + "\n")
+        say.write(RESULTS / f"{stem}.txt")
     return 0
 
 

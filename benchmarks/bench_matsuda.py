@@ -35,71 +35,35 @@ simulator's figures instead, labelled as such.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
-import shlex
 import statistics
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
+from _harness import (RESULTS, ROOT, Report, command_line, failure, human, load_text,
+                      median, parse_size, pyplot, report_check, save_figure,
+                      started_testbed, write_csv)
+
 TESTBED_NAME = "matsuda"
 KiB, MiB = 1 << 10, 1 << 20
 FULL_SIZES = (64 * KiB, 256 * KiB, 1 * MiB, 2 * MiB)
 QUICK_SIZES = (64 * KiB, 1 * MiB)
 LEVEL = "associative"
 ITEMSIZE = 8  # float64 with integer values: exact in every order
+FIELDS = ["op", "bytes", "algorithm", "measured_s", "measured_min_s", "runs",
+          "measured_MBps", "predicted_s", "predicted_MBps", "error", "error_min", "correct",
+          "wide_area_messages", "wide_area_bytes", "setting"]
 
 
-# ------------------------------------------------------------------ small helpers
-def human(nbytes):
-    """65536 -> '64 KiB'."""
-    for unit, factor in (("MiB", MiB), ("KiB", KiB)):
-        if nbytes >= factor and nbytes % factor == 0:
-            return f"{nbytes // factor} {unit}"
-    return f"{nbytes} B"
-
-
-def parse_size(text):
-    """'64K' -> 65536 (K, M suffixes are powers of 1024)."""
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    scale = {"K": KiB, "M": MiB}.get(t[-1:], 1)
-    if scale != 1:
-        t = t[:-1]
-    value = int(float(t) * scale)
-    if value < ITEMSIZE or value % ITEMSIZE:
+def message_size(text):
+    """A ``--sizes`` entry: a size (``64K``) that holds whole float64 elements."""
+    value = parse_size(text)
+    if value % ITEMSIZE:
         raise argparse.ArgumentTypeError(f"size must be a multiple of {ITEMSIZE} bytes")
     return value
-
-
-def median(values):
-    values = [v for v in values or [] if v is not None]
-    return statistics.median(values) if values else None
-
-
-def load_text():
-    one, five, _ = os.getloadavg()
-    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} cores"
-
-
-class Report:
-    """Prints lines and keeps them for the .txt file."""
-
-    def __init__(self):
-        self.lines = []
-
-    def __call__(self, text=""):
-        print(text, flush=True)
-        self.lines.append(text)
-
-
-def command_line(argv):
-    return shlex.join([".venv/bin/python", "benchmarks/bench_matsuda.py", *argv])
 
 
 # ------------------------------------------------------------------ the experiment
@@ -174,7 +138,7 @@ def measure_spec(sizes, per_cluster, reps):
 
 def run_testbed(topo, spec, out_dir, timeout, say):
     """Measure ``spec`` on a per-node testbed; ``(results, None)`` or ``(None, why)``."""
-    from wacoll.emulate import Testbed, TestbedError, unavailable_reason
+    from wacoll.emulate import TestbedError, unavailable_reason
 
     reason = unavailable_reason()
     if reason:
@@ -183,30 +147,20 @@ def run_testbed(topo, spec, out_dir, timeout, say):
     result_path = out_dir / "measured.json"
     spec_path.write_text(json.dumps(spec))
     try:
-        tb = Testbed(topo, name=TESTBED_NAME, per_node=True, time_limit=timeout + 600)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            tb.start()
-        try:
+        with started_testbed(topo, name=TESTBED_NAME, per_node=True,
+                             time_limit=timeout + 600) as (tb, caught):
             say(f"testbed {tb.name}: backend {tb.backend}, MTU {tb.mtu}, per-node queues, "
                 f"transport {tb.transport}")
-            say("testbed self-check (configured vs measured):")
-            for line in tb.last_check.table().splitlines():
-                say("  " + line)
-            for w in caught:
-                say(f"  WARNING: {w.message}")
+            report_check(say, tb.last_check, caught)
             run = tb.run([sys.executable, "-m", "wacoll.measure", str(spec_path),
                           str(result_path)], timeout=timeout, capture=False)
             if not run.ok:
-                why = "timed out" if run.timed_out else f"exit status {run.returncode}"
-                return None, f"the measurement run failed ({why})"
+                return None, f"the measurement run failed ({failure(run)})"
             results = json.loads(result_path.read_text())
             results["_meta"]["transport"] = run.transport
             results["_meta"]["check_ok"] = tb.last_check.ok
             results["_meta"]["check"] = tb.last_check.as_dict()
             return results, None
-        finally:
-            tb.stop()
     except TestbedError as exc:
         return None, f"the testbed failed: {exc}"
 
@@ -236,6 +190,8 @@ def build_rows(sim, measured, sizes, nprocs, per_cluster):
                         "runs": len(valid),
                         "measured_MBps": throughput(op, nbytes, nprocs, med),
                         "error": (s["predicted"] - med) / med if med else None,
+                        "error_min": (s["predicted"] - min(valid)) / min(valid)
+                        if valid else None,
                         "correct": measured[label]["correct"].get(name),
                     })
                 rows.append(row)
@@ -285,7 +241,7 @@ def time_of(rows, op, nbytes, algorithm, key):
 def verdicts(rows, sizes, per_cluster, measured, say):
     """The paper's claims and the brief's goal, measured and simulated."""
     big = max(sizes)
-    keys = [("measured", "measured_s")] if measured else []
+    keys = [("measured", "measured_s"), ("fastest", "measured_min_s")] if measured else []
     keys.append(("simulated", "predicted_s"))
     results = {}
     say(f"\nAt the largest size ({human(big)}):")
@@ -312,20 +268,20 @@ def verdicts(rows, sizes, per_cluster, measured, say):
         say(f"  {what:9s} bcast improves with n (within 5 %): {'yes' if mono else 'no'}; "
             f"times " + ", ".join(f"n={n} {vdg[n] * 1e3:.0f} ms" for n in vdg))
     if measured:
-        errs = [abs(r["error"]) for r in rows if r.get("error") is not None]
-        if errs:
-            say(f"  simulator vs testbed: median |error| {statistics.median(errs):.0%} "
-                f"over {len(errs)} cases (max {max(errs):.0%})")
+        say("  ('fastest': from the fastest of the runs of each case, the least disturbed "
+            "by the machine's load)")
+        for what, key in (("median", "error"), ("fastest run", "error_min")):
+            errs = [abs(r[key]) for r in rows if r.get(key) is not None]
+            if errs:
+                say(f"  simulator vs testbed ({what}): median |error| "
+                    f"{statistics.median(errs):.0%} over {len(errs)} cases "
+                    f"(max {max(errs):.0%})")
     return results
 
 
 # ------------------------------------------------------------------ plot
 def plot(path, rows, sizes, per_cluster, measured, title):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, op in zip(axes, ("bcast", "allreduce")):
@@ -350,27 +306,27 @@ def plot(path, rows, sizes, per_cluster, measured, title):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, 110)
 
 
-def write_csv(path, rows, meta):
-    fields = ["op", "bytes", "algorithm", "measured_s", "measured_min_s", "runs",
-              "measured_MBps", "predicted_s", "predicted_MBps", "error", "correct",
-              "wide_area_messages", "wide_area_bytes", "setting"]
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fields, extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow(dict(r, setting=meta))
+def _earlier_log(json_path):
+    """The measuring part of the .txt beside an earlier run's _measured.json."""
+    txt = Path(str(json_path).replace("_measured.json", ".txt"))
+    if not txt.exists():
+        return ["(no log found)"]
+    lines = []
+    for line in txt.read_text().splitlines():
+        if line.startswith("op ") or line.startswith("RE-RENDERED"):
+            break
+        lines.append(line)
+    return lines
 
 
 # ------------------------------------------------------------------ main
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="smoke run: 64 KiB and 1 MiB, 3 runs")
-    p.add_argument("--sizes", type=lambda s: [parse_size(x) for x in s.split(",") if x],
+    p.add_argument("--sizes", type=lambda s: [message_size(x) for x in s.split(",") if x],
                    help="message sizes (default 64K,256K,1M,2M)")
     p.add_argument("--reps", type=int, help="runs per case (default 7, --quick 3)")
     p.add_argument("--per-cluster", type=int, default=4, help="ranks per cluster (4)")
@@ -378,6 +334,9 @@ def parse_args(argv):
     p.add_argument("--wan-rate", type=float, default=20.0, help="wide area, MB/s (20)")
     p.add_argument("--latency-ms", type=float, default=10.0, help="wide area one-way (10)")
     p.add_argument("--simulate-only", action="store_true", help="no testbed")
+    p.add_argument("--from-json", type=Path, metavar="MEASURED_JSON",
+                   help="re-render tables and plot from an earlier run's _measured.json "
+                        "(same --sizes / settings), measuring nothing")
     args = p.parse_args(argv)
     args.sizes = sorted(set(args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES)))
     args.reps = args.reps or (3 if args.quick else 7)
@@ -396,15 +355,20 @@ def main(argv=None):
     setting = (f"2 clusters x {args.per_cluster} ranks, node links {args.node_rate:g} MB/s, "
                f"wide area {args.wan_rate:g} MB/s, {args.latency_ms:g} ms one-way")
     say("Matsuda et al. Figure 6 (bcast / allreduce throughput) on wacoll's testbed")
-    say(f"command: {command_line(argv)}")
+    say(f"command: {command_line(__file__, argv)}")
     say(f"setting: {setting}; {nprocs} ranks on this {os.cpu_count()}-core machine "
         f"(the paper: 2 x 8 nodes, 1 Gbit/s nodes, 10 Gbit/s wide area, 10 ms)")
     say(f"data: float64 vectors holding small integers, level {LEVEL!r} (exact in any "
         f"order); wacoll with validate=False (arguments trusted, as MPI does)")
-    say(f"at start: {load_text()}")
+    say(f"at start: {load_text()}" + (" (now, re-rendering)" if args.from_json else ""))
     sim = simulate_all(topo, args.sizes, args.per_cluster)
     measured, reason = None, "--simulate-only was given"
-    if not args.simulate_only:
+    if args.from_json:
+        measured = json.loads(args.from_json.read_text())
+        say(f"\nRE-RENDERED from {args.from_json}, measured earlier by this log:")
+        for line in measured["_meta"].get("log") or _earlier_log(args.from_json):
+            say("| " + line)
+    elif not args.simulate_only:
         spec = measure_spec(args.sizes, args.per_cluster, args.reps)
         budget = sum(v["predicted"] for v in sim.values()) * (args.reps + 1)
         timeout = 180 + 4 * budget
@@ -420,7 +384,8 @@ def main(argv=None):
         meta = measured["_meta"]
         say(f"\nmedian of {meta['reps']} runs per case (completion: last rank done, from a "
             f"common start instant); transport {meta['transport']}")
-    say(f"at end: {load_text()}")
+    if not args.from_json:
+        say(f"at end: {load_text()}")
     rows = build_rows(sim, measured, args.sizes, nprocs, args.per_cluster)
     say("")
     print_table(rows, measured is not None, say)
@@ -430,19 +395,25 @@ def main(argv=None):
                           ("per_cluster", 4)):
         if getattr(args, name) != default:  # non-default settings get their own files
             stem += f"_{name.split('_')[0]}{getattr(args, name):g}"
+    if tuple(args.sizes) != (QUICK_SIZES if args.quick else FULL_SIZES):
+        stem += "_" + "-".join(human(x).replace(" KiB", "K").replace(" MiB", "M")
+                               for x in args.sizes)
     stem += ("_quick" if args.quick else "") + ("" if measured is not None else "_simulated")
+    if args.from_json and args.from_json.name.endswith("_measured.json"):
+        stem = args.from_json.name[:-len("_measured.json")]  # re-render in place
     RESULTS.mkdir(parents=True, exist_ok=True)
-    write_csv(RESULTS / f"{stem}.csv", rows, setting)
+    write_csv(RESULTS / f"{stem}.csv", FIELDS, (dict(r, setting=setting) for r in rows))
     title = (f"Matsuda Fig. 6 on wacoll's testbed: {setting}"
              + ("" if measured else " - SIMULATED ONLY"))
     plot(RESULTS / f"{stem}.png", rows, args.sizes, args.per_cluster, measured is not None,
          title)
-    if measured is not None:
+    if measured is not None and not args.from_json:
+        measured["_meta"]["log"] = list(say.lines)
         (RESULTS / f"{stem}_measured.json").write_text(json.dumps(measured, indent=1))
     say(f"\nwrote {RESULTS.relative_to(ROOT)}/{stem}.csv, .png, .txt"
         + (", _measured.json" if measured else "")
         + f" in {time.monotonic() - t0:.0f} s")
-    (RESULTS / f"{stem}.txt").write_text("\n".join(say.lines) + "\n")
+    say.write(RESULTS / f"{stem}.txt")
     return 0
 
 

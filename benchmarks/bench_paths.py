@@ -52,22 +52,18 @@ Writes ``benchmarks/results/paths_allreduce[-quick].csv|png|txt``.
 from __future__ import annotations
 
 import argparse
-import csv
 import inspect
 import json
-import os
-import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-RESULTS = HERE / "results"
-APP = HERE / "apps" / "paths_allreduce.py"
+from _harness import (RESULTS, ROOT, Report, command_line, failure, load1, load_text,
+                      median, pyplot, report_check, save_figure, write_csv)
+
+APP = ROOT / "benchmarks" / "apps" / "paths_allreduce.py"
 TESTBED = "paths"
 LEVEL = "commutative"
 FIELDS = ["config", "nodes", "ppn", "ranks", "placement", "impl", "plan", "median_us",
@@ -102,6 +98,7 @@ def parse_args(argv):
                    help="no testbed: the simulator's table only")
     p.add_argument("--no-write", action="store_true", help="write no result files")
     args = p.parse_args(argv)
+    args.command = command_line(__file__, argv)
     args.iters = args.iters or (150 if args.quick else 1000)
     args.runs = args.runs or (3 if args.quick else 7)
     args.sweep_iters = args.sweep_iters or min(args.iters, 100 if args.quick else 200)
@@ -173,43 +170,6 @@ def simulated(topology, impl, overhead):
 
 
 # ------------------------------------------------------------------ output
-class Report:
-    """Prints and keeps every line for the .txt file."""
-
-    def __init__(self):
-        self.lines = []
-
-    def __call__(self, text=""):
-        print(text, flush=True)
-        self.lines.append(text)
-
-
-def load1():
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return float("nan")
-
-
-def uptime():
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True,
-                              timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return f"load average {load1()}"
-
-
-def command_line():
-    return " ".join([os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(
-        str(ROOT)) else sys.executable, os.path.relpath(__file__, ROOT)]
-        + [shlex.quote(a) for a in sys.argv[1:]])
-
-
-def median(values):
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
-
-
 def fmt_us(seconds, width=8):
     return f"{'-':>{width}s}" if seconds is None else f"{seconds * 1e6:{width}.0f}"
 
@@ -243,16 +203,14 @@ def run_config(args, label, nodes, ppn, impls, say, workdir):
         with Testbed(topo, name=TESTBED) as tb:
             check = tb.last_check
             if check is not None and check.pairs:
-                say("testbed self-check (configured vs measured):")
-                for line in check.table().splitlines():
-                    say("  " + line)
+                report_check(say, check)
             run = tb.run([sys.executable, str(APP), str(spec_path), str(out_path)],
                          timeout=timeout, capture=False, cwd=str(ROOT))
             transport = run.transport
             if run.ok:
                 measured = json.loads(out_path.read_text())
             else:
-                reason = "timed out" if run.timed_out else f"exit status {run.returncode}"
+                reason = failure(run)
     except TestbedError as exc:
         reason = f"the testbed failed: {exc}"
     if reason:
@@ -267,7 +225,7 @@ def run_config(args, label, nodes, ppn, impls, say, workdir):
         row = {"config": label, "nodes": nodes, "ppn": ppn, "ranks": size,
                "placement": args.placement, "impl": name, "simulated_us": _us(sim),
                "wide_area_msgs": wan, "measured_oneway_us": _us(oneway),
-               "load1": load1(), "command": command_line()}
+               "load1": load1(), "command": args.command}
         if measured is not None and name in measured:
             m = measured[name]
             per_op = m["per_op"]
@@ -323,11 +281,7 @@ def _f(value, width):
 
 
 def plot(path, rows, configs, sweep_labels, measured):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     key = "median_us" if measured else "simulated_us"
     what = "measured median" if measured else "SIMULATED (no testbed)"
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
@@ -366,9 +320,7 @@ def plot(path, rows, configs, sweep_labels, measured):
         ax.legend(fontsize=8)
     else:
         ax.text(0.5, 0.5, "no node sweep in this run", ha="center", transform=ax.transAxes)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, 110)
 
 
 def main(argv=None):
@@ -379,8 +331,8 @@ def main(argv=None):
 
     say("PATHS (Bjørndalen et al.) Figures 5-8: 1-int MPI_SUM Allreduce on SMP nodes "
         "over an emulated LAN")
-    say(f"command: {command_line()}")
-    say(f"machine: {os.cpu_count()} cores, shared; {uptime()}")
+    say(f"command: {args.command}")
+    say(f"machine: shared; {load_text()}")
     say(f"LAN: {args.bandwidth / 1e6:g} MB/s per directed node pair, configured one-way "
         f"latency {args.latency * 1e6:g} us; placement {args.placement}; "
         f"{args.iters} Allreduces per run ({args.sweep_iters} in the node sweep), median "
@@ -409,7 +361,7 @@ def main(argv=None):
                              "simulated_us": _us(sim), "wide_area_msgs": wan,
                              "plan": "MPI library" if impl["family"] == "native" else
                              f"{impl['family']}/{plan_for(topo, impl).algorithm}",
-                             "load1": load1(), "command": command_line()})
+                             "load1": load1(), "command": args.command})
             lam = next(r for r in rows if r["config"] == label and r["impl"] == "lam")
             for r in rows:
                 if r["config"] == label and r.get("simulated_us"):
@@ -428,20 +380,17 @@ def main(argv=None):
     print_table(rows, say, measured_any)
     summary(rows, say, measured_any, configs, sweep_labels)
     rows += paper_scale(args, rows, say)
-    say(f"\ntook {time.monotonic() - t0:.0f} s; {uptime()}")
+    say(f"\ntook {time.monotonic() - t0:.0f} s; {load_text()}")
     if not args.no_write:
         RESULTS.mkdir(exist_ok=True)
         stem = "paths_allreduce" + ("-block" if args.placement == "block" else "") + \
             (f"-lat{args.latency * 1e6:g}us" if args.latency != 50e-6 else "") + \
             ("-quick" if args.quick else "") + ("-simulated" if not measured_any else "")
-        with open(RESULTS / f"{stem}.csv", "w", newline="") as fh:
-            writer = csv.DictWriter(fh, FIELDS + ["ping_remote_us"], extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(rows)
+        write_csv(RESULTS / f"{stem}.csv", FIELDS + ["ping_remote_us"], rows)
         plot(RESULTS / f"{stem}.png", rows, [c[0] for c in configs], sweep_labels,
              measured_any)
         say(f"wrote benchmarks/results/{stem}.csv, .png, .txt")
-        (RESULTS / f"{stem}.txt").write_text("\n".join(say.lines) + "\n")
+        say.write(RESULTS / f"{stem}.txt")
     return 0
 
 
@@ -468,7 +417,7 @@ def paper_scale(args, rows, say):
                         "placement": args.placement, "impl": impl["name"],
                         "plan": f"{impl['family']}/{plan_for(topo, impl).algorithm}",
                         "simulated_us": _us(sim), "wide_area_msgs": wan,
-                        "load1": load1(), "command": command_line()})
+                        "load1": load1(), "command": args.command})
         lam = next(r for r in got if r["impl"] == "lam")["simulated_us"]
         for r in got:
             r["speedup_vs_lam"] = round(lam / r["simulated_us"], 3)

@@ -30,21 +30,19 @@ Where the testbed cannot run it says why and shows the simulator's heatmaps inst
 from __future__ import annotations
 
 import argparse
-import csv
 import inspect
 import json
 import math
 import os
-import shlex
 import statistics
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
+from _harness import (RESULTS, ROOT, Report, command_line, failure, load_text, median,
+                      pyplot, save_figure, started_testbed, write_csv)
+
 APP = ROOT / "benchmarks" / "apps" / "plaat_kernel.py"
 TESTBED_NAME = "plaat"
 FAMILIES = ("magpie", "mpich")
@@ -54,34 +52,13 @@ FULL_BANDWIDTHS = (0.3, 1.0, 10.0)  # MB/s
 QUICK_LATENCIES = (1.0, 30.0)
 QUICK_BANDWIDTHS = (0.3, 10.0)
 SEGMENT_SIZE, THRESHOLD = 262144, 512  # wacoll.Comm's defaults that shape plans
+FIELDS = ["latency_ms", "bandwidth_MBps", "family", "T_multi_s", "T_single_s", "rel",
+          "T_multi_min_s", "T_single_min_s", "rel_min",
+          "sim_T_multi_s", "sim_T_single_s", "sim_rel", "runs", "correct", "check_ok",
+          "magpie_over_mpich"]
 
 
 # ------------------------------------------------------------------ small helpers
-def median(values):
-    values = [v for v in values or [] if v is not None]
-    return statistics.median(values) if values else None
-
-
-def load_text():
-    one, five, _ = os.getloadavg()
-    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} cores"
-
-
-class Report:
-    """Prints lines and keeps them for the .txt file."""
-
-    def __init__(self):
-        self.lines = []
-
-    def __call__(self, text=""):
-        print(text, flush=True)
-        self.lines.append(text)
-
-
-def command_line(argv):
-    return shlex.join([".venv/bin/python", "benchmarks/bench_sensitivity.py", *argv])
-
-
 def floats(text):
     return [float(x) for x in text.split(",") if x.strip()]
 
@@ -155,16 +132,13 @@ def check_summary(report):
 
 def run_kernel(topology, cfg, out_dir, tag, timeout, say):
     """Run the kernel on a testbed for ``topology``; ``(results, None)`` or ``(None, why)``."""
-    from wacoll.emulate import Testbed, TestbedError
+    from wacoll.emulate import TestbedError
 
     cfg_path, res_path = out_dir / f"{tag}.json", out_dir / f"{tag}-out.json"
     cfg_path.write_text(json.dumps(cfg))
     try:
-        tb = Testbed(topology, name=TESTBED_NAME, time_limit=timeout + 600)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            tb.start()
-        try:
+        with started_testbed(topology, name=TESTBED_NAME,
+                             time_limit=timeout + 600) as (tb, caught):
             say(f"  [{tag}] testbed {tb.backend}, MTU {tb.mtu}, self-check "
                 + check_summary(tb.last_check)
                 + "".join(f"; WARNING {w.message}" for w in caught))
@@ -172,16 +146,13 @@ def run_kernel(topology, cfg, out_dir, tag, timeout, say):
             run = tb.run([sys.executable, str(APP), str(cfg_path), str(res_path)],
                          timeout=timeout, capture=True)
             if not run.ok:
-                why = "timed out" if run.timed_out else f"exit status {run.returncode}"
                 tail = (run.stderr or "").strip().splitlines()[-3:]
-                return None, f"the kernel run failed ({why}) " + " | ".join(tail)
+                return None, f"the kernel run failed ({failure(run)}) " + " | ".join(tail)
             results = json.loads(res_path.read_text())
             results["meta"]["transport"] = run.transport
             results["meta"]["elapsed"] = time.monotonic() - t0
             results["meta"]["check"] = tb.last_check.as_dict()
             return results, None
-        finally:
-            tb.stop()
     except TestbedError as exc:
         return None, f"the testbed failed: {exc}"
 
@@ -222,11 +193,9 @@ class _Reference:
 
 # ------------------------------------------------------------------ output
 def plot(path, rows, latencies, bandwidths, measured, title):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
+
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 5), constrained_layout=True)
     key = "rel" if measured else "sim_rel"
@@ -253,19 +222,7 @@ def plot(path, rows, latencies, bandwidths, measured, title):
         ax.set_title(f"{family}" + ("" if measured else " (SIMULATED ONLY)"))
     fig.colorbar(image, ax=axes, label="speedup relative to one cluster, T_L / T_M (%)")
     fig.suptitle(title)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def write_csv(path, rows):
-    fields = ["latency_ms", "bandwidth_MBps", "family", "T_multi_s", "T_single_s", "rel",
-              "T_multi_min_s", "T_single_min_s", "rel_min",
-              "sim_T_multi_s", "sim_T_single_s", "sim_rel", "runs", "correct", "check_ok",
-              "magpie_over_mpich"]
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fields, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
+    save_figure(fig, path, 110)
 
 
 def print_grids(rows, latencies, bandwidths, measured, say, key="rel", what=""):
@@ -320,7 +277,7 @@ def main(argv=None):
            "reps": args.reps, "compute_ms": args.compute_ms, "row_bytes": args.row_bytes,
            "compute": args.compute, "margin": 0.1}
     say("Plaat et al. Figure 3 (speedup relative to one cluster) on wacoll's testbed")
-    say(f"command: {command_line(argv)}")
+    say(f"command: {command_line(__file__, argv)}")
     say(f"kernel ({APP.relative_to(ROOT)}): per iteration {args.compute_ms:g} ms emulated "
         f"computation ({args.compute}), Bcast {args.row_bytes} B from root i mod 8, "
         f"Allreduce 8 B (float64, integer values, level 'associative'), Barrier; "
@@ -419,7 +376,7 @@ def main(argv=None):
                 f"{100 * statistics.median(errs):.0f} points")
     stem = "plaat_fig3" + ("_quick" if args.quick else "") + ("" if measured else "_simulated")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    write_csv(RESULTS / f"{stem}.csv", rows)
+    write_csv(RESULTS / f"{stem}.csv", FIELDS, rows)
     if measured:
         raw = {"reference": reference_results, "settings": [
             {"latency_ms": lat, "bandwidth_MBps": bw, **run["res"]}
@@ -431,7 +388,7 @@ def main(argv=None):
     say(f"\nwrote {RESULTS.relative_to(ROOT)}/{stem}.csv, .png, .txt"
         + (", _measured.json" if measured else "") + " in "
         f"{time.monotonic() - t0:.0f} s")
-    (RESULTS / f"{stem}.txt").write_text("\n".join(say.lines) + "\n")
+    say.write(RESULTS / f"{stem}.txt")
     return 0
 
 

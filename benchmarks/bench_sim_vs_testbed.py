@@ -41,21 +41,22 @@ why and prints the simulator's predictions only.
 from __future__ import annotations
 
 import argparse
-import csv
 import inspect
 import json
 import math
 import os
-import shlex
 import statistics
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
+from _harness import (RESULTS, ROOT, Report, command_line, failure, human, load_text,
+                      median, pyplot, report_check, save_figure, started_testbed, write_csv)
+
+sys.path.append(str(Path(__file__).resolve().parent / "apps"))  # the workers' MPI side
+from _rankside import import_wacoll, now, timed  # noqa: E402
+
 TESTBED_NAME = "simtb"
 FAMILIES = ("magpie", "mpich")
 LEVEL = "associative"
@@ -67,43 +68,6 @@ THRESHOLD = 512
 FULL_SIZES = (1, 1 * KiB, 16 * KiB, 256 * KiB)
 QUICK_SIZES = (1, 16 * KiB)
 PINGPONG_SIZES = (1, 1 * KiB, 16 * KiB, 64 * KiB)
-
-
-# ------------------------------------------------------------------ small helpers
-def human(nbytes):
-    for unit, factor in (("MiB", 1 << 20), ("KiB", KiB)):
-        if nbytes >= factor and nbytes % factor == 0:
-            return f"{nbytes // factor} {unit}"
-    return f"{nbytes} B"
-
-
-def median(values):
-    values = [v for v in values or [] if v is not None]
-    return statistics.median(values) if values else None
-
-
-def load_text():
-    one, five, _ = os.getloadavg()
-    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} cores"
-
-
-class Report:
-    """Prints lines and keeps them for the .txt file."""
-
-    def __init__(self):
-        self.lines = []
-
-    def __call__(self, text=""):
-        print(text, flush=True)
-        self.lines.append(text)
-
-
-def command_line(argv):
-    return shlex.join([".venv/bin/python", "benchmarks/bench_sim_vs_testbed.py", *argv])
-
-
-def now():
-    return time.clock_gettime(time.CLOCK_MONOTONIC)
 
 
 # ------------------------------------------------------------------ cases and plans
@@ -311,11 +275,7 @@ def measure_worker(spec_path, out_path):
 
     w = MPI.COMM_WORLD
     rank, size = w.Get_rank(), w.Get_size()
-    if rank == 0:  # the editable install may rebuild on import: one rank first
-        import wacoll  # noqa: F401
-    w.Barrier()
-    import wacoll
-
+    wacoll = import_wacoll(w)
     spec = json.loads(Path(spec_path).read_text())
     reps, margin = int(spec["reps"]), float(spec["margin"])
     topology = wacoll.Topology.from_comm(w)
@@ -339,17 +299,7 @@ def measure_worker(spec_path, out_path):
         times = {name: [] for name, _ in runs}
         for _ in range(reps):
             for name, fn in runs:
-                start = w.bcast(now() + margin if rank == 0 else None, root=0)
-                late = now() > start
-                while True:
-                    left = start - now()
-                    if left <= 0:
-                        break
-                    if left > 0.002:
-                        time.sleep(left - 0.001)
-                fn()
-                worst = w.allreduce((now() - start, late), op=MPI.MAX)
-                times[name].append(None if worst[1] else worst[0])
+                times[name].append(timed(w, margin, fn))
         results[label] = {"op": op, "bytes": nbytes, "times": times, "correct": correct,
                           "plan": plans}
         if rank == 0:
@@ -363,7 +313,7 @@ def measure_worker(spec_path, out_path):
 # ------------------------------------------------------------------ testbed
 def run_testbed(topology, spec, out_dir, timeout, say, pp_reps):
     """Ping-pong, then the measurement; ``(pingpong, results, None)`` or ``(.., why)``."""
-    from wacoll.emulate import Testbed, TestbedError, unavailable_reason
+    from wacoll.emulate import TestbedError, unavailable_reason
 
     reason = unavailable_reason()
     if reason:
@@ -372,42 +322,35 @@ def run_testbed(topology, spec, out_dir, timeout, say, pp_reps):
     pp_path = out_dir / "pingpong.json"
     spec_path.write_text(json.dumps(spec))
     try:
-        tb = Testbed(topology, name=TESTBED_NAME, time_limit=timeout + 900)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            tb.start()
-        try:
+        with started_testbed(topology, name=TESTBED_NAME,
+                             time_limit=timeout + 900) as (tb, caught):
             say(f"testbed {tb.name}: backend {tb.backend}, MTU {tb.mtu}, transport "
                 f"{tb.transport}")
-            say("testbed self-check (configured vs measured):")
-            for line in tb.last_check.table().splitlines():
-                say("  " + line)
-            for w in caught:
-                say(f"  WARNING: {w.message}")
+            report_check(say, tb.last_check, caught)
             run = tb.run([sys.executable, str(Path(__file__).resolve()), "--pingpong-worker",
                           str(pp_path), "--pingpong-reps", str(pp_reps)], timeout=300,
                          capture=False)
             pingpong = json.loads(pp_path.read_text()) if run.ok else None
             if pingpong is None:
-                say("ping-pong failed: " + ("timed out" if run.timed_out
-                                            else f"exit status {run.returncode}"))
+                say(f"ping-pong failed: {failure(run)}")
             run = tb.run([sys.executable, str(Path(__file__).resolve()), "--measure-worker",
                           str(spec_path), str(result_path)], timeout=timeout, capture=False)
             if not run.ok:
-                why = "timed out" if run.timed_out else f"exit status {run.returncode}"
-                return pingpong, None, f"the measurement run failed ({why})"
+                return pingpong, None, f"the measurement run failed ({failure(run)})"
             results = json.loads(result_path.read_text())
             results["_meta"]["transport"] = run.transport
             results["_meta"]["check"] = tb.last_check.as_dict()
             return pingpong, results, None
-        finally:
-            tb.stop()
     except TestbedError as exc:
         return None, None, f"the testbed failed: {exc}"
 
 
 # ------------------------------------------------------------------ tables
 MODEL_NAMES = ("uncalibrated", "overhead", "full")
+FIELDS = (["case", "op", "bytes", "family", "algorithm", "messages", "wide_area_messages",
+           "wide_area_bytes", "measured", "measured_min", "runs", "start_skew", "correct",
+           "same_plan", "err_min_uncalibrated"]
+          + [f"{k}_{n}" for n in MODEL_NAMES for k in ("pred", "err")])
 
 
 def build_rows(case_list, pred, measured):
@@ -515,11 +458,7 @@ def summary(rows, calibrated, say):
 
 
 def plot(path, rows, measured, title):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.5))
     ax = axes[0]
     labels = [f"{r['case']}\n{r['family']}" for r in rows]
@@ -564,19 +503,7 @@ def plot(path, rows, measured, title):
         ax.text(0.5, 0.5, "SIMULATED ONLY: no testbed", ha="center", va="center")
         ax.set_axis_off()
     fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def write_csv(path, rows):
-    fields = ["case", "op", "bytes", "family", "algorithm", "messages",
-              "wide_area_messages", "wide_area_bytes", "measured", "measured_min", "runs",
-              "start_skew", "correct", "same_plan", "err_min_uncalibrated"] + [f"{k}_{n}" for n in MODEL_NAMES for k in ("pred", "err")]
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fields, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
+    save_figure(fig, path, 110)
 
 
 # ------------------------------------------------------------------ main
@@ -613,7 +540,7 @@ def main(argv=None):
     sizes = QUICK_SIZES if args.quick else FULL_SIZES
     case_list = cases(sizes, args.quick)
     say("wacoll's simulator (LinkModel) against the emulated testbed")
-    say(f"command: {command_line(argv)}")
+    say(f"command: {command_line(__file__, argv)}")
     say(f"setting: 4 clusters x 2 ranks, 10 ms one-way / 1 MB/s between clusters (MagPIe's), "
         f"{topo.size} ranks on this {os.cpu_count()}-core machine; families "
         f"{', '.join(FAMILIES)}; wacoll with validate=False (arguments trusted, as MPI "
@@ -666,7 +593,7 @@ def main(argv=None):
     stem = ("sim_vs_testbed" + ("_quick" if args.quick else "")
             + ("" if measured is not None else "_simulated"))
     RESULTS.mkdir(parents=True, exist_ok=True)
-    write_csv(RESULTS / f"{stem}.csv", rows)
+    write_csv(RESULTS / f"{stem}.csv", FIELDS, rows)
     plot(RESULTS / f"{stem}.png", rows, measured is not None,
          "wacoll simulator vs testbed: 4 x 2 ranks, 10 ms / 1 MB/s"
          + ("" if measured else " - SIMULATED ONLY"))
@@ -676,7 +603,7 @@ def main(argv=None):
         (RESULTS / f"{stem}_measured.json").write_text(json.dumps(measured, indent=1))
     say(f"\nwrote {RESULTS.relative_to(ROOT)}/{stem}.csv, .png, .txt"
         + (", _measured.json" if measured else "") + f" in {time.monotonic() - t0:.0f} s")
-    (RESULTS / f"{stem}.txt").write_text("\n".join(say.lines) + "\n")
+    say.write(RESULTS / f"{stem}.txt")
     return 0
 
 

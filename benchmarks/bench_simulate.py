@@ -19,8 +19,6 @@ Prints a table and the command line, and writes benchmarks/results/simulate.csv.
 from __future__ import annotations
 
 import argparse
-import csv
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -30,7 +28,8 @@ from wacoll.plans import build
 from wacoll.plans import simulate as simulate_module
 from wacoll.plans.simulate import LinkModel, TiniModel, TsTrModel, simulate
 
-RESULTS = Path(__file__).resolve().parent / "results" / "simulate.csv"
+from _harness import RESULTS, command_line, write_csv
+
 FIELDS = ["plan", "model", "ranks", "messages", "wide_area_messages", "completion_s",
           "cold_wall_s", "cold_cpu_s", "warm_wall_s", "warm_cpu_s",
           "cold_msgs_per_s", "warm_msgs_per_s", "cold_cpu_msgs_per_s",
@@ -111,18 +110,16 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=4096)
     parser.add_argument("--repeat", type=int, default=3, help="warm runs per pair")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=RESULTS / "simulate.csv")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
-    print("command:", shlex.join([sys.executable] + sys.argv))
+    print("command:", command_line(__file__, argv))
     print(f"{'plan':32} {'model':9} {'msgs':>7} {'wan':>7} {'completion':>11} "
           f"{'cold msg/s':>10} {'warm msg/s':>10} {'cold cpu':>10} {'warm cpu':>10}")
     print(f"{'':70} {'(wall-clock)':>21} {'(CPU time)':>21}")
     rows = run(args.ranks, args.repeat)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.out, FIELDS, rows)
     print(f"wrote {args.out}")
 
 

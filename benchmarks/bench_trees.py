@@ -16,10 +16,8 @@ latency on the same instance. Prints a table and writes the raw numbers to
 from __future__ import annotations
 
 import argparse
-import csv
 import platform
 import random
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -27,7 +25,8 @@ from pathlib import Path
 from wacoll.trees import bcast_time, fnf, optimal, spoc
 from wacoll.trees.optimal import MAX_PARTICIPANTS
 
-RESULTS = Path(__file__).resolve().parent / "results" / "trees.csv"
+from _harness import RESULTS, command_line, write_csv
+
 FIELDS = ["algorithm", "participants", "seconds", "repeats", "latency", "fnf_latency",
           "command"]
 
@@ -79,15 +78,15 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3,
                         help="runs per fnf/spoc size, best kept (default 3)")
     parser.add_argument("--seed", type=int, default=1998)
-    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--output", type=Path, default=RESULTS / "trees.csv")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
 
-    command = "python benchmarks/bench_trees.py " + shlex.join(
-        sys.argv[1:] if argv is None else argv)
+    command = command_line(__file__, argv)
     rows = bench_scale([1_000, 10_000, 100_000], args.repeats, args.seed)
     rows += bench_optimal(8, args.max_optimal, args.budget, args.seed)
 
-    print(f"# {command.strip()}")
+    print(f"# {command}")
     print(f"# Python {platform.python_version()} on {platform.machine()}, "
           f"{platform.processor() or platform.system()}")
     print(f"{'algorithm':<10}{'participants':>13}{'seconds':>11}{'latency':>13}"
@@ -98,10 +97,7 @@ def main(argv=None):
               f"{r['latency']:>13.1f}{fnf_lat}")
 
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.output, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows({**r, "command": command.strip()} for r in rows)
+    write_csv(args.output, FIELDS, ({**r, "command": command} for r in rows))
     print(f"# raw numbers: {args.output}")
 
 

@@ -23,13 +23,13 @@ made (operation, root, count, itemsize -> calls) to ``--out`` as JSON.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import os
 import sys
 import time
 
 import numpy as np
+
+from _rankside import digest, idle_barrier, make_comms, run_meta, timed_runs
 
 INF = 1 << 28  # INF + INF still fits in int32
 
@@ -101,72 +101,6 @@ def calls(n, size):
     return out
 
 
-# ------------------------------------------------------------------ harness
-def now():
-    return time.clock_gettime(time.CLOCK_MONOTONIC)
-
-
-def wait_until(t):
-    """Sleep most of the way, then spin briefly (ranks share few cores)."""
-    while True:
-        left = t - now()
-        if left <= 0:
-            return
-        if left > 0.002:
-            time.sleep(left - 0.001)
-
-
-def idle_barrier(world):
-    """A barrier that sleeps instead of busy-polling (rank 0 may be computing)."""
-    req = world.Ibarrier()
-    while not req.Test():
-        time.sleep(0.002)
-
-
-def import_wacoll(world):
-    """Import wacoll rank after rank (an editable install may rebuild on import)."""
-    import importlib
-
-    for r in range(world.Get_size()):
-        if r == world.Get_rank():
-            importlib.import_module("wacoll")
-        idle_barrier(world)
-    return importlib.import_module("wacoll")
-
-
-def make_comms(world, impls):
-    wacoll = import_wacoll(world)
-    comms = {}
-    for impl in impls:
-        comms[impl] = world.Dup() if impl == "native" else wacoll.Comm(
-            world, family=impl, validate=False)
-    return comms
-
-
-def timed(world, margin, fn):
-    """Run ``fn`` from a common start instant; the latest finish minus that instant."""
-    from mpi4py import MPI
-
-    start = world.bcast(now() + margin if world.Get_rank() == 0 else None, root=0)
-    late = now() > start
-    wait_until(start)
-    fn()
-    finish = now()
-    worst, any_late = world.allreduce((finish - start, late), op=MPI.MAX)
-    return None if any_late else worst
-
-
-def meta(world):
-    clusters = os.environ.get("WACOLL_CLUSTERS", "")
-    return {"size": world.Get_size(), "clusters": clusters,
-            "transport": os.environ.get("WACOLL_TRANSPORT", "default"),
-            "testbed": os.environ.get("WACOLL_TESTBED")}
-
-
-def digest(array):
-    return hashlib.sha1(np.ascontiguousarray(array).tobytes()).hexdigest()
-
-
 def main(argv=None):
     from mpi4py import MPI
 
@@ -192,27 +126,18 @@ def main(argv=None):
     for impl in impls:  # warm up: connections, and one plan per root
         for root in sorted(set(owner.tolist())):
             comms[impl].Bcast(row, root=root)
-    times = {impl: [] for impl in impls}
-    correct = {impl: True for impl in impls}
-    for rep in range(args.reps):
-        for j in range(len(impls)):
-            impl = impls[(rep + j) % len(impls)]
-            block = mine.copy()
-            t = timed(world, args.margin,
-                      lambda: asp(comms[impl], block, lo, owner, row))
-            digests = world.gather(digest(block), root=0)
-            ok = world.bcast(digests == expected if me == 0 else None, root=0)
-            correct[impl] = correct[impl] and bool(ok)
-            times[impl].append(t)
-            if me == 0:
-                shown = "late start" if t is None else f"{t:.3f} s"
-                print(f"  asp rep {rep + 1}/{args.reps} {impl:7s} {shown}"
-                      f"{'' if ok else '  WRONG RESULT'}", flush=True)
+
+    def prepare(impl):
+        block = mine.copy()
+        return lambda: asp(comms[impl], block, lo, owner, row), lambda: digest(block)
+
+    times, correct = timed_runs(world, impls, args.reps, args.margin, prepare, expected,
+                                "asp")
     if me == 0 and args.out:
         with open(args.out, "w") as fh:
             json.dump({"app": "asp", "n": n, "row_bytes": n * 4, "reps": args.reps,
                        "times": times, "correct": correct, "calls": calls(n, size),
-                       "meta": meta(world)}, fh, indent=1)
+                       "meta": run_meta(world)}, fh, indent=1)
     idle_barrier(world)
     return 0
 

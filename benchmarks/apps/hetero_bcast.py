@@ -44,46 +44,10 @@ from __future__ import annotations
 
 import json
 import sys
-import time
-import traceback
 
 import numpy as np
 
-
-def now():
-    return time.clock_gettime(time.CLOCK_MONOTONIC)
-
-
-def wait_until(t):
-    """Sleep most of the way, then spin briefly (ranks share few cores)."""
-    while True:
-        left = t - now()
-        if left <= 0:
-            return
-        if left > 0.002:
-            time.sleep(left - 0.001)
-
-
-def import_wacoll(world):
-    """Import wacoll rank after rank (the editable install may rebuild on import)."""
-    try:
-        if world.rank == 0:
-            import wacoll  # noqa: F401
-        world.Barrier()
-        import wacoll
-    except BaseException:
-        traceback.print_exc()
-        sys.stderr.flush()
-        world.Abort(1)
-    return wacoll
-
-
-def common_start(world, margin):
-    """A start instant ``margin`` ahead, agreed by all; and whether this rank was late."""
-    start = world.bcast(now() + margin if world.rank == 0 else None, root=0)
-    late = now() > start
-    wait_until(start)
-    return start, late
+from _rankside import common_start, import_wacoll, now
 
 
 def one_way(world, src, dst, nbytes, reps, margin):

@@ -37,59 +37,10 @@ from __future__ import annotations
 
 import json
 import sys
-import time
-import traceback
 
 import numpy as np
 
-
-def now():
-    return time.clock_gettime(time.CLOCK_MONOTONIC)
-
-
-def wait_until(t):
-    """Sleep most of the way, then spin briefly (ranks share few cores)."""
-    while True:
-        left = t - now()
-        if left <= 0:
-            return
-        if left > 0.002:
-            time.sleep(left - 0.001)
-
-
-def import_wacoll(world):
-    """Import wacoll rank after rank (the editable install may rebuild on import)."""
-    try:
-        if world.rank == 0:
-            import wacoll  # noqa: F401
-        world.Barrier()
-        import wacoll
-    except BaseException:
-        traceback.print_exc()
-        sys.stderr.flush()
-        world.Abort(1)
-    return wacoll
-
-
-def ping_pong(world, peer, reps=200):
-    """Half the median round trip of an 8-byte message between rank 0 and ``peer``."""
-    from mpi4py import MPI
-
-    rank = world.rank
-    buf = np.zeros(1, dtype=np.float64)
-    times = []
-    if rank not in (0, peer) or peer == 0:
-        return None
-    for _ in range(reps):
-        if rank == 0:
-            t = now()
-            world.Send([buf, MPI.DOUBLE], dest=peer, tag=7)
-            world.Recv([buf, MPI.DOUBLE], source=peer, tag=7)
-            times.append(now() - t)
-        else:
-            world.Recv([buf, MPI.DOUBLE], source=0, tag=7)
-            world.Send([buf, MPI.DOUBLE], dest=0, tag=7)
-    return float(np.median(times)) / 2 if rank == 0 else None
+from _rankside import common_start, import_wacoll, now, round_trips
 
 
 def make_runner(impl, world, wacoll):
@@ -136,7 +87,9 @@ def main(argv):
     pings = {}
     for label, peer in (("remote", remote), ("local", local)):
         world.Barrier()
-        pings[label] = ping_pong(world, peer) if peer is not None else None
+        # half the median round trip of 8 bytes, on rank 0
+        times = round_trips(world, peer, np.zeros(1), 200) if peer is not None else []
+        pings[label] = float(np.median(times)) / 2 if times else None
     impls = spec["impls"]
     runners = []
     for impl in impls:
@@ -154,9 +107,7 @@ def main(argv):
     for run in range(runs):
         for j in range(k):
             name, fn, _, _, _ = runners[(run + j) % k]
-            start = world.bcast(now() + margin if rank == 0 else None, root=0)
-            late = now() > start
-            wait_until(start)
+            start, late = common_start(world, margin)
             wrong = timed_loop(fn, iters, size)
             finish = now()
             everyone = world.allgather((finish - start, late, wrong))

@@ -36,25 +36,12 @@ import json
 import os
 import sys
 import time
-import traceback
 
 import numpy as np
 
+from _rankside import abort_on_error, import_wacoll, now, timed
+
 __all__ = ["main"]
-
-
-def now():
-    return time.clock_gettime(time.CLOCK_MONOTONIC)
-
-
-def wait_until(t):
-    """Sleep most of the way, then spin briefly (ranks share few cores)."""
-    while True:
-        left = t - now()
-        if left <= 0:
-            return
-        if left > 0.002:
-            time.sleep(left - 0.001)
 
 
 def compute(seconds, mode):
@@ -94,12 +81,8 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
-    try:
-        if rank == 0:  # the editable install may rebuild on import: one rank first
-            import wacoll  # noqa: F401
-        world.Barrier()
-        import wacoll
-
+    wacoll = import_wacoll(world)
+    with abort_on_error():
         with open(argv[0]) as fh:
             cfg = json.load(fh)
         topology = wacoll.Topology.from_sizes(cfg["clusters"])
@@ -111,10 +94,6 @@ def main(argv=None):
                              f"config's {topology.clusters}")
         comms = {f: wacoll.Comm(world, topology, family=f, validate=False)
                  for f in cfg["families"]}
-    except BaseException:
-        traceback.print_exc()
-        sys.stderr.flush()
-        world.Abort(1)
     n = max(1, int(cfg["row_bytes"]) // 8)
     row, flag = np.zeros(n), np.zeros(1)
     total = size * (size + 1) / 2
@@ -130,14 +109,12 @@ def main(argv=None):
     for rep in range(reps):
         order = names if rep % 2 == 0 else names[::-1]
         for f in order:
-            start = world.bcast(now() + margin if rank == 0 else None, root=0)
-            late = now() > start
-            wait_until(start)
-            for i in range(iters):
-                good[f] &= iteration(comms[f], rep * iters + i, size, rank, row, flag,
-                                     total, cfg)
-            worst = world.allreduce((now() - start, late), op=MPI.MAX)
-            times[f].append(None if worst[1] else worst[0])
+            def run():
+                for i in range(iters):
+                    good[f] &= iteration(comms[f], rep * iters + i, size, rank, row, flag,
+                                         total, cfg)
+
+            times[f].append(timed(world, margin, run))
     correct = {f: bool(world.allreduce(good[f], op=MPI.LAND)) for f in comms}
     if rank == 0:
         meta = {"size": size, "clusters": [list(c) for c in topology.clusters],

@@ -35,13 +35,13 @@ implementations, common start instant, the latest finish; rank 0 writes ``--out`
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import os
 import sys
-import time
 
 import numpy as np
+
+from _rankside import (digest, digests_match, idle_barrier, make_comms, run_meta,
+                       timed_runs)
 
 LOW = 12
 MASK = (1 << LOW) - 1
@@ -147,57 +147,6 @@ def check_numerics(a0, r_top, pivots, steps):
     return float(err), float(derr)
 
 
-# ------------------------------------------------------------------ harness
-def now():
-    return time.clock_gettime(time.CLOCK_MONOTONIC)
-
-
-def wait_until(t):
-    while True:
-        left = t - now()
-        if left <= 0:
-            return
-        if left > 0.002:
-            time.sleep(left - 0.001)
-
-
-def idle_barrier(world):
-    req = world.Ibarrier()
-    while not req.Test():
-        time.sleep(0.002)
-
-
-def make_comms(world, impls):
-    import importlib
-
-    for r in range(world.Get_size()):  # an editable install may rebuild on import
-        if r == world.Get_rank():
-            importlib.import_module("wacoll")
-        idle_barrier(world)
-    wacoll = importlib.import_module("wacoll")
-
-    return {impl: world.Dup() if impl == "native" else
-            wacoll.Comm(world, family=impl, validate=False) for impl in impls}
-
-
-def timed(world, margin, fn):
-    from mpi4py import MPI
-
-    start = world.bcast(now() + margin if world.Get_rank() == 0 else None, root=0)
-    late = now() > start
-    wait_until(start)
-    fn()
-    finish = now()
-    worst, any_late = world.allreduce((finish - start, late), op=MPI.MAX)
-    return None if any_late else worst
-
-
-def digest(local, pivots):
-    h = hashlib.sha1(np.ascontiguousarray(local.a).tobytes())
-    h.update(pivots.tobytes())
-    return h.hexdigest()
-
-
 def main(argv=None):
     from mpi4py import MPI
 
@@ -220,46 +169,36 @@ def main(argv=None):
     # One untimed run per implementation first: it opens the connections and builds
     # the plans (one per broadcast length: wacoll caches them for the timed runs);
     # the first one's result is the reference, checked numerically on rank 0.
-    times = {impl: [] for impl in impls}
-    correct = {impl: True for impl in impls}
+    warm_ok = {}
     reference, call_log, numerics = None, None, None
     for impl in impls:
         local = Columns(a0, me, size)
         log = {} if call_log is None else None
         qr(comms[impl], local, steps, m, size, vec, record, result, pivots, log)
-        digests = world.gather(digest(local, pivots), root=0)
         if reference is None:
             call_log = log
-            reference = world.bcast(digests, root=0)
+            reference = world.bcast(world.gather(digest(local.a, pivots), root=0), root=0)
             numerics = first_check(world, local, template, a0, pivots, steps)
             ok = numerics["ok"]
         else:
-            ok = world.bcast(digests == reference if me == 0 else None, root=0)
-        correct[impl] = bool(ok)
+            ok = digests_match(world, digest(local.a, pivots), reference)
+        warm_ok[impl] = bool(ok)
         if me == 0:
             print(f"  qr warm-up {impl:7s} {'ok' if ok else 'WRONG RESULT'}", flush=True)
-    for rep in range(args.reps):
-        for j in range(len(impls)):
-            impl = impls[(rep + j) % len(impls)]
-            local = Columns(a0, me, size)
-            t = timed(world, args.margin, lambda: qr(
-                comms[impl], local, steps, m, size, vec, record, result, pivots))
-            digests = world.gather(digest(local, pivots), root=0)
-            ok = world.bcast(digests == reference if me == 0 else None, root=0)
-            correct[impl] = correct[impl] and bool(ok)
-            times[impl].append(t)
-            if me == 0:
-                shown = "late start" if t is None else f"{t:.3f} s"
-                print(f"  qr rep {rep + 1}/{args.reps} {impl:7s} {shown}"
-                      f"{'' if ok else '  WRONG RESULT'}", flush=True)
+
+    def prepare(impl):
+        local = Columns(a0, me, size)
+        return (lambda: qr(comms[impl], local, steps, m, size, vec, record, result, pivots),
+                lambda: digest(local.a, pivots))
+
+    times, timed_ok = timed_runs(world, impls, args.reps, args.margin, prepare, reference,
+                                 "qr")
+    correct = {impl: warm_ok[impl] and timed_ok[impl] for impl in impls}
     if me == 0 and args.out:
         with open(args.out, "w") as fh:
             json.dump({"app": "qr", "m": m, "n": n, "steps": steps, "reps": args.reps,
                        "times": times, "correct": correct, "calls": call_log,
-                       "numerics": numerics, "meta": {
-                           "size": size, "clusters": os.environ.get("WACOLL_CLUSTERS", ""),
-                           "transport": os.environ.get("WACOLL_TRANSPORT", "default"),
-                           "testbed": os.environ.get("WACOLL_TESTBED")}}, fh, indent=1)
+                       "numerics": numerics, "meta": run_meta(world)}, fh, indent=1)
     idle_barrier(world)
     return 0
 
