@@ -136,7 +136,7 @@ def measure_spec(sizes, per_cluster, reps):
     return {"reps": reps, "margin": 0.2, "progress": True, "cases": cases}
 
 
-def run_testbed(topo, spec, out_dir, timeout, say):
+def run_testbed(topo, spec, out_dir, timeout, mtu, say):
     """Measure ``spec`` on a per-node testbed; ``(results, None)`` or ``(None, why)``."""
     from wacoll.emulate import TestbedError, unavailable_reason
 
@@ -147,7 +147,7 @@ def run_testbed(topo, spec, out_dir, timeout, say):
     result_path = out_dir / "measured.json"
     spec_path.write_text(json.dumps(spec))
     try:
-        with started_testbed(topo, name=TESTBED_NAME, per_node=True,
+        with started_testbed(topo, name=TESTBED_NAME, per_node=True, mtu=mtu,
                              time_limit=timeout + 600) as (tb, caught):
             say(f"testbed {tb.name}: backend {tb.backend}, MTU {tb.mtu}, per-node queues, "
                 f"transport {tb.transport}")
@@ -333,6 +333,9 @@ def parse_args(argv):
     p.add_argument("--node-rate", type=float, default=5.0, help="node link, MB/s (5)")
     p.add_argument("--wan-rate", type=float, default=20.0, help="wide area, MB/s (20)")
     p.add_argument("--latency-ms", type=float, default=10.0, help="wide area one-way (10)")
+    p.add_argument("--mtu", type=int, help="data MTU of the testbed (default: about 1 ms "
+                                           "of a node link; larger ones cost the relay "
+                                           "fewer packets)")
     p.add_argument("--simulate-only", action="store_true", help="no testbed")
     p.add_argument("--from-json", type=Path, metavar="MEASURED_JSON",
                    help="re-render tables and plot from an earlier run's _measured.json "
@@ -376,7 +379,8 @@ def main(argv=None):
             f"(simulator's estimate {budget:.0f} s of collectives; time limit "
             f"{timeout:.0f} s)")
         with tempfile.TemporaryDirectory(prefix="matsuda-") as tmp:
-            measured, reason = run_testbed(topo, spec, Path(tmp), timeout, say)
+            measured, reason = run_testbed(topo, spec, Path(tmp), timeout,
+                                           args.mtu or "auto", say)
     if measured is None:
         say(f"\nNO MEASUREMENTS: {reason}. The tables and plot show the SIMULATOR's "
             f"predictions only (LinkModel over the same topology and node rates).")
@@ -392,7 +396,7 @@ def main(argv=None):
     verdicts(rows, args.sizes, args.per_cluster, measured is not None, say)
     stem = "matsuda_fig6"
     for name, default in (("node_rate", 5.0), ("wan_rate", 20.0), ("latency_ms", 10.0),
-                          ("per_cluster", 4)):
+                          ("per_cluster", 4), ("mtu", None)):
         if getattr(args, name) != default:  # non-default settings get their own files
             stem += f"_{name.split('_')[0]}{getattr(args, name):g}"
     if tuple(args.sizes) != (QUICK_SIZES if args.quick else FULL_SIZES):
