@@ -153,7 +153,8 @@ def run_testbed(topo, spec, out_dir, timeout, mtu, say):
                 f"transport {tb.transport}")
             report_check(say, tb.last_check, caught)
             run = tb.run([sys.executable, "-m", "wacoll.measure", str(spec_path),
-                          str(result_path)], timeout=timeout, capture=False)
+                          str(result_path)], timeout=timeout, capture=False,
+                         cwd=out_dir)  # not a source checkout: see wacoll.measure
             if not run.ok:
                 return None, f"the measurement run failed ({failure(run)})"
             results = json.loads(result_path.read_text())

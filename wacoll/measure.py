@@ -222,8 +222,10 @@ def run_on_testbed(topology, spec: dict, out, *, name="bench", timeout=600.0,
     spec_path.write_text(json.dumps(spec))
     try:
         with Testbed(topology, name=name, **(testbed_options or {})) as tb:
+            # From ``out``: ``-m`` puts the working directory first on sys.path, and
+            # a source checkout there would shadow the installed (compiled) wacoll.
             run = tb.run([sys.executable, "-m", "wacoll.measure", str(spec_path),
-                          str(result_path)], timeout=timeout, capture=False)
+                          str(result_path)], timeout=timeout, capture=False, cwd=out)
             if not run.ok:
                 why = "timed out" if run.timed_out else f"exit status {run.returncode}"
                 return None, f"the measurement run failed ({why})"
