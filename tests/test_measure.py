@@ -33,14 +33,17 @@ def test_measurement_ranks_start_outside_the_working_directory(tmp_path, monkeyp
     monkeypatch.setattr(emulate, "unavailable_reason", lambda: None)
     monkeypatch.setattr(emulate, "Testbed", _RecordingTestbed)
     monkeypatch.chdir(tmp_path)
-    out = tmp_path / "results"
     spec = {"reps": 1, "cases": [{"op": "barrier"}]}
-    results, reason = run_on_testbed(Topology.from_sizes([1, 1]), spec, out)
+    # a relative folder, as `wacoll demo` passes: every path must still resolve there
+    results, reason = run_on_testbed(Topology.from_sizes([1, 1]), spec, "results")
     assert results is None and reason == "the measurement run failed (exit status 3)"
     argv, options = _RecordingTestbed.runs[-1]
+    out = tmp_path / "results"
     assert argv[1:3] == ["-m", "wacoll.measure"]
     assert options["cwd"] == out and out.is_dir()
-    assert not (out / "wacoll").exists()
+    assert [argv[3], argv[4]] == [str(out / "bench-cases.json"),
+                                  str(out / "bench-measured.json")]
+    assert (out / "bench-cases.json").exists()
 
 
 def test_cases_name_their_implementations():

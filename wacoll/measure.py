@@ -216,7 +216,7 @@ def run_on_testbed(topology, spec: dict, out, *, name="bench", timeout=600.0,
     reason = unavailable_reason()
     if reason:
         return None, reason
-    out = Path(out)
+    out = Path(out).resolve()  # the ranks run in it (see below)
     out.mkdir(parents=True, exist_ok=True)
     spec_path, result_path = out / f"{name}-cases.json", out / f"{name}-measured.json"
     spec_path.write_text(json.dumps(spec))
