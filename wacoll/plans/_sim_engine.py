@@ -12,13 +12,11 @@ waiting for it.
 
 from __future__ import annotations
 
-import heapq
 import itertools
-from collections import deque
 from typing import NamedTuple
 
 from wacoll.errors import PlanError
-from wacoll.plans._sim_links import run_links
+from wacoll.plans._sim_links import _Events, run_links
 
 __all__: list = []  # private; see wacoll.plans.simulate
 
@@ -149,17 +147,14 @@ class _Engine:
         self.blocked = [False] * nmsg
         self.starts = [0.0] * nsteps
         self.ends = [0.0] * nsteps
-        # The link model's events, (time, seq, x), by time: a heap of the later
-        # times, and per time a deque in seq order; ``current`` holds the time
-        # being handled and its deque (see wacoll.plans._sim_links).
-        self.etimes, self.buckets, self.current = [], {}, [None, None]
+        self.events = _Events()  # the link model's (see wacoll.plans._sim_links)
         self.seq = itertools.count()  # orders events of equal time by creation
         self.advance = self._runner()
 
     def run(self):
         """Simulate; return ``(finish, arrivals, starts, ends)``."""
         self.advance(list(range(self.plan.size - 1, -1, -1)))
-        if self.etimes:
+        if self.events:
             run_links(self)
         pc, limits = self.pc, self.structure.limits
         stuck = [r for r in range(self.plan.size) if pc[r] < limits[r]]
@@ -183,8 +178,7 @@ class _Engine:
             flow, wait, overhead = [None] * len(busy), False, 0.0
         else:
             flow, wait, overhead = self.structure.flow, flows.wait, flows.overhead
-        etimes, buckets, current, seq = self.etimes, self.buckets, self.current, self.seq
-        hpush = heapq.heappush
+        add_event, seq = self.events.add, self.seq
 
         def advance(work):
             pop, push = work.pop, work.append
@@ -213,17 +207,7 @@ class _Engine:
                                 blocked[a] = False
                                 push(dst[a])
                         else:  # a flow: the link model delivers it
-                            x = t + overhead
-                            e = (x, next(seq), a)  # the newest event: it goes last
-                            if x == current[0]:
-                                current[1].append(e)
-                            else:
-                                b = buckets.get(x)
-                                if b is None:
-                                    buckets[x] = deque((e,))
-                                    hpush(etimes, x)
-                                else:
-                                    b.append(e)
+                            add_event((t + overhead, next(seq), a))
                             if wait:
                                 break  # run_links frees the sender
                             t += busy[a]

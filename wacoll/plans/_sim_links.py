@@ -6,10 +6,11 @@ the send, shares its link with the other flows on it (water-filling, each capped
 its sender's node rate), and finishes when its last byte has crossed; then the
 message arrives a latency later, which may wake ranks, which may start flows.
 
-Events are ``(time, seq, x)`` on one heap: ``x >= 0`` is the message whose flow
-starts, ``x < 0`` says link ``~x`` may have a flow done. ``seq``, from one counter,
-orders events of equal time by when they were made, so a run is deterministic and
-its arithmetic does not depend on how the heap is kept.
+Events are ``(time, seq, x)``, taken in ``(time, seq)`` order from one
+:class:`_Events` queue: ``x >= 0`` is the message whose flow starts, ``x < 0`` says
+link ``~x`` may have a flow done. ``seq``, from one counter, orders events of equal
+time by when they were made, so a run is deterministic and its arithmetic does not
+depend on how the queue is kept.
 
 What keeps it fast (the wide-area-heavy plans have thousands of flows per link):
 
@@ -17,10 +18,13 @@ What keeps it fast (the wide-area-heavy plans have thousands of flows per link):
   common case) need no water-filling: the fair share is ``min(cap, C / k)``;
 * a link's flows of one cap share a virtual clock, so no per-flow state changes,
   and they wait in arrival order in a FIFO while that is finishing order;
-* each link has at most one live heap entry: a joining flow only slows the others,
-  so the entry stays as a lower bound and is renewed when it comes up;
-* a rank's flow starts come in time order, so only its first is on the heap;
-* the next event is taken with ``heappushpop`` when one was just made.
+* each link has at most one live event: a joining flow only slows the others, so
+  the event stays as a lower bound and is renewed when it comes up; flows joining
+  a link at one instant set its rates once, when the next needs them;
+* events are queued per distinct time (a heap of times, a deque of events each),
+  and nearly every event is the newest made, so it goes at the end of its time's
+  deque: many events share a time (a sender's flows start together), and the heap
+  only orders the times.
 """
 
 from __future__ import annotations
@@ -168,25 +172,74 @@ class _Link:
         return best
 
 
-def _push(times, buckets, current, e):
-    """Put an event made earlier (not the newest) in its place."""
-    if e[0] == current[0]:
-        b = current[1]
-    else:
-        b = buckets.get(e[0])
-        if b is None:
-            buckets[e[0]] = deque((e,))
-            heapq.heappush(times, e[0])
+class _Events:
+    """The pending events ``(time, seq, x)``, taken in ``(time, seq)`` order.
+
+    ``times`` is a heap of the distinct later times, ``buckets`` their events, each
+    a deque in ``seq`` order; ``now`` is the time being taken and ``cur`` the rest
+    of its events.
+
+    Examples
+    --------
+    >>> q = _Events()
+    >>> q.add((2.0, 0, 7)); q.add((1.0, 1, 8)); q.insert((2.0, -1, 9))
+    >>> [q.pop() for _ in range(3)], q.pop(), q.now
+    ([(1.0, 1, 8), (2.0, -1, 9), (2.0, 0, 7)], None, 2.0)
+    """
+
+    __slots__ = ("times", "buckets", "now", "cur")
+
+    def __init__(self):
+        self.times, self.buckets = [], {}
+        self.now, self.cur = None, deque()
+
+    def __bool__(self):
+        return bool(self.cur or self.times)
+
+    def add(self, e):
+        """Queue the newest event (no event made later is queued yet)."""
+        t = e[0]
+        if t == self.now:
+            self.cur.append(e)
             return
-    i = len(b)
-    while i and b[i - 1][1] > e[1]:
-        i -= 1
-    b.insert(i, e)
+        b = self.buckets.get(t)
+        if b is None:
+            self.buckets[t] = deque((e,))
+            heapq.heappush(self.times, t)
+        else:
+            b.append(e)
+
+    def insert(self, e):
+        """Queue an event made earlier than some queued ones, in its place."""
+        t = e[0]
+        if t == self.now:
+            b = self.cur
+        else:
+            b = self.buckets.get(t)
+            if b is None:
+                self.buckets[t] = deque((e,))
+                heapq.heappush(self.times, t)
+                return
+        i = len(b)
+        while i and b[i - 1][1] > e[1]:
+            i -= 1
+        b.insert(i, e)
+
+    def pop(self):
+        """The next event, or None when none is left; sets ``now`` to its time."""
+        cur = self.cur
+        if not cur:
+            if not self.times:
+                return None
+            t = self.now = heapq.heappop(self.times)
+            cur = self.cur = self.buckets.pop(t)
+        return cur.popleft()
 
 
 def run_links(engine):
     """Run the link model's events until no flow is left (see the module notes)."""
-    times, buckets, current, seq = engine.etimes, engine.buckets, engine.current, engine.seq
+    events, seq = engine.events, engine.seq
+    add, pop = events.add, events.pop
     flows, structure = engine.flows, engine.structure
     links = {j: _Link(p.bandwidth, p.latency, ~j) for j, p in flows.links.items()}
     flow, fbytes, rates = structure.flow, structure.fbytes, flows.rates
@@ -194,18 +247,13 @@ def run_links(engine):
     arrival, blocked, advance = engine.arrival, engine.blocked, engine.advance
     wait, ends, pcs, clocks = flows.wait, engine.ends, engine.pc, engine.time
     prog, limits, st, overhead = engine.progs, structure.limits, engine.starts, flows.overhead
-    hpush, hpop = heapq.heappush, heapq.heappop
-    cur = None  # the events of time `now`, current[1]
+    hpop = heapq.heappop
 
     while True:
-        if cur:
-            _, s, x = cur.popleft()
-        elif times:
-            now = current[0] = hpop(times)
-            cur = current[1] = buckets.pop(now)
-            _, s, x = cur.popleft()
-        else:
+        e = pop()
+        if e is None:
             return
+        now, s, x = e
         if x >= 0:  # the flow of message x joins its link
             link = links[flow[x]]
             c = link.single
@@ -231,16 +279,7 @@ def run_links(engine):
             k = link.key_s = next(seq)
             if link.rep_s < 0 or t < link.rep_t:
                 link.rep_t, link.rep_s = t, k
-                e = (t, k, link.tag)
-                if t == now:
-                    cur.append(e)
-                else:
-                    b = buckets.get(t)
-                    if b is None:
-                        buckets[t] = deque((e,))
-                        hpush(times, t)
-                    else:
-                        b.append(e)
+                add((t, k, link.tag))
             continue
 
         link = links[~x]
@@ -252,7 +291,7 @@ def run_links(engine):
                 if link.stale:
                     link.refresh()
                 link.rep_t = link.key_t
-                _push(times, buckets, current, (link.key_t, k, x))
+                events.insert((link.key_t, k, x))
             continue
         c = link.single
         if c is not None:  # one class: no water-filling
@@ -291,16 +330,7 @@ def run_links(engine):
         else:
             k = link.key_s = link.rep_s = next(seq)
             link.key_t = link.rep_t = t
-            e = (t, k, x)
-            if t == now:
-                cur.append(e)
-            else:
-                b = buckets.get(t)
-                if b is None:
-                    buckets[t] = deque((e,))
-                    hpush(times, t)
-                else:
-                    b.append(e)
+            add((t, k, x))
         # the last byte of message `done` crossed at `now`: deliver it, and free
         # its sender unless the network buffered the message
         arrival[done] = now + link.latency
@@ -319,17 +349,7 @@ def run_links(engine):
                 code, a, _ = prog[i]
                 if code == 0 and flow[a] is not None:
                     st[i] = now
-                    t = now + overhead
-                    e = (t, next(seq), a)
-                    if t == now:
-                        cur.append(e)
-                    else:
-                        b = buckets.get(t)
-                        if b is None:
-                            buckets[t] = deque((e,))
-                            hpush(times, t)
-                        else:
-                            b.append(e)
+                    add((now + overhead, next(seq), a))
                     continue
             advance([r])
         elif blocked[done]:
