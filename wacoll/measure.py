@@ -37,7 +37,8 @@ import time
 
 import numpy as np
 
-__all__ = ["normalise_case", "measure", "run_on_testbed", "main", "OPS"]
+__all__ = ["normalise_case", "now", "wait_until", "common_start", "timed", "measure",
+           "run_on_testbed", "main", "OPS"]
 
 #: Operations this module times.
 OPS = ("barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall", "gather",
@@ -60,18 +61,73 @@ def normalise_case(case: dict) -> dict:
     return out
 
 
-def _now():
+def now() -> float:
+    """The clock every rank of one machine shares (``CLOCK_MONOTONIC``), in seconds.
+
+    Network namespaces do not change clocks, so ranks on a testbed agree on it.
+
+    Examples
+    --------
+    >>> t = now()
+    >>> wait_until(t + 0.001)
+    >>> now() >= t + 0.001
+    True
+    """
     return time.clock_gettime(time.CLOCK_MONOTONIC)
 
 
-def _wait_until(t):
-    """Sleep most of the way, then spin: ranks share cores, so do not spin long."""
+def wait_until(t: float) -> None:
+    """Return at the instant ``t`` of :func:`now`; at once if it has passed.
+
+    Sleeps most of the way, then spins briefly: ranks share cores, so they must
+    not spin long.
+    """
     while True:
-        left = t - _now()
+        left = t - now()
         if left <= 0:
             return
         if left > 0.002:
             time.sleep(left - 0.001)
+
+
+def common_start(world, margin: float):
+    """Agree on a start instant ``margin`` seconds ahead of rank 0's clock; wait for it.
+
+    Collective over ``world``.
+
+    Returns
+    -------
+    start : float
+        The instant, on :func:`now`'s clock.
+    late : bool
+        Whether this rank learnt of it only after it had passed.
+    """
+    start = world.bcast(now() + margin if world.Get_rank() == 0 else None, root=0)
+    late = now() > start
+    wait_until(start)
+    return start, late
+
+
+def timed(world, margin: float, fn):
+    """Run ``fn`` on every rank from a :func:`common_start`; time to the last finish.
+
+    Collective over ``world``.
+
+    Returns
+    -------
+    float or None
+        Seconds from the start instant until the last rank finished, the same on
+        every rank; None when the run does not count because a rank started late.
+    """
+    from mpi4py import MPI
+
+    start, late = common_start(world, margin)
+    fn()
+    finish = now()
+    # element-wise: the slowest rank's time, and whether any rank started late
+    worst = np.empty(2)
+    world.Allreduce(np.array([finish - start, float(late)]), worst, op=MPI.MAX)
+    return None if worst[1] else float(worst[0])
 
 
 def _buffers(op, nbytes, size, rank):
@@ -161,17 +217,7 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
         agree = _agree_with_first(runs, op, rank, world)
         for _ in range(reps):
             for name, fn, _ in runs:
-                start = world.bcast(_now() + margin if rank == 0 else None, root=0)
-                late = _now() > start
-                _wait_until(start)
-                fn()
-                finish = _now()
-                # element-wise: the slowest rank's time, and whether any rank
-                # missed the start instant (that repetition is then not valid)
-                mine = np.array([finish - start, float(late)])
-                worst = np.empty(2)
-                world.Allreduce(mine, worst, op=MPI.MAX)
-                times[name].append(None if worst[1] else float(worst[0]))
+                times[name].append(timed(world, margin, fn))
         results[case["label"]] = {"op": op, "bytes": case["bytes"], "times": times,
                                   "correct": agree}
         if progress:

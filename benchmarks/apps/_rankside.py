@@ -5,18 +5,18 @@ as ``python benchmarks/apps/x.py``, so this directory is ``sys.path[0]`` and the
 ``import _rankside``; the drivers with MPI code of their own (``bench_collectives.py``
 and the workers of ``bench_sim_vs_testbed.py``) add it to ``sys.path``.
 
-The timing protocol is ``wacoll.measure``'s: all processes of one machine share its
-monotonic clock (network namespaces do not change clocks), so rank 0 announces a
-start instant a margin ahead, every rank waits for it and starts, and a run's time
-is the latest finish minus that instant; a run in which a rank reached the start
-instant late does not count. Nothing here imports ``mpi4py.MPI`` at import time: a
-driver may import a program's module for its helpers without starting MPI.
+The timing protocol is :func:`wacoll.measure.timed`'s (a common start instant on
+the machine's shared clock; a run in which a rank started late does not count).
+:func:`common_start` and :func:`timed` hand over to it, importing wacoll only when
+called, that is after :func:`import_wacoll`: the programs import wacoll rank after
+rank, since an editable install may rebuild on import. Nothing here imports
+``mpi4py.MPI`` at import time either: a driver may import a program's module for its
+helpers without starting MPI.
 
 Examples
 --------
 >>> t = now()
->>> wait_until(t + 0.001)
->>> now() >= t + 0.001
+>>> now() >= t
 True
 """
 
@@ -33,7 +33,6 @@ import numpy as np
 
 __all__ = [
     "now",
-    "wait_until",
     "idle_barrier",
     "abort_on_error",
     "import_wacoll",
@@ -57,23 +56,6 @@ def now():
         Seconds.
     """
     return time.clock_gettime(time.CLOCK_MONOTONIC)
-
-
-def wait_until(t):
-    """Return at the instant ``t`` of :func:`now`: sleep most of the way, then spin
-    briefly (ranks share few cores, so they must not spin long).
-
-    Parameters
-    ----------
-    t : float
-        An instant of :func:`now`; in the past, return at once.
-    """
-    while True:
-        left = t - now()
-        if left <= 0:
-            return
-        if left > 0.002:
-            time.sleep(left - 0.001)
 
 
 def idle_barrier(world, poll=0.002):
@@ -157,53 +139,17 @@ def make_comms(world, impls):
 
 
 def common_start(world, margin):
-    """Agree on a start instant ``margin`` ahead (rank 0's clock) and wait for it.
+    """:func:`wacoll.measure.common_start`: ``(start, late)``, after waiting for it."""
+    from wacoll.measure import common_start as agree_and_wait
 
-    Parameters
-    ----------
-    world : mpi4py.MPI.Comm
-    margin : float
-        Seconds between rank 0's announcement and the start instant.
-
-    Returns
-    -------
-    start : float
-        The instant, on :func:`now`'s clock.
-    late : bool
-        Whether this rank learnt of it only after it had passed.
-    """
-    start = world.bcast(now() + margin if world.Get_rank() == 0 else None, root=0)
-    late = now() > start
-    wait_until(start)
-    return start, late
+    return agree_and_wait(world, margin)
 
 
 def timed(world, margin, fn):
-    """Run ``fn`` on every rank from a :func:`common_start`; the latest finish.
+    """:func:`wacoll.measure.timed`: seconds to the last rank's finish, or None."""
+    from wacoll.measure import timed as time_collectively
 
-    Parameters
-    ----------
-    world : mpi4py.MPI.Comm
-    margin : float
-        As for :func:`common_start`.
-    fn : callable
-        The work to time, called without arguments.
-
-    Returns
-    -------
-    float or None
-        Seconds from the start instant to the last rank's finish, the same on every
-        rank; None when the run does not count because a rank started late.
-    """
-    from mpi4py import MPI
-
-    start, late = common_start(world, margin)
-    fn()
-    finish = now()
-    # element-wise: the slowest rank's time, and whether any rank started late
-    worst = np.empty(2)
-    world.Allreduce(np.array([finish - start, float(late)]), worst, op=MPI.MAX)
-    return None if worst[1] else float(worst[0])
+    return time_collectively(world, margin, fn)
 
 
 def timed_runs(world, impls, reps, margin, prepare, expected, label):
