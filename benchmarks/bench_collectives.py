@@ -595,14 +595,14 @@ class PhaseTimer:
     """Wall-clock time of a Comm's call phases, by wrapping its methods at run time.
 
     Wraps the instance's ``_call`` (whole call), ``_agree`` (argument agreement),
-    ``_plan`` (plan lookup) and the ``run_program`` that :mod:`wacoll.comm` calls
+    ``_plan`` (plan lookup) and the ``run_program`` that :mod:`wacoll.mpi.comm` calls
     (the executor); each wrapper costs ~0.2 us. Nothing in wacoll's files changes.
     """
 
     NAMES = ("_call", "_agree", "_plan", "run_program")
 
     def __init__(self, wc):
-        import wacoll.comm as comm_module
+        import wacoll.mpi.comm as comm_module
 
         self.wc, self.module = wc, comm_module
         self.acc = dict.fromkeys(self.NAMES, 0.0)

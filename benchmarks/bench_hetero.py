@@ -175,7 +175,7 @@ def impls_for(args):
 
 
 def bcast_latency(plan, model):
-    from wacoll.plans.simulate import simulate
+    from wacoll.plans.sim import simulate
 
     result = simulate(plan, model)
     return max(result.arrivals) if result.arrivals else 0.0
@@ -184,7 +184,7 @@ def bcast_latency(plan, model):
 def simulate_size(topo, impls, measured_tini=None):
     """Per tree: (TiniModel latency, TiniModel latency with measured t_ini, plan)."""
     from wacoll.plans import build
-    from wacoll.plans.simulate import TiniModel
+    from wacoll.plans.sim import TiniModel
 
     out = {}
     for impl in impls:
@@ -200,7 +200,7 @@ def simulate_size(topo, impls, measured_tini=None):
 
 def link_latency(topo, impl, nbytes):
     from wacoll.plans import build
-    from wacoll.plans.simulate import LinkModel
+    from wacoll.plans.sim import LinkModel
 
     plan = build("bcast", topo, "tree", tree=impl["tree"], count=nbytes)
     return bcast_latency(plan, LinkModel(topo))
@@ -211,7 +211,7 @@ def random_placement_factors(args, fraction, nbytes, trials, ranks=None):
     import copy
 
     from wacoll.plans import build
-    from wacoll.plans.simulate import TiniModel
+    from wacoll.plans.sim import TiniModel
 
     if ranks is not None:
         args = copy.copy(args)

@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from wacoll import Topology  # noqa: E402
 from wacoll.plans import build  # noqa: E402
-from wacoll.plans.simulate import LinkModel, simulate  # noqa: E402
+from wacoll.plans.sim import LinkModel, simulate  # noqa: E402
 
 APPS_DIR = ROOT / "benchmarks" / "apps"
 TESTBED = "magpie"

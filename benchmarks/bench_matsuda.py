@@ -24,7 +24,7 @@ from a common start instant; ``wacoll.measure``):
 Throughput as the paper defines it: ``M * nprocs / T`` for bcast and
 ``M * nprocs^2 / T`` for allreduce (MB/s, M the message size in bytes, T the median
 completion time). Next to every measured figure: the simulator's prediction
-(``wacoll.plans.simulate`` with ``LinkModel`` over the same topology and node rates).
+(``wacoll.plans.sim`` with ``LinkModel`` over the same topology and node rates).
 wacoll runs with ``validate=False`` (arguments trusted, as MPI does).
 
 Writes ``benchmarks/results/matsuda_fig6[_quick].csv|png|txt`` and the raw
@@ -106,7 +106,7 @@ def throughput(op, nbytes, nprocs, seconds):
 def simulate_all(topo, sizes, per_cluster):
     """Predicted completion (s) per (op, label, bytes), and each plan's wide-area bytes."""
     from wacoll.plans import build
-    from wacoll.plans.simulate import LinkModel, simulate
+    from wacoll.plans.sim import LinkModel, simulate
 
     model = LinkModel(topo)
     out = {}

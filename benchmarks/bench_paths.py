@@ -41,7 +41,7 @@ Timing: per implementation, ``iters`` Allreduces from a common start instant to 
 moment the last rank has finished, divided by ``iters``; implementations interleaved
 run by run (order rotating); the table gives the median over runs (and the min).
 ``speedup`` is LAM's median over the implementation's. The simulator's prediction
-(``wacoll.plans.simulate`` with a LinkModel over the same topology, wide-area latency
+(``wacoll.plans.sim`` with a LinkModel over the same topology, wide-area latency
 as measured by the self-check, a per-message software overhead ``--sim-overhead``) is
 printed beside it. Where the testbed cannot run here (not root, no /dev/net/tun) the
 script says why and prints the simulator's table only, labelled as such.
@@ -159,7 +159,7 @@ def plan_for(topology, impl):
 
 def simulated(topology, impl, overhead):
     """(predicted seconds per Allreduce, wide-area messages) or (None, None) for native."""
-    from wacoll.plans.simulate import LinkModel, simulate
+    from wacoll.plans.sim import LinkModel, simulate
 
     if impl["family"] == "native":
         return None, None
@@ -351,7 +351,7 @@ def main(argv=None):
     transport = None
     if reason:
         say(f"\nNO MEASUREMENTS: {reason}. The tables show the simulator's predictions "
-            "(wacoll.plans.simulate, LinkModel), not measurements.")
+            "(wacoll.plans.sim, LinkModel), not measurements.")
         for label, n, p, impls in configs + sweep:
             topo = topology_for(n, p, args.placement, args.latency, args.bandwidth)
             for impl in impls:

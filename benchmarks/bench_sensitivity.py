@@ -88,7 +88,7 @@ def comm_plan(topology, op, nbytes, family, root=0):
 def predicted_kernel(topology, family, cfg):
     """Simulated kernel time: iters x (compute + bcast (mean over the roots) +
     allreduce + barrier), each the plan's simulated completion under LinkModel."""
-    from wacoll.plans.simulate import LinkModel, simulate
+    from wacoll.plans.sim import LinkModel, simulate
 
     model = LinkModel(topology)
     size = topology.size

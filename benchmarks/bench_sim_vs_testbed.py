@@ -12,7 +12,7 @@ the last rank done; wacoll with ``validate=False``; plus a *null* implementation
 does nothing, timing the protocol's own start skew), the magpie and mpich families on the demo's cases
 (``wacoll.demo.CASES``) and on bcast / allreduce / allgather of 1 B .. 256 KiB per
 rank, and compares each median completion time with the simulator's prediction
-(``wacoll.plans.simulate`` under ``LinkModel``) for the very plan ``wacoll.Comm``
+(``wacoll.plans.sim`` under ``LinkModel``) for the very plan ``wacoll.Comm``
 runs (same family, level, segments and threshold).
 
 Three models are compared (the calibration runs on the same testbed, just before
@@ -118,7 +118,7 @@ def comm_plan(topology, op, nbytes, family):
 def models(topology, calibration):
     """name -> (LinkModel, seconds added to its completion)."""
     from wacoll import Topology
-    from wacoll.plans.simulate import LinkModel
+    from wacoll.plans.sim import LinkModel
 
     out = {"uncalibrated": (LinkModel(topology), 0.0)}
     if calibration:
@@ -134,7 +134,7 @@ def models(topology, calibration):
 
 
 def predictions(topology, case_list, calibration):
-    from wacoll.plans.simulate import simulate
+    from wacoll.plans.sim import simulate
 
     mods = models(topology, calibration)
     out = {}
@@ -278,7 +278,7 @@ def measure_worker(spec_path, out_path):
     wacoll = import_wacoll(w)
     spec = json.loads(Path(spec_path).read_text())
     reps, margin = int(spec["reps"]), float(spec["margin"])
-    topology = wacoll.Topology.from_comm(w)
+    topology = wacoll.topology_from_comm(w)
     comms = {f: wacoll.Comm(w, topology, family=f, validate=False) for f in FAMILIES}
     results = {"_meta": {"size": size, "reps": reps,
                          "clusters": [list(c) for c in topology.clusters]}}

@@ -4,7 +4,7 @@ Builds large plans (a segmented binomial allreduce and two segmented binomial
 broadcasts over 4096 ranks, one with contiguous clusters and one with reordered
 clusters, which puts most messages on contended wide-area links), proves each once
 (not timed), then simulates each under the models of
-:mod:`wacoll.plans.simulate`. For each pair it reports the first ("cold") run, which
+:mod:`wacoll.plans.sim`. For each pair it reports the first ("cold") run, which
 also precompiles the plan's programs, and the best of ``--repeat`` further
 ("warm") runs, as simulated messages per second of wall-clock and of CPU time
 (on a loaded machine the CPU figures are the stable ones).
@@ -26,7 +26,7 @@ from pathlib import Path
 from wacoll import Topology
 from wacoll.plans import build
 from wacoll.plans import simulate as simulate_module
-from wacoll.plans.simulate import LinkModel, TiniModel, TsTrModel, simulate
+from wacoll.plans.sim import LinkModel, TiniModel, TsTrModel, simulate
 
 from _harness import RESULTS, command_line, write_csv
 

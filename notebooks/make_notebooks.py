@@ -22,7 +22,7 @@ predicts their cost with the simulator, and draws them."""),
 import matplotlib.pyplot as plt
 from wacoll import Topology, trees
 from wacoll.plans import build
-from wacoll.plans.simulate import simulate, LinkModel, TiniModel
+from wacoll.plans.sim import simulate, LinkModel, TiniModel
 from wacoll.viz import draw_tree, draw_plan"""),
     new_markdown_cell("""## Heterogeneous nodes: binomial, SPOC, FNF and optimal trees
 

@@ -5,7 +5,7 @@ import pytest
 from wacoll import Topology
 from wacoll.plans import FAMILIES, build, builders
 from wacoll.plans.bounds import needed_bytes, physical_bound
-from wacoll.plans.simulate import LinkModel, simulate
+from wacoll.plans.sim import LinkModel, simulate
 
 TOPOLOGIES = [
     Topology.from_sizes([3, 2, 4], wan_latency=0.01, wan_bandwidth=1e6),

@@ -5,9 +5,10 @@ from dataclasses import replace
 import pytest
 
 from wacoll import PlanError, Topology
-from wacoll.plans import build, builders, gridmpi
+from wacoll.plans import build, builders
+from wacoll.plans.families import gridmpi
 from wacoll.plans.builder import PlanBuilder
-from wacoll.plans.gridmpi_parts import Layout, reduce_scatter, sender_groups, split_points
+from wacoll.plans.families.gridmpi_parts import Layout, reduce_scatter, sender_groups, split_points
 from wacoll.plans.plan import Step
 
 CONTIGUOUS = [[1], [2], [3], [5], [8], [4, 4], [3, 5], [2, 7], [1, 1, 1], [6, 3, 2],

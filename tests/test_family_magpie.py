@@ -4,8 +4,8 @@ import pytest
 
 from wacoll import PlanError, Topology
 from wacoll.plans import OPERATIONS, build
-from wacoll.plans import magpie
-from wacoll.plans.magpie_reduce import THRESHOLD, choose_variant
+from wacoll.plans.families import magpie
+from wacoll.plans.families.magpie_reduce import THRESHOLD, choose_variant
 from wacoll.plans.operations import spec
 from wacoll.trees import children, parent
 from wacoll.trees.basic import validate_tree

@@ -6,7 +6,7 @@ import pytest
 
 from wacoll import PlanError, Topology, trees
 from wacoll.plans import LEVELS, OPERATIONS, build, builders
-from wacoll.plans import mpich
+from wacoll.plans.families import mpich
 from wacoll.plans.operations import spec
 
 TOPOLOGIES = [Topology.single(n) for n in range(1, 10)] + [

@@ -4,7 +4,7 @@ import pytest
 
 from wacoll import PlanError, Topology, trees
 from wacoll.plans import build
-from wacoll.plans import tree as tree_family
+from wacoll.plans.families import tree as tree_family
 
 TOPOLOGIES = [
     Topology.single(1),

@@ -37,8 +37,8 @@ wide-area capacity: with capacity ``W < n B`` the ``T/n`` term becomes ``M/W``
 import pytest
 
 from wacoll import Topology
-from wacoll.plans import gridmpi
-from wacoll.plans.simulate import LinkModel, simulate
+from wacoll.plans.families import gridmpi
+from wacoll.plans.sim import LinkModel, simulate
 
 B = 125e6           # node rate: 1 Gbit/s in bytes/s
 L = 0.010           # wide-area latency

@@ -11,7 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from wacoll._kernels import (DTYPES, KERNEL_VARIANT, OPERATORS, OperatorError,
+from wacoll.errors import OperatorError
+from wacoll._kernels import (DTYPES, KERNEL_VARIANT, OPERATORS,
                              check_op, copy_into, is_commutative, pack, reduce_into,
                              unpack)
 from wacoll._kernels import _reduce as baseline_kernels

@@ -13,7 +13,7 @@ import pytest
 from wacoll import PlanError, Topology, TopologyError, trees
 from wacoll.plans import build
 from wacoll.plans.builder import PlanBuilder
-from wacoll.plans.simulate import (
+from wacoll.plans.sim import (
     Event,
     LinkModel,
     SimResult,

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from wacoll import Topology
-from wacoll.cli_testbed import add_testbed_parser, command_of, parse_pair, topology_from_args
+from wacoll.cli.testbed import add_testbed_parser, command_of, parse_pair, topology_from_args
 from wacoll.emulate import (Testbed, TestbedError, TestbedUnavailable, TestbedWarning,
                             netem, teardown)
 from wacoll.emulate import launcher, netns, relay

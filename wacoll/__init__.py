@@ -2,23 +2,30 @@
 
 Build communication plans that fit a non-uniform network, prove them correct
 symbolically, predict their cost, export them as scripts, and run them over mpi4py.
+
+The plan world (:mod:`wacoll.topology`, :mod:`wacoll.trees`, :mod:`wacoll.plans`)
+is pure Python and imports without MPI or a compiler. The MPI world
+(:mod:`wacoll.mpi`: :class:`Comm`, the executor, the Cython kernels) is loaded on
+first use of ``wacoll.Comm`` or ``wacoll.topology_from_comm``.
 """
 
+from wacoll import plans, trees
 from wacoll.errors import (
     BufferMismatchError,
+    OperatorError,
     PlanError,
     ScriptError,
+    TestbedError,
     TopologyError,
     WacollError,
 )
 from wacoll.topology import LinkParams, Topology
-from wacoll import trees, plans
-from wacoll.comm import Comm
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Comm",
+    "topology_from_comm",
     "Topology",
     "LinkParams",
     "WacollError",
@@ -26,6 +33,26 @@ __all__ = [
     "PlanError",
     "BufferMismatchError",
     "ScriptError",
+    "OperatorError",
+    "TestbedError",
     "trees",
     "plans",
 ]
+
+_MPI_WORLD = {"Comm": "wacoll.mpi.comm", "topology_from_comm": "wacoll.mpi.discover"}
+
+
+def __getattr__(name):
+    # The MPI world loads on first use so that plan work needs neither MPI nor kernels.
+    module = _MPI_WORLD.get(name)
+    if module is None:
+        raise AttributeError(f"module 'wacoll' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_MPI_WORLD))

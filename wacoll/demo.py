@@ -28,7 +28,7 @@ from pathlib import Path
 from wacoll.measure import run_on_testbed
 from wacoll.plans import build
 from wacoll.plans.bounds import physical_bound
-from wacoll.plans.simulate import LinkModel, simulate
+from wacoll.plans.sim import LinkModel, simulate
 from wacoll.topology import Topology
 
 __all__ = ["CASES", "FAMILIES", "default_topology", "simulated_rows", "run_demo"]

@@ -10,6 +10,10 @@ __all__ = [
     "PlanError",
     "BufferMismatchError",
     "ScriptError",
+    "OperatorError",
+    "TestbedError",
+    "TestbedUnavailable",
+    "TestbedWarning",
 ]
 
 
@@ -48,3 +52,28 @@ class ScriptError(WacollError, ValueError):
         super().__init__(message + where)
         self.line = line
         self.column = column
+
+
+class OperatorError(WacollError, ValueError):
+    """A reduction operator wacoll cannot apply: an unknown name, MAXLOC/MINLOC on a
+    type without pairs, or a bad ``side``.
+
+    An operator applied to a type MPI does not define it for raises
+    :class:`BufferMismatchError` instead.
+    """
+
+
+class TestbedError(WacollError):
+    """A testbed that could not be built, checked, run or torn down."""
+
+    __test__ = False  # not a pytest test class
+
+
+class TestbedUnavailable(TestbedError):
+    """This machine cannot host a testbed (not root, no TUN device, no ``ip``)."""
+
+
+class TestbedWarning(UserWarning):
+    """The testbed works, but its self-check measured figures off by more than 10 %."""
+
+    __test__ = False

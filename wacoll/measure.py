@@ -186,7 +186,7 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
     # Native MPI trusts its arguments; so do the timed wacoll calls unless asked.
     # (Validation is one more small collective: a wide-area latency on a grid.)
     validate = bool(spec.get("validate", False))
-    topology = wacoll.Topology.from_comm(world)
+    topology = wacoll.topology_from_comm(world)
     comms = {}
     results = {"_meta": {"size": size, "clusters": [list(c) for c in topology.clusters],
                          "transport": os.environ.get("UCX_TLS", "default"),

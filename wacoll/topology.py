@@ -245,23 +245,6 @@ class Topology:
         return cls.from_sizes([size], **links)
 
     @classmethod
-    def from_comm(cls, comm, **links) -> "Topology":
-        """Discover the topology of an mpi4py communicator (collective).
-
-        One cluster per shared-memory node by default, or as the environment variables
-        ``WACOLL_TOPOLOGY`` / ``WACOLL_CLUSTERS`` say; see :mod:`wacoll.discover`.
-
-        Examples
-        --------
-        >>> from mpi4py import MPI
-        >>> Topology.from_comm(MPI.COMM_SELF).nclusters
-        1
-        """
-        from wacoll.discover import topology_from_comm
-
-        return topology_from_comm(comm, **links)
-
-    @classmethod
     def from_dict(cls, data: Mapping) -> "Topology":
         """A topology from its dictionary form (see :meth:`to_dict`).
 

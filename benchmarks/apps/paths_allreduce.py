@@ -79,7 +79,7 @@ def main(argv):
         spec = json.load(fh)
     iters, runs = int(spec["iters"]), int(spec["runs"])
     margin = float(spec.get("margin", 0.05))
-    topology = wacoll.Topology.from_comm(world)
+    topology = wacoll.topology_from_comm(world)
     # ping-pong partners: the first rank of another node, and of rank 0's own node
     home = topology.cluster_of(0)
     remote = next((r for r in range(size) if topology.cluster_of(r) != home), None)

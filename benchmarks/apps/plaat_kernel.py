@@ -88,7 +88,7 @@ def main(argv=None):
         topology = wacoll.Topology.from_sizes(cfg["clusters"])
         if topology.size != size:
             raise SystemExit(f"config clusters have {topology.size} ranks, run has {size}")
-        found = wacoll.Topology.from_comm(world)
+        found = wacoll.topology_from_comm(world)
         if found.nclusters > 1 and found.clusters != topology.clusters:
             raise SystemExit(f"the testbed's clusters {found.clusters} differ from the "
                              f"config's {topology.clusters}")

@@ -9,7 +9,7 @@ import pytest
 from mpi4py import MPI
 
 import wacoll
-from wacoll.discover import topology_from_comm
+from wacoll.mpi.discover import topology_from_comm
 from wacoll.errors import TopologyError
 from wacoll.plans import build
 from wacoll.plans.scripts import write_scripts
@@ -85,7 +85,7 @@ def test_from_comm_and_comm_read_the_environment(mpi, monkeypatch):
     labels = _labels(2)
     monkeypatch.delenv("WACOLL_TOPOLOGY", raising=False)
     monkeypatch.setenv("WACOLL_CLUSTERS", ",".join(labels))
-    topo = mpi.run(lambda: wacoll.Topology.from_comm(W), "Topology.from_comm")
+    topo = mpi.run(lambda: wacoll.topology_from_comm(W), "Topology.from_comm")
     want = _expected_clusters(labels)
     mpi.assert_all(topo.clusters == want, f"{topo.clusters} != {want}")
     comm = mpi.run(lambda: wacoll.Comm(W), "Comm(COMM_WORLD)")

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from wacoll.comm import MAX_SEGMENTS
+from wacoll.mpi.comm import MAX_SEGMENTS
 
 P = MPI.COMM_WORLD.Get_size()
 ME = MPI.COMM_WORLD.Get_rank()

@@ -47,7 +47,7 @@ from wacoll._kernels import _reduce
 from wacoll._kernels._copy import copy_buffers as _copy_buffers
 from wacoll._kernels._pack import pack_buffers as _pack_buffers
 from wacoll._kernels._pack import unpack_buffers as _unpack_buffers
-from wacoll.errors import BufferMismatchError, WacollError
+from wacoll.errors import BufferMismatchError, OperatorError, WacollError
 
 __all__ = [
     "KERNEL_VARIANT",
@@ -85,13 +85,6 @@ OPERATORS = _reducer.OPERATORS
 #: The element types the reduction kernels handle, as numpy dtypes.
 DTYPES = tuple(np.dtype(name) for name in _reducer.TYPE_NAMES)
 
-
-class OperatorError(WacollError, ValueError):
-    """An operator the kernels do not know: a bad name, MAXLOC, or a bad ``side``.
-
-    An operator applied to a type MPI does not define it for raises
-    :class:`~wacoll.errors.BufferMismatchError` instead.
-    """
 
 
 # Status codes of the compiled entry points (the S_* enum of _types.pxd).

@@ -20,9 +20,11 @@ Examples
 """
 
 from wacoll.emulate.launcher import RunResult
-from wacoll.emulate.netns import TestbedError, TestbedUnavailable, unavailable_reason
+from wacoll.emulate.netns import unavailable_reason
+from wacoll.errors import TestbedError, TestbedUnavailable
 from wacoll.emulate.probe import CheckReport, PairResult
-from wacoll.emulate.testbed import Testbed, TestbedWarning, clean, list_testbeds, teardown
+from wacoll.emulate.testbed import Testbed, clean, list_testbeds, teardown
+from wacoll.errors import TestbedWarning
 
 __all__ = [
     "Testbed",

@@ -54,7 +54,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from wacoll.emulate.netns import CTL_BRIDGE, TUN_NAME, TestbedError, kill_netns_pids
+from wacoll.emulate.netns import CTL_BRIDGE, TUN_NAME, kill_netns_pids
+from wacoll.errors import TestbedError
 
 __all__ = ["NETMODS", "IDLE_MODES", "RunResult", "transport_env", "transport_name",
            "idle_env", "resolve_idle", "rankmap",

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from wacoll.emulate.netns import TestbedError, control_address, data_address, netns_name
+from wacoll.emulate.netns import control_address, data_address, netns_name
+from wacoll.errors import TestbedError
 from wacoll.topology import Topology
 
 __all__ = ["Endpoint", "QueueSpec", "Layout", "auto_mtu", "MIN_QUEUE_BYTES"]

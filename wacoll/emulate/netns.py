@@ -34,7 +34,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from wacoll.errors import WacollError
+from wacoll.errors import TestbedError, TestbedUnavailable
 
 __all__ = [
     "TestbedError",
@@ -71,16 +71,6 @@ COMMAND_TIMEOUT = 20.0
 CLONE_NEWNET = 0x40000000
 
 
-class TestbedError(WacollError):
-    """A testbed that could not be built, checked, run or torn down."""
-
-    __test__ = False  # not a pytest test class
-
-
-class TestbedUnavailable(TestbedError):
-    """This machine cannot host a testbed (not root, no TUN device, no ``ip``)."""
-
-
 def valid_name(name: str) -> str:
     """Check a testbed name: 1-16 lower-case letters, digits or ``_``.
 
@@ -91,7 +81,7 @@ def valid_name(name: str) -> str:
     >>> valid_name("a-b")
     Traceback (most recent call last):
     ...
-    wacoll.emulate.netns.TestbedError: a testbed name is 1-16 of a-z, 0-9 and _; got 'a-b'
+    wacoll.errors.TestbedError: a testbed name is 1-16 of a-z, 0-9 and _; got 'a-b'
     """
     if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9_]{1,16}", name):
         raise TestbedError(f"a testbed name is 1-16 of a-z, 0-9 and _; got {name!r}")

@@ -27,7 +27,8 @@ import struct
 import time
 from dataclasses import dataclass
 
-from wacoll.emulate.netns import TestbedError, entered
+from wacoll.emulate.netns import entered
+from wacoll.errors import TestbedError
 from wacoll.emulate.units import format_duration, format_rate
 
 __all__ = ["PairResult", "CheckReport", "measure", "verdict"]

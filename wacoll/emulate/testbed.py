@@ -37,7 +37,7 @@ from pathlib import Path
 
 from wacoll.emulate import launcher, netns
 from wacoll.emulate.layout import Layout, auto_mtu
-from wacoll.emulate.netns import TestbedError, TestbedUnavailable
+from wacoll.errors import TestbedError, TestbedUnavailable
 from wacoll.topology import Topology
 
 __all__ = ["Testbed", "TestbedWarning", "STATE_ROOT", "teardown", "clean", "list_testbeds"]
@@ -51,12 +51,6 @@ _LIVE = set()
 _LOCK = threading.Lock()
 _HANDLERS = {}
 _INSTALLED = []
-
-
-class TestbedWarning(UserWarning):
-    """The testbed works, but its self-check measured figures off by more than 10 %."""
-
-    __test__ = False
 
 
 class Testbed:

@@ -13,7 +13,7 @@ Examples
 >>> parse_rate("1mb/s")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-wacoll.emulate.netns.TestbedError: unknown rate unit 'mb/s' in '1mb/s'; use B/s, KB/s, ...
+wacoll.errors.TestbedError: unknown rate unit 'mb/s' in '1mb/s'; use B/s, KB/s, ...
 >>> format_duration(0.0105), format_rate(1.25e8)
 ('10.5 ms', '125 MB/s')
 """
@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 
-from wacoll.emulate.netns import TestbedError
+from wacoll.errors import TestbedError
 
 __all__ = ["parse_duration", "parse_rate", "format_duration", "format_rate"]
 

@@ -35,11 +35,11 @@ __all__ = [
 
 #: Plan families and the modules that hold their builders.
 FAMILIES = {
-    "magpie": "wacoll.plans.magpie",
-    "mpich": "wacoll.plans.mpich",
-    "tree": "wacoll.plans.tree",
-    "gridmpi": "wacoll.plans.gridmpi",
-    "combining": "wacoll.plans.combining",
+    "magpie": "wacoll.plans.families.magpie",
+    "mpich": "wacoll.plans.families.mpich",
+    "tree": "wacoll.plans.families.tree",
+    "gridmpi": "wacoll.plans.families.gridmpi",
+    "combining": "wacoll.plans.families.combining",
 }
 
 

@@ -17,7 +17,7 @@ import math
 import re
 
 from wacoll.errors import ScriptError
-from wacoll.plans._sexpr import MAX_DEPTH, MAX_INT
+from wacoll.plans.scripts.sexpr import MAX_DEPTH, MAX_INT
 from wacoll.plans.plan import Plan
 
 __all__ = [

@@ -65,7 +65,7 @@ mpich allreduce for bit-reproducible results.
 Examples
 --------
 >>> from wacoll import Topology
->>> from wacoll.plans import gridmpi
+>>> from wacoll.plans.families import gridmpi
 >>> topo = Topology.from_sizes([4, 4])
 >>> plan = gridmpi.bcast(topo, count=1 << 20, n=2)
 >>> report = plan.check()
@@ -79,7 +79,7 @@ from __future__ import annotations
 
 from wacoll.errors import PlanError
 from wacoll.plans.builder import PlanBuilder
-from wacoll.plans.gridmpi_parts import (
+from wacoll.plans.families.gridmpi_parts import (
     Layout,
     allgather,
     binomial_gather,

@@ -12,7 +12,7 @@ import json
 import math
 
 from wacoll.errors import ScriptError
-from wacoll.plans._plan_fields import (
+from wacoll.plans.scripts.fields import (
     BUFFER,
     MAX_SIZE,
     PARAM_NAME,
@@ -20,7 +20,7 @@ from wacoll.plans._plan_fields import (
     check_params,
     make_plan,
 )
-from wacoll.plans._sexpr import MAX_CHARS, MAX_DEPTH, MAX_INT
+from wacoll.plans.scripts.sexpr import MAX_CHARS, MAX_DEPTH, MAX_INT
 from wacoll.plans.operations import LEVELS, OPERATIONS
 from wacoll.plans.plan import STEP_KINDS, Plan, Step
 

@@ -20,7 +20,6 @@ messages ... 3
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -28,45 +27,9 @@ from wacoll.errors import WacollError
 from wacoll.plans import FAMILIES, LEVELS, OPERATIONS, build
 from wacoll.topology import Topology
 
+from wacoll.cli.args import parse_clusters, parse_option
+
 __all__ = ["main", "parse_clusters", "parse_option"]
-
-
-def parse_clusters(text: str) -> list:
-    """Cluster sizes from ``"4x8"`` (4 clusters of 8) or ``"4,4,8"``.
-
-    Examples
-    --------
-    >>> parse_clusters("4x8"), parse_clusters("2,3")
-    ([8, 8, 8, 8], [2, 3])
-    """
-    m = re.fullmatch(r"\s*(\d+)\s*x\s*(\d+)\s*", text)
-    if m:
-        return [int(m.group(2))] * int(m.group(1))
-    if re.fullmatch(r"\s*\d+(\s*,\s*\d+)*\s*", text):
-        return [int(x) for x in text.split(",")]
-    raise argparse.ArgumentTypeError(
-        f"cluster sizes look like 4x8 or 4,4,8; got {text!r}")
-
-
-def parse_option(text: str):
-    """A family option ``key=value``; the value is an int, a float, a bool or a string.
-
-    Examples
-    --------
-    >>> parse_option("n=4"), parse_option("tree=lam"), parse_option("arrival=true")
-    (('n', 4), ('tree', 'lam'), ('arrival', True))
-    """
-    key, sep, value = text.partition("=")
-    if not sep or not re.fullmatch(r"([a-z]+\.)?[a-z_][a-z0-9_]*", key):
-        raise argparse.ArgumentTypeError(f"options look like key=value; got {text!r}")
-    if value.lower() in ("true", "false"):
-        return key, value.lower() == "true"
-    for kind in (int, float):
-        try:
-            return key, kind(value)
-        except ValueError:
-            pass
-    return key, value
 
 
 def _topology(args) -> Topology:
@@ -92,7 +55,7 @@ def _fmt_time(seconds):
 
 def _plan_rows(plan, topology, model_name):
     from wacoll.plans.bounds import physical_bound
-    from wacoll.plans.simulate import LinkModel, TsTrModel, simulate
+    from wacoll.plans.sim import LinkModel, TsTrModel, simulate
 
     report = plan.check()
     rows = [("family", plan.family), ("algorithm", plan.algorithm), ("checked", "ok")]
@@ -265,7 +228,7 @@ def _parser():
                    help="skip the testbed; show the simulator's table")
     d.set_defaults(run=lambda a: __import__("wacoll.demo").demo.run_demo(
         a.out, reps=a.reps, simulate_only=a.simulate_only))
-    from wacoll.cli_testbed import add_testbed_parser
+    from wacoll.cli.testbed import add_testbed_parser
 
     add_testbed_parser(sub)
     return parser
@@ -282,5 +245,3 @@ def main(argv=None) -> int:
         return 2
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -1,9 +1,9 @@
 """Cost models of the plan simulator: :class:`TsTrModel`, :class:`TiniModel`, :class:`LinkModel`.
 
 A model turns a plan's messages into per-message costs for the engine of
-:mod:`wacoll.plans._sim_engine`: how long a send occupies its sender and when the
+:mod:`wacoll.plans.sim.engine`: how long a send occupies its sender and when the
 message arrives, or, for :class:`LinkModel`'s wide-area messages, a flow on a
-shared link. Users import the models from :mod:`wacoll.plans.simulate`.
+shared link. Users import the models from :mod:`wacoll.plans.sim`.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class _Model:
         """``(busy, delay, flows)`` per message; ``flows`` is None for simple models.
 
         ``columns`` holds per-message lists (``src``, ``dst``, ``nbytes``, ``wide``;
-        see :class:`wacoll.plans._sim_engine._Structure`).
+        see :class:`wacoll.plans.sim.engine._Structure`).
         """
         busy, delay = self._costs(plan, messages)
         return busy, delay, None
@@ -92,7 +92,7 @@ class TsTrModel(_Model):
     --------
     >>> from wacoll import Topology
     >>> from wacoll.plans import build
-    >>> from wacoll.plans.simulate import simulate
+    >>> from wacoll.plans.sim import simulate
     >>> plan = build("bcast", Topology.single(4), "tree", tree="flat")
     >>> simulate(plan, TsTrModel(t_s=1, t_r=5)).finish
     (3.0, 5.0, 6.0, 7.0)
@@ -156,7 +156,7 @@ class TiniModel(_Model):
 
     >>> from wacoll import Topology, trees
     >>> from wacoll.plans import build
-    >>> from wacoll.plans.simulate import simulate
+    >>> from wacoll.plans.sim import simulate
     >>> t_ini = [100, 300, 300, 300, 300, 100, 300, 300]
     >>> tree = trees.from_parents({0: [5, 1, 2, 3], 5: [4, 6, 7]}, 8, 0, "fig1c")
     >>> simulate(build("bcast", Topology.single(8), "tree", tree=tree),
@@ -258,7 +258,7 @@ class LinkModel(_Model):
 
     >>> from wacoll import Topology
     >>> from wacoll.plans import build
-    >>> from wacoll.plans.simulate import simulate
+    >>> from wacoll.plans.sim import simulate
     >>> topo = Topology.from_sizes([1, 1], wan_latency=0.01, wan_bandwidth=1e6)
     >>> plan = build("bcast", topo, "tree", tree="flat", count=65536)
     >>> round(simulate(plan, LinkModel(topo)).completion, 6)

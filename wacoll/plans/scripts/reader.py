@@ -1,8 +1,8 @@
 """Reading the S-expression forms of :mod:`wacoll.plans.scripts`: plans and rank scripts.
 
-:class:`PlanReader` interprets the form that :class:`~wacoll.plans._sexpr.Source`
+:class:`PlanReader` interprets the form that :class:`~wacoll.plans.scripts.sexpr.Source`
 parses as a whole ``(plan ...)`` (:meth:`PlanReader.read_plan`, proved by
-:func:`~wacoll.plans._plan_fields.make_plan`) or as one rank's ``(script ...)``
+:func:`~wacoll.plans.scripts.fields.make_plan`) or as one rank's ``(script ...)``
 (:meth:`PlanReader.read_script`, a :class:`RankScript`), by the grammar in the
 docstring of :mod:`wacoll.plans.scripts`. Every fault is a ScriptError at the line
 and column of the offending form.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wacoll.plans._plan_fields import (
+from wacoll.plans.scripts.fields import (
     ALL_OPTIONS,
     BUFFER,
     HEADER_FIELDS,
@@ -29,7 +29,7 @@ from wacoll.plans._plan_fields import (
     STEP_OPTIONS,
     make_plan,
 )
-from wacoll.plans._sexpr import MAX_INT, Atom, ListNode, Source, describe
+from wacoll.plans.scripts.sexpr import MAX_INT, Atom, ListNode, Source, describe
 from wacoll.plans.operations import LEVELS, OPERATIONS
 from wacoll.plans.plan import Step
 

@@ -1,12 +1,12 @@
-"""The discrete-event engine behind :func:`wacoll.plans.simulate.simulate`.
+"""The discrete-event engine behind :func:`wacoll.plans.sim.simulate`.
 
 Plans are precompiled once (:func:`_structure`, cached on the plan): per rank a
 list of ``(code, arg, cost)`` rows, and per message the columns the models need.
 Each rank then runs ahead through its program as far as its messages allow
 (``_Engine.advance``). Under the simple models that is the whole simulation. Under
-:class:`~wacoll.plans.simulate.LinkModel` the wide-area flows, the only shared
+:class:`~wacoll.plans.sim.LinkModel` the wide-area flows, the only shared
 resource, are also ordered in time on an event heap
-(:func:`wacoll.plans._sim_links.run_links`); a flow's arrival wakes the ranks
+(:func:`wacoll.plans.sim.links.run_links`); a flow's arrival wakes the ranks
 waiting for it.
 """
 
@@ -16,9 +16,9 @@ import itertools
 from typing import NamedTuple
 
 from wacoll.errors import PlanError
-from wacoll.plans._sim_links import _Events, run_links
+from wacoll.plans.sim.links import _Events, run_links
 
-__all__: list = []  # private; see wacoll.plans.simulate
+__all__: list = []  # private; see wacoll.plans.sim
 
 # Step codes of the precompiled programs (written as literals in the hot loop).
 _SEND, _RECV, _LOCAL, _GROUP = 0, 1, 2, 3
@@ -135,7 +135,7 @@ def _programs(plan, messages, rows, model):
 
 # --------------------------------------------------------------------- engine
 class _Engine:
-    """The simulation state of one :func:`~wacoll.plans.simulate.simulate` call."""
+    """The simulation state of one :func:`~wacoll.plans.sim.simulate` call."""
 
     def __init__(self, plan, model, structure, progs, busy, delay, flows):
         self.plan, self.progs, self.structure = plan, progs, structure
@@ -147,7 +147,7 @@ class _Engine:
         self.blocked = [False] * nmsg
         self.starts = [0.0] * nsteps
         self.ends = [0.0] * nsteps
-        self.events = _Events()  # the link model's (see wacoll.plans._sim_links)
+        self.events = _Events()  # the link model's (see wacoll.plans.sim.links)
         self.seq = itertools.count()  # orders events of equal time by creation
         self.advance = self._runner()
 

@@ -135,18 +135,18 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from wacoll.errors import ScriptError
-from wacoll.plans._plan_fields import MAX_SIZE
-from wacoll.plans._plan_json import read_json, to_json
-from wacoll.plans._rank_scripts import (
+from wacoll.plans.scripts.fields import MAX_SIZE
+from wacoll.plans.scripts.json_plan import read_json, to_json
+from wacoll.plans.scripts.rank_scripts import (
     FILENAME,
     assemble,
     script_filename,
     scripts_in,
     write_scripts,
 )
-from wacoll.plans._sexpr import MAX_CHARS, MAX_DEPTH, MAX_INT, relocate  # noqa: F401
-from wacoll.plans._sexpr_reader import PlanReader, RankScript
-from wacoll.plans._sexpr_writer import rank_scripts, to_sexpr
+from wacoll.plans.scripts.sexpr import MAX_CHARS, MAX_DEPTH, MAX_INT, relocate  # noqa: F401
+from wacoll.plans.scripts.reader import PlanReader, RankScript
+from wacoll.plans.scripts.writer import rank_scripts, to_sexpr
 from wacoll.plans.plan import Plan
 
 __all__ = [

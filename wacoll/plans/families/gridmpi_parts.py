@@ -21,7 +21,7 @@ The patterns below append steps for one group of ranks given in position order
 
 Examples
 --------
->>> from wacoll.plans.gridmpi_parts import Layout
+>>> from wacoll.plans.families.gridmpi_parts import Layout
 >>> lay = Layout.refine(12, [2, 3])
 >>> lay.counts
 (4, 2, 2, 4)

@@ -9,7 +9,7 @@ Allreduce is a reduce to the root followed by a broadcast, each over its own tre
 Examples
 --------
 >>> from wacoll import Topology, trees
->>> from wacoll.plans import tree as tree_family
+>>> from wacoll.plans.families import tree as tree_family
 >>> plan = tree_family.reduce(Topology.single(32), tree=trees.lam(32))
 >>> [str(s) for s in plan.programs[12]]
 ['copy [0] in -> acc', 'recv-combine 13 [0] into acc', 'recv-combine 14 [0] into acc', 'send 8 [0] from acc']

@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 
 from wacoll.errors import ScriptError
-from wacoll.plans._plan_fields import HEADER_FIELDS, make_plan
-from wacoll.plans._sexpr import relocate
-from wacoll.plans._sexpr_writer import rank_scripts, to_sexpr
+from wacoll.plans.scripts.fields import HEADER_FIELDS, make_plan
+from wacoll.plans.scripts.sexpr import relocate
+from wacoll.plans.scripts.writer import rank_scripts, to_sexpr
 from wacoll.plans.plan import Plan
 
 __all__ = ["FILENAME", "script_filename", "write_scripts", "scripts_in", "assemble"]
@@ -105,7 +105,7 @@ def assemble(items, parse) -> Plan:
 
     ``items`` are ``(key, where, read)`` triples: the rank the script should be,
     where it comes from (for messages) and a function returning its text, which
-    ``parse`` turns into a :class:`~wacoll.plans._sexpr_reader.RankScript`.
+    ``parse`` turns into a :class:`~wacoll.plans.scripts.reader.RankScript`.
     """
     scripts = {}
     for key, where, read in items:

@@ -37,8 +37,8 @@ message dependencies alone, and each rank runs ahead as far as its messages allo
 (per-rank cursors over precompiled programs, cached on the plan). Under
 :class:`LinkModel` the wide-area transfers, the only shared resource, are
 additionally ordered in time on an event heap, with at most one live completion
-entry per link. The models live in :mod:`wacoll.plans._sim_models`, the engine in
-:mod:`wacoll.plans._sim_engine`, the results in :mod:`wacoll.plans._sim_result`;
+entry per link. The models live in :mod:`wacoll.plans.sim.models`, the engine in
+:mod:`wacoll.plans.sim.engine`, the results in :mod:`wacoll.plans.sim.result`;
 this module is their public face.
 
 Examples
@@ -47,7 +47,7 @@ MagPIe's Figure 1: a flat and a binomial broadcast tree over 8 nodes, ``t_s = 10
 
 >>> from wacoll import Topology
 >>> from wacoll.plans import build
->>> from wacoll.plans.simulate import simulate, TsTrModel
+>>> from wacoll.plans.sim import simulate, TsTrModel
 >>> flat = build("bcast", Topology.single(8), "tree", tree="flat")
 >>> binomial = build("bcast", Topology.single(8), "tree", tree="binomial")
 >>> [simulate(p, TsTrModel(10, t_r)).completion
@@ -60,9 +60,9 @@ from __future__ import annotations
 import gc
 
 from wacoll.errors import PlanError
-from wacoll.plans._sim_engine import _CACHE_KEY, _Engine, _programs, _structure
-from wacoll.plans._sim_models import LinkModel, TiniModel, TsTrModel, _Model
-from wacoll.plans._sim_result import Event, SimResult
+from wacoll.plans.sim.engine import _CACHE_KEY, _Engine, _programs, _structure
+from wacoll.plans.sim.models import LinkModel, TiniModel, TsTrModel, _Model
+from wacoll.plans.sim.result import Event, SimResult
 from wacoll.topology import Topology
 
 __all__ = ["simulate", "TsTrModel", "TiniModel", "LinkModel", "SimResult", "Event"]

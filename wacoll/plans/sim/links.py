@@ -1,7 +1,7 @@
 """The link model's event loop: wide-area flows sharing directed links max-min fairly.
 
-Used by :class:`wacoll.plans._sim_engine._Engine` under
-:class:`~wacoll.plans.simulate.LinkModel`. A flow starts when its sender reaches
+Used by :class:`wacoll.plans.sim.engine._Engine` under
+:class:`~wacoll.plans.sim.LinkModel`. A flow starts when its sender reaches
 the send, shares its link with the other flows on it (water-filling, each capped by
 its sender's node rate), and finishes when its last byte has crossed; then the
 message arrives a latency later, which may wake ranks, which may start flows.
@@ -32,7 +32,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
-__all__: list = []  # private; see wacoll.plans.simulate
+__all__: list = []  # private; see wacoll.plans.sim
 
 
 class _Class:

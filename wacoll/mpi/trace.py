@@ -1,6 +1,6 @@
 """Trace files of executed plans, for Perfetto and chrome://tracing.
 
-Each rank's :class:`~wacoll.executor.Tracer` records complete events (start and end
+Each rank's :class:`~wacoll.mpi.executor.Tracer` records complete events (start and end
 in seconds); :func:`write_chrome_trace` merges the records of all ranks into one
 Chrome trace-event JSON file with one track (``tid``) per rank.
 

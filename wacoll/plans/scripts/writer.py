@@ -8,8 +8,8 @@ importable from :mod:`wacoll.plans.scripts`, whose docstring gives the grammar.
 
 from __future__ import annotations
 
-from wacoll.plans._plan_fields import STEP_WORDS, check_params
-from wacoll.plans._sexpr import quote
+from wacoll.plans.scripts.fields import STEP_WORDS, check_params
+from wacoll.plans.scripts.sexpr import quote
 from wacoll.plans.plan import Plan
 
 __all__ = ["to_sexpr", "rank_scripts"]

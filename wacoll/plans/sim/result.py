@@ -1,13 +1,13 @@
 """What the plan simulator returns: :class:`SimResult` and its :class:`Event` timeline.
 
-Users import both from :mod:`wacoll.plans.simulate`.
+Users import both from :mod:`wacoll.plans.sim`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from wacoll.plans._sim_engine import _structure
+from wacoll.plans.sim.engine import _structure
 
 __all__ = ["SimResult", "Event"]
 
@@ -26,7 +26,7 @@ class Event:
 
     >>> from wacoll import Topology
     >>> from wacoll.plans import build
-    >>> from wacoll.plans.simulate import simulate, TsTrModel
+    >>> from wacoll.plans.sim import simulate, TsTrModel
     >>> plan = build("bcast", Topology.single(2), "tree", tree="flat", count=8)
     >>> e = simulate(plan, TsTrModel(1, 4)).events[1]
     >>> e.rank, e.kind, e.peer, e.nbytes, e.start, e.end, e.arrival
@@ -46,7 +46,7 @@ class Event:
 
 @dataclass(frozen=True, eq=False)
 class SimResult:
-    """What :func:`~wacoll.plans.simulate.simulate` predicts for a plan.
+    """What :func:`~wacoll.plans.sim.simulate` predicts for a plan.
 
     Attributes
     ----------
@@ -66,7 +66,7 @@ class SimResult:
 
     >>> from wacoll import Topology
     >>> from wacoll.plans import build
-    >>> from wacoll.plans.simulate import simulate, TsTrModel
+    >>> from wacoll.plans.sim import simulate, TsTrModel
     >>> result = simulate(build("bcast", Topology.single(3), "tree", tree="flat"),
     ...                   TsTrModel(1, 4))
     >>> result
@@ -92,7 +92,7 @@ class SimResult:
         --------
         >>> from wacoll import Topology
         >>> from wacoll.plans import build
-        >>> from wacoll.plans.simulate import simulate, TsTrModel
+        >>> from wacoll.plans.sim import simulate, TsTrModel
         >>> plan = build("bcast", Topology.single(3), "tree", tree="flat")
         >>> for e in simulate(plan, TsTrModel(1, 4)).events:
         ...     print(e.rank, e.kind, e.peer, e.start, e.end)
@@ -145,7 +145,7 @@ class SimResult:
         >>> matplotlib.use("Agg")
         >>> from wacoll import Topology
         >>> from wacoll.plans import build
-        >>> from wacoll.plans.simulate import simulate, LinkModel
+        >>> from wacoll.plans.sim import simulate, LinkModel
         >>> plan = build("bcast", Topology.from_sizes([2, 2]), "tree", tree="binomial")
         >>> ax = simulate(plan, LinkModel(Topology.from_sizes([2, 2]))).plot()
         >>> ax.get_ylabel()

@@ -38,7 +38,7 @@ import signal
 import sys
 import threading
 
-from wacoll.emulate.netns import TestbedError
+from wacoll.errors import TestbedError
 from wacoll.emulate.units import format_duration, format_rate, parse_duration, parse_rate
 from wacoll.topology import Topology
 
@@ -101,7 +101,7 @@ def topology_from_args(args) -> Topology:
 
 def add_testbed_parser(subparsers) -> None:
     """Add ``testbed`` and its subcommands to the ``wacoll`` command's subparsers."""
-    from wacoll.cli import parse_clusters
+    from wacoll.cli.args import parse_clusters
 
     p = subparsers.add_parser(
         "testbed", help="emulate a multi-cluster network on this machine (root)",

@@ -6,7 +6,7 @@ MagPIe picks one of three algorithms for reduce, allreduce, reduce-scatter and s
 ``"associative"``
     Used when the user asserts associativity (level ``"associative"`` or
     ``"commutative"``). Clusters reduce locally to their coordinators up binary trees
-    that keep rank order (:func:`~wacoll.plans.magpie.ordered_tree`) and the
+    that keep rank order (:func:`~wacoll.plans.families.magpie.ordered_tree`) and the
     coordinators combine the cluster partials in cluster order: wide-area optimal.
     On a *reordered* communicator (clusters that are not contiguous rank ranges)
     cluster order is not rank order, so the algorithm needs level ``"commutative"``;
@@ -128,9 +128,9 @@ def choose_variant(op, topology, level=None, nbytes=1, threshold=THRESHOLD) -> s
 
 
 def _shapes():
-    """:mod:`wacoll.plans.magpie`, which imports this module for its BUILDERS, so it
+    """:mod:`wacoll.plans.families.magpie`, which imports this module for its BUILDERS, so it
     is imported here when a builder runs rather than when this module loads."""
-    from wacoll.plans import magpie
+    from wacoll.plans.families import magpie
 
     return magpie
 

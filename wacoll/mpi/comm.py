@@ -41,12 +41,13 @@ import zlib
 import numpy as np
 
 from wacoll import _kernels
-from wacoll._agreement import VECTOR_CHECKS, agree
-from wacoll._buffers import parse_buffer, parse_vbuffer
+from wacoll.mpi.agreement import VECTOR_CHECKS, agree
+from wacoll.mpi.buffers import parse_buffer, parse_vbuffer
 from wacoll.errors import BufferMismatchError, PlanError, TopologyError, WacollError
-from wacoll.executor import Tracer, run_program
+from wacoll.mpi.executor import Tracer, run_program
 from wacoll.plans import LEVELS, build, builders
 from wacoll.plans.operations import block_counts
+from wacoll.mpi.discover import topology_from_comm
 from wacoll.topology import Topology
 
 __all__ = ["Comm"]
@@ -83,7 +84,7 @@ class Comm:
     comm : mpi4py.MPI.Intracomm
         The communicator to wrap; wacoll works on a private duplicate.
     topology : Topology, optional
-        Which rank is in which cluster; by default :meth:`Topology.from_comm`.
+        Which rank is in which cluster; by default :func:`wacoll.topology_from_comm`.
     family : str, optional
         Plan family for every call (default: magpie on several clusters, mpich on one);
         ``"scripts"`` selects loaded script plans.
@@ -135,7 +136,7 @@ class Comm:
         #: The plan the most recent collective ran (for inspection and drawing).
         self.last_plan = None
         if topology is None:
-            topology = Topology.from_comm(self._comm)
+            topology = topology_from_comm(self._comm)
         elif not isinstance(topology, Topology):
             raise TopologyError("topology must be a wacoll.Topology")
         # Every rank must build the same plans: agree on everything that chooses them.
@@ -429,7 +430,7 @@ class Comm:
 
         Collective. Open the file in Perfetto or chrome://tracing: one track per rank.
         """
-        from wacoll.trace import write_chrome_trace
+        from wacoll.mpi.trace import write_chrome_trace
 
         if self.tracer is None:
             raise WacollError("tracing is off: create the Comm with trace=True")

@@ -28,7 +28,7 @@ Run under ``mpiexec -n 3 python -c ...``; on one process::
     >>> from mpi4py import MPI
     >>> from wacoll import Topology
     >>> from wacoll.plans import build
-    >>> from wacoll.executor import run_program
+    >>> from wacoll.mpi.executor import run_program
     >>> plan = build("allreduce", Topology.single(1), "magpie", count=4)
     >>> out = np.zeros(4)
     >>> run_program(plan, MPI.COMM_SELF, np.arange(4.0), out, op="sum")
@@ -66,7 +66,7 @@ def default_offsets(blocks, counts) -> dict:
 
 class Tracer:
     """Collects start and end times of a rank's operations and steps (PATHS's trace
-    wrappers); :func:`wacoll.trace.write_chrome_trace` merges and writes them."""
+    wrappers); :func:`wacoll.mpi.trace.write_chrome_trace` merges and writes them."""
 
     def __init__(self, clock=None):
         if clock is None:

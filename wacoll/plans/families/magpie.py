@@ -22,7 +22,7 @@ alltoall(v)                                  is: every rank talks to the root (t
                                              rank) directly
 allgather(v)                    coordinator  local gather up the trees, one message per
                                              ordered pair of coordinators, local spread
-reductions                      (several)    see :mod:`wacoll.plans.magpie_reduce`
+reductions                      (several)    see :mod:`wacoll.plans.families.magpie_reduce`
 ==============================  ===========  ==========================================
 
 Every builder takes ``intra`` (``"binary"``, MagPIe's choice, or ``"binomial"``): the
@@ -439,7 +439,7 @@ def allgatherv(topology, *, counts=None, count=1, itemsize=1, intra="binary"):
 
 # The reductions build on the shapes above; importing them last keeps the import
 # acyclic (magpie_reduce imports this module's helpers when it runs them).
-from wacoll.plans.magpie_reduce import (  # noqa: E402
+from wacoll.plans.families.magpie_reduce import (  # noqa: E402
     allreduce,
     exscan,
     reduce,

@@ -1,0 +1,7 @@
+"""``python -m wacoll.cli``: the ``wacoll`` command."""
+
+import sys
+
+from wacoll.cli import main
+
+sys.exit(main())
