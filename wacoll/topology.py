@@ -432,6 +432,34 @@ class Topology:
         return Topology(self.clusters, self.intra, self.wan, self.wan_pairs,
                         tuple(t_ini), self.node_bandwidth)
 
+    def restrict(self, members: Sequence[int]) -> "Topology":
+        """The topology of a sub-communicator whose rank ``i`` is ``members[i]`` here.
+
+        Clusters keep their links (wide-area pairs included) and are numbered by
+        their lowest new rank.
+
+        Examples
+        --------
+        >>> Topology.from_sizes([2, 2, 2]).restrict([5, 0, 4]).clusters
+        ((0, 2), (1,))
+        """
+        members = [int(m) for m in members]
+        for m in members:
+            self._check_rank(m)
+        if len(set(members)) != len(members):
+            raise TopologyError("a sub-communicator lists a rank twice")
+        groups = {}
+        for new, old in enumerate(members):
+            groups.setdefault(self._cluster_of[old], []).append(new)
+        order = sorted(groups, key=lambda c: groups[c][0])
+        renumber = {old: new for new, old in enumerate(order)}
+        pairs = tuple(((renumber[a], renumber[b]), link) for (a, b), link in self.wan_pairs
+                      if a in renumber and b in renumber)
+        pick = (lambda values: None if values is None
+                else tuple(values[m] for m in members))
+        return Topology(tuple(tuple(groups[c]) for c in order), self.intra, self.wan,
+                        pairs, pick(self.t_ini), pick(self.node_bandwidth))
+
     def _check_rank(self, rank):
         if not _is_int(rank) or not (0 <= rank < self.size):
             raise TopologyError(f"rank {rank!r} is not in 0..{self.size - 1}")

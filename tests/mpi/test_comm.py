@@ -91,11 +91,12 @@ def test_from_comm_and_comm_read_the_environment(mpi, monkeypatch):
     comm = mpi.run(lambda: wacoll.Comm(W), "Comm(COMM_WORLD)")
     try:
         want_family = "magpie" if len(want) > 1 else "mpich"
-        mpi.assert_all(comm.topology.clusters == want and comm.family == want_family,
-                       f"{comm.topology.clusters}, {comm.family}")
         recv = np.zeros(P, np.int64)
         mpi.run(lambda: comm.Allgather(np.array([ME * 7]), recv), "Allgather")
         mpi.assert_equal(recv, np.arange(P, dtype=np.int64) * 7)
+        mpi.assert_all(comm.network.clusters == want and
+                       comm.last_plan.family == want_family,
+                       f"{comm.network.clusters}, {comm.last_plan.family}")
     finally:
         comm.Free()
 
@@ -107,8 +108,8 @@ def test_default_topology_is_one_cluster_per_node(mpi, monkeypatch):
     hosts = W.allgather(MPI.Get_processor_name())
     comm = mpi.run(lambda: wacoll.Comm(W), "Comm(COMM_WORLD)")
     try:
-        mpi.assert_all(comm.topology.nclusters == len(set(hosts)),
-                       f"{comm.topology.clusters} for hosts {hosts}")
+        mpi.assert_all(comm.network.nclusters == len(set(hosts)),
+                       f"{comm.network.clusters} for hosts {hosts}")
     finally:
         comm.Free()
 

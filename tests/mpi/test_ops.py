@@ -402,8 +402,8 @@ def test_default_family(mpi, layout):
     problems = [run_case(mpi, comm, layout, method, None, {}, P - 1,
                          "strict" if method in REDUCTIONS else None, skip_seen=False)
                 for method in ("Bcast", "Gatherv", "Alltoall", "Allreduce")]
-    if comm.family != want:
-        problems.append(f"default family {comm.family}, want {want}")
+    if comm.last_plan.family != want:
+        problems.append(f"default family {comm.last_plan.family}, want {want}")
     problems = [p for p in problems if p]
     mpi.assert_all(not problems, "; ".join(problems[:2]))
 

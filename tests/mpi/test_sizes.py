@@ -19,7 +19,9 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from wacoll.mpi.comm import MAX_SEGMENTS
+from wacoll.plans.select import DEFAULT_POLICY
+
+MAX_SEGMENTS = DEFAULT_POLICY.max_segments
 
 P = MPI.COMM_WORLD.Get_size()
 ME = MPI.COMM_WORLD.Get_rank()
@@ -179,7 +181,7 @@ def test_large_vectors_on_one_cluster(mpi):
     broadcast by van de Geijn's and all-reduced by Rabenseifner's algorithm (where the
     level allows); smaller ones, and strict reductions, by the mpich family."""
     comm = mpi.comm("single")
-    nbytes = comm.large_message
+    nbytes = comm.policy.large_message
     big = P >= 3
     problems = []
     for n, want_bcast, want_allreduce in (

@@ -2,34 +2,105 @@
 
 A collective whose arguments are wrong on one rank must not leave the others waiting.
 Before a call runs, each rank contributes whether its own arguments are valid and a
-signature of the call (operation, root, count, datatype, level, operator, family,
-options); one small collective compares them, and on any fault every rank raises the
-same error naming the rank at fault. Vector variants also exchange their counts, and
-every rank runs the same check on them.
+:class:`Signature` of the call; one small collective compares them, and on any fault
+every rank raises the same error, of the same class, naming the rank at fault. Vector
+variants also exchange their counts, and every rank runs the same check on them
+(:data:`VECTOR_CHECKS`), which returns the counts the plan is built for.
 
 Examples
 --------
 >>> from mpi4py import MPI
->>> agree(MPI.COMM_SELF, None, ("bcast", 0, 4, "<f8", None, None, None, ()))
->>> describe(("bcast", 0, 4, "<f8", None, None, None, ()))
+>>> sig = Signature("bcast", root=0, count=4, dtype="<f8")
+>>> agree(MPI.COMM_SELF, None, sig)
+>>> sig.describe()
 'bcast(root=0, count=4, dtype=<f8)'
 """
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
+from dataclasses import dataclass
 
 import numpy as np
 
-from wacoll.errors import BufferMismatchError, PlanError, TopologyError, WacollError
+from wacoll import errors
+from wacoll.errors import BufferMismatchError, WacollError
 
-__all__ = ["agree", "describe", "CONSTRUCTOR_FIELDS", "VECTOR_CHECKS"]
+__all__ = ["agree", "Signature", "VECTOR_CHECKS", "rebuild_error"]
 
-_ERRORS = {cls.__name__: cls for cls in (WacollError, PlanError, BufferMismatchError,
-                                         TopologyError)}
-#: The fields of wacoll.Comm's constructor signature, in order.
-CONSTRUCTOR_FIELDS = ("topology", "family", "level", "threshold", "segment_size",
-                      "large_message", "options", "validate")
+#: wacoll's error classes by name, so that a fault travels between ranks as data.
+_ERRORS = {name: getattr(errors, name) for name in errors.__all__
+           if isinstance(getattr(errors, name), type)
+           and issubclass(getattr(errors, name), WacollError)}
+_FIELDS = ("rank", "step", "line", "column")
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What one rank believes a call (or a constructor) is.
+
+    Attributes
+    ----------
+    kind : str
+        The operation, ``"constructor"``, or ``"error"`` for a rank whose own
+        arguments are invalid.
+    root, count, dtype, level, operator, family, options
+        The fields that choose the plan (the constructor uses ``options`` for its
+        own named arguments).
+    """
+
+    kind: str
+    root: int | None = None
+    count: int | None = None
+    dtype: str | None = None
+    level: str | None = None
+    operator: str | None = None
+    family: str | None = None
+    options: tuple = ()
+
+    def digest(self) -> int:
+        """A 32-bit digest of the signature."""
+        return zlib.crc32(repr(self).encode())
+
+    def describe(self) -> str:
+        """A readable form of the call."""
+        if self.kind == "error":
+            return "invalid arguments"
+        if self.kind == "constructor":
+            return "wacoll.Comm(" + ", ".join(f"{k}={v!r}" for k, v in self.options) + ")"
+        fields = [f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self)
+                  if f.name not in ("kind", "options") and getattr(self, f.name) is not None]
+        return f"{self.kind}(" + ", ".join(fields) + ")"
+
+    def differences(self, other) -> list:
+        """The names of the fields (or constructor arguments) where two differ."""
+        if self.kind == other.kind == "constructor":
+            mine, theirs = dict(self.options), dict(other.options)
+            return [k for k in mine if mine[k] != theirs.get(k)]
+        return [f.name for f in dataclasses.fields(self)
+                if getattr(self, f.name) != getattr(other, f.name)]
+
+
+def _portable(error):
+    """An error as plain data: class name, message and its located fields."""
+    return (type(error).__name__, str(error),
+            {k: getattr(error, k) for k in _FIELDS if getattr(error, k, None) is not None})
+
+
+def rebuild_error(rank, data):
+    """The error another rank reported (as :func:`_portable` data), to raise here.
+
+    It has the reporting rank's class, its message prefixed with ``rank N:``, and its
+    located fields (``rank``, ``step``, ``line``, ``column``; None where absent).
+    """
+    name, message, fields = data
+    cls = _ERRORS.get(name, WacollError)
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, f"rank {rank}: {message}")
+    for k in _FIELDS:
+        setattr(exc, k, fields.get(k))
+    return exc
 
 
 def agree(comm, error, sig, info=None, *, exchange=False, validate=True):
@@ -40,7 +111,7 @@ def agree(comm, error, sig, info=None, *, exchange=False, validate=True):
     comm : mpi4py.MPI.Intracomm
     error : WacollError or None
         This rank's own fault with its arguments.
-    sig : tuple
+    sig : Signature
         What this rank believes the call is.
     info : object, optional
         Exchanged (``exchange=True``) and returned as a list, one entry per rank.
@@ -53,44 +124,27 @@ def agree(comm, error, sig, info=None, *, exchange=False, validate=True):
         if error is not None:
             raise error
         return None
-    crc = zlib.crc32(repr(sig).encode())
+    crc = sig.digest()
     if not exchange:
         flags = np.array([0 if error is None else 1, crc, -crc], dtype=np.int64)
         comm.Allreduce(MPI.IN_PLACE, flags, op=MPI.MAX)
         if flags[0] == 0 and flags[1] == -flags[2]:
             return None
-    mine = (None if error is None else (type(error).__name__, str(error)), sig, info)
+    mine = (None if error is None else _portable(error), sig, info)
     everyone = comm.allgather(mine)
     for r, (err, _sig, _info) in enumerate(everyone):
         if err is not None:
-            cls = _ERRORS.get(err[0], WacollError)
-            raise cls(f"rank {r}: {err[1]}")
+            raise rebuild_error(r, err)
     sigs = [s for _, s, _ in everyone]
-    if any(s != sigs[0] for s in sigs):
-        r = next(i for i, s in enumerate(sigs) if s != sigs[0])
-        if sigs[0][0] == "constructor" and sigs[r][0] == "constructor":
-            fields = [n for n, a, b in zip(CONSTRUCTOR_FIELDS, sigs[0][1:], sigs[r][1:])
-                      if a != b]
-            raise WacollError(f"the ranks disagree on wacoll.Comm's "
-                              f"{', '.join(fields)}: rank 0 and rank {r} differ")
-        raise WacollError(f"the ranks disagree on the call: rank 0 has "
-                          f"{describe(sigs[0])}, rank {r} has {describe(sigs[r])}")
+    for r, s in enumerate(sigs):
+        if s != sigs[0]:
+            if s.kind == sigs[0].kind == "constructor":
+                raise WacollError(f"the ranks disagree on wacoll.Comm's "
+                                  f"{', '.join(sigs[0].differences(s))}: rank 0 and "
+                                  f"rank {r} differ")
+            raise WacollError(f"the ranks disagree on the call: rank 0 has "
+                              f"{sigs[0].describe()}, rank {r} has {s.describe()}")
     return [i for _, _, i in everyone]
-
-
-def describe(sig):
-    if sig == ("error",):
-        return "invalid arguments"
-    """A readable form of a call signature."""
-    if len(sig) != 8:
-        return repr(sig)
-    op, root, count, dtype, level, rop, family, _ = sig
-    parts = [f"{op}("]
-    fields = [f"root={root}" if root is not None else "", f"count={count}"
-              if count is not None else "", f"dtype={dtype}" if dtype else "",
-              f"op={rop}" if rop else "", f"level={level}" if level else "",
-              f"family={family}" if family else ""]
-    return parts[0] + ", ".join(f for f in fields if f) + ")"
 
 
 # v-variant count agreement: every rank runs the same check on the same exchanged
@@ -99,31 +153,31 @@ def _fail(message):
     raise BufferMismatchError(message)
 
 
-def _scatterv_counts(prepared, infos):
-    counts = infos[prepared.root][1]
+def _scatterv_counts(root, infos):
+    counts = infos[root][1]
     for r, (own, _) in enumerate(infos):
         if own != counts[r]:
             _fail(f"rank {r}'s recvbuf has {own} elements; the root sends "
                         f"{counts[r]}")
-    prepared.counts = counts
+    return counts
 
 
-def _gatherv_counts(prepared, infos):
-    counts = infos[prepared.root][1]
+def _gatherv_counts(root, infos):
+    counts = infos[root][1]
     for r, (own, _) in enumerate(infos):
         if own != counts[r]:
             _fail(f"rank {r} sends {own} elements; the root expects {counts[r]}")
-    prepared.counts = counts
+    return counts
 
 
-def _same_counts(prepared, infos):
+def _same_counts(root, infos):
     for r, counts in enumerate(infos):
         if counts != infos[0]:
             _fail(f"rank {r}'s recvcounts differ from rank 0's")
-    prepared.counts = infos[0]
+    return infos[0]
 
 
-def _alltoallv_counts(prepared, infos):
+def _alltoallv_counts(root, infos):
     P = len(infos)
     matrix = [infos[i][0] for i in range(P)]
     for j in range(P):
@@ -131,10 +185,10 @@ def _alltoallv_counts(prepared, infos):
             if infos[j][1][i] != matrix[i][j]:
                 _fail(f"rank {j} expects {infos[j][1][i]} elements from rank {i}, "
                             f"which sends {matrix[i][j]}")
-    prepared.counts = tuple(tuple(row) for row in matrix)
+    return tuple(tuple(row) for row in matrix)
 
 
-def _reduce_scatter_counts(prepared, infos):
+def _reduce_scatter_counts(root, infos):
     given = [c for _, c, _ in infos if c is not None]
     counts = given[0] if given else tuple(own for own, _, _ in infos)
     for r, (own, c, nin) in enumerate(infos):
@@ -146,10 +200,11 @@ def _reduce_scatter_counts(prepared, infos):
         if nin != sum(counts):
             _fail(f"rank {r}'s sendbuf has {nin} elements; the recvcounts add up "
                         f"to {sum(counts)}")
-    prepared.counts = counts
+    return counts
 
 
-#: The count check of each vector operation, run on the exchanged counts.
+#: The count check of each vector operation: ``check(root, infos) -> counts``, run on
+#: every rank over the exchanged ``vector_info`` of all ranks.
 VECTOR_CHECKS = {
     "scatterv": _scatterv_counts,
     "gatherv": _gatherv_counts,

@@ -1,6 +1,6 @@
-"""Trace files of executed plans, for Perfetto and chrome://tracing.
+"""Tracing: what each rank ran and when, written for Perfetto and chrome://tracing.
 
-Each rank's :class:`~wacoll.mpi.executor.Tracer` records complete events (start and end
+Each rank's :class:`Tracer` records complete events (start and end
 in seconds); :func:`write_chrome_trace` merges the records of all ranks into one
 Chrome trace-event JSON file with one track (``tid``) per rank.
 
@@ -20,7 +20,37 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["write_chrome_trace", "chrome_events"]
+__all__ = ["Tracer", "write_chrome_trace", "chrome_events"]
+
+
+class Tracer:
+    """Collects start and end times of a rank's operations and steps (PATHS's trace
+    wrappers); :func:`write_chrome_trace` merges and writes them.
+
+    ``wacoll.Comm(..., trace=True)`` records one ``operation`` event per collective
+    (its name says which plan, or ``native`` for the MPI library's own collective)
+    and one ``step`` event per executed step; ``comm.tracer.records`` is public.
+
+    Examples
+    --------
+    >>> t = Tracer(clock=iter([1.0, 2.0]).__next__)
+    >>> t.record("bcast (magpie/coordinator)", "operation", t.clock(), t.clock())
+    >>> t.records[0]["end"] - t.records[0]["start"]
+    1.0
+    """
+
+    def __init__(self, clock=None):
+        if clock is None:
+            from mpi4py import MPI
+
+            clock = MPI.Wtime
+        self.clock = clock
+        self.records = []
+
+    def record(self, name, category, start, end, **args):
+        """Add one complete event (seconds)."""
+        self.records.append({"name": name, "cat": category, "start": start, "end": end,
+                             "args": args})
 
 
 def chrome_events(records_per_rank) -> list:
