@@ -301,10 +301,18 @@ class Comm(MPI.Intracomm):
             write_chrome_trace(records, path)
 
     # ------------------------------------------------------------- the machinery
-    def _collective(self, reader, args, family, options, level=None, *, _reduction=None):
-        """Read, agree on, select, lower and execute one collective call."""
+    def _collective(self, reader, args, family, options, level=None):
+        """Read, agree on, select, lower and execute one collective call.
+
+        With tracing on, each phase is recorded as a ``phase`` event (``arguments``,
+        ``agreement``, ``plan``, ``lower``, ``execute``) inside the call's
+        ``operation`` event: the public way to see where a call's time goes.
+        """
         if getattr(self, "_wire", None) is None:
             raise WacollError("this wacoll.Comm has been freed")
+        tracer = self.tracer
+        clock = tracer.clock if tracer else None
+        t0 = clock() if clock else 0.0
         op = reader.__name__
         if op in _REDUCTIONS:
             reader = functools.partial(reader, level=level, default_level=self.level)
@@ -320,37 +328,56 @@ class Comm(MPI.Intracomm):
                             prepared.level, calls.operator_name(prepared.reduce_op),
                             family, tuple(sorted(options.items())))
         check = VECTOR_CHECKS.get(op)
+        t1 = clock() if clock else 0.0
         infos = agree(self._wire, error, sig,
                       None if prepared is None else prepared.vector_info,
                       exchange=check is not None, validate=self.validate)
         if check is not None:
             prepared.counts = check(prepared.root, infos)
-        self._run(prepared, family, options)
+        t2 = clock() if clock else 0.0
+        plan = self._plan(prepared, family, options)
+        self.last_plan = plan
+        t3 = clock() if clock else 0.0
+        program = self._program(plan, prepared)
+        t4 = clock() if clock else 0.0
+        execute(program, self._wire, prepared.inbuf, prepared.outbuf,
+                op=prepared.reduce_op, tracer=tracer, scratch=self._scratch)
+        if tracer:
+            t5 = clock()
+            for name, start, end in (("arguments", t0, t1), ("agreement", t1, t2),
+                                     ("plan", t2, t3), ("lower", t3, t4),
+                                     ("execute", t4, t5)):
+                tracer.record(name, "phase", start, end)
+            tracer.record(f"{plan.op} ({plan.family}/{plan.algorithm})", "operation", t0,
+                          t5)
 
     def _plan(self, prepared, family, options):
         """The proved plan for a call: a script's, or the selection policy's (cached)."""
-        if (family or self.family) == "scripts":
-            plan = self._script_plan(prepared)
-            if plan is not None:
-                return plan
         call = Call(prepared.op, count=prepared.count, counts=prepared.counts,
                     root=prepared.root, level=prepared.level,
                     itemsize=1 if prepared.dtype is None else prepared.dtype.itemsize)
-        selection = select(call, self.network,
-                           family=None if family == "scripts" else family,
-                           options=options,
-                           comm_family=None if self.family == "scripts" else self.family,
-                           comm_options=self.options, policy=self.policy)
-        plan = self._plans.get(selection)
+        if (family or self.family) == "scripts":
+            script = self._scripts.get((call.op, self._place.size))
+            if script is not None:
+                key = ("script", call)
+                if key not in self._plans:
+                    self._plans[key] = adapt_script(script, call)
+                if self._plans[key] is not None:
+                    return self._plans[key]
+        key = (call, family, tuple(sorted(options.items())))
+        plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[selection] = selection.build(self.network)
+            selection = select(call, self.network,
+                               family=None if family == "scripts" else family,
+                               options=options,
+                               comm_family=None if self.family == "scripts"
+                               else self.family,
+                               comm_options=self.options, policy=self.policy)
+            plan = self._plans[key] = selection.build(self.network)
         return plan
 
-    def _run(self, prepared, family, options):
-        tracer = self.tracer
-        t0 = tracer.clock() if tracer else 0.0
-        plan = self._plan(prepared, family, options)
-        self.last_plan = plan
+    def _program(self, plan, prepared):
+        """This rank's lowered program of ``plan`` for the call's buffer layout (cached)."""
         key = (id(plan), _layout_key(prepared.in_offsets),
                _layout_key(prepared.out_offsets))
         entry = self._programs.get(key)
@@ -358,11 +385,7 @@ class Comm(MPI.Intracomm):
             entry = self._programs[key] = (plan, lower(plan, self._place.rank,
                                                        prepared.in_offsets,
                                                        prepared.out_offsets))
-        execute(entry[1], self._wire, prepared.inbuf, prepared.outbuf,
-                op=prepared.reduce_op, tracer=tracer, scratch=self._scratch)
-        if tracer:
-            tracer.record(f"{plan.op} ({plan.family}/{plan.algorithm})", "operation", t0,
-                          tracer.clock())
+        return entry[1]
 
     # ------------------------------------------------------------- scripts
     def _load_scripts(self, path):
@@ -382,16 +405,6 @@ class Comm(MPI.Intracomm):
         agree(self._wire, error, Signature("scripts", options=tuple(digest)),
               validate=True)
         self._scripts = found
-
-    def _script_plan(self, prepared):
-        plan = self._scripts.get((prepared.op, self._place.size))
-        if plan is None:
-            return None
-        return adapt_script(plan, Call(prepared.op, count=prepared.count,
-                                       counts=prepared.counts, root=prepared.root,
-                                       level=prepared.level,
-                                       itemsize=1 if prepared.dtype is None
-                                       else prepared.dtype.itemsize))
 
 
 _REDUCTIONS = ("reduce", "allreduce", "scan", "exscan", "reduce_scatter_block",
