@@ -51,16 +51,25 @@ __all__ = ["execute", "run_program", "Tracer", "TAG"]
 TAG = 0x7AC0
 
 
-def _gather(buf, runs, n, dtype):
+def _gather(buf, runs, n, dtype, index=None):
+    """The elements of ``runs`` of ``buf``, back to back (a view when one run)."""
     if len(runs) == 1:
         start, stop = runs[0]
         return buf[start:stop]
     if not runs:
         return np.empty(0, dtype)
+    if index is not None:
+        out = np.empty(n, dtype)
+        _kernels.pack(buf, index[0], index[1], out)
+        return out
     return np.concatenate([buf[a:b] for a, b in runs])
 
 
-def _scatter(data, buf, runs):
+def _scatter(data, buf, runs, index=None):
+    """Write the back-to-back ``data`` into ``runs`` of ``buf``."""
+    if index is not None:
+        _kernels.unpack(data, index[0], index[1], buf)
+        return
     at = 0
     for a, b in runs:
         buf[a:b] = data[at:at + b - a]
@@ -185,7 +194,7 @@ def execute(program, comm, inbuf, outbuf, *, op=None, tracer=None, scratch=None)
         if step.kind == "recv":
             if not step.direct:
                 before_write(dst[0], dst[1])
-                _scatter(data, bufs[dst[0]], dst[1])
+                _scatter(data, bufs[dst[0]], dst[1], step.dst_index)
             return
         before_write(dst[0], dst[1])
         _combine(op, data, bufs[dst[0]], dst[1], step.side)
@@ -197,7 +206,7 @@ def execute(program, comm, inbuf, outbuf, *, op=None, tracer=None, scratch=None)
         kind = step.kind
         if kind == "send":
             src = step.src
-            data = _gather(bufs[src[0]], src[1], step.elements, dtype)
+            data = _gather(bufs[src[0]], src[1], step.elements, dtype, step.src_index)
             req = comm.Isend(data, dest=step.peer, tag=TAG)
             sends.append(req)
             for start, stop in src[1]:
@@ -222,12 +231,13 @@ def execute(program, comm, inbuf, outbuf, *, op=None, tracer=None, scratch=None)
             finish_recv(i)
         elif kind == "copy":
             src, dst = step.src, step.dst
-            data = _gather(bufs[src[0]], src[1], step.elements, dtype)
+            data = _gather(bufs[src[0]], src[1], step.elements, dtype, step.src_index)
             before_write(dst[0], dst[1])
-            _scatter(data.copy() if src[0] == dst[0] else data, bufs[dst[0]], dst[1])
+            _scatter(data.copy() if src[0] == dst[0] else data, bufs[dst[0]], dst[1],
+                     step.dst_index)
         else:  # combine
             src, dst = step.src, step.dst
-            data = _gather(bufs[src[0]], src[1], step.elements, dtype)
+            data = _gather(bufs[src[0]], src[1], step.elements, dtype, step.src_index)
             before_write(dst[0], dst[1])
             _combine(op, data, bufs[dst[0]], dst[1], step.side)
         if tracer:

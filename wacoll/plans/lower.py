@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from wacoll.errors import BufferMismatchError, PlanError
 from wacoll.plans import operations as ops
 
@@ -63,6 +65,9 @@ class LoweredStep:
     src, dst : tuple or None
         ``(buffer name, runs)``: the element runs ``((start, stop), ...)`` it reads
         or writes.
+    src_index, dst_index : tuple or None
+        ``(displacements, counts)`` arrays of those runs when there are many short
+        ones, for the pack/unpack kernels (which beat a loop of slices there).
     direct : bool
         A ``recv`` whose message lands in place.
     group : int or None
@@ -85,6 +90,8 @@ class LoweredStep:
     side: str | None
     index: int
     label: str
+    src_index: tuple | None = None
+    dst_index: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +126,26 @@ def _runs(blocks, offsets, counts):
         else:
             runs.append([start, stop])
     return tuple(tuple(r) for r in runs)
+
+
+#: Runs per step from which the executor packs with the kernels instead of slicing:
+#: measured on this project's kernel benchmark machine, 8 runs of 8 float64 gather in
+#: 0.9 us packed against 3.5 us as numpy slices, 64 runs in 1.1 against 19 us; long
+#: runs (4096 elements) are as fast or faster as slices.
+PACK_MIN_RUNS = 4
+PACK_MAX_MEAN_RUN = 1024
+
+
+def _index(runs):
+    """``(displacements, counts)`` arrays for the pack kernels, or None for slicing."""
+    if runs is None or len(runs[1]) < PACK_MIN_RUNS:
+        return None
+    spans = runs[1]
+    total = sum(b - a for a, b in spans)
+    if total > PACK_MAX_MEAN_RUN * len(spans):
+        return None
+    return (np.array([a for a, _ in spans], np.intp),
+            np.array([b - a for a, b in spans], np.intp))
 
 
 def _extent(name, offsets, counts):
@@ -189,7 +216,8 @@ def lower(plan, rank: int, in_offsets=None, out_offsets=None) -> Program:
         direct = (step.kind == "recv" and len(dst[1]) <= 1 and
                   not any((step.dst, b) in touched for b in step.blocks))
         steps.append(LoweredStep(step.kind, step.peer, sum(counts[b] for b in step.blocks),
-                                 src, dst, direct, step.group, step.side, i, str(step)))
+                                 src, dst, direct, step.group, step.side, i, str(step),
+                                 _index(src), _index(dst)))
         for buf in (step.src, step.dst):
             if buf is not None:
                 touched.update((buf, b) for b in step.blocks)
