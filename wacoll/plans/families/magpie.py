@@ -53,6 +53,7 @@ Examples
 from __future__ import annotations
 
 from wacoll.plans.builder import PlanBuilder
+from wacoll.plans.families import magpie_reduce
 from wacoll.plans.families.magpie_reduce import (
     allreduce,
     exscan,
@@ -82,7 +83,7 @@ __all__ = [
     "INTRA", "FAMILY", "check_intra", "ordered_tree", "cluster_trees", "coordinator_tree",
     "barrier", "bcast", "scatter", "scatterv", "gather", "gatherv", "allgather",
     "allgatherv", "alltoall", "alltoallv", "reduce", "allreduce", "reduce_scatter",
-    "reduce_scatter_block", "scan", "exscan", "BUILDERS",
+    "reduce_scatter_block", "scan", "exscan", "BUILDERS", "OPTIONS",
 ]
 
 FAMILY = "magpie"
@@ -332,4 +333,20 @@ BUILDERS = {
     "allgatherv": allgatherv, "alltoall": alltoall, "alltoallv": alltoallv,
     "reduce": reduce, "allreduce": allreduce, "reduce_scatter": reduce_scatter,
     "reduce_scatter_block": reduce_scatter_block, "scan": scan, "exscan": exscan,
+}
+
+#: The keyword options each builder takes, in its signature's order: what
+#: :func:`wacoll.plans.families.options` reports and :func:`wacoll.plans.build` accepts.
+OPTIONS = {
+    "barrier": ("itemsize", "intra"),
+    "bcast": ("root", "count", "segments", "itemsize", "intra"),
+    "scatter": ("root", "count", "itemsize", "intra"),
+    "scatterv": ("root", "counts", "count", "itemsize", "intra"),
+    "gather": ("root", "count", "itemsize", "intra"),
+    "gatherv": ("root", "counts", "count", "itemsize", "intra"),
+    "allgather": ("count", "itemsize", "intra"),
+    "allgatherv": ("counts", "count", "itemsize", "intra"),
+    "alltoall": ("count", "itemsize", "intra"),
+    "alltoallv": ("counts", "count", "itemsize", "intra"),
+    **magpie_reduce.OPTIONS,
 }

@@ -70,6 +70,7 @@ from wacoll.trees.basic import binomial, children, from_parents, parent, reduce_
 __all__ = [
     "THRESHOLD", "VARIANTS", "associative_allowed", "choose_variant",
     "reduce", "allreduce", "reduce_scatter", "reduce_scatter_block", "scan", "exscan",
+    "OPTIONS",
 ]
 
 #: MagPIe's fixed switch between the short- and long-message algorithms, in bytes.
@@ -606,3 +607,18 @@ def exscan(topology, *, count=1, segments=1, level=None, itemsize=1, intra="bina
     """
     return _scan("exscan", topology, count, segments, level, itemsize, intra, threshold,
                  variant)
+
+#: The keyword options of this module's builders, in their signatures' order; the
+#: magpie family's :data:`~wacoll.plans.families.magpie.OPTIONS` includes them.
+OPTIONS = {
+    "reduce": ("root", "count", "segments", "level", "itemsize", "intra", "threshold",
+               "variant"),
+    "allreduce": ("count", "segments", "level", "itemsize", "intra", "threshold",
+                  "variant"),
+    "reduce_scatter": ("counts", "count", "level", "itemsize", "intra", "threshold",
+                       "variant"),
+    "reduce_scatter_block": ("count", "level", "itemsize", "intra", "threshold",
+                             "variant"),
+    "scan": ("count", "segments", "level", "itemsize", "intra", "threshold", "variant"),
+    "exscan": ("count", "segments", "level", "itemsize", "intra", "threshold", "variant"),
+}

@@ -71,6 +71,7 @@ __all__ = [
     "bcast_tree", "barrier", "bcast", "scatter", "scatterv", "gather", "gatherv",
     "allgather", "allgatherv", "alltoall", "alltoallv", "reduce", "allreduce",
     "reduce_scatter", "reduce_scatter_block", "scan", "exscan", "BUILDERS",
+    "OPTIONS",
 ]
 
 _FAMILY = "mpich"
@@ -476,4 +477,25 @@ BUILDERS = {
     "reduce_scatter_block": reduce_scatter_block,
     "scan": scan,
     "exscan": exscan,
+}
+
+#: The keyword options each builder takes, in its signature's order: what
+#: :func:`wacoll.plans.families.options` reports and :func:`wacoll.plans.build` accepts.
+OPTIONS = {
+    "barrier": ("itemsize",),
+    "bcast": ("root", "count", "segments", "itemsize"),
+    "scatter": ("root", "count", "itemsize"),
+    "scatterv": ("root", "counts", "count", "itemsize"),
+    "gather": ("root", "count", "itemsize"),
+    "gatherv": ("root", "counts", "count", "itemsize"),
+    "allgather": ("count", "itemsize"),
+    "allgatherv": ("counts", "count", "itemsize"),
+    "alltoall": ("count", "itemsize", "order"),
+    "alltoallv": ("counts", "count", "itemsize", "order"),
+    "reduce": ("root", "count", "segments", "level", "itemsize"),
+    "allreduce": ("count", "segments", "level", "itemsize"),
+    "reduce_scatter": ("counts", "count", "level", "itemsize"),
+    "reduce_scatter_block": ("count", "level", "itemsize"),
+    "scan": ("count", "segments", "level", "itemsize"),
+    "exscan": ("count", "segments", "level", "itemsize"),
 }

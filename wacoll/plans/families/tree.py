@@ -22,7 +22,7 @@ from wacoll.plans.patterns import EACH, tree_bcast, tree_reduce
 from wacoll.trees import make_tree
 from wacoll.trees.basic import validate_tree
 
-__all__ = ["bcast", "reduce", "allreduce", "BUILDERS"]
+__all__ = ["bcast", "reduce", "allreduce", "BUILDERS", "OPTIONS"]
 
 
 def _tree(tree, topology, root, operation, group_size=4):
@@ -96,3 +96,13 @@ def allreduce(topology, *, tree=None, bcast_tree=None, root=0, count=1, segments
 
 
 BUILDERS = {"bcast": bcast, "reduce": reduce, "allreduce": allreduce}
+
+#: The keyword options each builder takes, in its signature's order: what
+#: :func:`wacoll.plans.families.options` reports and :func:`wacoll.plans.build` accepts.
+OPTIONS = {
+    "bcast": ("tree", "root", "count", "segments", "itemsize", "group_size"),
+    "reduce": ("tree", "root", "count", "segments", "level", "itemsize", "arrival",
+               "group_size"),
+    "allreduce": ("tree", "bcast_tree", "root", "count", "segments", "level", "itemsize",
+                  "arrival", "group_size"),
+}
