@@ -50,7 +50,6 @@ from __future__ import annotations
 
 from functools import partial
 
-from wacoll.errors import PlanError
 from wacoll.plans.builder import PlanBuilder
 from wacoll.plans.patterns import (
     EACH,
