@@ -3,7 +3,7 @@
 import networkx as nx
 import pytest
 
-from wacoll import PlanError, Topology, trees
+from wacoll import PlanError, Topology, TopologyError, trees
 from wacoll.trees import children, parent, validate_tree
 
 SIZES = [1, 2, 3, 5, 6, 7, 8, 13, 32]
@@ -106,5 +106,5 @@ def test_make_tree_by_name():
     validate_tree(trees.make_tree("knomial4", topo, root=3), n=8, root=3)
     with pytest.raises(PlanError, match="unknown tree 'oak'"):
         trees.make_tree("oak", topo)
-    with pytest.raises(PlanError, match="needs per-rank initiation costs"):
+    with pytest.raises(TopologyError, match="needs per-rank initiation costs"):
         trees.make_tree("fnf", Topology.single(3))

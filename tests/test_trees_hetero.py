@@ -12,7 +12,7 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from wacoll.errors import PlanError
+from wacoll.errors import PlanError, TopologyError
 from wacoll.trees import (
     bcast_time,
     bcast_time_ts_tr,
@@ -58,9 +58,9 @@ def test_receive_times_follow_send_order():
 def test_cost_errors():
     with pytest.raises(PlanError, match="has no cost"):
         bcast_time(binomial(4), [1, 1, 1])
-    with pytest.raises(PlanError, match="cost of rank 1 must be a finite number >= 0"):
+    with pytest.raises(TopologyError, match="cost of rank 1 must be a finite number >= 0"):
         bcast_time(binomial(2), [1, -1])
-    with pytest.raises(PlanError, match="t_s must be a finite number >= 0"):
+    with pytest.raises(TopologyError, match="t_s must be a finite number >= 0"):
         bcast_time_ts_tr(binomial(2), math.inf, 1)
     with pytest.raises(PlanError, match="not a tree"):
         import networkx as nx
@@ -104,26 +104,28 @@ def test_trees_are_valid_and_span_members(name):
 
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))
-@pytest.mark.parametrize("costs, root, members, message", [
-    ([1, -2, 3], 0, None, "cost of rank 1 must be a finite number >= 0"),
-    ([1, math.nan], 0, None, "cost of rank 1 must be a finite number >= 0"),
-    ([1, math.inf], 0, None, "cost of rank 1 must be a finite number >= 0"),
-    ([1, "2"], 0, None, "cost of rank 1 must be a finite number >= 0"),
-    ([1, True], 0, None, "cost of rank 1 must be a finite number >= 0"),
-    (np.array([1.0, -1.0]), 0, None, "cost of rank 1 must be a finite number >= 0"),
-    ("12", 0, None, "costs must be a sequence"),
-    (5, 0, None, "costs must be a sequence"),
-    ([], 0, None, "costs is empty"),
-    ([1, 2, 3], 3, None, "root 3 is not a rank of 0..2"),
-    ([1, 2, 3], -1, None, "root -1 is not a rank of 0..2"),
-    ([1, 2, 3], 0, [1, 2], "root 0 is not in members"),
-    ([1, 2, 3], 0, [0, 1, 1], "member 1 appears more than once"),
-    ([1, 2, 3], 0, [0, 5], "member 5 is not a rank of 0..2"),
-    ([1, 2, 3], 0, [0, -1], "member -1 is not a rank of 0..2"),
-    ([1, 2, 3], 0, 7, "members must be a collection of ranks"),
+@pytest.mark.parametrize("costs, root, members, error, message", [
+    ([1, -2, 3], 0, None, TopologyError, "cost of rank 1 must be a finite number >= 0"),
+    ([1, math.nan], 0, None, TopologyError, "cost of rank 1 must be a finite number >= 0"),
+    ([1, math.inf], 0, None, TopologyError, "cost of rank 1 must be a finite number >= 0"),
+    ([1, "2"], 0, None, TopologyError, "cost of rank 1 must be a finite number >= 0"),
+    ([1, True], 0, None, TopologyError, "cost of rank 1 must be a finite number >= 0"),
+    (np.array([1.0, -1.0]), 0, None, TopologyError, "cost of rank 1 must be a finite number >= 0"),
+    ("12", 0, None, TopologyError, "costs must be a sequence"),
+    (5, 0, None, TopologyError, "costs must be a sequence"),
+    ([], 0, None, TopologyError, "costs is empty"),
+    ([1, 2, 3], 3, None, PlanError, "root 3 is not a rank of 0..2"),
+    ([1, 2, 3], -1, None, PlanError, "root -1 is not a rank of 0..2"),
+    ([1, 2, 3], 0, [1, 2], PlanError, "root 0 is not in members"),
+    ([1, 2, 3], 0, [0, 1, 1], PlanError, "member 1 appears more than once"),
+    ([1, 2, 3], 0, [0, 5], PlanError, "member 5 is not a rank of 0..2"),
+    ([1, 2, 3], 0, [0, -1], PlanError, "member -1 is not a rank of 0..2"),
+    ([1, 2, 3], 0, 7, PlanError, "members must be a collection of ranks"),
 ])
-def test_invalid_input(name, costs, root, members, message):
-    with pytest.raises(PlanError, match=message):
+def test_invalid_input(name, costs, root, members, error, message):
+    # a bad cost describes the network (TopologyError); a bad root or member set
+    # is the tree's own fault (PlanError)
+    with pytest.raises(error, match=message):
         BUILDERS[name](costs, root=root, members=members)
 
 

@@ -4,8 +4,7 @@
 ``copy_buffers`` returns a status code of ``_types.pxd`` instead of raising; the wrapper
 :func:`wacoll._kernels.copy_into` turns a non-zero status into an exception.
 """
-from cpython.buffer cimport (PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_FORMAT,
-                             PyBUF_WRITABLE)
+from cpython.buffer cimport PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_FORMAT
 from libc.string cimport memmove
 
 from wacoll._kernels._types cimport *
@@ -23,14 +22,9 @@ def copy_buffers(object src, object dst):
     (``dst`` writable), holds Python objects, or ``dst`` is smaller than ``src``.
     """
     cdef Py_buffer sb, db
-    cdef int status = S_OK
-    if get_buffer(src, &sb, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0:
-        PyErr_Clear()
-        return S_SRC_BUFFER
-    if get_buffer(dst, &db, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0:
-        PyErr_Clear()
-        PyBuffer_Release(&sb)
-        return S_DST_BUFFER
+    cdef int status = get_buffers(src, &sb, dst, &db, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+    if status != S_OK:
+        return status
     if has_objects(&sb) or has_objects(&db):
         status = S_OBJECT
     elif db.len < sb.len:

@@ -7,8 +7,7 @@ back in index order. Both entry points check every block before copying any byte
 return a status code of ``_types.pxd``; the wrappers :func:`wacoll._kernels.pack` and
 :func:`wacoll._kernels.unpack` turn a non-zero status into an exception.
 """
-from cpython.buffer cimport (PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_FORMAT,
-                             PyBUF_WRITABLE)
+from cpython.buffer cimport PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_FORMAT
 from libc.string cimport memcpy
 
 from wacoll._kernels._types cimport *
@@ -111,13 +110,9 @@ cdef int _run(object source, object target, object displs, object counts,
     cdef Py_buffer sb, tb, db, cb
     cdef Layout lay
     cdef int status
-    if get_buffer(source, &sb, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0:
-        PyErr_Clear()
-        return S_SRC_BUFFER
-    if get_buffer(target, &tb, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0:
-        PyErr_Clear()
-        PyBuffer_Release(&sb)
-        return S_DST_BUFFER
+    status = get_buffers(source, &sb, target, &tb, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+    if status != S_OK:
+        return status
     status = S_INDEX
     if _index_buffer(displs, &db):
         if _index_buffer(counts, &cb):

@@ -13,7 +13,7 @@ large calls release the GIL. ``_reduce_avx2.pyx`` includes this file to build th
 module for AVX2 processors.
 """
 from cpython.buffer cimport (PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_FORMAT,
-                             PyBUF_SIMPLE, PyBUF_STRIDES, PyBUF_WRITABLE)
+                             PyBUF_SIMPLE, PyBUF_STRIDES)
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t,
@@ -312,13 +312,9 @@ cdef int _reduce_objects(int op, bint left, object src, object dst) except -1:
         ts = _array_type(src)
         t = _array_type(dst)
         sflags = PyBUF_SIMPLE  # numpy grants it to C-contiguous arrays only
-    if get_buffer(src, &sb, sflags) < 0:
-        PyErr_Clear()
-        return S_SRC_BUFFER
-    if get_buffer(dst, &db, sflags | PyBUF_WRITABLE) < 0:
-        PyErr_Clear()
-        PyBuffer_Release(&sb)
-        return S_DST_BUFFER
+    status = get_buffers(src, &sb, dst, &db, sflags)
+    if status != S_OK:
+        return status
     if not arrays:
         ts = buffer_type(&sb)
         t = buffer_type(&db)

@@ -6,6 +6,7 @@ Signed integers are reduced through their unsigned twins wherever two's compleme
 makes the bit patterns agree (SUM, PROD, the logical and bitwise operators): unsigned
 arithmetic wraps by definition in C, signed overflow is undefined behaviour.
 """
+from cpython.buffer cimport PyBuffer_Release, PyBUF_WRITABLE
 from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t,
                           uint8_t, uint16_t, uint32_t, uint64_t)
 
@@ -199,6 +200,23 @@ cdef extern from "Python.h":
     # instead of raising, so a failed request is cleared and reported as a status.
     int get_buffer "PyObject_GetBuffer"(object obj, Py_buffer* view, int flags) noexcept
     void PyErr_Clear() noexcept
+
+
+cdef inline int get_buffers(object src, Py_buffer* sb, object dst, Py_buffer* db,
+                            int flags) noexcept:
+    """Acquire ``src`` and, writable, ``dst`` with ``flags``: the kernels' prologue.
+
+    Returns S_OK with both buffers held, or S_SRC_BUFFER / S_DST_BUFFER with neither
+    held (the failed request cleared).
+    """
+    if get_buffer(src, sb, flags) < 0:
+        PyErr_Clear()
+        return S_SRC_BUFFER
+    if get_buffer(dst, db, flags | PyBUF_WRITABLE) < 0:
+        PyErr_Clear()
+        PyBuffer_Release(sb)
+        return S_DST_BUFFER
+    return S_OK
 
 
 cdef inline bint overlapping(const char* a, Py_ssize_t alen,

@@ -79,9 +79,7 @@ _RESERVED = ("root", "count", "counts", "segments", "level", "itemsize")
 
 def _family_options(args):
     """``{family: {key: value}}`` from ``--tree`` and ``--option [family.]key=value``."""
-    import inspect
-
-    from wacoll.plans import builders
+    from wacoll.plans import builders, options
 
     per_family = {f: {} for f in args.family}
     plain = dict(args.option or [])
@@ -100,8 +98,8 @@ def _family_options(args):
             raise WacollError(f"option {key!r} is set by the command's own flags "
                               f"(--{key.replace('_', '-')} ...)")
     for key, value in plain.items():
-        takers = [f for f in args.family if args.op in builders(f) and key in
-                  inspect.signature(builders(f)[args.op]).parameters]
+        takers = [f for f in args.family
+                  if args.op in builders(f) and key in options(f, args.op)]
         if not takers:
             raise WacollError(f"no family among {','.join(args.family)} takes option "
                               f"{key!r} for {args.op}")

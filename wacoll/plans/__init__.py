@@ -1,6 +1,8 @@
 """Communication plans: the model, the families, the checker, selection and lowering.
 
-:func:`build` is the one entry point that picks a family's builder by name::
+:func:`build` is the one entry point that picks a family's builder by name (it,
+:func:`builders`, :func:`options` and :data:`FAMILIES` come from the family registry,
+:mod:`wacoll.plans.families`)::
 
     build(op, topology, family, root=..., count=..., level=..., **family_options)
 
@@ -21,7 +23,7 @@ Examples
 from __future__ import annotations
 
 from wacoll.plans.check import CheckReport, check_plan
-from wacoll.plans.families import FAMILIES, build, builders
+from wacoll.plans.families import FAMILIES, build, builders, options
 from wacoll.plans.lower import Program, lower
 from wacoll.plans.operations import LEVELS, OPERATIONS
 from wacoll.plans.plan import Message, Plan, Step
@@ -29,6 +31,6 @@ from wacoll.plans.select import Call, Policy, Selection, select
 
 __all__ = [
     "Plan", "Step", "Message", "CheckReport", "check_plan", "build", "builders",
-    "FAMILIES", "OPERATIONS", "LEVELS", "Call", "Policy", "Selection", "select",
-    "Program", "lower",
+    "options", "FAMILIES", "OPERATIONS", "LEVELS", "Call", "Policy", "Selection",
+    "select", "Program", "lower",
 ]

@@ -23,18 +23,45 @@ from wacoll.errors import PlanError
 from wacoll.trees.basic import children, parent, tree_root, validate_tree
 
 __all__ = [
-    "tree_bcast", "tree_reduce", "subtree_ranks", "segment_blocks", "flat_scatter",
-    "flat_gather", "flat_alltoall", "ALLTOALL_ORDERS", "check_alltoall_order",
+    "tree_bcast", "tree_reduce", "chain_scan", "subtree_ranks", "segment_blocks",
+    "EACH", "flat_scatter", "flat_gather", "flat_alltoall", "ALLTOALL_ORDERS",
+    "check_alltoall_order",
 ]
 
 #: Send orders of :func:`flat_alltoall`.
 ALLTOALL_ORDERS = ("rank", "rotated")
 
 
+#: ``segments=EACH``: one message per block, so the blocks pipeline.
+EACH = "each"
+
+
 def segment_blocks(blocks, segments=None):
-    """The messages a pattern sends: ``segments`` if given, else all blocks at once."""
+    """The messages a pattern sends, in order, each a tuple of blocks.
+
+    Parameters
+    ----------
+    blocks : iterable of int
+        The blocks to move.
+    segments : None, EACH or list of iterable of int
+        ``None``: one message with all ``blocks``; :data:`EACH`: one message per
+        block (how the families pipeline a plan's ``segments``, one block each);
+        a list: those messages.
+
+    Examples
+    --------
+    >>> segment_blocks((0, 1, 2)), segment_blocks((0, 1, 2), EACH)
+    ([(0, 1, 2)], [(0,), (1,), (2,)])
+    >>> segment_blocks((0, 1, 2), [[0, 1], [2]])
+    [(0, 1), (2,)]
+    """
     if segments is None:
         return [tuple(blocks)]
+    if isinstance(segments, str):
+        if segments != EACH:
+            raise PlanError(f"segments must be None, {EACH!r} or a list of block "
+                            f"tuples, got {segments!r}")
+        return [(blk,) for blk in blocks]
     return [tuple(s) for s in segments]
 
 
@@ -53,8 +80,9 @@ def tree_bcast(b, tree, blocks, *, buf="out", segments=None, root_buf=None):
         The blocks to broadcast.
     buf : str
         The buffer they are received into and sent from.
-    segments : list of tuple of int, optional
-        Blocks per message, in send order (default: one message with all blocks).
+    segments : list of tuple of int, or EACH, optional
+        Blocks per message, in send order (default: one message with all blocks;
+        see :func:`segment_blocks`).
     root_buf : str, optional
         The buffer the root sends from (default ``buf``).
     """
@@ -156,6 +184,55 @@ def tree_reduce(b, tree, blocks, *, result_buf="out", acc_buf="acc", start=None,
                 b.recv_combine(v, c, seg, acc, side, group)
             if up is not None:
                 b.send(v, up, seg, acc)
+
+
+def chain_scan(b, *, exclusive=False, segments=EACH):
+    """Append MPICH's chain scan: rank ``i`` gets the prefix from ``i - 1``, passes it on.
+
+    Inclusive (``scan``): rank ``i`` receives the prefix of ranks ``0..i-1`` into
+    ``"out"``, combines its own contribution on the right and sends the result to
+    ``i + 1``: the left fold, the canonical scan expression at every level.
+    Exclusive (``exscan``): rank ``i`` keeps the received prefix in ``"out"`` and
+    forwards it combined with its own contribution (in ``"acc"``); rank 0 sends its
+    contribution and receives nothing. Every segment runs down the whole chain before
+    the next starts on it, so segments pipeline.
+
+    Parameters
+    ----------
+    b : PlanBuilder
+    exclusive : bool
+        Build the exclusive scan.
+    segments : None, EACH or list of tuple of int
+        The messages, as :func:`segment_blocks` takes them (default: one per block).
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> from wacoll.plans.builder import PlanBuilder
+    >>> b = PlanBuilder("exscan", Topology.single(3))
+    >>> chain_scan(b, exclusive=True)
+    >>> [str(s) for s in b.programs[1]]
+    ['recv 0 [0]', 'copy [0] out -> acc', 'combine [0] in -> acc', 'send 2 [0] from acc']
+    """
+    last = b.size - 1
+    for seg in segment_blocks(b.all_blocks, segments):
+        for r in range(b.size):
+            if r:
+                b.recv(r, r - 1, seg, "out")
+            if not exclusive:
+                if r:
+                    b.combine(r, seg, "in", "out", side="right")
+                else:
+                    b.copy(r, seg, "in", "out")
+                forward = "out"
+            elif 0 < r < last:
+                forward = "acc"
+                b.copy(r, seg, "out", forward)
+                b.combine(r, seg, "in", forward, side="right")
+            else:
+                forward = "in"
+            if r < last:
+                b.send(r, r + 1, seg, forward)
 
 
 # ------------------------------------------------------------------ flat patterns

@@ -11,6 +11,9 @@ a node that got the message at ``R`` starts at ``R + k * t_s`` and its child has
 message at ``R + k * t_s + t_r``.
 
 Both return the time at which the last node has the message (0 for a lone root).
+The per-message formulas and the checks of their parameters are those of
+:mod:`wacoll.costs`, which the simulator's models use too; a bad cost raises
+:class:`~wacoll.errors.TopologyError`.
 
 Examples
 --------
@@ -23,46 +26,20 @@ Examples
 
 from __future__ import annotations
 
-import math
 import numbers
 
 import numpy as np
 
+from wacoll.costs import arrival, check_t_ini, check_time, t_ini_message, ts_tr_message
 from wacoll.errors import PlanError
 from wacoll.trees.basic import validate_tree
 
 __all__ = ["bcast_time", "bcast_time_ts_tr", "receive_times"]
 
 
-def _number(value, what):
-    """``value`` as a Python int or float, finite and >= 0, else PlanError."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise PlanError(f"{what} must be a finite number >= 0, got {value!r}")
-    value = int(value) if isinstance(value, numbers.Integral) else float(value)
-    if not math.isfinite(value) or value < 0:
-        raise PlanError(f"{what} must be a finite number >= 0, got {value!r}")
-    return value
-
-
 def _check_costs(costs) -> list:
-    """Per-rank costs as a list of Python numbers; PlanError unless all finite and >= 0."""
-    if isinstance(costs, np.ndarray):
-        if costs.ndim != 1 or costs.dtype.kind not in "iuf":
-            raise PlanError("costs must be a one-dimensional sequence of numbers, "
-                            f"got an array of shape {costs.shape} and dtype {costs.dtype}")
-        bad = ~np.isfinite(costs) | (costs < 0)
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise PlanError(f"cost of rank {i} must be a finite number >= 0, got {costs[i]!r}")
-        costs = costs.tolist()
-    elif isinstance(costs, (str, bytes)) or not hasattr(costs, "__len__") \
-            or not hasattr(costs, "__getitem__") or isinstance(costs, dict):
-        raise PlanError(f"costs must be a sequence of numbers indexed by rank, got {costs!r}")
-    else:
-        costs = [_number(c, f"cost of rank {i}") for i, c in enumerate(costs)]
-    if not costs:
-        raise PlanError("costs is empty: a tree needs at least one rank")
-    return costs
+    """Per-rank costs as a list of Python numbers (:func:`wacoll.costs.check_t_ini`)."""
+    return check_t_ini(costs, "costs", "cost of rank")
 
 
 def _check_members(members, n: int, root) -> list:
@@ -91,16 +68,20 @@ def _check_members(members, n: int, root) -> list:
     return members
 
 
-def _times(tree, gap, arrive) -> dict:
-    """Receive time per node: child of order k of p gets it at R_p + k*gap(p) + arrive(p)."""
+def _times(tree, message) -> dict:
+    """Receive time per node; ``message(p)`` is ``(busy, delay)`` of a send of ``p``.
+
+    The child of order ``k`` of ``p`` gets it at :func:`wacoll.costs.arrival`
+    ``(R_p, k, busy, delay)``.
+    """
     root = validate_tree(tree)
     times = {root: 0}
     stack = [root]
     while stack:
         p = stack.pop()
-        r, g, a = times[p], gap(p), arrive(p)
+        r, (busy, delay) = times[p], message(p)
         for c, data in tree.succ[p].items():
-            times[c] = r + data["order"] * g + a
+            times[c] = arrival(r, data["order"], busy, delay)
             stack.append(c)
     return times
 
@@ -136,7 +117,7 @@ def receive_times(tree, costs) -> dict:
     {0: 0, 1: 200, 2: 100, 3: 400}
     """
     costs = _cost_lookup(tree, costs)
-    return dict(sorted(_times(tree, costs.__getitem__, costs.__getitem__).items()))
+    return dict(sorted(_times(tree, lambda p: t_ini_message(costs[p])).items()))
 
 
 def bcast_time(tree, costs):
@@ -160,7 +141,9 @@ def bcast_time(tree, costs):
     Raises
     ------
     PlanError
-        If the tree breaks the convention or a cost is missing or invalid.
+        If the tree breaks the convention or a node has no cost.
+    TopologyError
+        If a cost is not a finite number >= 0.
 
     Examples
     --------
@@ -202,6 +185,5 @@ def bcast_time_ts_tr(tree, t_s, t_r):
     >>> [bcast_time_ts_tr(binomial(8), 10, t_r) for t_r in (1000, 11)]
     [3000, 33]
     """
-    t_s = _number(t_s, "t_s")
-    t_r = _number(t_r, "t_r")
-    return max(_times(tree, lambda p: t_s, lambda p: t_r).values())
+    costs = ts_tr_message(check_time("t_s", t_s), check_time("t_r", t_r))
+    return max(_times(tree, lambda p: costs).values())

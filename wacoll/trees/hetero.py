@@ -68,8 +68,10 @@ _ARGUMENTS_DOC = """\
 
     Raises
     ------
+    TopologyError
+        On invalid costs (see :func:`wacoll.costs.check_t_ini`).
     PlanError
-        On invalid costs, root or members{more_errors}.
+        On an invalid root or members{more_errors}.
 """
 
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import re
 
-from wacoll.errors import PlanError
+from wacoll.errors import PlanError, TopologyError
 from wacoll.trees import basic, hierarchical
+from wacoll.trees.hetero import fnf, spoc
+from wacoll.trees.optimal import optimal
 
 __all__ = ["make_tree", "TREE_NAMES"]
 
@@ -23,12 +25,14 @@ __all__ = ["make_tree", "TREE_NAMES"]
 TREE_NAMES = ("flat", "chain", "binary", "binomial", "lam", "fnf", "spoc", "optimal",
               "two-level", "two-level-binomial", "paths-hierarchical", "paths-grouped")
 
+_HETERO = {"fnf": fnf, "spoc": spoc, "optimal": optimal}
+
 
 def _costs(topology, name):
     if topology.t_ini is None:
-        raise PlanError(f"the {name!r} tree needs per-rank initiation costs: give the "
-                        f"topology t_ini (Topology.from_sizes(..., t_ini=[...]), or a "
-                        f"t_ini entry in a topology file)")
+        raise TopologyError(f"the {name!r} tree needs per-rank initiation costs: give "
+                            f"the topology t_ini (Topology.from_sizes(..., t_ini=[...]), "
+                            f"or a t_ini entry in a topology file)")
     return list(topology.t_ini)
 
 
@@ -66,10 +70,8 @@ def make_tree(name: str, topology, root: int = 0, operation: str = "bcast",
     if m:
         tree = basic.knomial(n, int(m.group(1)), root)
         return basic.reduce_order(tree) if operation == "reduce" else tree
-    if name in ("fnf", "spoc", "optimal"):
-        from wacoll import trees
-
-        return getattr(trees, name)(_costs(topology, name), root=root)
+    if name in _HETERO:
+        return _HETERO[name](_costs(topology, name), root=root)
     wan_first = operation == "bcast"
     if name == "two-level":
         return hierarchical.two_level(topology, root, "binary", wan_first)

@@ -1,7 +1,5 @@
-"""The plan families and their registry.
-
-Each family module holds ``BUILDERS`` (operation -> builder function); :func:`build`
-picks a family's builder by name::
+"""The plan families and their registry: which builders a family has, which options
+each takes, and :func:`build`, the one entry point that picks a builder by name::
 
     build(op, topology, family, root=..., count=..., level=..., **family_options)
 
@@ -9,17 +7,29 @@ Families: ``magpie`` (MagPIe's wide-area algorithms), ``mpich`` (the MPICH 1.1
 algorithms MagPIe compares against), ``tree`` (any tree, PATHS/LAM), ``gridmpi``
 (Matsuda's multi-sender broadcast and allreduce) and ``combining`` (Plaat's
 cluster-combining alltoall).
+
+Each family module defines ``BUILDERS`` (operation -> builder function) and, next to
+it, ``OPTIONS`` (operation -> the keyword options that builder takes, in its
+signature's order). Callers ask :func:`options` rather than inspect a builder; a test
+keeps every table equal to its builder's signature. A family module is imported the
+first time it is asked for.
+
+Examples
+--------
+>>> sorted(FAMILIES)
+['combining', 'gridmpi', 'magpie', 'mpich', 'tree']
+>>> options("mpich", "alltoall")
+('count', 'itemsize', 'order')
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
 
 from wacoll.errors import PlanError
 from wacoll.plans.operations import OPERATIONS
 
-__all__ = ["FAMILIES", "builders", "build", "options"]
+__all__ = ["FAMILIES", "builders", "options", "build"]
 
 #: Plan families and the modules that hold their builders.
 FAMILIES = {
@@ -31,27 +41,77 @@ FAMILIES = {
 }
 
 
+def _module(family: str):
+    """The module of ``family``, imported on first use; PlanError for an unknown name."""
+    try:
+        name = FAMILIES[family]
+    except (KeyError, TypeError):
+        raise PlanError(f"unknown plan family {family!r}; known: {', '.join(FAMILIES)}") \
+            from None
+    return importlib.import_module(name)
+
+
 def builders(family: str) -> dict:
     """The operation -> builder mapping of ``family``.
+
+    Raises
+    ------
+    PlanError
+        If ``family`` is not one of :data:`FAMILIES`.
 
     Examples
     --------
     >>> sorted(builders("tree"))
     ['allreduce', 'bcast', 'reduce']
     """
-    try:
-        module = FAMILIES[family]
-    except (KeyError, TypeError):
-        raise PlanError(f"unknown plan family {family!r}; known: {', '.join(FAMILIES)}") \
-            from None
-    return importlib.import_module(module).BUILDERS
+    return _module(family).BUILDERS
 
 
-def build(op: str, topology, family: str = "magpie", **options) -> Plan:
+def options(family: str, op: str) -> tuple:
+    """The keyword options ``family``'s builder for ``op`` takes, in signature order.
+
+    Everything but the topology: the block layout (``root``, ``count``, ``counts``,
+    ``segments``, ``itemsize``), ``level`` for reductions, and the family's own.
+
+    Raises
+    ------
+    PlanError
+        If the family is unknown or has no plan for ``op``.
+
+    Examples
+    --------
+    >>> options("tree", "bcast")
+    ('tree', 'root', 'count', 'segments', 'itemsize', 'group_size')
+    >>> "threshold" in options("magpie", "allreduce")
+    True
+    >>> options("combining", "bcast")
+    Traceback (most recent call last):
+    ...
+    wacoll.errors.PlanError: the combining family has no bcast plan; it builds alltoall, alltoallv
+    """
+    module = _module(family)
+    if op not in module.BUILDERS:
+        raise PlanError(f"the {family} family has no {op} plan; it builds "
+                        f"{', '.join(sorted(module.BUILDERS))}")
+    return module.OPTIONS[op]
+
+
+def build(op: str, topology, family: str = "magpie", **kwargs):
     """Build the ``family`` plan for operation ``op`` on ``topology``.
 
-    ``options`` are the builder's keyword arguments: ``root``, ``count`` (elements),
-    ``counts`` (v-variants), ``segments``, ``level``, ``itemsize`` and the family's own.
+    ``kwargs`` are the builder's keyword options (see :func:`options`): ``root``,
+    ``count`` (elements), ``counts`` (v-variants), ``segments``, ``level``,
+    ``itemsize`` and the family's own.
+
+    Returns
+    -------
+    Plan
+
+    Raises
+    ------
+    PlanError
+        For an unknown operation or family, an operation the family has no plan
+        for, an option its builder does not take, or whatever the builder refuses.
 
     Examples
     --------
@@ -66,30 +126,9 @@ def build(op: str, topology, family: str = "magpie", **options) -> Plan:
     """
     if op not in OPERATIONS:
         raise PlanError(f"unknown operation {op!r}; known: {', '.join(OPERATIONS)}")
-    table = builders(family)
-    if op not in table:
-        raise PlanError(f"the {family} family has no {op} plan; it builds "
-                        f"{', '.join(sorted(table))}")
-    fn = table[op]
-    accepted = inspect.signature(fn).parameters
-    unknown = sorted(set(options) - set(accepted))
+    accepted = options(family, op)
+    unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
-        takes = ", ".join(name for name in accepted if name != "topology")
         raise PlanError(f"the {family} family's {op} takes no option {unknown[0]!r}; "
-                        f"it takes {takes}")
-    return fn(topology, **options)
-
-
-def options(family: str, op: str) -> tuple:
-    """The keyword options ``family``'s ``op`` builder takes.
-
-    Examples
-    --------
-    >>> options("tree", "bcast")
-    ('tree', 'root', 'count', 'segments', 'itemsize', 'group_size')
-    """
-    table = builders(family)
-    if op not in table:
-        raise PlanError(f"the {family} family has no {op} plan")
-    return tuple(name for name in inspect.signature(table[op]).parameters
-                 if name != "topology")
+                        f"it takes {', '.join(accepted)}")
+    return builders(family)[op](topology, **kwargs)

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from wacoll.plans.builder import PlanBuilder
 
-__all__ = ["alltoall", "alltoallv", "BUILDERS"]
+__all__ = ["alltoall", "alltoallv", "BUILDERS", "OPTIONS"]
 
 _FAMILY = "combining"
 _ALGORITHM = "cluster-combining"
@@ -193,3 +193,10 @@ def alltoallv(topology, *, counts=None, count=1, itemsize=1):
 
 
 BUILDERS = {"alltoall": alltoall, "alltoallv": alltoallv}
+
+#: The keyword options each builder takes, in its signature's order: what
+#: :func:`wacoll.plans.families.options` reports and :func:`wacoll.plans.build` accepts.
+OPTIONS = {
+    "alltoall": ("count", "itemsize"),
+    "alltoallv": ("counts", "count", "itemsize"),
+}

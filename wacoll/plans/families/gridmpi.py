@@ -91,7 +91,7 @@ from wacoll.plans.families.gridmpi_parts import (
 from wacoll.plans.operations import LEVELS
 
 __all__ = ["bcast", "allreduce", "wide_area_senders", "BCAST_ALGORITHMS",
-           "ALLREDUCE_ALGORITHMS", "BUILDERS"]
+           "ALLREDUCE_ALGORITHMS", "BUILDERS", "OPTIONS"]
 
 #: Broadcast algorithms, default first.
 BCAST_ALGORITHMS = ("vandegeijn", "farfirst", "flat-vandegeijn")
@@ -382,3 +382,10 @@ def wide_area_senders(plan) -> dict:
 
 
 BUILDERS = {"bcast": bcast, "allreduce": allreduce}
+
+#: The keyword options each builder takes, in its signature's order: what
+#: :func:`wacoll.plans.families.options` reports and :func:`wacoll.plans.build` accepts.
+OPTIONS = {
+    "bcast": ("root", "count", "segments", "itemsize", "algorithm", "n"),
+    "allreduce": ("count", "segments", "level", "itemsize", "algorithm", "n"),
+}

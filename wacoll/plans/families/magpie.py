@@ -32,7 +32,9 @@ then the cluster's other ranks in heap order). Reductions use :func:`ordered_tre
 instead, whose subtrees are contiguous runs of the cluster's ranks, so that partial
 results keep rank order. The flat algorithms (the flat patterns of
 :mod:`wacoll.plans.patterns`) accept and check ``intra``, so that one set of family
-options builds every operation, and ignore it.
+options builds every operation, and ignore it. The trees come from
+:mod:`wacoll.plans.families.magpie_trees` (re-exported here), which the reductions
+of :mod:`wacoll.plans.families.magpie_reduce` share.
 
 On a reordered communicator (clusters that are not contiguous rank ranges) the same
 algorithms run: messages only ever go to clusters with ranks in the communicator,
@@ -50,11 +52,25 @@ Examples
 
 from __future__ import annotations
 
-import networkx as nx
-
-from wacoll.errors import PlanError
 from wacoll.plans.builder import PlanBuilder
+from wacoll.plans.families import magpie_reduce
+from wacoll.plans.families.magpie_reduce import (
+    allreduce,
+    exscan,
+    reduce,
+    reduce_scatter,
+    reduce_scatter_block,
+    scan,
+)
+from wacoll.plans.families.magpie_trees import (
+    INTRA,
+    check_intra,
+    cluster_trees,
+    coordinator_tree,
+    ordered_tree,
+)
 from wacoll.plans.patterns import (
+    EACH,
     flat_alltoall,
     flat_gather,
     flat_scatter,
@@ -62,136 +78,15 @@ from wacoll.plans.patterns import (
     tree_bcast,
 )
 from wacoll.trees.basic import children, parent
-from wacoll.trees.hierarchical import two_level
 
 __all__ = [
     "INTRA", "FAMILY", "check_intra", "ordered_tree", "cluster_trees", "coordinator_tree",
     "barrier", "bcast", "scatter", "scatterv", "gather", "gatherv", "allgather",
     "allgatherv", "alltoall", "alltoallv", "reduce", "allreduce", "reduce_scatter",
-    "reduce_scatter_block", "scan", "exscan", "BUILDERS",
+    "reduce_scatter_block", "scan", "exscan", "BUILDERS", "OPTIONS",
 ]
 
-#: The intra-cluster tree shapes the family offers (MagPIe used binary trees).
-INTRA = ("binary", "binomial")
 FAMILY = "magpie"
-
-
-# ------------------------------------------------------------------------- shapes
-def check_intra(intra):
-    """Raise :class:`PlanError` unless ``intra`` names one of :data:`INTRA`."""
-    if intra not in INTRA:
-        raise PlanError(f"intra must be one of {', '.join(map(repr, INTRA))}, "
-                        f"got {intra!r}")
-
-
-def _graph(kids, nodes, root, name):
-    tree = nx.DiGraph(root=root, name=name)
-    tree.add_nodes_from(nodes)
-    for p, cs in kids.items():
-        for i, c in enumerate(cs):
-            tree.add_edge(p, c, order=i)
-    return tree
-
-
-def _run_children(run, intra):
-    """Children lists of a tree over ``run``, rooted at ``run[0]``, whose every subtree
-    is a contiguous stretch of ``run`` following its root, children in run order."""
-    kids = {}
-    if intra == "binary":
-        stack = [run]
-        while stack:
-            part = stack.pop()
-            rest = part[1:]
-            half = (len(rest) + 1) // 2
-            subs = [s for s in (rest[:half], rest[half:]) if s]
-            kids[part[0]] = [s[0] for s in subs]
-            stack.extend(subs)
-    else:  # binomial, smallest subtree first: i takes i+1, i+2, i+4, ... below
-        n = len(run)  # its lowest set bit (all of them for i = 0)
-        for i in range(n):
-            low = i & -i or n
-            kids[run[i]] = []
-            m = 1
-            while m < low and i + m < n:
-                kids[run[i]].append(run[i + m])
-                m *= 2
-    return kids
-
-
-def ordered_tree(members, coordinator, intra="binary"):
-    """A tree over one cluster for data flowing to ``coordinator``, keeping rank order.
-
-    Every subtree covers a contiguous run of the cluster's ranks (in rank order), so
-    a node that combines its own contribution with its children's partial results
-    in child order keeps the operands in rank order. A coordinator inside the run
-    has two children: the tree over the ranks before it (combined on its left) and
-    the tree over the ranks after it.
-
-    Examples
-    --------
-    >>> from wacoll.trees import children
-    >>> t = ordered_tree(range(8), 0)
-    >>> children(t, 0), children(t, 1), children(t, 5)
-    ([1, 5], [2, 4], [6, 7])
-    >>> children(ordered_tree(range(8), 0, "binomial"), 0)
-    [1, 2, 4]
-    >>> children(ordered_tree([2, 5, 7, 9], 7), 7)
-    [2, 9]
-    """
-    check_intra(intra)
-    members = sorted(members)
-    k = members.index(coordinator)
-    if k == 0:
-        kids = _run_children(members, intra)
-    else:
-        runs = [run for run in (members[:k], members[k + 1:]) if run]
-        kids = {}
-        for run in runs:
-            kids.update(_run_children(run, intra))
-        kids[coordinator] = [run[0] for run in runs]
-    return _graph(kids, members, coordinator, f"ordered-{intra}")
-
-
-def _restrict(tree, members, coordinator):
-    """The part of ``tree`` inside one cluster, child orders renumbered from 0."""
-    inside = set(members)
-    kids = {v: [c for c in children(tree, v) if c in inside] for v in members}
-    return _graph(kids, members, coordinator, tree.graph.get("name", "local"))
-
-
-def coordinator_tree(topology, root=None, intra="binary"):
-    """MagPIe's broadcast tree: :func:`wacoll.trees.two_level`, wide area first.
-
-    ``root`` defaults to the lowest rank of cluster 0 (symmetrical operations).
-
-    Examples
-    --------
-    >>> from wacoll import Topology
-    >>> from wacoll.trees import children
-    >>> children(coordinator_tree(Topology.from_sizes([2, 1])), 0)
-    [2, 1]
-    """
-    check_intra(intra)
-    if root is None:
-        root = topology.coordinators()[0]
-    return two_level(topology, root, intra, wan_first=True)
-
-
-def cluster_trees(topology, root=None, intra="binary"):
-    """The local trees of :func:`coordinator_tree`, one per cluster, in cluster order.
-
-    Examples
-    --------
-    >>> from wacoll import Topology
-    >>> from wacoll.trees import children
-    >>> trees = cluster_trees(Topology.from_sizes([3, 3]), root=1)
-    >>> [children(t, t.graph["root"]) for t in trees]
-    [[0, 2], [4, 5]]
-    """
-    full = coordinator_tree(topology, root, intra)
-    coords = topology.coordinators(root)
-    return [_restrict(full, members, coords[c])
-            for c, members in enumerate(topology.clusters)]
 
 
 def _exchange(b, coords, blocks, src="out", dst="out"):
@@ -210,11 +105,6 @@ def _exchange(b, coords, blocks, src="out", dst="out"):
         for i in range(1, n):
             d = (c - i) % n
             b.recv(coords[c], coords[d], blocks(d, c), dst)
-
-
-def _segments(b):
-    """One message per block: segments pipeline through the trees."""
-    return [(blk,) for blk in b.all_blocks]
 
 
 def _build(b, algorithm, **params):
@@ -270,7 +160,7 @@ def bcast(topology, *, root=0, count=1, segments=1, itemsize=1, intra="binary"):
     b = PlanBuilder("bcast", topology, root=root, count=count, segments=segments,
                     itemsize=itemsize)
     tree = coordinator_tree(topology, b.root, intra)
-    tree_bcast(b, tree, b.all_blocks, segments=_segments(b))
+    tree_bcast(b, tree, b.all_blocks, segments=EACH)
     return _build(b, "coordinator", intra=intra, segments=segments)
 
 
@@ -437,21 +327,26 @@ def allgatherv(topology, *, counts=None, count=1, itemsize=1, intra="binary"):
     return _allgather("allgatherv", topology, count, counts, itemsize, intra)
 
 
-# The reductions build on the shapes above; importing them last keeps the import
-# acyclic (magpie_reduce imports this module's helpers when it runs them).
-from wacoll.plans.families.magpie_reduce import (  # noqa: E402
-    allreduce,
-    exscan,
-    reduce,
-    reduce_scatter,
-    reduce_scatter_block,
-    scan,
-)
-
 BUILDERS = {
     "barrier": barrier, "bcast": bcast, "scatter": scatter, "scatterv": scatterv,
     "gather": gather, "gatherv": gatherv, "allgather": allgather,
     "allgatherv": allgatherv, "alltoall": alltoall, "alltoallv": alltoallv,
     "reduce": reduce, "allreduce": allreduce, "reduce_scatter": reduce_scatter,
     "reduce_scatter_block": reduce_scatter_block, "scan": scan, "exscan": exscan,
+}
+
+#: The keyword options each builder takes, in its signature's order: what
+#: :func:`wacoll.plans.families.options` reports and :func:`wacoll.plans.build` accepts.
+OPTIONS = {
+    "barrier": ("itemsize", "intra"),
+    "bcast": ("root", "count", "segments", "itemsize", "intra"),
+    "scatter": ("root", "count", "itemsize", "intra"),
+    "scatterv": ("root", "counts", "count", "itemsize", "intra"),
+    "gather": ("root", "count", "itemsize", "intra"),
+    "gatherv": ("root", "counts", "count", "itemsize", "intra"),
+    "allgather": ("count", "itemsize", "intra"),
+    "allgatherv": ("counts", "count", "itemsize", "intra"),
+    "alltoall": ("count", "itemsize", "intra"),
+    "alltoallv": ("counts", "count", "itemsize", "intra"),
+    **magpie_reduce.OPTIONS,
 }

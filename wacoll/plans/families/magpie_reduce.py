@@ -6,7 +6,7 @@ MagPIe picks one of three algorithms for reduce, allreduce, reduce-scatter and s
 ``"associative"``
     Used when the user asserts associativity (level ``"associative"`` or
     ``"commutative"``). Clusters reduce locally to their coordinators up binary trees
-    that keep rank order (:func:`~wacoll.plans.families.magpie.ordered_tree`) and the
+    that keep rank order (:func:`~wacoll.plans.families.magpie_trees.ordered_tree`) and the
     coordinators combine the cluster partials in cluster order: wide-area optimal.
     On a *reordered* communicator (clusters that are not contiguous rank ranges)
     cluster order is not rank order, so the algorithm needs level ``"commutative"``;
@@ -51,12 +51,26 @@ from __future__ import annotations
 from wacoll.errors import PlanError
 from wacoll.plans.builder import PlanBuilder
 from wacoll.plans.operations import LEVELS
-from wacoll.plans.patterns import subtree_ranks, tree_bcast, tree_reduce
+from wacoll.plans.families.magpie_trees import (
+    check_intra,
+    cluster_trees,
+    coordinator_tree,
+    ordered_tree,
+)
+from wacoll.plans.patterns import (
+    EACH,
+    chain_scan,
+    segment_blocks,
+    subtree_ranks,
+    tree_bcast,
+    tree_reduce,
+)
 from wacoll.trees.basic import binomial, children, from_parents, parent, reduce_order
 
 __all__ = [
     "THRESHOLD", "VARIANTS", "associative_allowed", "choose_variant",
     "reduce", "allreduce", "reduce_scatter", "reduce_scatter_block", "scan", "exscan",
+    "OPTIONS",
 ]
 
 #: MagPIe's fixed switch between the short- and long-message algorithms, in bytes.
@@ -127,14 +141,6 @@ def choose_variant(op, topology, level=None, nbytes=1, threshold=THRESHOLD) -> s
     return "short" if nbytes < threshold else "long"
 
 
-def _shapes():
-    """:mod:`wacoll.plans.families.magpie`, which imports this module for its BUILDERS, so it
-    is imported here when a builder runs rather than when this module loads."""
-    from wacoll.plans.families import magpie
-
-    return magpie
-
-
 def _start(op, topology, level, threshold, variant, intra, **layout):
     """A builder for ``op`` and the variant to build, after checking the options."""
     if level is not None and level not in LEVELS:
@@ -146,7 +152,7 @@ def _start(op, topology, level, threshold, variant, intra, **layout):
     if variant is not None and variant not in VARIANTS:
         raise PlanError(f"variant must be one of {', '.join(map(repr, VARIANTS))}, "
                         f"got {variant!r}")
-    _shapes().check_intra(intra)
+    check_intra(intra)
     b = PlanBuilder(op, topology, level=level, **layout)
     if variant is None:
         variant = choose_variant(op, topology, b.level, sum(b.counts) * b.itemsize,
@@ -165,10 +171,6 @@ def _finish(b, variant, threshold, intra, **params):
     algorithm = _ALGORITHMS[b.op][VARIANTS.index(variant)]
     return b.build(family="magpie", algorithm=algorithm, variant=variant,
                    threshold=threshold, intra=intra, **params)
-
-
-def _segments(b):
-    return [(blk,) for blk in b.all_blocks]
 
 
 # ------------------------------------------------- short: every vector everywhere
@@ -209,7 +211,7 @@ def _allgather_vectors(b, intra):
             d = (c - i) % n
             for r in clusters[d]:
                 b.recv(coords[c], coords[d], blocks, f"g{r}")
-    for tree in _shapes().cluster_trees(topology, None, intra):
+    for tree in cluster_trees(topology, None, intra):
         for v in tree.nodes:
             up, kids = parent(tree, v), children(tree, v)
             for r in range(b.size):
@@ -250,29 +252,6 @@ def _binomial_to_zero(b, blocks, result_buf):
     tree_reduce(b, reduce_order(binomial(b.size)), blocks, result_buf=result_buf)
 
 
-def _chain(b, exclusive):
-    """MPICH's chain scan: rank ``i`` gets the prefix from ``i-1`` and passes it on."""
-    last = b.size - 1
-    for seg in _segments(b):
-        for r in range(b.size):
-            if r:
-                b.recv(r, r - 1, seg, "out")
-            if not exclusive:
-                if r:
-                    b.combine(r, seg, "in", "out")
-                else:
-                    b.copy(r, seg, "in", "out")
-                nxt = "out"
-            elif 0 < r < last:
-                nxt = "acc"
-                b.copy(r, seg, "out", nxt)
-                b.combine(r, seg, "in", nxt)
-            else:
-                nxt = "in"
-            if r < last:
-                b.send(r, r + 1, seg, nxt)
-
-
 # --------------------------------------------- associative: cluster coordinators
 def _local_partial(b, tree, blocks, result):
     """Reduce ``blocks`` up one cluster's ordered tree; the buffer holding the partial."""
@@ -283,7 +262,6 @@ def _local_partial(b, tree, blocks, result):
 
 
 def _ordered_trees(topology, coords, intra):
-    ordered_tree = _shapes().ordered_tree
     return [ordered_tree(members, coords[c], intra)
             for c, members in enumerate(topology.clusters)]
 
@@ -328,7 +306,7 @@ def _scan_coordinator(b, intra, exclusive):
     coords = topology.coordinators()
     n = len(coords)
     trees = _ordered_trees(topology, coords, intra)
-    for seg in _segments(b):
+    for seg in segment_blocks(b.all_blocks, EACH):
         total = {}
         for c, tree in enumerate(trees):  # up-sweep
             for v in tree.nodes:
@@ -410,7 +388,7 @@ def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1,
     """
     b, variant = _start("reduce", topology, level, threshold, variant, intra, root=root,
                         count=count, segments=segments, itemsize=itemsize)
-    segs = _segments(b)
+    segs = segment_blocks(b.all_blocks, EACH)
     if variant == "associative":
         tree = _reduce_tree(topology, b.root, intra)
         tree_reduce(b, tree, b.all_blocks, result_buf="out", segments=segs)
@@ -457,8 +435,8 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1, intra="b
     if variant == "associative":
         coords = topology.coordinators()
         trees = _ordered_trees(topology, coords, intra)
-        down = _shapes().cluster_trees(topology, None, intra)
-        for seg in _segments(b):
+        down = cluster_trees(topology, None, intra)
+        for seg in segment_blocks(b.all_blocks, EACH):
             if len(coords) == 1:
                 tree_reduce(b, trees[0], seg, result_buf="out")
             else:
@@ -471,8 +449,8 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1, intra="b
         for r in range(b.size):
             _evaluate(b, r, b.all_blocks, b.size, "tree", "out")
     else:
-        tree = _shapes().coordinator_tree(topology, 0, intra)
-        for seg in _segments(b):
+        tree = coordinator_tree(topology, 0, intra)
+        for seg in segment_blocks(b.all_blocks, EACH):
             _binomial_to_zero(b, seg, "out")
             tree_bcast(b, tree, seg)
     return _finish(b, variant, threshold, intra, segments=segments)
@@ -492,7 +470,7 @@ def _reduce_scatter(op, topology, count, counts, level, itemsize, intra, thresho
         else:
             res = "res"
             _exchange_combine(b, coords, lambda d: clusters[d], partial, res)
-        for tree in _shapes().cluster_trees(topology, None, intra):
+        for tree in cluster_trees(topology, None, intra):
             sub = subtree_ranks(tree, {v: (v,) for v in tree.nodes})
             for v in tree.nodes:
                 up = parent(tree, v)
@@ -568,7 +546,7 @@ def _scan(op, topology, count, segments, level, itemsize, intra, threshold, vari
         for r in range(1 if exclusive else 0, b.size):
             _evaluate(b, r, b.all_blocks, r if exclusive else r + 1, "fold", "out")
     else:
-        _chain(b, exclusive)
+        chain_scan(b, exclusive=exclusive)
     return _finish(b, variant, threshold, intra, segments=segments)
 
 
@@ -629,3 +607,18 @@ def exscan(topology, *, count=1, segments=1, level=None, itemsize=1, intra="bina
     """
     return _scan("exscan", topology, count, segments, level, itemsize, intra, threshold,
                  variant)
+
+#: The keyword options of this module's builders, in their signatures' order; the
+#: magpie family's :data:`~wacoll.plans.families.magpie.OPTIONS` includes them.
+OPTIONS = {
+    "reduce": ("root", "count", "segments", "level", "itemsize", "intra", "threshold",
+               "variant"),
+    "allreduce": ("count", "segments", "level", "itemsize", "intra", "threshold",
+                  "variant"),
+    "reduce_scatter": ("counts", "count", "level", "itemsize", "intra", "threshold",
+                       "variant"),
+    "reduce_scatter_block": ("count", "level", "itemsize", "intra", "threshold",
+                             "variant"),
+    "scan": ("count", "segments", "level", "itemsize", "intra", "threshold", "variant"),
+    "exscan": ("count", "segments", "level", "itemsize", "intra", "threshold", "variant"),
+}

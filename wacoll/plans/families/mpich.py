@@ -50,13 +50,15 @@ from __future__ import annotations
 
 from functools import partial
 
-from wacoll.errors import PlanError
 from wacoll.plans.builder import PlanBuilder
 from wacoll.plans.patterns import (
+    EACH,
+    chain_scan,
     check_alltoall_order,
     flat_alltoall,
     flat_gather,
     flat_scatter,
+    segment_blocks,
     tree_bcast,
     tree_reduce,
 )
@@ -68,14 +70,10 @@ __all__ = [
     "bcast_tree", "barrier", "bcast", "scatter", "scatterv", "gather", "gatherv",
     "allgather", "allgatherv", "alltoall", "alltoallv", "reduce", "allreduce",
     "reduce_scatter", "reduce_scatter_block", "scan", "exscan", "BUILDERS",
+    "OPTIONS",
 ]
 
 _FAMILY = "mpich"
-
-
-def _segments(b):
-    """One message per block: segments pipeline through trees and chains."""
-    return [(blk,) for blk in b.all_blocks]
 
 
 # ---------------------------------------------------------------------- barrier
@@ -165,7 +163,7 @@ def bcast(topology, *, root=0, count=1, segments=1, itemsize=1):
     """
     b = PlanBuilder("bcast", topology, root=root, count=count, segments=segments,
                     itemsize=itemsize)
-    tree_bcast(b, bcast_tree(b.size, b.root), b.all_blocks, segments=_segments(b))
+    tree_bcast(b, bcast_tree(b.size, b.root), b.all_blocks, segments=EACH)
     return b.build(family=_FAMILY, algorithm="binomial", segments=segments)
 
 
@@ -353,7 +351,7 @@ def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1):
                     level=level, itemsize=itemsize)
     tree_root = b.root if b.level == "commutative" else 0
     tree = _reduce_tree(topology, tree_root)
-    for seg in _segments(b):
+    for seg in segment_blocks(b.all_blocks, EACH):
         if tree_root == b.root:
             tree_reduce(b, tree, seg, result_buf="out")
         else:
@@ -374,7 +372,7 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1):
     """
     b = PlanBuilder("allreduce", topology, count=count, segments=segments, level=level,
                     itemsize=itemsize)
-    segs = _segments(b)
+    segs = segment_blocks(b.all_blocks, EACH)
     tree = _reduce_tree(topology, 0)
     for seg in segs:
         tree_reduce(b, tree, seg, result_buf="out")
@@ -435,16 +433,7 @@ def scan(topology, *, count=1, segments=1, level=None, itemsize=1):
     """
     b = PlanBuilder("scan", topology, count=count, segments=segments, level=level,
                     itemsize=itemsize)
-    last = b.size - 1
-    for seg in _segments(b):
-        for r in range(b.size):
-            if r == 0:
-                b.copy(r, seg, "in", "out")
-            else:
-                b.recv(r, r - 1, seg, "out")
-                b.combine(r, seg, "in", "out", side="right")
-            if r < last:
-                b.send(r, r + 1, seg, "out")
+    chain_scan(b)
     return b.build(family=_FAMILY, algorithm="chain", segments=segments)
 
 
@@ -466,18 +455,7 @@ def exscan(topology, *, count=1, segments=1, level=None, itemsize=1):
     """
     b = PlanBuilder("exscan", topology, count=count, segments=segments, level=level,
                     itemsize=itemsize)
-    last = b.size - 1
-    for seg in _segments(b):
-        for r in range(b.size):
-            if r == 0:
-                if last > 0:
-                    b.send(r, 1, seg, "in")
-                continue
-            b.recv(r, r - 1, seg, "out")
-            if r < last:
-                b.copy(r, seg, "out", "acc")
-                b.combine(r, seg, "in", "acc", side="right")
-                b.send(r, r + 1, seg, "acc")
+    chain_scan(b, exclusive=True)
     return b.build(family=_FAMILY, algorithm="chain", segments=segments)
 
 
@@ -498,4 +476,25 @@ BUILDERS = {
     "reduce_scatter_block": reduce_scatter_block,
     "scan": scan,
     "exscan": exscan,
+}
+
+#: The keyword options each builder takes, in its signature's order: what
+#: :func:`wacoll.plans.families.options` reports and :func:`wacoll.plans.build` accepts.
+OPTIONS = {
+    "barrier": ("itemsize",),
+    "bcast": ("root", "count", "segments", "itemsize"),
+    "scatter": ("root", "count", "itemsize"),
+    "scatterv": ("root", "counts", "count", "itemsize"),
+    "gather": ("root", "count", "itemsize"),
+    "gatherv": ("root", "counts", "count", "itemsize"),
+    "allgather": ("count", "itemsize"),
+    "allgatherv": ("counts", "count", "itemsize"),
+    "alltoall": ("count", "itemsize", "order"),
+    "alltoallv": ("counts", "count", "itemsize", "order"),
+    "reduce": ("root", "count", "segments", "level", "itemsize"),
+    "allreduce": ("count", "segments", "level", "itemsize"),
+    "reduce_scatter": ("counts", "count", "level", "itemsize"),
+    "reduce_scatter_block": ("count", "level", "itemsize"),
+    "scan": ("count", "segments", "level", "itemsize"),
+    "exscan": ("count", "segments", "level", "itemsize"),
 }

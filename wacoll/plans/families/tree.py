@@ -18,11 +18,11 @@ Examples
 from __future__ import annotations
 
 from wacoll.plans.builder import PlanBuilder
-from wacoll.plans.patterns import tree_bcast, tree_reduce
+from wacoll.plans.patterns import EACH, tree_bcast, tree_reduce
 from wacoll.trees import make_tree
 from wacoll.trees.basic import validate_tree
 
-__all__ = ["bcast", "reduce", "allreduce", "BUILDERS"]
+__all__ = ["bcast", "reduce", "allreduce", "BUILDERS", "OPTIONS"]
 
 
 def _tree(tree, topology, root, operation, group_size=4):
@@ -33,11 +33,6 @@ def _tree(tree, topology, root, operation, group_size=4):
                                group_size=group_size)
     validate_tree(tree, n=topology.size, root=root)
     return tree.graph.get("name", "custom"), tree
-
-
-def _segments(b):
-    """One message per block: segments pipeline through the tree."""
-    return [(blk,) for blk in b.all_blocks]
 
 
 def bcast(topology, *, tree=None, root=0, count=1, segments=1, itemsize=1, group_size=4):
@@ -52,7 +47,7 @@ def bcast(topology, *, tree=None, root=0, count=1, segments=1, itemsize=1, group
     b = PlanBuilder("bcast", topology, root=root, count=count, segments=segments,
                     itemsize=itemsize)
     name, t = _tree(tree, topology, b.root, "bcast", group_size)
-    tree_bcast(b, t, b.all_blocks, segments=_segments(b))
+    tree_bcast(b, t, b.all_blocks, segments=EACH)
     return b.build(family="tree", algorithm=name, tree=name, segments=segments)
 
 
@@ -69,7 +64,7 @@ def reduce(topology, *, tree=None, root=0, count=1, segments=1, level=None, item
     b = PlanBuilder("reduce", topology, root=root, count=count, segments=segments,
                     level=level, itemsize=itemsize)
     name, t = _tree(tree, topology, b.root, "reduce", group_size)
-    tree_reduce(b, t, b.all_blocks, segments=_segments(b), arrival=arrival)
+    tree_reduce(b, t, b.all_blocks, segments=EACH, arrival=arrival)
     return b.build(family="tree", algorithm=name, tree=name, segments=segments,
                    arrival=arrival)
 
@@ -93,12 +88,21 @@ def allreduce(topology, *, tree=None, bcast_tree=None, root=0, count=1, segments
     if bcast_tree is None:
         bcast_tree = tree if isinstance(tree, str) or tree is None else t
     bname, bt = _tree(bcast_tree, topology, root, "bcast", group_size)
-    segs = _segments(b)
-    tree_reduce(b, t, b.all_blocks, segments=segs, arrival=arrival)
-    tree_bcast(b, bt, b.all_blocks, segments=segs)
+    tree_reduce(b, t, b.all_blocks, segments=EACH, arrival=arrival)
+    tree_bcast(b, bt, b.all_blocks, segments=EACH)
     return b.build(family="tree", algorithm=name if bname == name else f"{name}+{bname}",
                    tree=name, bcast_tree=bname, root=root, segments=segments,
                    arrival=arrival)
 
 
 BUILDERS = {"bcast": bcast, "reduce": reduce, "allreduce": allreduce}
+
+#: The keyword options each builder takes, in its signature's order: what
+#: :func:`wacoll.plans.families.options` reports and :func:`wacoll.plans.build` accepts.
+OPTIONS = {
+    "bcast": ("tree", "root", "count", "segments", "itemsize", "group_size"),
+    "reduce": ("tree", "root", "count", "segments", "level", "itemsize", "arrival",
+               "group_size"),
+    "allreduce": ("tree", "bcast_tree", "root", "count", "segments", "level", "itemsize",
+                  "arrival", "group_size"),
+}

@@ -4,48 +4,39 @@ A model turns a plan's messages into per-message costs for the engine of
 :mod:`wacoll.plans.sim.engine`: how long a send occupies its sender and when the
 message arrives, or, for :class:`LinkModel`'s wide-area messages, a flow on a
 shared link. Users import the models from :mod:`wacoll.plans.sim`.
+
+The per-message formulas of :class:`TsTrModel` and :class:`TiniModel`, and the checks
+of every model's parameters, are those of :mod:`wacoll.costs`, which the tree cost
+functions of :mod:`wacoll.trees` use too.
 """
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass
 
+from wacoll.costs import (
+    check_rate,
+    check_t_ini,
+    check_time,
+    check_time_or_function,
+    t_ini_message,
+    ts_tr_message,
+)
 from wacoll.errors import PlanError, TopologyError
 from wacoll.topology import Topology
 
 __all__ = ["TsTrModel", "TiniModel", "LinkModel"]
 
 
-# ------------------------------------------------------------------ parameters
 def _seconds(name, value):
-    """``value`` as a float, finite and >= 0; TopologyError otherwise."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TopologyError(f"{name} must be a number of seconds >= 0, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise TopologyError(f"{name} must be finite and >= 0, got {value!r}")
-    return value
-
-
-def _rate(name, value, optional=True):
-    """``value`` as a positive float (bytes/s), or None when optional."""
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TopologyError(f"{name} must be a number of bytes/s > 0, got {value!r}")
-    value = float(value)
-    if not value > 0 or math.isnan(value):
-        raise TopologyError(f"{name} must be > 0 bytes/s, got {value!r}")
-    return value
+    """``value`` as a float, checked by :func:`wacoll.costs.check_time`."""
+    return float(check_time(name, value))
 
 
 def _time_or_function(name, value):
-    """A number of seconds, or a callable ``f(nbytes) -> seconds`` kept as is."""
-    if callable(value):
-        return value
-    return _seconds(name, value)
+    """A float number of seconds, or a callable ``f(nbytes) -> seconds`` kept as is."""
+    value = check_time_or_function(name, value)
+    return value if callable(value) else float(value)
 
 
 class _Model:
@@ -58,6 +49,13 @@ class _Model:
 
     def _local_costs(self):
         return self.recv_overhead, self.compute_rate
+
+    def _check_local_costs(self):
+        """Check and normalise ``recv_overhead`` and ``compute_rate`` (frozen fields)."""
+        object.__setattr__(self, "recv_overhead", _seconds("recv_overhead",
+                                                           self.recv_overhead))
+        object.__setattr__(self, "compute_rate", check_rate("compute_rate",
+                                                            self.compute_rate))
 
     def _prepare(self, plan, messages, columns):
         """``(busy, delay, flows)`` per message; ``flows`` is None for simple models.
@@ -114,9 +112,7 @@ class TsTrModel(_Model):
                 raise TopologyError("wide_area must be a pair (t_s, t_r)") from None
             object.__setattr__(self, "wide_area", (_time_or_function("wide-area t_s", ts),
                                                    _time_or_function("wide-area t_r", tr)))
-        object.__setattr__(self, "recv_overhead", _seconds("recv_overhead",
-                                                           self.recv_overhead))
-        object.__setattr__(self, "compute_rate", _rate("compute_rate", self.compute_rate))
+        self._check_local_costs()
 
     def _costs(self, plan, messages):
         local = (self.t_s, self.t_r)
@@ -125,9 +121,9 @@ class TsTrModel(_Model):
             return [local[0]] * len(messages), [local[1]] * len(messages)
         busy, delay = [], []
         for m in messages:
-            ts, tr = wide if m.wide_area else local
-            busy.append(_seconds("t_s(nbytes)", ts(m.nbytes)) if callable(ts) else ts)
-            delay.append(_seconds("t_r(nbytes)", tr(m.nbytes)) if callable(tr) else tr)
+            ts, tr = ts_tr_message(*(wide if m.wide_area else local), m.nbytes)
+            busy.append(float(ts))
+            delay.append(float(tr))
         return busy, delay
 
 
@@ -176,26 +172,16 @@ class TiniModel(_Model):
                 raise TopologyError("TiniModel needs a topology whose t_ini is set "
                                     "(Topology.with_t_ini)")
             t_ini = t_ini.t_ini
-        if isinstance(t_ini, (str, bytes)) or not hasattr(t_ini, "__len__"):
-            raise TopologyError(f"t_ini must be a sequence of seconds per rank, got {t_ini!r}")
-        values = tuple(_seconds(f"t_ini[{r}]", v) for r, v in enumerate(t_ini))
-        if not values:
-            raise TopologyError("t_ini is empty")
-        object.__setattr__(self, "t_ini", values)
-        object.__setattr__(self, "bandwidth", _rate("bandwidth", self.bandwidth))
-        object.__setattr__(self, "recv_overhead", _seconds("recv_overhead",
-                                                           self.recv_overhead))
-        object.__setattr__(self, "compute_rate", _rate("compute_rate", self.compute_rate))
+        object.__setattr__(self, "t_ini", tuple(float(v) for v in check_t_ini(t_ini)))
+        object.__setattr__(self, "bandwidth", check_rate("bandwidth", self.bandwidth))
+        self._check_local_costs()
 
     def _costs(self, plan, messages):
         if len(self.t_ini) != plan.size:
             raise PlanError(f"the TiniModel has t_ini for {len(self.t_ini)} ranks, "
                             f"the plan has {plan.size}")
         t_ini, bw = self.t_ini, self.bandwidth
-        if bw is None:
-            busy = [t_ini[m.src] for m in messages]
-        else:
-            busy = [t_ini[m.src] + m.nbytes / bw for m in messages]
+        busy = [t_ini_message(t_ini[m.src], m.nbytes, bw)[0] for m in messages]
         return busy, busy
 
 
@@ -203,7 +189,7 @@ class TiniModel(_Model):
 class LinkModel(_Model):
     """Two-level latency/bandwidth with wide-area contention (a fluid simulation).
 
-    Each rank has one outgoing link of rate ``node_rate(r)``:
+    Each rank has one outgoing link of rate ``nodecheck_rate(r)``:
     ``topology.node_bandwidth[r]`` if set, else ``topology.intra.bandwidth``. It sends
     one message at a time, in program order, and is occupied until the message's last
     byte has left (plus ``overhead`` per message, spent before the first byte).
@@ -286,16 +272,14 @@ class LinkModel(_Model):
         if not isinstance(self.buffered, bool):
             raise TopologyError(f"buffered must be True or False, got {self.buffered!r}")
         object.__setattr__(self, "overhead", _seconds("overhead", self.overhead))
-        object.__setattr__(self, "recv_overhead", _seconds("recv_overhead",
-                                                           self.recv_overhead))
-        object.__setattr__(self, "compute_rate", _rate("compute_rate", self.compute_rate))
+        self._check_local_costs()
 
-    def node_rate(self, rank: int) -> float:
+    def nodecheck_rate(self, rank: int) -> float:
         """The rate of ``rank``'s outgoing link in bytes/s.
 
         Examples
         --------
-        >>> LinkModel(Topology.single(2, intra_bandwidth=5e8)).node_rate(1)
+        >>> LinkModel(Topology.single(2, intra_bandwidth=5e8)).nodecheck_rate(1)
         500000000.0
         """
         topo = self.topology
@@ -318,7 +302,7 @@ class LinkModel(_Model):
         not cover), and the wide-area flows as a :class:`_Flows`."""
         self._check(plan)
         ovh, lat = self.overhead, self.topology.intra.latency
-        rates = [self.node_rate(r) for r in range(plan.size)]
+        rates = [self.nodecheck_rate(r) for r in range(plan.size)]
         src, nbytes, wide = columns.src, columns.nbytes, columns.wide
         if True not in wide:
             busy = [ovh + b / rates[r] for r, b in zip(src, nbytes)]
