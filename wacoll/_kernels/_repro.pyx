@@ -18,7 +18,10 @@ module for AVX2 processors; all arithmetic is on integers (plus an exact ``ldexp
 so both builds give the same bits.
 """
 from libc.stdint cimport int64_t, uint32_t, uint64_t
+
+from wacoll._kernels._types cimport real_t
 from libc.math cimport copysign, ldexp
+from libc.string cimport memcpy
 
 __all__ = ["F_NOT_NEG_ZERO", "F_POS_INF", "F_NEG_INF", "F_NAN", "COUNT_SHIFT",
            "MAX_DEPOSITS", "to_acc_f64", "to_acc_f32", "add_f64", "add_f32",
@@ -87,15 +90,15 @@ cdef inline uint64_t _flags(uint64_t special, uint64_t frac, uint64_t neg, uint6
     """The head flags of one value from its bit pattern's parts (all 0 or 1)."""
     cdef uint64_t isnan = special & (frac != 0)
     cdef uint64_t isinf = special & (frac == 0)
-    return ((negzero ^ 1) * <uint64_t>_F_NOT_NEG_ZERO
-            | (isinf & (neg ^ 1)) * <uint64_t>_F_POS_INF
-            | (isinf & neg) * <uint64_t>_F_NEG_INF
-            | isnan * <uint64_t>_F_NAN)
+    # Shifts, not multiplications: AVX2 has no 64-bit vector multiply.
+    return (((negzero ^ 1) << 8) | ((isinf & (neg ^ 1)) << 9) | ((isinf & neg) << 10)
+            | (isnan << 11))
 
 
 cdef inline void _split64(double x, uint64_t* head, int64_t* p) noexcept nogil:
     """The accumulator of the single value ``x``: head and 3 bins, top first."""
-    cdef uint64_t u = (<uint64_t*>&x)[0]
+    cdef uint64_t u
+    memcpy(&u, &x, 8)                 # the bit pattern (no type punning)
     cdef uint64_t neg = u >> 63
     cdef uint64_t e = (u >> 52) & 0x7FF
     cdef uint64_t frac = u & _FRAC64
@@ -115,7 +118,9 @@ cdef inline void _split64(double x, uint64_t* head, int64_t* p) noexcept nogil:
 
 cdef inline void _split32(float x, uint64_t* head, int64_t* p) noexcept nogil:
     """The accumulator of the single value ``x``: head and 2 bins, top first."""
-    cdef uint64_t u = (<uint32_t*>&x)[0]
+    cdef uint32_t u32
+    memcpy(&u32, &x, 4)
+    cdef uint64_t u = u32
     cdef uint64_t neg = u >> 31
     cdef uint64_t e = (u >> 23) & 0xFF
     cdef uint64_t frac = u & 0x7FFFFF
@@ -192,61 +197,132 @@ cdef inline void _merge2(int64_t* dst, uint64_t hs, const int64_t* ps) noexcept 
     pd[1] = b1
 
 
+# Values are handled in blocks: first split into a small buffer (a loop without
+# branches, which the compiler vectorizes), then added to the accumulator rows. In the
+# common case, where every value of the block has its row's top bin and brings no new
+# flag, a row's new head is its old head plus one deposit, and the whole block is one
+# flat vectorizable addition; otherwise each row is merged on its own.
+cdef enum:
+    _BLOCK = 256
+
+
+cdef inline void _split(real_t x, uint64_t* head, int64_t* p) noexcept nogil:
+    if real_t is double:
+        _split64(x, head, p)
+    else:
+        _split32(x, head, p)
+
+
+cdef inline void _merge(int64_t* dst, uint64_t hs, const int64_t* ps,
+                        Py_ssize_t w) noexcept nogil:
+    if w == 4:
+        _merge3(dst, hs, ps)
+    else:
+        _merge2(dst, hs, ps)
+
+
+cdef inline uint64_t _needs_merge(uint64_t hs, uint64_t hd) noexcept nogil:
+    """Non-zero unless adding heads ``hs`` into ``hd`` only adds their counts."""
+    return ((hs ^ hd) & _IDX) | (hs & ~hd & _FLAGS)
+
+
+cdef void _to_acc(const real_t* x, int64_t* acc, Py_ssize_t n) noexcept nogil:
+    """Rows ``acc`` = the accumulators of ``x[0:n]`` alone."""
+    cdef Py_ssize_t w = 4 if real_t is double else 3
+    cdef Py_ssize_t i
+    cdef uint64_t head
+    for i in range(n):
+        _split(x[i], &head, &acc[w * i + 1])
+        acc[w * i] = <int64_t>head
+
+
+cdef void _add_block(const real_t* x, int64_t* acc, Py_ssize_t n, int64_t* tmp,
+                     uint64_t* heads) noexcept nogil:
+    """Rows ``acc`` (+)= ``x[0:n]``, for n <= _BLOCK; ``tmp`` and ``heads`` scratch."""
+    cdef Py_ssize_t w = 4 if real_t is double else 3
+    cdef Py_ssize_t i
+    cdef uint64_t bad = 0
+    for i in range(n):
+        _split(x[i], &heads[i], &tmp[w * i + 1])
+        tmp[w * i] = <int64_t>_ONE
+    for i in range(n):
+        bad |= _needs_merge(heads[i], <uint64_t>acc[w * i])
+    if bad == 0:
+        for i in range(w * n):
+            acc[i] += tmp[i]
+    else:
+        for i in range(n):
+            _merge(&acc[w * i], heads[i], &tmp[w * i + 1], w)
+
+
+cdef void _add(const real_t* x, int64_t* acc, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t w = 4 if real_t is double else 3
+    cdef int64_t tmp[4 * _BLOCK]
+    cdef uint64_t heads[_BLOCK]
+    cdef Py_ssize_t start = 0
+    while start < n:
+        _add_block(x + start, acc + w * start, min(n - start, <Py_ssize_t>_BLOCK),
+                   tmp, heads)
+        start += _BLOCK
+
+
+cdef void _combine(const int64_t* src, int64_t* dst, Py_ssize_t n,
+                   Py_ssize_t w) noexcept nogil:
+    """Rows ``dst`` (+)= rows ``src`` (``w`` words a row)."""
+    cdef Py_ssize_t i, m
+    cdef uint64_t bad
+    while n > 0:
+        m = min(n, <Py_ssize_t>_BLOCK)
+        n -= m
+        bad = 0
+        for i in range(m):
+            bad |= _needs_merge(<uint64_t>src[w * i], <uint64_t>dst[w * i])
+        if bad == 0:
+            # Heads too are added, then lose the source's index and flags again.
+            for i in range(w * m):
+                dst[i] += src[i]
+            for i in range(m):
+                dst[w * i] -= src[w * i] & 0xFFFF
+        else:
+            for i in range(m):
+                _merge(&dst[w * i], <uint64_t>src[w * i], &src[w * i + 1], w)
+        src += w * m
+        dst += w * m
+
+
 def to_acc_f64(const double[::1] x, int64_t[:, ::1] acc):
     """acc[i] = the accumulator of x[i]; ``acc`` has shape (len(x), 4)."""
-    cdef Py_ssize_t i, n = x.shape[0]
-    cdef uint64_t head
-    with nogil:
-        for i in range(n):
-            _split64(x[i], &head, &acc[i, 1])
-            acc[i, 0] = <int64_t>head
+    if x.shape[0]:
+        with nogil:
+            _to_acc(&x[0], &acc[0, 0], x.shape[0])
 
 
 def to_acc_f32(const float[::1] x, int64_t[:, ::1] acc):
     """acc[i] = the accumulator of x[i]; ``acc`` has shape (len(x), 3)."""
-    cdef Py_ssize_t i, n = x.shape[0]
-    cdef uint64_t head
-    with nogil:
-        for i in range(n):
-            _split32(x[i], &head, &acc[i, 1])
-            acc[i, 0] = <int64_t>head
+    if x.shape[0]:
+        with nogil:
+            _to_acc(&x[0], &acc[0, 0], x.shape[0])
 
 
 def add_f64(const double[::1] x, int64_t[:, ::1] acc):
     """acc[i] (+)= x[i] for float64 rows (shape (len(x), 4))."""
-    cdef Py_ssize_t i, n = x.shape[0]
-    cdef uint64_t head
-    cdef int64_t p[3]
-    with nogil:
-        for i in range(n):
-            _split64(x[i], &head, p)
-            _merge3(&acc[i, 0], head, p)
+    if x.shape[0]:
+        with nogil:
+            _add(&x[0], &acc[0, 0], x.shape[0])
 
 
 def add_f32(const float[::1] x, int64_t[:, ::1] acc):
     """acc[i] (+)= x[i] for float32 rows (shape (len(x), 3))."""
-    cdef Py_ssize_t i, n = x.shape[0]
-    cdef uint64_t head
-    cdef int64_t p[2]
-    with nogil:
-        for i in range(n):
-            _split32(x[i], &head, p)
-            _merge2(&acc[i, 0], head, p)
+    if x.shape[0]:
+        with nogil:
+            _add(&x[0], &acc[0, 0], x.shape[0])
 
 
 def combine(const int64_t[:, ::1] src, int64_t[:, ::1] dst):
     """dst[i] (+)= src[i]; rows of 4 (float64) or 3 (float32) words, equal shapes."""
-    cdef Py_ssize_t i, n = dst.shape[0]
-    cdef Py_ssize_t w = dst.shape[1]
-    if n == 0:
-        return
-    with nogil:
-        if w == 4:
-            for i in range(n):
-                _merge3(&dst[i, 0], <uint64_t>src[i, 0], &src[i, 1])
-        else:
-            for i in range(n):
-                _merge2(&dst[i, 0], <uint64_t>src[i, 0], &src[i, 1])
+    if dst.shape[0]:
+        with nogil:
+            _combine(&src[0, 0], &dst[0, 0], dst.shape[0], dst.shape[1])
 
 
 cdef inline double _round(uint64_t hi, uint64_t lo, int64_t base, int prec,
