@@ -11,6 +11,7 @@ __all__ = [
     "BufferMismatchError",
     "ScriptError",
     "OperatorError",
+    "AccumulatorOverflowError",
     "TestbedError",
     "TestbedUnavailable",
     "TestbedWarning",
@@ -61,6 +62,16 @@ class OperatorError(WacollError, ValueError):
     An operator applied to a type MPI does not define it for raises
     :class:`BufferMismatchError` instead.
     """
+
+
+class AccumulatorOverflowError(WacollError, OverflowError):
+    """A reproducible-sum accumulator holding more values than its bins sum exactly
+    (see :data:`wacoll._kernels.repro.MAX_DEPOSITS`); ``index`` is the first element
+    at fault."""
+
+    def __init__(self, message, *, index=None):
+        super().__init__(message)
+        self.index = index
 
 
 class TestbedError(WacollError):
