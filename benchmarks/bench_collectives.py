@@ -9,20 +9,32 @@ Run from the repository root under MPI::
 
 For each operation (Bcast, Reduce, Allreduce, Allgather; root 0; float64 data with
 small integer values, so every summation order gives the same bits) and each message
-size, the native call (on a duplicate of ``COMM_WORLD``) and wacoll's (``wacoll.Comm``)
-alternate repetition by repetition, the order flipping every repetition, each after
-a barrier. A repetition's time is the maximum over ranks of the time from leaving the
+size, the native call (on a duplicate of ``COMM_WORLD``) and wacoll's alternate
+repetition by repetition, the order rotating every repetition, each after a barrier.
+
+wacoll is first what a user gets from the README, ``wacoll.Comm(MPI.COMM_WORLD)`` with
+no options (topology discovered, arguments validated, level "strict", the selection
+policy's plans): the configuration labelled ``default``. ``--family``, ``--clusters``,
+``--segment-size`` and ``--level`` add a second configuration, labelled by its
+options (e.g. ``family=magpie,clusters=2x2``), timed in the same interleaving; every
+row of the table and the CSV names its configuration. A repetition's time is the maximum over ranks of the time from leaving the
 barrier to returning; the table gives the median over repetitions. Before timing,
 each size is run once with fresh buffers and wacoll's result compared bit for bit
 with the native one. The message size is the bytes per rank of the send buffer
 (Allgather receives ``P`` times that). Repetitions adapt to a time budget.
 
-Then an analysis of where the time goes: for small messages, native vs
-``wacoll.Comm(validate=True)`` vs ``validate=False`` vs a minimal mpi4py replay of
-the same plan, local timings of the per-call phases, and a cProfile of small
-Allreduce calls on rank 0; for large messages, the executor's per-step times (its
-tracer), the kernels and copies at that size, the point-to-point transfer time, and
-the effect of ``segment_size``.
+Then an analysis of where the time goes, on the public API only: for small messages,
+native vs the configuration asked for (``default`` unless options are given) with
+validation on (its default) and ``validate=False``, vs its plan's lowered program
+(:func:`wacoll.plans.lower`) run by :func:`wacoll.mpi.executor.execute` alone, vs a
+minimal mpi4py replay of the same plan; local timings of the plan-world steps
+(:func:`wacoll.plans.select`, ``Selection.build``, ``lower``) and of the kernels; the
+per-call phases (arguments, agreement, plan, lower, execute) from the ``phase``
+events of a communicator created with ``trace=True`` for that run only; and a
+cProfile of small Allreduce calls on rank 0. For large messages: the executor's
+per-step times (the tracer's ``step`` events), each rank's per-call work from its
+lowered program, the kernels and copies at that size, the point-to-point transfer
+time, and the effect of ``segment_size``.
 
 Prints a table and the command line; writes ``benchmarks/results/collectives-n{N}``
 ``.csv`` (raw numbers), ``.png`` (ratio vs size per operation) and ``.txt`` (the
@@ -64,7 +76,8 @@ SUMMARY_SIZES = (8, 64 << 10, 1 << 20, 64 << 20)
 GOAL_FROM, GOAL_RATIO = 1 << 20, 1.5
 ITEMSIZE = 8  # float64
 MMAP_MAX = 32 << 20  # glibc maps arrays this big afresh on every allocation
-FIELDS = ["op", "bytes", "count", "ranks", "plan", "reps", "native_us", "wacoll_us",
+FIELDS = ["op", "bytes", "count", "ranks", "config", "plan", "reps", "native_us",
+          "wacoll_us",
           "ratio", "native_min_us", "wacoll_min_us", "native_p75_us", "wacoll_p75_us",
           "ok", "load1", "command"]
 
@@ -167,7 +180,8 @@ def idle_until(world, rank0_work):
 
 
 def comm_options(args, **override):
-    """The wacoll.Comm keyword arguments this run asks for."""
+    """The wacoll.Comm keyword arguments this run asks for (an override of None
+    drops that option: wacoll's default)."""
     opts = {}
     if args.family:
         opts["family"] = args.family
@@ -176,16 +190,47 @@ def comm_options(args, **override):
     if args.segment_size is not None:
         opts["segment_size"] = args.segment_size
     opts.update(override)
-    return opts
+    return {k: v for k, v in opts.items() if v is not None}
+
+
+def config_label(args, **override):
+    """The name of a configuration: ``default`` for the README's
+    ``wacoll.Comm(MPI.COMM_WORLD)``, else its options."""
+    parts = [f"{k}={v}" for k, v in comm_options(args, **override).items()]
+    if args.clusters:
+        parts.insert(0, "clusters=" + "x".join(map(str, args.clusters)))
+    return ",".join(parts) or "default"
+
+
+def constructor(args):
+    """The configuration's ``wacoll.Comm(...)`` line, for the report."""
+    topo = f", Topology.from_sizes({args.clusters})" if args.clusters else ""
+    opts = "".join(f", {k}={v!r}" for k, v in comm_options(args).items())
+    return f"wacoll.Comm(MPI.COMM_WORLD{topo}{opts})"
+
+
+def make_comm(wacoll, world, topology, args, **override):
+    """The configuration's communicator: ``wacoll.Comm(world)`` exactly as the README
+    writes it when no option is asked for."""
+    opts = comm_options(args, **override)
+    if topology is None and not opts:
+        return wacoll.Comm(world)
+    return wacoll.Comm(world, topology, **opts)
+
+
+def configurations(args):
+    """``(label, override)`` of the configurations the sweep times: ``default`` first,
+    then the one the options ask for (if any)."""
+    out = [("default", None)]
+    if config_label(args) != "default":
+        out.append((config_label(args), {}))
+    return out
 
 
 def used_plan(wc, op):
-    """The plan ``wc``'s latest call of ``op`` ran."""
-    plan = getattr(wc, "last_plan", None)
-    if plan is not None and plan.op == op:
-        return plan
-    plan_for = getattr(wc, "plan_for", None)
-    return plan_for(op) if plan_for else plan
+    """The plan ``wc``'s latest call of ``op`` ran (``wacoll.Comm.last_plan``)."""
+    plan = wc.last_plan
+    return plan if plan is not None and plan.op == op else None
 
 
 def plan_label(plan):
@@ -295,117 +340,137 @@ def values(count, rank, salt=0):
 
 
 class Case:
-    """Buffers and calls of one operation at one size, native and wacoll."""
+    """Buffers and calls of one operation at one size, native and one per wacoll
+    communicator (``wcs``)."""
 
-    def __init__(self, opname, count, world, native, wc):
+    def __init__(self, opname, count, world, native, wcs):
         from mpi4py import MPI
 
         self.opname, self.count = opname, count
         P, me = world.size, world.rank
         self.root = 0
         self.defined = True  # does this rank have an output to compare?
+        self.fresh = True  # is the output written by the call (not input too)?
+        k = len(wcs)
         if opname == "Bcast":
             fill = values(count, 0)
-            self.nbuf, self.wbuf = fill.copy(), fill.copy()
-            self.native = lambda: native.Bcast(self.nbuf, root=0)
-            self.wacoll = lambda: wc.Bcast(self.wbuf, root=0)
-            self.outputs = (self.nbuf, self.wbuf)
+            self.outputs = [fill.copy() for _ in range(k + 1)]
+            calls = [lambda c, o: c.Bcast(o, root=0)]
             self.expected = fill
-            self.fresh = (None if me == 0 else (self.nbuf, self.wbuf))
+            self.fresh = me != 0
         elif opname in ("Reduce", "Allreduce"):
             self.send = values(count, me)
-            self.nout = np.zeros(count)
-            self.wout = np.zeros(count)
+            self.outputs = [np.zeros(count) for _ in range(k + 1)]
             if opname == "Reduce":
-                self.native = lambda: native.Reduce(self.send, self.nout, op=MPI.SUM,
-                                                    root=0)
-                self.wacoll = lambda: wc.Reduce(self.send, self.wout, op=MPI.SUM, root=0)
+                calls = [lambda c, o: c.Reduce(self.send, o, op=MPI.SUM, root=0)]
                 self.defined = me == 0
             else:
-                self.native = lambda: native.Allreduce(self.send, self.nout, op=MPI.SUM)
-                self.wacoll = lambda: wc.Allreduce(self.send, self.wout, op=MPI.SUM)
-            self.outputs = (self.nout, self.wout)
+                calls = [lambda c, o: c.Allreduce(self.send, o, op=MPI.SUM)]
             self.expected = sum(values(count, r) for r in range(P))
-            self.fresh = (self.nout, self.wout)
         elif opname == "Allgather":
             self.send = values(count, me)
-            self.nout = np.zeros(count * P)
-            self.wout = np.zeros(count * P)
-            self.native = lambda: native.Allgather(self.send, self.nout)
-            self.wacoll = lambda: wc.Allgather(self.send, self.wout)
-            self.outputs = (self.nout, self.wout)
+            self.outputs = [np.zeros(count * P) for _ in range(k + 1)]
+            calls = [lambda c, o: c.Allgather(self.send, o)]
             self.expected = np.concatenate([values(count, r) for r in range(P)])
-            self.fresh = (self.nout, self.wout)
         else:
             raise ValueError(opname)
+        call = calls[0]
+        self.native = lambda: call(native, self.outputs[0])
+        self.wacolls = [(lambda c=c, o=o: call(c, o))
+                        for c, o in zip(wcs, self.outputs[1:])]
 
     def check(self, world):
-        """Run both once on fresh outputs; True on every rank if wacoll == native."""
+        """Run each once on fresh outputs; per wacoll communicator, True on every rank
+        if its result equals the native one (and the expected values)."""
         from mpi4py import MPI
 
         if self.fresh:
-            for buf in self.fresh:
+            for buf in self.outputs:
                 buf.fill(np.nan)
         self.native()
-        self.wacoll()
-        ok = True
+        for fn in self.wacolls:
+            fn()
+        ok = np.ones(len(self.wacolls), np.int32)
         if self.defined:
-            n, w = self.outputs
-            ok = (np.array_equal(n, w) and np.array_equal(w, self.expected))
-        return world.allreduce(ok, op=MPI.LAND)
+            n = self.outputs[0]
+            for i, w in enumerate(self.outputs[1:]):
+                ok[i] = np.array_equal(n, w) and np.array_equal(w, self.expected)
+        everywhere = np.empty_like(ok)
+        world.Allreduce(ok, everywhere, op=MPI.MIN)
+        return [bool(x) for x in everywhere]
 
 
 # ------------------------------------------------------------------ the sweep
-def sweep(args, world, native, wc, out):
+def sweep(args, world, native, comms, out):
+    """Time native and every configuration (``comms``: ``[(label, wacoll.Comm)]``,
+    ``default`` first), interleaved; one row per operation, size and configuration."""
     from mpi4py import MPI
 
     P = world.size
+    wcs = [wc for _, wc in comms]
     # size-major, so that a budget squeezed by load shortens the largest sizes of
     # every operation alike
     points = [(op, s) for s in args.sizes for op in args.ops]
     rows = []
     # warm up the code paths, the MPI connections and the CPU clock before timing
-    warm = [Case(op, 1, world, native, wc) for op in args.ops]
-    interleaved(world, [c for case in warm for c in (case.native, case.wacoll)],
+    warm = [Case(op, 1, world, native, wcs) for op in args.ops]
+    interleaved(world, [c for case in warm for c in (case.native, *case.wacolls)],
                 20 if args.quick else 100)
     del warm
     start = time.perf_counter()
     for i, (opname, nbytes) in enumerate(points):
         count = max(1, nbytes // ITEMSIZE)
-        case = Case(opname, count, world, native, wc)
-        ok = case.check(world)  # also the first warm-up (wacoll builds its plan)
-        label = plan_label(used_plan(wc, opname.lower()))
+        case = Case(opname, count, world, native, wcs)
+        oks = case.check(world)  # also the first warm-up (wacoll builds its plans)
+        labels = [plan_label(used_plan(wc, opname.lower())) for wc in wcs]
+        calls = [case.native, *case.wacolls]
         world.Barrier()
         t = time.perf_counter()
-        case.native()
-        case.wacoll()
+        for fn in calls:
+            fn()
         t = world.allreduce(time.perf_counter() - t, op=MPI.MAX)
         spent = world.allreduce(time.perf_counter() - start, op=MPI.MAX)
         left = max(args.budget - spent, 0.0)
         per_point = left / (len(points) - i)
         reps = int(per_point / max(t, 1e-9))
         reps = max(args.min_reps, min(args.reps, reps))
-        worst = interleaved(world, [case.native, case.wacoll], reps)
-        nat, wac = worst[:, 0] * 1e6, worst[:, 1] * 1e6
-        row = {"op": opname, "bytes": count * ITEMSIZE, "count": count, "ranks": P,
-               "plan": label, "reps": reps,
-               "native_us": float(np.median(nat)), "wacoll_us": float(np.median(wac)),
-               "native_min_us": float(nat.min()), "wacoll_min_us": float(wac.min()),
-               "native_p75_us": float(np.percentile(nat, 75)),
-               "wacoll_p75_us": float(np.percentile(wac, 75)),
-               "ok": bool(ok), "load1": load1(), "command": args.command}
-        row["ratio"] = row["wacoll_us"] / row["native_us"]
-        rows.append(row)
-        if world.rank == 0:
-            print(f"  {opname:<10}{human(count * ITEMSIZE):>9}  native {row['native_us']:>11.1f} us"
-                  f"  wacoll {row['wacoll_us']:>11.1f} us  x{row['ratio']:.2f}  reps {reps}"
-                  f"{'' if ok else '  RESULT MISMATCH'}", file=sys.stderr, flush=True)
+        worst = interleaved(world, calls, reps) * 1e6
+        nat = worst[:, 0]
+        for j, (config, _) in enumerate(comms):
+            wac = worst[:, j + 1]
+            row = {"op": opname, "bytes": count * ITEMSIZE, "count": count, "ranks": P,
+                   "config": config, "plan": labels[j], "reps": reps,
+                   "native_us": float(np.median(nat)), "wacoll_us": float(np.median(wac)),
+                   "native_min_us": float(nat.min()), "wacoll_min_us": float(wac.min()),
+                   "native_p75_us": float(np.percentile(nat, 75)),
+                   "wacoll_p75_us": float(np.percentile(wac, 75)),
+                   "ok": oks[j], "load1": load1(), "command": args.command}
+            row["ratio"] = row["wacoll_us"] / row["native_us"]
+            rows.append(row)
+            if world.rank == 0:
+                print(f"  {opname:<10}{human(count * ITEMSIZE):>9}  native "
+                      f"{row['native_us']:>11.1f} us  {config} {row['wacoll_us']:>11.1f} us"
+                      f"  x{row['ratio']:.2f}  reps {reps}"
+                      f"{'' if oks[j] else '  RESULT MISMATCH'}", file=sys.stderr,
+                      flush=True)
         del case
     order = {op: i for i, op in enumerate(args.ops)}
-    return sorted(rows, key=lambda r: (order[r["op"]], r["bytes"]))
+    configs = {c: i for i, (c, _) in enumerate(comms)}
+    return sorted(rows, key=lambda r: (configs[r["config"]], order[r["op"]], r["bytes"]))
 
 
 def table(rows, out):
+    for config in dict.fromkeys(r["config"] for r in rows):
+        out(f"wacoll configuration: {config}"
+            + ("  (wacoll.Comm(MPI.COMM_WORLD), no options, as the README)"
+               if config == "default" else ""))
+        table_of([r for r in rows if r["config"] == config], out)
+        out()
+    out("(times: median over repetitions of the max over ranks; 'min ratio': ratio of "
+        "the fastest repetitions, less sensitive to load)")
+
+
+def table_of(rows, out):
     out(f"{'op':<10} {'bytes':>9} {'native us':>11} {'wacoll us':>11} {'ratio':>7} "
         f"{'min ratio':>9} {'reps':>5}  ok   wacoll plan")
     for r in rows:
@@ -413,15 +478,18 @@ def table(rows, out):
             f"{r['wacoll_us']:>11.1f} {r['ratio']:>7.2f} "
             f"{r['wacoll_min_us'] / r['native_min_us']:>9.2f} {r['reps']:>5}  "
             f"{'yes' if r['ok'] else 'NO ':<4} {r['plan']}")
-    out("(times: median over repetitions of the max over ranks; 'min ratio': ratio of "
-        "the fastest repetitions, less sensitive to load)")
 
 
 def summary(rows, out):
+    for config in dict.fromkeys(r["config"] for r in rows):
+        summary_of([r for r in rows if r["config"] == config], config, out)
+
+
+def summary_of(rows, config, out):
     by = {(r["op"], r["bytes"]): r for r in rows}
     ops = list(dict.fromkeys(r["op"] for r in rows))
     sizes = [s for s in SUMMARY_SIZES if any((op, s) in by for op in ops)]
-    out("ratio wacoll/native at selected sizes:")
+    out(f"ratio wacoll/native at selected sizes, configuration {config}:")
     out(f"{'op':<10}" + "".join(f"{human(s):>10}" for s in sizes) +
         f"{'8 B overhead':>16}   goal (<= {GOAL_RATIO}x from {human(GOAL_FROM)})")
     for op in ops:
@@ -443,9 +511,17 @@ def summary(rows, out):
 def plot(rows, path, title):
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    configs = list(dict.fromkeys(r["config"] for r in rows))
+    styles = ("-", "--", ":", "-.")
     for op in dict.fromkeys(r["op"] for r in rows):
-        pts = [(r["bytes"], r["ratio"]) for r in rows if r["op"] == op]
-        ax.plot(*zip(*pts), marker="o", label=op)
+        colour = None
+        for k, config in enumerate(configs):
+            pts = [(r["bytes"], r["ratio"]) for r in rows
+                   if r["op"] == op and r["config"] == config]
+            line, = ax.plot(*zip(*pts), marker="o", ls=styles[k % len(styles)],
+                            color=colour,
+                            label=op if len(configs) == 1 else f"{op} ({config})")
+            colour = line.get_color()
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.axhline(GOAL_RATIO, color="red", lw=0.8, ls="--", label=f"goal {GOAL_RATIO}x")
     ax.axvline(GOAL_FROM, color="red", lw=0.8, ls=":")
@@ -494,170 +570,153 @@ def replay(plan, comm, inbuf, outbuf):
 
 
 def small_analysis(args, world, native, wacoll, topology, out):
-    """Where the time of an 8-byte Allreduce goes."""
+    """Where the time of an 8-byte Allreduce goes (public API only)."""
     from mpi4py import MPI
 
+    from wacoll.mpi.executor import execute
+    from wacoll.plans import Call, lower, select
+
     P, me = world.size, world.rank
-    wv = wacoll.Comm(world, topology, **comm_options(args))
-    wn = wacoll.Comm(world, topology, **comm_options(args, validate=False))
+    config = config_label(args)
+    wv = make_comm(wacoll, world, topology, args)
+    wn = make_comm(wacoll, world, topology, args, validate=False)
     send, nout = np.array([1.0 + me]), np.zeros(1)
-    wout, vout, rout = np.zeros(1), np.zeros(1), np.zeros(1)
+    wout, vout, eout, rout = np.zeros(1), np.zeros(1), np.zeros(1), np.zeros(1)
     wv.Allreduce(send, wout, op=MPI.SUM)
     wn.Allreduce(send, vout, op=MPI.SUM)
     plan = used_plan(wv, "allreduce")
-    rcomm = world.Dup()
+    program = lower(plan, me)
+    ecomm, rcomm = world.Dup(), world.Dup()
+    scratch = {}
     calls = [lambda: native.Allreduce(send, nout, op=MPI.SUM),
              lambda: wv.Allreduce(send, wout, op=MPI.SUM),
              lambda: wn.Allreduce(send, vout, op=MPI.SUM),
+             lambda: execute(program, ecomm, send, eout, op=MPI.SUM, scratch=scratch),
              lambda: replay(plan, rcomm, send, rout)]
     for c in calls:
         c()
-    ok = world.allreduce(bool(nout[0] == wout[0] == vout[0] == rout[0]), op=MPI.LAND)
+    ok = world.allreduce(bool(nout[0] == wout[0] == vout[0] == eout[0] == rout[0]),
+                         op=MPI.LAND)
     flags = np.zeros(3, np.int64)
     agree_only = lambda: wn.mpi_comm.Allreduce(MPI.IN_PLACE, flags, op=MPI.MAX)  # noqa
     calls.append(agree_only)
     reps = 60 if args.quick else 400
     worst = interleaved(world, calls, reps)
     med = np.median(worst, axis=0) * 1e6
-    t_nat, t_val, t_noval, t_replay, t_agree = med
-    out(f"Small messages: Allreduce of 8 B on {P} ranks, {plan.family}/{plan.algorithm} "
-        f"({plan.check().messages} messages), median of {reps} interleaved reps, "
-        f"max over ranks{'' if ok else '  (RESULT MISMATCH)'}:")
-    out(f"  native MPI Allreduce                          {t_nat:9.1f} us")
-    out(f"  minimal mpi4py replay of the same plan        {t_replay:9.1f} us   "
-        f"(algorithm + mpi4py p2p floor: +{t_replay - t_nat:.1f} us over native)")
-    out(f"  wacoll.Comm(validate=False)                   {t_noval:9.1f} us   "
-        f"(+{t_noval - t_replay:.1f} us over the replay: wacoll's Python per call)")
-    out(f"  wacoll.Comm(validate=True)  [default]         {t_val:9.1f} us   "
-        f"(+{t_val - t_noval:.1f} us: the argument agreement)")
-    out(f"  agreement collective alone (Allreduce 3xi64)  {t_agree:9.1f} us")
+    t_nat, t_val, t_noval, t_exec, t_replay, t_agree = med
+    out(f"Small messages: Allreduce of 8 B on {P} ranks, configuration {config}, plan "
+        f"{plan.family}/{plan.algorithm} ({plan.check().messages} messages), median of "
+        f"{reps} interleaved reps, max over ranks{'' if ok else '  (RESULT MISMATCH)'}:")
+    width = max(48, len(config) + 36)
+    for name, value, note in (
+            ("native MPI Allreduce", t_nat, ""),
+            ("minimal mpi4py replay of the same plan", t_replay,
+             f"algorithm + mpi4py p2p floor: +{t_replay - t_nat:.1f} us over native"),
+            ("executor alone: execute(lower(plan, rank))", t_exec,
+             f"+{t_exec - t_replay:.1f} us over the replay: the executor"),
+            (f"wacoll.Comm [{config}], validate=False", t_noval,
+             f"+{t_noval - t_exec:.1f} us over the executor alone: arguments, plan "
+             f"and program lookup"),
+            (f"wacoll.Comm [{config}], validation on", t_val,
+             f"+{t_val - t_noval:.1f} us: the argument agreement"),
+            ("agreement-sized collective alone (3 x int64)", t_agree, "")):
+        out(f"  {name:<{width}}{value:9.1f} us" + (f"   ({note})" if note else ""))
 
-    # local phases on rank 0 (others sleep, so rank 0 has a core)
+    # local steps on rank 0 (others sleep, so rank 0 has a core)
     def local():
         res = {}
-        import zlib
+        call = Call("allreduce", count=1, itemsize=8, level=wv.level)
 
-        from wacoll import executor
-        from wacoll.plans import operations as ops
+        def choose():
+            return select(call, wv.network, comm_family=wv.family,
+                          comm_options=wv.options, policy=wv.policy)
+        res["select (the selection policy's choice)"] = best_per_call(choose)
+        chosen = choose()
+        res["Selection.build (build + prove, uncached)"] = best_per_call(
+            lambda: chosen.build(wv.network), min_calls=3)
+        res["plan.check() (cached)"] = best_per_call(plan.check)
+        res["lower(plan, rank) (uncached)"] = best_per_call(lambda: lower(plan, me))
+        a, b = np.ones(1), np.ones(1)
+        from wacoll._kernels import reduce_into
+        res["kernel reduce_into (1 element)"] = best_per_call(
+            lambda: reduce_into(MPI.SUM, a, b))
+        res["numpy np.add(out=) (1 element)"] = best_per_call(
+            lambda: np.add(a, b, out=b))
+        res["MPI.Op.Reduce_local (1 element)"] = best_per_call(
+            lambda: MPI.SUM.Reduce_local(a, b))
+        sc = MPI.COMM_SELF
+        buf = np.zeros(1)
 
-        try:
-            prep = lambda: wv._reduction("allreduce", send, wout, MPI.SUM, None)  # noqa
-            res["parse buffers + checks (_reduction)"] = best_per_call(prep)
-            p = prep()
-            sig = (p.op, p.root, p.count, p.dtype.str, p.level, "SUM", None, ())
-            res["signature repr + crc32"] = best_per_call(
-                lambda: zlib.crc32(repr(sig).encode()))
-            res["plan lookup (_plan, cached)"] = best_per_call(
-                lambda: wv._plan(p, None, {}))
-            res["plan.check() (cached)"] = best_per_call(plan.check)
-
-            def setup():
-                nb = plan.nblocks
-                io_ = executor.default_offsets(
-                    ops.in_blocks(plan.op, P, plan.root, nb, me), plan.counts)
-                oo = executor.default_offsets(
-                    ops.out_blocks(plan.op, P, plan.root, nb, me), plan.counts)
-                executor._compiled(plan, me, io_, oo)
-            res["executor: offsets + compiled lookup"] = best_per_call(setup)
-            a, b = np.ones(1), np.ones(1)
-            from wacoll import _kernels
-            res["kernel reduce_into (1 element)"] = best_per_call(
-                lambda: _kernels.reduce_into(MPI.SUM, a, b))
-            res["numpy np.add(out=) (1 element)"] = best_per_call(
-                lambda: np.add(a, b, out=b))
-            res["MPI.Op.Reduce_local (1 element)"] = best_per_call(
-                lambda: MPI.SUM.Reduce_local(a, b))
-            sc = MPI.COMM_SELF
-            buf = np.zeros(1)
-
-            def selfmsg():
-                r = sc.Irecv(buf, source=0, tag=3)
-                s = sc.Isend(a, dest=0, tag=3)
-                MPI.Request.Waitall([r, s])
-            res["mpi4py Irecv+Isend+Waitall to self"] = best_per_call(selfmsg)
-        except AttributeError as exc:  # private internals moved
-            res[f"(phase timing unavailable: {exc})"] = float("nan")
+        def selfmsg():
+            r = sc.Irecv(buf, source=0, tag=3)
+            s = sc.Isend(a, dest=0, tag=3)
+            MPI.Request.Waitall([r, s])
+        res["mpi4py Irecv+Isend+Waitall to self"] = best_per_call(selfmsg)
         return res
 
     res = idle_until(world, local)
     if me == 0:
-        out("  local per-call costs on rank 0 (no communication, best of batches):")
+        out("  local costs on rank 0 (no communication, best of batches; wacoll.Comm "
+            "caches the plan and the lowered program, so a repeated call pays neither "
+            "build nor lower):")
         for name, sec in res.items():
-            out(f"    {name:<44}{sec * 1e6:9.2f} us")
-    phases_small(args, world, wv, send, wout, out)
+            out(f"    {name:<46}{sec * 1e6:9.2f} us")
+    phases_small(args, world, wacoll, topology, send, out)
     profile_small(args, world, wv, send, wout, out)
     for c in (wv, wn):
         c.Free()
+    ecomm.Free()
     rcomm.Free()
 
 
-class PhaseTimer:
-    """Wall-clock time of a Comm's call phases, by wrapping its methods at run time.
-
-    Wraps the instance's ``_call`` (whole call), ``_agree`` (argument agreement),
-    ``_plan`` (plan lookup) and the ``run_program`` that :mod:`wacoll.mpi.comm` calls
-    (the executor); each wrapper costs ~0.2 us. Nothing in wacoll's files changes.
-    """
-
-    NAMES = ("_call", "_agree", "_plan", "run_program")
-
-    def __init__(self, wc):
-        import wacoll.mpi.comm as comm_module
-
-        self.wc, self.module = wc, comm_module
-        self.acc = dict.fromkeys(self.NAMES, 0.0)
-        self.orig_run = comm_module.run_program
-        for name in self.NAMES[:3]:
-            setattr(wc, name, self._wrap(getattr(wc, name), name))
-        comm_module.run_program = self._wrap(self.orig_run, "run_program")
-
-    def _wrap(self, fn, name):
-        acc, clock = self.acc, time.perf_counter
-
-        def timed(*a, **k):
-            t = clock()
-            try:
-                return fn(*a, **k)
-            finally:
-                acc[name] += clock() - t
-        return timed
-
-    def restore(self):
-        for name in self.NAMES[:3]:
-            self.wc.__dict__.pop(name, None)
-        self.module.run_program = self.orig_run
+PHASES = ("arguments", "agreement", "plan", "lower", "execute")
 
 
-def phases_small(args, world, wc, send, outbuf, out):
-    """Per-phase wall time of small Allreduce calls, every rank, no profiler."""
+def phase_times(records):
+    """Per-call seconds of each phase and of the whole call, from a tracer's records
+    (``phase`` and ``operation`` events of ``wacoll.Comm(..., trace=True)``)."""
+    acc = dict.fromkeys(PHASES, 0.0)
+    total, calls = 0.0, 0
+    for rec in records:
+        if rec["cat"] == "phase" and rec["name"] in acc:
+            acc[rec["name"]] += rec["end"] - rec["start"]
+        elif rec["cat"] == "operation":
+            total += rec["end"] - rec["start"]
+            calls += 1
+    calls = max(calls, 1)
+    return [total / calls] + [acc[name] / calls for name in PHASES], calls
+
+
+def phases_small(args, world, wacoll, topology, send, out):
+    """Per-phase wall time of small Allreduce calls, every rank, from the tracer."""
     from mpi4py import MPI
 
     n = 200 if args.quick else 1000
-    try:
-        timer = PhaseTimer(wc)
-    except AttributeError as exc:
-        out(f"  (phase timing unavailable: {exc})")
-        return
+    config = config_label(args)
+    wt = make_comm(wacoll, world, topology, args, trace=True)
+    outbuf = np.zeros(1)
+    wt.Allreduce(send, outbuf, op=MPI.SUM)  # plan and program built, cached
+    wt.tracer.records.clear()
     world.Barrier()
     t = time.perf_counter()
     for _ in range(n):
-        wc.Allreduce(send, outbuf, op=MPI.SUM)
+        wt.Allreduce(send, outbuf, op=MPI.SUM)
     t = time.perf_counter() - t
-    timer.restore()
-    a = timer.acc
-    mine = np.array([t, a["_call"] - a["_agree"] - a["_plan"] - a["run_program"],
-                     a["_agree"], a["_plan"], a["run_program"]]) / n * 1e6
+    mine, calls = phase_times(wt.tracer.records)
+    mine = np.array([t / n] + mine) * 1e6
+    wt.Free()
     allr = np.array(world.gather(mine, root=0) or [])
     if world.rank == 0:
-        out(f"  wall time per phase, {n} back-to-back Allreduce calls of 8 B "
-            f"(validate=True), us per call (methods wrapped with timers):")
-        out("    rank   per call   prep+signature   agreement   plan lookup   executor")
+        out(f"  wall time per phase, {n} back-to-back Allreduce calls of 8 B on a "
+            f"communicator of configuration {config} created with trace=True for this "
+            f"run only (its 'phase' events; tracing adds a little per call and step), "
+            f"us per call:")
+        out("    rank   per call   traced call" + "".join(f"{p:>11}" for p in PHASES))
         for r, row in enumerate(allr):
-            out(f"    {r:>4} {row[0]:>10.1f} {row[1]:>16.1f} {row[2]:>11.1f} "
-                f"{row[3]:>13.1f} {row[4]:>10.1f}")
+            out(f"    {r:>4} {row[0]:>10.1f} {row[1]:>13.1f}"
+                + "".join(f"{v:>11.1f}" for v in row[2:]))
         m = allr.mean(axis=0)
-        out(f"    mean {m[0]:>10.1f} {m[1]:>16.1f} {m[2]:>11.1f} {m[3]:>13.1f} "
-            f"{m[4]:>10.1f}")
+        out(f"    mean {m[0]:>10.1f} {m[1]:>13.1f}" + "".join(f"{v:>11.1f}" for v in m[2:]))
 
 
 def profile_small(args, world, wc, send, outbuf, out):
@@ -680,12 +739,9 @@ def profile_small(args, world, wc, send, outbuf, out):
             f"per call under the profiler. mpi4py's Cython methods are invisible to "
             f"cProfile: their time (MPI calls and waiting) counts as the own time of the "
             f"wacoll function calling them. Cumulative time per call:")
-        wanted = {("comm.py", "_call"): "Comm._call (whole call)",
-                  ("comm.py", "<lambda>"): "  prep (Allreduce's lambda -> _reduction)",
-                  ("comm.py", "_agree"): "  _agree (crc + Allreduce of 3 int64)",
-                  ("comm.py", "_run"): "  _run",
-                  ("comm.py", "_plan"): "    _plan (cached lookup)",
-                  ("executor.py", "run_program"): "    run_program (executor)"}
+        wanted = {("comm.py", "Allreduce"): "Comm.Allreduce (whole call)",
+                  ("agreement.py", "agree"): "  agree (argument agreement)",
+                  ("executor.py", "execute"): "  execute (executor)"}
         for (file, func), label in wanted.items():
             for k, v in stats.stats.items():
                 if k[0].endswith(file) and k[2] == func:
@@ -700,47 +756,44 @@ def profile_small(args, world, wc, send, outbuf, out):
 
 
 def plan_work(plan, rank):
-    """Per-call work of ``rank``'s program as the executor runs it (its internals).
+    """Per-call work of ``rank``'s lowered program (:func:`wacoll.plans.lower`).
 
-    Returns elements freshly allocated (scratch buffers and receive temporaries),
-    copied by copy steps, packed (sends/copies of non-contiguous blocks), and
-    combined by kernels; None if the executor's internals moved.
+    Returns elements freshly allocated (scratch buffers and receive temporaries; a
+    ``wacoll.Comm`` reuses its scratch buffers from call to call), copied by copy
+    steps, packed (sends/copies of non-contiguous blocks), and combined by kernels.
     """
-    try:
-        from wacoll import executor
-        from wacoll.plans import operations as ops
+    from wacoll.plans import lower
 
-        nb, P, counts = plan.nblocks, plan.size, plan.counts
-        io_ = executor.default_offsets(ops.in_blocks(plan.op, P, plan.root, nb, rank), counts)
-        oo = executor.default_offsets(ops.out_blocks(plan.op, P, plan.root, nb, rank), counts)
-        comp = executor._Compiled(plan, rank, io_, oo)
-        sizes = list(comp.scratch_sizes.values())
-        work = {"copy": 0, "pack": 0, "combine": 0}
-        for step, n, src, dst, direct in comp.steps:
-            if step.kind in ("recv", "recv_combine") and not direct:
-                sizes.append(n)
-            if step.kind == "copy":
-                work["copy"] += n
-            if step.kind in ("send", "copy", "combine") and src and len(src[1]) > 1:
-                work["pack"] += n
-            if step.kind in ("recv_combine", "combine"):
-                work["combine"] += n
-        work["alloc"], work["allocs"] = sum(sizes), len(sizes)
-        work["big"] = sum(n for n in sizes if n * ITEMSIZE >= MMAP_MAX)
-        return work
-    except (AttributeError, ImportError, TypeError, ValueError):
-        return None
+    program = lower(plan, rank)
+    sizes = list(program.scratch_sizes.values())
+    work = {"copy": 0, "pack": 0, "combine": 0}
+    for step in program.steps:
+        n = step.elements
+        if step.kind in ("recv", "recv_combine") and not step.direct:
+            sizes.append(n)
+        if step.kind == "copy":
+            work["copy"] += n
+        if step.kind in ("send", "copy", "combine") and step.src and len(step.src[1]) > 1:
+            work["pack"] += n
+        if step.kind in ("recv_combine", "combine"):
+            work["combine"] += n
+    work["alloc"], work["allocs"] = sum(sizes), len(sizes)
+    work["big"] = sum(n for n in sizes if n * ITEMSIZE >= MMAP_MAX)
+    return work
 
 
 def step_times(records):
-    """Per-call seconds by step kind, plus 'rest' and 'total', from tracer records."""
+    """Per-call seconds by step kind, plus 'rest' and 'total', from tracer records:
+    ``step`` events inside the ``execute`` phase events ('total': the execute phase;
+    'rest': what of it no step covers)."""
     agg, total, calls = {}, 0.0, 0
     for rec in records:
         dur = rec["end"] - rec["start"]
         if rec["cat"] == "operation":
-            total += dur
             calls += 1
-        else:
+        elif rec["cat"] == "phase" and rec["name"] == "execute":
+            total += dur
+        elif rec["cat"] == "step":
             kind = rec["name"].split()[0]
             agg[kind] = agg.get(kind, 0.0) + dur
     calls = max(calls, 1)
@@ -754,7 +807,8 @@ def large_analysis(args, world, native, wacoll, topology, nbytes, out):
     """Where the time of a large Allreduce / Bcast goes: copies, kernels, transfer."""
     from mpi4py import MPI
 
-    from wacoll import _kernels
+    from wacoll._kernels import copy_into, reduce_into
+    from wacoll.mpi.trace import Tracer
 
     P, me = world.size, world.rank
     count = nbytes // ITEMSIZE
@@ -773,10 +827,10 @@ def large_analysis(args, world, native, wacoll, topology, nbytes, out):
             return min(ts)
         return {
             "kernel reduce_into(SUM) (wacoll._kernels)": best(
-                lambda: _kernels.reduce_into(MPI.SUM, a, b)),
+                lambda: reduce_into(MPI.SUM, a, b)),
             "numpy np.add(b, a, out=b)": best(lambda: np.add(b, a, out=b)),
             "MPI.SUM.Reduce_local": best(lambda: MPI.SUM.Reduce_local(a, b)),
-            "copy: wacoll._kernels.copy_into": best(lambda: _kernels.copy_into(a, b)),
+            "copy: wacoll._kernels.copy_into": best(lambda: copy_into(a, b)),
             "copy: np.copyto": best(lambda: np.copyto(b, a)),
             "fresh buffer: np.empty + first touch": best(lambda: np.empty(count).fill(0)),
             "reused buffer: fill": best(lambda: b.fill(0)),
@@ -801,16 +855,17 @@ def large_analysis(args, world, native, wacoll, topology, nbytes, out):
     del buf
 
     # executor step times from wacoll's tracer
-    wd = wacoll.Comm(world, topology, **comm_options(args))
+    config = config_label(args)
+    wd = make_comm(wacoll, world, topology, args)
     if args.segment_size == 0:
-        wv = wacoll.Comm(world, topology, **comm_options(args, segment_size=None))
-        wv_label = "wacoll's default segment_size"
+        wv = make_comm(wacoll, world, topology, args, segment_size=None)
+        wv_label = config_label(args, segment_size=None)
     else:
-        wv = wacoll.Comm(world, topology, **comm_options(args, segment_size=0))
-        wv_label = "segment_size=0 (unsegmented)"
-    wt = wacoll.Comm(world, topology, **comm_options(args, trace=True))
-    wcpu = wacoll.Comm(world, topology, **comm_options(args, trace=True))
-    wcpu.tracer = type(wt.tracer)(clock=time.process_time)
+        wv = make_comm(wacoll, world, topology, args, segment_size=0)
+        wv_label = config_label(args, segment_size=0) + " (unsegmented)"
+    wt = make_comm(wacoll, world, topology, args, trace=True)
+    wcpu = make_comm(wacoll, world, topology, args, trace=True)
+    wcpu.tracer = Tracer(clock=time.process_time)  # CPU time instead of wall time
     send = values(count, me)
     nout, wout = np.zeros(count), np.zeros(count)
     for opname, call in (
@@ -835,14 +890,15 @@ def large_analysis(args, world, native, wacoll, topology, nbytes, out):
         everyone = world.gather(traced, root=0)
         work = world.gather(plan_work(plan, me), root=0)
         if me == 0:
-            out(f"  {opname} {human(nbytes)}: native {med[0]:.2f} ms; wacoll "
+            out(f"  {opname} {human(nbytes)}: native {med[0]:.2f} ms; wacoll {config} "
                 f"{plan_label(plan)} {med[1]:.2f} ms (x{med[1] / med[0]:.2f}); "
                 f"{wv_label}: {plan_label(vplan)} {med[2]:.2f} ms "
                 f"(x{med[2] / med[0]:.2f}); medians of {reps} interleaved")
             out(f"    {plan_label(plan)}, per rank and call, by step kind, wall ms / CPU ms "
-                "(tracer; 'recv*' includes waiting for the data and busy-polling, 'send' "
-                "only posting it, 'rest' = final Waitall of sends + setup; wall time "
-                "includes being descheduled):")
+                "(the tracer's step events, on communicators created with trace=True "
+                "for this only; 'recv*' includes waiting for the data and busy-polling, 'send' "
+                "only posting it, 'total' = the execute phase, 'rest' = final Waitall of "
+                "sends + setup; wall time includes being descheduled):")
             kinds = sorted({k for t in everyone for k in t["wall"][0]} - {"rest", "total"})
             out("      rank " + "".join(f"{k:>18}" for k in kinds + ["rest", "total"]))
             for r, t in enumerate(everyone):
@@ -851,11 +907,12 @@ def large_analysis(args, world, native, wacoll, topology, nbytes, out):
                     wall, cpu = t["wall"][0].get(k, 0.0), t["cpu"][0].get(k, 0.0)
                     cells.append(f"{wall * 1e3:>9.1f} /{cpu * 1e3:>7.1f}")
                 out(f"      {r:>4} " + "".join(cells))
-            if all(w is not None for w in work):
+            if work:
                 mib = ITEMSIZE / (1 << 20)
-                out("    per-call work of each rank's program (MiB): allocations (scratch + "
-                    f"receive temporaries; 'fresh' = arrays >= {human(MMAP_MAX)}, which "
-                    "glibc maps afresh on every call), copy steps, packing, kernel input")
+                out("    per-call work of each rank's lowered program (MiB): allocations "
+                    f"(scratch + receive temporaries; 'fresh' = arrays >= {human(MMAP_MAX)}, "
+                    "which glibc maps afresh when allocated; wacoll.Comm reuses its "
+                    "scratch), copy steps, packing, kernel input")
                 for r, w in enumerate(work):
                     out(f"      {r:>4}  alloc {w['alloc'] * mib:7.1f} in {w['allocs']:>4} "
                         f"arrays, fresh {w['big'] * mib:6.1f}   copy {w['copy'] * mib:6.1f}"
@@ -886,7 +943,10 @@ def main(argv=None):
     out = Report() if me == 0 else lambda text="": None
 
     topology = wacoll.Topology.from_sizes(args.clusters) if args.clusters else None
-    wc = wacoll.Comm(world, topology, **comm_options(args))
+    # the README's communicator first, then the configuration asked for (if any)
+    comms = [(label, wacoll.Comm(world) if override is None
+              else make_comm(wacoll, world, topology, args))
+             for label, override in configurations(args)]
     native = world.Dup()
     cores = os.cpu_count() or 1
     idle = wait_idle(world, args.wait_idle) if args.wait_idle > 0 else None
@@ -895,10 +955,14 @@ def main(argv=None):
     out(f"MPI: {MPI.Get_library_version().splitlines()[0].strip()}; mpi4py "
         f"{__import__('mpi4py').__version__}; numpy {np.__version__}; Python "
         f"{platform.python_version()}")
-    out(f"wacoll {git_revision()}: family {wc.family}, topology {wc.topology}, level "
-        f"{wc.level}, validate {wc.validate}, segment_size "
-        f"{getattr(wc, 'segment_size', None)}, large_message "
-        f"{getattr(wc, 'large_message', None)}")
+    out(f"wacoll {git_revision()}")
+    for label, wc in comms:
+        out(f"  configuration {label}"
+            + (" = wacoll.Comm(MPI.COMM_WORLD), no options (as the README)"
+               if label == "default" else f" = {constructor(args)}")
+            + f": family {wc.family or 'the selection policy'}, topology {wc.network}, "
+            f"level {wc.level}, validate {wc.validate}, segment_size "
+            f"{wc.policy.segment_size}, large_message {wc.policy.large_message}")
     if me == 0:
         neighbours = busy_neighbours()
     out(f"load average at start {load1()}; other busy processes: "
@@ -909,18 +973,20 @@ def main(argv=None):
         f"repetitions of the max over ranks; native and wacoll interleaved")
     out()
     t0 = time.perf_counter()
-    rows = sweep(args, world, native, wc, out)
+    rows = sweep(args, world, native, comms, out)
     sweep_s = time.perf_counter() - t0
     table(rows, out)
     out()
     summary(rows, out)
     if not all(r["ok"] for r in rows):
-        bad = ", ".join(f"{r['op']} {human(r['bytes'])}" for r in rows if not r["ok"])
+        bad = ", ".join(f"{r['op']} {human(r['bytes'])} ({r['config']})" for r in rows
+                        if not r["ok"])
         out(f"RESULT MISMATCH (wacoll != native): {bad}")
     out(f"sweep took {sweep_s:.0f} s; load average during the sweep "
         f"{min(r['load1'] for r in rows)}..{max(r['load1'] for r in rows)}")
     out(f"command: {args.command}")
-    wc.Free()
+    for _, wc in comms:
+        wc.Free()
     if not args.no_analysis:
         out()
         out("Where the time goes")

@@ -48,14 +48,13 @@ from _harness import (RESULTS, ROOT, Report, command_line, failure, load1, load_
 sys.path.insert(0, str(ROOT))
 
 from wacoll import Topology  # noqa: E402
-from wacoll.plans import build  # noqa: E402
+from wacoll.plans import Call, select  # noqa: E402
 from wacoll.plans.sim import LinkModel, simulate  # noqa: E402
 
 APPS_DIR = ROOT / "benchmarks" / "apps"
 TESTBED = "magpie"
 FAMILIES = ("magpie", "mpich")
 IMPLS = ("native",) + FAMILIES
-SEGMENT_SIZE = 262144  # wacoll.Comm's default: vectors below it are one block
 #: The paper counted wide-area messages on the wire: its Table 2 has 795-936 bytes
 #: per message, so fragments of about 1 KByte. The packet estimate uses this size.
 FRAGMENT = 1024
@@ -125,6 +124,14 @@ def fmt(value, spec):
 
 
 # ------------------------------------------------------------------ checker metrics
+def selection(family, op, root, count, itemsize, topology):
+    """What ``wacoll.Comm(family=family)`` runs for a logged call: the selection
+    policy's choice (:func:`wacoll.plans.select`), segments and all."""
+    level = "commutative" if op == "allreduce" else None  # int32 MAX: exact in any order
+    return select(Call(op, count=count, itemsize=itemsize, root=root, level=level),
+                  topology, family=family)
+
+
 class Metrics:
     """Per-plan wide-area metrics and simulated time, cached by call signature."""
 
@@ -136,16 +143,8 @@ class Metrics:
     def plan(self, family, op, root, count, itemsize):
         key = (family, op, root, count, itemsize)
         if key not in self.cache:
-            kwargs = {"count": count, "itemsize": itemsize}
-            if op == "bcast":
-                kwargs["root"] = root
-            if op in ("bcast", "allreduce"):
-                # as wacoll.Comm cuts vectors of >= segment_size bytes
-                kwargs["segments"] = max(1, min(count, math.ceil(
-                    count * itemsize / SEGMENT_SIZE)))
-            if op == "allreduce":
-                kwargs["level"] = "commutative"  # int32 MAX: exact in any order
-            plan = build(op, self.topology, family, **kwargs)
+            plan = selection(family, op, root, count, itemsize,
+                             self.topology).build(self.topology)
             rep = plan.check()
             packets = sum(max(1, math.ceil(m.nbytes / FRAGMENT))
                           for m in plan.messages() if m.wide_area)
@@ -202,12 +201,14 @@ def paper_calls(app):
 
 
 class ScaledMetrics(Metrics):
-    """Like :class:`Metrics`, for many broadcast lengths: a broadcast's messages and
-    hops do not depend on its length, and its bytes are messages x length (checked
-    on the first plan of each root), so one plan per root serves every length."""
+    """Like :class:`Metrics`, for many broadcast lengths: an unsegmented broadcast's
+    messages and hops do not depend on its length, and its bytes are messages x
+    length (checked on the first plan of each root), so one plan per root serves
+    every length the selection policy does not cut into segments."""
 
     def plan(self, family, op, root, count, itemsize):
-        if op != "bcast" or count * itemsize >= SEGMENT_SIZE:
+        if op != "bcast" or dict(selection(family, op, root, count, itemsize,
+                                           self.topology).options).get("segments", 1) > 1:
             return super().plan(family, op, root, count, itemsize)
         unit = super().plan(family, op, root, 1, 1)
         if unit["bytes"] != unit["msgs"]:

@@ -45,7 +45,7 @@ from _harness import (RESULTS, ROOT, Report, command_line, load1, load_text, med
 sys.path.insert(0, str(ROOT))
 
 from wacoll import Topology  # noqa: E402
-from wacoll.plans import build  # noqa: E402
+from wacoll.plans import Call, select  # noqa: E402
 from wacoll.plans.bounds import physical_bound  # noqa: E402
 from wacoll.plans.sim import LinkModel, simulate  # noqa: E402
 
@@ -133,16 +133,21 @@ def topology(ranks, clusters, args):
 
 
 def plan_for(topo, op, nbytes, family):
-    """The plan ``wacoll.Comm`` runs for this case (same builder arguments)."""
-    kwargs = {}
-    if op != "barrier":
+    """The plan ``wacoll.Comm(family=family)`` runs for this case in ``wacoll.measure``:
+    the selection policy's (:func:`wacoll.plans.select`) for its call (float64 data,
+    uint8 when the size is not a multiple of 8; root 0)."""
+    if op == "barrier":
+        call = Call(op)
+    else:
         itemsize = 8 if nbytes % 8 == 0 else 1
-        kwargs.update(count=nbytes // itemsize, itemsize=itemsize)
-    if op == "reduce":
-        # Comm upgrades an exact integer SUM to "commutative"; either level picks
-        # the coordinator algorithm on contiguous clusters.
-        kwargs["level"] = LEVEL if nbytes % 8 == 0 else "commutative"
-    return build(op, topo, family, **kwargs)
+        level = None
+        if op == "reduce":
+            # Comm upgrades an exact integer SUM to "commutative"; either level picks
+            # the coordinator algorithm on contiguous clusters.
+            level = LEVEL if itemsize == 8 else "commutative"
+        call = Call(op, count=nbytes // itemsize, itemsize=itemsize, level=level,
+                    root=0 if op in ("bcast", "reduce") else None)
+    return select(call, topo, family=family).build(topo)
 
 
 def model_rows(topo, clusters):

@@ -52,7 +52,6 @@ Writes ``benchmarks/results/paths_allreduce[-quick].csv|png|txt``.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import statistics
 import sys
@@ -146,15 +145,13 @@ def impls_for(ppn, sweep=False):
 
 
 def plan_for(topology, impl):
-    """The plan wacoll.Comm builds for a 1-int Allreduce with this implementation."""
-    from wacoll.plans import build, builders
+    """The plan wacoll.Comm builds for a 1-int Allreduce with this implementation: the
+    selection policy's (:func:`wacoll.plans.select`) with the family forced."""
+    from wacoll.plans import Call, select
 
     opts = {k: v for k, v in impl.items() if k not in ("name", "family")}
-    accepted = inspect.signature(builders(impl["family"])["allreduce"]).parameters
-    if "threshold" in accepted:
-        opts.setdefault("threshold", 512)  # wacoll.Comm's default
-    return build("allreduce", topology, impl["family"], count=1, itemsize=4, level=LEVEL,
-                 **opts)
+    call = Call("allreduce", count=1, itemsize=4, level=LEVEL)
+    return select(call, topology, family=impl["family"], options=opts).build(topology)
 
 
 def simulated(topology, impl, overhead):

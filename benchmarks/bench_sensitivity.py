@@ -30,9 +30,7 @@ Where the testbed cannot run it says why and shows the simulator's heatmaps inst
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
-import math
 import os
 import statistics
 import sys
@@ -51,7 +49,6 @@ FULL_LATENCIES = (1.0, 10.0, 30.0)  # ms, one way
 FULL_BANDWIDTHS = (0.3, 1.0, 10.0)  # MB/s
 QUICK_LATENCIES = (1.0, 30.0)
 QUICK_BANDWIDTHS = (0.3, 10.0)
-SEGMENT_SIZE, THRESHOLD = 262144, 512  # wacoll.Comm's defaults that shape plans
 FIELDS = ["latency_ms", "bandwidth_MBps", "family", "T_multi_s", "T_single_s", "rel",
           "T_multi_min_s", "T_single_min_s", "rel_min",
           "sim_T_multi_s", "sim_T_single_s", "sim_rel", "runs", "correct", "check_ok",
@@ -65,24 +62,17 @@ def floats(text):
 
 # ------------------------------------------------------------------ simulation
 def comm_plan(topology, op, nbytes, family, root=0):
-    """The plan ``wacoll.Comm(family=...)`` builds for the kernel's call (float64 data,
-    level "associative", Comm's default segments and threshold)."""
-    from wacoll.plans import build, builders
+    """The plan ``wacoll.Comm(family=...)`` runs for the kernel's call: the selection
+    policy's (:func:`wacoll.plans.select`) for float64 data, level "associative"."""
+    from wacoll.plans import Call, select
 
-    accepted = inspect.signature(builders(family)[op]).parameters
-    kwargs = {}
-    if op != "barrier":
-        count = nbytes // 8
-        kwargs.update(count=count, itemsize=8)
-        if op == "allreduce":
-            kwargs["level"] = "associative"
-        if "segments" in accepted:
-            kwargs["segments"] = max(1, min(count, math.ceil(nbytes / SEGMENT_SIZE)))
-    if "threshold" in accepted:
-        kwargs["threshold"] = THRESHOLD
-    if "root" in accepted:
-        kwargs["root"] = root
-    return build(op, topology, family, **kwargs)
+    if op == "barrier":
+        call = Call(op)
+    else:
+        call = Call(op, count=nbytes // 8, itemsize=8,
+                    level="associative" if op == "allreduce" else None,
+                    root=root if op == "bcast" else None)
+    return select(call, topology, family=family).build(topology)
 
 
 def predicted_kernel(topology, family, cfg):

@@ -13,7 +13,7 @@ does nothing, timing the protocol's own start skew), the magpie and mpich famili
 (``wacoll.demo.CASES``) and on bcast / allreduce / allgather of 1 B .. 256 KiB per
 rank, and compares each median completion time with the simulator's prediction
 (``wacoll.plans.sim`` under ``LinkModel``) for the very plan ``wacoll.Comm``
-runs (same family, level, segments and threshold).
+runs (:func:`wacoll.plans.select`: same family, level, segments and threshold).
 
 Three models are compared (the calibration runs on the same testbed, just before
 the measurement):
@@ -41,9 +41,7 @@ why and prints the simulator's predictions only.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
-import math
 import os
 import statistics
 import sys
@@ -62,9 +60,6 @@ FAMILIES = ("magpie", "mpich")
 LEVEL = "associative"
 GOAL = 0.15
 KiB = 1 << 10
-#: Comm's defaults that change plans (wacoll.Comm: segment_size, threshold).
-SEGMENT_SIZE = 262144
-THRESHOLD = 512
 FULL_SIZES = (1, 1 * KiB, 16 * KiB, 256 * KiB)
 QUICK_SIZES = (1, 16 * KiB)
 PINGPONG_SIZES = (1, 1 * KiB, 16 * KiB, 64 * KiB)
@@ -89,30 +84,25 @@ def cases(sizes, quick):
 
 
 def comm_plan(topology, op, nbytes, family):
-    """The plan ``wacoll.Comm(..., family=family)`` runs for this case in ``wacoll.measure``.
+    """The plan ``wacoll.Comm(..., family=family)`` runs for this case in the worker.
 
-    Mirrors ``Comm._plan``: the element type ``wacoll.measure`` uses (float64, or uint8
-    when the size is not a multiple of 8), the level (an integer SUM is exact, so Comm
-    runs it at "commutative"), Comm's default segments and threshold.
+    The selection policy's choice (:func:`wacoll.plans.select`, Comm's default policy)
+    for the call the worker makes: float64 data, or uint8 when the size is not a
+    multiple of 8; reductions at ``LEVEL`` (an integer SUM is exact, so Comm runs a
+    uint8 one at "commutative"); root 0.
     """
-    from wacoll.plans import build, builders
+    from wacoll.plans import Call, select
 
-    fn = builders(family)[op]
-    accepted = inspect.signature(fn).parameters
-    kwargs = {}
-    if op != "barrier":
+    if op == "barrier":
+        call = Call(op)
+    else:
         itemsize = 8 if nbytes % 8 == 0 else 1
-        count = nbytes // itemsize
-        kwargs.update(count=count, itemsize=itemsize)
+        level = None
         if op in ("reduce", "allreduce"):
-            kwargs["level"] = "commutative" if itemsize == 1 else LEVEL
-        if "segments" in accepted and family != "gridmpi":
-            kwargs["segments"] = max(1, min(count, math.ceil(nbytes / SEGMENT_SIZE)))
-    if "threshold" in accepted:
-        kwargs["threshold"] = THRESHOLD
-    if "root" in accepted:
-        kwargs["root"] = 0
-    return build(op, topology, family, **kwargs)
+            level = "commutative" if itemsize == 1 else LEVEL
+        call = Call(op, count=nbytes // itemsize, itemsize=itemsize, level=level,
+                    root=0 if op in ("bcast", "reduce") else None)
+    return select(call, topology, family=family).build(topology)
 
 
 def models(topology, calibration):

@@ -1,19 +1,30 @@
-"""``wacoll demo``: MagPIe vs MPICH vs the MPI library on an emulated wide-area grid.
+"""``wacoll demo``: wacoll vs the MPI library on an emulated wide-area grid.
 
 The demo builds the default testbed (4 clusters of 2 ranks, 10 ms one-way and 1 MB/s
 between clusters: MagPIe's setting), runs Barrier, Bcast (1 B and 64 KiB), Allgather,
-Reduce and Allreduce with the magpie family, the mpich family and the MPI library's
-native collectives, and prints one table: median completion time, speedup over the
-native collective, wide-area messages and bytes (from the checker), the simulator's
-prediction and the physical lower bound. It writes the raw numbers (CSV, JSON) and a
-plot. Where the testbed cannot run (not root, no ``/dev/net/tun``), it says why and
-shows the simulator's table instead.
+Reduce and Allreduce with the MPI library's native collectives and with wacoll, and
+prints one table: median completion time, speedup over the native collective,
+wide-area messages and bytes (from the checker), the simulator's prediction and the
+physical lower bound. It writes the raw numbers (CSV, JSON) and a plot. Where the
+testbed cannot run (not root, no ``/dev/net/tun``), it says why and shows the
+simulator's table instead.
+
+wacoll runs in three configurations (:data:`IMPLS`), timed in this order:
+
+- ``default``: what the README tells users to write, ``wacoll.Comm(MPI.COMM_WORLD)``
+  with no options (arguments validated, level ``"strict"``, the selection policy's
+  family: magpie on several clusters);
+- ``magpie`` and ``mpich``: the family forced, ``validate=False`` (arguments trusted,
+  as MPI does) and level ``"associative"`` (the data are integers, exact in any order).
+
+Every plan (and so every checker metric and prediction) is the one
+:func:`wacoll.plans.select` chooses for that configuration, as ``wacoll.Comm`` does.
 
 Examples
 --------
 >>> rows = simulated_rows(default_topology(), CASES[:1])
 >>> [(r["case"], r["impl"], r["wide_area_messages"]) for r in rows]
-[('Barrier', 'magpie', 12), ('Barrier', 'mpich', 16)]
+[('Barrier', 'default', 12), ('Barrier', 'magpie', 12), ('Barrier', 'mpich', 16)]
 """
 
 from __future__ import annotations
@@ -26,12 +37,12 @@ import time
 from pathlib import Path
 
 from wacoll.measure import run_on_testbed
-from wacoll.plans import build
+from wacoll.plans import Call, select
 from wacoll.plans.bounds import physical_bound
 from wacoll.plans.sim import LinkModel, simulate
 from wacoll.topology import Topology
 
-__all__ = ["CASES", "FAMILIES", "default_topology", "simulated_rows", "run_demo"]
+__all__ = ["CASES", "FAMILIES", "IMPLS", "default_topology", "simulated_rows", "run_demo"]
 
 #: (label, operation, bytes per rank) of the demo's cases.
 CASES = [
@@ -43,6 +54,9 @@ CASES = [
     ("Allreduce 1 KiB", "allreduce", 1024),
 ]
 FAMILIES = ("magpie", "mpich")
+#: wacoll's configurations, the README's first: name -> (family forced, level).
+IMPLS = {"default": (None, None), "magpie": ("magpie", "associative"),
+         "mpich": ("mpich", "associative")}
 LEVEL = "associative"  # the demo's data are integers: any order gives the same sums
 
 
@@ -52,25 +66,30 @@ def default_topology(clusters=4, per_cluster=2, latency=0.010, bandwidth=1e6):
                                wan_bandwidth=bandwidth)
 
 
-def _plan(topology, op, nbytes, family):
-    kwargs = {}
-    if op != "barrier":
-        itemsize = 8 if nbytes % 8 == 0 else 1
-        kwargs.update(count=nbytes // itemsize, itemsize=itemsize)
+def _call(op, nbytes, level):
+    """The call ``wacoll.measure`` makes for a case: float64 data (uint8 when the size
+    is not a multiple of 8; an integer SUM is exact, so wacoll.Comm runs it at the
+    commutative level), root 0."""
+    if op == "barrier":
+        return Call(op)
+    itemsize = 8 if nbytes % 8 == 0 else 1
     if op in ("reduce", "allreduce"):
-        kwargs["level"] = LEVEL
-    return build(op, topology, family, **kwargs)
+        level = "commutative" if itemsize == 1 else (level or "strict")
+    else:
+        level = None
+    return Call(op, count=nbytes // itemsize, itemsize=itemsize,
+                root=0 if op in ("bcast", "reduce") else None, level=level)
 
 
 def simulated_rows(topology, cases=CASES):
-    """Checker metrics, predicted time and bound for every case and family."""
+    """Checker metrics, predicted time and bound for every case and configuration."""
     rows = []
     for label, op, nbytes in cases:
-        for family in FAMILIES:
-            plan = _plan(topology, op, nbytes, family)
+        for impl, (family, level) in IMPLS.items():
+            plan = select(_call(op, nbytes, level), topology, family=family).build(topology)
             report = plan.check()
             rows.append({
-                "case": label, "op": op, "bytes": nbytes, "impl": family,
+                "case": label, "op": op, "bytes": nbytes, "impl": impl,
                 "algorithm": plan.algorithm,
                 "wide_area_messages": report.wide_area_messages,
                 "wide_area_bytes": report.wide_area_bytes,
@@ -82,9 +101,11 @@ def simulated_rows(topology, cases=CASES):
 
 
 def _measure_spec(cases, reps, margin):
+    # "default" is wacoll.measure's name for wacoll.Comm(MPI.COMM_WORLD), no options;
+    # the forced families get the case's level and validate=False
     return {"reps": reps, "margin": margin, "progress": True, "cases": [
         {"label": label, "op": op, "bytes": nbytes, "level": LEVEL,
-         "impls": ["native", *FAMILIES]} for label, op, nbytes in cases]}
+         "impls": ["native", *IMPLS]} for label, op, nbytes in cases]}
 
 
 def _check_line(pairs):
@@ -105,7 +126,7 @@ def _fmt_ms(seconds):
     return "-" if seconds is None else f"{seconds * 1e3:8.2f}"
 
 
-def run_demo(out="wacoll-demo", *, reps=7, simulate_only=False, timeout=240.0,
+def run_demo(out="wacoll-demo", *, reps=5, simulate_only=False, timeout=240.0,
              topology=None) -> int:
     """Run the demo; print the table; write CSV, JSON and PNG under ``out``."""
     t0 = time.monotonic()
@@ -119,7 +140,7 @@ def run_demo(out="wacoll-demo", *, reps=7, simulate_only=False, timeout=240.0,
         None, None)
     if not simulate_only:
         _say(f"measuring on an emulated testbed: {len(CASES)} cases x "
-             f"{len(FAMILIES) + 1} implementations x {reps} runs ...")
+             f"{len(IMPLS) + 1} implementations x {reps} runs ...")
         measured, reason = run_on_testbed(topology, _measure_spec(CASES, reps, 0.1), out,
                                           name="demo", timeout=timeout)
         if measured is not None:
@@ -131,8 +152,10 @@ def run_demo(out="wacoll-demo", *, reps=7, simulate_only=False, timeout=240.0,
     else:
         meta = measured["_meta"]
         _say(f"\nmedian of {meta['reps']} runs, {topology.size} ranks, transport "
-             f"{meta['transport']}; wacoll with validate=False (arguments trusted, as "
-             f"MPI does)\n")
+             f"{meta['transport']}")
+    _say("default = wacoll.Comm(MPI.COMM_WORLD), no options (as the README: arguments "
+         "validated, level strict); magpie, mpich = family forced, validate=False, "
+         f"level {LEVEL}\n")
     _print_table(rows, measured is not None)
     _write(out, rows, measured)
     _say(f"\nwrote {out / 'demo.csv'}, {out / 'demo.png'}"
@@ -204,7 +227,7 @@ def _plot(path, rows, measured):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    impls = ["native", *FAMILIES] if measured else list(FAMILIES)
+    impls = ["native", *IMPLS] if measured else list(IMPLS)
     fig, ax = plt.subplots(figsize=(10, 4.5))
     width = 0.8 / len(impls)
     for k, impl in enumerate(impls):

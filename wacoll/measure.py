@@ -7,11 +7,14 @@ Run under ``mpiexec`` (on a testbed or not)::
 ``cases.json`` holds ``{"reps": 7, "cases": [{"label": ..., "op": "bcast",
 "bytes": 65536, "impls": ["native", "magpie", "mpich"], "level": "associative"},
 ...]}``; an impl is ``"native"`` or a plan family name, optionally with options as
-``{"family": "gridmpi", "n": 4}``. Rank 0 writes the times (seconds) per case and
-impl, one per repetition, to ``results.json``. wacoll's communicators are created with
-``validate=False`` unless the spec says ``"validate": true``: native MPI trusts its
-arguments, and wacoll's argument agreement is itself a small collective (on a grid,
-one more wide-area latency per call).
+``{"family": "gridmpi", "n": 4}``. The impl ``"default"`` is what a user gets from
+the README: ``wacoll.Comm(MPI.COMM_WORLD)`` with no options (its topology discovered,
+arguments validated, the selection policy's family, reductions at its default level;
+the case's ``level`` is not passed). Rank 0 writes the times (seconds) per case and
+impl, one per repetition, to ``results.json``. The other wacoll communicators are
+created with ``validate=False`` unless the spec says ``"validate": true``: native MPI
+trusts its arguments, and wacoll's argument agreement is itself a small collective
+(on a grid, one more wide-area latency per call).
 
 How a repetition is timed: completion time is the moment the last rank has finished,
 measured from a common start instant. All processes of one machine share its
@@ -199,18 +202,23 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
             name = impl.get("name") or "+".join(
                 [impl["family"]] + [f"{k}={v}" for k, v in sorted(impl.items())
                                     if k not in ("family", "name")])
+            default = impl["family"] == "default"
             if impl["family"] == "native":
                 comm = world
             else:
                 key = tuple(sorted(impl.items()))
                 if key not in comms:
                     opts = {k: v for k, v in impl.items() if k not in ("family", "name")}
-                    opts.setdefault("validate", validate)
-                    comms[key] = wacoll.Comm(world, topology, family=impl["family"],
-                                             **opts)
+                    if default:  # the README's line; options only if the case gives some
+                        comms[key] = wacoll.Comm(world, **opts)
+                    else:
+                        opts.setdefault("validate", validate)
+                        comms[key] = wacoll.Comm(world, topology, family=impl["family"],
+                                                 **opts)
                 comm = comms[key]
             send, recv = _buffers(op, case["bytes"], size, rank)
-            runs.append((name, _runner(op, comm, send, recv, level), recv))
+            runs.append((name, _runner(op, comm, send, recv, None if default else level),
+                         recv))
         times = {name: [] for name, _, _ in runs}
         for name, fn, _ in runs:  # warm up: plans are built and cached here
             fn()
