@@ -962,7 +962,7 @@ def main(argv=None):
                if label == "default" else f" = {constructor(args)}")
             + f": family {wc.family or 'the selection policy'}, topology {wc.network}, "
             f"level {wc.level}, validate {wc.validate}, segment_size "
-            f"{wc.policy.segment_size}, large_message {wc.policy.large_message}")
+            f"{wc.policy.segment_size}")
     if me == 0:
         neighbours = busy_neighbours()
     out(f"load average at start {load1()}; other busy processes: "

@@ -38,5 +38,5 @@ assert np.array_equal(data, np.arange(8.0))
 
 if rank == 0:
     print(f"{size} ranks in {comm.network.nclusters} clusters "
-          f"({comm.last_plan.family} family): {ITERS} checked Allreduce calls, "
+          f"({comm.last_family} family): {ITERS} checked Allreduce calls, "
           f"{(t2 - t1) / ITERS * 1e6:.1f} us each")

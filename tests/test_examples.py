@@ -28,5 +28,5 @@ def test_allreduce_app(clusters):
                           str(ROOT / "examples" / "allreduce_app.py"), "200"],
                          capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    families = "magpie" if clusters else "mpich"
+    families = "magpie" if clusters else "native"
     assert f"({families} family): 200 checked Allreduce calls" in out.stdout

@@ -302,7 +302,7 @@ PINGPONG_AND_COLLECTIVES = textwrap.dedent("""
     ok = world.allreduce(bool(ok), op=MPI.LAND)
     if rank == 0:
         print("RESULT " + json.dumps({
-            "wide": wide, "local": local, "ok": ok, "family": comm.last_plan.family,
+            "wide": wide, "local": local, "ok": ok, "family": comm.last_family,
             "clusters": [list(c) for c in comm.network.clusters],
             "transport": os.environ.get("WACOLL_TRANSPORT"),
             "heavy_yield": os.environ.get("MPIR_CVAR_ENABLE_HEAVY_YIELD")}))

@@ -325,7 +325,6 @@ def test_constructor_arguments_that_differ_between_ranks(mpi):
         "level": {"level": "associative" if ME == 0 else "strict"},
         "threshold": {"threshold": 1 if ME == 0 else 512},
         "segment_size": {"segment_size": 8 if ME == 0 else 0},
-        "large_message": {"large_message": 1 if ME == 0 else 1 << 20},
         "options": {"intra": "binomial"} if ME == 0 else {},
     }  # validate on some ranks only can hang: tests/test_mpi_suite.py probes it
     problems = []

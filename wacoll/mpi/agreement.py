@@ -27,7 +27,7 @@ import numpy as np
 from wacoll import errors
 from wacoll.errors import BufferMismatchError, WacollError
 
-__all__ = ["agree", "Signature", "VECTOR_CHECKS", "rebuild_error"]
+__all__ = ["agree", "Check", "Signature", "VECTOR_CHECKS", "rebuild_error"]
 
 #: wacoll's error classes by name, so that a fault travels between ranks as data.
 _ERRORS = {name: getattr(errors, name) for name in errors.__all__
@@ -212,3 +212,107 @@ VECTOR_CHECKS = {
     "alltoallv": _alltoallv_counts,
     "reduce_scatter": _reduce_scatter_counts,
 }
+
+
+#: Error classes by a small code, for the flags of a concurrent check.
+_CODES = tuple(sorted(_ERRORS))
+
+
+class Check:
+    """The cross-rank check of one call, run *beside* the call instead of before it.
+
+    Each rank contributes ``[failed rank + 1, error class code, digest, -digest]``
+    (zeros and its signature's digest when its own arguments are fine); a MAX
+    all-reduction gives every rank the highest failing rank, its error class, and
+    whether all digests agree. On one cluster it is the MPI library's non-blocking
+    ``Iallreduce``; on several clusters it runs as a wacoll plan (``program``, the
+    topology-aware all-reduce: one wide-area latency, like the call's own), so the
+    check costs no extra wide-area round trip: the call waits for both at once.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Intracomm
+        The communicator the checks travel on (never the call's own).
+    error : WacollError or None
+        This rank's fault with its own arguments.
+    sig : Signature
+    program : wacoll.plans.Program, optional
+        A lowered all-reduce of 4 int64 elements (MAX) to run the check as a plan.
+    tag : int
+        The tag of the plan's messages.
+    """
+
+    __slots__ = ("error", "sig", "flags", "request", "run", "done", "comm")
+
+    def __init__(self, comm, error, sig, *, program=None, tag=0):
+        from mpi4py import MPI
+
+        rank = comm.Get_rank()
+        crc = sig.digest()
+        code = 0 if error is None else _CODES.index(type(error).__name__) + 1 \
+            if type(error).__name__ in _CODES else len(_CODES) + 1
+        mine = np.array([0 if error is None else rank + 1, code, crc, -crc], np.int64)
+        self.error, self.sig, self.comm, self.done = error, sig, comm, False
+        if program is None:
+            self.flags, self.run = mine, None
+            self.request = comm.Iallreduce(MPI.IN_PLACE, self.flags, op=MPI.MAX)
+        else:
+            from wacoll.mpi.executor import Run
+
+            self.flags, self.request = np.empty(4, np.int64), None
+            self.run = Run(program, comm, mine, self.flags, op=MPI.MAX, tag=tag)
+
+    @property
+    def waiting(self):
+        """The requests the check waits for."""
+        return self.run.waiting if self.run is not None else [self.request]
+
+    def advance(self, block=False):
+        """Whether the check is complete (waiting for it when blocking)."""
+        if self.done:
+            return True
+        if self.run is not None:
+            self.done = self.run.advance(block)
+        elif block:
+            self.request.Wait()
+            self.done = True
+        else:
+            self.done = self.request.Test()
+        return self.done
+
+    @property
+    def ok(self) -> bool:
+        """Every rank's arguments were valid and the signatures agree."""
+        f = self.flags
+        return f[0] == 0 and f[2] == -f[3]
+
+    def failure(self, exchange=True):
+        """The error every rank raises after a failed check.
+
+        With ``exchange`` (a blocking call), the ranks exchange their errors and
+        signatures on the check's communicator, so the error names the faulty rank's
+        own message; without it (a call completed by the progress thread, which must
+        not start collectives of its own), the flags say which rank failed and with
+        which error class.
+        """
+        if exchange:
+            try:
+                agree(self.comm, self.error, self.sig, exchange=True)
+            except WacollError as exc:
+                return exc
+            return WacollError("the ranks' arguments disagree")  # pragma: no cover
+        if self.error is not None:
+            return self.error
+        rank, code = int(self.flags[0]) - 1, int(self.flags[1])
+        if rank < 0:
+            return WacollError("the ranks disagree on the call: some rank's arguments "
+                               "describe another operation than "
+                               f"{self.sig.describe()}")
+        cls = _ERRORS.get(_CODES[code - 1], WacollError) if 0 < code <= len(_CODES) \
+            else WacollError
+        exc = cls.__new__(cls)
+        Exception.__init__(exc, f"rank {rank}: invalid arguments ({cls.__name__}; that "
+                                f"rank's error says which)")
+        for k in _FIELDS:
+            setattr(exc, k, None)
+        return exc

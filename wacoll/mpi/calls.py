@@ -297,9 +297,11 @@ def _reduction_parts(op_name, inbuf, out, op, level, default_level):
     op = _mpi().SUM if op is None else op
     _kernels.check_op(op, inbuf.dtype)
     level = default_level if level is None else level
+    commutes = _kernels.is_commutative(op)
+    if level is None:  # MPI's own promise: any grouping, any order if it commutes
+        level = "commutative" if commutes else "associative"
     if level not in LEVELS:
         raise WacollError(f"level must be one of {LEVELS}, got {level!r}")
-    commutes = _kernels.is_commutative(op)
     if level == "commutative" and not commutes:
         raise WacollError("level 'commutative' asserted for an operator that is not "
                           "commutative")
@@ -331,27 +333,27 @@ def _vector_reduction(op_name, place, sendbuf, recvbuf, op, level, default_level
 
 
 def reduce(place, sendbuf, recvbuf, op=None, root=0, *, level=None,
-           default_level="strict"):
+           default_level=None):
     root = check_root(place, root)
     return _vector_reduction("reduce", place, sendbuf, recvbuf, op, level, default_level,
                              root)
 
 
-def allreduce(place, sendbuf, recvbuf, op=None, *, level=None, default_level="strict"):
+def allreduce(place, sendbuf, recvbuf, op=None, *, level=None, default_level=None):
     return _vector_reduction("allreduce", place, sendbuf, recvbuf, op, level,
                              default_level)
 
 
-def scan(place, sendbuf, recvbuf, op=None, *, level=None, default_level="strict"):
+def scan(place, sendbuf, recvbuf, op=None, *, level=None, default_level=None):
     return _vector_reduction("scan", place, sendbuf, recvbuf, op, level, default_level)
 
 
-def exscan(place, sendbuf, recvbuf, op=None, *, level=None, default_level="strict"):
+def exscan(place, sendbuf, recvbuf, op=None, *, level=None, default_level=None):
     return _vector_reduction("exscan", place, sendbuf, recvbuf, op, level, default_level)
 
 
 def reduce_scatter_block(place, sendbuf, recvbuf, op=None, *, level=None,
-                         default_level="strict"):
+                         default_level=None):
     out, count = _out(recvbuf)
     if _in_place(sendbuf):
         count = _split(count, place.size, "recvbuf")
@@ -383,7 +385,7 @@ def _recvcounts(values, size):
 
 
 def reduce_scatter(place, sendbuf, recvbuf, recvcounts=None, op=None, *, level=None,
-                   default_level="strict"):
+                   default_level=None):
     out, _ = _out(recvbuf)
     counts = _recvcounts(recvcounts, place.size)
     if _in_place(sendbuf):

@@ -40,16 +40,20 @@ import functools
 import os
 import zlib
 
+import numpy as np
 from mpi4py import MPI
 
 from wacoll.errors import TopologyError, WacollError
 from wacoll.mpi import calls
-from wacoll.mpi.agreement import VECTOR_CHECKS, Signature, agree
+from wacoll.mpi.agreement import VECTOR_CHECKS, Check, Signature, agree
 from wacoll.mpi.discover import topology_from_comm
-from wacoll.mpi.executor import execute
+from wacoll.mpi.executor import Run, call_tag
+from wacoll.mpi.persistent import Prequest, Request
+from wacoll.mpi.progress import engine
+from wacoll.mpi.task import CallTask, NativeWork
 from wacoll.mpi.trace import Tracer
 from wacoll.plans import LEVELS, Call, Policy, builders, lower, select
-from wacoll.plans.select import adapt_script
+from wacoll.plans.select import NATIVE, adapt_script
 from wacoll.topology import Topology
 
 __all__ = ["Comm"]
@@ -69,7 +73,7 @@ class Comm(MPI.Intracomm):
         :mod:`wacoll.plans.select`); ``"scripts"`` selects loaded script plans.
     level : {"strict", "associative", "commutative"}
         Reduction level asserted for the whole communicator.
-    threshold, segment_size, large_message : int
+    threshold, segment_size : int
         The selection policy's tunables (:class:`wacoll.plans.Policy`).
     scripts : str or path, optional
         A plan script file or a directory of them (default ``$WACOLL_SCRIPTS``).
@@ -94,20 +98,21 @@ class Comm(MPI.Intracomm):
                               "inter-communicator")
         return super().__new__(cls, comm.Dup())
 
-    def __init__(self, comm=None, topology=None, *, family=None, level="strict",
-                 threshold=512, segment_size=262144, large_message=262144, scripts=None,
+    def __init__(self, comm=None, topology=None, *, family=None, level=None,
+                 threshold=512, segment_size=262144, scripts=None,
                  validate=True, trace=False, **options):
         if comm is None:
             return
         error = None
+        family = os.environ.get("WACOLL_FAMILY") or family
+        level = os.environ.get("WACOLL_LEVEL") or level
         try:
-            if level not in LEVELS:
+            if level is not None and level not in LEVELS:
                 raise WacollError(f"level must be one of {LEVELS}, got {level!r}")
-            policy = Policy(threshold=threshold, segment_size=segment_size,
-                            large_message=large_message)
+            policy = Policy(threshold=threshold, segment_size=segment_size)
             if topology is not None and not isinstance(topology, Topology):
                 raise TopologyError("topology must be a wacoll.Topology")
-            if family not in (None, "scripts"):
+            if family not in (None, "scripts", NATIVE):
                 builders(family)
         except WacollError as exc:
             error, policy = exc, None
@@ -121,7 +126,7 @@ class Comm(MPI.Intracomm):
         fields = (("topology", repr(topology.to_dict()) if isinstance(topology, Topology)
                    else None),
                   ("family", family), ("level", level), ("threshold", threshold),
-                  ("segment_size", segment_size), ("large_message", large_message),
+                  ("segment_size", segment_size),
                   ("options", repr(sorted(options.items()))), ("validate", validate))
         try:
             agree(wire, error, Signature("constructor", options=fields), validate=True)
@@ -138,12 +143,22 @@ class Comm(MPI.Intracomm):
     def _setup(self, wire, topology, family, level, policy, options, validate, trace,
                scripts=None):
         self._wire = wire
+        self._control = _private_dup(wire)
+        self._seq = 0
+        self._broken = None
         self._place = calls.Place(wire.Get_rank(), wire.Get_size())
+        self._check_program = None
+        if topology.nclusters > 1:  # the check runs as a wide-area optimal all-reduce
+            plan = select(Call("allreduce", count=4, itemsize=8, level="commutative"),
+                          topology, family="magpie").build(topology)
+            self._check_program = lower(plan, self._place.rank)
         #: The :class:`~wacoll.Topology` (clusters and links) wacoll plans for;
         #: ``topology`` is mpi4py's own (the MPI virtual topology kind).
         self.network = topology
         #: The family forced for every call, or None: the selection policy chooses.
         self.family = family
+        #: The reduction level asserted for every call, or None: MPI's own promise
+        #: (any grouping; any order where the operator commutes).
         self.level = level
         self.policy = policy
         self.options = dict(options)
@@ -154,8 +169,12 @@ class Comm(MPI.Intracomm):
         self._plans = {}
         self._programs = {}
         self._scratch = {}
-        #: The plan the most recent collective ran (for inspection and drawing).
+        #: The plan the most recent collective ran (for inspection and drawing), or
+        #: None when the MPI library's own collective ran it (see :attr:`last_family`).
         self.last_plan = None
+        #: The family that ran the most recent collective (``"native"``: the MPI
+        #: library's own).
+        self.last_family = None
 
     def _adopt(self, parent, topology):
         """Fill a communicator mpi4py made (Dup, Clone) or one derived from ``parent``."""
@@ -177,6 +196,7 @@ class Comm(MPI.Intracomm):
         if wire is None:
             return
         wire.Free()
+        self._control.Free()
         self._wire = None
         MPI.Intracomm.Free(self)
 
@@ -286,6 +306,180 @@ class Comm(MPI.Intracomm):
         self._collective(calls.reduce_scatter, (sendbuf, recvbuf, recvcounts, op),
                          family, options, level)
 
+    # ------------------------------------------------ non-blocking collectives
+    def Ibarrier(self, *, family=None, **options):
+        """Non-blocking synchronise all ranks: returns a :class:`~wacoll.mpi.persistent.Request`."""
+        return self._collective(calls.barrier, (), family, options,
+                                mode="start")
+
+    def Ibcast(self, buf, root=0, *, family=None, **options):
+        """Non-blocking broadcast ``buf`` from ``root``: returns a :class:`~wacoll.mpi.persistent.Request`."""
+        return self._collective(calls.bcast, (buf, root), family, options,
+                                mode="start")
+
+    def Iscatter(self, sendbuf, recvbuf, root=0, *, family=None, **options):
+        """Non-blocking scatter: returns a :class:`~wacoll.mpi.persistent.Request`."""
+        return self._collective(calls.scatter, (sendbuf, recvbuf, root), family, options,
+                                mode="start")
+
+    def Iscatterv(self, sendbuf, recvbuf, root=0, *, family=None, **options):
+        """Non-blocking vector scatter: returns a :class:`~wacoll.mpi.persistent.Request`."""
+        return self._collective(calls.scatterv, (sendbuf, recvbuf, root), family, options,
+                                mode="start")
+
+    def Igather(self, sendbuf, recvbuf, root=0, *, family=None, **options):
+        """Non-blocking gather: returns a :class:`~wacoll.mpi.persistent.Request`."""
+        return self._collective(calls.gather, (sendbuf, recvbuf, root), family, options,
+                                mode="start")
+
+    def Igatherv(self, sendbuf, recvbuf, root=0, *, family=None, **options):
+        """Non-blocking vector gather: returns a :class:`~wacoll.mpi.persistent.Request`."""
+        return self._collective(calls.gatherv, (sendbuf, recvbuf, root), family, options,
+                                mode="start")
+
+    def Iallgather(self, sendbuf, recvbuf, *, family=None, **options):
+        """Non-blocking all-gather: returns a :class:`~wacoll.mpi.persistent.Request`."""
+        return self._collective(calls.allgather, (sendbuf, recvbuf), family, options,
+                                mode="start")
+
+    def Iallgatherv(self, sendbuf, recvbuf, *, family=None, **options):
+        """Non-blocking vector all-gather: returns a :class:`~wacoll.mpi.persistent.Request`."""
+        return self._collective(calls.allgatherv, (sendbuf, recvbuf), family, options,
+                                mode="start")
+
+    def Ialltoall(self, sendbuf, recvbuf, *, family=None, **options):
+        """Non-blocking all-to-all: returns a :class:`~wacoll.mpi.persistent.Request`."""
+        return self._collective(calls.alltoall, (sendbuf, recvbuf), family, options,
+                                mode="start")
+
+    def Ialltoallv(self, sendbuf, recvbuf, *, family=None, **options):
+        """Non-blocking vector all-to-all: returns a :class:`~wacoll.mpi.persistent.Request`."""
+        return self._collective(calls.alltoallv, (sendbuf, recvbuf), family, options,
+                                mode="start")
+
+    def Ireduce(self, sendbuf, recvbuf, op=MPI.SUM, root=0,
+                *, family=None, level=None, **options):
+        """Non-blocking reduce: returns a :class:`~wacoll.mpi.persistent.Request`."""
+        return self._collective(calls.reduce, (sendbuf, recvbuf, op, root), family, options, level,
+                                mode="start")
+
+    def Iallreduce(self, sendbuf, recvbuf, op=MPI.SUM,
+                   *, family=None, level=None, **options):
+        """Non-blocking all-reduce: returns a :class:`~wacoll.mpi.persistent.Request`."""
+        return self._collective(calls.allreduce, (sendbuf, recvbuf, op), family, options, level,
+                                mode="start")
+
+    def Iscan(self, sendbuf, recvbuf, op=MPI.SUM,
+              *, family=None, level=None, **options):
+        """Non-blocking inclusive scan: returns a :class:`~wacoll.mpi.persistent.Request`."""
+        return self._collective(calls.scan, (sendbuf, recvbuf, op), family, options, level,
+                                mode="start")
+
+    def Iexscan(self, sendbuf, recvbuf, op=MPI.SUM,
+                *, family=None, level=None, **options):
+        """Non-blocking exclusive scan: returns a :class:`~wacoll.mpi.persistent.Request`."""
+        return self._collective(calls.exscan, (sendbuf, recvbuf, op), family, options, level,
+                                mode="start")
+
+    def Ireduce_scatter_block(self, sendbuf, recvbuf, op=MPI.SUM,
+                              *, family=None, level=None, **options):
+        """Non-blocking reduce-scatter with equal blocks: returns a :class:`~wacoll.mpi.persistent.Request`."""
+        return self._collective(calls.reduce_scatter_block, (sendbuf, recvbuf, op), family, options, level,
+                                mode="start")
+
+    def Ireduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM,
+                        *, family=None, level=None, **options):
+        """Non-blocking reduce-scatter: returns a :class:`~wacoll.mpi.persistent.Request`."""
+        return self._collective(calls.reduce_scatter, (sendbuf, recvbuf, recvcounts, op), family, options, level,
+                                mode="start")
+
+    # -------------------------------------------- persistent collectives (MPI-4)
+    def Barrier_init(self, *, family=None, **options):
+        """Persistent synchronise all ranks: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
+        return self._collective(calls.barrier, (), family, options,
+                                mode="bind")
+
+    def Bcast_init(self, buf, root=0, *, family=None, **options):
+        """Persistent broadcast ``buf`` from ``root``: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
+        return self._collective(calls.bcast, (buf, root), family, options,
+                                mode="bind")
+
+    def Scatter_init(self, sendbuf, recvbuf, root=0, *, family=None, **options):
+        """Persistent scatter: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
+        return self._collective(calls.scatter, (sendbuf, recvbuf, root), family, options,
+                                mode="bind")
+
+    def Scatterv_init(self, sendbuf, recvbuf, root=0, *, family=None, **options):
+        """Persistent vector scatter: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
+        return self._collective(calls.scatterv, (sendbuf, recvbuf, root), family, options,
+                                mode="bind")
+
+    def Gather_init(self, sendbuf, recvbuf, root=0, *, family=None, **options):
+        """Persistent gather: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
+        return self._collective(calls.gather, (sendbuf, recvbuf, root), family, options,
+                                mode="bind")
+
+    def Gatherv_init(self, sendbuf, recvbuf, root=0, *, family=None, **options):
+        """Persistent vector gather: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
+        return self._collective(calls.gatherv, (sendbuf, recvbuf, root), family, options,
+                                mode="bind")
+
+    def Allgather_init(self, sendbuf, recvbuf, *, family=None, **options):
+        """Persistent all-gather: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
+        return self._collective(calls.allgather, (sendbuf, recvbuf), family, options,
+                                mode="bind")
+
+    def Allgatherv_init(self, sendbuf, recvbuf, *, family=None, **options):
+        """Persistent vector all-gather: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
+        return self._collective(calls.allgatherv, (sendbuf, recvbuf), family, options,
+                                mode="bind")
+
+    def Alltoall_init(self, sendbuf, recvbuf, *, family=None, **options):
+        """Persistent all-to-all: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
+        return self._collective(calls.alltoall, (sendbuf, recvbuf), family, options,
+                                mode="bind")
+
+    def Alltoallv_init(self, sendbuf, recvbuf, *, family=None, **options):
+        """Persistent vector all-to-all: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
+        return self._collective(calls.alltoallv, (sendbuf, recvbuf), family, options,
+                                mode="bind")
+
+    def Reduce_init(self, sendbuf, recvbuf, op=MPI.SUM, root=0,
+                    *, family=None, level=None, **options):
+        """Persistent reduce: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
+        return self._collective(calls.reduce, (sendbuf, recvbuf, op, root), family, options, level,
+                                mode="bind")
+
+    def Allreduce_init(self, sendbuf, recvbuf, op=MPI.SUM,
+                       *, family=None, level=None, **options):
+        """Persistent all-reduce: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
+        return self._collective(calls.allreduce, (sendbuf, recvbuf, op), family, options, level,
+                                mode="bind")
+
+    def Scan_init(self, sendbuf, recvbuf, op=MPI.SUM,
+                  *, family=None, level=None, **options):
+        """Persistent inclusive scan: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
+        return self._collective(calls.scan, (sendbuf, recvbuf, op), family, options, level,
+                                mode="bind")
+
+    def Exscan_init(self, sendbuf, recvbuf, op=MPI.SUM,
+                    *, family=None, level=None, **options):
+        """Persistent exclusive scan: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
+        return self._collective(calls.exscan, (sendbuf, recvbuf, op), family, options, level,
+                                mode="bind")
+
+    def Reduce_scatter_block_init(self, sendbuf, recvbuf, op=MPI.SUM,
+                                  *, family=None, level=None, **options):
+        """Persistent reduce-scatter with equal blocks: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
+        return self._collective(calls.reduce_scatter_block, (sendbuf, recvbuf, op), family, options, level,
+                                mode="bind")
+
+    def Reduce_scatter_init(self, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM,
+                            *, family=None, level=None, **options):
+        """Persistent reduce-scatter: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
+        return self._collective(calls.reduce_scatter, (sendbuf, recvbuf, recvcounts, op), family, options, level,
+                                mode="bind")
+
     # ------------------------------------------------------------- tracing
     def write_trace(self, path):
         """Gather every rank's trace records; rank 0 writes a Chrome trace file.
@@ -301,58 +495,120 @@ class Comm(MPI.Intracomm):
             write_chrome_trace(records, path)
 
     # ------------------------------------------------------------- the machinery
-    def _collective(self, reader, args, family, options, level=None):
-        """Read, agree on, select, lower and execute one collective call.
+    def _collective(self, reader, args, family, options, level=None, mode="call"):
+        """Read, check, select, lower and run one collective call.
+
+        ``mode`` is ``"call"`` (blocking), ``"start"`` (non-blocking: returns a
+        request) or ``"bind"`` (persistent: returns a :class:`Prequest`).
 
         With tracing on, each phase is recorded as a ``phase`` event (``arguments``,
-        ``agreement``, ``plan``, ``lower``, ``execute``) inside the call's
-        ``operation`` event: the public way to see where a call's time goes.
+        ``plan and lower``, ``execute``; ``execute`` includes waiting for the
+        cross-rank check) inside the call's ``operation`` event: the public way to
+        see where a call's time goes.
         """
         if getattr(self, "_wire", None) is None:
             raise WacollError("this wacoll.Comm has been freed")
+        if self._broken is not None:
+            raise WacollError(self._broken)
         tracer = self.tracer
         clock = tracer.clock if tracer else None
         t0 = clock() if clock else 0.0
+        seq = self._seq
+        self._seq += 1
         op = reader.__name__
         if op in _REDUCTIONS:
             reader = functools.partial(reader, level=level, default_level=self.level)
+        plan = native = prepared = error = None
         try:
-            prepared, error = reader(self._place, *args), None
+            prepared = reader(self._place, *args)
         except WacollError as exc:
-            prepared, error = None, exc
-        if prepared is None:
-            sig = Signature("error")
-        else:
-            sig = Signature(op, prepared.root, prepared.count,
-                            None if prepared.dtype is None else prepared.dtype.str,
-                            prepared.level, calls.operator_name(prepared.reduce_op),
-                            family, tuple(sorted(options.items())))
-        check = VECTOR_CHECKS.get(op)
+            error = exc
+        sig = Signature("error") if prepared is None else Signature(
+            op, prepared.root, prepared.count,
+            None if prepared.dtype is None else prepared.dtype.str, prepared.level,
+            calls.operator_name(prepared.reduce_op), family,
+            tuple(sorted(options.items())))
+        vector_check = VECTOR_CHECKS.get(op)
+        if vector_check is not None:  # the plan needs every rank's counts: exchange
+            infos = agree(self._control, error, sig, None if prepared is None else
+                          prepared.vector_info, exchange=True)
+            prepared.counts = vector_check(prepared.root, infos)
         t1 = clock() if clock else 0.0
-        infos = agree(self._wire, error, sig,
-                      None if prepared is None else prepared.vector_info,
-                      exchange=check is not None, validate=self.validate)
-        if check is not None:
-            prepared.counts = check(prepared.root, infos)
+        work = after = None
+        if error is None:
+            try:
+                plan, native = self._plan(prepared, family, options)
+                if mode != "bind":
+                    staged = prepared.outbuf
+                    if self.validate and not native and staged is not None and \
+                            vector_check is None and staged.flags.writeable:
+                        # the plan runs beside its check: it writes a copy of the
+                        # receive buffer, which replaces the user's only once the
+                        # check has passed
+                        staged = prepared.outbuf.copy()
+                        after = functools.partial(np.copyto, prepared.outbuf, staged)
+                    work = self._work(prepared, plan, native, args, op, seq,
+                                      self._scratch if mode == "call" else None, staged)
+            except WacollError as exc:
+                error, work, after = exc, None, None
         t2 = clock() if clock else 0.0
-        plan = self._plan(prepared, family, options)
-        self.last_plan = plan
-        t3 = clock() if clock else 0.0
-        program = self._program(plan, prepared)
-        t4 = clock() if clock else 0.0
-        execute(program, self._wire, prepared.inbuf, prepared.outbuf,
-                op=prepared.reduce_op, tracer=tracer, scratch=self._scratch)
+        check = None
+        if self.validate and vector_check is None:
+            check = Check(self._control, error, sig, program=self._check_program,
+                          tag=call_tag(seq))
+        elif error is not None:
+            raise error
+        if mode == "bind":
+            return self._bind(prepared, plan, native, check, args, op)
+        t3 = t2
+        if error is None:
+            self.last_plan, self.last_family = plan, native or plan.family
+        task = CallTask(work, check, exchange=(mode == "call"), after=after,
+                        on_failure=self._after_failure if mode == "call" else
+                        self._mark_broken)
+        if mode == "start":
+            return _start(task)
+        task.advance(block=True)
         if tracer:
-            t5 = clock()
-            for name, start, end in (("arguments", t0, t1), ("agreement", t1, t2),
-                                     ("plan", t2, t3), ("lower", t3, t4),
-                                     ("execute", t4, t5)):
+            t4 = clock()
+            for name, start, end in (("arguments", t0, t1), ("plan and lower", t1, t2),
+                                     ("execute", t3, t4)):
                 tracer.record(name, "phase", start, end)
-            tracer.record(f"{plan.op} ({plan.family}/{plan.algorithm})", "operation", t0,
-                          t5)
+            label = "native" if native else f"{plan.family}/{plan.algorithm}"
+            tracer.record(f"{op} ({label})", "operation", t0, t4)
+
+    def _work(self, prepared, plan, native, args, op, seq, scratch, outbuf):
+        """The call's work: the MPI library's own collective, or a run of the plan
+        writing ``outbuf``."""
+        if native:
+            return NativeWork(functools.partial(getattr(self._wire, _NATIVE[op]), *args))
+        program = self._program(plan, prepared)
+        return Run(program, self._wire, prepared.inbuf, outbuf,
+                   op=prepared.reduce_op, tracer=self.tracer, scratch=scratch,
+                   tag=call_tag(seq))
+
+    def _bind(self, prepared, plan, native, check, args, op):
+        """A persistent request: the call checked, selected and lowered once."""
+        if check is not None:  # agree once, now, on everything the request binds
+            CallTask(None if check.error else NativeWork(lambda: MPI.REQUEST_NULL), check,
+                     on_failure=self._after_failure).advance(block=True)
+        program = None if native else self._program(plan, prepared)
+        return Prequest(self, prepared, plan, program, args, op)
+
+    def _after_failure(self, work_done):
+        """After a failed check in a blocking call: retire the call's communicator
+        (messages or a native collective of the abandoned call may still be in flight
+        on it) and continue on a fresh duplicate. Collective: every rank gets here."""
+        self._wire = _private_dup(self._control)
+
+    def _mark_broken(self, work_done):
+        self._broken = ("a non-blocking collective on this wacoll.Comm failed its "
+                        "cross-rank check; its messages may still be in flight, so the "
+                        "communicator cannot run further collectives: Free it")
 
     def _plan(self, prepared, family, options):
-        """The proved plan for a call: a script's, or the selection policy's (cached)."""
+        """``(plan, None)`` for a call (a script's, or the selection policy's, proved
+        and cached), or ``(None, "native")`` when the MPI library runs it."""
         call = Call(prepared.op, count=prepared.count, counts=prepared.counts,
                     root=prepared.root, level=prepared.level,
                     itemsize=1 if prepared.dtype is None else prepared.dtype.itemsize)
@@ -363,18 +619,19 @@ class Comm(MPI.Intracomm):
                 if key not in self._plans:
                     self._plans[key] = adapt_script(script, call)
                 if self._plans[key] is not None:
-                    return self._plans[key]
+                    return self._plans[key], None
         key = (call, family, tuple(sorted(options.items())))
-        plan = self._plans.get(key)
-        if plan is None:
+        found = self._plans.get(key)
+        if found is None:
             selection = select(call, self.network,
                                family=None if family == "scripts" else family,
                                options=options,
                                comm_family=None if self.family == "scripts"
                                else self.family,
                                comm_options=self.options, policy=self.policy)
-            plan = self._plans[key] = selection.build(self.network)
-        return plan
+            found = self._plans[key] = (NATIVE if selection.native
+                                        else selection.build(self.network))
+        return (None, NATIVE) if found == NATIVE else (found, None)
 
     def _program(self, plan, prepared):
         """This rank's lowered program of ``plan`` for the call's buffer layout (cached)."""
@@ -409,6 +666,21 @@ class Comm(MPI.Intracomm):
 
 _REDUCTIONS = ("reduce", "allreduce", "scan", "exscan", "reduce_scatter_block",
                "reduce_scatter")
+
+
+#: The MPI library's non-blocking collective for each operation (the native family).
+_NATIVE = {"barrier": "Ibarrier", "bcast": "Ibcast", "scatter": "Iscatter",
+           "scatterv": "Iscatterv", "gather": "Igather", "gatherv": "Igatherv",
+           "allgather": "Iallgather", "allgatherv": "Iallgatherv",
+           "alltoall": "Ialltoall", "alltoallv": "Ialltoallv", "reduce": "Ireduce",
+           "allreduce": "Iallreduce", "scan": "Iscan", "exscan": "Iexscan",
+           "reduce_scatter_block": "Ireduce_scatter_block",
+           "reduce_scatter": "Ireduce_scatter"}
+
+def _start(task):
+    """Hand ``task`` to the progress engine; the request the application waits on."""
+    grequest, entry = engine().submit(task)
+    return Request(grequest, entry)
 
 
 def _private_dup(comm):

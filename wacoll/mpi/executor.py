@@ -45,9 +45,37 @@ from wacoll.errors import BufferMismatchError, PlanError
 from wacoll.mpi.trace import Tracer
 from wacoll.plans.lower import lower
 
-__all__ = ["execute", "run_program", "Tracer", "TAG"]
+__all__ = ["execute", "run_program", "Run", "Tracer", "TAG", "call_tag"]
 
-#: The tag of every message wacoll sends on its private communicator.
+def _byte_type():
+    from mpi4py import MPI
+
+    return MPI.BYTE
+
+
+#: Messages travel as bytes: a rank whose element type differs from its peer's
+#: (an erroneous call the cross-rank check reports) then gets a short or truncated
+#: message, never a partial element the MPI library would abort on.
+_BYTE = _byte_type()
+
+#: Tags of a communicator's plan messages: a window of call sequence numbers, so
+#: that the messages of calls in flight together (non-blocking, persistent) never
+#: match each other's receives.
+TAG_BASE, TAG_SPAN = 1 << 14, 1 << 14
+
+
+def call_tag(seq: int) -> int:
+    """The tag of the ``seq``-th collective call's messages on a communicator.
+
+    Examples
+    --------
+    >>> call_tag(0), call_tag(1), call_tag(TAG_SPAN)
+    (16384, 16385, 16384)
+    """
+    return TAG_BASE + seq % TAG_SPAN
+
+
+#: The tag of :func:`run_program`'s messages (one-off runs on any communicator).
 TAG = 0x7AC0
 
 
@@ -120,7 +148,11 @@ def run_program(plan, comm, inbuf, outbuf, *, op=None, in_offsets=None, out_offs
     execute(program, comm, inbuf, outbuf, op=op, tracer=tracer)
 
 
-def execute(program, comm, inbuf, outbuf, *, op=None, tracer=None, scratch=None):
+
+
+
+def execute(program, comm, inbuf, outbuf, *, op=None, tracer=None, scratch=None,
+            tag=TAG):
     """Execute a lowered ``program`` on ``comm`` over ``inbuf`` and ``outbuf``.
 
     Parameters
@@ -137,111 +169,216 @@ def execute(program, comm, inbuf, outbuf, *, op=None, tracer=None, scratch=None)
     scratch : dict, optional
         Reusable scratch arrays by buffer name (filled on first use): a caller that
         repeats a call passes the same dict to reuse the memory.
+    tag : int
+        The tag of this call's messages (calls in flight together need distinct tags).
     """
-    from mpi4py import MPI
+    Run(program, comm, inbuf, outbuf, op=op, tracer=tracer, scratch=scratch,
+        tag=tag).advance(block=True)
 
-    _check_fits("inbuf", inbuf, program.in_extent)
-    _check_fits("outbuf", outbuf, program.out_extent)
-    dtype = outbuf.dtype if outbuf is not None else (
-        inbuf.dtype if inbuf is not None else np.dtype(np.uint8))
-    bufs = {"in": inbuf, "out": outbuf}
-    for name, n in program.scratch_sizes.items():
-        if scratch is None:
-            bufs[name] = np.empty(n, dtype)
-            continue
-        held = scratch.get(name)
-        if held is None or held.dtype != dtype or held.size < n:
-            held = scratch[name] = np.empty(n, dtype)
-        bufs[name] = held[:n]
-    for name in ("in", "out"):
-        if bufs[name] is None:
-            bufs[name] = np.empty(0, dtype)
-    clock = tracer.clock if tracer else None
-    steps = program.steps
 
-    # 1. post every receive up front, in program order
-    recv_reqs, recv_data = {}, {}
-    for i, step in enumerate(steps):
-        if step.kind not in ("recv", "recv_combine"):
-            continue
-        dst = step.dst
-        if step.direct and dst[1]:
-            start, stop = dst[1][0]
-            target = bufs[dst[0]][start:stop]
-        elif step.direct:
-            target = np.empty(0, dtype)
-        else:
-            target = np.empty(step.elements, dtype)
-        recv_data[i] = target
-        recv_reqs[i] = comm.Irecv(target, source=step.peer, tag=TAG)
+class Run:
+    """One execution of a lowered program, advanced in steps.
 
-    # 2. run the steps in program order
-    readers = {}  # (buffer, run start) -> send requests still reading it
-    sends = []
+    Creating a run posts all its receives (so that the runs of successive calls post
+    their receives in call order, as MPI's matching requires). :meth:`advance` then
+    runs steps in program order until the program is done or, when not blocking,
+    until a step must wait for a message or a send; :attr:`waiting` lists the
+    requests it waits for, so that a progress engine can wait on several runs at
+    once. A blocking call is ``Run(...).advance(block=True)``.
+    """
 
-    def before_write(buf, runs):
-        # a combine or receive may overwrite data a posted send still reads
-        if not readers:
-            return
+    __slots__ = ("steps", "comm", "bufs", "dtype", "op", "tag", "tracer", "recv_reqs",
+                 "recv_data", "readers", "sends", "index", "waiting", "done", "_group")
+
+    def __init__(self, program, comm, inbuf, outbuf, *, op=None, tracer=None,
+                 scratch=None, tag=TAG):
+        _check_fits("inbuf", inbuf, program.in_extent)
+        _check_fits("outbuf", outbuf, program.out_extent)
+        dtype = outbuf.dtype if outbuf is not None else (
+            inbuf.dtype if inbuf is not None else np.dtype(np.uint8))
+        bufs = {"in": inbuf, "out": outbuf}
+        for name, n in program.scratch_sizes.items():
+            if scratch is None:
+                bufs[name] = np.empty(n, dtype)
+                continue
+            held = scratch.get(name)
+            if held is None or held.dtype != dtype or held.size < n:
+                held = scratch[name] = np.empty(n, dtype)
+            bufs[name] = held[:n]
+        for name in ("in", "out"):
+            if bufs[name] is None:
+                bufs[name] = np.empty(0, dtype)
+        self.steps = program.steps
+        self.comm = comm
+        self.bufs = bufs
+        self.dtype = dtype
+        self.op = op
+        self.tag = tag
+        self.tracer = tracer
+        self.readers = {}  # (buffer, start, stop) -> send requests still reading it
+        self.sends = []
+        self.index = 0
+        self.waiting = ()
+        self.done = False
+        self._group = None
+        # post every receive up front, in program order
+        self.recv_reqs, self.recv_data = {}, {}
+        for i, step in enumerate(self.steps):
+            if step.kind not in ("recv", "recv_combine"):
+                continue
+            dst = step.dst
+            if step.direct and dst[1]:
+                start, stop = dst[1][0]
+                target = bufs[dst[0]][start:stop]
+            elif step.direct:
+                target = np.empty(0, dtype)
+            else:
+                target = np.empty(step.elements, dtype)
+            self.recv_data[i] = target
+            self.recv_reqs[i] = comm.Irecv([target, _BYTE], source=step.peer, tag=tag)
+
+    # ------------------------------------------------------------------ helpers
+    def _readers_of(self, buf, runs):
+        """The send requests still reading any of ``runs`` of ``buf``."""
+        if not self.readers:
+            return []
+        found = []
         for start, stop in runs:
-            for key in [k for k in readers if k[0] == buf and start < k[2] and k[1] < stop]:
-                MPI.Request.Waitall(readers.pop(key))
+            for key in [k for k in self.readers if k[0] == buf and start < k[2] and
+                        k[1] < stop]:
+                found.append(key)
+        return found
 
-    def finish_recv(i):
-        step = steps[i]
-        data = recv_data.pop(i)
+    def _await(self, requests, block):
+        """Whether all ``requests`` are complete (waiting for them when blocking)."""
+        from mpi4py import MPI
+
+        if block:
+            MPI.Request.Waitall(requests)
+            return True
+        if MPI.Request.Testall(requests):
+            return True
+        self.waiting = [r for r in requests if r]
+        return False
+
+    def _clear_readers(self, buf, runs, block):
+        keys = self._readers_of(buf, runs)
+        if not keys:
+            return True
+        if not self._await([r for k in keys for r in self.readers[k]], block):
+            return False
+        for k in keys:
+            del self.readers[k]
+        return True
+
+    def _finish_recv(self, i):
+        step = self.steps[i]
+        data = self.recv_data.pop(i)
         dst = step.dst
         if step.kind == "recv":
             if not step.direct:
-                before_write(dst[0], dst[1])
-                _scatter(data, bufs[dst[0]], dst[1], step.dst_index)
+                _scatter(data, self.bufs[dst[0]], dst[1], step.dst_index)
             return
-        before_write(dst[0], dst[1])
-        _combine(op, data, bufs[dst[0]], dst[1], step.side)
+        _combine(self.op, data, self.bufs[dst[0]], dst[1], step.side)
 
-    i = 0
-    while i < len(steps):
-        step = steps[i]
-        t0 = clock() if clock else 0.0
-        kind = step.kind
-        if kind == "send":
-            src = step.src
-            data = _gather(bufs[src[0]], src[1], step.elements, dtype, step.src_index)
-            req = comm.Isend(data, dest=step.peer, tag=TAG)
-            sends.append(req)
-            for start, stop in src[1]:
-                readers.setdefault((src[0], start, stop), []).append(req)
-        elif kind == "recv_combine" and step.group:
-            j = i
-            while j < len(steps) and steps[j].kind == "recv_combine" and \
-                    steps[j].group == step.group:
-                j += 1
-            group = list(range(i, j))
-            reqs = [recv_reqs.pop(k) for k in group]
-            for _ in group:
-                idx = MPI.Request.Waitany(reqs)
-                finish_recv(group[idx])
-                reqs[idx] = MPI.REQUEST_NULL
+    # ------------------------------------------------------------------ running
+    def advance(self, block=False):
+        """Run steps; return True once the program is done.
+
+        Without ``block``, stop at the first step that must wait and return False
+        (:attr:`waiting` then lists what it waits for).
+        """
+        from mpi4py import MPI
+
+        if self.done:
+            return True
+        steps, bufs, tracer = self.steps, self.bufs, self.tracer
+        clock = tracer.clock if tracer else None
+        while self.index < len(steps):
+            i = self.index
+            step = steps[i]
+            t0 = clock() if clock else 0.0
+            kind = step.kind
+            if kind == "send":
+                src = step.src
+                data = _gather(bufs[src[0]], src[1], step.elements, self.dtype,
+                               step.src_index)
+                req = self.comm.Isend([data, _BYTE], dest=step.peer, tag=self.tag)
+                self.sends.append(req)
+                for start, stop in src[1]:
+                    self.readers.setdefault((src[0], start, stop), []).append(req)
+            elif kind == "recv_combine" and step.group:
+                if self._group is None:
+                    j = i
+                    while j < len(steps) and steps[j].kind == "recv_combine" and \
+                            steps[j].group == step.group:
+                        j += 1
+                    self._group = [[k for k in range(i, j)],
+                                   [self.recv_reqs.pop(k) for k in range(i, j)], j]
+                members, reqs, end = self._group
+                while any(reqs):
+                    if block:
+                        idx = MPI.Request.Waitany(reqs)
+                    else:
+                        idx, flag = MPI.Request.Testany(reqs)
+                        if not flag:
+                            self.waiting = [r for r in reqs if r]
+                            return False
+                    if not self._clear_readers(steps[members[idx]].dst[0],
+                                               steps[members[idx]].dst[1], block):
+                        return False  # pragma: no cover - a combine never races a send
+                    self._finish_recv(members[idx])
+                    reqs[idx] = MPI.REQUEST_NULL
+                if tracer:
+                    tracer.record(f"group of {len(members)}", "step", t0, clock(),
+                                  step=step.index)
+                self._group = None
+                self.index = end
+                continue
+            elif kind in ("recv", "recv_combine"):
+                req = self.recv_reqs[i]
+                if not self._await([req], block):
+                    return False
+                if not (step.kind == "recv" and step.direct) and \
+                        not self._clear_readers(step.dst[0], step.dst[1], block):
+                    return False
+                del self.recv_reqs[i]
+                self._finish_recv(i)
+            else:  # copy or combine
+                src, dst = step.src, step.dst
+                if not self._clear_readers(dst[0], dst[1], block):
+                    return False
+                data = _gather(bufs[src[0]], src[1], step.elements, self.dtype,
+                               step.src_index)
+                if kind == "copy":
+                    _scatter(data.copy() if src[0] == dst[0] else data, bufs[dst[0]],
+                             dst[1], step.dst_index)
+                else:
+                    _combine(self.op, data, bufs[dst[0]], dst[1], step.side)
             if tracer:
-                tracer.record(f"group of {len(group)}", "step", t0, clock(), step=step.index)
-            i = j
-            continue
-        elif kind in ("recv", "recv_combine"):
-            recv_reqs.pop(i).Wait()
-            finish_recv(i)
-        elif kind == "copy":
-            src, dst = step.src, step.dst
-            data = _gather(bufs[src[0]], src[1], step.elements, dtype, step.src_index)
-            before_write(dst[0], dst[1])
-            _scatter(data.copy() if src[0] == dst[0] else data, bufs[dst[0]], dst[1],
-                     step.dst_index)
-        else:  # combine
-            src, dst = step.src, step.dst
-            data = _gather(bufs[src[0]], src[1], step.elements, dtype, step.src_index)
-            before_write(dst[0], dst[1])
-            _combine(op, data, bufs[dst[0]], dst[1], step.side)
-        if tracer:
-            tracer.record(step.label, "step", t0, clock(), step=step.index, peer=step.peer,
-                          elements=step.elements)
-        i += 1
-    MPI.Request.Waitall(sends)
+                tracer.record(step.label, "step", t0, clock(), step=step.index,
+                              peer=step.peer, elements=step.elements)
+            self.index = i + 1
+        if self.sends:
+            if not self._await(self.sends, block):
+                return False
+            self.sends = []
+        self.waiting = ()
+        self.done = True
+        return True
+
+    def cancel(self):
+        """Abandon the run: cancel its pending receives (after a failed agreement)."""
+        from mpi4py import MPI
+
+        pending = [r for r in self.recv_reqs.values() if r]
+        if self._group is not None:
+            pending += [r for r in self._group[1] if r]
+        for r in pending:
+            r.Cancel()
+        try:
+            MPI.Request.Waitall(pending)
+        except MPI.Exception:  # a receive that failed (e.g. truncated) is done too
+            pass
+        self.recv_reqs.clear()
+        self.done = True

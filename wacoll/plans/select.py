@@ -9,11 +9,11 @@ so "the plan a user runs" is defined in this one place.
 The default choice (no family forced):
 
 - several clusters: the **magpie** family (MagPIe's wide-area optimal algorithms);
-- one cluster: the **mpich** family (MPICH 1.1's single-level algorithms), except that,
-  as MPICH does, vectors of :attr:`Policy.large_message` bytes or more (3 ranks or
-  more) are broadcast by van de Geijn's scatter-allgather and all-reduced by
-  Rabenseifner's reduce-scatter-allgather where the level allows (the gridmpi
-  family's flat algorithms).
+- one cluster: the MPI library's own collective (the pseudo-family **native**: the
+  network is uniform, wacoll's plans have nothing to add, and the library's
+  collectives are tuned C), unless the call is a reduction at level ``strict``,
+  which the MPI library does not promise; then the **mpich** family (MPICH 1.1's
+  single-level algorithms, which follow the canonical expression).
 
 A family forced for the call (``family=``) must have a plan for the operation, else
 :class:`~wacoll.errors.PlanError`; a communicator-wide family (``comm_family=``) that
@@ -30,7 +30,9 @@ Examples
 Selection(op='bcast', family='magpie', options=(('count', 8192), ('itemsize', 8), ('root', 0), ('segments', 1)))
 >>> one = Topology.single(4)
 >>> select(Call("allreduce", count=1 << 20, itemsize=8, level="commutative"), one).family
-'gridmpi'
+'native'
+>>> select(Call("bcast", count=1 << 20, itemsize=8), one, comm_family="mpich").family
+'mpich'
 >>> plan = select(Call("reduce", count=4, itemsize=8, level="associative"), grid).build(grid)
 >>> plan.family, plan.check().wide_area_messages
 ('magpie', 3)
@@ -46,7 +48,11 @@ from wacoll.errors import PlanError
 from wacoll.plans.families import build, builders, options as family_options
 from wacoll.plans.operations import LEVELS, OPERATIONS, block_counts, spec
 
-__all__ = ["Call", "Policy", "Selection", "select", "adapt_script", "DEFAULT_POLICY"]
+__all__ = ["Call", "Policy", "Selection", "select", "adapt_script", "DEFAULT_POLICY",
+           "NATIVE"]
+
+#: The pseudo-family that hands a call to the MPI library's own collective.
+NATIVE = "native"
 
 
 @dataclass(frozen=True)
@@ -101,18 +107,14 @@ class Policy:
     max_segments : int
         The most segments a vector is cut into: a few segments give most of the
         pipelining; many only add messages.
-    large_message : int
-        On one cluster, the vector size from which the bandwidth-optimal flat
-        algorithms are chosen.
     """
 
     threshold: int = 512
     segment_size: int = 262144
     max_segments: int = 8
-    large_message: int = 262144
 
     def __post_init__(self):
-        for name in ("threshold", "segment_size", "max_segments", "large_message"):
+        for name in ("threshold", "segment_size", "max_segments"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise PlanError(f"{name} must be an integer >= 0, got {value!r}")
@@ -137,8 +139,16 @@ class Selection:
     family: str
     options: tuple
 
+    @property
+    def native(self) -> bool:
+        """Whether the MPI library's own collective runs the call (no plan)."""
+        return self.family == NATIVE
+
     def build(self, topology):
         """Build this plan on ``topology`` and prove it (:meth:`Plan.check`)."""
+        if self.native:
+            raise PlanError("the native family has no plan: the MPI library runs the "
+                            "call")
         plan = build(self.op, topology, self.family, **dict(self.options))
         plan.check()
         return plan
@@ -148,13 +158,8 @@ def _default_family(call: Call, topology, policy: Policy):
     """The default family and its extra options (see the module docstring)."""
     if topology.nclusters > 1:
         return "magpie", {}
-    nbytes = call.nbytes
-    if topology.size < 3 or nbytes is None or nbytes < policy.large_message:
-        return "mpich", {}
-    if call.op == "bcast":
-        return "gridmpi", {"algorithm": "flat-vandegeijn"}
-    if call.op == "allreduce" and call.level not in (None, "strict"):
-        return "gridmpi", {"algorithm": "flat-rabenseifner"}
+    if call.level != "strict":
+        return NATIVE, {}
     return "mpich", {}
 
 
@@ -188,13 +193,22 @@ def select(call: Call, topology, *, family=None, options=None, comm_family=None,
     """
     options = dict(options or {})
     if family is not None:
-        if call.op not in builders(family):
+        if family != NATIVE and call.op not in builders(family):
             raise PlanError(f"the {family} family has no {call.op} plan")
         chosen, extra = family, {}
-    elif comm_family is not None and call.op in builders(comm_family):
+    elif comm_family is not None and (comm_family == NATIVE or
+                                      call.op in builders(comm_family)):
         chosen, extra = comm_family, {}
     else:
         chosen, extra = _default_family(call, topology, policy)
+    if chosen == NATIVE:
+        if options:
+            raise PlanError(f"the native family takes no options; got "
+                            f"{', '.join(sorted(options))}")
+        if call.level == "strict":
+            raise PlanError("the native family cannot keep level 'strict': the MPI "
+                            "library may combine in any order")
+        return Selection(call.op, NATIVE, ())
     accepted = family_options(chosen, call.op)
     unknown = sorted(set(options) - set(accepted))
     if unknown:

@@ -1,0 +1,180 @@
+"""Requests of non-blocking and persistent wacoll collectives.
+
+:class:`Request`
+    What ``Ibcast``, ``Iallreduce``, ... return: an ``MPI.Grequest`` (a real MPI
+    request handle, completed by the progress engine), so it mixes with the
+    application's own requests in ``MPI.Request.Waitall`` and friends. Its own
+    ``Wait`` and ``Test`` raise the call's wacoll error, if any; in a mixed
+    ``Waitall`` a failed wacoll request shows as an ``MPI.Exception``
+    (``MPI.ERR_OTHER``) and :attr:`Request.error` holds the wacoll error.
+
+:class:`Prequest`
+    What ``Bcast_init``, ``Allreduce_init``, ... return (MPI-4 persistent
+    collectives): the call is checked across ranks, selected, proved and lowered
+    once, bound to its buffers; each :meth:`Prequest.Start` only posts the plan's
+    messages, and :meth:`Prequest.Wait` / :meth:`Prequest.Test` advance it in the
+    calling thread. Where the MPI library runs the call (the native family), it is
+    the library's own persistent request. ``Prequest.Startall`` and
+    ``Prequest.Waitall`` start and complete several; a wacoll persistent request is
+    not an MPI handle, so ``MPI.Prequest.Startall`` does not take it.
+"""
+
+from __future__ import annotations
+
+from mpi4py import MPI
+
+from wacoll.errors import WacollError
+from wacoll.mpi.executor import Run, call_tag
+
+__all__ = ["Request", "Prequest"]
+
+
+class Request(MPI.Grequest):
+    """The request of a non-blocking wacoll collective (see the module docstring)."""
+
+    def __new__(cls, grequest=None, entry=None):
+        self = super().__new__(cls, grequest)
+        self._entry = entry
+        return self
+
+    @property
+    def error(self):
+        """The wacoll error the call ended with, or None."""
+        return None if self._entry is None else self._entry.error
+
+    def _raise(self):
+        if self._entry is not None and self._entry.error is not None:
+            raise self._entry.error
+
+    def Wait(self, status=None):
+        """Wait for the call; raise its wacoll error, if any."""
+        try:
+            super().Wait(status)
+        except MPI.Exception:
+            self._raise()
+            raise
+        self._raise()
+        return True
+
+    def Test(self, status=None):
+        """Whether the call is complete; raise its wacoll error, if any."""
+        try:
+            done = super().Test(status)
+        except MPI.Exception:
+            self._raise()
+            raise
+        if done:
+            self._raise()
+        return done
+
+    wait = Wait
+    test = Test
+
+
+class Prequest:
+    """A persistent wacoll collective (see the module docstring).
+
+    Not created directly: ``comm.Bcast_init(buf, root)`` and friends return one.
+    """
+
+    def __init__(self, comm, prepared, plan, program, args, op):
+        self._comm = comm
+        self._prepared = prepared
+        self._program = program
+        self._args = args
+        self._op = op
+        self._run = None
+        self._scratch = {}
+        self._native = None
+        self._in_place = any(a is None or a is MPI.IN_PLACE for a in args)
+        #: The plan each start runs, or None when the MPI library runs the call.
+        self.plan = plan
+        if program is None:
+            self._native = getattr(comm.mpi_comm, _PERSISTENT[op])(*args)
+
+    def Start(self):
+        """Start the collective (every rank starts its requests in the same order)."""
+        if self._native is not None:
+            self._native.Start()
+            return
+        if self._run is not None and not self._run.done:
+            raise WacollError("this persistent collective is still active: Wait for it "
+                              "before starting it again")
+
+        comm = self._comm
+        prepared = self._prepared
+        if self._in_place:  # the reader copies the in-place operand: refresh it
+            prepared = self._reread()
+        seq = comm._seq
+        comm._seq += 1
+        self._run = Run(self._program, comm.mpi_comm, prepared.inbuf, prepared.outbuf,
+                        op=prepared.reduce_op, scratch=self._scratch, tag=call_tag(seq))
+        self._run.advance(block=False)
+
+    def _reread(self):
+        import functools
+
+        from wacoll.mpi import calls
+
+        reader = getattr(calls, self._op)
+        if self._op in ("reduce", "allreduce", "scan", "exscan", "reduce_scatter_block",
+                        "reduce_scatter"):
+            reader = functools.partial(reader, level=self._prepared.level)
+        fresh = reader(self._comm._place, *self._args)
+        fresh.counts = self._prepared.counts
+        return fresh
+
+    def Wait(self, status=None):
+        """Wait until the started collective is complete."""
+        if self._native is not None:
+            return self._native.Wait(status)
+        if self._run is not None:
+            self._run.advance(block=True)
+        return True
+
+    def Test(self, status=None):
+        """Whether the started collective is complete (advancing it)."""
+        if self._native is not None:
+            return self._native.Test(status)
+        return self._run is None or self._run.advance(block=False)
+
+    def Free(self):
+        """Release the request (it must not be active)."""
+        if self._native is not None:
+            self._native.Free()
+            self._native = None
+        self._run = None
+
+    @staticmethod
+    def Startall(requests):
+        """Start every request in ``requests``, in order."""
+        for request in requests:
+            request.Start()
+
+    @staticmethod
+    def Waitall(requests, statuses=None):
+        """Wait for every request in ``requests``."""
+        for request in requests:
+            request.Wait()
+        return True
+
+    @staticmethod
+    def Testall(requests, statuses=None):
+        """Whether every request in ``requests`` is complete (advancing each)."""
+        return all([request.Test() for request in requests])
+
+    wait = Wait
+    test = Test
+    start = Start
+
+
+#: The MPI library's persistent collective for each operation (the native family).
+_PERSISTENT = {"barrier": "Barrier_init", "bcast": "Bcast_init",
+               "scatter": "Scatter_init", "scatterv": "Scatterv_init",
+               "gather": "Gather_init", "gatherv": "Gatherv_init",
+               "allgather": "Allgather_init", "allgatherv": "Allgatherv_init",
+               "alltoall": "Alltoall_init", "alltoallv": "Alltoallv_init",
+               "reduce": "Reduce_init", "allreduce": "Allreduce_init",
+               "scan": "Scan_init", "exscan": "Exscan_init",
+               "reduce_scatter_block": "Reduce_scatter_block_init",
+               "reduce_scatter": "Reduce_scatter_init"}

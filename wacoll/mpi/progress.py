@@ -1,0 +1,151 @@
+"""Background progress for non-blocking and persistent wacoll collectives.
+
+A non-blocking wacoll collective returns an MPI *generalized request*
+(``MPI.Grequest``): a real request handle, so it works with ``Wait``, ``Test``,
+``MPI.Request.Waitall`` and friends mixed with the application's own requests. The
+MPI library cannot advance a wacoll plan by itself, so one daemon thread per process
+does: it advances every active :class:`~wacoll.mpi.executor.Run` as far as its
+messages allow, blocks in ``MPI.Request.Waitany`` on what they wait for (the GIL is
+released there), and completes a run's generalized request when the run is done. A
+self-message on a private ``COMM_SELF`` duplicate wakes it when a new run arrives.
+
+The thread runs only while collectives are in flight; it needs the MPI library
+initialised with ``MPI_THREAD_MULTIPLE`` (mpi4py's default).
+
+Examples
+--------
+>>> engine = ProgressEngine()
+>>> engine.active
+0
+"""
+
+from __future__ import annotations
+
+import threading
+
+from wacoll.errors import WacollError
+
+__all__ = ["ProgressEngine", "engine", "Task"]
+
+
+class Task:
+    """Work the engine advances: ``advance(block=False) -> done`` and ``waiting``.
+
+    Subclasses wrap a :class:`~wacoll.mpi.executor.Run` (and the native requests or
+    the agreement of a call); ``finish()`` runs on completion (in the engine's thread)
+    and may raise: the error is kept and re-raised by :meth:`ProgressEngine.result`.
+    """
+
+    waiting = ()
+
+    def advance(self, block=False):  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class _Entry:
+    __slots__ = ("task", "grequest", "error", "done")
+
+    def __init__(self, task, grequest):
+        self.task = task
+        self.grequest = grequest
+        self.error = None
+        self.done = False
+
+
+class ProgressEngine:
+    """Advances tasks in a background thread and completes their requests."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._entries = []
+        self._thread = None
+        self._wake_comm = None
+        self._wake_req = None
+        self._wake_buf = bytearray(1)
+        self._idle = threading.Condition(self._lock)
+
+    @property
+    def active(self) -> int:
+        """Tasks in flight."""
+        return len(self._entries)
+
+    def submit(self, task):
+        """Start advancing ``task``; return its ``MPI.Grequest``."""
+        from mpi4py import MPI
+
+        if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+            raise WacollError("non-blocking wacoll collectives need MPI initialised with "
+                              "MPI_THREAD_MULTIPLE (mpi4py's default thread level)")
+        entry = _Entry(task, None)
+
+        def query(status):
+            status.source = MPI.UNDEFINED
+            status.tag = MPI.UNDEFINED
+            status.error = MPI.SUCCESS if entry.error is None else MPI.ERR_OTHER
+
+        entry.grequest = MPI.Grequest.Start(query, lambda: None, lambda completed: None)
+        with self._lock:
+            self._entries.append(entry)
+            self._ensure_thread()
+            self._wake()
+        return entry.grequest, entry
+
+    def _ensure_thread(self):
+        from mpi4py import MPI
+
+        if self._wake_comm is None:
+            self._wake_comm = MPI.COMM_SELF.Dup()
+            self._wake_req = self._wake_comm.Irecv(self._wake_buf, source=0, tag=1)
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._loop, name="wacoll-progress",
+                                            daemon=True)
+            self._thread.start()
+
+    def _wake(self):
+        self._wake_comm.Isend(b"\0", dest=0, tag=1).Free()
+        self._idle.notify_all()
+
+    def _loop(self):
+        from mpi4py import MPI
+
+        while True:
+            with self._lock:
+                while not self._entries:
+                    self._idle.wait()
+                entries = list(self._entries)
+            waiting = []
+            for entry in entries:
+                try:
+                    if entry.task.advance(block=False):
+                        entry.done = True
+                    else:
+                        waiting.extend(entry.task.waiting)
+                except BaseException as exc:  # kept for the caller, raised there
+                    entry.error = exc
+                    entry.done = True
+                if entry.done:
+                    with self._lock:
+                        self._entries.remove(entry)
+                    entry.grequest.Complete()
+            if not waiting:
+                continue
+            try:
+                index = MPI.Request.Waitany(waiting + [self._wake_req])
+            except MPI.Exception:
+                # a failed receive (e.g. truncated by an erroneous call): the task
+                # that owns it learns of the failure from its cross-rank check
+                continue
+            if index == len(waiting):
+                self._wake_req = self._wake_comm.Irecv(self._wake_buf, source=0, tag=1)
+
+
+#: The process's progress engine (created on first use).
+_ENGINE = None
+
+
+def engine() -> ProgressEngine:
+    """The process-wide progress engine."""
+    global _ENGINE
+    if _ENGINE is None:
+        _ENGINE = ProgressEngine()
+    return _ENGINE

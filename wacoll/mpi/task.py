@@ -1,0 +1,140 @@
+"""One collective call in flight: its work and its cross-rank check, advanced together.
+
+The *work* is either a :class:`~wacoll.mpi.executor.Run` of the call's lowered plan
+or :class:`NativeWork`, the MPI library's own non-blocking collective; the *check*
+(:class:`~wacoll.mpi.agreement.Check`) runs beside it. A blocking call advances the
+task to completion; a non-blocking one hands it to the progress engine
+(:mod:`wacoll.mpi.progress`). When the check fails, the work is abandoned (its
+pending receives cancelled) and every rank raises the check's error; a rank whose own
+arguments are invalid has no work and only waits for the check.
+"""
+
+from __future__ import annotations
+
+from wacoll.mpi.progress import Task
+
+__all__ = ["CallTask", "NativeWork"]
+
+
+class NativeWork:
+    """The MPI library's own non-blocking collective, as a task's work.
+
+    It starts only once the call's check has passed (``start`` makes the request):
+    the MPI library may abort, not fail, on a collective whose ranks disagree on
+    the element type, so it must never see one.
+    """
+
+    __slots__ = ("start", "request", "done", "finish")
+
+    #: A task must not advance this work before its check has passed.
+    needs_check = True
+
+    def __init__(self, start, finish=None):
+        self.start = start
+        self.request = None
+        self.done = False
+        self.finish = finish
+
+    @property
+    def waiting(self):
+        return [self.request]
+
+    def advance(self, block=False):
+        if self.request is None:
+            self.request = self.start()
+        if not self.done:
+            if block:
+                self.request.Wait()
+                self.done = True
+            else:
+                self.done = self.request.Test()
+            if self.done and self.finish is not None:
+                self.finish()
+        return self.done
+
+    def cancel(self):
+        """A collective cannot be cancelled: leave it (the communicator is retired)."""
+        self.done = True
+
+
+class CallTask(Task):
+    """A call's work and check, advanced together.
+
+    Parameters
+    ----------
+    work : Run or NativeWork or None
+        None when this rank's own arguments are invalid.
+    check : Check or None
+        None when the communicator does not validate.
+    on_failure : callable, optional
+        Called (before raising) when the check fails and the work was abandoned.
+    exchange : bool
+        Exchange the errors for the exact message (blocking calls only).
+    """
+
+    __slots__ = ("work", "check", "on_failure", "exchange", "waiting", "after",
+                 "work_error")
+
+    def __init__(self, work, check, *, on_failure=None, exchange=True, after=None):
+        self.work = work
+        self.check = check
+        self.on_failure = on_failure
+        self.exchange = exchange
+        self.waiting = ()
+        self.after = after
+        self.work_error = None
+
+    def advance(self, block=False):
+        """Advance work and check; True when both are done. Raises the check's error."""
+        from mpi4py import MPI
+
+        work, check = self.work, self.check
+        if check is None:
+            if not work.advance(block):
+                self.waiting = work.waiting
+                return False
+            return self._finished()
+        gated = getattr(work, "needs_check", False)
+        while True:
+            work_done = work is None or work.done
+            if gated and not (check.done and check.ok):
+                work_done = False  # not started: waits for the check
+            elif not work_done:
+                try:
+                    work_done = work.advance(False)
+                except Exception as exc:  # noqa: BLE001 - raised after the check
+                    # the check must still complete here, or ranks waiting for its
+                    # messages would wait forever; the error is raised after it
+                    self.work_error, work_done = exc, True
+                    work.cancel()
+            check_done = check.advance(False)
+            if check_done and not check.ok:
+                if work is not None and not work_done:
+                    work.cancel()
+                if self.on_failure is not None:
+                    self.on_failure(work_done)
+                raise check.failure(self.exchange)
+            if work_done and check_done:
+                if self.work_error is not None:
+                    raise self.work_error
+                return self._finished()
+            if gated and check_done and work.request is None:
+                continue  # the check has passed: start the work
+            waiting = ([] if work_done or (gated and not check_done)
+                       else list(work.waiting)) + \
+                ([] if check_done else list(check.waiting))
+            if not block:
+                self.waiting = waiting
+                return False
+            try:
+                MPI.Request.Waitany(waiting)
+            except MPI.Exception as exc:  # a failed receive of the work (truncated...)
+                if work is not None and not work.done:
+                    self.work_error = exc
+                    work.cancel()
+
+    def _finished(self):
+        self.waiting = ()
+        if self.after is not None:
+            self.after()
+        return True
