@@ -6,6 +6,22 @@ sizes), the latency and bandwidth of intra-cluster and wide-area links (optional
 directed cluster pair), an optional per-rank message initiation cost ``t_ini``
 (Banikazemi et al.) and an optional per-rank link rate (Matsuda et al.).
 
+Files and limits
+----------------
+:meth:`Topology.from_file` reads TOML or JSON as data (never evaluated), strictly:
+unknown fields, duplicated keys or wide-area pairs, booleans where numbers belong,
+fractional cluster ids and non-finite numbers raise :class:`~wacoll.errors.TopologyError`
+naming the file and the field, as does a file that is not UTF-8 or is longer than
+:data:`MAX_FILE_BYTES`. Latencies are finite and >= 0, bandwidths finite and > 0 (an
+unlimited bandwidth is written as a large finite number), so whatever :meth:`save`
+writes, :meth:`from_file` reads back to an equal topology.
+
+A ``sizes`` list is the one place a few characters can ask for many ranks, so
+:meth:`from_sizes` (and ``sizes`` in a file) builds at most ``max_ranks`` ranks:
+:data:`MAX_RANKS` by default, raised by the keyword or the module constant for a
+genuinely large topology. In a file the limit is at least the file's length, so a file
+that lists its ranks is never refused for its size.
+
 Examples
 --------
 >>> from wacoll import Topology
@@ -29,7 +45,12 @@ from typing import Iterable, Mapping, Sequence
 
 from wacoll.errors import TopologyError
 
-__all__ = ["LinkParams", "Topology"]
+__all__ = ["LinkParams", "Topology", "MAX_RANKS", "MAX_FILE_BYTES"]
+
+#: The most ranks :meth:`Topology.from_sizes` builds unless given ``max_ranks=``.
+MAX_RANKS = 1 << 16
+#: The longest topology file read, in bytes.
+MAX_FILE_BYTES = 1 << 24
 
 #: Defaults: a fast cluster interconnect, and MagPIe's wide-area setting (10 ms, 1 MB/s).
 DEFAULT_INTRA_LATENCY = 1e-5
@@ -68,18 +89,40 @@ def _is_real(value):
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def _check_latency(name, value):
+def _show(value):
+    """``repr(value)``, shortened for a message."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _as_float(name, value, unit):
     if not _is_real(value):
-        raise TopologyError(f"{name} must be a number of seconds, got {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise TopologyError(f"{name} must be finite and >= 0, got {value!r}")
+        raise TopologyError(f"{name} must be a number of {unit}, got {_show(value)}")
+    try:
+        return float(value)
+    except (OverflowError, ValueError):
+        raise TopologyError(f"{name} is too large, got {_show(value)}") from None
+
+
+def _check_latency(name, value):
+    f = _as_float(name, value, "seconds")
+    if not math.isfinite(f) or f < 0:
+        raise TopologyError(f"{name} must be finite and >= 0, got {_show(value)}")
 
 
 def _check_bandwidth(name, value):
-    if not _is_real(value):
-        raise TopologyError(f"{name} must be a number of bytes/s, got {value!r}")
-    if not (value > 0) or math.isnan(value):
-        raise TopologyError(f"{name} must be > 0 bytes/s, got {value!r}")
+    f = _as_float(name, value, "bytes/s")
+    if math.isnan(f) or f <= 0:
+        raise TopologyError(f"{name} must be > 0 bytes/s, got {_show(value)}")
+    if math.isinf(f):
+        raise TopologyError(f"{name} must be finite (give a large number for an "
+                            f"unlimited link), got {_show(value)}")
+
+
+def _cluster_id(name, value):
+    if not _is_int(value):
+        raise TopologyError(f"{name} must be an integer cluster id, got {_show(value)}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -204,38 +247,75 @@ class Topology:
             raise TopologyError(f"clusters must be lists of integer ranks: {exc}") from None
         pairs = ()
         if wan_pairs:
-            pairs = tuple(((int(a), int(b)), _link(v, f"wan_pairs[{a},{b}]"))
-                          for (a, b), v in wan_pairs.items())
+            if not isinstance(wan_pairs, Mapping):
+                raise TopologyError("wan_pairs must map (from, to) cluster pairs to "
+                                    "(latency, bandwidth)")
+            found = []
+            for key, v in wan_pairs.items():
+                if not isinstance(key, tuple) or len(key) != 2:
+                    raise TopologyError(f"wan_pairs key {_show(key)} is not a (from, to) "
+                                        f"pair of clusters")
+                a = _cluster_id(f"wan_pairs key {_show(key)}: from", key[0])
+                b = _cluster_id(f"wan_pairs key {_show(key)}: to", key[1])
+                found.append(((a, b), _link(v, f"wan_pairs[{a},{b}]")))
+            pairs = tuple(found)
         return cls(
             clusters=cl,
             intra=_link((intra_latency, intra_bandwidth), "intra"),
             wan=_link((wan_latency, wan_bandwidth), "wan"),
             wan_pairs=pairs,
-            t_ini=None if t_ini is None else tuple(t_ini),
-            node_bandwidth=None if node_bandwidth is None else tuple(node_bandwidth),
+            t_ini=_per_rank("t_ini", t_ini),
+            node_bandwidth=_per_rank("node_bandwidth", node_bandwidth),
         )
 
     @classmethod
-    def from_sizes(cls, sizes: Sequence[int], **links) -> "Topology":
+    def from_sizes(cls, sizes: Sequence[int], *, max_ranks: int | None = None,
+                   **links) -> "Topology":
         """Clusters of the given sizes over contiguous rank ranges.
+
+        Parameters
+        ----------
+        sizes : sequence of int
+            The number of ranks of each cluster, each >= 1.
+        max_ranks : int, optional
+            The most ranks allowed in all (default :data:`MAX_RANKS`).
+        **links
+            As for :meth:`from_clusters`.
 
         Examples
         --------
         >>> Topology.from_sizes([2, 3]).clusters
         ((0, 1), (2, 3, 4))
+        >>> Topology.from_sizes([2**62])
+        Traceback (most recent call last):
+        ...
+        wacoll.errors.TopologyError: sizes ask for 4611686018427387904 ranks or more (clusters 0..0), more than max_ranks=65536; pass max_ranks= or raise wacoll.topology.MAX_RANKS for a larger topology
         """
-        clusters, start = [], 0
+        limit = MAX_RANKS if max_ranks is None else max_ranks
+        if isinstance(sizes, (str, bytes, Mapping, set, frozenset)) or \
+                not hasattr(sizes, "__iter__"):
+            raise TopologyError(f"sizes must be a list of cluster sizes, got {_show(sizes)}")
+        sizes = list(sizes)
+        total = 0
         for c, n in enumerate(sizes):
             if not _is_int(n) or n < 1:
-                raise TopologyError(f"cluster {c} must have at least one rank, got {n!r}")
-            n = int(n)
-            clusters.append(range(start, start + n))
-            start += n
+                raise TopologyError(f"cluster {c} must have at least one rank, got "
+                                    f"{_show(n)}")
+            total += int(n)
+            if total > limit:
+                raise TopologyError(
+                    f"sizes ask for {total} ranks or more (clusters 0..{c}), more than "
+                    f"max_ranks={limit}; pass max_ranks= or raise "
+                    f"wacoll.topology.MAX_RANKS for a larger topology")
+        clusters, start = [], 0
+        for n in sizes:
+            clusters.append(range(start, start + int(n)))
+            start += int(n)
         return cls.from_clusters(clusters, **links)
 
     @classmethod
     def single(cls, size: int, **links) -> "Topology":
-        """One cluster of ``size`` ranks.
+        """One cluster of ``size`` ranks (``max_ranks=`` as for :meth:`from_sizes`).
 
         Examples
         --------
@@ -245,20 +325,28 @@ class Topology:
         return cls.from_sizes([size], **links)
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "Topology":
+    def from_dict(cls, data: Mapping, *, max_ranks: int | None = None) -> "Topology":
         """A topology from its dictionary form (see :meth:`to_dict`).
 
-        Unknown keys are rejected so that a typo does not pass silently.
+        The form is checked strictly, so that a typo does not pass silently: unknown
+        keys, a wide-area pair given twice, booleans or fractions where integers
+        belong and values of the wrong shape raise TopologyError naming the field.
+        ``max_ranks`` limits ``sizes`` as in :meth:`from_sizes`.
 
         Examples
         --------
         >>> Topology.from_dict({"clusters": [[0, 1], [2]], "wan": {"latency": 0.02}}).wan.latency
         0.02
+        >>> Topology.from_dict({"sizes": [1, 1], "wan_pairs": [
+        ...     {"from": 0.7, "to": 1, "latency": 0.1, "bandwidth": 1e6}]})
+        Traceback (most recent call last):
+        ...
+        wacoll.errors.TopologyError: wan_pairs[0].from must be an integer cluster id, got 0.7
         """
         if not isinstance(data, Mapping):
             raise TopologyError("a topology description must be a mapping")
         known = {"clusters", "sizes", "intra", "wan", "wan_pairs", "t_ini", "node_bandwidth"}
-        unknown = sorted(set(data) - known)
+        unknown = sorted(set(data) - known, key=str)
         if unknown:
             raise TopologyError(f"unknown topology field {unknown[0]!r}; "
                                 f"known fields: {', '.join(sorted(known))}")
@@ -269,7 +357,7 @@ class Topology:
             spec = data.get(level, {})
             if not isinstance(spec, Mapping):
                 raise TopologyError(f"{level!r} must be a table with latency and bandwidth")
-            bad = sorted(set(spec) - {"latency", "bandwidth"})
+            bad = sorted(set(spec) - {"latency", "bandwidth"}, key=str)
             if bad:
                 raise TopologyError(f"unknown field {bad[0]!r} in {level!r}")
             if "latency" in spec:
@@ -277,27 +365,56 @@ class Topology:
             if "bandwidth" in spec:
                 links[f"{level}_bandwidth"] = spec["bandwidth"]
         pairs = {}
-        for entry in data.get("wan_pairs", []):
-            if not isinstance(entry, Mapping) or set(entry) - {"from", "to", "latency",
-                                                              "bandwidth"}:
-                raise TopologyError("each wan_pairs entry needs from, to, latency, bandwidth")
-            try:
-                pairs[(entry["from"], entry["to"])] = (entry["latency"], entry["bandwidth"])
-            except KeyError as exc:
-                raise TopologyError(f"wan_pairs entry lacks {exc.args[0]!r}") from None
-        links["wan_pairs"] = pairs or None
-        links["t_ini"] = data.get("t_ini")
-        links["node_bandwidth"] = data.get("node_bandwidth")
+        entries = data.get("wan_pairs", [])
+        if not _is_list(entries):
+            raise TopologyError("wan_pairs must be a list of tables with from, to, "
+                                "latency and bandwidth")
+        for i, entry in enumerate(entries):
+            where = f"wan_pairs[{i}]"
+            fields = ("from", "to", "latency", "bandwidth")
+            if not isinstance(entry, Mapping) or set(entry) != set(fields):
+                extra = sorted(set(entry) - set(fields), key=str) \
+                    if isinstance(entry, Mapping) else []
+                lacking = [k for k in fields if isinstance(entry, Mapping) and k not in entry]
+                detail = (f"; unknown field {extra[0]!r}" if extra else
+                          f"; it lacks {lacking[0]!r}" if lacking else "")
+                raise TopologyError(f"{where} needs exactly from, to, latency and "
+                                    f"bandwidth{detail}")
+            key = (_cluster_id(f"{where}.from", entry["from"]),
+                   _cluster_id(f"{where}.to", entry["to"]))
+            if key in pairs:
+                raise TopologyError(f"{where}: the wide-area pair {key} is given twice "
+                                    f"(also wan_pairs[{pairs[key][0]}])")
+            pairs[key] = (i, (entry["latency"], entry["bandwidth"]))
+        links["wan_pairs"] = {key: link for key, (_, link) in pairs.items()} or None
+        for name in ("t_ini", "node_bandwidth"):
+            values = data.get(name)
+            if values is not None and not _is_list(values):
+                raise TopologyError(f"{name} must be a list of numbers, one per rank")
+            links[name] = values
         if "sizes" in data:
-            return cls.from_sizes(list(data["sizes"]), **links)
+            if not _is_list(data["sizes"]):
+                raise TopologyError(f"'sizes' must be a list of cluster sizes, got "
+                                    f"{_show(data['sizes'])}")
+            return cls.from_sizes(list(data["sizes"]), max_ranks=max_ranks, **links)
         clusters = data["clusters"]
-        if not isinstance(clusters, (list, tuple)):
+        if not _is_list(clusters):
             raise TopologyError("'clusters' must be a list of rank lists")
+        for c, members in enumerate(clusters):
+            if not _is_list(members):
+                raise TopologyError(f"clusters[{c}] must be a list of ranks, got "
+                                    f"{_show(members)}")
         return cls.from_clusters(clusters, **links)
 
     @classmethod
-    def from_file(cls, path) -> "Topology":
+    def from_file(cls, path, *, max_ranks: int | None = None) -> "Topology":
         """Read a topology from a ``.json`` or ``.toml`` file (data only, never run).
+
+        The file must be UTF-8 of at most :data:`MAX_FILE_BYTES` bytes; JSON must be
+        strict (no ``NaN`` or ``Infinity``, no key twice). ``max_ranks`` limits
+        ``sizes`` as in :meth:`from_sizes`; by default it is the larger of
+        :data:`MAX_RANKS` and the file's length. Every error is a TopologyError that
+        names the file.
 
         Examples
         --------
@@ -306,29 +423,47 @@ class Topology:
         >>> _ = open(p, "w").write('sizes = [2, 2]\\n[wan]\\nlatency = 0.005\\n')
         >>> Topology.from_file(p).wan.latency
         0.005
+        >>> _ = open(p, "w").write('sizes = [2, 2]\\n[wan]\\nlatency = true\\n')
+        >>> Topology.from_file(p)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        wacoll.errors.TopologyError: .../t.toml: wan latency must be a number of seconds, got True
         """
         path = Path(path)
+        if path.suffix not in (".toml", ".json"):
+            raise TopologyError(f"{path}: topology files end in .toml or .json")
         try:
-            text = path.read_text()
+            if not path.is_file():  # a FIFO or a device could block or never end
+                raise TopologyError(f"cannot read topology file {path}: not a regular "
+                                    f"file")
+            with path.open("rb") as f:
+                raw = f.read(MAX_FILE_BYTES + 1)
         except OSError as exc:
             raise TopologyError(f"cannot read topology file {path}: {exc}") from None
-        if path.suffix == ".toml":
-            try:
-                import tomllib
-            except ModuleNotFoundError:  # Python 3.10
-                import tomli as tomllib
-            try:
-                data = tomllib.loads(text)
-            except tomllib.TOMLDecodeError as exc:
-                raise TopologyError(f"{path}: {exc}") from None
-        elif path.suffix == ".json":
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise TopologyError(f"{path}: {exc}") from None
-        else:
-            raise TopologyError(f"{path}: topology files end in .toml or .json")
-        return cls.from_dict(data)
+        if len(raw) > MAX_FILE_BYTES:
+            raise TopologyError(f"{path}: the file is longer than MAX_FILE_BYTES="
+                                f"{MAX_FILE_BYTES} bytes")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TopologyError(f"{path}: not UTF-8 text ({exc.reason} at byte "
+                                f"{exc.start})") from None
+        try:
+            data = _parse(text, path.suffix)
+        except TopologyError as exc:
+            raise TopologyError(f"{path}: {exc}") from None
+        except RecursionError:
+            raise TopologyError(f"{path}: nested too deeply") from None
+        except ValueError as exc:  # TOMLDecodeError, JSONDecodeError, int digit limit
+            reason = str(exc)
+            if "integer string conversion" in reason:
+                reason = "a number has too many digits to read"
+            raise TopologyError(f"{path}: {reason[:200]}") from None
+        limit = max(MAX_RANKS, len(text)) if max_ranks is None else max_ranks
+        try:
+            return cls.from_dict(data, max_ranks=limit)
+        except TopologyError as exc:
+            raise TopologyError(f"{path}: {exc}") from None
 
     def to_dict(self) -> dict:
         """The JSON-ready dictionary form, read back by :meth:`from_dict`.
@@ -355,15 +490,28 @@ class Topology:
         return data
 
     def save(self, path):
-        """Write the topology as JSON (``.json``) or TOML (``.toml``)."""
+        """Write the topology as JSON (``.json``) or TOML (``.toml``), in a form
+        :meth:`from_file` reads back to an equal topology.
+
+        Examples
+        --------
+        >>> import tempfile, os
+        >>> t = Topology.from_sizes([2, 1], wan_pairs={(1, 0): (0.05, 2e6)},
+        ...                         node_bandwidth=[1e8, 1e8, 5e7])
+        >>> d = tempfile.mkdtemp()
+        >>> all(Topology.from_file(os.path.join(d, name)) == t for name in ("t.toml", "t.json")
+        ...     if t.save(os.path.join(d, name)) is None)
+        True
+        """
         path = Path(path)
         data = self.to_dict()
         if path.suffix == ".json":
-            path.write_text(json.dumps(data, indent=2) + "\n")
+            text = json.dumps(data, indent=2, allow_nan=False) + "\n"
         elif path.suffix == ".toml":
-            path.write_text(_to_toml(data))
+            text = _to_toml(data)
         else:
             raise TopologyError(f"{path}: topology files end in .toml or .json")
+        path.write_text(text, encoding="utf-8")
 
     # ------------------------------------------------------------------- queries
     @property
@@ -470,6 +618,45 @@ class Topology:
         return (f"Topology({self.size} ranks in {self.nclusters} {kind} clusters {sizes}; "
                 f"intra {self.intra.latency:g} s, {self.intra.bandwidth:g} B/s; "
                 f"wide-area {self.wan.latency:g} s, {self.wan.bandwidth:g} B/s)")
+
+
+def _is_list(value):
+    return isinstance(value, (list, tuple))
+
+
+def _per_rank(name, values):
+    """``values`` as a tuple, or None; a clear error for a value that is no sequence."""
+    if values is None:
+        return None
+    if isinstance(values, (str, bytes, Mapping, set, frozenset)) or \
+            not hasattr(values, "__len__") or not hasattr(values, "__iter__"):
+        raise TopologyError(f"{name} must be a list of numbers, one per rank, got "
+                            f"{_show(values)}")
+    return tuple(values)
+
+
+def _no_duplicates(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise TopologyError(f"the key {key!r} is given twice")
+        out[key] = value
+    return out
+
+
+def _no_constant(name):
+    raise TopologyError(f"{name} is not a number JSON allows")
+
+
+def _parse(text, suffix):
+    """The data of a TOML or JSON topology file."""
+    if suffix == ".toml":
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # Python 3.10
+            import tomli as tomllib
+        return tomllib.loads(text)
+    return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
 
 
 def _link(value, name) -> LinkParams:

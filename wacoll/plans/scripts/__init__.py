@@ -79,8 +79,28 @@ Semantics are those of :class:`~wacoll.plans.plan.Step`: ``(recv-combine 13 (int
 acc))`` receives a partial result from rank 13 and combines it into ``acc`` on the
 right (rank 13's operands follow ours); ``(combine (from g1) (into acc) (side left))``
 computes ``acc = g1 (+) acc``. The k-th ``send`` from a to b matches b's k-th receive
-from a. Nesting is limited to :data:`MAX_DEPTH` levels and input to :data:`MAX_CHARS`
-characters.
+from a.
+
+Limits
+------
+A script is data: the readers evaluate nothing, and their memory and time are bounded
+by the length of their input.
+
+- :data:`MAX_CHARS`: the longest text (or file) read, in characters;
+  :data:`MAX_DEPTH`: the deepest nesting of parentheses; :data:`MAX_INT`: the largest
+  integer; :data:`MAX_SIZE`: the most ranks a plan may have.
+- The work a text may ask for is a budget of *cells*
+  (:mod:`~wacoll.plans.scripts.limits`): a plan of ``size`` ranks and ``nblocks``
+  blocks costs ``size * (size + nblocks)`` cells before its first step, and every step
+  one cell per block it names (more in a reduction). A text of ``n`` characters may
+  use ``max(MIN_CELLS, CELLS_PER_CHAR * n)`` cells, so ``(plan (op barrier) (size
+  1048576) (counts))`` is refused at once instead of filling the memory. Every reader
+  takes ``max_cells=`` to allow a genuinely large plan; raising the module constants
+  (``wacoll.plans.scripts.MIN_CELLS = 1 << 26``) does so for a whole program.
+
+A file that breaks a limit raises :class:`~wacoll.errors.ScriptError`; so does
+everything else a reader cannot accept, with the line and column (S-expressions) or
+the path of the field (JSON).
 
 Files
 -----
@@ -144,6 +164,7 @@ from wacoll.plans.scripts.rank_scripts import (
     scripts_in,
     write_scripts,
 )
+from wacoll.plans.scripts.limits import CELLS_PER_CHAR, MIN_CELLS, Budget, cell_budget
 from wacoll.plans.scripts.sexpr import MAX_CHARS, MAX_DEPTH, MAX_INT, relocate  # noqa: F401
 from wacoll.plans.scripts.reader import PlanReader, RankScript
 from wacoll.plans.scripts.writer import rank_scripts, to_sexpr
@@ -152,7 +173,10 @@ from wacoll.plans.plan import Plan
 __all__ = [
     "MAX_CHARS",
     "MAX_DEPTH",
+    "MAX_INT",
     "MAX_SIZE",
+    "MIN_CELLS",
+    "CELLS_PER_CHAR",
     "RankScript",
     "to_sexpr",
     "from_sexpr",
@@ -172,14 +196,27 @@ _SEXPR_SUFFIXES = (".scm", ".sexp")
 
 
 # ====================================================================== readers
-def from_sexpr(text: str) -> Plan:
+def _budget(nchars, max_cells):
+    """The cell budget of ``nchars`` characters under this module's limits."""
+    return Budget(cell_budget(nchars, max_cells, min_cells=MIN_CELLS,
+                              per_char=CELLS_PER_CHAR))
+
+
+def from_sexpr(text: str, *, max_cells: int | None = None) -> Plan:
     """Read a whole-plan script, prove the plan and return it.
+
+    Parameters
+    ----------
+    text : str
+    max_cells : int, optional
+        The work the text may ask for (see Limits in the module docstring); by
+        default ``max(MIN_CELLS, CELLS_PER_CHAR * len(text))``.
 
     Raises
     ------
     ScriptError
-        If the text is not a well-formed ``(plan ...)`` script; the error gives the
-        line and column.
+        If the text is not a well-formed ``(plan ...)`` script, or asks for more work
+        than its budget; the error gives the line and column.
     PlanError
         If the script is well formed but the plan fails its check.
 
@@ -196,12 +233,25 @@ def from_sexpr(text: str) -> Plan:
     Traceback (most recent call last):
     ...
     wacoll.errors.ScriptError: size must be an integer, got symbol 'three' (line 1, column 25)
+
+    A short text cannot ask for a huge plan, unless the caller allows it:
+
+    >>> from_sexpr("(plan (op barrier) (size 1048576) (counts))")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    wacoll.errors.ScriptError: this barrier plan on 1048576 ranks with 0 blocks needs ... (line 1, column 20)
     """
-    return PlanReader(text, MAX_CHARS).read_plan()
+    return PlanReader(text, MAX_CHARS, _budget(_length(text), max_cells)).read_plan()
 
 
-def parse_script(text: str) -> RankScript:
+def _length(text):
+    return len(text) if isinstance(text, str) else 0
+
+
+def parse_script(text: str, *, max_cells: int | None = None) -> RankScript:
     """Read one rank's ``(script ...)``; its plan is checked only when reassembled.
+
+    ``max_cells`` is the work the script may ask for, as in :func:`from_sexpr`.
 
     Examples
     --------
@@ -213,20 +263,27 @@ def parse_script(text: str) -> RankScript:
     >>> s.rank, [str(step) for step in s.program[1:]]
     (12, ['recv-combine 13 [0] into acc', 'recv-combine 14 [0] into acc', 'send 8 [0] from acc'])
     """
-    return PlanReader(text, MAX_CHARS).read_script()
+    return PlanReader(text, MAX_CHARS, _budget(_length(text), max_cells)).read_script()
 
 
 def _read_text(path):
+    """The text of a plan file: a regular file of UTF-8, at most MAX_CHARS + 1
+    characters read (so a longer one is refused by the reader, not read whole)."""
     path = Path(path)
     try:
+        if not path.is_file():  # a FIFO or device could block or never end
+            raise ScriptError(f"{path}: not a regular file")
         with path.open("r", encoding="utf-8", newline="") as f:
             text = f.read(MAX_CHARS + 1)
     except UnicodeDecodeError as e:
         raise ScriptError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except OSError as e:
+        raise ScriptError(f"{path}: cannot read the file ({e.strerror or e})") from None
     return text
 
 
-def from_rank_scripts(source, *, op: str | None = None, size: int | None = None) -> Plan:
+def from_rank_scripts(source, *, op: str | None = None, size: int | None = None,
+                      max_cells: int | None = None) -> Plan:
     """Reassemble a plan from its rank scripts, prove it and return it.
 
     Parameters
@@ -236,6 +293,9 @@ def from_rank_scripts(source, *, op: str | None = None, size: int | None = None)
         ``<op>-<size>-rank<rank>.scm`` (other files are ignored).
     op, size : optional
         Which plan to take from a directory holding the scripts of several.
+    max_cells : int, optional
+        The work the scripts may ask for, as in :func:`from_sexpr`; by default the
+        budget of their total length (and of each script's own length).
 
     Raises
     ------
@@ -260,15 +320,17 @@ def from_rank_scripts(source, *, op: str | None = None, size: int | None = None)
     else:
         paths = scripts_in(source, op, size)
         items = [(r, str(p), lambda p=p: _read_text(p)) for r, p in sorted(paths.items())]
-    return assemble(items, parse_script)
+    return assemble(items, lambda text: parse_script(text, max_cells=max_cells),
+                    lambda nchars: _budget(nchars, max_cells))
 
 
 # ====================================================================== JSON
-def from_json(text: str) -> Plan:
+def from_json(text: str, *, max_cells: int | None = None) -> Plan:
     """Read a plan from JSON (the shape of :meth:`Plan.to_dict`), prove it, return it.
 
     Every field is required and checked strictly; unknown fields are errors, as are
-    ``NaN`` and ``Infinity``. Parameter arrays are read back as tuples.
+    ``NaN`` and ``Infinity``. Parameter arrays are read back as tuples. ``max_cells``
+    is the work the text may ask for, as in :func:`from_sexpr`.
 
     Raises
     ------
@@ -285,7 +347,7 @@ def from_json(text: str) -> Plan:
     ...
     wacoll.errors.ScriptError: plan: missing field 'size'
     """
-    return read_json(text, MAX_CHARS)
+    return read_json(text, MAX_CHARS, _budget(_length(text), max_cells))
 
 
 # ====================================================================== files
@@ -320,21 +382,25 @@ def save(plan: Plan, path) -> Path:
     return path
 
 
-def load(path) -> Plan:
+def load(path, *, max_cells: int | None = None) -> Plan:
     """Read, prove and return the plan in ``path`` (format by suffix, as :func:`save`).
 
     Script errors name the file; a plan that fails its check raises PlanError.
+    ``max_cells`` is the work the file may ask for, as in :func:`from_sexpr`.
     """
     kind = _format(path)
     text = _read_text(path)
     try:
-        return from_sexpr(text) if kind == "sexpr" else from_json(text)
+        reader = from_sexpr if kind == "sexpr" else from_json
+        return reader(text, max_cells=max_cells)
     except ScriptError as e:
         raise relocate(e, str(path)) from None
 
 
-def load_all(path) -> list:
+def load_all(path, *, max_cells: int | None = None) -> list:
     """Every plan in ``path``: a plan file, or a directory of plan files and scripts.
+
+    ``max_cells`` is the work each plan may ask for, as in :func:`from_sexpr`.
 
     In a directory, each ``.scm``, ``.sexp`` or ``.json`` file that is not a rank
     script is read with :func:`load`; rank scripts ``<op>-<size>-rank<rank>.scm`` are
@@ -369,7 +435,7 @@ def load_all(path) -> list:
     """
     path = Path(path)
     if not path.is_dir():
-        return [load(path)]
+        return [load(path, max_cells=max_cells)]
     found, where = {}, {}
 
     def add(plan, source):
@@ -388,7 +454,8 @@ def load_all(path) -> list:
         if m is not None:
             ranked.add((m["op"], int(m["size"])))
         elif file.suffix.lower() in _SEXPR_SUFFIXES + (".json",):
-            add(load(file), file)
+            add(load(file, max_cells=max_cells), file)
     for op, size in sorted(ranked - set(found)):
-        add(from_rank_scripts(path, op=op, size=size), path / script_filename(op, size, 0))
+        add(from_rank_scripts(path, op=op, size=size, max_cells=max_cells),
+            path / script_filename(op, size, 0))
     return [found[key] for key in sorted(found)]

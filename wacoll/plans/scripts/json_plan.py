@@ -20,6 +20,7 @@ from wacoll.plans.scripts.fields import (
     check_params,
     make_plan,
 )
+from wacoll.plans.scripts.limits import Budget, cell_budget, plan_cells, step_cost
 from wacoll.plans.scripts.sexpr import MAX_CHARS, MAX_DEPTH, MAX_INT
 from wacoll.plans.operations import LEVELS, OPERATIONS
 from wacoll.plans.plan import STEP_KINDS, Plan, Step
@@ -73,32 +74,50 @@ def to_json(plan: Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _show(value):
+    """A short description of a decoded JSON value, for messages (never recursive)."""
+    if isinstance(value, list):
+        return f"an array of {len(value)} items"
+    if isinstance(value, dict):
+        return f"an object of {len(value)} fields"
+    if isinstance(value, str) and len(value) > 40:
+        value = value[:37] + "..."
+    return json.dumps(value)
+
+
 class _JsonReader:
     """Strict validation of the JSON shape; errors name the field's path."""
+
+    def __init__(self, budget):
+        self.budget = budget
 
     def fail(self, where, message):
         raise ScriptError(f"{where}: {message}")
 
+    def charge(self, where, cells, what):
+        if not self.budget.spend(cells):
+            self.fail(where, self.budget.refusal(what, cells))
+
     def integer(self, value, where, lo, hi):
         if isinstance(value, bool) or not isinstance(value, int):
-            self.fail(where, f"must be an integer, got {json.dumps(value)[:40]}")
+            self.fail(where, f"must be an integer, got {_show(value)}")
         if not lo <= value <= hi:
             self.fail(where, f"{value} is out of range {lo}..{hi}")
         return value
 
     def string(self, value, where):
         if not isinstance(value, str):
-            self.fail(where, f"must be a string, got {json.dumps(value)[:40]}")
+            self.fail(where, f"must be a string, got {_show(value)}")
         return value
 
     def array(self, value, where):
         if not isinstance(value, list):
-            self.fail(where, f"must be an array, got {json.dumps(value)[:40]}")
+            self.fail(where, f"must be an array, got {_show(value)}")
         return value
 
     def keys(self, obj, where, allowed, required):
         if not isinstance(obj, dict):
-            self.fail(where, f"must be an object, got {json.dumps(obj)[:40]}")
+            self.fail(where, f"must be an object, got {_show(obj)}")
         for k in obj:
             if k not in allowed:
                 self.fail(where, f"unknown field {k!r}")
@@ -138,7 +157,7 @@ class _JsonReader:
         if spec.kind == "reduction":
             if level not in LEVELS:
                 self.fail("level", f"must be one of {', '.join(LEVELS)}, got "
-                                   f"{json.dumps(level)[:40]}")
+                                   f"{_show(level)}")
         elif level is not None:
             self.fail("level", f"{op} is not a reduction; it must be null")
         counts = tuple(self.integer(c, f"counts[{i}]", 0, MAX_INT)
@@ -147,6 +166,8 @@ class _JsonReader:
                          for i, c in enumerate(self.array(data["clusters"], "clusters")))
         if len(clusters) != size:
             self.fail("clusters", f"names {len(clusters)} ranks; the size is {size}")
+        self.charge("size", plan_cells(op, size, len(counts)),
+                    f"this {op} plan on {size} ranks with {len(counts)} blocks")
         params, seen = [], set()
         for i, pair in enumerate(self.array(data["params"], "params")):
             where = f"params[{i}]"
@@ -170,10 +191,12 @@ class _JsonReader:
         self.keys(obj, where, _JSON_STEP_KEYS, ("kind", "blocks"))
         kind = obj["kind"]
         if kind not in STEP_KINDS:
-            self.fail(f"{where}.kind", f"unknown step kind {json.dumps(kind)[:40]}; known: "
+            self.fail(f"{where}.kind", f"unknown step kind {_show(kind)}; known: "
                                        f"{', '.join(STEP_KINDS)}")
+        named = self.array(obj["blocks"], f"{where}.blocks")
+        self.charge(where, len(named) * self.cost, f"this step (of {len(named)} blocks)")
         blocks = tuple(self.integer(b, f"{where}.blocks[{i}]", 0, nblocks - 1)
-                       for i, b in enumerate(self.array(obj["blocks"], f"{where}.blocks")))
+                       for i, b in enumerate(named))
         wanted = {
             "peer": kind in PEER_KINDS,
             "src": kind in ("send", "copy", "combine"),
@@ -194,9 +217,9 @@ class _JsonReader:
             elif name == "side":
                 if value not in ("left", "right"):
                     self.fail(f"{where}.side", f"must be 'left' or 'right', got "
-                                               f"{json.dumps(value)[:40]}")
+                                               f"{_show(value)}")
             elif not isinstance(value, str) or not BUFFER.match(value):
-                self.fail(f"{where}.{name}", f"invalid buffer name {json.dumps(value)[:40]}")
+                self.fail(f"{where}.{name}", f"invalid buffer name {_show(value)}")
             values[name] = value
         group = 0
         if "group" in obj:
@@ -208,6 +231,7 @@ class _JsonReader:
     def plan(self, data):
         header = self.header(data)
         size, nblocks = header["size"], len(header["counts"])
+        self.cost = step_cost(header["op"], size)
         programs = self.array(data["programs"], "programs")
         if len(programs) != size:
             self.fail("programs", f"has {len(programs)} programs for {size} ranks")
@@ -230,8 +254,10 @@ def _no_constant(name):
     raise ScriptError(f"JSON constant {name} is not allowed")
 
 
-def read_json(text: str, max_chars: int = MAX_CHARS) -> Plan:
-    """Read, check and prove a plan from JSON text of at most ``max_chars`` characters."""
+def read_json(text: str, max_chars: int = MAX_CHARS, budget: Budget | None = None) -> Plan:
+    """Read, check and prove a plan from JSON text of at most ``max_chars`` characters,
+    within ``budget`` cells of work (by default its length's, see
+    :mod:`~wacoll.plans.scripts.limits`)."""
     if not isinstance(text, str):
         raise TypeError(f"JSON text must be a str, not {type(text).__name__}")
     if len(text) > max_chars:
@@ -244,4 +270,11 @@ def read_json(text: str, max_chars: int = MAX_CHARS) -> Plan:
         raise ScriptError(f"invalid JSON: {e.msg}", line=e.lineno, column=e.colno) from None
     except RecursionError:
         raise ScriptError("JSON nested too deeply") from None
-    return _JsonReader().plan(data)
+    except ScriptError:
+        raise
+    except ValueError as e:  # an integer of more digits than Python converts
+        reason = str(e).split(":")[0]
+        raise ScriptError(f"invalid JSON: a number too long to read ({reason})") from None
+    if budget is None:
+        budget = Budget(cell_budget(len(text)))
+    return _JsonReader(budget).plan(data)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from wacoll.errors import ScriptError
 from wacoll.plans.scripts.fields import HEADER_FIELDS, make_plan
+from wacoll.plans.scripts.limits import Budget, cell_budget, plan_cells
 from wacoll.plans.scripts.sexpr import relocate
 from wacoll.plans.scripts.writer import rank_scripts, to_sexpr
 from wacoll.plans.plan import Plan
@@ -100,17 +101,22 @@ def scripts_in(directory, op, size):
     return next(iter(groups.values()))
 
 
-def assemble(items, parse) -> Plan:
+def assemble(items, parse, budget_of=None) -> Plan:
     """The proved plan of the rank scripts ``items``.
 
     ``items`` are ``(key, where, read)`` triples: the rank the script should be,
     where it comes from (for messages) and a function returning its text, which
     ``parse`` turns into a :class:`~wacoll.plans.scripts.reader.RankScript`.
+    ``budget_of(nchars)`` is the :class:`~wacoll.plans.scripts.limits.Budget` of the
+    scripts' total length, which the reassembled plan's checking work must fit.
     """
     scripts = {}
+    nchars = 0
     for key, where, read in items:
+        text = read()
+        nchars += len(text) if isinstance(text, str) else 0
         try:
-            script = parse(read())
+            script = parse(text)
         except ScriptError as e:
             raise relocate(e, where) from None
         if isinstance(key, bool) or not isinstance(key, int):
@@ -133,4 +139,9 @@ def assemble(items, parse) -> Plan:
     if missing:
         shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
         raise ScriptError(f"no script for ranks {shown} of {header['size']}")
+    budget = budget_of(nchars) if budget_of is not None else Budget(cell_budget(nchars))
+    cells = plan_cells(header["op"], header["size"], len(header["counts"]))
+    if not budget.spend(cells):
+        raise ScriptError(budget.refusal(f"the {header['op']} plan of these scripts",
+                                         cells))
     return make_plan(header, [scripts[r].program for r in range(header["size"])])

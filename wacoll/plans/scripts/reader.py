@@ -29,7 +29,8 @@ from wacoll.plans.scripts.fields import (
     STEP_OPTIONS,
     make_plan,
 )
-from wacoll.plans.scripts.sexpr import MAX_INT, Atom, ListNode, Source, describe
+from wacoll.plans.scripts.limits import Budget, cell_budget, plan_cells, step_cost
+from wacoll.plans.scripts.sexpr import MAX_CHARS, MAX_INT, Atom, ListNode, Source, describe
 from wacoll.plans.operations import LEVELS, OPERATIONS
 from wacoll.plans.plan import Step
 
@@ -57,7 +58,26 @@ class RankScript:
 
 
 class PlanReader(Source):
-    """Interprets the parsed form as a plan or as one rank's script."""
+    """Interprets the parsed form as a plan or as one rank's script.
+
+    Parameters
+    ----------
+    text : str
+    max_chars : int
+        The longest text accepted.
+    budget : Budget, optional
+        The cells of work the text may ask for (see
+        :mod:`~wacoll.plans.scripts.limits`); by default its length's budget.
+    """
+
+    def __init__(self, text, max_chars=MAX_CHARS, budget=None):
+        super().__init__(text, max_chars)
+        self.budget = budget if budget is not None else Budget(cell_budget(len(text)))
+
+    def charge(self, at, cells, what):
+        """Spend ``cells`` of the budget, or raise ScriptError at ``at``."""
+        if not self.budget.spend(cells):
+            self.fail(at, self.budget.refusal(what, cells))
 
     # ------------------------------------------------------------- header
     def header_field(self, form, name, fields):
@@ -128,6 +148,12 @@ class PlanReader(Source):
         for name in ("root", "rank"):
             if name in fields:
                 self.integer(fields[name][1].items[1], name, 0, size - 1)
+        nblocks = len(fields["counts"][0])
+        if script:  # one rank's script: its header repeats the plan's clusters
+            self.charge(fields["size"][1], size, f"this script of {op} on {size} ranks")
+        else:
+            self.charge(fields["size"][1], plan_cells(op, size, nblocks),
+                        f"this {op} plan on {size} ranks with {nblocks} blocks")
         clusters = fields.get("clusters", ((0,) * size, form))
         if len(clusters[0]) != size:
             self.fail(clusters[1], f"clusters names {len(clusters[0])} ranks; the size "
@@ -163,6 +189,9 @@ class PlanReader(Source):
             peer = self.integer(rest[0], "peer", 0, size - 1)
             rest = rest[1:]
         opts = self.step_options(rest, word, kind)
+        named = len(opts["blocks"].items) - 1 if "blocks" in opts else nblocks
+        self.charge(form, named * step_cost(header["op"], size),
+                    f"this step (of {named} blocks)")
         if "blocks" in opts:
             blocks = tuple(self.integer(x, "block", 0, nblocks - 1)
                            for x in opts["blocks"].items[1:])
