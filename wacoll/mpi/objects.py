@@ -24,6 +24,14 @@ cluster). A rank forwards the pickles it received as they are, without
 unpickling them; a block that arrived alone is forwarded in its received frame.
 A frame is at most :data:`MAX_MESSAGE` bytes (2 GiB - 1); a larger one is an error.
 
+The executor (:func:`execute`) runs a rank's lowered program in order: a send is
+an ``Isend`` of its frame (never blocking; the sends are completed at the end), a
+receive a matched probe and ``Recv`` of the next frame from its peer (MPI's
+non-overtaking rule pairs it with the plan's message). A plan that passed its
+check has no cyclic waits, so it cannot deadlock. Consecutive ``recv_combine``
+steps of one arrival-order group combine the frames that have arrived, in any
+order; when none has, the rank waits for the group's next one in program order.
+
 Results are new objects, as mpi4py's are: a rank's result never is the object it
 passed in (its own contribution is unpickled from the pickle it sends anyway; a
 reduction works on a copy of it, as mpi4py's does). Nothing else is copied: each
