@@ -45,6 +45,7 @@ from mpi4py import MPI
 
 from wacoll.errors import TopologyError, WacollError
 from wacoll.mpi import calls
+from wacoll.mpi import objects
 from wacoll.mpi.agreement import VECTOR_CHECKS, Check, Signature, agree
 from wacoll.mpi.discover import topology_from_comm
 from wacoll.mpi.executor import Run, call_tag
@@ -479,6 +480,50 @@ class Comm(MPI.Intracomm):
         """Persistent reduce-scatter: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
         return self._collective(calls.reduce_scatter, (sendbuf, recvbuf, recvcounts, op), family, options, level,
                                 mode="bind")
+
+    # ------------------------------------------------------------- object collectives
+    # mpi4py's lower-case (pickle-based) collectives, run over wacoll plans: see
+    # wacoll.mpi.objects for the frames, the reduction order and the error flags.
+    def barrier(self, *, family=None, **options):
+        """Synchronise all ranks (mpi4py's ``barrier``)."""
+        return objects.barrier(self, family=family, **options)
+
+    def bcast(self, obj, root=0, *, family=None, **options):
+        """The root's ``obj`` on every rank (mpi4py's ``bcast``)."""
+        return objects.bcast(self, obj, root, family=family, **options)
+
+    def gather(self, sendobj, root=0, *, family=None, **options):
+        """Every rank's ``sendobj`` in a list at the root (mpi4py's ``gather``)."""
+        return objects.gather(self, sendobj, root, family=family, **options)
+
+    def scatter(self, sendobj, root=0, *, family=None, **options):
+        """Item ``i`` of the root's ``sendobj`` on rank ``i`` (mpi4py's ``scatter``)."""
+        return objects.scatter(self, sendobj, root, family=family, **options)
+
+    def allgather(self, sendobj, *, family=None, **options):
+        """Every rank's ``sendobj`` in a list on every rank (mpi4py's ``allgather``)."""
+        return objects.allgather(self, sendobj, family=family, **options)
+
+    def alltoall(self, sendobj, *, family=None, **options):
+        """Item ``j`` of rank ``i``'s ``sendobj`` as item ``i`` on rank ``j``."""
+        return objects.alltoall(self, sendobj, family=family, **options)
+
+    def reduce(self, sendobj, op=MPI.SUM, root=0, *, family=None, level=None, **options):
+        """``op`` over every rank's ``sendobj`` at the root (mpi4py's ``reduce``)."""
+        return objects.reduce(self, sendobj, op, root, family=family, level=level,
+                              **options)
+
+    def allreduce(self, sendobj, op=MPI.SUM, *, family=None, level=None, **options):
+        """``op`` over every rank's ``sendobj`` on every rank (mpi4py's ``allreduce``)."""
+        return objects.allreduce(self, sendobj, op, family=family, level=level, **options)
+
+    def scan(self, sendobj, op=MPI.SUM, *, family=None, level=None, **options):
+        """On rank ``i``, ``op`` over ranks ``0..i`` (mpi4py's ``scan``)."""
+        return objects.scan(self, sendobj, op, family=family, level=level, **options)
+
+    def exscan(self, sendobj, op=MPI.SUM, *, family=None, level=None, **options):
+        """On rank ``i > 0``, ``op`` over ranks ``0..i-1`` (mpi4py's ``exscan``)."""
+        return objects.exscan(self, sendobj, op, family=family, level=level, **options)
 
     # ------------------------------------------------------------- tracing
     def write_trace(self, path):
