@@ -118,20 +118,36 @@ class _Progress:
             self.last = now
 
 
-def _pingpong(comm, peer, first, buf, reps, warmup):
-    """Round trips of ``buf`` with ``peer``; ``first`` sends first and times them."""
+def _pingpong(comm, peer, first, buf, reps, warmup, min_time=0.0, most=None):
+    """Round trips of ``buf`` with ``peer``; ``first`` sends first and times them.
+
+    At least ``reps`` timed round trips, and more until ``min_time`` seconds have
+    passed (at most ``most``): the first byte of each message tells the peer whether
+    it is the last.
+    """
+    most = max(reps, most or 50 * reps)
     times = []
-    for k in range(warmup + reps):
-        if first:
+    if first:
+        begin = _wtime()
+        k = 0
+        while True:
+            last = (k + 1 >= warmup + reps and _wtime() - begin >= min_time) \
+                or k + 1 >= warmup + most
+            buf[0] = 1 if last else 0
             t0 = _wtime()
             comm.Send(buf, dest=peer, tag=_TAG)
             comm.Recv(buf, source=peer, tag=_TAG)
             if k >= warmup:
                 times.append(_wtime() - t0)
-        else:
-            comm.Recv(buf, source=peer, tag=_TAG)
-            comm.Send(buf, dest=peer, tag=_TAG)
-    return times
+            k += 1
+            if last:
+                return times
+    while True:
+        comm.Recv(buf, source=peer, tag=_TAG)
+        last = buf[0] == 1
+        comm.Send(buf, dest=peer, tag=_TAG)
+        if last:
+            return times
 
 
 def _stream(comm, peer, sender, buf, ack, window, reps):
@@ -161,7 +177,7 @@ def _wtime():
 
 
 def measure(comm, *, small: int = 8, large: int = 1 << 16, reps: int = 20,
-            warmup: int = 3, window: int = 4, bandwidth_reps: int = 3,
+            warmup: int = 3, min_time: float = 0.01, window: int = 4, bandwidth_reps: int = 3,
             bandwidth_pairs: int = 1, all_pairs: int = 32, samples: int = 3,
             min_gap: float = DEFAULT_MIN_GAP, wide_area: float = DEFAULT_WIDE_AREA,
             pair_tolerance: float = DEFAULT_PAIR_TOLERANCE, progress: bool | None = None,
@@ -177,6 +193,9 @@ def measure(comm, *, small: int = 8, large: int = 1 << 16, reps: int = 20,
         Bytes of each bandwidth message.
     reps, warmup : int
         Timed and untimed round trips per latency pair.
+    min_time : float
+        Seconds each latency pair keeps going beyond ``reps`` round trips (up to
+        ``50 * reps``), so that fast links are sampled across scheduler time slices.
     window : int
         Messages per bandwidth burst.
     bandwidth_reps : int
@@ -203,6 +222,8 @@ def measure(comm, *, small: int = 8, large: int = 1 << 16, reps: int = 20,
     """
     from mpi4py import MPI
 
+    if int(small) < 1:
+        raise WacollError("calibrate: small must be >= 1 byte (it carries a flag)")
     for name, value in (("small", small), ("large", large), ("reps", reps),
                         ("window", window), ("bandwidth_reps", bandwidth_reps)):
         if int(value) < 1:
@@ -236,7 +257,7 @@ def measure(comm, *, small: int = 8, large: int = 1 << 16, reps: int = 20,
         for i, j in this:
             if rank in (i, j):
                 peer = j if rank == i else i
-                times = _pingpong(comm, peer, rank == i, buf, reps, warmup)
+                times = _pingpong(comm, peer, rank == i, buf, reps, warmup, min_time)
                 if times:
                     mine[(i, j)] = float(np.min(times))
         comm.Barrier()
@@ -297,7 +318,7 @@ def measure(comm, *, small: int = 8, large: int = 1 << 16, reps: int = 20,
                 if i != j and values:
                     bandwidth[i, j] = float(np.median(values))
         settings = dict(small=int(small), large=int(large), reps=int(reps),
-                        warmup=int(warmup), window=int(window),
+                        warmup=int(warmup), min_time=float(min_time), window=int(window),
                         bandwidth_reps=int(bandwidth_reps),
                         bandwidth_pairs=int(bandwidth_pairs), latency_pairs=len(pairs),
                         rounds=len(schedule), bandwidth_measurements=len(bw_pairs),
