@@ -566,7 +566,7 @@ class CalibrationReport:
                  f"{_fmt([list(c) for c in topo.clusters])}",
                  f"  {self.clustering.reason}"]
         if configured is not None:
-            lines.append(f"{'':28s}{'configured':>14s}{'measured':>14s}{'ratio':>8s}")
+            lines.append(f"{'':28s}{'configured':>16s}{'measured':>16s}{'ratio':>8s}")
             for what, want, got, ratio in compare_topologies(topo, configured):
                 if what == "clusters":
                     lines.insert(2, f"  configured clusters {_fmt(want)}: {ratio}")
@@ -580,8 +580,8 @@ class CalibrationReport:
                         return "..".join(f"{x * scale:.4g}" for x in v)
                     return f"{v * scale:.4g}"
                 ratio_s = f"{ratio:.3f}" if isinstance(ratio, float) else ratio
-                lines.append(f"{what + ' (' + unit + ')':28s}{show(want):>14s}"
-                             f"{show(got):>14s}{ratio_s:>8s}")
+                lines.append(f"{what + ' (' + unit + ')':28s}{show(want):>16s}"
+                             f"{show(got):>16s}{ratio_s:>8s}")
             return "\n".join(lines)
         lines.append(f"{'link':28s}{'latency':>10s}{'bandwidth':>17s}")
         if any(len(c) > 1 for c in topo.clusters):
