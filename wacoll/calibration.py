@@ -467,8 +467,12 @@ def plot_latency_heatmap(latency, *, clusters=None, ax=None, title=None, unit="m
     bar.set_label(f"one-way latency ({'µs' if unit == 'us' else unit})")
     ax.set_xlabel("destination rank")
     ax.set_ylabel("source rank")
-    for axis in (ax.xaxis, ax.yaxis):
-        axis.set_major_locator(MaxNLocator(integer=True, nbins=min(n, 16)))
+    if n <= 16:
+        ax.set_xticks(range(n))
+        ax.set_yticks(range(n))
+    else:
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_locator(MaxNLocator(integer=True, nbins=16))
     if clusters is not None:
         order = sorted(clusters, key=lambda c: c[0])
         for members in order:

@@ -133,7 +133,10 @@ def time_unit(seconds: float):
 def _integer_ranks(ax, size):
     from matplotlib.ticker import MaxNLocator
 
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=min(size, 16)))
+    if size <= 16:
+        ax.set_yticks(range(size))
+    else:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=16))
     ax.set_ylim(size - 0.5, -0.5)
 
 
