@@ -73,7 +73,7 @@ def draw_tree(tree, ax=None, costs=None, clusters=None, title=None):
                                               for u, v, d in tree.edges(data=True)})
     if costs is not None:
         for v, (x, y) in pos.items():
-            ax.annotate(f"{costs[v]:g}", (x, y), xytext=(0, -14),
+            ax.annotate(f"{costs[v]:g}", (x, y), xytext=(0, -19),
                         textcoords="offset points", ha="center", fontsize=7)
     ax.set_title(title or tree.graph.get("name", "tree"))
     ax.axis("off")
