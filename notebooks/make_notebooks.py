@@ -208,7 +208,8 @@ for ax, label in ((ax1, "wide-area messages"), (ax2, "predicted completion (ms)"
     ax.set_ylabel(label)
     ax.legend(loc="upper left")
     ax.grid(axis="y", alpha=0.3)
-ax1.set_title("wide-area messages per call (1 KiB per rank)")
+ax1.set_yscale("log")
+ax1.set_title("wide-area messages per call (1 KiB per rank, log scale)")
 ax2.set_title("simulated time, 10 ms / 1 MB/s between clusters")"""),
     new_markdown_cell("""## How the broadcasts cross the wide area
 
