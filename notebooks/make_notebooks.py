@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt
 from wacoll import Topology, trees
 from wacoll.plans import build
 from wacoll.plans.sim import simulate, LinkModel, TiniModel
-from wacoll.viz import draw_tree, draw_plan"""),
+from wacoll.viz import draw_tree, draw_plan, draw_timeline"""),
     new_markdown_cell("""## Heterogeneous nodes: binomial, SPOC, FNF and optimal trees
 
 Banikazemi's Figure 1: eight workstations, the source and one other node fast
@@ -36,9 +36,10 @@ shapes = {
     "FNF": trees.fnf(costs),
     "optimal": trees.optimal(costs),
 }
-fig, axes = plt.subplots(1, 4, figsize=(16, 3.5))
+fig, axes = plt.subplots(1, 4, figsize=(16, 4), layout="constrained")
 for ax, (name, t) in zip(axes, shapes.items()):
-    draw_tree(t, ax=ax, costs=costs, title=f"{name}: {trees.bcast_time(t, costs):g} us")
+    draw_tree(t, ax=ax, costs=costs, title=f"{name}: {trees.bcast_time(t, costs):g} µs")
+fig.suptitle("t_ini under each node (µs), send order on the edges")
 times = {name: trees.bcast_time(t, costs) for name, t in shapes.items()}
 times"""),
     new_code_cell("""assert times == {"binomial": 700, "SPOC": 500, "FNF": 400, "optimal": 400}"""),
@@ -63,16 +64,16 @@ for fam, plan in plans.items():
     r = plan.check()
     print(f"{fam:7s} wide-area messages {r.wide_area_messages:2d}  hops {r.max_wide_area_hops}"
           f"  optimal: {r.optimality}")
-fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), layout="constrained")
 for ax, (fam, plan) in zip(axes, plans.items()):
-    draw_plan(plan, ax=ax)"""),
+    draw_plan(plan, ax=ax, title=f"{fam}: one column per cluster, wide-area dashed red")"""),
     new_code_cell("""results = {fam: simulate(plan, LinkModel(topo)) for fam, plan in plans.items()}
 for fam, res in results.items():
     print(f"{fam:7s} predicted completion {res.completion * 1e3:7.1f} ms")
-fig, axes = plt.subplots(2, 1, figsize=(12, 6), sharex=True)
+fig, axes = plt.subplots(2, 1, figsize=(12, 8), sharex=True, layout="constrained")
 for ax, (fam, res) in zip(axes, results.items()):
-    res.plot(ax=ax)
-    ax.set_title(f"{fam} broadcast of 64 KiB")
+    draw_timeline(res, ax=ax, unit="ms",
+                  title=f"{fam} broadcast of 64 KiB: {res.completion * 1e3:.1f} ms predicted")
 assert results["magpie"].completion < results["mpich"].completion"""),
     new_markdown_cell("""## Every operation, side by side
 
@@ -102,6 +103,256 @@ assert scripts.from_sexpr(scripts.to_sexpr(plan)) == plan"""),
 ]
 
 
+HETERO = [
+    new_markdown_cell("""# Broadcast trees for nodes of different speeds (Banikazemi et al.)
+
+Each node has a *message initiation cost* t_ini: the time it is busy sending one
+message (Banikazemi et al. measure it as half the round trip of a short message
+between two nodes of one kind; `wacoll calibrate` does the same). A broadcast tree
+should let fast nodes serve many others. This notebook draws the paper's Figure 1,
+compares SPOC, Fastest-Node-First and the exact optimal tree, and repeats a small
+version of its Table 2 (FNF against the optimum on random instances)."""),
+    new_code_cell("""import random
+import matplotlib.pyplot as plt
+import numpy as np
+from wacoll import trees
+from wacoll.viz import draw_tree"""),
+    new_markdown_cell("""## Figure 1: eight workstations, two of them fast
+
+Node 0 (the source) and node 5 have t_ini = 100 µs, the others 300 µs. A binomial
+tree ignores speeds (700 µs); SPOC puts fast nodes where a binomial tree has the most
+descendants (500 µs); FNF lets the earliest-free sender serve the fastest waiting
+node and here matches the optimum (400 µs)."""),
+    new_code_cell("""costs = [100, 300, 300, 300, 300, 100, 300, 300]   # µs
+shapes = {"binomial": trees.binomial(8), "SPOC": trees.spoc(costs),
+          "FNF": trees.fnf(costs), "optimal": trees.optimal(costs)}
+times = {name: trees.bcast_time(t, costs) for name, t in shapes.items()}
+fig, axes = plt.subplots(1, 4, figsize=(16, 4.2), layout="constrained")
+for ax, (name, t) in zip(axes, shapes.items()):
+    fast = [0 if c == 100 else 1 for c in costs]
+    draw_tree(t, ax=ax, costs=costs, clusters=fast, title=f"{name}: {times[name]:g} µs")
+fig.suptitle("Figure 1: broadcast from node 0; t_ini (µs) under each node, "
+             "send order on the edges; fast nodes blue")
+assert times == {"binomial": 700, "SPOC": 500, "FNF": 400, "optimal": 400}
+times"""),
+    new_markdown_cell("""## Table 2 in small: FNF against the optimal tree
+
+Random t_ini from {100, ..., 800} µs, a random source, N nodes; average broadcast
+latency over 200 instances per N (the paper takes 10,000 with up to 9 nodes; the
+exact tree is exponential in N)."""),
+    new_code_cell("""rng = random.Random(1998)
+rows = []
+for n in range(3, 9):
+    fnf_t, opt_t, same = [], [], 0
+    for _ in range(200):
+        c = [rng.choice(range(100, 900, 100)) for _ in range(n)]
+        f, o = trees.bcast_time(trees.fnf(c), c), trees.bcast_time(trees.optimal(c), c)
+        fnf_t.append(f)
+        opt_t.append(o)
+        same += f == o
+    rows.append((n, np.mean(fnf_t), np.mean(opt_t), same / 200))
+print(f"{'N':>3s}{'FNF (µs)':>10s}{'optimal (µs)':>14s}{'FNF/opt':>9s}{'equal':>7s}")
+for n, f, o, s in rows:
+    print(f"{n:3d}{f:10.1f}{o:14.1f}{f / o:9.4f}{s:7.0%}")
+assert all(f / o < 1.02 for _, f, o, _ in rows)"""),
+    new_code_cell("""fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
+ns = [r[0] for r in rows]
+ax.plot(ns, [r[1] for r in rows], "o-", label="FNF")
+ax.plot(ns, [r[2] for r in rows], "s--", label="optimal")
+ax.set_xlabel("nodes in the broadcast")
+ax.set_ylabel("mean broadcast latency (µs)")
+ax.set_xticks(ns)
+ax.set_title("FNF is within 1-2 % of the optimal tree")
+ax.legend(loc="upper left")
+ax.grid(alpha=0.3)"""),
+]
+
+MAGPIE = [
+    new_markdown_cell("""# MagPIe against MPICH: wide-area traffic and predicted time
+
+Kielmann et al.'s MagPIe sends every data item across the wide area at most once
+and along at most one wide-area hop; MPICH 1.1's algorithms ignore the clusters.
+The checker counts each plan's wide-area messages and hops; the simulator predicts
+its completion on 4 clusters of 4 ranks joined by 10 ms, 1 MB/s links."""),
+    new_code_cell("""import matplotlib.pyplot as plt
+import numpy as np
+from wacoll import Topology
+from wacoll.plans import build
+from wacoll.plans.sim import simulate, LinkModel
+from wacoll.viz import draw_plan
+
+topo = Topology.from_sizes([4, 4, 4, 4], wan_latency=0.010, wan_bandwidth=1e6)
+OPS = ("barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall")"""),
+    new_code_cell("""metrics = {}
+for op in OPS:
+    for fam in ("magpie", "mpich"):
+        kw = {} if op == "barrier" else {"count": 1024}
+        if op in ("reduce", "allreduce"):
+            kw["level"] = "associative"
+        plan = build(op, topo, fam, **kw)
+        r = plan.check()
+        metrics[op, fam] = (r.wide_area_messages, r.max_wide_area_hops,
+                            simulate(plan, LinkModel(topo)).completion)
+print(f"{'operation':10s}{'family':8s}{'WAN msgs':>9s}{'hops':>6s}{'time (ms)':>11s}")
+for (op, fam), (m, h, t) in metrics.items():
+    print(f"{op:10s}{fam:8s}{m:9d}{h:6d}{t * 1e3:11.1f}")
+assert all(metrics[op, "magpie"][1] <= 1 for op in OPS if op != "barrier")"""),
+    new_code_cell("""fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.2), layout="constrained")
+x = np.arange(len(OPS))
+for k, fam in enumerate(("magpie", "mpich")):
+    ax1.bar(x + (k - 0.5) * 0.38, [metrics[op, fam][0] for op in OPS], 0.38, label=fam)
+    ax2.bar(x + (k - 0.5) * 0.38, [metrics[op, fam][2] * 1e3 for op in OPS], 0.38,
+            label=fam)
+for ax, label in ((ax1, "wide-area messages"), (ax2, "predicted completion (ms)")):
+    ax.set_xticks(x, OPS)
+    ax.set_ylabel(label)
+    ax.legend(loc="upper left")
+    ax.grid(axis="y", alpha=0.3)
+ax1.set_yscale("log")
+ax1.set_title("wide-area messages per call (1 KiB per rank, log scale)")
+ax2.set_title("simulated time, 10 ms / 1 MB/s between clusters")"""),
+    new_markdown_cell("""## How the broadcasts cross the wide area
+
+One column per cluster; wide-area messages dashed red. MagPIe's coordinator sends
+one message to each other cluster's coordinator; MPICH's binomial tree crosses
+cluster boundaries deeper in the tree."""),
+    new_code_cell("""fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), layout="constrained")
+for ax, fam in zip(axes, ("magpie", "mpich")):
+    plan = build("bcast", topo, fam, count=1024)
+    r = plan.check()
+    draw_plan(plan, ax=ax, title=f"{fam}: {r.wide_area_messages} wide-area messages, "
+                                 f"at most {r.max_wide_area_hops} hops")"""),
+    new_markdown_cell("""## Message size sweep
+
+Broadcast completion from 1 B to 1 MiB: at small sizes the wide-area latency
+counts (MagPIe pays one, MPICH up to two per path), at large ones the bytes over the
+1 MB/s links."""),
+    new_code_cell("""sizes = [2 ** k for k in range(0, 21, 2)]
+curves = {fam: [simulate(build("bcast", topo, fam, count=s), LinkModel(topo)).completion
+                for s in sizes] for fam in ("magpie", "mpich")}
+fig, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
+for fam, ts in curves.items():
+    ax.loglog(sizes, [t * 1e3 for t in ts], "o-", label=fam)
+ax.set_xlabel("message size (bytes)")
+ax.set_ylabel("predicted completion (ms)")
+ax.set_title("broadcast on 4 x 4 ranks, 10 ms / 1 MB/s wide area")
+ax.legend(loc="upper left")
+ax.grid(alpha=0.3, which="both")
+assert all(m <= p for m, p in zip(curves["magpie"], curves["mpich"]))"""),
+]
+
+MATSUDA = [
+    new_markdown_cell("""# Matsuda et al.: n simultaneous wide-area senders
+
+On *long-and-fast* networks the wide-area link is faster than any one node: two
+clusters of 8 ranks with 1 Gbit/s (125 MB/s) node links, joined by a 10 Gbit/s link
+with 5 ms one-way latency. One sender cannot fill it; Matsuda's modified van de
+Geijn broadcast and Rabenseifner allreduce let `n` ranks per cluster send at once.
+The simulator sweeps `n` and compares with the *farfirst* and *two-tier* baselines
+(their Table 1)."""),
+    new_code_cell("""import matplotlib.pyplot as plt
+from wacoll import Topology
+from wacoll.plans import build
+from wacoll.plans.sim import simulate, LinkModel
+
+topo = Topology.from_sizes([8, 8], intra_latency=5e-5, intra_bandwidth=125e6,
+                           wan_latency=0.005, wan_bandwidth=1.25e9)
+M = 1 << 24            # 16 MiB vectors (count of 1-byte items)
+NS = [1, 2, 4, 8]"""),
+    new_code_cell("""def t(op, **kw):
+    kw.setdefault("level", "associative") if op == "allreduce" else None
+    return simulate(build(op, topo, "gridmpi", count=M, **kw), LinkModel(topo)).completion
+
+sweep = {op: [t(op, n=n) for n in NS] for op in ("bcast", "allreduce")}
+base = {"bcast": t("bcast", algorithm="farfirst"),
+        "allreduce": t("allreduce", algorithm="two-tier")}
+for op in sweep:
+    print(op, " ".join(f"n={n}: {x * 1e3:.1f} ms" for n, x in zip(NS, sweep[op])),
+          f"| baseline {base[op] * 1e3:.1f} ms")
+assert sweep["bcast"][-1] < sweep["bcast"][0] <= base["bcast"]"""),
+    new_code_cell("""fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
+names = {"bcast": "farfirst", "allreduce": "two-tier"}
+for ax, op in zip(axes, ("bcast", "allreduce")):
+    ax.plot(NS, [x * 1e3 for x in sweep[op]], "o-", label=f"gridmpi {op}, n senders")
+    ax.axhline(base[op] * 1e3, color="tab:red", ls="--", label=names[op])
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(NS, [str(n) for n in NS])
+    ax.set_xlabel("wide-area senders per cluster, n")
+    ax.set_ylabel("predicted completion (ms)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"{op} of 16 MiB, 2 x 8 ranks")
+    ax.legend(loc="lower left")
+    ax.grid(alpha=0.3)"""),
+]
+
+TESTBED = [
+    new_markdown_cell("""# A run on the emulated testbed, traced
+
+This notebook builds a small emulated wide-area grid on this machine (2 clusters of
+2 ranks, 10 ms and 1 MB/s between them), measures it with `wacoll calibrate`, runs a
+traced MagPIe allreduce on it, and draws the trace as a timeline next to the
+simulator's prediction. The testbed needs root and `/dev/net/tun`; where they are
+missing the notebook says why and draws the prediction only."""),
+    new_code_cell("""import json, sys, tempfile, textwrap
+from pathlib import Path
+import matplotlib.pyplot as plt
+from wacoll import Topology
+from wacoll.emulate import Testbed, unavailable_reason
+from wacoll.plans import build
+from wacoll.plans.sim import simulate, LinkModel
+from wacoll.viz import draw_timeline, draw_trace
+
+topo = Topology.from_sizes([2, 2], wan_latency=0.010, wan_bandwidth=1e6)
+work = Path(tempfile.mkdtemp())
+reason = unavailable_reason()
+print("testbed:", "available" if reason is None else f"skipped: {reason}")"""),
+    new_code_cell("""APP = textwrap.dedent('''
+    import numpy as np
+    from mpi4py import MPI
+    import wacoll
+    comm = wacoll.Comm(MPI.COMM_WORLD, family="magpie", trace=True)
+    x, y = np.arange(8192.0), np.zeros(8192)
+    for _ in range(3):
+        comm.Allreduce(x, y, op=MPI.SUM)
+    comm.write_trace("trace.json")
+''')
+(work / "app.py").write_text(APP)
+calibration = trace = None
+if reason is None:
+    with Testbed(topo, name="nbtrace", netem="relay") as tb:
+        cal = tb.run([sys.executable, "-m", "wacoll.cli", "calibrate", "--out",
+                      str(work / "measured.toml"), "--report", str(work / "report.json"),
+                      "--reps", "5", "--bandwidth-pairs", "0", "--no-progress"],
+                     timeout=120, cwd=work)
+        run = tb.run([sys.executable, str(work / "app.py")], timeout=120, cwd=work)
+    assert cal.ok and run.ok, (cal.stderr or "")[-1500:] + (run.stderr or "")[-1500:]
+    print(cal.stdout)
+    calibration = json.loads((work / "report.json").read_text())
+    trace = json.loads((work / "trace.json").read_text())
+    assert calibration["clusters"] == [[0, 1], [2, 3]]"""),
+    new_code_cell("""import numpy as np
+from wacoll.calibration import plot_latency_heatmap
+if calibration is not None:
+    lat = np.array([[np.nan if v is None else v for v in row]
+                    for row in calibration["latency"]])
+    fig, ax = plt.subplots(figsize=(5.5, 4.5), layout="constrained")
+    plot_latency_heatmap(lat, clusters=calibration["clusters"], ax=ax,
+                         title="measured one-way latency on the testbed")
+else:
+    print("no testbed, no measurement:", reason)"""),
+    new_code_cell("""plan = build("allreduce", topo, "magpie", count=8192, itemsize=8, level="strict")
+predicted = simulate(plan, LinkModel(topo))
+rows = 2 if trace is not None else 1
+fig, axes = plt.subplots(rows, 1, figsize=(10, 3.4 * rows), layout="constrained",
+                         squeeze=False)
+draw_timeline(predicted, ax=axes[0, 0], unit="ms",
+              title=f"simulated: {predicted.completion * 1e3:.1f} ms")
+if trace is not None:
+    draw_trace(trace, ax=axes[1, 0], clusters=topo.cluster_ids,
+               title="traced on the testbed: three allreduce calls")"""),
+]
+
+
 def write(name, cells):
     nb = new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
@@ -111,3 +362,7 @@ def write(name, cells):
 
 if __name__ == "__main__":
     write("explore_plans.ipynb", EXPLORE)
+    write("heterogeneous_trees.ipynb", HETERO)
+    write("magpie_vs_mpich.ipynb", MAGPIE)
+    write("matsuda_sweep.ipynb", MATSUDA)
+    write("testbed_timeline.ipynb", TESTBED)

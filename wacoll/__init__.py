@@ -6,7 +6,8 @@ symbolically, predict their cost, export them as scripts, and run them over mpi4
 The plan world (:mod:`wacoll.topology`, :mod:`wacoll.trees`, :mod:`wacoll.plans`)
 is pure Python and imports without MPI or a compiler. The MPI world
 (:mod:`wacoll.mpi`: :class:`Comm`, the executor, the Cython kernels) is loaded on
-first use of ``wacoll.Comm`` or ``wacoll.topology_from_comm``.
+first use of ``wacoll.Comm``, ``wacoll.topology_from_comm`` or ``wacoll.calibrate``
+(which measures a communicator's links: :mod:`wacoll.mpi.calibrate`).
 """
 
 from wacoll import plans, trees
@@ -26,6 +27,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Comm",
     "topology_from_comm",
+    "calibrate",
     "Topology",
     "LinkParams",
     "WacollError",
@@ -39,7 +41,8 @@ __all__ = [
     "plans",
 ]
 
-_MPI_WORLD = {"Comm": "wacoll.mpi.comm", "topology_from_comm": "wacoll.mpi.discover"}
+_MPI_WORLD = {"Comm": "wacoll.mpi.comm", "topology_from_comm": "wacoll.mpi.discover",
+              "calibrate": "wacoll.mpi.calibrate"}
 
 
 def __getattr__(name):

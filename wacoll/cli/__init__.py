@@ -230,6 +230,7 @@ def _parser():
     from wacoll.cli.testbed import add_testbed_parser
 
     add_testbed_parser(sub)
+    __import__("wacoll.cli.calibrate").cli.calibrate.add_calibrate_parser(sub)
     return parser
 
 

@@ -87,7 +87,8 @@ def transport_name(netmod: str, idle: str = "poll") -> str:
 
 
 def resolve_idle(idle: str, *, nprocs: int, cores: int | None = None) -> str:
-    """``"yield"`` or ``"poll"``: ``"auto"`` yields when ``nprocs`` exceeds ``cores``."""
+    """The idle mode to run with, ``"yield"`` or ``"poll"`` (``"auto"`` yields when
+    ``nprocs`` exceeds ``cores``)."""
     if idle not in IDLE_MODES:
         raise TestbedError(f"idle must be one of {', '.join(IDLE_MODES)}; got {idle!r}")
     if idle != "auto":
