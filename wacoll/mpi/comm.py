@@ -484,6 +484,8 @@ class Comm(MPI.Intracomm):
     # ------------------------------------------------------------- object collectives
     # mpi4py's lower-case (pickle-based) collectives, run over wacoll plans: see
     # wacoll.mpi.objects for the frames, the reduction order and the error flags.
+    # They always run a plan (never the MPI library's own, which would leave the
+    # other ranks waiting when one rank cannot pickle its object).
     def barrier(self, *, family=None, **options):
         """Synchronise all ranks (mpi4py's ``barrier``)."""
         return objects.barrier(self, family=family, **options)

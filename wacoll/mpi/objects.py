@@ -94,13 +94,14 @@ import weakref
 from mpi4py import MPI
 
 from wacoll.errors import WacollError
+from wacoll.mpi.executor import call_tag
 from wacoll.plans import LEVELS, Call, lower, select
 from wacoll.plans import operations as ops
 
 __all__ = ["barrier", "bcast", "gather", "scatter", "allgather", "alltoall", "reduce",
            "allreduce", "scan", "exscan", "execute", "TAG", "MAX_MESSAGE"]
 
-#: The tag of object frames on the private communicator (buffer plans use another).
+#: The tag of :func:`execute`'s frames when run on its own (a Comm tags each call).
 TAG = 0x7AC1
 #: The largest frame, in bytes: one MPI message of ``MPI.BYTE`` with an int count.
 MAX_MESSAGE = 2**31 - 1
@@ -227,13 +228,13 @@ def _parse(frame):
     return ids, views, None
 
 
-def _receive(wire, peer, block=True):
+def _receive(wire, peer, block=True, tag=TAG):
     """The next frame from ``peer`` (None if ``block`` is false and none is there)."""
     status = MPI.Status()
     if block:
-        message = wire.Mprobe(peer, TAG, status)
+        message = wire.Mprobe(peer, tag, status)
     else:
-        message = wire.Improbe(peer, TAG, status)
+        message = wire.Improbe(peer, tag, status)
         if message is None:
             return None
     frame = bytearray(status.Get_count(MPI.BYTE))
@@ -260,7 +261,7 @@ def _last_reads(steps):
 
 
 def execute(program, plan, wire, slots, *, op=None, faults=None, local=None,
-            tracer=None):
+            tracer=None, tag=TAG):
     """Run this rank's lowered ``program`` of ``plan`` over pickled blocks.
 
     Parameters
@@ -375,7 +376,7 @@ def execute(program, plan, wire, slots, *, op=None, faults=None, local=None,
             frame = send(step)
             nbytes = len(frame)
             keep_alive.append(frame)
-            sends.append(wire.Isend([frame, MPI.BYTE], step.peer, TAG))
+            sends.append(wire.Isend([frame, MPI.BYTE], step.peer, tag))
         elif kind == "recv_combine" and step.group:
             j = i
             while j < len(steps) and steps[j].kind == "recv_combine" and \
@@ -386,7 +387,7 @@ def execute(program, plan, wire, slots, *, op=None, faults=None, local=None,
                 progressed = False
                 for k in [k for n, k in enumerate(pending)
                           if steps[k].peer not in {steps[q].peer for q in pending[:n]}]:
-                    frame = _receive(wire, steps[k].peer, block=False)
+                    frame = _receive(wire, steps[k].peer, block=False, tag=tag)
                     if frame is not None:
                         pending.remove(k)
                         progressed = True
@@ -394,7 +395,7 @@ def execute(program, plan, wire, slots, *, op=None, faults=None, local=None,
                         if incoming is not None:
                             combine(steps[k].dst, incoming, steps[k].side, k)
                 if not progressed and pending:
-                    frame = _receive(wire, steps[pending[0]].peer)
+                    frame = _receive(wire, steps[pending[0]].peer, tag=tag)
                     k = pending.pop(0)
                     incoming = accept(k, frame)
                     if incoming is not None:
@@ -404,7 +405,7 @@ def execute(program, plan, wire, slots, *, op=None, faults=None, local=None,
             i = j
             continue
         elif kind in ("recv", "recv_combine"):
-            frame = _receive(wire, step.peer)
+            frame = _receive(wire, step.peer, tag=tag)
             nbytes = len(frame)
             incoming = accept(i, frame)
             if incoming is not None:
@@ -472,13 +473,22 @@ def _plan(comm, op, root, level, family, options):
         selection = select(call, comm.network,
                            family=None if family == scripts else family, options=options,
                            comm_family=None if comm.family == scripts else comm.family,
-                           comm_options=comm.options, policy=comm.policy)
+                           comm_options=comm.options, policy=comm.policy,
+                           allow_native=False)
         plan = selection.build(comm.network)
         rank, size, nb = comm.Get_rank(), plan.size, plan.nblocks
         ins = {b: b for b in ops.in_blocks(op, size, root, nb, rank)}
         outs = {b: b for b in ops.out_blocks(op, size, root, nb, rank)}
         entry = cache[key] = (plan, lower(plan, rank, ins, outs))
     return entry
+
+
+def _next_tag(comm):
+    """The tag of the communicator's next call (shared with its buffer collectives,
+    so that an object call never matches a non-blocking call still in flight)."""
+    seq = comm._seq
+    comm._seq += 1
+    return call_tag(seq)
 
 
 def _run(comm, opname, root, slots, *, level=None, reduce_op=None, faults=None,
@@ -492,12 +502,13 @@ def _run(comm, opname, root, slots, *, level=None, reduce_op=None, faults=None,
     faults = {} if faults is None else faults
     local = {} if local is None else local
     plan, program = _plan(comm, opname, root, level, family, dict(options or {}))
-    comm.last_plan = plan
+    comm.last_plan, comm.last_family = plan, plan.family
     execute(program, plan, wire, slots, op=reduce_op, faults=faults, local=local,
-            tracer=tracer)
+            tracer=tracer, tag=_next_tag(comm))
     if comm.validate and opname in _STATUS and plan.size > 1:
         bplan, bprogram = _plan(comm, "barrier", None, None, None, {})
-        execute(bprogram, bplan, wire, {}, faults=faults, local=local, tracer=tracer)
+        execute(bprogram, bplan, wire, {}, faults=faults, local=local, tracer=tracer,
+                tag=_next_tag(comm))
     if tracer:
         tracer.record(f"{plan.op} ({plan.family}/{plan.algorithm})", "operation", t0,
                       tracer.clock(), objects=True)

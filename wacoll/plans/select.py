@@ -164,7 +164,8 @@ def _default_family(call: Call, topology, policy: Policy):
 
 
 def select(call: Call, topology, *, family=None, options=None, comm_family=None,
-           comm_options=None, policy: Policy = DEFAULT_POLICY) -> Selection:
+           comm_options=None, policy: Policy = DEFAULT_POLICY,
+           allow_native=True) -> Selection:
     """The plan ``wacoll.Comm`` runs for ``call`` on ``topology``.
 
     Parameters
@@ -180,6 +181,9 @@ def select(call: Call, topology, *, family=None, options=None, comm_family=None,
     comm_options : mapping, optional
         The communicator's builder options; applied where the builder takes them.
     policy : Policy
+    allow_native : bool
+        Whether the default may hand the call to the MPI library (a caller that
+        needs a plan, such as the object collectives, says no).
 
     Returns
     -------
@@ -201,6 +205,8 @@ def select(call: Call, topology, *, family=None, options=None, comm_family=None,
         chosen, extra = comm_family, {}
     else:
         chosen, extra = _default_family(call, topology, policy)
+        if chosen == NATIVE and not allow_native:
+            chosen, extra = ("magpie" if topology.nclusters > 1 else "mpich"), {}
     if chosen == NATIVE:
         if options:
             raise PlanError(f"the native family takes no options; got "
