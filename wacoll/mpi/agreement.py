@@ -305,9 +305,9 @@ class Check:
             return self.error
         rank, code = int(self.flags[0]) - 1, int(self.flags[1])
         if rank < 0:
-            return WacollError("the ranks disagree on the call: some rank's arguments "
-                               "describe another operation than "
-                               f"{self.sig.describe()}")
+            return WacollError("the ranks disagree on the call: their arguments "
+                               "describe different operations (a blocking call names "
+                               "the ranks and fields)")
         cls = _ERRORS.get(_CODES[code - 1], WacollError) if 0 < code <= len(_CODES) \
             else WacollError
         exc = cls.__new__(cls)

@@ -5,14 +5,17 @@ environment can say otherwise, on every rank alike:
 
 ``WACOLL_TOPOLOGY``
     A topology file (``.toml`` or ``.json``, see :meth:`wacoll.Topology.from_file`)
-    for exactly this communicator's size; rank 0 reads it and shares it.
+    for this communicator's size, or for ``MPI.COMM_WORLD`` by world rank (then
+    restricted to the communicator's members); rank 0 reads it and shares it.
 ``WACOLL_CLUSTERS``
-    Either one cluster label per rank, comma-separated (``"0,0,1,1"``), or a mapping
+    Either one cluster label per process of ``MPI.COMM_WORLD`` (by world rank),
+    comma-separated (``"0,0,1,1"``), or a mapping
     from host name to cluster label (``"nodeA=east,nodeB=east,nodeC=west"``), applied
     to each rank's ``MPI.Get_processor_name()``.
 
-Every rank contributes its own label and the labels are exchanged, so all ranks build
-the same topology; a fault on any rank raises the same error on every rank.
+Each process knows its own label, whatever communicator it discovers (COMM_SELF, a
+split, a subset); the members' labels are exchanged, so all ranks build the same
+topology; a fault on any rank raises the same error on every rank.
 Clusters are numbered by their lowest rank.
 
 Examples
@@ -37,7 +40,7 @@ def _label(comm, env):
     from mpi4py import MPI
 
     spec = env.get("WACOLL_CLUSTERS", "").strip()
-    rank, size = comm.Get_rank(), comm.Get_size()
+    rank = comm.Get_rank()
     if spec:
         items = [x.strip() for x in spec.split(",") if x.strip()]
         if any("=" in x for x in items):
@@ -51,10 +54,11 @@ def _label(comm, env):
             if host not in mapping:
                 raise TopologyError(f"WACOLL_CLUSTERS names no cluster for host {host!r}")
             return mapping[host]
-        if len(items) != size:
+        world = MPI.COMM_WORLD
+        if len(items) != world.Get_size():
             raise TopologyError(f"WACOLL_CLUSTERS lists {len(items)} labels for "
-                                f"{size} ranks")
-        return items[rank]
+                                f"{world.Get_size()} processes of MPI.COMM_WORLD")
+        return items[world.Get_rank()]
     node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
     try:
         leader = node.allreduce(rank, op=MPI.MIN)
@@ -88,10 +92,16 @@ def topology_from_comm(comm, *, env=None, **links) -> Topology:
         if status == "error":
             raise TopologyError(payload)
         topo = Topology.from_dict(payload)
-        if topo.size != comm.Get_size():
-            raise TopologyError(f"{path} describes {topo.size} ranks; the communicator "
-                                f"has {comm.Get_size()}")
-        return topo
+        from mpi4py import MPI
+
+        members = comm.allgather(MPI.COMM_WORLD.Get_rank())
+        if topo.size == comm.Get_size():
+            return topo
+        if topo.size == MPI.COMM_WORLD.Get_size():
+            return topo.restrict(members)  # a file for the world, by world rank
+        raise TopologyError(f"{path} describes {topo.size} ranks; the communicator "
+                            f"has {comm.Get_size()} and MPI.COMM_WORLD "
+                            f"{MPI.COMM_WORLD.Get_size()}")
     try:
         mine = ("ok", _label(comm, env))
     except TopologyError as exc:
