@@ -499,8 +499,8 @@ def test_json_base_of_the_table_reads():
 
 
 @pytest.mark.parametrize("text, line, column, message", [
-    ('{"op": "bcast",\n  "op": "bcast"}', None, None, "duplicate JSON field 'op'"),
-    ('{"op": NaN}', None, None, "JSON constant NaN"),
+    ('{"op": "bcast",\n  "op": "bcast"}', None, None, "the key 'op' is given twice"),
+    ('{"op": NaN}', None, None, "NaN is not a number JSON allows"),
     ('{"op": 1e999}', None, None, "plan: missing field"),
     ('{\n  "op": "bcast",,\n}', 2, 17, "invalid JSON"),
     ("[" * 100000, None, None, "nested too deeply|invalid JSON"),

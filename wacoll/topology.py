@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from wacoll.errors import TopologyError
+from wacoll.strict_json import loads_strict
 
 __all__ = ["LinkParams", "Topology", "MAX_RANKS", "MAX_FILE_BYTES"]
 
@@ -635,19 +636,6 @@ def _per_rank(name, values):
     return tuple(values)
 
 
-def _no_duplicates(pairs):
-    out = {}
-    for key, value in pairs:
-        if key in out:
-            raise TopologyError(f"the key {key!r} is given twice")
-        out[key] = value
-    return out
-
-
-def _no_constant(name):
-    raise TopologyError(f"{name} is not a number JSON allows")
-
-
 def _parse(text, suffix):
     """The data of a TOML or JSON topology file."""
     if suffix == ".toml":
@@ -656,7 +644,7 @@ def _parse(text, suffix):
         except ModuleNotFoundError:  # Python 3.10
             import tomli as tomllib
         return tomllib.loads(text)
-    return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    return loads_strict(text, TopologyError)
 
 
 def _link(value, name) -> LinkParams:

@@ -90,13 +90,13 @@ def test_from_comm_and_comm_read_the_environment(mpi, monkeypatch):
     mpi.assert_all(topo.clusters == want, f"{topo.clusters} != {want}")
     comm = mpi.run(lambda: wacoll.Comm(W), "Comm(COMM_WORLD)")
     try:
-        want_family = "magpie" if len(want) > 1 else "mpich"
+        want_family = "magpie" if len(want) > 1 else "native"
         recv = np.zeros(P, np.int64)
         mpi.run(lambda: comm.Allgather(np.array([ME * 7]), recv), "Allgather")
         mpi.assert_equal(recv, np.arange(P, dtype=np.int64) * 7)
         mpi.assert_all(comm.network.clusters == want and
-                       comm.last_plan.family == want_family,
-                       f"{comm.network.clusters}, {comm.last_plan.family}")
+                       comm.last_family == want_family,
+                       f"{comm.network.clusters}, {comm.last_family}")
     finally:
         comm.Free()
 

@@ -414,7 +414,8 @@ def test_family_fallback(mpi, family):
     """A Comm whose family lacks an operation runs it with the default family."""
     layout = mpi.multi[0] if mpi.multi else "single"
     comm = mpi.comm(layout, family=family)
-    problems = [run_case(mpi, comm, layout, method, None, {}, 0, None, skip_seen=False)
+    problems = [run_case(mpi, comm, layout, method, None, {}, 0,
+                         "strict" if method in REDUCTIONS else None, skip_seen=False)
                 for method in ("Scatter", "Gather", "Allgather", "Reduce_scatter_block",
                                "Scan")]
     problems = [p for p in problems if p]

@@ -12,6 +12,7 @@ import json
 import math
 
 from wacoll.errors import ScriptError
+from wacoll.strict_json import loads_strict
 from wacoll.plans.scripts.fields import (
     BUFFER,
     MAX_SIZE,
@@ -241,19 +242,6 @@ class _JsonReader:
         return make_plan(header, steps)
 
 
-def _no_duplicates(pairs):
-    out = {}
-    for k, v in pairs:
-        if k in out:
-            raise ScriptError(f"duplicate JSON field {k!r}")
-        out[k] = v
-    return out
-
-
-def _no_constant(name):
-    raise ScriptError(f"JSON constant {name} is not allowed")
-
-
 def read_json(text: str, max_chars: int = MAX_CHARS, budget: Budget | None = None) -> Plan:
     """Read, check and prove a plan from JSON text of at most ``max_chars`` characters,
     within ``budget`` cells of work (by default its length's, see
@@ -264,8 +252,7 @@ def read_json(text: str, max_chars: int = MAX_CHARS, budget: Budget | None = Non
         raise ScriptError(f"JSON text is too long ({len(text)} characters; the limit is "
                           f"{max_chars})")
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicates,
-                          parse_constant=_no_constant)
+        data = loads_strict(text, ScriptError)
     except json.JSONDecodeError as e:
         raise ScriptError(f"invalid JSON: {e.msg}", line=e.lineno, column=e.colno) from None
     except RecursionError:
