@@ -14,7 +14,8 @@ import pytest
 from mpi4py import MPI
 
 import wacoll
-from wacoll.errors import BufferMismatchError, PlanError, TopologyError, WacollError
+from wacoll.errors import (BufferMismatchError, OperatorError, PlanError, TopologyError,
+                           WacollError)
 
 P = MPI.COMM_WORLD.Get_size()
 ME = MPI.COMM_WORLD.Get_rank()
@@ -102,6 +103,16 @@ def test_unsupported_operator_on_one_rank(mpi):
     check_error(mpi, lambda: comm.Reduce(np.ones(3, dtype), recv, op=MPI.MAXLOC),
                 [recv])
 
+
+@pytest.mark.mpi(min_size=1)
+def test_error_class_is_the_same_with_and_without_validation(mpi):
+    """MAXLOC on floats is an OperatorError whether the ranks check together or
+    each raises its own (the check carries the error's class and fields)."""
+    for validate in (True, False):
+        comm = mpi.comm(mpi.multi[0] if mpi.multi else "single", validate=validate)
+        recv = full(3)
+        check_error(mpi, lambda: comm.Allreduce(np.ones(3), recv, op=MPI.MAXLOC),
+                    [recv], OperatorError, match="MAXLOC")
 
 @pytest.mark.mpi(min_size=1)
 def test_dtype_mismatch(mpi):
