@@ -27,7 +27,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = (1, 2, 3, 5, 8)
-TIMEOUT = 300  # seconds per size; a hang in a collective ends here
+TIMEOUT = 600  # seconds per size; a hang in a collective ends here
 TAIL = 6000  # characters of output shown on failure
 
 
