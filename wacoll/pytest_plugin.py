@@ -1,0 +1,1 @@
+"""pytest plugin for wacoll's users (placeholder, filled in below)."""
