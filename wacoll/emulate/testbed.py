@@ -35,6 +35,7 @@ import time
 import warnings
 from pathlib import Path
 
+from wacoll import progress
 from wacoll.emulate import launcher, netns
 from wacoll.emulate.layout import Layout, auto_mtu
 from wacoll.errors import TestbedError, TestbedUnavailable
@@ -232,6 +233,8 @@ class Testbed:
                 f"'wacoll testbed clean'")
         self.backend = self._resolve_backend()
         self._owner = not detach
+        steps = progress.Progress(f"testbed {self.name}")
+        steps.note(f"building {len(self.namespaces)} namespaces ({self.backend})")
         _register(self)
         try:
             self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -244,8 +247,10 @@ class Testbed:
             self.stop()
             raise
         if check:
+            steps.note("self-check: measuring the links")
             report = self.check()
             if not report.ok:
+                steps.note("self-check: once more")
                 report = self.check()
             if not report.ok:
                 warnings.warn(f"testbed {self.name}: self-check off by more than "
@@ -447,15 +452,23 @@ class Testbed:
                                              for e in self.layout.endpoints),
         })
         full_env.pop("WACOLL_TOPOLOGY", None)
+        # the ranks' output reaches no terminal of their own: pass them this process's
+        # decision on progress lines
+        full_env.update(progress.child_env())
         if env:
             full_env.update({str(k): str(v) for k, v in env.items()})
         command = launcher.mpiexec_command(
             self.ctl_namespace, self._launcher, [e.ctl_addr for e in self.layout.endpoints],
             self.layout.endpoint_of_rank(), argv)
-        return launcher.run_mpiexec(
-            command, full_env, timeout=timeout, capture=capture,
-            namespaces=[self.ctl_namespace] + self.namespaces, argv=argv,
-            transport=launcher.transport_name(netmod, self.idle), testbed=self.name, cwd=cwd)
+        ticker = progress.Progress(f"testbed {self.name}")
+        ticker.note(f"running {Path(argv[-1]).name if len(argv) > 1 else argv[0]} on "
+                    f"{size} ranks, time limit {progress.format_elapsed(timeout)}")
+        with ticker.heartbeat("still running", limit=timeout):
+            return launcher.run_mpiexec(
+                command, full_env, timeout=timeout, capture=capture,
+                namespaces=[self.ctl_namespace] + self.namespaces, argv=argv,
+                transport=launcher.transport_name(netmod, self.idle), testbed=self.name,
+                cwd=cwd)
 
     def relay_stats(self) -> dict | None:
         """The relay's counters (packets, bytes, drops per queue) after :meth:`stop`."""

@@ -1,0 +1,140 @@
+"""wacoll's pytest plugin (``wacoll.pytest_plugin``): a users' test file run under
+``mpiexec`` at 2-4 ranks, with and without the plugin's options.
+
+Each case writes a small test file, as a wacoll user would, and runs
+``mpiexec -n N python -m pytest`` on it (every rank runs pytest). The ranks' outputs
+arrive together; every rank must report the same outcome.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+TIMEOUT = 240
+
+USER_TESTS = '''
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+
+def test_allreduce(wacoll_comm):
+    total = np.zeros(3)
+    wacoll_comm.Allreduce(np.full(3, wacoll_comm.Get_rank() + 1.0), total, op=MPI.SUM)
+    n = wacoll_comm.Get_size()
+    assert np.array_equal(total, np.full(3, n * (n + 1) / 2))
+    print("LAYOUT", wacoll_comm.network.clusters, "FAMILY", wacoll_comm.last_plan.family)
+
+
+@pytest.mark.wacoll(clusters="0,1,1")
+def test_marker_layout(wacoll_comm, wacoll_topology):
+    if wacoll_comm.Get_size() != 3:
+        pytest.skip("a 3-rank layout")
+    assert [list(c) for c in wacoll_topology.clusters] == [[0], [1, 2]]
+    buf = np.arange(4.0) if wacoll_comm.Get_rank() == 0 else np.zeros(4)
+    wacoll_comm.Bcast(buf, root=0)
+    assert np.array_equal(buf, np.arange(4.0))
+'''
+
+REJECTED = '''
+import numpy as np
+from mpi4py import MPI
+
+
+def test_strict_allreduce(wacoll_comm):
+    out = np.zeros(8)
+    wacoll_comm.Allreduce(np.ones(8), out, op=MPI.SUM)
+'''
+
+
+@pytest.fixture
+def user_project(pytester, monkeypatch):
+    for name in ("WACOLL_CLUSTERS", "WACOLL_TOPOLOGY", "WACOLL_SCRIPTS"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makepyfile(test_user=USER_TESTS, test_rejected=REJECTED)
+    return pytester
+
+
+def run_ranks(pytester, n, *args):
+    from wacoll.launch import mpiexec_command
+
+    try:
+        cmd = mpiexec_command(n, [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                                  "-q", "-s", *args])
+    except FileNotFoundError as exc:
+        pytest.fail(str(exc))
+    result = pytester.run(*cmd, timeout=TIMEOUT)
+    return result, result.stdout.str() + result.stderr.str()
+
+
+def summaries(output):
+    """The pytest summary line of each rank."""
+    return [line.strip("= ") for line in output.splitlines()
+            if " in " in line and ("passed" in line or "failed" in line)]
+
+
+@pytest.mark.slow
+def test_fixture_without_options_discovers_one_cluster(user_project):
+    result, out = run_ranks(user_project, 2, "test_user.py")
+    assert result.ret == 0, out[-4000:]
+    assert "LAYOUT [[0, 1]] FAMILY mpich" in out
+    assert len(summaries(out)) == 2 and all(s.startswith("1 passed, 1 skipped")
+                                            for s in summaries(out)), out[-3000:]
+
+
+@pytest.mark.slow
+def test_options_choose_layout_and_family(user_project):
+    result, out = run_ranks(user_project, 4, "test_user.py", "--wacoll-clusters", "0,0,1,1",
+                            "--wacoll-family", "magpie", "--wacoll-level", "associative")
+    assert result.ret == 0, out[-4000:]
+    assert out.count("LAYOUT [[0, 1], [2, 3]] FAMILY magpie") == 4, out[-3000:]
+
+
+@pytest.mark.slow
+def test_marker_overrides_layout(user_project):
+    result, out = run_ranks(user_project, 3, "test_user.py", "-k", "marker")
+    assert result.ret == 0, out[-4000:]
+    assert summaries(out) == ["1 passed, 1 deselected" + s[len("1 passed, 1 deselected"):]
+                              for s in summaries(out)] and len(summaries(out)) == 3
+
+
+@pytest.mark.slow
+def test_a_plan_the_checker_rejects_fails_the_test(user_project):
+    # gridmpi's allreduce cannot keep the strict level: every rank's test fails with
+    # the checker's message (and none waits for the others)
+    result, out = run_ranks(user_project, 4, "test_rejected.py", "--wacoll-clusters",
+                            "0,0,1,1", "--wacoll-family", "gridmpi")
+    assert result.ret == 1, out[-4000:]
+    assert out.count("cannot keep level 'strict'") >= 4, out[-4000:]
+    assert len(summaries(out)) == 4 and all(s.startswith("1 failed")
+                                            for s in summaries(out)), out[-3000:]
+    # at a level it can keep, the same test passes
+    result, out = run_ranks(user_project, 4, "test_rejected.py", "--wacoll-clusters",
+                            "0,0,1,1", "--wacoll-family", "gridmpi", "--wacoll-level",
+                            "commutative")
+    assert result.ret == 0, out[-4000:]
+
+
+def test_plugin_is_inert_without_its_fixture(pytester):
+    # loaded through the entry point, but nothing of MPI is imported for tests that
+    # do not ask for wacoll_comm
+    pytester.makepyfile(test_plain='''
+        import sys
+
+        def test_plain(request):
+            assert request.config.pluginmanager.has_plugin("wacoll")
+            assert "mpi4py.MPI" not in sys.modules
+            assert "wacoll.mpi" not in sys.modules
+    ''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:mpi")
+    result.assert_outcomes(passed=1)
+
+
+def test_options_are_listed_in_help(pytester):
+    result = pytester.runpytest_subprocess("--help")
+    result.stdout.fnmatch_lines(["*--wacoll-clusters=LABELS*", "*--wacoll-family=FAMILY*",
+                                 "*--wacoll-level=LEVEL*"])
