@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -62,6 +63,30 @@ def mpiexec(size: int) -> list:
     return [exe, *launch_flags(vendor), *TEST_FLAGS.get(vendor, []), "-n", str(size)]
 
 
+def run_group(cmd, timeout) -> subprocess.CompletedProcess:
+    """Run ``cmd`` from the repository in a clean environment; on timeout stop its
+    whole process group (Open MPI's ranks outlive a killed ``mpiexec``) and raise
+    ``subprocess.TimeoutExpired`` with the output so far."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=_clean_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        out = err = ""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                out, err = proc.communicate(timeout=5)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        raise subprocess.TimeoutExpired(cmd, timeout, output=out, stderr=err) from None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def _clean_env() -> dict:
     """This environment without an outer MPI launcher's or wacoll's variables."""
     return {k: v for k, v in os.environ.items()
@@ -75,8 +100,7 @@ def test_mpi_suite(size):
            "-p", "no:cacheprovider", "-q", "-o", "faulthandler_timeout=120",
            str(ROOT / "tests" / "mpi")]
     try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=_clean_env(), capture_output=True,
-                              text=True, timeout=TIMEOUT)
+        proc = run_group(cmd, TIMEOUT)
     except subprocess.TimeoutExpired as exc:
         out = (exc.stdout or b"") + (exc.stderr or b"")
         out = out.decode(errors="replace") if isinstance(out, bytes) else out
@@ -169,8 +193,7 @@ def test_hang_probe(name):
     code = PROBE_HEADER + textwrap.dedent(PROBES[name])
     cmd = [*mpiexec(size), sys.executable, "-c", code]
     try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=_clean_env(), capture_output=True,
-                              text=True, timeout=PROBE_TIMEOUT)
+        proc = run_group(cmd, PROBE_TIMEOUT)
     except subprocess.TimeoutExpired:
         pytest.fail(f"probe {name!r} hung: mpiexec -n {size} did not finish in "
                     f"{PROBE_TIMEOUT} s", pytrace=False)

@@ -8,6 +8,7 @@ arrive together; every rank must report the same outcome.
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -27,13 +28,12 @@ def test_allreduce(wacoll_comm):
     wacoll_comm.Allreduce(np.full(3, wacoll_comm.Get_rank() + 1.0), total, op=MPI.SUM)
     n = wacoll_comm.Get_size()
     assert np.array_equal(total, np.full(3, n * (n + 1) / 2))
-    print("LAYOUT", wacoll_comm.network.clusters, "FAMILY", wacoll_comm.last_plan.family)
+    print("LAYOUT", [list(c) for c in wacoll_comm.network.clusters],
+          "FAMILY", wacoll_comm.last_plan.family)
 
 
-@pytest.mark.wacoll(clusters="0,1,1")
+@pytest.mark.wacoll(clusters="0,1,1")   # 3 ranks; skipped at other sizes
 def test_marker_layout(wacoll_comm, wacoll_topology):
-    if wacoll_comm.Get_size() != 3:
-        pytest.skip("a 3-rank layout")
     assert [list(c) for c in wacoll_topology.clusters] == [[0], [1, 2]]
     buf = np.arange(4.0) if wacoll_comm.Get_rank() == 0 else np.zeros(4)
     wacoll_comm.Bcast(buf, root=0)
@@ -71,35 +71,43 @@ def run_ranks(pytester, n, *args):
     return result, result.stdout.str() + result.stderr.str()
 
 
-def summaries(output):
-    """The pytest summary line of each rank."""
-    return [line.strip("= ") for line in output.splitlines()
-            if " in " in line and ("passed" in line or "failed" in line)]
+def outcomes(output):
+    """Each rank's pytest summary as ``{"passed": 1, "skipped": 1, ...}`` (the ranks'
+    lines may run into one another)."""
+    found = re.findall(r"((?:\d+ [a-z]+(?:, )?)+) in \d+\.\d+s", output)
+    return [{word: int(n) for n, word in re.findall(r"(\d+) ([a-z]+)", line)}
+            for line in found]
+
+
+def assert_each_rank(output, n, **want):
+    """Every one of ``n`` ranks reported ``want`` (e.g. passed=1, skipped=1)."""
+    got = outcomes(output)
+    assert len(got) == n, f"{len(got)} summaries for {n} ranks:\n{output[-3000:]}"
+    for one in got:
+        assert {k: one.get(k, 0) for k in ("passed", "failed", "skipped", "error")} == \
+            {k: want.get(k, 0) for k in ("passed", "failed", "skipped", "error")}, \
+            output[-3000:]
 
 
 @pytest.mark.slow
 def test_fixture_without_options_discovers_one_cluster(user_project):
+    # two ranks of one machine: one cluster, the mpich family; the marked test is
+    # written for 3 ranks and skips
     result, out = run_ranks(user_project, 2, "test_user.py")
     assert result.ret == 0, out[-4000:]
-    assert "LAYOUT [[0, 1]] FAMILY mpich" in out
-    assert len(summaries(out)) == 2 and all(s.startswith("1 passed, 1 skipped")
-                                            for s in summaries(out)), out[-3000:]
+    assert out.count("LAYOUT [[0, 1]] FAMILY mpich") == 2, out[-3000:]
+    assert_each_rank(out, 2, passed=1, skipped=1)
 
 
 @pytest.mark.slow
-def test_options_choose_layout_and_family(user_project):
-    result, out = run_ranks(user_project, 4, "test_user.py", "--wacoll-clusters", "0,0,1,1",
+def test_options_choose_layout_family_and_level(user_project):
+    # the options give two clusters and the magpie family; the marker's layout wins
+    # for the test that has one
+    result, out = run_ranks(user_project, 3, "test_user.py", "--wacoll-clusters", "0,0,1",
                             "--wacoll-family", "magpie", "--wacoll-level", "associative")
     assert result.ret == 0, out[-4000:]
-    assert out.count("LAYOUT [[0, 1], [2, 3]] FAMILY magpie") == 4, out[-3000:]
-
-
-@pytest.mark.slow
-def test_marker_overrides_layout(user_project):
-    result, out = run_ranks(user_project, 3, "test_user.py", "-k", "marker")
-    assert result.ret == 0, out[-4000:]
-    assert summaries(out) == ["1 passed, 1 deselected" + s[len("1 passed, 1 deselected"):]
-                              for s in summaries(out)] and len(summaries(out)) == 3
+    assert out.count("LAYOUT [[0, 1], [2]] FAMILY magpie") == 3, out[-3000:]
+    assert_each_rank(out, 3, passed=2)
 
 
 @pytest.mark.slow
@@ -109,14 +117,22 @@ def test_a_plan_the_checker_rejects_fails_the_test(user_project):
     result, out = run_ranks(user_project, 4, "test_rejected.py", "--wacoll-clusters",
                             "0,0,1,1", "--wacoll-family", "gridmpi")
     assert result.ret == 1, out[-4000:]
-    assert out.count("cannot keep level 'strict'") >= 4, out[-4000:]
-    assert len(summaries(out)) == 4 and all(s.startswith("1 failed")
-                                            for s in summaries(out)), out[-3000:]
+    assert "PlanError" in out and out.count("cannot keep level 'strict'") >= 4, out[-4000:]
+    assert_each_rank(out, 4, failed=1)
     # at a level it can keep, the same test passes
     result, out = run_ranks(user_project, 4, "test_rejected.py", "--wacoll-clusters",
                             "0,0,1,1", "--wacoll-family", "gridmpi", "--wacoll-level",
                             "commutative")
     assert result.ret == 0, out[-4000:]
+    assert_each_rank(out, 4, passed=1)
+
+
+@pytest.mark.slow
+def test_option_for_another_size_fails_clearly(user_project):
+    result, out = run_ranks(user_project, 2, "test_user.py", "-k", "test_allreduce",
+                            "--wacoll-clusters", "0,0,1")
+    assert result.ret != 0
+    assert "--wacoll-clusters gives 3 cluster labels (0,0,1); this run has 2 ranks" in out
 
 
 def test_plugin_is_inert_without_its_fixture(pytester):

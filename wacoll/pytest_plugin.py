@@ -22,7 +22,8 @@ Fixtures:
 A test can override the options with a marker:
 ``@pytest.mark.wacoll(clusters="0,1,1", family="tree", tree="lam")``; keywords
 other than ``clusters``, ``family`` and ``level`` go to ``wacoll.Comm`` as family
-options.
+options. A marker's labels for another number of ranks skip the test (it is written
+for that size); the option's fail it.
 
 Run the tests under ``mpiexec``, every rank running pytest::
 
@@ -70,12 +71,15 @@ def _settings(request) -> dict:
                 "level": config.getoption("--wacoll-level")}
     marker = request.node.get_closest_marker("wacoll")
     options = {}
+    settings["source"] = "--wacoll-clusters"
     if marker is not None:
         if marker.args:
             raise pytest.UsageError("@pytest.mark.wacoll takes keywords only, e.g. "
                                     "@pytest.mark.wacoll(clusters='0,0,1,1')")
         for key, value in marker.kwargs.items():
-            if key in settings:
+            if key == "clusters":
+                settings["clusters"], settings["source"] = value, "the wacoll marker"
+            elif key in settings:
                 settings[key] = value
             else:
                 options[key] = value
@@ -86,24 +90,42 @@ def _settings(request) -> dict:
     return settings
 
 
-def _topology(clusters):
-    """The topology of ``MPI.COMM_WORLD`` for a cluster spec (None: discovered)."""
+def _topology(clusters, source):
+    """The topology of ``MPI.COMM_WORLD`` for a cluster spec (None: discovered).
+
+    A list of labels for another number of ranks skips the test when a marker gave
+    it (the test is written for that size) and fails it when the option did.
+    """
     from mpi4py import MPI
 
+    from wacoll.errors import TopologyError
     from wacoll.mpi.discover import topology_from_comm
 
+    world = MPI.COMM_WORLD
     if clusters is None:
-        return topology_from_comm(MPI.COMM_WORLD)
+        return topology_from_comm(world)
     if isinstance(clusters, (list, tuple)):
         clusters = ",".join(str(c) for c in clusters)
-    return topology_from_comm(MPI.COMM_WORLD, env={"WACOLL_CLUSTERS": str(clusters)})
+    clusters = str(clusters)
+    labels = [x for x in clusters.split(",") if x.strip()]
+    if not any("=" in x for x in labels) and len(labels) != world.Get_size():
+        why = (f"{source} gives {len(labels)} cluster labels ({clusters}); this run has "
+               f"{world.Get_size()} ranks")
+        if source == "the wacoll marker":
+            pytest.skip(why)
+        pytest.fail(why, pytrace=False)
+    try:
+        return topology_from_comm(world, env={"WACOLL_CLUSTERS": clusters})
+    except TopologyError as exc:
+        raise TopologyError(str(exc).replace("WACOLL_CLUSTERS", source)) from None
 
 
 @pytest.fixture
 def wacoll_topology(request):
     """The :class:`wacoll.Topology` that ``--wacoll-clusters`` (or a ``wacoll``
     marker) gives for ``MPI.COMM_WORLD``; discovered without one."""
-    return _topology(_settings(request)["clusters"])
+    settings = _settings(request)
+    return _topology(settings["clusters"], settings["source"])
 
 
 @pytest.fixture
