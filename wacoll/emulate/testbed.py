@@ -461,8 +461,8 @@ class Testbed:
             self.ctl_namespace, self._launcher, [e.ctl_addr for e in self.layout.endpoints],
             self.layout.endpoint_of_rank(), argv)
         ticker = progress.Progress(f"testbed {self.name}")
-        ticker.note(f"running {Path(argv[-1]).name if len(argv) > 1 else argv[0]} on "
-                    f"{size} ranks, time limit {progress.format_elapsed(timeout)}")
+        ticker.note(f"running {_program_name(argv)} on {size} ranks, time limit "
+                    f"{progress.format_elapsed(timeout)}")
         with ticker.heartbeat("still running", limit=timeout):
             return launcher.run_mpiexec(
                 command, full_env, timeout=timeout, capture=capture,
@@ -491,6 +491,15 @@ def unavailable_reason() -> str | None:
     True
     """
     return netns.unavailable_reason() or launcher.mpich_reason()
+
+
+def _program_name(argv) -> str:
+    """What a run runs, for progress lines: ``wacoll.measure``, ``app.py``, ``ls``."""
+    if len(argv) > 2 and argv[1] == "-m":
+        return argv[2]
+    if len(argv) > 1 and Path(argv[0]).name.startswith("python"):
+        return Path(argv[1]).name
+    return Path(argv[0]).name
 
 
 def _read_line(stream, timeout: float) -> str:
