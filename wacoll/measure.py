@@ -7,8 +7,10 @@ Run under ``mpiexec`` (on a testbed or not)::
 ``cases.json`` holds ``{"reps": 7, "cases": [{"label": ..., "op": "bcast",
 "bytes": 65536, "impls": ["native", "magpie", "mpich"], "level": "associative"},
 ...]}``; an impl is ``"native"`` or a plan family name, optionally with options as
-``{"family": "gridmpi", "n": 4}``; ``"progress": true`` prints a line per case to
-stderr when it is a terminal (:mod:`wacoll.progress`). The impl ``"default"`` is what a user gets from
+``{"family": "gridmpi", "n": 4}``; ``"progress": true`` has rank 0 print a line per
+case to stderr where progress is shown (:mod:`wacoll.progress`: a terminal, or
+``WACOLL_PROGRESS=1``, which the testbed sets for its ranks when it runs on a
+terminal). The impl ``"default"`` is what a user gets from
 the README: ``wacoll.Comm(MPI.COMM_WORLD)`` with no options (its topology discovered,
 arguments validated, the selection policy's family, reductions at its default level;
 the case's ``level`` is not passed). Rank 0 writes the times (seconds) per case and
