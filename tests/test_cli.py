@@ -107,3 +107,27 @@ def test_physical_bound_is_a_lower_bound(capsys):
     sim = float(rows["simulated completion"].split()[0])
     bound = float(rows["physical bound"].split()[0])
     assert bound <= sim
+
+
+def test_durations_and_rates_take_units(capsys):
+    code, out, _ = run(capsys, "plan", "bcast", "--clusters", "2x2", "--wan-latency", "10ms",
+                       "--wan-bandwidth", "8Mbit/s", "--intra-latency", "5us")
+    assert code == 0
+    assert "wide-area 10.000 ms, 1e+06 B/s" in out and "intra 5.0 us" in out
+    # plain numbers stay seconds and bytes per second
+    code, out, _ = run(capsys, "plan", "bcast", "--clusters", "2x2", "--wan-latency", "0.02")
+    assert code == 0 and "wide-area 20.000 ms" in out
+    with pytest.raises(SystemExit):
+        main(["plan", "--wan-latency", "10 parsecs"])
+    assert "unknown duration unit" in capsys.readouterr().err
+
+
+def test_a_level_the_family_cannot_keep_names_the_flag_that_works(capsys):
+    argv = ["plan", "allreduce", "--family", "gridmpi", "--clusters", "2x8", "--bytes",
+            "65536", "--option", "n=4"]
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert "cannot keep level 'strict'" in err
+    assert "add --level associative or --level commutative" in err
+    code, out, _ = run(capsys, *argv, "--level", "associative")
+    assert code == 0 and "checked               ok" in out

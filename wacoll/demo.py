@@ -58,6 +58,9 @@ FAMILIES = ("magpie", "mpich")
 IMPLS = {"default": (None, None), "magpie": ("magpie", "associative"),
          "mpich": ("mpich", "associative")}
 LEVEL = "associative"  # the demo's data are integers: any order gives the same sums
+#: The testbed run's name; wacoll.measure's raw results are ``<out>/demo-measured.json``.
+RUN_NAME = "demo"
+MEASURED_FILE = f"{RUN_NAME}-measured.json"
 
 
 def default_topology(clusters=4, per_cluster=2, latency=0.010, bandwidth=1e6):
@@ -142,7 +145,7 @@ def run_demo(out="wacoll-demo", *, reps=5, simulate_only=False, timeout=240.0,
         _say(f"measuring on an emulated testbed: {len(CASES)} cases x "
              f"{len(IMPLS) + 1} implementations x {reps} runs ...")
         measured, reason = run_on_testbed(topology, _measure_spec(CASES, reps, 0.1), out,
-                                          name="demo", timeout=timeout)
+                                          name=RUN_NAME, timeout=timeout)
         if measured is not None:
             _say("testbed self-check: " + _check_line(measured["_meta"].get("check")))
     rows = _merge(sim, measured)
@@ -157,9 +160,14 @@ def run_demo(out="wacoll-demo", *, reps=5, simulate_only=False, timeout=240.0,
          "validated, level strict); magpie, mpich = family forced, validate=False, "
          f"level {LEVEL}\n")
     _print_table(rows, measured is not None)
+    if measured is not None:
+        _say("\nx native = the MPI library's median / this row's median: how many times "
+             "faster than the\nlibrary's own collective (above 1: faster, below 1: "
+             "slower); WAN msgs, bytes, hops:\nthe checker's wide-area traffic; predicted: "
+             "the simulator; bound: the physical lower bound")
     _write(out, rows, measured)
     _say(f"\nwrote {out / 'demo.csv'}, {out / 'demo.png'}"
-         + (f", {out / 'measured.json'}" if measured else "")
+         + (f", {out / MEASURED_FILE}" if measured else "")
          + f" in {time.monotonic() - t0:.0f} s")
     return 0
 

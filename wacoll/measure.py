@@ -7,7 +7,10 @@ Run under ``mpiexec`` (on a testbed or not)::
 ``cases.json`` holds ``{"reps": 7, "cases": [{"label": ..., "op": "bcast",
 "bytes": 65536, "impls": ["native", "magpie", "mpich"], "level": "associative"},
 ...]}``; an impl is ``"native"`` or a plan family name, optionally with options as
-``{"family": "gridmpi", "n": 4}``. The impl ``"default"`` is what a user gets from
+``{"family": "gridmpi", "n": 4}``; ``"progress": true`` has rank 0 print a line per
+case to stderr where progress is shown (:mod:`wacoll.progress`: a terminal, or
+``WACOLL_PROGRESS=1``, which the testbed sets for its ranks when it runs on a
+terminal). The impl ``"default"`` is what a user gets from
 the README: ``wacoll.Comm(MPI.COMM_WORLD)`` with no options (its topology discovered,
 arguments validated, the selection policy's family, reductions at its default level;
 the case's ``level`` is not passed). Rank 0 writes the times (seconds) per case and
@@ -185,7 +188,13 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
     rank, size = world.Get_rank(), world.Get_size()
     reps = int(spec.get("reps", 7))
     margin = float(spec.get("margin", 0.05)) if margin is None else margin
-    progress = bool(spec.get("progress")) and rank == 0
+    # a line per case on rank 0, to stderr, on a terminal only (wacoll.progress;
+    # the testbed passes its terminal decision to the ranks in WACOLL_PROGRESS)
+    from wacoll.progress import Progress
+
+    progress = Progress("measure", total=len(spec["cases"]),
+                        enabled=None if bool(spec.get("progress")) and rank == 0
+                        else False)
     # Native MPI trusts its arguments; so do the timed wacoll calls unless asked.
     # (Validation is one more small collective: a wide-area latency on a grid.)
     validate = bool(spec.get("validate", False))
@@ -228,9 +237,9 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
                 times[name].append(timed(world, margin, fn))
         results[case["label"]] = {"op": op, "bytes": case["bytes"], "times": times,
                                   "correct": agree}
-        if progress:
+        if progress.enabled:
             medians = ", ".join(f"{name} {_median_ms(ts)}" for name, ts in times.items())
-            print(f"  {case['label']}: {medians}", flush=True)
+            progress.step(f"{case['label']}: {medians}")
     return results
 
 

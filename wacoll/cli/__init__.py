@@ -23,11 +23,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from wacoll.errors import WacollError
+from wacoll.errors import PlanError, WacollError
 from wacoll.plans import FAMILIES, LEVELS, OPERATIONS, build
 from wacoll.topology import Topology
 
-from wacoll.cli.args import parse_clusters, parse_option
+from wacoll.cli.args import parse_clusters, parse_duration, parse_option, parse_rate
 
 __all__ = ["main", "parse_clusters", "parse_option"]
 
@@ -126,8 +126,13 @@ def _cmd_plan(args) -> int:
     options = _family_options(args)
     table = []
     for family in args.family:
-        plan = build(args.op, topology, family, **common, **options[family])
-        table.append((family, plan, _plan_rows(plan, topology, args.model)))
+        try:
+            plan = build(args.op, topology, family, **common, **options[family])
+            table.append((family, plan, _plan_rows(plan, topology, args.model)))
+        except PlanError as exc:
+            hint = _level_hint(args, topology, family, common, options[family]) \
+                if spec.kind == "reduction" else ""
+            raise PlanError(f"{exc}{hint}") from None
     kinds = "contiguous" if topology.is_contiguous else "reordered"
     n = topology.nclusters
     head = (f"{args.op} on {topology.size} ranks in {n} cluster{'s' if n > 1 else ''} "
@@ -153,6 +158,26 @@ def _cmd_plan(args) -> int:
         if args.export:
             _export(plan, Path(args.export) / family, args.format)
     return 0
+
+
+def _level_hint(args, topology, family, common, options) -> str:
+    """For a reduction whose plan fails at ``--level``: the levels at which this family
+    builds and proves it, as the command-line flag to add."""
+    works = []
+    for level in LEVELS:
+        if level == args.level:
+            continue
+        try:
+            build(args.op, topology, family, **{**common, "level": level},
+                  **options).check()
+        except WacollError:
+            continue
+        works.append(level)
+    if not works:
+        return ""
+    flags = " or ".join(f"--level {level}" for level in works)
+    return f"\non the command line: add {flags} (the {family} {args.op} at level " \
+           f"{args.level!r} is not possible here)"
 
 
 def _cell(value):
@@ -205,10 +230,15 @@ def _parser():
                    metavar="[FAMILY.]KEY=VALUE",
                    help="a family option, e.g. n=4, algorithm=farfirst or gridmpi.n=4; a "
                         "plain key goes to every family that takes it (repeatable)")
-    p.add_argument("--intra-latency", type=float)
-    p.add_argument("--intra-bandwidth", type=float)
-    p.add_argument("--wan-latency", type=float)
-    p.add_argument("--wan-bandwidth", type=float)
+    p.add_argument("--intra-latency", type=parse_duration, metavar="DURATION",
+                   help="latency inside a cluster, e.g. 10us (a plain number: seconds)")
+    p.add_argument("--intra-bandwidth", type=parse_rate, metavar="RATE",
+                   help="bandwidth inside a cluster, e.g. 1GB/s (a plain number: B/s)")
+    p.add_argument("--wan-latency", type=parse_duration, metavar="DURATION",
+                   help="one-way wide-area latency, e.g. 10ms (a plain number: seconds)")
+    p.add_argument("--wan-bandwidth", type=parse_rate, metavar="RATE",
+                   help="wide-area bandwidth, e.g. 1MB/s or 100Mbit/s (a plain number: "
+                        "B/s)")
     p.add_argument("--model", choices=["link", "tstr"], default="link",
                    help="cost model for the simulated time (default: link)")
     p.add_argument("--show", action="store_true", help="print every rank's program")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 
-__all__ = ["parse_clusters", "parse_option"]
+__all__ = ["parse_clusters", "parse_option", "parse_duration", "parse_rate"]
 
 
 def parse_clusters(text: str) -> list:
@@ -44,3 +44,54 @@ def parse_option(text: str):
         except ValueError:
             pass
     return key, value
+
+
+def _number(text: str):
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from ``"10ms"``, ``"250us"``, ``"1.5s"``, or a plain number of seconds.
+
+    Examples
+    --------
+    >>> parse_duration("10ms"), parse_duration("0.01"), parse_duration("2 us")
+    (0.01, 0.01, 2e-06)
+    """
+    from wacoll.emulate.units import parse_duration as parse
+    from wacoll.errors import TestbedError
+
+    value = _number(text)
+    if value is not None:
+        return value
+    try:
+        return parse(text)
+    except TestbedError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (or a plain number of seconds)") from None
+
+
+def parse_rate(text: str) -> float:
+    """Bytes per second from ``"1MB/s"``, ``"100Mbit/s"``, ``"64KiB/s"``, or a plain
+    number of bytes per second.
+
+    Examples
+    --------
+    >>> parse_rate("1MB/s"), parse_rate("1e6"), parse_rate("100Mbit/s")
+    (1000000.0, 1000000.0, 12500000.0)
+    """
+    from wacoll.emulate.units import parse_rate as parse
+    from wacoll.errors import TestbedError
+
+    value = _number(text)
+    if value is not None:
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"a rate must be > 0; got {text!r}")
+        return value
+    try:
+        return parse(text)
+    except TestbedError as exc:
+        raise argparse.ArgumentTypeError(
+            f"{exc} (or a plain number of bytes per second)") from None

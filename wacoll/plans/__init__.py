@@ -11,6 +11,17 @@ algorithms MagPIe compares against), ``tree`` (any tree, PATHS/LAM), ``gridmpi``
 (Matsuda's multi-sender broadcast and allreduce) and ``combining`` (Plaat's
 cluster-combining alltoall).
 
+The steps after building, each a plain function over plain data:
+
+- :meth:`Plan.check` / :func:`check_plan` (:mod:`~wacoll.plans.check`) prove a plan;
+- :func:`select` (:mod:`~wacoll.plans.select`) is the one selection policy: the
+  family and options (or the MPI library's own collective) ``wacoll.Comm`` runs for
+  a :class:`Call`;
+- :func:`lower` (:mod:`~wacoll.plans.lower`) turns one rank's program into buffer
+  element runs, the executor's input;
+- :mod:`wacoll.plans.sim` predicts a plan's time; :mod:`wacoll.plans.scripts` reads
+  and writes plans as PATHS-style scripts and JSON.
+
 Examples
 --------
 >>> from wacoll import Topology
