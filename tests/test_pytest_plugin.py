@@ -128,7 +128,8 @@ def test_a_plan_the_checker_rejects_fails_the_test(user_project):
     # gridmpi's allreduce cannot keep the strict level: every rank's test fails with
     # the checker's message (and none waits for the others)
     result, out = run_ranks(user_project, 4, "test_rejected.py", "--wacoll-clusters",
-                            "0,0,1,1", "--wacoll-family", "gridmpi")
+                            "0,0,1,1", "--wacoll-family", "gridmpi", "--wacoll-level",
+                            "strict")
     assert result.ret == 1, out[-4000:]
     assert "PlanError" in out and "cannot keep level 'strict'" in out, out[-4000:]
     assert_each_rank(user_project, 4, out, failed=1)

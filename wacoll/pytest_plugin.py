@@ -7,7 +7,7 @@ Options::
 
     --wacoll-clusters 0,0,1,1     a cluster label per rank (or host=label pairs)
     --wacoll-family magpie        the plan family (default: wacoll's choice)
-    --wacoll-level commutative    the reduction level (default: strict)
+    --wacoll-level strict         the reduction level (default: wacoll's, MPI's own)
 
 Fixtures:
 
@@ -56,7 +56,7 @@ def pytest_addoption(parser):
                          "combining, scripts); default: wacoll's choice per call")
     group.addoption("--wacoll-level", metavar="LEVEL", default=None, choices=_LEVELS,
                     help="reduction level of wacoll_comm (strict, associative, "
-                         "commutative); default: strict")
+                         "commutative); default: wacoll's (MPI's own promise)")
 
 
 def pytest_configure(config):
