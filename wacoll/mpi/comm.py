@@ -40,7 +40,6 @@ import functools
 import os
 import zlib
 
-import numpy as np
 from mpi4py import MPI
 
 from wacoll.errors import TopologyError, WacollError
@@ -581,23 +580,19 @@ class Comm(MPI.Intracomm):
                           prepared.vector_info, exchange=True)
             prepared.counts = vector_check(prepared.root, infos)
         t1 = clock() if clock else 0.0
-        work = after = None
+        work = None
         if error is None:
             try:
                 plan, native = self._plan(prepared, family, options)
-                if mode != "bind":
-                    staged = prepared.outbuf
-                    if self.validate and not native and staged is not None and \
-                            vector_check is None and staged.flags.writeable:
-                        # the plan runs beside its check: it writes a copy of the
-                        # receive buffer, which replaces the user's only once the
-                        # check has passed
-                        staged = prepared.outbuf.copy()
-                        after = functools.partial(np.copyto, prepared.outbuf, staged)
+                if mode != "bind" and op == "barrier" and self.validate:
+                    # the check is an all-reduce: it synchronises every rank already
+                    work = NativeWork(lambda: MPI.REQUEST_NULL)
+                elif mode != "bind":
                     work = self._work(prepared, plan, native, args, op, seq,
-                                      self._scratch if mode == "call" else None, staged)
+                                      self._scratch if mode == "call" else None,
+                                      prepared.outbuf)
             except WacollError as exc:
-                error, work, after = exc, None, None
+                error, work = exc, None
         t2 = clock() if clock else 0.0
         check = None
         if self.validate and vector_check is None:
@@ -610,7 +605,7 @@ class Comm(MPI.Intracomm):
         t3 = t2
         if error is None:
             self.last_plan, self.last_family = plan, native or plan.family
-        task = CallTask(work, check, exchange=(mode == "call"), after=after,
+        task = CallTask(work, check, exchange=(mode == "call"),
                         on_failure=self._after_failure if mode == "call" else
                         self._mark_broken)
         if mode == "start":

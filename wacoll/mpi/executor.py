@@ -188,7 +188,8 @@ class Run:
     """
 
     __slots__ = ("steps", "comm", "bufs", "dtype", "op", "tag", "tracer", "recv_reqs",
-                 "recv_data", "readers", "sends", "index", "waiting", "done", "_group")
+                 "recv_data", "readers", "sends", "index", "waiting", "done", "_group",
+                 "started")
 
     def __init__(self, program, comm, inbuf, outbuf, *, op=None, tracer=None,
                  scratch=None, tag=TAG):
@@ -220,6 +221,7 @@ class Run:
         self.index = 0
         self.waiting = ()
         self.done = False
+        self.started = False  # whether advance() has run (sends may be out)
         self._group = None
         # post every receive up front, in program order
         self.recv_reqs, self.recv_data = {}, {}
@@ -292,6 +294,7 @@ class Run:
 
         if self.done:
             return True
+        self.started = True
         steps, bufs, tracer = self.steps, self.bufs, self.tracer
         clock = tracer.clock if tracer else None
         while self.index < len(steps):

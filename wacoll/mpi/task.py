@@ -2,7 +2,13 @@
 
 The *work* is either a :class:`~wacoll.mpi.executor.Run` of the call's lowered plan
 or :class:`NativeWork`, the MPI library's own non-blocking collective; the *check*
-(:class:`~wacoll.mpi.agreement.Check`) runs beside it. A blocking call advances the
+(:class:`~wacoll.mpi.agreement.Check`) runs first, and the work sends nothing before
+it has passed (a run's receives are posted, but no rank sends until its check has
+passed, so a failed call leaves every buffer untouched). Running the two side by
+side was measured slower on the emulated grid (4 clusters x 2 ranks, 10 ms, TCP):
+a Barrier plan and a check plan together took 36-43 ms, one after the other 24 ms,
+the transport delaying a second small message to the same peer by about a round
+trip. A blocking call advances the
 task to completion; a non-blocking one hands it to the progress engine
 (:mod:`wacoll.mpi.progress`). When the check fails, the work is abandoned (its
 pending receives cancelled) and every rank raises the check's error; a rank whose own
@@ -25,6 +31,10 @@ class NativeWork:
     """
 
     __slots__ = ("start", "request", "done", "finish")
+
+    @property
+    def started(self):
+        return self.request is not None
 
     #: A task must not advance this work before its check has passed.
     needs_check = True
@@ -72,16 +82,14 @@ class CallTask(Task):
         Exchange the errors for the exact message (blocking calls only).
     """
 
-    __slots__ = ("work", "check", "on_failure", "exchange", "waiting", "after",
-                 "work_error")
+    __slots__ = ("work", "check", "on_failure", "exchange", "waiting", "work_error")
 
-    def __init__(self, work, check, *, on_failure=None, exchange=True, after=None):
+    def __init__(self, work, check, *, on_failure=None, exchange=True):
         self.work = work
         self.check = check
         self.on_failure = on_failure
         self.exchange = exchange
         self.waiting = ()
-        self.after = after
         self.work_error = None
 
     def advance(self, block=False):
@@ -94,7 +102,23 @@ class CallTask(Task):
                 self.waiting = work.waiting
                 return False
             return self._finished()
-        gated = getattr(work, "needs_check", False)
+        if block:  # the check, then the work, each waited for in MPI's own calls
+            try:
+                check.advance(True)
+            except Exception:
+                if work is not None:
+                    work.cancel()
+                raise
+            if not check.ok:
+                if work is not None:
+                    work.cancel()
+                if self.on_failure is not None:
+                    self.on_failure(False)
+                raise check.failure(self.exchange)
+            if work is not None:
+                work.advance(True)
+            return self._finished()
+        gated = True  # the work starts once the check has passed (see the module notes)
         while True:
             work_done = work is None or work.done
             if gated and not (check.done and check.ok):
@@ -118,7 +142,8 @@ class CallTask(Task):
                 if self.work_error is not None:
                     raise self.work_error
                 return self._finished()
-            if gated and check_done and work.request is None:
+            if check_done and work is not None and not work_done and \
+                    not getattr(work, "started", True):
                 continue  # the check has passed: start the work
             waiting = ([] if work_done or (gated and not check_done)
                        else list(work.waiting)) + \
@@ -135,6 +160,4 @@ class CallTask(Task):
 
     def _finished(self):
         self.waiting = ()
-        if self.after is not None:
-            self.after()
         return True
