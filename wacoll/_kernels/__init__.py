@@ -72,7 +72,7 @@ try:
     from wacoll._kernels._pack import unpack_buffers as _unpack_buffers
 except ImportError as _exc:
     raise _not_built(_exc) from None
-from wacoll.errors import BufferMismatchError, OperatorError, WacollError  # noqa: E402
+from wacoll.errors import BufferMismatchError, OperatorError  # noqa: E402
 
 __all__ = [
     "KERNEL_VARIANT",

@@ -50,11 +50,9 @@ Examples
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import stat
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path

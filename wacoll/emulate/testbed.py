@@ -38,7 +38,7 @@ from pathlib import Path
 from wacoll import progress
 from wacoll.emulate import launcher, netns
 from wacoll.emulate.layout import Layout, auto_mtu
-from wacoll.errors import TestbedError, TestbedUnavailable
+from wacoll.errors import TestbedError, TestbedUnavailable, TestbedWarning
 from wacoll.topology import Topology
 
 __all__ = ["Testbed", "TestbedWarning", "STATE_ROOT", "teardown", "clean", "list_testbeds",

@@ -60,13 +60,12 @@ from __future__ import annotations
 import gc
 
 from wacoll.errors import PlanError
-from wacoll.plans.sim.engine import _CACHE_KEY, _Engine, _programs, _structure
+from wacoll.plans.sim.engine import _Engine, _programs, _structure
 from wacoll.plans.sim.models import LinkModel, TiniModel, TsTrModel, _Model
 from wacoll.plans.sim.result import Event, SimResult
 from wacoll.topology import Topology
 
 __all__ = ["simulate", "TsTrModel", "TiniModel", "LinkModel", "SimResult", "Event"]
-# _CACHE_KEY: the prefix of what simulate() caches on a plan (benchmarks clear it)
 
 
 def simulate(plan, model=None) -> SimResult:
