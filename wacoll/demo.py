@@ -12,7 +12,7 @@ simulator's table instead.
 wacoll runs in three configurations (:data:`IMPLS`), timed in this order:
 
 - ``default``: what the README tells users to write, ``wacoll.Comm(MPI.COMM_WORLD)``
-  with no options (arguments validated, level ``"strict"``, the selection policy's
+  with no options (arguments validated, MPI's own level, the selection policy's
   family: magpie on several clusters);
 - ``magpie`` and ``mpich``: the family forced, ``validate=False`` (arguments trusted,
   as MPI does) and level ``"associative"`` (the data are integers, exact in any order).
@@ -77,7 +77,8 @@ def _call(op, nbytes, level):
         return Call(op)
     itemsize = 8 if nbytes % 8 == 0 else 1
     if op in ("reduce", "allreduce"):
-        level = "commutative" if itemsize == 1 else (level or "strict")
+        # the default level is MPI's own: a float SUM commutes
+        level = "commutative" if itemsize == 1 or level is None else level
     else:
         level = None
     return Call(op, count=nbytes // itemsize, itemsize=itemsize,
@@ -157,7 +158,7 @@ def run_demo(out="wacoll-demo", *, reps=5, simulate_only=False, timeout=240.0,
         _say(f"\nmedian of {meta['reps']} runs, {topology.size} ranks, transport "
              f"{meta['transport']}")
     _say("default = wacoll.Comm(MPI.COMM_WORLD), no options (as the README: arguments "
-         "validated, level strict); magpie, mpich = family forced, validate=False, "
+         "validated, level MPI's own); magpie, mpich = family forced, validate=False, "
          f"level {LEVEL}\n")
     _print_table(rows, measured is not None)
     if measured is not None:
