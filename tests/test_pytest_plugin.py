@@ -30,7 +30,7 @@ def test_allreduce(wacoll_comm):
     assert np.array_equal(total, np.full(3, n * (n + 1) / 2))
     with open(f"layout-{wacoll_comm.Get_rank()}.txt", "w") as fh:
         fh.write(f"{[list(c) for c in wacoll_comm.network.clusters]} "
-                 f"{wacoll_comm.last_plan.family}")
+                 f"{wacoll_comm.last_family}")
 
 
 @pytest.mark.wacoll(clusters="0,1,1")   # 3 ranks; skipped at other sizes
@@ -104,11 +104,11 @@ def assert_each_rank(pytester, n, output, **want):
 
 @pytest.mark.slow
 def test_fixture_without_options_discovers_one_cluster(user_project):
-    # two ranks of one machine: one cluster, the mpich family; the marked test is
+    # two ranks of one machine: one cluster, the MPI library's own; the marked test is
     # written for 3 ranks and skips
     result, out = run_ranks(user_project, 2, "test_user.py")
     assert result.ret == 0, out[-4000:]
-    assert per_rank(user_project, "layout", 2) == ["[[0, 1]] mpich"] * 2, out[-3000:]
+    assert per_rank(user_project, "layout", 2) == ["[[0, 1]] native"] * 2, out[-3000:]
     assert_each_rank(user_project, 2, out, passed=1, skipped=1)
 
 
