@@ -23,6 +23,7 @@ import os
 import shlex
 import statistics
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -223,6 +224,25 @@ def parse_size(text):
     if value < 1:
         raise argparse.ArgumentTypeError(f"size must be >= 1 byte: {text!r}")
     return value
+
+
+def calls_per_batch(fn, target, cap=1 << 20):
+    """Enough calls of ``fn`` that one timed batch lasts about ``target`` seconds.
+
+    Examples
+    --------
+    >>> calls_per_batch(lambda: None, 0.001) > 1
+    True
+    """
+    number = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        if time.perf_counter() - start >= target / 4 or number >= cap:
+            elapsed = (time.perf_counter() - start) / number
+            return max(1, int(target / max(elapsed, 1e-9)))
+        number *= 4
 
 
 def write_csv(path, fields, rows):

@@ -35,26 +35,13 @@ import numpy as np
 
 from wacoll._kernels import KERNEL_VARIANT, reduce_into
 
-from _harness import RESULTS, command_line, human, write_csv
+from _harness import RESULTS, calls_per_batch, command_line, human, write_csv
 
 __all__ = ["main", "measure"]
 
 CASES = [("sum", "float64"), ("max", "float64"), ("sum", "int32"), ("max", "int32")]
 UFUNCS = {"sum": np.add, "max": np.maximum}
 KIB = 1024
-
-
-def _calls_per_repeat(fn, target):
-    """Enough calls that one batch lasts about ``target`` seconds."""
-    number = 1
-    while True:
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        if time.perf_counter() - start >= target / 4 or number >= 1 << 20:
-            elapsed = (time.perf_counter() - start) / number
-            return max(1, int(target / max(elapsed, 1e-9)))
-        number *= 4
 
 
 def measure(op, dtype, nbytes, repeats=21, target=0.005):
@@ -74,7 +61,7 @@ def measure(op, dtype, nbytes, repeats=21, target=0.005):
         ("wacoll", lambda: reduce_into(op, src, dst)),
         ("numpy", lambda: ufunc(src, dst, out=dst)),
     ]
-    number = _calls_per_repeat(runners[-1][1], target)
+    number = calls_per_batch(runners[-1][1], target)
     times = {name: [] for name, _ in runners}
     k = len(runners)
     for r in range(repeats):

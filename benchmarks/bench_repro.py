@@ -33,23 +33,11 @@ from wacoll._kernels import repro
 from wacoll._kernels.repro import (add_values, combine, from_accumulator,
                                    to_accumulator)
 
-from _harness import RESULTS, command_line, human, load1, write_csv
+from _harness import RESULTS, calls_per_batch, command_line, human, load1, write_csv
 
 __all__ = ["main", "measure"]
 
 MIB = 1 << 20
-
-
-def _calls_per_repeat(fn, target):
-    number = 1
-    while True:
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        if time.perf_counter() - start >= target / 4 or number >= 1 << 16:
-            elapsed = (time.perf_counter() - start) / number
-            return max(1, int(target / max(elapsed, 1e-9)))
-        number *= 4
 
 
 def measure(nbytes, repeats):
@@ -69,7 +57,7 @@ def measure(nbytes, repeats):
         ("from_accumulator", lambda: from_accumulator(B, out)),
         ("numpy int64 B+=A", lambda: np.add(A, B, out=B)),
     ]
-    number = _calls_per_repeat(runners[0][1], 0.02 if nbytes > MIB else 0.005)
+    number = calls_per_batch(runners[0][1], 0.02 if nbytes > MIB else 0.005, cap=1 << 16)
     times = {name: [] for name, _ in runners}
     for r in range(repeats):
         k = r % len(runners)

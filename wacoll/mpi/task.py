@@ -30,7 +30,7 @@ class NativeWork:
     the element type, so it must never see one.
     """
 
-    __slots__ = ("start", "request", "done", "finish")
+    __slots__ = ("start", "request", "done")
 
     @property
     def started(self):
@@ -39,11 +39,10 @@ class NativeWork:
     #: A task must not advance this work before its check has passed.
     needs_check = True
 
-    def __init__(self, start, finish=None):
+    def __init__(self, start):
         self.start = start
         self.request = None
         self.done = False
-        self.finish = finish
 
     @property
     def waiting(self):
@@ -58,8 +57,6 @@ class NativeWork:
                 self.done = True
             else:
                 self.done = self.request.Test()
-            if self.done and self.finish is not None:
-                self.finish()
         return self.done
 
     def cancel(self):
