@@ -376,3 +376,16 @@ def test_comm_still_works_after_errors(mpi):
     ref = np.zeros(3 * P, np.int64)
     W.Allgather(mpi.ints(3), ref)
     mpi.assert_equal(got, ref)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_infinite_count_at_the_root_raises_everywhere(mpi):
+    """An infinite Gatherv count on the root raises on every rank (it used to escape
+    as OverflowError on the root alone and leave the others waiting)."""
+    comm = _comm(mpi)
+    recv = full(2 * P)
+    counts = [2] * P
+    counts[0] = float("inf")
+    spec = [recv, (counts, None), MPI.DOUBLE] if ME == 0 else None
+    check_error(mpi, lambda: comm.Gatherv(np.ones(2), spec, root=0), [recv],
+                BufferMismatchError, match="integers")

@@ -185,7 +185,7 @@ def _int_tuple(values, size, what):
     try:
         items = [int(v) for v in values]
         ok = all(not isinstance(v, bool) and float(v) == int(v) for v in values)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise BufferMismatchError(f"{what} must be integers") from None
     if not ok:
         raise BufferMismatchError(f"{what} must be integers")

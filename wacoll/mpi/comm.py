@@ -567,7 +567,8 @@ class Comm(MPI.Intracomm):
         plan = native = prepared = error = None
         try:
             prepared = reader(self._place, *args)
-        except WacollError as exc:
+        except Exception as exc:  # noqa: BLE001 - any fault in one rank's arguments
+            # goes through the check, so the other ranks raise too instead of waiting
             error = exc
         sig = Signature("error") if prepared is None else Signature(
             op, prepared.root, prepared.count,
