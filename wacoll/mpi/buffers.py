@@ -38,6 +38,7 @@ Examples
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import numbers
 from dataclasses import dataclass
@@ -103,11 +104,7 @@ def _host_array(obj, role):
     else:
         return mem
     if hasattr(obj, "__dlpack__"):
-        try:
-            return np.from_dlpack(obj)
-        except (BufferError, TypeError, RuntimeError, ValueError) as exc:
-            raise BufferMismatchError(f"{role}: its DLPack tensor cannot be read on the "
-                                      f"host: {exc}") from None
+        return _from_dlpack(obj, role)
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
         return np.asarray(_Interface(dict(cai, version=3)))
@@ -117,12 +114,91 @@ def _host_array(obj, role):
 
 
 class _Interface:
-    """An ``__array_interface__`` holder (for a host ``__cuda_array_interface__``)."""
+    """An ``__array_interface__`` holder (for a host ``__cuda_array_interface__`` or a
+    DLPack capsule, which it keeps alive with the array)."""
 
-    def __init__(self, interface):
+    def __init__(self, interface, owner=None):
         interface.pop("stream", None)
         interface.pop("mask", None)
         self.__array_interface__ = interface
+        self.owner = owner
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32),
+                ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                ("lanes", ctypes.c_uint16), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManaged(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p)]
+
+
+class _DLManagedVersioned(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
+                ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+
+
+_DL_KINDS = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_valid.restype = ctypes.c_int
+_capsule_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def _from_dlpack(obj, role):
+    """A numpy view of a host DLPack tensor, as mpi4py reads one: the capsule is
+    read, not consumed (its producer frees it), and kept alive with the view."""
+    try:
+        device_type, _ = obj.__dlpack_device__()
+    except AttributeError:
+        device_type = 1
+    if device_type not in (1, 3):  # kDLCPU, kDLCUDAHost
+        raise BufferMismatchError(f"{role}: a DLPack tensor on device type "
+                                  f"{device_type} is not in host memory")
+    try:
+        capsule, name = obj.__dlpack__(max_version=(1, 0), copy=False), \
+            b"dltensor_versioned"
+    except TypeError:
+        capsule, name = obj.__dlpack__(), b"dltensor"
+    if not _capsule_valid(capsule, name):
+        raise BufferMismatchError(f"{role}: __dlpack__ returned no valid capsule")
+    pointer = _capsule_pointer(capsule, name)
+    if name == b"dltensor":
+        tensor, readonly = _DLManaged.from_address(pointer).dl_tensor, False
+    else:
+        managed = _DLManagedVersioned.from_address(pointer)
+        tensor, readonly = managed.dl_tensor, bool(managed.flags & 1)
+    kind, bits = _DL_KINDS.get(tensor.code), tensor.bits
+    if kind == "f" and tensor.lanes == 2:  # complex numbers as pairs of floats
+        kind, bits = "c", 2 * bits
+    elif tensor.lanes != 1:
+        kind = None
+    if kind is None or bits % 8:
+        raise BufferMismatchError(f"{role}: DLPack type code {tensor.code} ({tensor.bits}"
+                                  f" bits, {tensor.lanes} lanes) has no MPI datatype")
+    itemsize = bits // 8
+    shape = tuple(tensor.shape[i] for i in range(tensor.ndim))
+    if tensor.strides:
+        expect = 1
+        for i in reversed(range(tensor.ndim)):
+            if shape[i] != 1 and tensor.strides[i] != expect:
+                raise BufferMismatchError(f"{role}: the DLPack tensor is not contiguous")
+            expect *= shape[i]
+    order = "<" if np.little_endian else ">"
+    typestr = f"|b1" if kind == "b" else f"{order}{kind}{itemsize}"
+    address = (tensor.data or 0) + tensor.byte_offset
+    if not address:
+        return np.empty(shape, np.dtype(typestr))
+    return np.asarray(_Interface({"data": (address, readonly), "typestr": typestr,
+                                  "shape": shape, "version": 3}, owner=capsule))
 
 
 def as_bytes(obj, role, writable=False):

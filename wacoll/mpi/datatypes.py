@@ -200,10 +200,19 @@ def _derived(datatype):
                           MPI.COMM_SELF)
             found |= packed.astype(np.int64) << (8 * k)
         index = (found - shift).astype(np.intp)
+        base, nbase = _homogeneous(datatype, size)
+        if base is not None and base.itemsize > 1:
+            # x87 long double packs 10 value bytes and 6 undefined ones: take each
+            # element's first byte, which always holds its value, and its width
+            firsts = index[::base.itemsize]
+            index = (firsts[:, None] + np.arange(base.itemsize)).reshape(-1)
+        elif np.unique(index).size != index.size or index.max() >= span:
+            raise DatatypeError(f"datatype {name}: its type map could not be read")
         if index.min() < 0:
             raise DatatypeError(f"datatype {name} reaches below its element's address "
                                 f"(true lower bound {tlb}); wacoll cannot lay it out")
-    base, nbase = _homogeneous(datatype, size)
+    else:
+        base, nbase = _homogeneous(datatype, size)
     dtype = np.dtype(f"V{size}") if size else np.dtype(np.uint8)
     return TypeInfo(datatype, name, False, dtype, extent, lb, size, index, base, nbase)
 
