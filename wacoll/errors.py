@@ -73,11 +73,11 @@ def __getattr__(name):
 def _mpi_error_class():
     from mpi4py import MPI
 
-    class MPIError(WacollError, MPI.Exception):
+    class MPIError(BufferMismatchError, MPI.Exception):
         """A call the MPI library would refuse with an ``MPI.Exception`` (an operator
-        not defined for the datatype, a count or datatype MPI checks); it is both a
-        :class:`WacollError` and an ``MPI.Exception`` with MPI's error class
-        (``error_class``) and wacoll's message.
+        not defined for the datatype, a datatype MPI cannot combine): both a
+        :class:`BufferMismatchError` and an ``MPI.Exception`` that reports MPI's
+        error class (``mpi_error_class``, e.g. ``MPI.ERR_OP``) with wacoll's message.
         """
 
         #: The MPI error class the MPI library would report.

@@ -182,8 +182,9 @@ def _elements(msg):
 def _same_type(a, b, what="sendbuf and recvbuf"):
     """Both messages move the same plan element (MPI's type-signature rule)."""
     if plan_dtype(a.info) != plan_dtype(b.info):
-        raise BufferMismatchError(f"{what} differ in type: {a.info.name} ({plan_dtype(a.info)}) "
-                                  f"and {b.info.name} ({plan_dtype(b.info)})")
+        raise BufferMismatchError(f"{what} differ in type: sendbuf holds "
+                                  f"{_describe(a.info)} but recvbuf holds "
+                                  f"{_describe(b.info)}")
 
 
 def _vector_source(vb, role):
@@ -457,11 +458,16 @@ def _check_reduction_type(msg, op, role):
                               f"apply to it", _mpi().ERR_OP)
 
 
+def _describe(info):
+    return f"{info.name} ({plan_dtype(info)})"
+
+
 def _same_reduction_type(s, r):
     if s.datatype != r.datatype and not (s.info.predefined and r.info.predefined and
                                          s.info.dtype == r.info.dtype):
         raise BufferMismatchError(f"mismatch in send and receive MPI datatypes: "
-                                  f"sendbuf is {s.info.name}, recvbuf {r.info.name}")
+                                  f"sendbuf is {_describe(s.info)}, recvbuf "
+                                  f"{_describe(r.info)}")
     if s.count != r.count:
         raise BufferMismatchError(f"mismatch in send count {s.count} and receive count "
                                   f"{r.count}")

@@ -150,9 +150,23 @@ def type_info(datatype) -> TypeInfo:
     MPI = _mpi()
     if datatype == MPI.DATATYPE_NULL:
         raise BufferMismatchError("MPI.DATATYPE_NULL is not a usable datatype")
-    if datatype.is_predefined:
-        return _predefined(datatype.handle)
-    return _derived(datatype)
+    try:
+        if datatype.is_predefined:
+            return _predefined(datatype.handle)
+        return _derived(datatype)
+    except MPI.Exception as exc:
+        from wacoll.errors import MPIError
+
+        name = _safe_name(datatype)
+        raise MPIError(f"datatype {name} cannot be used (is it committed?): "
+                       f"{exc.Get_error_string()}", exc.Get_error_class()) from None
+
+
+def _safe_name(datatype):
+    try:
+        return datatype.Get_name() or "(derived)"
+    except Exception:  # noqa: BLE001 -- only for a message
+        return repr(datatype)
 
 
 @functools.lru_cache(maxsize=None)
@@ -178,7 +192,7 @@ def _predefined(handle):
 
 def _derived(datatype):
     MPI = _mpi()
-    name = datatype.Get_name() or "a derived datatype"
+    name = datatype.Get_name() or "(derived)"
     lb, extent = datatype.Get_extent()
     tlb, textent = datatype.Get_true_extent()
     size = datatype.Get_size()
