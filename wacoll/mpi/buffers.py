@@ -231,12 +231,8 @@ def as_bytes(obj, role, writable=False):
 
 def _datatype_of(fmt, role):
     if isinstance(fmt, np.dtype):
-        if fmt.fields is not None or fmt.hasobject:
-            try:
-                return mpi_datatype(fmt)
-            except DatatypeError:
-                raise DatatypeError(f"{role}: numpy dtype {fmt} has no MPI datatype; "
-                                    f"name one explicitly") from None
+        if fmt.hasobject:
+            raise DatatypeError(f"{role}: numpy dtype {fmt} holds Python objects")
         if fmt.byteorder not in "=|" and fmt.byteorder != ("<" if np.little_endian
                                                              else ">"):
             raise BufferMismatchError(f"{role}: dtype {fmt} has non-native byte order")

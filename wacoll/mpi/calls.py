@@ -444,18 +444,16 @@ def _reduction_parts(op_name, inbuf, out, op, level, default_level):
 
 
 def _check_reduction_type(msg, op, role):
-    """Derived datatypes: predefined operators combine their predefined parts."""
+    """MPI's predefined operators take predefined datatypes only (MPI 4.1, 6.9.2);
+    a user-defined operator on a derived datatype is the MPI library's to run."""
     if msg.info.predefined:
         return
-    if operator_name(op if op is not None else "SUM") == "user-defined":
-        raise DatatypeError(
-            f"{role}: a user-defined operator on derived datatype {msg.info.name} "
-            f"needs the MPI library's own reduction (wacoll combines predefined "
-            f"elements only)")
-    if msg.info.base is None:
-        raise errors.MPIError(f"{role}: derived datatype {msg.info.name} mixes "
-                              f"predefined types; MPI's predefined operators do not "
-                              f"apply to it", _mpi().ERR_OP)
+    if operator_name(op if op is not None else "SUM") != "user-defined":
+        raise errors.MPIError(f"{role}: MPI's predefined operators are not defined for "
+                              f"derived datatype {msg.info.name}", _mpi().ERR_OP)
+    raise DatatypeError(
+        f"{role}: a user-defined operator on derived datatype {msg.info.name} is not "
+        f"run by wacoll's plans (they combine predefined elements only)")
 
 
 def _describe(info):

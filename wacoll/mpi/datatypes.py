@@ -35,7 +35,7 @@ import numpy as np
 from wacoll.errors import BufferMismatchError, DatatypeError, WacollError
 
 __all__ = ["TypeInfo", "type_info", "resolve_datatype", "datatype_of_format",
-           "PAIR_TYPES"]
+           "PAIR_TYPES", "pair_dtype", "register_pair_formats"]
 
 
 def _mpi():
@@ -113,6 +113,35 @@ class TypeInfo:
         raw[self._positions(count)] = packed.reshape(-1).view(np.uint8)
 
 
+def pair_dtype(datatype):
+    """The numpy dtype of one of MPI's MINLOC/MAXLOC pair types, with MPI's layout."""
+    from mpi4py.util import dtlib
+
+    return dtlib.to_numpy_dtype(datatype)
+
+
+@functools.lru_cache(maxsize=None)
+def register_pair_formats():
+    """Teach mpi4py the buffer formats of numpy's pair dtypes (idempotent).
+
+    mpi4py maps a buffer's format string to an MPI datatype; numpy arrays of the
+    (value, index) pairs of MINLOC and MAXLOC carry a struct format mpi4py does not
+    know. Registering them maps such arrays to MPI's own pair types (the inverse of
+    what ``mpi4py.util.dtlib`` does), so pairs travel as ``MPI.DOUBLE_INT`` & co.
+    """
+    MPI = _mpi()
+    for name in PAIR_TYPES:
+        datatype = getattr(MPI, name, None)
+        if datatype is None or datatype == MPI.DATATYPE_NULL:
+            continue
+        try:
+            fmt = memoryview(np.empty(0, pair_dtype(datatype))).format
+        except (ValueError, KeyError, TypeError):
+            continue
+        for key in {fmt, fmt[1:] if fmt[:1] in "@=<>!" else fmt}:
+            MPI._typedict.setdefault(key, datatype)
+
+
 def resolve_datatype(datatype, role="buffer"):
     """An ``MPI.Datatype`` from a datatype or a type code such as ``"i"``."""
     MPI = _mpi()
@@ -130,6 +159,7 @@ def resolve_datatype(datatype, role="buffer"):
 def datatype_of_format(fmt, role="buffer"):
     """The MPI datatype mpi4py reads from a buffer's format string."""
     MPI = _mpi()
+    register_pair_formats()
     if fmt in ("B", None):
         return MPI.BYTE
     if fmt[:1] in "@=<>!":
@@ -150,6 +180,7 @@ def type_info(datatype) -> TypeInfo:
     MPI = _mpi()
     if datatype == MPI.DATATYPE_NULL:
         raise BufferMismatchError("MPI.DATATYPE_NULL is not a usable datatype")
+    register_pair_formats()
     try:
         if datatype.is_predefined:
             return _predefined(datatype.handle)
