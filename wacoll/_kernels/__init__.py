@@ -29,6 +29,12 @@ LAND, LOR, LXOR        integers, bool (MPI's C integer and Logical)
 BAND, BOR, BXOR        integers (MPI's C integer and Byte)
 =====================  ==========================================
 
+Beyond the compiled types, numpy combines long double and long double complex
+(SUM, PROD; MIN and MAX on long double), and MPI's MINLOC and MAXLOC combine the
+(value, index) pairs of MPI's pair types (``MPI.DOUBLE_INT`` and the others, as the
+numpy structured dtypes of ``mpi4py.util.dtlib``): the smaller (larger) value wins,
+and of equal values the lower index.
+
 Integer SUM and PROD wrap around (two's complement), as numpy's do; LAND, LOR and
 LXOR give 0 or 1 of the operand type; MIN and MAX propagate NaN like ``np.minimum``.
 Complex PROD uses the textbook formula without fused multiply-add, so it can differ
