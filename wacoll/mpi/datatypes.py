@@ -9,9 +9,10 @@ A derived datatype (contiguous, vector, indexed, struct, resized, ...) is descri
 by its *type map*: the byte offsets, relative to an element's address, of the data
 one element holds, in MPI's packing order. :class:`TypeInfo` computes it once from
 the MPI library itself (``MPI.Datatype.Pack`` of a probe), so every constructor MPI
-knows is read the same way. Data then moves *packed*: ``size`` bytes per element, in
-the order MPI packs them, so a rank that sends with one derived type and a rank that
-receives with another of the same type signature agree on the bytes.
+knows is read the same way. Data then moves *packed*, in the order MPI packs it: as
+the predefined type a derived type is made of (or as bytes when it mixes types), so
+a rank that sends with one derived type and a rank that receives with another of the
+same type signature agree. MPI's predefined operators take no derived datatypes.
 
 Examples
 --------
@@ -69,7 +70,8 @@ class TypeInfo:
         Derived types: the byte offsets of one element's data, in packing order.
     base : numpy.dtype or None
         Derived types made of a single predefined type: that type (``nbase`` of them
-        per element), so predefined operators reduce them element by element.
+        per element). Their data moves as that type, so a rank sending a vector of
+        ints and one receiving plain ints (the same type signature) agree.
     """
 
     def __init__(self, datatype, name, predefined, dtype, extent, lb, size, index=None,
