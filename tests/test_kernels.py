@@ -292,9 +292,55 @@ def test_predefined_mpi_ops(MPI):
     assert dst.tolist() == [2.0, 2.0, 2.0]
     with pytest.raises(BufferMismatchError, match="MPI.MIN is not defined for complex128"):
         reduce_into(MPI.MIN, np.ones(2, complex), np.ones(2, complex))
-    for name in ("MAXLOC", "MINLOC", "REPLACE", "NO_OP"):
+    for name in ("REPLACE", "NO_OP"):
         with pytest.raises(OperatorError, match=f"MPI.{name} is not supported"):
             reduce_into(getattr(MPI, name), np.ones(2), np.ones(2))
+    # MINLOC and MAXLOC take MPI's (value, index) pairs only
+    for name in ("MAXLOC", "MINLOC"):
+        with pytest.raises(OperatorError, match=f"MPI.{name} needs .value, index. pairs"):
+            reduce_into(getattr(MPI, name), np.ones(2), np.ones(2))
+
+
+def test_minloc_maxloc_pairs():
+    """MPI's pair layouts; the lower index wins a tie, whichever side arrives."""
+    pytest.importorskip("mpi4py")
+    from mpi4py import MPI
+    from mpi4py.util import dtlib
+
+    for pair in (MPI.DOUBLE_INT, MPI.FLOAT_INT, MPI.LONG_INT, MPI.TWOINT,
+                 MPI.SHORT_INT, MPI.LONG_DOUBLE_INT):
+        dt = dtlib.to_numpy_dtype(pair)
+        v, i = dt.names
+        a = np.zeros(3, dt)
+        b = np.zeros(3, dt)
+        a[v], a[i] = [1, 5, 2], [3, 3, 3]
+        b[v], b[i] = [1, 4, 7], [1, 1, 1]
+        for side in ("right", "left"):
+            lo = a.copy()
+            reduce_into(MPI.MINLOC, b, lo, side=side)
+            assert lo[v].tolist() == [1, 4, 2] and lo[i].tolist() == [1, 1, 3]
+            hi = b.copy()
+            reduce_into("maxloc", a, hi, side=side)
+            assert hi[v].tolist() == [1, 5, 7] and hi[i].tolist() == [1, 3, 1]
+        check_op(MPI.MAXLOC, dt)
+
+
+def test_long_double_reductions():
+    """long double and long double complex reduce with numpy's own arithmetic."""
+    for dtype in (np.longdouble, np.clongdouble):
+        src = np.arange(1, 5, dtype=dtype) / 3
+        dst = np.full(4, 2, dtype)
+        reduce_into("sum", src, dst)
+        np.testing.assert_array_equal(dst, np.full(4, 2, dtype) + src)
+        reduce_into("prod", src, dst, side="left")
+        np.testing.assert_array_equal(dst, src * (np.full(4, 2, dtype) + src))
+    dst = np.zeros(2, np.longdouble)
+    reduce_into("max", np.array([1, -1], np.longdouble), dst)
+    assert dst.tolist() == [1, 0]
+    with pytest.raises(BufferMismatchError, match="MIN is not defined"):
+        check_op("min", np.clongdouble)
+    with pytest.raises(BufferMismatchError, match="BAND is not defined"):
+        check_op("band", np.longdouble)
 
 
 @pytest.mark.parametrize("side", ["right", "left"])

@@ -9,6 +9,9 @@ __all__ = [
     "TopologyError",
     "PlanError",
     "BufferMismatchError",
+    "BufferTypeError",
+    "DatatypeError",
+    "MPIError",
     "ScriptError",
     "OperatorError",
     "AccumulatorOverflowError",
@@ -43,6 +46,67 @@ class PlanError(WacollError):
 
 class BufferMismatchError(WacollError, ValueError):
     """A buffer whose dtype, size, shape or contiguity does not fit the operation."""
+
+
+class BufferTypeError(BufferMismatchError, TypeError):
+    """A buffer argument of the wrong kind (not a buffer, list or tuple), where mpi4py
+    raises TypeError."""
+
+
+class DatatypeError(BufferMismatchError, KeyError):
+    """A type code or buffer format with no MPI datatype (mpi4py raises KeyError), or
+    an MPI datatype wacoll cannot lay out."""
+
+    __str__ = Exception.__str__  # KeyError would quote the message
+
+
+def __getattr__(name):
+    # MPIError derives from mpi4py's MPI.Exception, so it is built when first asked
+    # for: the plan world imports this module without MPI.
+    if name == "MPIError":
+        global MPIError
+        MPIError = _mpi_error_class()
+        return MPIError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _mpi_error_class():
+    from mpi4py import MPI
+
+    class MPIError(BufferMismatchError, MPI.Exception):
+        """A call the MPI library would refuse with an ``MPI.Exception`` (an operator
+        not defined for the datatype, a datatype MPI cannot combine): both a
+        :class:`BufferMismatchError` and an ``MPI.Exception`` that reports MPI's
+        error class (``mpi_error_class``, e.g. ``MPI.ERR_OP``) with wacoll's message.
+        """
+
+        #: The MPI error class the MPI library would report.
+        mpi_error_class = MPI.ERR_ARG
+
+        def __init__(self, message, error_class=None):
+            Exception.__init__(self, message)
+            if error_class is not None:
+                self.mpi_error_class = error_class
+
+        def __int__(self):
+            return int(self.mpi_error_class)
+
+        def __str__(self):
+            return str(self.args[0]) if self.args else ""
+
+        def __repr__(self):
+            return f"{type(self).__name__}({str(self)!r})"
+
+        __hash__ = Exception.__hash__
+
+        def __eq__(self, other):
+            return self is other
+
+        def __ne__(self, other):
+            return self is not other
+
+    MPIError.__module__ = __name__
+    return MPIError
 
 
 class ScriptError(WacollError, ValueError):

@@ -388,4 +388,4 @@ def test_infinite_count_at_the_root_raises_everywhere(mpi):
     counts[0] = float("inf")
     spec = [recv, (counts, None), MPI.DOUBLE] if ME == 0 else None
     check_error(mpi, lambda: comm.Gatherv(np.ones(2), spec, root=0), [recv],
-                BufferMismatchError, match="integers")
+                BufferMismatchError, match="must be an integer")

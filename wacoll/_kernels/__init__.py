@@ -29,6 +29,12 @@ LAND, LOR, LXOR        integers, bool (MPI's C integer and Logical)
 BAND, BOR, BXOR        integers (MPI's C integer and Byte)
 =====================  ==========================================
 
+Beyond the compiled types, numpy combines long double and long double complex
+(SUM, PROD; MIN and MAX on long double), and MPI's MINLOC and MAXLOC combine the
+(value, index) pairs of MPI's pair types (``MPI.DOUBLE_INT`` and the others, as the
+numpy structured dtypes of ``mpi4py.util.dtlib``): the smaller (larger) value wins,
+and of equal values the lower index.
+
 Integer SUM and PROD wrap around (two's complement), as numpy's do; LAND, LOR and
 LXOR give 0 or 1 of the operand type; MIN and MAX propagate NaN like ``np.minimum``.
 Complex PROD uses the textbook formula without fused multiply-add, so it can differ
@@ -124,6 +130,15 @@ for _name, _code in _OP_CODES.items():
 _TYPE_CODES = {dtype: code for code, dtype in enumerate(DTYPES)}
 _SIDES = {"right": False, "left": True}
 _USER = -1  # the code of a user-defined operator
+_MINLOC, _MAXLOC = -2, -3  # MPI's pair operators, applied with numpy
+_PAIR_CODES = {"minloc": _MINLOC, "maxloc": _MAXLOC}
+#: Element types outside the compiled kernels that numpy combines: long double and
+#: long double complex (MPI.LONG_DOUBLE, MPI.C_LONG_DOUBLE_COMPLEX).
+_NUMPY_TYPES = tuple(dict.fromkeys(
+    np.dtype(t) for t in (np.longdouble, np.clongdouble)
+    if np.dtype(t) not in (np.dtype(np.float64), np.dtype(np.complex128))))
+_NUMPY_UFUNCS = {"sum": np.add, "prod": np.multiply, "min": np.minimum,
+                 "max": np.maximum}
 
 # Where MPI defines each operator, for error messages.
 _DOMAINS = {
@@ -140,7 +155,7 @@ _DOMAINS = {
 }
 
 _mpi_codes = None  # {MPI.Op handle: code}, built on first use of an MPI.Op
-_MPI_UNSUPPORTED = ("MAXLOC", "MINLOC", "REPLACE", "NO_OP", "OP_NULL")
+_MPI_UNSUPPORTED = ("REPLACE", "NO_OP", "OP_NULL")
 
 
 def _mpi_module():
@@ -159,6 +174,10 @@ def _mpi_op_code(op, MPI):
         if op is getattr(MPI, OPERATORS[code].upper()):
             _reducer.register_operator(op, code)  # later calls take the fast path
         return code
+    if op == MPI.MINLOC:
+        return _MINLOC
+    if op == MPI.MAXLOC:
+        return _MAXLOC
     if op.is_predefined:
         name = next((f"MPI.{n}" for n in _MPI_UNSUPPORTED if getattr(MPI, n, None) == op),
                     "this predefined operator")
@@ -169,11 +188,11 @@ def _mpi_op_code(op, MPI):
 def _op_code(op):
     """The kernel code of ``op``, or ``_USER`` for a user-defined mpi4py operator."""
     if isinstance(op, str):
-        code = _OP_CODES.get(op.lower())
+        code = _OP_CODES.get(op.lower(), _PAIR_CODES.get(op.lower()))
         if code is None:
             raise OperatorError(f"unknown reduction operator {op!r}; expected one of "
-                                + ", ".join(OPERATORS))
-        if op.__class__ is str:  # a spelling such as "Sum": let the fast path know it
+                                + ", ".join(OPERATORS + ("minloc", "maxloc")))
+        if op.__class__ is str and code >= 0:  # a spelling such as "Sum": let the fast path know it
             _reducer.register_operator(op, code)
         return code
     MPI = _mpi_module()
@@ -319,6 +338,9 @@ def _reduce_slow(op, src, dst, side):
     if code == _USER:
         _reduce_user(op, src, dst, left)
         return
+    if code in (_MINLOC, _MAXLOC) or getattr(dst, "dtype", None) in _NUMPY_TYPES:
+        _reduce_numpy(code, src, dst, left)
+        return
     status = _reducer.reduce_buffers(code, left, src, dst)
     if status == _S_OVERLAP:
         status = _reducer.reduce_buffers(code, left, np.array(src, copy=True), dst)
@@ -348,6 +370,56 @@ def _reduce_user(op, src, dst, left):
         result = src.copy()
         op.Reduce_local(dst, result)            # result = dst (op) src
         dst[...] = result.reshape(dst.shape)
+
+
+def _is_pair(dtype):
+    """A (value, index) pair dtype of MPI's MINLOC/MAXLOC types."""
+    names = dtype.names
+    return names is not None and len(names) == 2 and \
+        dtype.fields[names[1]][0] == np.dtype(np.intc) and \
+        dtype.fields[names[0]][0].kind in "iuf"
+
+
+def _check_numpy(code, dtype):
+    if code in (_MINLOC, _MAXLOC):
+        if not _is_pair(dtype):
+            raise OperatorError(f"MPI.{'MINLOC' if code == _MINLOC else 'MAXLOC'} "
+                                f"needs (value, index) pairs such as MPI.DOUBLE_INT, "
+                                f"not {dtype}")
+        return
+    name = OPERATORS[code]
+    if name not in _NUMPY_UFUNCS or (dtype.kind == "c" and name in ("min", "max")):
+        raise _op_dtype_error(code, dtype)
+
+
+def _reduce_numpy(code, src, dst, left):
+    """MINLOC/MAXLOC on pairs and the long double types, with numpy."""
+    for name, obj, writable in (("src", src, False), ("dst", dst, True)):
+        if not isinstance(obj, np.ndarray) or (writable and not obj.flags.writeable):
+            raise _buffer_fault("reduce_into", name, obj, writable)
+    if src.dtype != dst.dtype:
+        raise _status_error(_S_MISMATCH, "reduce_into", ("src", "dst"), src, dst)
+    if src.size != dst.size:
+        raise _status_error(_S_LENGTH, "reduce_into", ("src", "dst"), src, dst)
+    _check_numpy(code, dst.dtype)
+    if src.size == 0:
+        return
+    src = src.reshape(-1)
+    out = dst.reshape(-1)
+    if code in (_MINLOC, _MAXLOC):
+        value, index = dst.dtype.names
+        sv, si, dv, di = src[value], src[index], out[value], out[index]
+        better = sv < dv if code == _MINLOC else sv > dv
+        take = better | ((sv == dv) & (si < di))  # ties: the lower index (MPI)
+        out[take] = src[take]
+    else:
+        ufunc = _NUMPY_UFUNCS[OPERATORS[code]]
+        if left:
+            ufunc(src, out, out=out)
+        else:
+            ufunc(out, src, out=out)
+    if out.base is not dst and not np.shares_memory(out, dst):
+        dst[...] = out.reshape(dst.shape)
 
 
 def check_op(op, dtype):
@@ -381,6 +453,9 @@ def check_op(op, dtype):
     if code == _USER:
         return
     dtype = np.dtype(dtype)
+    if code in (_MINLOC, _MAXLOC) or dtype in _NUMPY_TYPES:
+        _check_numpy(code, dtype)
+        return
     t = _TYPE_CODES.get(dtype)
     if t is None:
         raise BufferMismatchError(

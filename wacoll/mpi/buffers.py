@@ -1,35 +1,56 @@
-"""Turn mpi4py-style buffer specifications into flat typed numpy views.
+"""Turn mpi4py-style buffer specifications into typed numpy views, as mpi4py reads them.
 
-mpi4py accepts a buffer as an object exposing the buffer interface (a numpy array),
-or a list ``[data, datatype]``, ``[data, count, datatype]``,
-``[data, (count, displ), datatype]``; vector variants take
-``[data, counts, displs, datatype]``, ``[data, (counts, displs), datatype]`` or
-``[data, counts]``. wacoll reads them the same way and works on a 1-D numpy view of
-the memory in the datatype's numpy dtype, so that kernels and messages need no copy.
-Only contiguous predefined datatypes are supported.
+A buffer specification is what an mpi4py collective accepts for a send or receive
+buffer:
+
+* a buffer object: anything exposing the buffer interface (its format gives the
+  datatype: an ``array('i')`` is ``MPI.INT``, ``bytes`` is ``MPI.BYTE``), DLPack
+  (``__dlpack__``), ``__array_interface__`` or a host ``__cuda_array_interface__``;
+* ``[data, datatype]``, ``[data, count, datatype]``, ``[data, (count, displ),
+  datatype]``, ``[data, count, displ, datatype]``; the datatype is an
+  ``MPI.Datatype`` or a type code such as ``"i"``, and may differ from the data's own
+  type (bytes sent as ``MPI.INT``); the displacement counts datatype extents;
+* for the vector (v) variants: ``[data, counts, displs, datatype]``,
+  ``[data, (counts, displs), datatype]``, ``[data, counts]``, ``[data, datatype]``
+  or the buffer alone; a single integer count means that count for every rank, an
+  integer displacement a stride, and a buffer without counts is split as evenly as
+  possible (the first ranks get one more element).
+
+The block variants (Scatter, Gather, Allgather, Alltoall) read a buffer holding a
+block per rank with ``blocks=size``: an explicit count is the count *per rank*, an
+inferred one the buffer's length divided by the ranks.
 
 Examples
 --------
 >>> import numpy as np
 >>> from mpi4py import MPI
->>> view, count = parse_buffer([np.zeros(6), MPI.DOUBLE], "sendbuf")
->>> view.dtype, count
-(dtype('float64'), 6)
->>> vv = parse_vbuffer([np.zeros(6, "i"), [1, 2], [0, 3], MPI.INT], 2, "recvbuf")
->>> vv.counts, vv.displs
+>>> msg = parse_buffer([np.zeros(6), MPI.DOUBLE], "sendbuf")
+>>> msg.count, msg.typed().dtype
+(6, dtype('float64'))
+>>> parse_buffer([np.zeros(6, "i"), (2, 1), MPI.INT], "sendbuf").typed().size
+2
+>>> vb = parse_vbuffer([np.zeros(6, "i"), [1, 2], [0, 3], MPI.INT], 2, "recvbuf")
+>>> vb.counts, vb.displs
 ((1, 2), (0, 3))
+>>> parse_vbuffer(np.zeros(7), 3, "recvbuf").counts
+(3, 2, 2)
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
-from wacoll.errors import BufferMismatchError
+from wacoll.errors import BufferMismatchError, BufferTypeError, DatatypeError
+from wacoll.mpi.datatypes import TypeInfo, datatype_of_format, resolve_datatype, \
+    type_info
 
-__all__ = ["parse_buffer", "parse_vbuffer", "VBuffer", "numpy_dtype", "mpi_datatype"]
+__all__ = ["parse_buffer", "parse_vbuffer", "Message", "VBuffer", "numpy_dtype",
+           "mpi_datatype", "as_bytes"]
 
 
 def _mpi():
@@ -40,25 +61,10 @@ def _mpi():
 
 def numpy_dtype(datatype) -> np.dtype:
     """The numpy dtype of a predefined MPI datatype; a clear error otherwise."""
-    from mpi4py.util import dtlib
-
-    MPI = _mpi()
-    if not isinstance(datatype, MPI.Datatype):
-        raise BufferMismatchError(f"expected an MPI datatype, got {datatype!r}")
-    if datatype == MPI.DATATYPE_NULL:
-        raise BufferMismatchError("MPI.DATATYPE_NULL is not a usable datatype")
-    try:
-        if not datatype.is_predefined:
-            raise ValueError
-        dtype = dtlib.to_numpy_dtype(datatype)
-    except (ValueError, KeyError, TypeError):
-        raise BufferMismatchError(
-            f"datatype {datatype.Get_name() or datatype!r} is not supported: wacoll works "
-            f"on contiguous predefined datatypes") from None
-    if dtype.fields is not None or dtype.subdtype is not None:
-        raise BufferMismatchError(f"datatype {datatype.Get_name()} is not a plain numeric "
-                                  f"type")
-    return dtype
+    info = type_info(resolve_datatype(datatype))
+    if not info.predefined:
+        raise DatatypeError(f"datatype {info.name} is derived; it has no numpy dtype")
+    return info.dtype
 
 
 def mpi_datatype(dtype):
@@ -73,125 +79,434 @@ def _mpi_datatype(dtype):
     try:
         return dtlib.from_numpy_dtype(dtype)
     except (ValueError, KeyError, TypeError):
-        raise BufferMismatchError(f"numpy dtype {dtype} has no MPI datatype") from None
+        raise DatatypeError(f"numpy dtype {dtype} has no MPI datatype") from None
 
 
-def _as_view(data, dtype, role):
-    """A 1-D view of ``data``'s memory as ``dtype`` (no copy)."""
-    if isinstance(data, np.ndarray):
-        if not (data.flags.c_contiguous or data.ndim <= 1 and data.flags.f_contiguous):
-            raise BufferMismatchError(f"{role} must be a contiguous array")
-        arr = data.reshape(-1)
-        if dtype is None:
-            mpi_datatype(arr.dtype)  # validates the dtype
-            return arr
-        if arr.dtype == dtype:
-            return arr
-        raw = arr.view(np.uint8)
+# ----------------------------------------------------------------------- memory
+def _is_buffer_object(obj):
+    if isinstance(obj, (np.ndarray, bytes, bytearray, memoryview)):
+        return True
+    try:
+        memoryview(obj).release()
+        return True
+    except TypeError:
+        return False
+
+
+def _host_array(obj, role):
+    """A numpy array over the memory of ``obj`` (no copy), or None if it has none."""
+    if isinstance(obj, np.ndarray):
+        return obj
+    try:
+        mem = memoryview(obj)
+    except TypeError:
+        pass
     else:
-        try:
-            mem = memoryview(data)
-        except TypeError:
-            raise BufferMismatchError(f"{role} of type {type(data).__name__} does not "
-                                      f"expose the buffer interface") from None
-        if not mem.c_contiguous:
+        return mem
+    if hasattr(obj, "__dlpack__"):
+        return _from_dlpack(obj, role)
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is not None:
+        return np.asarray(_Interface(dict(cai, version=3)))
+    if hasattr(obj, "__array_interface__"):
+        return np.asarray(obj)
+    return None
+
+
+def for_mpi(spec):
+    """``spec`` as the MPI library's own collectives read it: wacoll also reads
+    objects that expose only ``__array_interface__``, which mpi4py does not, so the
+    native path hands those over as numpy arrays over the same memory."""
+    if isinstance(spec, (list, tuple)) and spec:
+        first = for_mpi(spec[0])
+        return spec if first is spec[0] else type(spec)((first, *spec[1:]))
+    if isinstance(spec, np.ndarray) or not hasattr(spec, "__array_interface__") or \
+            hasattr(spec, "__dlpack__") or _is_buffer_object(spec):
+        return spec
+    return np.asarray(spec)
+
+
+class _Interface:
+    """An ``__array_interface__`` holder (for a host ``__cuda_array_interface__`` or a
+    DLPack capsule, which it keeps alive with the array)."""
+
+    def __init__(self, interface, owner=None):
+        interface.pop("stream", None)
+        interface.pop("mask", None)
+        self.__array_interface__ = interface
+        self.owner = owner
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32),
+                ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                ("lanes", ctypes.c_uint16), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManaged(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p)]
+
+
+class _DLManagedVersioned(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
+                ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+
+
+_DL_KINDS = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_valid.restype = ctypes.c_int
+_capsule_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def _from_dlpack(obj, role):
+    """A numpy view of a host DLPack tensor, as mpi4py reads one: the capsule is
+    read, not consumed (its producer frees it), and kept alive with the view."""
+    try:
+        device_type, _ = obj.__dlpack_device__()
+    except AttributeError:
+        device_type = 1
+    if device_type not in (1, 3):  # kDLCPU, kDLCUDAHost
+        raise BufferMismatchError(f"{role}: a DLPack tensor on device type "
+                                  f"{device_type} is not in host memory")
+    try:
+        capsule, name = obj.__dlpack__(max_version=(1, 0), copy=False), \
+            b"dltensor_versioned"
+    except TypeError:
+        capsule, name = obj.__dlpack__(), b"dltensor"
+    if not _capsule_valid(capsule, name):
+        raise BufferMismatchError(f"{role}: __dlpack__ returned no valid capsule")
+    pointer = _capsule_pointer(capsule, name)
+    if name == b"dltensor":
+        tensor, readonly = _DLManaged.from_address(pointer).dl_tensor, False
+    else:
+        managed = _DLManagedVersioned.from_address(pointer)
+        tensor, readonly = managed.dl_tensor, bool(managed.flags & 1)
+    kind, bits = _DL_KINDS.get(tensor.code), tensor.bits
+    if kind == "f" and tensor.lanes == 2:  # complex numbers as pairs of floats
+        kind, bits = "c", 2 * bits
+    elif tensor.lanes != 1:
+        kind = None
+    if kind is None or bits % 8:
+        raise BufferMismatchError(f"{role}: DLPack type code {tensor.code} ({tensor.bits}"
+                                  f" bits, {tensor.lanes} lanes) has no MPI datatype")
+    itemsize = bits // 8
+    shape = tuple(tensor.shape[i] for i in range(tensor.ndim))
+    if tensor.strides:
+        expect = 1
+        for i in reversed(range(tensor.ndim)):
+            if shape[i] != 1 and tensor.strides[i] != expect:
+                raise BufferMismatchError(f"{role}: the DLPack tensor is not contiguous")
+            expect *= shape[i]
+    order = "<" if np.little_endian else ">"
+    typestr = f"|b1" if kind == "b" else f"{order}{kind}{itemsize}"
+    address = (tensor.data or 0) + tensor.byte_offset
+    if not address:
+        return np.empty(shape, np.dtype(typestr))
+    return np.asarray(_Interface({"data": (address, readonly), "typestr": typestr,
+                                  "shape": shape, "version": 3}, owner=capsule))
+
+
+def as_bytes(obj, role, writable=False):
+    """``(raw, format)``: the bytes of a buffer object as a 1-D uint8 array (no copy)
+    and its element format (a numpy dtype, or a buffer-protocol format string)."""
+    host = _host_array(obj, role)
+    if host is None:
+        raise BufferTypeError(f"{role} of type {type(obj).__name__} is not a buffer: it "
+                              f"exposes neither the buffer interface nor DLPack")
+    if isinstance(host, memoryview):
+        mem = host
+        if not mem.contiguous:
             raise BufferMismatchError(f"{role} must be contiguous memory")
-        raw = np.frombuffer(mem.cast("B"), dtype=np.uint8)
-        if dtype is None:
-            dtype = np.dtype(np.uint8)
-    if raw.nbytes % dtype.itemsize:
-        raise BufferMismatchError(f"{role} has {raw.nbytes} bytes, not a whole number of "
-                                  f"{dtype} elements")
-    return raw.view(dtype)
+        if writable and mem.readonly:
+            raise BufferMismatchError(f"{role} is read-only")
+        fmt = mem.format
+        if mem.nbytes and not mem.c_contiguous:
+            raise BufferMismatchError(f"{role} must be C-contiguous memory")
+        raw = np.asarray(mem.cast("B")) if mem.nbytes else np.empty(0, np.uint8)
+        return raw, fmt
+    arr = host
+    if not (arr.flags.c_contiguous or arr.flags.f_contiguous):
+        raise BufferMismatchError(f"{role} must be a contiguous array")
+    if writable and not arr.flags.writeable:
+        raise BufferMismatchError(f"{role} is read-only")
+    flat = arr.reshape(-1, order="A")
+    return (flat.view(np.uint8) if flat.dtype.itemsize else
+            np.empty(0, np.uint8)), arr.dtype
 
 
-def parse_buffer(spec, role: str):
-    """Read a buffer specification; return ``(view, count)``.
+def _datatype_of(fmt, role):
+    if isinstance(fmt, np.dtype):
+        if fmt.hasobject:
+            raise DatatypeError(f"{role}: numpy dtype {fmt} holds Python objects")
+        if fmt.byteorder not in "=|" and fmt.byteorder != ("<" if np.little_endian
+                                                             else ">"):
+            raise BufferMismatchError(f"{role}: dtype {fmt} has non-native byte order")
+        if fmt == np.uint8:
+            return _mpi().BYTE
+        fmt = memoryview(np.empty(0, fmt)).format
+    return datatype_of_format(fmt, role)
 
-    ``view`` is a 1-D numpy array over exactly the ``count`` elements the
-    specification names (after any displacement).
+
+# ----------------------------------------------------------------------- messages
+@dataclass
+class Message:
+    """One buffer specification, read.
+
+    Attributes
+    ----------
+    raw : numpy.ndarray
+        The user's bytes from the message's address (after the displacement) on.
+    info : TypeInfo
+        Its datatype.
+    count : int
+        Elements of the datatype the message names (per block for block variants).
     """
+
+    raw: np.ndarray
+    info: TypeInfo
+    count: int
+
+    @property
+    def datatype(self):
+        return self.info.datatype
+
+    @property
+    def nelements(self):
+        """Whole elements the bytes hold."""
+        if self.info.extent <= 0:
+            return 0
+        if self.info.predefined:
+            return self.raw.size // self.info.extent
+        full = self.raw.size - self.info.span(1) if self.raw.size else -1
+        return 0 if full < 0 else full // self.info.extent + 1
+
+    def check_fits(self, start, n, role):
+        """Raise unless elements ``start .. start+n`` lie inside the buffer."""
+        if n and start + n > self.nelements:
+            raise BufferMismatchError(
+                f"{role} holds {self.nelements} {self.info.name} elements; "
+                f"{n} at element {start} do not fit")
+
+    def typed(self, start=0, n=None, role="buffer"):
+        """Elements ``start .. start+n`` (default: the message's ``count``).
+
+        Predefined datatypes: a view of the user's memory. Derived ones: a packed
+        copy of their data (see :func:`plan_dtype`).
+        """
+        n = self.count if n is None else n
+        self.check_fits(start, n, role)
+        info = self.info
+        at = start * info.extent
+        if info.predefined:
+            return self.raw[at:at + n * info.extent].view(info.dtype)
+        return info.pack(self.raw[at:], n).view(plan_dtype(info))
+
+    def untyped_view(self, role="buffer"):
+        """The whole buffer as a 1-D view of the predefined element type."""
+        n = self.nelements
+        return self.raw[:n * self.info.extent].view(self.info.dtype)
+
+    def store(self, packed, start, n):
+        """Write the packed data of ``n`` elements at element ``start`` (derived)."""
+        at = start * self.info.extent
+        self.info.unpack(np.ascontiguousarray(packed).view(np.uint8), self.raw[at:], n)
+
+
+def plan_dtype(info: TypeInfo) -> np.dtype:
+    """The dtype a plan moves for elements of ``info``: the predefined type itself; a
+    derived type made of one predefined type: that type; any other: bytes."""
+    if info.predefined:
+        return info.dtype
+    return info.base if info.base is not None else np.dtype(np.uint8)
+
+
+def plan_factor(info: TypeInfo) -> int:
+    """Plan elements per element of ``info``."""
+    if info.predefined:
+        return 1
+    return info.nbase if info.base is not None else info.size
+
+
+def _index(v, role, what):
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        try:
+            return int(v.__index__())
+        except (AttributeError, TypeError):
+            raise BufferTypeError(f"{role} {what} must be an integer, got "
+                                  f"{v!r}") from None
+    return int(v)
+
+
+def _split_spec(spec, role, vector):
+    """mpi4py's reading of a list or tuple: ``(data, count, displ, datatype)``."""
+    MPI = _mpi()
+    if not isinstance(spec, (list, tuple)):
+        return spec, None, None, None
+    n = len(spec)
+    count = displ = dt = None
+    if n == 2:
+        data, count = spec
+        if isinstance(count, (MPI.Datatype, str)):
+            count, dt = None, count
+        elif isinstance(count, tuple) or (not vector and isinstance(count, list)):
+            if len(count) != 2:
+                raise BufferMismatchError(f"{role}: (count, displacement) expected")
+            count, displ = count
+    elif n == 3:
+        data, count, dt = spec
+        if isinstance(count, tuple) or (not vector and isinstance(count, list)):
+            if len(count) != 2:
+                raise BufferMismatchError(f"{role}: (count, displacement) expected")
+            count, displ = count
+    elif n == 4:
+        data, count, displ, dt = spec
+    else:
+        raise BufferMismatchError(f"{role}: a buffer specification has 2 to 4 items, "
+                                  f"got {n}")
+    return data, count, displ, dt
+
+
+def _read(data, dt, role, writable):
+    """``(raw, TypeInfo)`` of the data and datatype of a specification."""
+    MPI = _mpi()
+    if data is None or data is MPI.BOTTOM:
+        if dt is None:
+            raise BufferTypeError(f"{role} is None (MPI.BOTTOM) without a datatype")
+        return np.empty(0, np.uint8), type_info(resolve_datatype(dt, role))
+    raw, fmt = as_bytes(data, role, writable)
+    datatype = resolve_datatype(dt, role) if dt is not None else _datatype_of(fmt, role)
+    return raw, type_info(datatype)
+
+
+def parse_buffer(spec, role: str, blocks: int = 0, writable: bool = False) -> Message:
+    """Read a buffer specification as mpi4py does (``message_simple``).
+
+    ``blocks`` >= 2 reads a block-variant buffer: an inferred count is divided by
+    ``blocks``. Raises :class:`BufferMismatchError` (a ValueError) where mpi4py raises
+    ValueError, :class:`BufferTypeError` where it raises TypeError,
+    :class:`DatatypeError` where it raises KeyError.
+    """
+    MPI = _mpi()
     if isinstance(spec, (list, tuple)):
-        if not 1 <= len(spec) <= 3:
-            raise BufferMismatchError(f"{role} must be [data, datatype] or "
-                                      f"[data, count, datatype]")
-        data = spec[0]
-        MPI = _mpi()
-        datatype = spec[-1] if len(spec) >= 2 and isinstance(spec[-1], MPI.Datatype) \
-            else None
-        dtype = numpy_dtype(datatype) if datatype is not None else None
-        view = _as_view(data, dtype, role)
-        middle = spec[1:-1] if datatype is not None else spec[1:]
-        count, displ = view.size, 0
-        if middle:
-            c = middle[0]
-            if isinstance(c, (list, tuple)):
-                if len(c) != 2:
-                    raise BufferMismatchError(f"{role}: (count, displacement) expected")
-                count, displ = c
-            else:
-                count = c
-            for name, v in (("count", count), ("displacement", displ)):
-                if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-                    raise BufferMismatchError(f"{role} {name} must be an integer >= 0, "
-                                              f"got {v!r}")
-            count, displ = int(count), int(displ)
-            if displ + count > view.size:
-                raise BufferMismatchError(f"{role} holds {view.size} elements; count "
-                                          f"{count} at displacement {displ} does not fit")
-        return view[displ:displ + count], count
-    view = _as_view(spec, None, role)
-    return view, view.size
+        data, count, displ, dt = _split_spec(spec, role, False)
+    elif spec is MPI.IN_PLACE or spec is None:
+        raise BufferTypeError(f"{role} is {'None' if spec is None else 'MPI.IN_PLACE'}, "
+                              f"which this call does not accept here")
+    else:
+        data, count, displ, dt = spec, None, None, None
+    raw, info = _read(data, dt, role, writable)
+    offset = 0
+    if displ is not None:
+        displ = _index(displ, role, "displacement")
+        if displ < 0:
+            raise BufferMismatchError(f"{role}: negative displacement {displ}")
+        if displ:
+            if info.extent <= 0:
+                raise BufferMismatchError(f"{role}: cannot displace by datatype extent "
+                                          f"{info.extent}")
+            offset = displ * info.extent
+            if offset > raw.size:
+                raise BufferMismatchError(
+                    f"{role}: displacement {displ} is beyond the buffer's "
+                    f"{raw.size // info.extent} elements")
+    raw = raw[offset:]
+    if count is not None:
+        count = _index(count, role, "count")
+        if count < 0:
+            raise BufferMismatchError(f"{role}: negative count {count}")
+    elif raw.size:
+        if info.extent <= 0:
+            raise BufferMismatchError(f"{role}: cannot infer the count with datatype "
+                                      f"extent {info.extent}")
+        if raw.size % info.extent:
+            raise BufferMismatchError(
+                f"{role}: cannot infer the count: {raw.size} bytes are not a multiple "
+                f"of the {info.name} extent {info.extent}")
+        total = raw.size // info.extent
+        if blocks >= 2:
+            if total % blocks:
+                raise BufferMismatchError(
+                    f"{role}: cannot infer the count: {total} elements are not a "
+                    f"multiple of {blocks} ranks")
+            count = total // blocks
+        else:
+            count = total
+    else:
+        count = 0
+    msg = Message(raw, info, count)
+    msg.check_fits(0, count * max(blocks, 1), role)
+    return msg
 
 
-@dataclass(frozen=True)
+@dataclass
 class VBuffer:
-    """A vector buffer: a 1-D view with per-rank counts and displacements."""
+    """A vector buffer: per-rank counts and displacements (in datatype elements)."""
 
-    view: np.ndarray
+    message: Message
     counts: tuple
     displs: tuple
 
+    @property
+    def view(self):
+        """The buffer as a 1-D view of its predefined element type."""
+        return self.message.untyped_view()
 
-def parse_vbuffer(spec, size: int, role: str) -> VBuffer:
-    """Read a vector buffer specification for ``size`` ranks."""
-    if not isinstance(spec, (list, tuple)) or not 2 <= len(spec) <= 4:
-        raise BufferMismatchError(f"{role} must be [data, counts], [data, counts, displs, "
-                                  f"datatype] or [data, (counts, displs), datatype]")
-    MPI = _mpi()
-    data = spec[0]
-    datatype = spec[-1] if isinstance(spec[-1], MPI.Datatype) else None
-    rest = list(spec[1:-1] if datatype is not None else spec[1:])
-    dtype = numpy_dtype(datatype) if datatype is not None else None
-    view = _as_view(data, dtype, role)
-    if len(rest) == 1 and isinstance(rest[0], tuple) and len(rest[0]) == 2 and \
-            isinstance(rest[0][0], (list, tuple, np.ndarray)):
-        rest = list(rest[0])
-    if not rest or len(rest) > 2:
-        raise BufferMismatchError(f"{role}: counts (and displacements) expected")
-    counts = _int_tuple(rest[0], size, f"{role} counts")
-    if len(rest) == 2 and rest[1] is not None:
-        displs = _int_tuple(rest[1], size, f"{role} displacements")
-    else:
-        displs = tuple(int(x) for x in np.concatenate(([0], np.cumsum(counts)[:-1])))
-    for r, (c, d) in enumerate(zip(counts, displs)):
-        if d + c > view.size:
-            raise BufferMismatchError(f"{role} holds {view.size} elements; block {r} "
-                                      f"({c} at {d}) does not fit")
-    return VBuffer(view, counts, displs)
+    @property
+    def info(self):
+        return self.message.info
 
 
-def _int_tuple(values, size, what):
-    try:
-        items = [int(v) for v in values]
-        ok = all(not isinstance(v, bool) and float(v) == int(v) for v in values)
-    except (TypeError, ValueError, OverflowError):
-        raise BufferMismatchError(f"{what} must be integers") from None
-    if not ok:
-        raise BufferMismatchError(f"{what} must be integers")
+def _int_list(values, size, role, what):
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise BufferTypeError(f"{role} {what} must be a sequence of {size} integers or "
+                              f"one integer, got {values!r}")
+    items = [_index(v, role, what) for v in values]
     if len(items) != size:
-        raise BufferMismatchError(f"{what} need {size} entries, one per rank; got "
-                                  f"{len(items)}")
-    if any(v < 0 for v in items):
-        raise BufferMismatchError(f"{what} must be >= 0")
+        raise BufferMismatchError(f"{role} {what}: expected {size} entries, one per "
+                                  f"rank; got {len(items)}")
     return tuple(items)
+
+
+def parse_vbuffer(spec, size: int, role: str, writable: bool = False) -> VBuffer:
+    """Read a vector buffer specification for ``size`` ranks (``message_vector``)."""
+    MPI = _mpi()
+    if spec is MPI.IN_PLACE or spec is None:
+        raise BufferTypeError(f"{role} is {'None' if spec is None else 'MPI.IN_PLACE'}, "
+                              f"which this call does not accept here")
+    data, counts, displs, dt = _split_spec(spec, role, True)
+    raw, info = _read(data, dt, role, writable)
+    msg = Message(raw, info, 0)
+    if counts is None:
+        total = 0
+        if raw.size:
+            if info.extent <= 0 or raw.size % info.extent:
+                raise BufferMismatchError(
+                    f"{role}: cannot infer counts: {raw.size} bytes are not a multiple "
+                    f"of the {info.name} extent {info.extent}")
+            total = raw.size // info.extent
+        counts = tuple(total // size + (total % size > i) for i in range(size))
+    elif isinstance(counts, numbers.Integral) and not isinstance(counts, bool):
+        counts = (int(counts),) * size
+    else:
+        counts = _int_list(counts, size, role, "counts")
+    if displs is None:
+        displs = tuple(int(x) for x in np.concatenate(([0], np.cumsum(counts)[:-1])))
+    elif isinstance(displs, numbers.Integral) and not isinstance(displs, bool):
+        displs = tuple(int(displs) * i for i in range(size))
+    else:
+        displs = _int_list(displs, size, role, "displacements")
+    for r, (c, d) in enumerate(zip(counts, displs)):
+        if c < 0 or d < 0:
+            raise BufferMismatchError(f"{role}: block {r} has count {c} and "
+                                      f"displacement {d}; both must be >= 0")
+        if c:
+            msg.check_fits(d, c, f"{role} block {r}")
+    return VBuffer(msg, tuple(counts), tuple(displs))

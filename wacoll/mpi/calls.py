@@ -22,9 +22,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from wacoll import _kernels
-from wacoll.errors import BufferMismatchError, WacollError
-from wacoll.mpi.buffers import parse_buffer, parse_vbuffer
+from wacoll import _kernels, errors
+from wacoll.errors import BufferMismatchError, BufferTypeError, DatatypeError, WacollError
+from wacoll.mpi.buffers import parse_buffer, parse_vbuffer, plan_dtype, plan_factor
 from wacoll.plans.operations import LEVELS
 
 __all__ = [
@@ -34,7 +34,13 @@ __all__ = [
 ]
 
 #: Predefined operators whose results are the same bits in any order, on any type.
-EXACT_OPS = ("MIN", "MAX", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR")
+EXACT_OPS = ("MIN", "MAX", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR", "MINLOC",
+             "MAXLOC")
+
+#: Whether the call path runs :attr:`Prepared.finish` after the plan. Receiving into
+#: a derived datatype stages the data and needs it; until the call path says so
+#: (``calls.FINISH_HONOURED = True``), such calls raise instead of losing the data.
+FINISH_HONOURED = True
 _PREDEFINED = ("SUM", "PROD") + EXACT_OPS
 
 
@@ -65,6 +71,9 @@ class Prepared:
         The reduction level the plan must keep.
     vector_info : object
         What the v-variants exchange to check their counts across ranks.
+    finish : callable or None
+        To call on this rank once the plan has run (derived datatypes: unpacks the
+        staged ``outbuf`` into the user's receive buffer).
     """
 
     op: str
@@ -79,16 +88,13 @@ class Prepared:
     reduce_op: object = None
     level: str | None = None
     vector_info: object = None
+    finish: object = None
 
 
 def _mpi():
     from mpi4py import MPI
 
     return MPI
-
-
-def _in_place(buf):
-    return buf is None or buf is _mpi().IN_PLACE
 
 
 def check_root(place, root):
@@ -122,9 +128,96 @@ def _same_dtype(a, b):
         raise BufferMismatchError(f"sendbuf holds {a.dtype} but recvbuf holds {b.dtype}")
 
 
-def _out(spec, role="recvbuf"):
-    view, count = parse_buffer(spec, role)
-    return _writable(view, role), count
+# ------------------------------------------------------------------ buffers
+def _in_place(buf):
+    return buf is None or buf is _mpi().IN_PLACE
+
+
+class _Out:
+    """Where a plan writes a receive buffer: the user's memory, or (derived
+    datatypes) a packed staging array that ``Prepared.finish`` unpacks."""
+
+    def __init__(self):
+        self.stores = []
+
+    def target(self, msg, start, n, role, keep=False):
+        """Plan elements ``start .. start+n`` of ``msg`` to write into."""
+        if msg.info.predefined:
+            return _writable(msg.typed(start, n, role), role)
+        _need_finish(msg, role)
+        if keep:
+            staged = np.ascontiguousarray(msg.typed(start, n, role))
+        else:
+            msg.check_fits(start, n, role)
+            staged = np.empty(n * plan_factor(msg.info), plan_dtype(msg.info))
+        self.stores.append((msg, staged, start, n))
+        return staged
+
+    def finish(self):
+        if not self.stores:
+            return None
+        stores = self.stores
+
+        def finish():
+            for msg, staged, start, n in stores:
+                msg.store(staged, start, n)
+
+        return finish
+
+
+def _need_finish(msg, role):
+    if not msg.raw.flags.writeable:
+        raise BufferMismatchError(f"{role} is read-only")
+    if not FINISH_HONOURED:
+        raise DatatypeError(
+            f"{role}: receiving into derived datatype {msg.info.name} needs a call path "
+            f"that runs Prepared.finish after the plan")
+
+
+def _elements(msg):
+    """The message's count in plan elements."""
+    return msg.count * plan_factor(msg.info)
+
+
+def _same_type(a, b, what="sendbuf and recvbuf"):
+    """Both messages move the same plan element (MPI's type-signature rule)."""
+    if plan_dtype(a.info) != plan_dtype(b.info):
+        raise BufferMismatchError(f"{what} differ in type: sendbuf holds "
+                                  f"{_describe(a.info)} but recvbuf holds "
+                                  f"{_describe(b.info)}")
+
+
+def _vector_source(vb, role):
+    """``(inbuf, offsets)`` of a vector send buffer, in plan elements."""
+    msg, f = vb.message, plan_factor(vb.info)
+    if msg.info.predefined:
+        return msg.untyped_view(role), dict(enumerate(vb.displs))
+    parts, offsets, at = [], {}, 0
+    for r, (c, d) in enumerate(zip(vb.counts, vb.displs)):
+        parts.append(msg.typed(d, c, role))
+        offsets[r] = at
+        at += c * f
+    return (np.concatenate(parts) if parts else np.empty(0, plan_dtype(vb.info))), offsets
+
+
+def _vector_target(vb, out, role):
+    """``(outbuf, offsets)`` of a vector receive buffer, in plan elements."""
+    msg, f = vb.message, plan_factor(vb.info)
+    if msg.info.predefined:
+        return _writable(msg.untyped_view(role), role), dict(enumerate(vb.displs))
+    total = sum(vb.counts) * f
+    staged = np.empty(total, plan_dtype(vb.info))
+    offsets, at = {}, 0
+    _need_finish(msg, role)
+    for r, (c, d) in enumerate(zip(vb.counts, vb.displs)):
+        offsets[r] = at
+        out.stores.append((msg, staged[at:at + c * f], d, c))
+        at += c * f
+    return staged, offsets
+
+
+def _scaled(counts, f):
+    return None if counts is None else tuple(c * f for c in counts)
 
 
 # ------------------------------------------------------------------ data movement
@@ -134,136 +227,173 @@ def barrier(place):
 
 def bcast(place, buf, root=0):
     root = check_root(place, root)
-    view, count = parse_buffer(buf, "buf")
-    if place.rank != root:
-        _writable(view, "buf")
-    return Prepared("bcast", root=root, count=count, dtype=view.dtype, outbuf=view)
+    out = _Out()
+    msg = parse_buffer(buf, "buf", writable=place.rank != root)
+    view = msg.typed(role="buf") if place.rank == root else \
+        out.target(msg, 0, msg.count, "buf")
+    if place.rank == root and not msg.info.predefined:
+        view = np.ascontiguousarray(view)
+    return Prepared("bcast", root=root, count=_elements(msg), dtype=view.dtype,
+                    outbuf=view, finish=out.finish())
 
 
 def scatter(place, sendbuf, recvbuf, root=0):
     root = check_root(place, root)
-    inbuf = None
+    out, inbuf = _Out(), None
+    if place.rank == root:
+        smsg = parse_buffer(sendbuf, "sendbuf", blocks=place.size)
+        inbuf = smsg.typed(0, smsg.count * place.size, "sendbuf")
+        count, dtype = _elements(smsg), plan_dtype(smsg.info)
     if place.rank == root and _in_place(recvbuf):
-        inbuf, total = parse_buffer(sendbuf, "sendbuf")
-        count = _split(total, place.size, "sendbuf")
-        out = np.empty(count, inbuf.dtype)
+        outbuf = np.empty(count, dtype)
     else:
-        out, count = _out(recvbuf)
+        rmsg = parse_buffer(recvbuf, "recvbuf", writable=True)
         if place.rank == root:
-            inbuf, total = parse_buffer(sendbuf, "sendbuf")
-            _need(total, count * place.size, "sendbuf")
-            _same_dtype(inbuf, out)
-    return Prepared("scatter", root=root, count=count, dtype=out.dtype, inbuf=inbuf,
-                    outbuf=out)
+            _same_type(smsg, rmsg)
+            _need(_elements(rmsg), count, "recvbuf")
+        outbuf = out.target(rmsg, 0, rmsg.count, "recvbuf")
+        count = _elements(rmsg)
+    return Prepared("scatter", root=root, count=count, dtype=outbuf.dtype, inbuf=inbuf,
+                    outbuf=outbuf, finish=out.finish())
 
 
 def scatterv(place, sendbuf, recvbuf, root=0):
     root = check_root(place, root)
+    out = _Out()
     inbuf = offsets = counts = None
     if place.rank == root:
         vb = parse_vbuffer(sendbuf, place.size, "sendbuf")
-        inbuf, counts = vb.view, vb.counts
-        offsets = dict(enumerate(vb.displs))
+        inbuf, offsets = _vector_source(vb, "sendbuf")
+        counts = _scaled(vb.counts, plan_factor(vb.info))
     if place.rank == root and _in_place(recvbuf):
-        out = np.empty(counts[root], inbuf.dtype)
+        outbuf = np.empty(counts[root], inbuf.dtype)
     else:
-        out, _ = _out(recvbuf)
-        if inbuf is not None:
-            _same_dtype(inbuf, out)
-    return Prepared("scatterv", root=root, dtype=out.dtype, inbuf=inbuf, outbuf=out,
-                    in_offsets=offsets, vector_info=(out.size, counts))
+        rmsg = parse_buffer(recvbuf, "recvbuf", writable=True)
+        if place.rank == root:
+            _same_type(vb.message, rmsg)
+        outbuf = out.target(rmsg, 0, rmsg.count, "recvbuf")
+    return Prepared("scatterv", root=root, dtype=outbuf.dtype, inbuf=inbuf,
+                    outbuf=outbuf, in_offsets=offsets, vector_info=(outbuf.size, counts),
+                    finish=out.finish())
 
 
 def gather(place, sendbuf, recvbuf, root=0):
     root = check_root(place, root)
-    out = None
+    out, outbuf = _Out(), None
     if place.rank == root:
-        out, total = _out(recvbuf)
+        rmsg = parse_buffer(recvbuf, "recvbuf", blocks=place.size, writable=True)
+        count = _elements(rmsg)
+        outbuf = out.target(rmsg, 0, rmsg.count * place.size, "recvbuf",
+                            keep=_in_place(sendbuf))
     if place.rank == root and _in_place(sendbuf):
-        count = _split(total, place.size, "recvbuf")
-        inbuf = out[root * count:(root + 1) * count].copy()
+        inbuf = outbuf[root * count:(root + 1) * count].copy()
     else:
-        inbuf, count = parse_buffer(sendbuf, "sendbuf")
-        if out is not None:
-            _need(total, count * place.size, "recvbuf")
-            _same_dtype(inbuf, out)
+        smsg = parse_buffer(sendbuf, "sendbuf")
+        inbuf = smsg.typed(role="sendbuf")
+        if place.rank == root:
+            _same_type(smsg, rmsg)
+            _need(_elements(smsg), count, "sendbuf")
+        count = _elements(smsg)
     return Prepared("gather", root=root, count=count, dtype=inbuf.dtype, inbuf=inbuf,
-                    outbuf=out)
+                    outbuf=outbuf, finish=out.finish())
 
 
 def gatherv(place, sendbuf, recvbuf, root=0):
     root = check_root(place, root)
-    out = offsets = counts = None
+    out = _Out()
+    outbuf = offsets = counts = None
     if place.rank == root:
-        vb = parse_vbuffer(recvbuf, place.size, "recvbuf")
-        out, counts = _writable(vb.view, "recvbuf"), vb.counts
-        offsets = dict(enumerate(vb.displs))
+        vb = parse_vbuffer(recvbuf, place.size, "recvbuf", writable=True)
+        outbuf, offsets = _vector_target(vb, out, "recvbuf")
+        counts = _scaled(vb.counts, plan_factor(vb.info))
     if place.rank == root and _in_place(sendbuf):
-        d = offsets[root]
-        inbuf = out[d:d + counts[root]].copy()
+        inbuf = vb.message.typed(vb.displs[root], vb.counts[root], "recvbuf").copy()
     else:
-        inbuf, _ = parse_buffer(sendbuf, "sendbuf")
-        if out is not None:
-            _same_dtype(inbuf, out)
-    return Prepared("gatherv", root=root, dtype=inbuf.dtype, inbuf=inbuf, outbuf=out,
-                    out_offsets=offsets, vector_info=(inbuf.size, counts))
+        smsg = parse_buffer(sendbuf, "sendbuf")
+        inbuf = smsg.typed(role="sendbuf")
+        if place.rank == root:
+            _same_type(smsg, vb.message)
+    return Prepared("gatherv", root=root, dtype=inbuf.dtype, inbuf=inbuf, outbuf=outbuf,
+                    out_offsets=offsets, vector_info=(inbuf.size, counts),
+                    finish=out.finish())
 
 
 def allgather(place, sendbuf, recvbuf):
-    out, total = _out(recvbuf)
+    out = _Out()
+    rmsg = parse_buffer(recvbuf, "recvbuf", blocks=place.size, writable=True)
+    count = _elements(rmsg)
+    outbuf = out.target(rmsg, 0, rmsg.count * place.size, "recvbuf",
+                        keep=_in_place(sendbuf))
     if _in_place(sendbuf):
-        count = _split(total, place.size, "recvbuf")
-        inbuf = out[place.rank * count:(place.rank + 1) * count].copy()
+        inbuf = outbuf[place.rank * count:(place.rank + 1) * count].copy()
     else:
-        inbuf, count = parse_buffer(sendbuf, "sendbuf")
-        _need(total, count * place.size, "recvbuf")
-        _same_dtype(inbuf, out)
-    return Prepared("allgather", count=count, dtype=out.dtype, inbuf=inbuf, outbuf=out)
+        smsg = parse_buffer(sendbuf, "sendbuf")
+        _same_type(smsg, rmsg)
+        _need(_elements(smsg), count, "sendbuf")
+        inbuf = smsg.typed(role="sendbuf")
+    return Prepared("allgather", count=count, dtype=outbuf.dtype, inbuf=inbuf,
+                    outbuf=outbuf, finish=out.finish())
 
 
 def allgatherv(place, sendbuf, recvbuf):
-    vb = parse_vbuffer(recvbuf, place.size, "recvbuf")
-    out = _writable(vb.view, "recvbuf")
+    out = _Out()
+    vb = parse_vbuffer(recvbuf, place.size, "recvbuf", writable=True)
+    f = plan_factor(vb.info)
     if _in_place(sendbuf):
-        d = vb.displs[place.rank]
-        inbuf = out[d:d + vb.counts[place.rank]].copy()
+        inbuf = vb.message.typed(vb.displs[place.rank], vb.counts[place.rank],
+                                 "recvbuf").copy()
     else:
-        inbuf, _ = parse_buffer(sendbuf, "sendbuf")
-        _same_dtype(inbuf, out)
-    if inbuf.size != vb.counts[place.rank]:
+        smsg = parse_buffer(sendbuf, "sendbuf")
+        _same_type(smsg, vb.message)
+        inbuf = smsg.typed(role="sendbuf")
+    outbuf, offsets = _vector_target(vb, out, "recvbuf")
+    counts = _scaled(vb.counts, f)
+    if inbuf.size != counts[place.rank]:
         raise BufferMismatchError(f"sendbuf has {inbuf.size} elements; recvcounts says "
-                                  f"{vb.counts[place.rank]} for this rank")
-    return Prepared("allgatherv", dtype=out.dtype, inbuf=inbuf, outbuf=out,
-                    out_offsets=dict(enumerate(vb.displs)), counts=vb.counts,
-                    vector_info=vb.counts)
+                                  f"{counts[place.rank]} for this rank")
+    return Prepared("allgatherv", dtype=outbuf.dtype, inbuf=inbuf, outbuf=outbuf,
+                    out_offsets=offsets, counts=counts, vector_info=counts,
+                    finish=out.finish())
 
 
 def alltoall(place, sendbuf, recvbuf):
-    out, total = _out(recvbuf)
-    count = _split(total, place.size, "recvbuf")
+    out = _Out()
+    rmsg = parse_buffer(recvbuf, "recvbuf", blocks=place.size, writable=True)
+    count = _elements(rmsg)
+    outbuf = out.target(rmsg, 0, rmsg.count * place.size, "recvbuf",
+                        keep=_in_place(sendbuf))
     if _in_place(sendbuf):
-        inbuf = out.copy()
+        inbuf = outbuf.copy()
     else:
-        inbuf, stotal = parse_buffer(sendbuf, "sendbuf")
-        _need(stotal, total, "sendbuf")
-        _same_dtype(inbuf, out)
-    return Prepared("alltoall", count=count, dtype=out.dtype, inbuf=inbuf, outbuf=out)
+        smsg = parse_buffer(sendbuf, "sendbuf", blocks=place.size)
+        _same_type(smsg, rmsg)
+        _need(_elements(smsg), count, "sendbuf (per rank)")
+        inbuf = smsg.typed(0, smsg.count * place.size, "sendbuf")
+    return Prepared("alltoall", count=count, dtype=outbuf.dtype, inbuf=inbuf,
+                    outbuf=outbuf, finish=out.finish())
 
 
 def alltoallv(place, sendbuf, recvbuf):
     P, me = place.size, place.rank
-    rv = parse_vbuffer(recvbuf, P, "recvbuf")
-    _writable(rv.view, "recvbuf")
+    out = _Out()
+    rv = parse_vbuffer(recvbuf, P, "recvbuf", writable=True)
     if _in_place(sendbuf):
-        sview, scounts, sdispls = rv.view.copy(), rv.counts, rv.displs
+        sview, soffsets = _vector_source(rv, "recvbuf")
+        sview = sview.copy()
+        scounts = rv.counts
+        sf = plan_factor(rv.info)
     else:
         sv = parse_vbuffer(sendbuf, P, "sendbuf")
-        _same_dtype(sv.view, rv.view)
-        sview, scounts, sdispls = sv.view, sv.counts, sv.displs
-    return Prepared("alltoallv", dtype=rv.view.dtype, inbuf=sview, outbuf=rv.view,
-                    in_offsets={me * P + j: sdispls[j] for j in range(P)},
-                    out_offsets={j * P + me: rv.displs[j] for j in range(P)},
-                    vector_info=(scounts, rv.counts))
+        _same_type(sv.message, rv.message)
+        sview, soffsets = _vector_source(sv, "sendbuf")
+        scounts, sf = sv.counts, plan_factor(sv.info)
+    outbuf, roffsets = _vector_target(rv, out, "recvbuf")
+    return Prepared("alltoallv", dtype=outbuf.dtype, inbuf=sview, outbuf=outbuf,
+                    in_offsets={me * P + j: soffsets[j] for j in range(P)},
+                    out_offsets={j * P + me: roffsets[j] for j in range(P)},
+                    vector_info=(_scaled(scounts, sf),
+                                 _scaled(rv.counts, plan_factor(rv.info))),
+                    finish=out.finish())
 
 
 # ------------------------------------------------------------------ reductions
@@ -295,7 +425,11 @@ def _exact(op, dtype):
 
 def _reduction_parts(op_name, inbuf, out, op, level, default_level):
     op = _mpi().SUM if op is None else op
-    _kernels.check_op(op, inbuf.dtype)
+    try:
+        _kernels.check_op(op, inbuf.dtype)
+    except BufferMismatchError as exc:
+        # MPI refuses an operator on a type it is not defined for with MPI_ERR_OP
+        raise errors.MPIError(str(exc), _mpi().ERR_OP) from None
     level = default_level if level is None else level
     commutes = _kernels.is_commutative(op)
     if level is None:  # MPI's own promise: any grouping, any order if it commutes
@@ -311,24 +445,56 @@ def _reduction_parts(op_name, inbuf, out, op, level, default_level):
                     level=level)
 
 
+def _check_reduction_type(msg, op, role):
+    """MPI's predefined operators take predefined datatypes only (MPI 4.1, 6.9.2);
+    a user-defined operator on a derived datatype is the MPI library's to run."""
+    if msg.info.predefined:
+        return
+    if operator_name(op if op is not None else "SUM") != "user-defined":
+        raise errors.MPIError(f"{role}: MPI's predefined operators are not defined for "
+                              f"derived datatype {msg.info.name}", _mpi().ERR_OP)
+    raise DatatypeError(
+        f"{role}: a user-defined operator on derived datatype {msg.info.name} is not "
+        f"run by wacoll's plans (they combine predefined elements only)")
+
+
+def _describe(info):
+    return f"{info.name} ({plan_dtype(info)})"
+
+
+def _same_reduction_type(s, r):
+    if s.datatype != r.datatype and not (s.info.predefined and r.info.predefined and
+                                         s.info.dtype == r.info.dtype):
+        raise BufferMismatchError(f"mismatch in send and receive MPI datatypes: "
+                                  f"sendbuf is {_describe(s.info)}, recvbuf "
+                                  f"{_describe(r.info)}")
+    if s.count != r.count:
+        raise BufferMismatchError(f"mismatch in send count {s.count} and receive count "
+                                  f"{r.count}")
+
+
 def _vector_reduction(op_name, place, sendbuf, recvbuf, op, level, default_level,
                       root=None):
-    out = None
+    out = _Out()
+    rmsg = outbuf = None
     if op_name != "reduce" or place.rank == root:
-        out, ocount = _out(recvbuf)
-    if _in_place(sendbuf):
-        if out is None:
-            raise BufferMismatchError("MPI.IN_PLACE is for the root's sendbuf only")
-        inbuf = out.copy()
+        rmsg = parse_buffer(recvbuf, "recvbuf", writable=True)
+        _check_reduction_type(rmsg, op, "recvbuf")
+    if _in_place(sendbuf) and rmsg is not None and (op_name != "reduce" or
+                                                    place.rank == root):
+        outbuf = out.target(rmsg, 0, rmsg.count, "recvbuf", keep=True)
+        inbuf = outbuf.copy()
     else:
-        inbuf, _ = parse_buffer(sendbuf, "sendbuf")
-        if out is not None:
-            _need(ocount, inbuf.size, "recvbuf")
-            _same_dtype(inbuf, out)
-            out = out[:inbuf.size]
-    prepared = _reduction_parts(op_name, inbuf, out, op, level, default_level)
+        smsg = parse_buffer(sendbuf, "sendbuf")
+        _check_reduction_type(smsg, op, "sendbuf")
+        if rmsg is not None:
+            _same_reduction_type(smsg, rmsg)
+            outbuf = out.target(rmsg, 0, rmsg.count, "recvbuf")
+        inbuf = smsg.typed(role="sendbuf")
+    prepared = _reduction_parts(op_name, inbuf, outbuf, op, level, default_level)
     prepared.root = root
     prepared.count = inbuf.size
+    prepared.finish = out.finish()
     return prepared
 
 
@@ -354,18 +520,27 @@ def exscan(place, sendbuf, recvbuf, op=None, *, level=None, default_level=None):
 
 def reduce_scatter_block(place, sendbuf, recvbuf, op=None, *, level=None,
                          default_level=None):
-    out, count = _out(recvbuf)
+    out = _Out()
     if _in_place(sendbuf):
-        count = _split(count, place.size, "recvbuf")
-        inbuf = out.copy()
-        out = out[:count]
+        rmsg = parse_buffer(recvbuf, "recvbuf", blocks=place.size, writable=True)
+        _check_reduction_type(rmsg, op, "recvbuf")
+        whole = out.target(rmsg, 0, rmsg.count * place.size, "recvbuf", keep=True)
+        inbuf = whole.copy()
+        count = _elements(rmsg)
+        outbuf = whole[:count]
     else:
-        inbuf, total = parse_buffer(sendbuf, "sendbuf")
-        _need(total, count * place.size, "sendbuf")
-        _same_dtype(inbuf, out)
-    prepared = _reduction_parts("reduce_scatter_block", inbuf, out, op, level,
+        rmsg = parse_buffer(recvbuf, "recvbuf", writable=True)
+        smsg = parse_buffer(sendbuf, "sendbuf", blocks=place.size)
+        for m, role in ((rmsg, "recvbuf"), (smsg, "sendbuf")):
+            _check_reduction_type(m, op, role)
+        _same_reduction_type(smsg, rmsg)
+        outbuf = out.target(rmsg, 0, rmsg.count, "recvbuf")
+        inbuf = smsg.typed(0, smsg.count * place.size, "sendbuf")
+        count = _elements(rmsg)
+    prepared = _reduction_parts("reduce_scatter_block", inbuf, outbuf, op, level,
                                 default_level)
     prepared.count = count
+    prepared.finish = out.finish()
     return prepared
 
 
@@ -375,28 +550,51 @@ def _recvcounts(values, size):
     try:
         counts = tuple(values)
     except TypeError:
-        raise BufferMismatchError(f"recvcounts must be a sequence of {size} counts, got "
-                                  f"{values!r}") from None
-    if len(counts) != size or any(
-            isinstance(c, bool) or not isinstance(c, (int, np.integer)) or c < 0
-            for c in counts):
-        raise BufferMismatchError(f"recvcounts needs {size} integer counts >= 0")
+        raise BufferTypeError(f"recvcounts must be a sequence of {size} counts, got "
+                              f"{values!r}") from None
+    if len(counts) != size:
+        raise BufferMismatchError(f"recvcounts: expecting {size} items, got "
+                                  f"{len(counts)}")
+    if any(isinstance(c, bool) or not isinstance(c, (int, np.integer)) for c in counts):
+        raise BufferTypeError(f"recvcounts needs {size} integer counts")
+    if any(c < 0 for c in counts):
+        raise BufferMismatchError(f"recvcounts needs {size} counts >= 0")
     return tuple(int(c) for c in counts)
 
 
 def reduce_scatter(place, sendbuf, recvbuf, recvcounts=None, op=None, *, level=None,
                    default_level=None):
-    out, _ = _out(recvbuf)
+    out = _Out()
+    rmsg = parse_buffer(recvbuf, "recvbuf", writable=True)
+    _check_reduction_type(rmsg, op, "recvbuf")
     counts = _recvcounts(recvcounts, place.size)
+    f = plan_factor(rmsg.info)
     if _in_place(sendbuf):
-        inbuf = out.copy()
         if counts is None:
-            raise BufferMismatchError("MPI.IN_PLACE needs recvcounts")
-        out = out[:counts[place.rank]]
+            raise BufferTypeError("MPI.IN_PLACE needs recvcounts")
+        if rmsg.count != sum(counts):
+            raise BufferMismatchError(f"mismatch in receive count {rmsg.count} and "
+                                      f"sum(counts) {sum(counts)}")
+        whole = out.target(rmsg, 0, rmsg.count, "recvbuf", keep=True)
+        inbuf = whole.copy()
+        outbuf = whole[:counts[place.rank] * f]
     else:
-        inbuf, _ = parse_buffer(sendbuf, "sendbuf")
-        _same_dtype(inbuf, out)
-    prepared = _reduction_parts("reduce_scatter", inbuf, out, op, level, default_level)
-    prepared.vector_info = (out.size if counts is None else counts[place.rank], counts,
-                            inbuf.size)
+        smsg = parse_buffer(sendbuf, "sendbuf")
+        _check_reduction_type(smsg, op, "sendbuf")
+        if smsg.datatype != rmsg.datatype and plan_dtype(smsg.info) != \
+                plan_dtype(rmsg.info):
+            raise BufferMismatchError("mismatch in send and receive MPI datatypes")
+        if counts is not None:
+            if smsg.count != sum(counts):
+                raise BufferMismatchError(f"mismatch in send count {smsg.count} and "
+                                          f"sum(counts) {sum(counts)}")
+            if rmsg.count != counts[place.rank]:
+                raise BufferMismatchError(
+                    f"mismatch in receive count {rmsg.count} and "
+                    f"counts[{place.rank}] {counts[place.rank]}")
+        outbuf = out.target(rmsg, 0, rmsg.count, "recvbuf")
+        inbuf = smsg.typed(role="sendbuf")
+    prepared = _reduction_parts("reduce_scatter", inbuf, outbuf, op, level, default_level)
+    prepared.vector_info = (outbuf.size, _scaled(counts, f), inbuf.size)
+    prepared.finish = out.finish()
     return prepared

@@ -46,6 +46,7 @@ from wacoll.errors import TopologyError, WacollError
 from wacoll.mpi import calls
 from wacoll.mpi import objects
 from wacoll.mpi.agreement import VECTOR_CHECKS, Check, Signature, agree
+from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi.discover import topology_from_comm
 from wacoll.mpi.executor import Run, call_tag
 from wacoll.mpi.persistent import Prequest, Request
@@ -607,6 +608,8 @@ class Comm(MPI.Intracomm):
         if error is None:
             self.last_plan, self.last_family = plan, native or plan.family
         task = CallTask(work, check, exchange=(mode == "call"),
+                        finish=None if native or prepared is None
+                        else prepared.finish,
                         on_failure=self._after_failure if mode == "call" else
                         self._mark_broken)
         if mode == "start":
@@ -624,7 +627,8 @@ class Comm(MPI.Intracomm):
         """The call's work: the MPI library's own collective, or a run of the plan
         writing ``outbuf``."""
         if native:
-            return NativeWork(functools.partial(getattr(self._wire, _NATIVE[op]), *args))
+            return NativeWork(functools.partial(getattr(self._wire, _NATIVE[op]),
+                                                *map(for_mpi, args)))
         program = self._program(plan, prepared)
         return Run(program, self._wire, prepared.inbuf, outbuf,
                    op=prepared.reduce_op, tracer=self.tracer, scratch=scratch,

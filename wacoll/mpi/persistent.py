@@ -24,6 +24,7 @@ from __future__ import annotations
 from mpi4py import MPI
 
 from wacoll.errors import WacollError
+from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi.executor import Run, call_tag
 
 __all__ = ["Request", "Prequest"]
@@ -84,13 +85,14 @@ class Prequest:
         self._args = args
         self._op = op
         self._run = None
+        self._finish = None
         self._scratch = {}
         self._native = None
         self._in_place = any(a is None or a is MPI.IN_PLACE for a in args)
         #: The plan each start runs, or None when the MPI library runs the call.
         self.plan = plan
         if program is None:
-            self._native = getattr(comm.mpi_comm, _PERSISTENT[op])(*args)
+            self._native = getattr(comm.mpi_comm, _PERSISTENT[op])(*map(for_mpi, args))
 
     def Start(self):
         """Start the collective (every rank starts its requests in the same order)."""
@@ -109,7 +111,16 @@ class Prequest:
         comm._seq += 1
         self._run = Run(self._program, comm.mpi_comm, prepared.inbuf, prepared.outbuf,
                         op=prepared.reduce_op, scratch=self._scratch, tag=call_tag(seq))
-        self._run.advance(block=False)
+        self._finish = prepared.finish
+        self._advance(False)
+
+    def _advance(self, block):
+        """Advance the started run; once it completes, unstage derived-type data."""
+        done = self._run.advance(block=block)
+        if done and self._finish is not None:
+            finish, self._finish = self._finish, None
+            finish()
+        return done
 
     def _reread(self):
         import functools
@@ -129,14 +140,14 @@ class Prequest:
         if self._native is not None:
             return self._native.Wait(status)
         if self._run is not None:
-            self._run.advance(block=True)
+            self._advance(True)
         return True
 
     def Test(self, status=None):
         """Whether the started collective is complete (advancing it)."""
         if self._native is not None:
             return self._native.Test(status)
-        return self._run is None or self._run.advance(block=False)
+        return self._run is None or self._advance(False)
 
     def Free(self):
         """Release the request (it must not be active)."""

@@ -77,11 +77,16 @@ class CallTask(Task):
         Called (before raising) when the check fails and the work was abandoned.
     exchange : bool
         Exchange the errors for the exact message (blocking calls only).
+    finish : callable, optional
+        Run once the call has completed without error (moves data staged for a
+        derived datatype into the user's buffer).
     """
 
-    __slots__ = ("work", "check", "on_failure", "exchange", "waiting", "work_error")
+    __slots__ = ("work", "check", "on_failure", "exchange", "waiting", "work_error",
+                 "finish")
 
-    def __init__(self, work, check, *, on_failure=None, exchange=True):
+    def __init__(self, work, check, *, on_failure=None, exchange=True, finish=None):
+        self.finish = finish
         self.work = work
         self.check = check
         self.on_failure = on_failure
@@ -157,4 +162,7 @@ class CallTask(Task):
 
     def _finished(self):
         self.waiting = ()
+        finish, self.finish = self.finish, None
+        if finish is not None:
+            finish()
         return True
