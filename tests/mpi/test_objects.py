@@ -233,10 +233,13 @@ def test_reductions(mpi, layout, method, name):
     everyone = [value(r) for r in range(P)]
     problems = []
     levels = LEVELS if commutes else LEVELS[:2]
-    for level in levels:
+    for level in (None, *levels):  # None: a communicator left at its default level
         for root in (SOME_ROOTS if method == "reduce" else [None]):
             kw = {} if root is None else {"root": root}
-            got = getattr(comm, method)(mine, op, level=level, **kw)
+            if level is None:
+                got = getattr(mpi.comm(layout, level=None), method)(mine, op, **kw)
+            else:
+                got = getattr(comm, method)(mine, op, level=level, **kw)
             if method in ("scan", "exscan"):
                 upto = ME + 1 if method == "scan" else ME
                 want = _fold(op, everyone[:upto]) if upto else None

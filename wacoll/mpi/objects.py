@@ -50,7 +50,10 @@ is the canonical binomial tree that mpi4py's own ``reduce`` and ``allreduce``
 evaluate. An ``MPI.Op`` is commutative when ``Is_commutative()`` says so (the
 predefined ones except ``REPLACE`` and ``NO_OP``; ``MPI.Op.Create(f,
 commute=True)``); a plain callable is not. Asserting ``level="commutative"``
-for an operator that does not commute is an error. Unlike the buffer
+for an operator that does not commute is an error. A communicator left at its
+default level reduces objects at ``associative``: any grouping, operands in rank
+order, because ``MPI.SUM`` on strings or lists is concatenation and does not
+commute whatever ``MPI.SUM.Is_commutative()`` says. Unlike the buffer
 collectives, no level is raised automatically: an object operator's exactness
 depends on the objects.
 
@@ -604,8 +607,13 @@ def _reduction(comm, opname, sendobj, op, root, level, family, options):
     level = comm.level if level is None else level
 
     def build():
+        nonlocal level
         if not callable(op):
             raise TypeError(f"op must be an MPI.Op or a callable, got {op!r}")
+        if level is None:
+            # any grouping, operands in rank order: a predefined operator applied to
+            # Python objects is their ``+``/``*``..., which need not commute (str, list)
+            level = "associative"
         if level not in LEVELS:
             raise WacollError(f"level must be one of {LEVELS}, got {level!r}")
         if level == "commutative" and not _commutes(op):
