@@ -389,3 +389,22 @@ def test_infinite_count_at_the_root_raises_everywhere(mpi):
     spec = [recv, (counts, None), MPI.DOUBLE] if ME == 0 else None
     check_error(mpi, lambda: comm.Gatherv(np.ones(2), spec, root=0), [recv],
                 BufferMismatchError, match="must be an integer")
+
+
+@pytest.mark.mpi(min_size=2)
+def test_overlapping_receive_blocks_are_refused(mpi):
+    """Receive blocks that write one location twice (MPI: erroneous; the result would
+    depend on arrival order) raise on every rank and leave the buffers untouched."""
+    comm = _comm(mpi)
+    recv = full(2 * P)
+    displs = [2 * r for r in range(P)]
+    displs[LAST] = displs[LAST - 1] + 1  # overlaps the previous block by one element
+    spec = [recv, ([2] * P, displs), MPI.DOUBLE] if ME == 0 else None
+    check_error(mpi, lambda: comm.Gatherv(np.ones(2), spec, root=0), [recv],
+                BufferMismatchError, match="overlap")
+    recv = full(2 * P)
+    check_error(mpi, lambda: comm.Alltoallv(np.ones(2 * P), [recv, ([2] * P, displs)]),
+                [recv], BufferMismatchError, match="overlap")
+    recv = full(2 * P)
+    check_error(mpi, lambda: comm.Allgatherv(np.ones(2), [recv, ([2] * P, displs)]),
+                [recv], BufferMismatchError, match="overlap")

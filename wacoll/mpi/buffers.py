@@ -509,4 +509,18 @@ def parse_vbuffer(spec, size: int, role: str, writable: bool = False) -> VBuffer
                                       f"displacement {d}; both must be >= 0")
         if c:
             msg.check_fits(d, c, f"{role} block {r}")
+    if writable:
+        _refuse_overlap(counts, displs, role)
     return VBuffer(msg, tuple(counts), tuple(displs))
+
+
+def _refuse_overlap(counts, displs, role):
+    """MPI calls a receive whose blocks write one location twice erroneous (the
+    result would depend on the order messages arrive): refuse it."""
+    blocks = sorted((d, d + c, r) for r, (c, d) in enumerate(zip(counts, displs)) if c)
+    for (_, end, r), (start, _, s) in zip(blocks, blocks[1:]):
+        if start < end:
+            raise BufferMismatchError(
+                f"{role}: blocks {min(r, s)} and {max(r, s)} overlap (elements "
+                f"{start} to {end - 1} would be written twice); receive blocks must "
+                f"not overlap")

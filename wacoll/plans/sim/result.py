@@ -148,8 +148,10 @@ class SimResult:
         >>> from wacoll.plans.sim import simulate, LinkModel
         >>> plan = build("bcast", Topology.from_sizes([2, 2]), "tree", tree="binomial")
         >>> ax = simulate(plan, LinkModel(Topology.from_sizes([2, 2]))).plot()
-        >>> ax.get_ylabel()
-        'rank'
+        >>> ax.get_ylabel(), ax.get_xlabel()
+        ('rank', 'time (s)')
+        >>> all(float(t).is_integer() for t in ax.get_yticks())
+        True
         """
         import matplotlib.pyplot as plt
         from matplotlib.collections import LineCollection
@@ -193,14 +195,23 @@ class SimResult:
         if messages and lines:
             ax.add_collection(LineCollection(lines, colors="0.4", linewidths=0.6,
                                              alpha=0.6))
+        from matplotlib.ticker import MaxNLocator
+
+        from wacoll.plans.sim.models import LinkModel
+
         ax.set_ylim(self.plan.size - 0.5, -0.5)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # no rank 2.5
         ax.set_xlim(0, self.completion * 1.02 if self.completion > 0 else 1)
-        ax.set_xlabel("time")
+        # a LinkModel works in seconds; the other models in their inputs' unit
+        ax.set_xlabel("time (s)" if isinstance(self.model, LinkModel)
+                      else "time (the cost model's unit)")
         ax.set_ylabel("rank")
         plan = self.plan
         name = f"{plan.op} {plan.family}/{plan.algorithm}".strip()
         ax.set_title(f"{name}: {self.completion:.6g} ({type(self.model).__name__})")
+        # outside the axes, so that it never covers a bar
         ax.legend(handles=[Patch(color=c, label=label) for c, label in styles.values()],
-                  loc="lower right", fontsize="small")
+                  loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small",
+                  frameon=False)
         return ax
 
