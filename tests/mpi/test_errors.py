@@ -408,3 +408,16 @@ def test_overlapping_receive_blocks_are_refused(mpi):
     recv = full(2 * P)
     check_error(mpi, lambda: comm.Allgatherv(np.ones(2), [recv, ([2] * P, displs)]),
                 [recv], BufferMismatchError, match="overlap")
+
+
+@pytest.mark.mpi(min_size=1)
+def test_operator_by_name_on_the_default_path(mpi):
+    """An operator given by name ("sum") reaches the MPI library as its MPI.Op (it
+    used to raise TypeError on one rank inside the native call, leaving the others
+    waiting there)."""
+    comm = mpi.comm("single", level=None)
+    got = np.zeros(3)
+    comm.Allreduce(np.arange(3.0) + ME, got, "sum")
+    want = np.zeros(3)
+    W.Allreduce(np.arange(3.0) + ME, want, MPI.SUM)
+    mpi.assert_equal(got, want)

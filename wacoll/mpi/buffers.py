@@ -114,9 +114,15 @@ def _host_array(obj, role):
 
 
 def for_mpi(spec):
-    """``spec`` as the MPI library's own collectives read it: wacoll also reads
-    objects that expose only ``__array_interface__``, which mpi4py does not, so the
-    native path hands those over as numpy arrays over the same memory."""
+    """An argument as the MPI library's own collectives read it.
+
+    wacoll also reads objects that expose only ``__array_interface__`` and
+    operators given by name (``"sum"``), which mpi4py does not: the native path
+    hands those over as numpy arrays over the same memory and as ``MPI.Op``.
+    """
+    if isinstance(spec, str):  # an operator by name ("sum"), which wacoll reads
+        op = getattr(_mpi(), spec.upper(), None)
+        return op if isinstance(op, _mpi().Op) else spec
     if isinstance(spec, (list, tuple)) and spec:
         first = for_mpi(spec[0])
         return spec if first is spec[0] else type(spec)((first, *spec[1:]))
