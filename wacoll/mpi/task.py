@@ -6,9 +6,11 @@ or :class:`NativeWork`, the MPI library's own non-blocking collective; the *chec
 it has passed (a run's receives are posted, but no rank sends until its check has
 passed, so a failed call leaves every buffer untouched). Running the two side by
 side was measured slower on the emulated grid (4 clusters x 2 ranks, 10 ms, TCP):
-a Barrier plan and a check plan together took 36-43 ms, one after the other 24 ms,
-the transport delaying a second small message to the same peer by about a round
-trip. A blocking call advances the
+a Barrier plan and a check plan together took 36-43 ms, one after the other 24 ms;
+a 1-byte Bcast 34 ms against 26 ms. Two concurrent small messages to one peer take
+no longer there than one (a 21.0 ms round trip against 20.9 ms), so the cost is the
+extra per-rank work of advancing two runs on an oversubscribed machine, not the
+transport. A blocking call advances the
 task to completion; a non-blocking one hands it to the progress engine
 (:mod:`wacoll.mpi.progress`). When the check fails, the work is abandoned (its
 pending receives cancelled) and every rank raises the check's error; a rank whose own
