@@ -53,6 +53,7 @@ __all__ = ["parse_buffer", "parse_vbuffer", "Message", "VBuffer", "numpy_dtype",
            "mpi_datatype", "as_bytes"]
 
 
+@functools.cache
 def _mpi():
     from mpi4py import MPI
 
@@ -380,8 +381,27 @@ def _split_spec(spec, role, vector):
     return data, count, displ, dt
 
 
+#: TypeInfo of each numpy dtype read from a plain contiguous ndarray: the fast path
+#: of the commonest specification (filled by the general path on first use).
+_ARRAY_INFO = {}
+
+
 def _read(data, dt, role, writable):
     """``(raw, TypeInfo)`` of the data and datatype of a specification."""
+    if dt is None and type(data) is np.ndarray and data.flags.c_contiguous:
+        info = _ARRAY_INFO.get(data.dtype)
+        if info is not None:
+            if writable and not data.flags.writeable:
+                raise BufferMismatchError(f"{role} is read-only")
+            return data.reshape(-1).view(np.uint8), info
+        raw, info = _read_any(data, dt, role, writable)
+        if info.predefined and data.dtype.itemsize:
+            _ARRAY_INFO[data.dtype] = info
+        return raw, info
+    return _read_any(data, dt, role, writable)
+
+
+def _read_any(data, dt, role, writable):
     MPI = _mpi()
     if data is None or data is MPI.BOTTOM:
         if dt is None:

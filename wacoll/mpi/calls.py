@@ -17,6 +17,8 @@ Examples
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -91,6 +93,7 @@ class Prepared:
     finish: object = None
 
 
+@functools.cache
 def _mpi():
     from mpi4py import MPI
 

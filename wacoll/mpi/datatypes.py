@@ -39,6 +39,7 @@ __all__ = ["TypeInfo", "type_info", "resolve_datatype", "datatype_of_format",
            "PAIR_TYPES", "pair_dtype", "register_pair_formats"]
 
 
+@functools.cache
 def _mpi():
     from mpi4py import MPI
 
