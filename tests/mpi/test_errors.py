@@ -421,3 +421,19 @@ def test_operator_by_name_on_the_default_path(mpi):
     want = np.zeros(3)
     W.Allreduce(np.arange(3.0) + ME, want, MPI.SUM)
     mpi.assert_equal(got, want)
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("bad", [{"level": "bogus"}, {"topology": "0,0,1,1"},
+                                 {"scripts": "/missing.scm"}, {"family": "nosuch"}])
+def test_bad_constructor_argument_on_one_rank_with_discovery(mpi, bad):
+    """One rank's bad argument while the others discover the topology (collective):
+    the bad rank used to skip the discovery and leave the others waiting in it."""
+    kwargs = bad if ME == LAST else {}
+    made, exc = mpi.outcome(lambda: wacoll.Comm(W, **kwargs))
+    if made is not None:
+        made.Free()
+    everyone = W.allgather(None if exc is None else (type(exc).__name__, str(exc)))
+    mpi.assert_all(isinstance(exc, WacollError) and len(set(everyone)) == 1,
+                   f"{bad}: {everyone}")
+    mpi.assert_all(f"rank {LAST}" in str(exc), f"the error names rank {LAST}: {exc}")

@@ -118,8 +118,17 @@ class Comm(MPI.Intracomm):
         except WacollError as exc:
             error, policy = exc, None
         wire = _private_dup(self)
+        # discovery is collective: every rank takes part, even one whose own
+        # arguments are already known to be bad or that was given a topology
+        try:
+            discovered = topology_from_comm(wire)
+        except WacollError as exc:
+            discovered = exc
         if topology is None and error is None:
-            topology = topology_from_comm(wire)
+            if isinstance(discovered, WacollError):
+                error = discovered
+            else:
+                topology = discovered
         size = self.Get_size()
         if error is None and topology.size != size:
             error = TopologyError(f"the topology has {topology.size} ranks; the "
