@@ -1,6 +1,7 @@
 """Generated bad arguments under mpiexec: one rank's argument wrong, every rank answers.
 
-Hypothesis draws a call (a buffer collective), one of its arguments, a way to spoil
+Hypothesis draws a call (a buffer collective, blocking, non-blocking or persistent),
+one of its arguments, a way to spoil
 it (wrong type, negative, NaN or infinite, one element more or less, a float count,
 an out-of-range or different root, another operator, a read-only or overlapping
 receive buffer, another dtype) and the rank that gets the spoiled value; the other
@@ -39,11 +40,14 @@ N = 3  # elements per rank block
 
 CALLS = ("Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Scatter", "Allgather",
          "Alltoall", "Alltoallv", "Reduce_scatter")
+#: How the call is made: blocking, non-blocking (``I...`` + ``Wait``) or persistent
+#: (``..._init`` + ``Start`` + ``Wait``).
+FORMS = ("blocking", "non-blocking", "persistent")
 SPOILS = ("type", "negative", "nan", "inf", "more", "less", "float", "root-out",
           "root-other", "op-other", "op-bad", "read-only", "overlap", "dtype")
 
 EXAMPLES = settings(
-    max_examples=100, deadline=None, derandomize=True, database=None,
+    max_examples=60, deadline=None, derandomize=True, database=None,
     phases=(Phase.explicit, Phase.generate),
     suppress_health_check=list(HealthCheck))
 
@@ -59,9 +63,9 @@ def _displs(counts):
 class _Case:
     """One call's arguments, built fresh for each run (wacoll's and MPI's)."""
 
-    def __init__(self, call, spoil, bad_rank):
-        self.call, self.spoil = call, spoil
-        self.bad = ME == bad_rank
+    def __init__(self, call, spoil, bad_rank, form="blocking"):
+        self.call, self.spoil, self.form = call, spoil, form
+        self.bad, self.bad_rank = ME == bad_rank, bad_rank
         self.root = min(1, P - 1)
         self.recvs = []
 
@@ -110,6 +114,19 @@ class _Case:
         return [self._recv(sum(counts)), (self._spoilt("counts", counts), displs)]
 
     # -- the call -----------------------------------------------------------------
+    def _call(self, comm, name, *args):
+        """``comm.<name>(*args)`` in this case's form (the MPI library's run: blocking)."""
+        if self.form == "blocking" or comm is W:
+            return getattr(comm, name)(*args)
+        if self.form == "non-blocking":
+            return getattr(comm, "I" + name[0].lower() + name[1:])(*args).Wait()
+        request = getattr(comm, name + "_init")(*args)
+        try:
+            request.Start()
+            request.Wait()
+        finally:
+            request.Free()
+
     def run(self, comm):
         """Call the collective on ``comm``; the receive buffers to compare."""
         self.recvs = []
@@ -121,30 +138,30 @@ class _Case:
             if ME == self.root:
                 self.recvs.append(buf)
                 self.initial.append(buf.tobytes())
-            comm.Bcast(buf, root)
+            self._call(comm, "Bcast", buf, root)
         elif c == "Reduce":
-            comm.Reduce(self._send(N), self._recv(N), op, root)
+            self._call(comm, "Reduce", self._send(N), self._recv(N), op, root)
         elif c == "Allreduce":
-            comm.Allreduce(self._send(N), self._recv(N), op)
+            self._call(comm, "Allreduce", self._send(N), self._recv(N), op)
         elif c == "Gather":
-            comm.Gather(self._send(N), self._recv(N * P) if ME == self.root else None,
+            self._call(comm, "Gather", self._send(N), self._recv(N * P) if ME == self.root else None,
                         root)
         elif c == "Gatherv":
-            comm.Gatherv(self._send(counts[ME]),
+            self._call(comm, "Gatherv", self._send(counts[ME]),
                          self._vrecv(counts) if ME == self.root else None, root)
         elif c == "Scatter":
             send = np.arange(N * P, dtype=np.float64) if ME == self.root else None
-            comm.Scatter(send, self._recv(N + (self.bad and self.spoil == "more")),
+            self._call(comm, "Scatter", send, self._recv(N + (self.bad and self.spoil == "more")),
                          root)
         elif c == "Allgather":
-            comm.Allgather(self._send(N), self._recv(N * P))
+            self._call(comm, "Allgather", self._send(N), self._recv(N * P))
         elif c == "Alltoall":
-            comm.Alltoall(self._send(N * P), self._recv(N * P))
+            self._call(comm, "Alltoall", self._send(N * P), self._recv(N * P))
         elif c == "Alltoallv":
-            comm.Alltoallv([self._send(sum(counts)), (counts, _displs(counts))],
+            self._call(comm, "Alltoallv", [self._send(sum(counts)), (counts, _displs(counts))],
                            self._vrecv(counts))
         elif c == "Reduce_scatter":
-            comm.Reduce_scatter(self._send(sum(counts)), self._recv(counts[ME]),
+            self._call(comm, "Reduce_scatter", self._send(sum(counts)), self._recv(counts[ME]),
                                 self._spoilt("counts", counts), op)
         return [r.copy() for r in self.recvs]
 
@@ -168,7 +185,7 @@ def _check(comm, case):
     untouched = exc is None or all(r.tobytes() == before for r, before in spoilt_recvs)
     everyone = W.allgather((None if exc is None else (type(exc).__name__, str(exc)),
                             named, untouched))
-    what = f"{case.call} with {case.spoil!r}"
+    what = f"{case.form} {case.call} with {case.spoil!r} on rank {case.bad_rank}"
     assert all(e[1] for e in everyone), f"{what}: not a named error: {everyone}"
     assert all(e[2] for e in everyone), f"{what}: a buffer written before raising"
     errors = {e[0] for e in everyone}
@@ -180,11 +197,22 @@ def _check(comm, case):
         assert all(W.allgather(same)), f"{what}: result differs from the MPI library's"
 
 
-def _fuzz(comm):
+def _fuzz(make_comm):
+    comm = make_comm()
+
     @EXAMPLES
-    @given(st.sampled_from(CALLS), st.sampled_from(SPOILS), st.integers(0, P - 1))
-    def prop(call, spoil, bad_rank):
-        _check(comm, _Case(call, spoil, bad_rank))
+    @given(st.sampled_from(CALLS), st.sampled_from(SPOILS), st.integers(0, P - 1),
+           st.sampled_from(FORMS))
+    def prop(call, spoil, bad_rank, form):
+        if form == "blocking":
+            _check(comm, _Case(call, spoil, bad_rank, form))
+            return
+        # a failed non-blocking call retires its communicator: a fresh one each time
+        fresh = make_comm()
+        try:
+            _check(fresh, _Case(call, spoil, bad_rank, form))
+        finally:
+            fresh.Free()
 
     prop()
 
@@ -192,10 +220,10 @@ def _fuzz(comm):
 @pytest.mark.mpi(min_size=2)
 def test_one_bad_argument_on_one_rank_default_comm():
     """The communicator the README tells users to write."""
-    _fuzz(wacoll.Comm(W))
+    _fuzz(lambda: wacoll.Comm(W))
 
 
 @pytest.mark.mpi(min_size=2)
 def test_one_bad_argument_on_one_rank_two_clusters():
     """Two clusters: wacoll's plans run the calls."""
-    _fuzz(wacoll.Comm(W, wacoll.Topology.from_sizes([P // 2, P - P // 2])))
+    _fuzz(lambda: wacoll.Comm(W, wacoll.Topology.from_sizes([P // 2, P - P // 2])))

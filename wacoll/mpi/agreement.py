@@ -301,8 +301,6 @@ class Check:
             except WacollError as exc:
                 return exc
             return WacollError("the ranks' arguments disagree")  # pragma: no cover
-        if self.error is not None:
-            return self.error
         rank, code = int(self.flags[0]) - 1, int(self.flags[1])
         if rank < 0:
             return WacollError("the ranks disagree on the call: their arguments "
@@ -311,8 +309,11 @@ class Check:
         cls = _ERRORS.get(_CODES[code - 1], WacollError) if 0 < code <= len(_CODES) \
             else WacollError
         exc = cls.__new__(cls)
-        Exception.__init__(exc, f"rank {rank}: invalid arguments ({cls.__name__}; that "
-                                f"rank's error says which)")
+        # the same message on every rank; the faulty rank keeps its own as the cause
+        Exception.__init__(exc, f"rank {rank}: invalid arguments ({cls.__name__}; the "
+                                f"exception chain on rank {rank} says which)")
         for k in _FIELDS:
             setattr(exc, k, None)
+        if self.error is not None:
+            exc.__cause__ = self.error
         return exc
