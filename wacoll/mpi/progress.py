@@ -5,8 +5,8 @@ A non-blocking wacoll collective returns an MPI *generalized request*
 ``MPI.Request.Waitall`` and friends mixed with the application's own requests. The
 MPI library cannot advance a wacoll plan by itself, so one daemon thread per process
 does: it advances every active :class:`~wacoll.mpi.executor.Run` as far as its
-messages allow, blocks in ``MPI.Request.Waitany`` on what they wait for (the GIL is
-released there), and completes a run's generalized request when the run is done. A
+messages allow, waits for what they wait for (polling, then napping: see
+:func:`_wait_any`), and completes a run's generalized request when the run is done. A
 self-message on a private ``COMM_SELF`` duplicate wakes it when a new run arrives.
 
 The thread runs only while collectives are in flight; it needs the MPI library
@@ -21,6 +21,7 @@ Examples
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 from wacoll.errors import WacollError
@@ -130,13 +131,40 @@ class ProgressEngine:
             if not waiting:
                 continue
             try:
-                index = MPI.Request.Waitany(waiting + [self._wake_req])
+                index = _wait_any(MPI, waiting + [self._wake_req])
             except MPI.Exception:
                 # a failed receive (e.g. truncated by an erroneous call): the task
                 # that owns it learns of the failure from its cross-rank check
                 continue
             if index == len(waiting):
                 self._wake_req = self._wake_comm.Irecv(self._wake_buf, source=0, tag=1)
+
+
+#: Polls before the engine starts sleeping between them, and the longest sleep (s).
+_SPINS, _MAX_NAP = 200, 50e-6
+
+
+def _wait_any(MPI, requests):
+    """``MPI.Request.Waitany`` that yields the processor while nothing arrives.
+
+    The MPI library's own wait spins: with more threads than cores (two per rank,
+    or ranks sharing cores) a spinning engine takes the core its own rank, or a
+    peer, needs to make the progress it waits for. Polling, then napping for up to
+    :data:`_MAX_NAP` between polls, keeps a call's latency within that nap. Measured:
+    mpi4py's non-blocking buffer-collective tests at 3 ranks on 2 cores (level
+    strict, plans run by the engine) took 92 s instead of 336 s, and 1.8 CPU
+    minutes instead of 5.9.
+    """
+    import time
+
+    nap = 1e-6
+    for spin in itertools.count():
+        index, done = MPI.Request.Testany(requests)
+        if done:
+            return index
+        if spin >= _SPINS:
+            time.sleep(nap)
+            nap = min(nap * 2, _MAX_NAP)
 
 
 #: The process's progress engine (created on first use).
