@@ -479,11 +479,16 @@ def test_the_budget_can_be_raised_for_a_large_plan(monkeypatch):
 
 
 def test_a_plan_file_that_is_not_a_regular_file_is_refused(tmp_path):
-    with pytest.raises(ScriptError, match="not a regular file"):
+    with pytest.raises(ScriptError, match="no such file"):
         scripts.load(tmp_path / "missing.scm")
     (tmp_path / "dir.scm").mkdir()
     with pytest.raises(ScriptError, match="not a regular file"):
         scripts.load(tmp_path / "dir.scm")
+
+
+def test_a_missing_topology_file_says_so(tmp_path):
+    with pytest.raises(TopologyError, match="no such file"):
+        Topology.from_file(tmp_path / "missing.toml")
 
 
 # ======================================================== regression: topology

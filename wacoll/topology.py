@@ -434,6 +434,8 @@ class Topology:
         if path.suffix not in (".toml", ".json"):
             raise TopologyError(f"{path}: topology files end in .toml or .json")
         try:
+            if not path.exists():
+                raise TopologyError(f"cannot read topology file {path}: no such file")
             if not path.is_file():  # a FIFO or a device could block or never end
                 raise TopologyError(f"cannot read topology file {path}: not a regular "
                                     f"file")

@@ -271,6 +271,8 @@ def _read_text(path):
     characters read (so a longer one is refused by the reader, not read whole)."""
     path = Path(path)
     try:
+        if not path.exists():
+            raise ScriptError(f"{path}: no such file")
         if not path.is_file():  # a FIFO or device could block or never end
             raise ScriptError(f"{path}: not a regular file")
         with path.open("r", encoding="utf-8", newline="") as f:
