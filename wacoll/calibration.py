@@ -566,11 +566,12 @@ class CalibrationReport:
         t_ini (us): 0.5 0.5
         """
         topo = self.topology
-        lines = [f"calibrated {topo.size} ranks: {topo.nclusters} clusters "
+        lines = [f"calibrated {topo.size} ranks: {topo.nclusters} "
+                 f"{'cluster' if topo.nclusters == 1 else 'clusters'} "
                  f"{_fmt([list(c) for c in topo.clusters])}",
                  f"  {self.clustering.reason}"]
         if configured is not None:
-            lines.append(f"{'':28s}{'configured':>16s}{'measured':>16s}{'ratio':>8s}")
+            lines.append(f"{'':28s}{'configured':>18s} {'measured':>18s} {'ratio':>8s}")
             for what, want, got, ratio in compare_topologies(topo, configured):
                 if what == "clusters":
                     lines.insert(2, f"  configured clusters {_fmt(want)}: {ratio}")
@@ -584,8 +585,10 @@ class CalibrationReport:
                         return "..".join(f"{x * scale:.4g}" for x in v)
                     return f"{v * scale:.4g}"
                 ratio_s = f"{ratio:.3f}" if isinstance(ratio, float) else ratio
-                lines.append(f"{what + ' (' + unit + ')':28s}{show(want):>16s}"
-                             f"{show(got):>16s}{ratio_s:>8s}")
+                lines.append(f"{what + ' (' + unit + ')':28s}{show(want):>18s} "
+                             f"{show(got):>18s} {ratio_s:>8s}")
+            if topo.t_ini is not None:
+                lines.append(_t_ini_line(topo.t_ini))
             return "\n".join(lines)
         lines.append(f"{'link':28s}{'latency':>10s}{'bandwidth':>17s}")
         if any(len(c) > 1 for c in topo.clusters):
@@ -598,7 +601,7 @@ class CalibrationReport:
                 lines.append(f"{f'wan {a}->{b}':26s}{link.latency * 1e6:>10.1f} us"
                              f"{link.bandwidth:>11.4g} B/s")
         if topo.t_ini is not None:
-            lines.append("t_ini (us): " + " ".join(f"{t * 1e6:.3g}" for t in topo.t_ini))
+            lines.append(_t_ini_line(topo.t_ini))
         return "\n".join(lines)
 
     def heatmap(self, path=None, *, ax=None, title=None):
@@ -641,3 +644,8 @@ class CalibrationReport:
     def save(self, path):
         """Write :meth:`to_dict` as JSON."""
         Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+
+
+def _t_ini_line(t_ini):
+    """Each rank's message initiation cost, in microseconds, on one line."""
+    return "t_ini (us): " + " ".join(f"{t * 1e6:.3g}" for t in t_ini)

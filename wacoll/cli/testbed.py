@@ -174,8 +174,9 @@ def add_testbed_parser(subparsers) -> None:
     lst = sub.add_parser("list", help="list the testbeds on this machine")
     lst.set_defaults(run=_cmd_list)
 
-    clean = sub.add_parser("clean", help="remove every leftover wacoll-* namespace, "
-                                         "watchdog and state file")
+    clean = sub.add_parser("clean", help="tear down every wacoll testbed on this "
+                                         "machine, live or leftover: namespaces, "
+                                         "watchdogs and state files")
     clean.set_defaults(run=_cmd_clean)
 
 
