@@ -314,7 +314,11 @@ def main(argv=None) -> int:
         return 2
     with open(argv[0]) as fh:
         spec = json.load(fh)
-    results = measure(spec)
+    try:
+        results = measure(spec)
+    except ImportError as exc:  # e.g. the source checkout shadows the installed wacoll
+        print(f"python -m wacoll.measure: {exc}", file=sys.stderr)
+        return 1
     if MPI.COMM_WORLD.Get_rank() == 0:
         with open(argv[1], "w") as fh:
             json.dump(results, fh, indent=1)

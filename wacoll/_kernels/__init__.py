@@ -65,7 +65,7 @@ def _not_built(exc: ImportError) -> ImportError:
             f"compiled modules, instead of the installed package. Run from another "
             f"directory (then the installed wacoll is used), or install the checkout "
             f"editable (pip install meson-python meson ninja cython && pip install "
-            f"--no-build-isolation -e .). ({exc})")
+            f"--no-build-isolation -e .).")
     return ImportError(
         f"wacoll's compiled kernels are missing from {here}: the installation is "
         f"incomplete; reinstall wacoll (pip install --force-reinstall wacoll). ({exc})")
