@@ -123,10 +123,10 @@ def main(argv=None):
     _harness.RESULTS.mkdir(exist_ok=True)
     path = _harness.RESULTS / "overlap.csv"
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["config", "comm", "compute", "both",
-                                               "overlap"])
+        writer = csv.DictWriter(f, fieldnames=["ranks", "bytes", "config", "comm",
+                                               "compute", "both", "overlap"])
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows(dict(r, ranks=args.ranks, bytes=args.bytes) for r in rows)
     print(f"wrote {path.relative_to(Path(_harness.ROOT))}")
     return 0
 
