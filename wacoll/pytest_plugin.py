@@ -61,6 +61,11 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", _MARKER)
+    # an editable install of wacoll imports its loader before pytest can rewrite it;
+    # harmless, but users' own test runs would show the warning on every rank
+    config.addinivalue_line(
+        "filterwarnings",
+        "ignore:Module already imported so cannot be rewritten. _wacoll_editable_loader")
 
 
 def _settings(request) -> dict:

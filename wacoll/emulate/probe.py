@@ -99,7 +99,10 @@ class CheckReport:
 
     def table(self) -> str:
         """A plain-text table of every pair, configured against measured."""
-        rows = [("link", "latency", "measured", "rate", "measured", "ok")]
+        # "expected": what the probe should see on the configured link (the latency
+        # plus the probe's own serialisation), not the configured latency alone
+        rows = [("link", "expected latency", "measured", "expected rate", "measured",
+                 "ok")]
         for p in self.pairs:
             rows.append((f"{p.src} -> {p.dst}", format_duration(p.latency_expected),
                          "-" if p.latency is None else format_duration(p.latency),
