@@ -26,6 +26,7 @@ import numpy as np
 
 from wacoll import errors
 from wacoll.errors import BufferMismatchError, WacollError
+from wacoll.mpi.progress import advance_request
 
 __all__ = ["agree", "Check", "Signature", "VECTOR_CHECKS", "rebuild_error"]
 
@@ -273,11 +274,8 @@ class Check:
             return True
         if self.run is not None:
             self.done = self.run.advance(block)
-        elif block:
-            self.request.Wait()
-            self.done = True
         else:
-            self.done = self.request.Test()
+            self.done = advance_request(self.request, block)
         return self.done
 
     @property

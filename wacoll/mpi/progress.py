@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 
 from wacoll.errors import WacollError
 
-__all__ = ["ProgressEngine", "engine", "Task"]
+__all__ = ["ProgressEngine", "engine", "Task", "advance_request"]
 
 
 class Task:
@@ -140,6 +141,14 @@ class ProgressEngine:
                 self._wake_req = self._wake_comm.Irecv(self._wake_buf, source=0, tag=1)
 
 
+def advance_request(request, block):
+    """Whether an MPI request is complete: waited for when ``block``, else tested."""
+    if block:
+        request.Wait()
+        return True
+    return request.Test()
+
+
 #: Polls before the engine starts sleeping between them, and the longest sleep (s).
 _SPINS, _MAX_NAP = 200, 50e-6
 
@@ -155,8 +164,6 @@ def _wait_any(MPI, requests):
     strict, plans run by the engine) took 92 s instead of 336 s, and 1.8 CPU
     minutes instead of 5.9.
     """
-    import time
-
     nap = 1e-6
     for spin in itertools.count():
         index, done = MPI.Request.Testany(requests)

@@ -19,7 +19,7 @@ arguments are invalid has no work and only waits for the check.
 
 from __future__ import annotations
 
-from wacoll.mpi.progress import Task
+from wacoll.mpi.progress import Task, advance_request
 
 __all__ = ["CallTask", "NativeWork"]
 
@@ -54,11 +54,7 @@ class NativeWork:
         if self.request is None:
             self.request = self.start()
         if not self.done:
-            if block:
-                self.request.Wait()
-                self.done = True
-            else:
-                self.done = self.request.Test()
+            self.done = advance_request(self.request, block)
         return self.done
 
     def cancel(self):
