@@ -99,6 +99,8 @@ class Mpi:
     def __init__(self):
         self._comms = {}
         self._seen = set()
+        #: The ``check`` mode of the communicators :meth:`comm` makes (None: the default).
+        self.default_check = None
 
     # -- objects -------------------------------------------------------------
     @staticmethod
@@ -115,6 +117,8 @@ class Mpi:
         default configuration has tests of its own.
         """
         kwargs.setdefault("level", "strict")
+        if self.default_check is not None:
+            kwargs.setdefault("check", self.default_check)
         key = (layout, tuple(sorted(kwargs.items())))
         comm = self._comms.get(key)
         if comm is None:

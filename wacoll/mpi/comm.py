@@ -18,9 +18,11 @@ Each buffer collective (``Barrier``, ``Bcast``, ``Scatter[v]``, ``Gather[v]``,
 ``Reduce_scatter[_block]``):
 
 1. reads its arguments as mpi4py does (:mod:`wacoll.mpi.calls`);
-2. agrees with the other ranks that every rank's arguments are valid and describe
+2. checks with the other ranks that every rank's arguments are valid and describe
    the same operation, so bad input raises the same error on every rank instead of
-   hanging (:mod:`wacoll.mpi.agreement`);
+   hanging (:mod:`wacoll.mpi.agreement`); the check runs beside the call, not before
+   it (``check="beside"``, :mod:`wacoll.mpi.task`), so on a grid it costs no extra
+   wide-area round trip;
 3. asks the selection policy (:func:`wacoll.plans.select`) for the plan, built and
    proved once and cached, and its lowered program for this rank
    (:func:`wacoll.plans.lower`), cached per buffer layout;
@@ -78,10 +80,18 @@ class Comm(MPI.Intracomm):
         The selection policy's tunables (:class:`wacoll.plans.Policy`).
     scripts : str or path, optional
         A plan script file or a directory of them (default ``$WACOLL_SCRIPTS``).
+    check : {"beside", "first", "off"}, optional
+        The cross-rank argument check of every call (default ``$WACOLL_CHECK``, else
+        ``"beside"``): a small all-reduce of each rank's argument digest and error
+        flag, so that bad input raises the same error on every rank instead of
+        leaving some waiting. ``"beside"`` runs it at the same time as the call (no
+        extra wide-area round trip; a failed call may have written receive buffers,
+        which MPI leaves undefined after an error); ``"first"`` completes it before
+        any rank sends (a failed call touches no buffer: for debugging); ``"off"``
+        trusts the arguments, as MPI does (a bad argument on one rank can leave the
+        others waiting).
     validate : bool
-        Agree on valid arguments before every call (one small collective; on a
-        wide-area grid that is one more wide-area latency per call). Without it a bad
-        argument on one rank can leave the others waiting, as in MPI itself.
+        ``validate=False`` is ``check="off"``.
     trace : bool
         Record every operation and step (:attr:`tracer`); write them with
         :meth:`write_trace`.
@@ -100,16 +110,20 @@ class Comm(MPI.Intracomm):
         return super().__new__(cls, comm.Dup())
 
     def __init__(self, comm=None, topology=None, *, family=None, level=None,
-                 threshold=512, segment_size=262144, scripts=None,
+                 threshold=512, segment_size=262144, scripts=None, check=None,
                  validate=True, trace=False, **options):
         if comm is None:
             return
         error = None
         family = os.environ.get("WACOLL_FAMILY") or family
         level = os.environ.get("WACOLL_LEVEL") or level
+        check = os.environ.get("WACOLL_CHECK") or check or ("beside" if validate
+                                                             else "off")
         try:
             if level is not None and level not in LEVELS:
                 raise WacollError(f"level must be one of {LEVELS}, got {level!r}")
+            if check not in CHECK_MODES:
+                raise WacollError(f"check must be one of {CHECK_MODES}, got {check!r}")
             policy = Policy(threshold=threshold, segment_size=segment_size)
             if topology is not None and not isinstance(topology, Topology):
                 raise TopologyError("topology must be a wacoll.Topology")
@@ -137,20 +151,20 @@ class Comm(MPI.Intracomm):
                    else None),
                   ("family", family), ("level", level), ("threshold", threshold),
                   ("segment_size", segment_size),
-                  ("options", repr(sorted(options.items()))), ("validate", validate))
+                  ("options", repr(sorted(options.items()))), ("check", check))
         try:
             agree(wire, error, Signature("constructor", options=fields), validate=True)
         except WacollError:
             wire.Free()
             MPI.Intracomm.Free(self)
             raise
-        self._setup(wire, topology, family, level, policy, options, validate, trace)
+        self._setup(wire, topology, family, level, policy, options, check, trace)
         scripts = scripts or os.environ.get("WACOLL_SCRIPTS") or None
         self._load_scripts(scripts)  # collective even without scripts: all ranks agree
         if self.family == "scripts" and not self._scripts:
             raise WacollError("family 'scripts' needs scripts= or $WACOLL_SCRIPTS")
 
-    def _setup(self, wire, topology, family, level, policy, options, validate, trace,
+    def _setup(self, wire, topology, family, level, policy, options, check, trace,
                scripts=None):
         self._wire = wire
         self._control = _private_dup(wire)
@@ -172,7 +186,10 @@ class Comm(MPI.Intracomm):
         self.level = level
         self.policy = policy
         self.options = dict(options)
-        self.validate = validate
+        #: The cross-rank check mode: ``"beside"``, ``"first"`` or ``"off"``.
+        self.check = check
+        #: Whether calls are checked across ranks (``check != "off"``).
+        self.validate = check != "off"
         #: The trace of this rank's calls (a :class:`~wacoll.mpi.trace.Tracer`), or None.
         self.tracer = Tracer() if trace else None
         self._scripts = dict(scripts or {})
@@ -190,7 +207,7 @@ class Comm(MPI.Intracomm):
         """Fill a communicator mpi4py made (Dup, Clone) or one derived from ``parent``."""
         wire = _private_dup(self)
         self._setup(wire, topology, parent.family, parent.level, parent.policy,
-                    parent.options, parent.validate, parent.tracer is not None,
+                    parent.options, parent.check, parent.tracer is not None,
                     {k: v for k, v in parent._scripts.items() if k[1] == wire.Get_size()})
         return self
 
@@ -616,7 +633,7 @@ class Comm(MPI.Intracomm):
         t3 = t2
         if error is None:
             self.last_plan, self.last_family = plan, native or plan.family
-        task = CallTask(work, check, exchange=(mode == "call"),
+        task = CallTask(work, check, exchange=(mode == "call"), gated=self.check == "first",
                         finish=None if native or prepared is None
                         else prepared.finish,
                         on_failure=self._after_failure if mode == "call" else
@@ -719,6 +736,9 @@ class Comm(MPI.Intracomm):
               validate=True)
         self._scripts = found
 
+
+#: The cross-rank check modes (see :class:`Comm`'s ``check``).
+CHECK_MODES = ("beside", "first", "off")
 
 _REDUCTIONS = ("reduce", "allreduce", "scan", "exscan", "reduce_scatter_block",
                "reduce_scatter")

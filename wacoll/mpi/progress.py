@@ -6,7 +6,7 @@ A non-blocking wacoll collective returns an MPI *generalized request*
 MPI library cannot advance a wacoll plan by itself, so one daemon thread per process
 does: it advances every active :class:`~wacoll.mpi.executor.Run` as far as its
 messages allow, waits for what they wait for (polling, then napping: see
-:func:`_wait_any`), and completes a run's generalized request when the run is done. A
+:func:`wait_any`), and completes a run's generalized request when the run is done. A
 self-message on a private ``COMM_SELF`` duplicate wakes it when a new run arrives.
 
 The thread runs only while collectives are in flight; it needs the MPI library
@@ -27,7 +27,7 @@ import time
 
 from wacoll.errors import WacollError
 
-__all__ = ["ProgressEngine", "engine", "Task", "advance_request"]
+__all__ = ["ProgressEngine", "engine", "Task", "advance_request", "wait_any"]
 
 
 class Task:
@@ -132,7 +132,7 @@ class ProgressEngine:
             if not waiting:
                 continue
             try:
-                index = _wait_any(MPI, waiting + [self._wake_req])
+                index = wait_any(waiting + [self._wake_req])
             except MPI.Exception:
                 # a failed receive (e.g. truncated by an erroneous call): the task
                 # that owns it learns of the failure from its cross-rank check
@@ -153,7 +153,7 @@ def advance_request(request, block):
 _SPINS, _MAX_NAP = 200, 50e-6
 
 
-def _wait_any(MPI, requests):
+def wait_any(requests):
     """``MPI.Request.Waitany`` that yields the processor while nothing arrives.
 
     The MPI library's own wait spins: with more threads than cores (two per rank,
@@ -162,8 +162,12 @@ def _wait_any(MPI, requests):
     :data:`_MAX_NAP` between polls, keeps a call's latency within that nap. Measured:
     mpi4py's non-blocking buffer-collective tests at 3 ranks on 2 cores (level
     strict, plans run by the engine) took 92 s instead of 336 s, and 1.8 CPU
-    minutes instead of 5.9.
+    minutes instead of 5.9. A blocking call waiting for its work and its cross-rank
+    check at once waits here too: in the MPI library's spinning ``Waitany`` the same
+    call on the emulated grid took 34 ms instead of 14 (1-byte Bcast, 4 x 2 ranks).
     """
+    from mpi4py import MPI
+
     nap = 1e-6
     for spin in itertools.count():
         index, done = MPI.Request.Testany(requests)

@@ -2,24 +2,33 @@
 
 The *work* is either a :class:`~wacoll.mpi.executor.Run` of the call's lowered plan
 or :class:`NativeWork`, the MPI library's own non-blocking collective; the *check*
-(:class:`~wacoll.mpi.agreement.Check`) runs first, and the work sends nothing before
-it has passed (a run's receives are posted, but no rank sends until its check has
-passed, so a failed call leaves every buffer untouched). Running the two side by
-side was measured slower on the emulated grid (4 clusters x 2 ranks, 10 ms, TCP):
-a Barrier plan and a check plan together took 36-43 ms, one after the other 24 ms;
-a 1-byte Bcast 34 ms against 26 ms. Two concurrent small messages to one peer take
-no longer there than one (a 21.0 ms round trip against 20.9 ms), so the cost is the
-extra per-rank work of advancing two runs on an oversubscribed machine, not the
-transport. A blocking call advances the
-task to completion; a non-blocking one hands it to the progress engine
-(:mod:`wacoll.mpi.progress`). When the check fails, the work is abandoned (its
-pending receives cancelled) and every rank raises the check's error; a rank whose own
-arguments are invalid has no work and only waits for the check.
+(:class:`~wacoll.mpi.agreement.Check`) is a small all-reduce of every rank's argument
+digest and error flag. How the two meet is the communicator's ``check`` mode:
+
+``"beside"`` (the default)
+    The work starts at once and the check runs beside it; the call completes when
+    both have. The check's wide-area latency overlaps the call's own, so it costs no
+    extra round trip: on the emulated grid (4 clusters x 2 ranks, 10 ms, 1 MB/s) a
+    1-byte Bcast took 14.2 ms beside its check, 23.3 ms after it and 11.3 ms
+    without one. When the check fails, every rank abandons the work (pending
+    receives cancelled, the communicator's wire retired) and raises the check's
+    error; the work may have written receive buffers by then (MPI leaves them
+    undefined after an erroneous call), never a send buffer.
+``"first"``
+    No rank sends before the check has passed (receives are posted), so a failed
+    call leaves every buffer untouched: the mode for debugging.
+
+Both wait in :func:`~wacoll.mpi.progress.wait_any` (polling, then napping) rather
+than the MPI library's spinning ``Waitany``: with more ranks than cores a spinning
+rank takes the processor its peers need (the same Bcast took 34 ms beside its check
+when waiting in ``Waitany``). A blocking call advances the task to completion; a
+non-blocking one hands it to the progress engine (:mod:`wacoll.mpi.progress`). A rank
+whose own arguments are invalid has no work and only waits for the check.
 """
 
 from __future__ import annotations
 
-from wacoll.mpi.progress import Task, advance_request
+from wacoll.mpi.progress import Task, advance_request, wait_any
 
 __all__ = ["CallTask", "NativeWork"]
 
@@ -27,9 +36,11 @@ __all__ = ["CallTask", "NativeWork"]
 class NativeWork:
     """The MPI library's own non-blocking collective, as a task's work.
 
-    It starts only once the call's check has passed (``start`` makes the request):
-    the MPI library may abort, not fail, on a collective whose ranks disagree on
-    the element type, so it must never see one.
+    ``start`` makes the request, when the task first advances the work. The MPI
+    libraries wacoll was tried with (MPICH 5, Open MPI 5) answer a collective whose
+    ranks disagree (count, root, datatype, operator) with an error, a wrong result or
+    a wait that never ends, never an abort; the check beside it turns each into the
+    same error on every rank.
     """
 
     __slots__ = ("start", "request", "done")
@@ -37,9 +48,6 @@ class NativeWork:
     @property
     def started(self):
         return self.request is not None
-
-    #: A task must not advance this work before its check has passed.
-    needs_check = True
 
     def __init__(self, start):
         self.start = start
@@ -78,12 +86,16 @@ class CallTask(Task):
     finish : callable, optional
         Run once the call has completed without error (moves data staged for a
         derived datatype into the user's buffer).
+    gated : bool
+        The ``"first"`` mode: the work starts only once the check has passed.
     """
 
     __slots__ = ("work", "check", "on_failure", "exchange", "waiting", "work_error",
-                 "finish")
+                 "finish", "gated")
 
-    def __init__(self, work, check, *, on_failure=None, exchange=True, finish=None):
+    def __init__(self, work, check, *, on_failure=None, exchange=True, finish=None,
+                 gated=False):
+        self.gated = gated
         self.finish = finish
         self.work = work
         self.check = check
@@ -102,7 +114,7 @@ class CallTask(Task):
                 self.waiting = work.waiting
                 return False
             return self._finished()
-        if block:  # the check, then the work, each waited for in MPI's own calls
+        if block and self.gated:  # the check, then the work
             try:
                 check.advance(True)
             except Exception:
@@ -118,7 +130,7 @@ class CallTask(Task):
             if work is not None:
                 work.advance(True)
             return self._finished()
-        gated = True  # the work starts once the check has passed (see the module notes)
+        gated = self.gated
         while True:
             work_done = work is None or work.done
             if gated and not (check.done and check.ok):
@@ -152,7 +164,7 @@ class CallTask(Task):
                 self.waiting = waiting
                 return False
             try:
-                MPI.Request.Waitany(waiting)
+                wait_any(waiting)
             except MPI.Exception as exc:  # a failed receive of the work (truncated...)
                 if work is not None and not work.done:
                     self.work_error = exc
