@@ -241,11 +241,16 @@ class Check:
         A lowered all-reduce of 4 int64 elements (MAX) to run the check as a plan.
     tag : int
         The tag of the plan's messages.
+    blocking : bool
+        Run the check to completion now, in the MPI library's blocking
+        ``Allreduce`` (one cluster's blocking calls; every rank of the call must
+        check the same way: the library never matches a blocking collective with
+        a non-blocking one).
     """
 
     __slots__ = ("error", "sig", "flags", "request", "run", "done", "comm")
 
-    def __init__(self, comm, error, sig, *, program=None, tag=0):
+    def __init__(self, comm, error, sig, *, program=None, tag=0, blocking=False):
         from mpi4py import MPI
 
         rank = comm.Get_rank()
@@ -254,7 +259,10 @@ class Check:
             if type(error).__name__ in _CODES else len(_CODES) + 1
         mine = np.array([0 if error is None else rank + 1, code, crc, -crc], np.int64)
         self.error, self.sig, self.comm, self.done = error, sig, comm, False
-        if program is None:
+        if blocking:  # complete now, in the library's blocking all-reduce
+            self.flags, self.run, self.request, self.done = mine, None, None, True
+            comm.Allreduce(MPI.IN_PLACE, self.flags, op=MPI.MAX)
+        elif program is None:
             self.flags, self.run = mine, None
             self.request = comm.Iallreduce(MPI.IN_PLACE, self.flags, op=MPI.MAX)
         else:
@@ -262,6 +270,15 @@ class Check:
 
             self.flags, self.request = np.empty(4, np.int64), None
             self.run = Run(program, comm, mine, self.flags, op=MPI.MAX, tag=tag)
+
+    @classmethod
+    def completed(cls, comm, sig, flags):
+        """A check that has already run (its all-reduced ``flags``), for
+        :meth:`failure`: a replayed call (:mod:`wacoll.mpi.fastpath`) runs its own."""
+        check = cls.__new__(cls)
+        check.error, check.sig, check.comm, check.done = None, sig, comm, True
+        check.flags, check.request, check.run = flags, None, None
+        return check
 
     @property
     def waiting(self):

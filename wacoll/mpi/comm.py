@@ -51,6 +51,7 @@ from wacoll.mpi.agreement import VECTOR_CHECKS, Check, Signature, agree
 from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi.discover import topology_from_comm
 from wacoll.mpi.executor import Run, call_tag
+from wacoll.mpi.fastpath import CAPACITY, NativeCall, describe
 from wacoll.mpi.persistent import Prequest, Request
 from wacoll.mpi.progress import engine
 from wacoll.mpi.task import CallTask, NativeWork
@@ -196,6 +197,11 @@ class Comm(MPI.Intracomm):
         self._plans = {}
         self._programs = {}
         self._scratch = {}
+        self._recorded = {}
+        # wires of failed calls, never freed: messages the abandoned work sent may
+        # still wait in a peer's queue, and the MPI library reuses a freed
+        # communicator's context for a new one, whose receives would match them
+        self._abandoned = []
         #: The plan the most recent collective ran (for inspection and drawing), or
         #: None when the MPI library's own collective ran it (see :attr:`last_family`).
         self.last_plan = None
@@ -222,7 +228,8 @@ class Comm(MPI.Intracomm):
         wire = getattr(self, "_wire", None)
         if wire is None:
             return
-        wire.Free()
+        if wire not in self._abandoned:
+            wire.Free()
         self._control.Free()
         self._wire = None
         MPI.Intracomm.Free(self)
@@ -584,6 +591,12 @@ class Comm(MPI.Intracomm):
         if self._broken is not None:
             raise WacollError(self._broken)
         tracer = self.tracer
+        key = None
+        if mode == "call" and not options and tracer is None and self.check != "first":
+            key = (reader, family, level, *map(id, args))
+            recorded = self._recorded.get(key)
+            if recorded is not None and recorded.matches(args):
+                return self._replay(recorded)
         clock = tracer.clock if tracer else None
         t0 = clock() if clock else 0.0
         seq = self._seq
@@ -612,20 +625,27 @@ class Comm(MPI.Intracomm):
         if error is None:
             try:
                 plan, native = self._plan(prepared, family, options)
+                if native and key is not None and vector_check is None and \
+                        self._check_program is None:
+                    self._record(key, args, sig, op)
                 if mode != "bind" and op == "barrier" and self.validate:
                     # the check is an all-reduce: it synchronises every rank already
                     work = NativeWork(lambda: MPI.REQUEST_NULL)
                 elif mode != "bind":
                     work = self._work(prepared, plan, native, args, op, seq,
                                       self._scratch if mode == "call" else None,
-                                      prepared.outbuf)
+                                      prepared.outbuf, blocking=mode == "call")
             except WacollError as exc:
                 error, work = exc, None
         t2 = clock() if clock else 0.0
         check = None
+        # on one cluster a blocking call checks first, in the library's blocking
+        # all-reduce, as a replayed call does (see wacoll.mpi.fastpath)
+        first = self.check == "first" or (mode == "call" and self._check_program is None)
         if self.validate and vector_check is None:
             check = Check(self._control, error, sig, program=self._check_program,
-                          tag=call_tag(seq))
+                          tag=call_tag(seq),
+                          blocking=mode == "call" and self._check_program is None)
         elif error is not None:
             raise error
         if mode == "bind":
@@ -633,7 +653,7 @@ class Comm(MPI.Intracomm):
         t3 = t2
         if error is None:
             self.last_plan, self.last_family = plan, native or plan.family
-        task = CallTask(work, check, exchange=(mode == "call"), gated=self.check == "first",
+        task = CallTask(work, check, exchange=(mode == "call"), gated=first,
                         finish=None if native or prepared is None
                         else prepared.finish,
                         on_failure=self._after_failure if mode == "call" else
@@ -649,10 +669,37 @@ class Comm(MPI.Intracomm):
             label = "native" if native else f"{plan.family}/{plan.algorithm}"
             tracer.record(f"{op} ({label})", "operation", t0, t4)
 
-    def _work(self, prepared, plan, native, args, op, seq, scratch, outbuf):
+    def _record(self, key, args, sig, op):
+        """Keep a blocking native call for replay (:mod:`wacoll.mpi.fastpath`)."""
+        description = describe(args)
+        if description is None:
+            return
+        call = None if op == "barrier" and self.validate else functools.partial(
+            getattr(self._wire, _BLOCKING[op]), *map(for_mpi, args))
+        if len(self._recorded) >= CAPACITY:
+            del self._recorded[next(iter(self._recorded))]
+        self._recorded[key] = NativeCall(args, description, sig.digest(), call, sig)
+
+    def _replay(self, recorded):
+        """Run a recorded native call: its check and the library's collective."""
+        self._seq += 1
+        self.last_plan, self.last_family = None, NATIVE
+        flags = recorded.run(self._control if self.validate else None)
+        if flags is not None:
+            self._after_failure(False)
+            raise Check.completed(self._control, recorded.sig, flags).failure(True)
+
+    def _work(self, prepared, plan, native, args, op, seq, scratch, outbuf,
+              blocking=False):
         """The call's work: the MPI library's own collective, or a run of the plan
         writing ``outbuf``."""
         if native:
+            if blocking and self._check_program is None:
+                # a blocking call on one cluster: the library's blocking collective,
+                # as a replay runs it (the library never matches a blocking
+                # collective with a non-blocking one)
+                return NativeWork(functools.partial(
+                    _blocking, getattr(self._wire, _BLOCKING[op]), *map(for_mpi, args)))
             return NativeWork(functools.partial(getattr(self._wire, _NATIVE[op]),
                                                 *map(for_mpi, args)))
         program = self._program(plan, prepared)
@@ -672,9 +719,12 @@ class Comm(MPI.Intracomm):
         """After a failed check in a blocking call: retire the call's communicator
         (messages or a native collective of the abandoned call may still be in flight
         on it) and continue on a fresh duplicate. Collective: every rank gets here."""
+        self._abandoned.append(self._wire)
         self._wire = _private_dup(self._control)
+        self._recorded.clear()  # their collectives were bound to the retired wire
 
     def _mark_broken(self, work_done):
+        self._abandoned.append(self._wire)
         self._broken = ("a non-blocking collective on this wacoll.Comm failed its "
                         "cross-rank check; its messages may still be in flight, so the "
                         "communicator cannot run further collectives: Free it")
@@ -752,6 +802,16 @@ _NATIVE = {"barrier": "Ibarrier", "bcast": "Ibcast", "scatter": "Iscatter",
            "allreduce": "Iallreduce", "scan": "Iscan", "exscan": "Iexscan",
            "reduce_scatter_block": "Ireduce_scatter_block",
            "reduce_scatter": "Ireduce_scatter"}
+
+#: The MPI library's blocking collective for each operation (a replayed call).
+_BLOCKING = {op: name[1].upper() + name[2:] for op, name in _NATIVE.items()}
+
+
+def _blocking(call, *args):
+    """Run a blocking collective as a :class:`NativeWork`'s start: done at once."""
+    call(*args)
+    return MPI.REQUEST_NULL
+
 
 def _start(task):
     """Hand ``task`` to the progress engine; the request the application waits on."""

@@ -1,0 +1,127 @@
+"""Repeated blocking calls on one cluster: replayed, checked, and the same as MPI's.
+
+A blocking call the MPI library runs is recorded on first use and replayed when the
+same argument objects come back unchanged (:mod:`wacoll.mpi.fastpath`). These tests
+check that a replay gives the library's result, that it still checks every call
+across ranks (one rank changing its root, operator, arrays or their shape raises the
+same error everywhere, and no buffer is written), and that a changed array is read
+again rather than replayed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import wacoll
+from wacoll.mpi import fastpath
+
+P = MPI.COMM_WORLD.Get_size()
+ME = MPI.COMM_WORLD.Get_rank()
+W = MPI.COMM_WORLD
+LAST = P - 1
+
+
+def _single():
+    return wacoll.Comm(W, wacoll.Topology.single(P))
+
+
+def _recorded(comm):
+    return len(comm._recorded)
+
+
+@pytest.mark.mpi(min_size=1)
+def test_replayed_calls_give_the_libraries_results(mpi):
+    comm = _single()
+    send = np.arange(5, dtype=np.float64) + ME
+    recv, want = np.zeros(5), np.zeros(5)
+    buf = np.zeros(3) + (7 if ME == 0 else 0)
+    gathered = np.zeros(3 * P)
+    part = send[:3]  # one view, passed every time (a new view would be a new object)
+    for i in range(4):
+        send += 1
+        comm.Allreduce(send, recv, op=MPI.SUM)
+        W.Allreduce(send, want, op=MPI.SUM)
+        mpi.assert_equal(recv, want, f"Allreduce, call {i}")
+        comm.Bcast(buf, root=0)
+        mpi.assert_equal(buf, np.full(3, 7.0), f"Bcast, call {i}")
+        comm.Allgather(part, gathered)
+        mpi.assert_equal(gathered, np.concatenate(
+            [np.arange(3.0) + r + i + 1 for r in range(P)]), f"Allgather, call {i}")
+        comm.Barrier()
+        assert comm.last_family == "native"
+    # Allreduce, Bcast, Allgather and Barrier each recorded once, then replayed
+    mpi.assert_all(_recorded(comm) == 4, f"{_recorded(comm)} calls recorded")
+    comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("change", ["root", "operator", "shape", "array", "dtype"])
+def test_a_replay_still_checks_every_call(mpi, change):
+    """The calls before were identical everywhere; now one rank's differs."""
+    comm = _single()
+    send, recv = np.ones(4), np.zeros(4)
+    for _ in range(3):
+        comm.Reduce(send, recv, op=MPI.SUM, root=0)
+    mpi.assert_all(_recorded(comm) == 1)
+    op, root = MPI.SUM, 0
+    if ME == LAST:
+        if change == "root":
+            root = 1
+        elif change == "operator":
+            op = MPI.MAX
+        elif change == "shape":
+            send, recv = np.ones(5), np.zeros(5)
+        elif change == "array":
+            send = np.ones(4)  # another array, the same description: still fine
+        elif change == "dtype":
+            send, recv = np.ones(4, np.float32), np.zeros(4, np.float32)
+    recv[:] = -7
+    if change == "array":
+        comm.Reduce(send, recv, op=op, root=root)
+        mpi.assert_all(ME != 0 or (recv == P).all(), f"result {recv}")
+    else:
+        mpi.same_error(lambda: comm.Reduce(send, recv, op=op, root=root),
+                       match="disagree", untouched=lambda: (recv == -7).all())
+    # the communicator goes on working, replays included
+    send, recv = np.ones(4), np.zeros(4)
+    for _ in range(2):
+        comm.Allreduce(send, recv, op=MPI.SUM)
+        mpi.assert_equal(recv, np.full(4, float(P)))
+    comm.Free()
+
+
+@pytest.mark.mpi(min_size=1)
+def test_an_array_changed_in_place_is_read_again(mpi):
+    comm = _single()
+    buf = np.zeros(6)
+    comm.Bcast(buf, root=0)
+    buf.shape = (2, 3)  # the same object, another description
+    if ME == 0:
+        buf[:] = 5
+    comm.Bcast(buf, root=0)
+    mpi.assert_equal(buf, np.full((2, 3), 5.0))
+    ro = np.zeros(3)
+    comm.Bcast(ro, root=0)
+    ro.flags.writeable = False  # mpi4py would refuse it: wacoll must say so everywhere
+    mpi.same_error(lambda: comm.Bcast(ro, root=0), match="read-only")
+    comm.Free()
+
+
+@pytest.mark.mpi(min_size=1)
+def test_check_off_replays_the_call_alone(mpi):
+    comm = wacoll.Comm(W, wacoll.Topology.single(P), check="off")
+    send, recv = np.ones(2), np.zeros(2)
+    for _ in range(3):
+        comm.Allreduce(send, recv, op=MPI.SUM)
+    mpi.assert_equal(recv, np.full(2, float(P)))
+    mpi.assert_all(comm.validate is False and _recorded(comm) == 1)
+    comm.Free()
+
+
+def test_lists_are_not_recorded():
+    a = np.zeros(2)
+    assert fastpath.describe((a, None, 0, "sum", MPI.SUM, MPI.IN_PLACE)) is not None
+    assert fastpath.describe(([a, MPI.DOUBLE],)) is None
+    assert fastpath.describe((bytearray(3),)) is None
