@@ -47,7 +47,7 @@ from mpi4py import MPI
 from wacoll.errors import TopologyError, WacollError
 from wacoll.mpi import calls
 from wacoll.mpi import objects
-from wacoll.mpi.agreement import VECTOR_CHECKS, Check, Signature, agree
+from wacoll.mpi.agreement import VECTOR_CHECKS, Check, PersistentCheck, Signature, agree
 from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi.discover import topology_from_comm
 from wacoll.mpi.executor import Run, call_tag
@@ -172,11 +172,13 @@ class Comm(MPI.Intracomm):
         self._seq = 0
         self._broken = None
         self._place = calls.Place(wire.Get_rank(), wire.Get_size())
-        self._check_program = None
+        self._check_program = self._blocking_check = None
         if topology.nclusters > 1:  # the check runs as a wide-area optimal all-reduce
             plan = select(Call("allreduce", count=4, itemsize=8, level="commutative"),
                           topology, family="magpie").build(topology)
             self._check_program = lower(plan, self._place.rank)
+        elif check != "off":  # blocking calls check first, in a persistent request
+            self._blocking_check = PersistentCheck(self._control)
         #: The :class:`~wacoll.Topology` (clusters and links) wacoll plans for;
         #: ``topology`` is mpi4py's own (the MPI virtual topology kind).
         self.network = topology
@@ -230,6 +232,8 @@ class Comm(MPI.Intracomm):
             return
         if wire not in self._abandoned:
             wire.Free()
+        if self._blocking_check is not None:
+            self._blocking_check.free()
         self._control.Free()
         self._wire = None
         MPI.Intracomm.Free(self)
@@ -645,7 +649,7 @@ class Comm(MPI.Intracomm):
         if self.validate and vector_check is None:
             check = Check(self._control, error, sig, program=self._check_program,
                           tag=call_tag(seq),
-                          blocking=mode == "call" and self._check_program is None)
+                          persistent=self._blocking_check if mode == "call" else None)
         elif error is not None:
             raise error
         if mode == "bind":
@@ -684,7 +688,7 @@ class Comm(MPI.Intracomm):
         """Run a recorded native call: its check and the library's collective."""
         self._seq += 1
         self.last_plan, self.last_family = None, NATIVE
-        flags = recorded.run(self._control if self.validate else None)
+        flags = recorded.run(self._blocking_check)
         if flags is not None:
             self._after_failure(False)
             raise Check.completed(self._control, recorded.sig, flags).failure(True)

@@ -8,14 +8,15 @@ microseconds in Python, more than the collective itself at small sizes) depends 
 on the arguments' *descriptions*: which objects they are and, for arrays, their
 shape, strides, dtype and writability. So the first such call records a
 :class:`NativeCall`; a later call with the same objects, unchanged, replays it: the
-check's all-reduce, then the library's collective.
+check (:class:`~wacoll.mpi.agreement.PersistentCheck`), then the library's blocking
+collective.
 
-On one cluster the check runs *before* the collective, in the library's blocking
-calls, not beside it as on a grid: a microsecond collective has no latency to hide,
-and the library's non-blocking calls cost more than its blocking ones (MPICH 5, 2
-ranks, 8 B: ``Iallreduce`` + ``Wait`` 9 us, ``Allreduce`` 6 us; the check and the
-call started together and waited for at once took 19 us, one after the other 12 us).
-A failed check then also leaves every buffer untouched.
+On one cluster the check runs *before* the collective, not beside it as on a grid: a
+microsecond collective has no latency to hide, and the library's non-blocking calls
+cost more than its blocking ones (MPICH 5, 2 ranks, 8 B: ``Iallreduce`` + ``Wait`` 9
+us, ``Allreduce`` 6 us; the check and the call started together and waited for at
+once took 19 us, one after the other 12 us). A failed check then also leaves every
+buffer untouched.
 
 Only arguments whose identity says everything are recorded: numpy arrays, integers,
 ``None``, ``MPI.IN_PLACE``, ``MPI.Op`` objects and operator names. A recorded call
@@ -89,13 +90,12 @@ class NativeCall:
         The call's signature, for the error message of a failed check.
     """
 
-    __slots__ = ("args", "description", "flags", "template", "call", "sig")
+    __slots__ = ("args", "description", "template", "call", "sig")
 
     def __init__(self, args, description, digest, call, sig):
         self.args = args
         self.description = description
         self.template = np.array([0, 0, digest, -digest], np.int64)
-        self.flags = np.empty(4, np.int64)
         self.call = call
         self.sig = sig
 
@@ -112,20 +112,16 @@ class NativeCall:
                 return False
         return True
 
-    def run(self, control):
-        """Run the call once: the check on ``control``, then the collective (the
-        collective alone when ``control`` is None: no check).
+    def run(self, check):
+        """Run the call once: ``check`` (a
+        :class:`~wacoll.mpi.agreement.PersistentCheck`, or None: no check), then the
+        collective.
 
         Returns None when the call ran, else the failed check's flags (every rank
         learns the same) for the caller's failure path; the collective did not start.
         """
-        MPI = _mpi()
-        if control is not None:
-            flags = self.flags
-            flags[:] = self.template
-            control.Allreduce(MPI.IN_PLACE, flags, op=MPI.MAX)
-            if flags[0] != 0 or flags[2] != -flags[3]:
-                return flags
+        if check is not None and not check.run(self.template):
+            return check.flags.copy()
         if self.call is not None:
             self.call()
         return None
