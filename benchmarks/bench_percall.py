@@ -10,7 +10,7 @@ median per call of the slowest rank, in microseconds:
 ``native persistent`` ``MPI.COMM_WORLD.Allreduce_init`` + ``Start``/``Wait``
 ``default``           ``wacoll.Comm(MPI.COMM_WORLD)`` with no options, as the README
                       says to write it (on one node: the library's collective after
-                      wacoll's argument check)
+                      wacoll's argument check, a repeated call replayed)
 ``no check``          ``wacoll.Comm(MPI.COMM_WORLD, validate=False)``
 ``persistent``        ``wacoll.Comm(...).Allreduce_init`` + ``Start``/``Wait``
 ``plan persistent``   the same with ``family="mpich"``: a wacoll plan bound once

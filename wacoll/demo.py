@@ -166,8 +166,8 @@ def run_demo(out="wacoll-demo", *, reps=5, simulate_only=False, timeout=240.0,
              "faster than the\nlibrary's own collective (above 1: faster, below 1: "
              "slower); WAN msgs, bytes, hops:\nthe checker's wide-area traffic; predicted: "
              "the simulator (of the plan\nalone: the default row also runs "
-             "the cross-rank argument check first, about one more\nwide-area "
-             "latency); bound: the physical lower bound")
+             "the cross-rank argument check beside the call);\nbound: the physical "
+             "lower bound")
     _write(out, rows, measured)
     _say(f"\nwrote {out / 'demo.csv'}, {out / 'demo.png'}"
          + (f", {out / MEASURED_FILE}" if measured else "")

@@ -16,8 +16,8 @@ arguments validated, the selection policy's family, reductions at its default le
 the case's ``level`` is not passed). Rank 0 writes the times (seconds) per case and
 impl, one per repetition, to ``results.json``. The other wacoll communicators are
 created with ``validate=False`` unless the spec says ``"validate": true``: native MPI
-trusts its arguments, and wacoll's argument agreement is itself a small collective
-(on a grid, one more wide-area latency per call).
+trusts its arguments, and wacoll's argument check is itself a small collective
+(beside the call by default: see :class:`wacoll.Comm`'s ``check``).
 
 How a repetition is timed: completion time is the moment the last rank has finished,
 measured from a common start instant. All processes of one machine share its
