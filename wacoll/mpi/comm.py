@@ -177,6 +177,8 @@ class Comm(MPI.Intracomm):
             plan = select(Call("allreduce", count=4, itemsize=8, level="commutative"),
                           topology, family="magpie").build(topology)
             self._check_program = lower(plan, self._place.rank)
+            if os.environ.get("WACOLL_DIRECT_CHECK") == "1":
+                self._check_program = "direct"
         elif check != "off":  # blocking calls check first, in a persistent request
             self._blocking_check = PersistentCheck(self._control)
         #: The :class:`~wacoll.Topology` (clusters and links) wacoll plans for;
@@ -643,8 +645,8 @@ class Comm(MPI.Intracomm):
                 error, work = exc, None
         t2 = clock() if clock else 0.0
         check = None
-        # on one cluster a blocking call checks first, in the library's blocking
-        # all-reduce, as a replayed call does (see wacoll.mpi.fastpath)
+        # on one cluster a blocking call checks first, in the communicator's
+        # persistent check, as a replayed call does (see wacoll.mpi.fastpath)
         first = self.check == "first" or (mode == "call" and self._check_program is None)
         if self.validate and vector_check is None:
             check = Check(self._control, error, sig, program=self._check_program,
