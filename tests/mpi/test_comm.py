@@ -290,3 +290,26 @@ def test_last_plan_names_the_family_used(mpi):
                 f"Allreduce family={family}")
         seen.append(comm.last_plan.family)
     mpi.assert_all(seen == ["mpich", "tree", "magpie"], f"last_plan families {seen}")
+
+
+@pytest.mark.mpi(min_size=1)
+def test_check_modes_and_their_environment_variable(mpi, monkeypatch):
+    """``check=`` chooses the mode; ``WACOLL_CHECK`` overrides it; ``validate=False``
+    is ``check="off"``; every mode gives the library's results."""
+    topo = wacoll.Topology.from_sizes([P - P // 2, P // 2] if P > 1 else [1])
+    send, want = np.arange(4.0) + ME, np.zeros(4)
+    W.Allreduce(send, want, op=MPI.SUM)
+    for kwargs, env, mode in (({}, None, "beside"), ({"check": "first"}, None, "first"),
+                              ({"validate": False}, None, "off"),
+                              ({"check": "beside"}, "first", "first")):
+        if env is None:
+            monkeypatch.delenv("WACOLL_CHECK", raising=False)
+        else:
+            monkeypatch.setenv("WACOLL_CHECK", env)
+        comm = wacoll.Comm(W, topo, **kwargs)
+        recv = np.zeros(4)
+        comm.Allreduce(send, recv, op=MPI.SUM)
+        mpi.assert_all(comm.check == mode and comm.validate == (mode != "off"),
+                       f"{kwargs} with WACOLL_CHECK={env}: mode {comm.check}")
+        mpi.assert_equal(recv, want)
+        comm.Free()

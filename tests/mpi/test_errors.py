@@ -343,6 +343,12 @@ def test_bad_constructor_arguments(mpi):
     mpi.same_error(lambda: wacoll.Comm("not a communicator"))
     mpi.same_error(lambda: wacoll.Comm(MPI.COMM_NULL))
     mpi.same_error(lambda: wacoll.Comm(W, topology=[[0]]), TopologyError)
+    mpi.same_error(lambda: wacoll.Comm(W, mpi.topology("single"), check="later"),
+                   match="check must be one of")
+    if P > 1:  # a check mode on one rank only would pair different collectives
+        mode = "first" if ME == LAST else "beside"
+        mpi.same_error(lambda: wacoll.Comm(W, mpi.topology("single"), check=mode),
+                       match="check")
 
 
 @pytest.mark.mpi(min_size=2)
