@@ -363,12 +363,17 @@ class PersistentCheck:
         self.request = comm.Allreduce_init(MPI.IN_PLACE, self.flags, op=MPI.MAX)
 
     def run(self, mine) -> bool:
-        """Check one call whose flags on this rank are ``mine``; whether it passed."""
+        """Check one call whose flags on this rank are ``mine``; whether it passed.
+
+        It passed when the maximum over the ranks is ``mine`` itself and ``mine``
+        flags no error: no rank failed (a failure raises the first word) and every
+        digest is this rank's (another one raises the third word or the fourth).
+        """
         flags = self.flags
-        flags[:] = mine
+        np.copyto(flags, mine)
         self.request.Start()
         self.request.Wait()
-        return flags[0] == 0 and flags[2] == -flags[3]
+        return mine[0] == 0 and flags.tobytes() == mine.tobytes()
 
     def free(self):
         self.request.Free()

@@ -107,8 +107,11 @@ class NativeCall:
         for a, b, d in zip(args, mine, self.description):
             if a is not b:
                 return False
+            # ``is not`` for the dtype: numpy's dtype comparison costs more than the
+            # rest together, and an equal dtype that is another object only costs
+            # one re-read
             if d is not None and (a.shape != d[0] or a.strides != d[1] or
-                                  a.dtype != d[2] or a.flags.writeable != d[3]):
+                                  a.dtype is not d[2] or a.flags.writeable != d[3]):
                 return False
         return True
 
