@@ -5,6 +5,16 @@ global program context. :meth:`PlanBuilder.transfer` appends the send to the sen
 program and the matching receive to the receiver's, so a builder written phase by
 phase produces programs whose order follows the phases.
 
+A builder may be *focused* on one rank (:func:`focus`): it then keeps only that
+rank's steps, and :meth:`PlanBuilder.build` returns a :class:`RankPlan` (that rank's
+program and the plan's header) instead of a :class:`~wacoll.plans.plan.Plan`. The
+families' builders do not change: they still write every rank's steps through the
+builder they create, and a builder they create under ``with focus(r):`` drops the
+others. Where a family's loop over ranks costs more than appending, it asks
+:meth:`PlanBuilder.keeps` and skips the ranks whose steps would be dropped, so that a
+focused build costs time proportional to the focused rank's own steps (plus the
+trees, linear in the ranks).
+
 Examples
 --------
 >>> from wacoll import Topology
@@ -18,14 +28,73 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import numbers
+from dataclasses import dataclass
 
 from wacoll.errors import PlanError
 from wacoll.plans.operations import block_counts, spec
 from wacoll.plans.plan import Plan, Step
 from wacoll.topology import Topology
 
-__all__ = ["PlanBuilder"]
+__all__ = ["PlanBuilder", "RankPlan", "focus", "focused_rank"]
+
+_FOCUS = contextvars.ContextVar("wacoll_plan_focus", default=None)
+
+
+@contextlib.contextmanager
+def focus(rank):
+    """Plan builders created inside this block keep only ``rank``'s steps.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> from wacoll.plans import build
+    >>> with focus(3):
+    ...     part = build("bcast", Topology.from_sizes([3, 3]), "magpie", root=1)
+    >>> part.rank, [str(s) for s in part.program]
+    (3, ['recv 1 [0]', 'send 4 [0]', 'send 5 [0]'])
+    """
+    if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or rank < 0:
+        raise PlanError(f"focus needs a rank >= 0, got {rank!r}")
+    token = _FOCUS.set(int(rank))
+    try:
+        yield
+    finally:
+        _FOCUS.reset(token)
+
+
+def focused_rank():
+    """The rank plan builders created now keep (None: every rank)."""
+    return _FOCUS.get()
+
+
+@dataclass(frozen=True)
+class RankPlan:
+    """One rank's part of a plan: its program and the plan's header, nothing else.
+
+    What a focused :class:`PlanBuilder` builds; :func:`wacoll.plans.rank.rank_program`
+    lowers it. The attributes other than ``rank`` and ``program`` are those of
+    :class:`~wacoll.plans.plan.Plan`.
+    """
+
+    op: str
+    size: int
+    root: int | None
+    counts: tuple
+    rank: int
+    program: tuple
+    level: str | None = None
+    itemsize: int = 1
+    family: str = ""
+    algorithm: str = ""
+    params: tuple = ()
+
+    @property
+    def nblocks(self) -> int:
+        """Number of blocks."""
+        return len(self.counts)
 
 
 class PlanBuilder:
@@ -73,7 +142,14 @@ class PlanBuilder:
         self.counts = block_counts(op, self.size, count=count, counts=counts,
                                    segments=segments)
         self.itemsize = itemsize
+        self.focus = _FOCUS.get()
+        if self.focus is not None and self.focus >= self.size:
+            raise PlanError(f"rank {self.focus} is not a rank of 0..{self.size - 1}")
         self.programs = [[] for _ in range(self.size)]
+
+    def keeps(self, rank) -> bool:
+        """Whether this builder keeps ``rank``'s steps (all ranks unless focused)."""
+        return self.focus is None or rank == self.focus
 
     # ------------------------------------------------------------ layout helpers
     @property
@@ -88,26 +164,30 @@ class PlanBuilder:
     # ------------------------------------------------------------------ steps
     def send(self, rank, peer, blocks, src="out"):
         """Append a send of ``blocks`` of ``src`` to ``peer``."""
-        self.programs[rank].append(Step("send", tuple(blocks), peer=peer, src=src))
+        if self.focus is None or rank == self.focus:
+            self.programs[rank].append(Step("send", tuple(blocks), peer=peer, src=src))
 
     def recv(self, rank, peer, blocks, dst="out"):
         """Append a receive of ``blocks`` from ``peer`` into ``dst``."""
-        self.programs[rank].append(Step("recv", tuple(blocks), peer=peer, dst=dst))
+        if self.focus is None or rank == self.focus:
+            self.programs[rank].append(Step("recv", tuple(blocks), peer=peer, dst=dst))
 
     def recv_combine(self, rank, peer, blocks, dst, side="right", group=0):
         """Append a receive from ``peer`` combined into ``dst`` on ``side``."""
-        self.programs[rank].append(Step("recv_combine", tuple(blocks), peer=peer, dst=dst,
-                                        side=side, group=group))
+        if self.focus is None or rank == self.focus:
+            self.programs[rank].append(Step("recv_combine", tuple(blocks), peer=peer,
+                                            dst=dst, side=side, group=group))
 
     def copy(self, rank, blocks, src, dst):
         """Append a local copy of ``blocks`` from ``src`` to ``dst``."""
-        if blocks:
+        if blocks and (self.focus is None or rank == self.focus):
             self.programs[rank].append(Step("copy", tuple(blocks), src=src, dst=dst))
 
     def combine(self, rank, blocks, src, dst, side="right"):
         """Append a local combine of ``blocks`` of ``src`` into ``dst`` on ``side``."""
-        self.programs[rank].append(Step("combine", tuple(blocks), src=src, dst=dst,
-                                        side=side))
+        if self.focus is None or rank == self.focus:
+            self.programs[rank].append(Step("combine", tuple(blocks), src=src, dst=dst,
+                                            side=side))
 
     def transfer(self, src_rank, dst_rank, blocks, src="out", dst="out"):
         """Append a send at ``src_rank`` and the matching receive at ``dst_rank``."""
@@ -120,8 +200,15 @@ class PlanBuilder:
         self.recv_combine(dst_rank, src_rank, blocks, dst, side, group)
 
     # ------------------------------------------------------------------ freeze
-    def build(self, *, family="", algorithm="", **params) -> Plan:
-        """Freeze the programs into a :class:`~wacoll.plans.plan.Plan`."""
+    def build(self, *, family="", algorithm="", **params):
+        """Freeze the programs into a :class:`~wacoll.plans.plan.Plan` (a
+        :class:`RankPlan` of the focused rank when focused)."""
+        if self.focus is not None:
+            return RankPlan(op=self.op, size=self.size, root=self.root,
+                            counts=self.counts, rank=self.focus,
+                            program=tuple(self.programs[self.focus]), level=self.level,
+                            itemsize=self.itemsize, family=family, algorithm=algorithm,
+                            params=tuple(sorted(params.items())))
         return Plan(
             op=self.op,
             size=self.size,
