@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from wacoll.errors import PlanError
@@ -38,7 +39,7 @@ from wacoll.plans.operations import block_counts, spec
 from wacoll.plans.plan import Plan, Step
 from wacoll.topology import Topology
 
-__all__ = ["PlanBuilder", "RankPlan", "focus", "focused_rank"]
+__all__ = ["PlanBuilder", "RankPlan", "RepeatedCounts", "focus", "focused_rank"]
 
 _FOCUS = contextvars.ContextVar("wacoll_plan_focus", default=None)
 
@@ -68,6 +69,49 @@ def focus(rank):
 def focused_rank():
     """The rank plan builders created now keep (None: every rank)."""
     return _FOCUS.get()
+
+
+class RepeatedCounts(Sequence):
+    """``(count,) * n`` without the tuple: the block counts of a focused build of a
+    uniform all-to-all, whose ``P * P`` blocks would otherwise cost ``8 P**2`` bytes.
+
+    Examples
+    --------
+    >>> c = RepeatedCounts(3, 4)
+    >>> len(c), c[2], c == (3, 3, 3, 3), c[1:3]
+    (4, 3, True, (3, 3))
+    """
+
+    __slots__ = ("count", "n")
+
+    def __init__(self, count, n):
+        self.count, self.n = count, n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return (self.count,) * len(range(*index.indices(self.n)))
+        if not -self.n <= index < self.n:
+            raise IndexError("block index out of range")
+        return self.count
+
+    def __iter__(self):
+        return iter((self.count,) * self.n)
+
+    def __eq__(self, other):
+        if isinstance(other, RepeatedCounts):
+            return self.n == other.n and (self.count == other.count or not self.n)
+        if isinstance(other, (tuple, list)):
+            return len(other) == self.n and all(c == self.count for c in other)
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(tuple(self))
+
+    def __repr__(self):
+        return f"RepeatedCounts({self.count}, {self.n})"
 
 
 @dataclass(frozen=True)
@@ -139,10 +183,14 @@ class PlanBuilder:
         else:
             level = None
         self.level = level
-        self.counts = block_counts(op, self.size, count=count, counts=counts,
-                                   segments=segments)
-        self.itemsize = itemsize
         self.focus = _FOCUS.get()
+        if self.focus is not None and self.spec.layout == "pairs" and counts is None:
+            block_counts(op, 1, count=count)  # the checks, without the P * P tuple
+            self.counts = RepeatedCounts(count, self.size * self.size)
+        else:
+            self.counts = block_counts(op, self.size, count=count, counts=counts,
+                                       segments=segments)
+        self.itemsize = itemsize
         if self.focus is not None and self.focus >= self.size:
             raise PlanError(f"rank {self.focus} is not a rank of 0..{self.size - 1}")
         self.programs = [[] for _ in range(self.size)]
