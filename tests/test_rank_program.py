@@ -145,6 +145,20 @@ def test_rank_program_without_a_proof_proves_the_whole_plan(monkeypatch):
     assert built == [1, 1]
 
 
+def test_a_rank_plan_builds_the_whole_plan_only_when_asked(monkeypatch):
+    topo = Topology.from_sizes([2, 3])
+    selection = select(Call("alltoall", count=2, itemsize=4), topo)
+    part = rank_plan(selection, topo, 4)
+    assert part._whole == []
+    whole = selection.build(topo)
+    assert part.programs == whole.programs and part.check() == whole.check()
+    assert part.whole() is part.whole()
+    with focus(1):
+        bare = PlanBuilder("bcast", topo).build()
+    with pytest.raises(PlanError, match="does not know its selection"):
+        bare.programs
+
+
 def test_rank_plan_refuses_native_and_bad_ranks():
     topo = Topology.single(3)
     native = select(Call("bcast", count=4, root=0), topo)

@@ -32,7 +32,7 @@ import contextlib
 import contextvars
 import numbers
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from wacoll.errors import PlanError
 from wacoll.plans.operations import block_counts, spec
@@ -120,7 +120,10 @@ class RankPlan:
 
     What a focused :class:`PlanBuilder` builds; :func:`wacoll.plans.rank.rank_program`
     lowers it. The attributes other than ``rank`` and ``program`` are those of
-    :class:`~wacoll.plans.plan.Plan`.
+    :class:`~wacoll.plans.plan.Plan`. One made by :func:`wacoll.plans.rank.rank_plan`
+    knows its selection and topology, and builds the whole plan when asked for it
+    (:meth:`whole`, and through it ``programs`` and :meth:`check`), so that it can
+    stand where a plan is expected.
     """
 
     op: str
@@ -134,11 +137,34 @@ class RankPlan:
     family: str = ""
     algorithm: str = ""
     params: tuple = ()
+    source: tuple = field(default=(), repr=False, compare=False)
+    _whole: list = field(default_factory=list, init=False, repr=False, compare=False)
 
     @property
     def nblocks(self) -> int:
         """Number of blocks."""
         return len(self.counts)
+
+    def whole(self):
+        """The whole proved :class:`~wacoll.plans.plan.Plan` this part belongs to,
+        built on first use (:func:`wacoll.plans.proofs.build_proved`)."""
+        if not self._whole:
+            if not self.source:
+                raise PlanError("this part of a plan does not know its selection: "
+                                "build the whole plan with wacoll.plans.build")
+            from wacoll.plans.proofs import build_proved
+
+            self._whole.append(build_proved(*self.source))
+        return self._whole[0]
+
+    @property
+    def programs(self) -> tuple:
+        """Every rank's program (builds the whole plan: see :meth:`whole`)."""
+        return self.whole().programs
+
+    def check(self):
+        """The whole plan's check report (see :meth:`whole`)."""
+        return self.whole().check()
 
 
 class PlanBuilder:

@@ -12,7 +12,9 @@ check for every family and operation on many topologies.
 A focused build proves nothing. :func:`rank_program` runs it only once the whole
 plan has been proved (it is given a proof, or its ``proof`` callable finds one, e.g.
 in :mod:`wacoll.plans.proofs`' disk cache); without one it builds and proves the whole
-plan, and lowers that.
+plan, and lowers that. :func:`plan_for_rank` is the run-time rule ``wacoll.Comm``
+follows: this rank's part when the proof cache holds the plan's proof, else the whole
+plan, proved and its proof stored, so that the next run derives only its part.
 
 Examples
 --------
@@ -30,6 +32,7 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 
 from wacoll.errors import PlanError
@@ -37,7 +40,7 @@ from wacoll.plans.builder import RankPlan, focus
 from wacoll.plans.families import build
 from wacoll.plans.lower import lower, lower_steps
 
-__all__ = ["rank_plan", "rank_program"]
+__all__ = ["rank_plan", "rank_program", "plan_for_rank", "lower_for_rank"]
 
 
 def _check_rank(rank, topology):
@@ -85,7 +88,7 @@ def rank_plan(selection, topology, rank) -> RankPlan:
     if not isinstance(part, RankPlan):  # a builder that bypassed PlanBuilder
         raise PlanError(f"the {selection.family} family's {selection.op} builder does "
                         f"not build through a PlanBuilder; it cannot derive one rank")
-    return part
+    return dataclasses.replace(part, source=(selection, topology))
 
 
 def rank_program(selection, topology, rank, in_offsets=None, out_offsets=None, *,
@@ -131,3 +134,63 @@ def rank_program(selection, topology, rank, in_offsets=None, out_offsets=None, *
         return lower(selection.build(topology), rank, in_offsets, out_offsets)
     part = rank_plan(selection, topology, rank)
     return lower_steps(part, rank, part.program, in_offsets, out_offsets)
+
+
+def plan_for_rank(selection, topology, rank, *, directory=None):
+    """What a running rank needs of the plan ``selection`` builds: a proved plan.
+
+    When the proof cache (:mod:`wacoll.plans.proofs`, ``directory`` or its default)
+    holds the plan's proof, only ``rank``'s part (a
+    :class:`~wacoll.plans.builder.RankPlan`); otherwise the whole plan, built and
+    proved, its proof stored for the next run. With the cache off, always the whole
+    plan (:meth:`Selection.build <wacoll.plans.Selection.build>`).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from wacoll import Topology
+    >>> from wacoll.plans import Call, select
+    >>> topo = Topology.from_sizes([2, 2])
+    >>> sel = select(Call("alltoall", count=1), topo)
+    >>> where = tempfile.mkdtemp()
+    >>> type(plan_for_rank(sel, topo, 1, directory=where)).__name__
+    'Plan'
+    >>> part = plan_for_rank(sel, topo, 1, directory=where)
+    >>> type(part).__name__, part.rank, len(part.program)
+    ('RankPlan', 1, 7)
+    """
+    from wacoll.plans import proofs
+
+    rank = _check_rank(rank, topology)
+    where = proofs.cache_dir() if directory is None else directory
+    if where is None or where is False:
+        return selection.build(topology)
+    if proofs.lookup(selection, topology, directory=where) is not None:
+        return rank_plan(selection, topology, rank)
+    plan = selection.build(topology)
+    proofs.store(selection, topology, plan, directory=where)
+    return plan
+
+
+def lower_for_rank(plan, rank, in_offsets=None, out_offsets=None):
+    """Lower ``rank``'s program of what :func:`plan_for_rank` returned.
+
+    A :class:`~wacoll.plans.plan.Plan` is lowered by :func:`wacoll.plans.lower`
+    (proved first); a :class:`~wacoll.plans.builder.RankPlan`, a part of a plan whose
+    proof is cached, by :func:`wacoll.plans.lower.lower_steps`.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> from wacoll.plans import Call, select
+    >>> topo = Topology.from_sizes([2, 2])
+    >>> sel = select(Call("bcast", count=4, root=0), topo)
+    >>> lower_for_rank(rank_plan(sel, topo, 3), 3).steps[0].label
+    'recv 2 [0]'
+    """
+    if isinstance(plan, RankPlan):
+        if plan.rank != rank:
+            raise PlanError(f"this part of the plan is rank {plan.rank}'s, not rank "
+                            f"{rank}'s")
+        return lower_steps(plan, rank, plan.program, in_offsets, out_offsets)
+    return lower(plan, rank, in_offsets, out_offsets)
