@@ -113,6 +113,35 @@ def test_every_family_rank_programs_equal_the_whole_plans(data, topo, family):
     _assert_same(selection, topo)
 
 
+EVERY_BUILDER = [(f, op) for f in sorted(FAMILIES) for op in sorted(builders(f))]
+FIXED = [Topology.from_clusters([[0, 3, 5], [1, 2], [4, 6]]), Topology.from_sizes([4, 1]),
+         Topology.single(5)]
+
+
+@pytest.mark.parametrize("family,op", EVERY_BUILDER)
+def test_every_builder_on_fixed_topologies(family, op):
+    """Each family's each builder at least once, on every level it accepts."""
+    ran = 0
+    for topo in FIXED:
+        for level in (LEVELS if spec(op).kind == "reduction" else (None,)):
+            counts = None
+            if op == "alltoallv":
+                counts = tuple(tuple((i + j) % 3 for j in range(topo.size))
+                               for i in range(topo.size))
+            elif op.endswith("v") or op == "reduce_scatter":
+                counts = tuple(i % 3 for i in range(topo.size))
+            call = Call(op, count=None if counts else 5, counts=counts, itemsize=8,
+                        level=level, root=topo.size - 1 if spec(op).rooted else None)
+            try:
+                selection = select(call, topo, family=family)
+                selection.build(topo)
+            except PlanError:
+                continue
+            _assert_same(selection, topo)
+            ran += 1
+    assert ran, (family, op)
+
+
 def test_focus_is_scoped_and_checked():
     topo = Topology.from_sizes([2, 2])
     assert focused_rank() is None

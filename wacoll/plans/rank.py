@@ -77,8 +77,10 @@ def rank_plan(selection, topology, rank) -> RankPlan:
     >>> from wacoll.plans import Call, select
     >>> topo = Topology.from_sizes([2, 2])
     >>> part = rank_plan(select(Call("alltoall", count=1), topo), topo, 1)
-    >>> [str(s) for s in part.program]
-    ['copy [5] in -> out', 'send 2 [6] from in', 'send 3 [7] from in', 'send 0 [4] from in', 'recv 0 [1]', 'recv 3 [13]', 'recv 2 [9]']
+    >>> [str(s) for s in part.program][:4]
+    ['copy [5] in -> out', 'send 2 [6] from in', 'send 3 [7] from in', 'send 0 [4] from in']
+    >>> part.counts
+    RepeatedCounts(1, 16)
     """
     if selection.native:
         raise PlanError("the native family has no plan: the MPI library runs the call")
