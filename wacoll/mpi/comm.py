@@ -54,8 +54,8 @@ from wacoll.mpi.progress import engine
 from wacoll.mpi.task import CallTask, NativeWork
 from wacoll.mpi.trace import Tracer
 from wacoll.plans import LEVELS, Call, Policy, builders, lower, select
-from wacoll.plans.select import NATIVE, adapt_script
 from wacoll.plans.rank import lower_for_rank, plan_for_rank
+from wacoll.plans.select import NATIVE, adapt_script
 from wacoll.topology import Topology
 
 __all__ = ["Comm"]
