@@ -120,8 +120,9 @@ class RankPlan:
 
     What a focused :class:`PlanBuilder` builds; :func:`wacoll.plans.rank.rank_program`
     lowers it. The attributes other than ``rank`` and ``program`` are those of
-    :class:`~wacoll.plans.plan.Plan`. One made by :func:`wacoll.plans.rank.rank_plan`
-    knows its selection and topology, and builds the whole plan when asked for it
+    :class:`~wacoll.plans.plan.Plan`. ``source``, when given (as
+    :func:`wacoll.plans.rank.rank_plan` does), is a function of no arguments that
+    builds the whole proved plan: the part then builds it when asked for it
     (:meth:`whole`, and through it ``programs`` and :meth:`check`), so that it can
     stand where a plan is expected.
     """
@@ -137,7 +138,7 @@ class RankPlan:
     family: str = ""
     algorithm: str = ""
     params: tuple = ()
-    source: tuple = field(default=(), repr=False, compare=False)
+    source: object = field(default=None, repr=False, compare=False)
     _whole: list = field(default_factory=list, init=False, repr=False, compare=False)
 
     @property
@@ -147,14 +148,12 @@ class RankPlan:
 
     def whole(self):
         """The whole proved :class:`~wacoll.plans.plan.Plan` this part belongs to,
-        built on first use (:func:`wacoll.plans.proofs.build_proved`)."""
+        built on first use by ``source``."""
         if not self._whole:
-            if not self.source:
+            if self.source is None:
                 raise PlanError("this part of a plan does not know its selection: "
                                 "build the whole plan with wacoll.plans.build")
-            from wacoll.plans.proofs import build_proved
-
-            self._whole.append(build_proved(*self.source))
+            self._whole.append(self.source())
         return self._whole[0]
 
     @property

@@ -72,6 +72,8 @@ __all__ = ["ENV", "Proof", "cache_dir", "plan_key", "plan_digest", "report_diges
 ENV = "WACOLL_PROOF_CACHE"
 _OFF = ("off", "0", "no", "false")
 _FORMAT = 1
+#: The package's name, the cache's directory under the user's cache directory.
+_PACKAGE = __name__.split(".")[0]
 #: Bytes beyond which a cache file is not read (a proof is well under 1 KiB).
 _MAX_BYTES = 65536
 
@@ -96,7 +98,7 @@ def cache_dir(environ=None) -> Path | None:
         return Path(value)
     base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
                                                           ".cache")
-    return Path(base) / "wacoll" / "proofs"
+    return Path(base) / _PACKAGE / "proofs"
 
 
 def _canonical(value) -> bytes:
@@ -115,13 +117,13 @@ def _jsonable(value):
 def code_digest() -> str:
     """The digest of the source that builds plans: :mod:`wacoll.plans` (every module,
     the checker included), :mod:`wacoll.trees`, :mod:`wacoll.topology` and the
-    package version. A changed builder or checker changes every key."""
-    import wacoll
-
-    root = Path(wacoll.__file__).resolve().parent
-    h = hashlib.sha256(f"wacoll {wacoll.__version__}\n".encode())
+    package's ``__init__`` (its version). A changed builder or checker changes every
+    key."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
     files = sorted([*root.joinpath("plans").rglob("*.py"),
-                    *root.joinpath("trees").rglob("*.py"), root / "topology.py"])
+                    *root.joinpath("trees").rglob("*.py"), root / "topology.py",
+                    root / "__init__.py"])
     for path in files:
         h.update(str(path.relative_to(root)).encode() + b"\0")
         h.update(path.read_bytes() + b"\0")

@@ -33,6 +33,7 @@ True
 from __future__ import annotations
 
 import dataclasses
+import functools
 import numbers
 
 from wacoll.errors import PlanError
@@ -90,7 +91,10 @@ def rank_plan(selection, topology, rank) -> RankPlan:
     if not isinstance(part, RankPlan):  # a builder that bypassed PlanBuilder
         raise PlanError(f"the {selection.family} family's {selection.op} builder does "
                         f"not build through a PlanBuilder; it cannot derive one rank")
-    return dataclasses.replace(part, source=(selection, topology))
+    from wacoll.plans.proofs import build_proved
+
+    return dataclasses.replace(part, source=functools.partial(build_proved, selection,
+                                                              topology))
 
 
 def rank_program(selection, topology, rank, in_offsets=None, out_offsets=None, *,
