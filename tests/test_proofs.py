@@ -109,6 +109,9 @@ CORRUPTIONS = {
     "report types": lambda r: json.dumps(
         {**r, "report": {**r["report"], "messages": "many"}}).encode(),
     "huge": lambda r: b" " * 70000 + json.dumps(r).encode(),
+    "ranks short": lambda r: json.dumps({**r, "ranks": r["ranks"][:-1]}).encode(),
+    "ranks not digests": lambda r: json.dumps(
+        {**r, "ranks": ["zz" * 32] * len(r["ranks"])}).encode(),
 }
 
 
@@ -145,6 +148,34 @@ def test_build_proved_takes_the_cached_report_only_for_the_same_plan(tmp_path,
         plan = proofs.build_proved(sel, TOPO, directory=tmp_path)
     assert plan.checked and checks == [1]
     assert json.loads(path.read_text())["plan"] == record["plan"]
+
+
+def test_the_record_holds_each_ranks_program_digest(tmp_path):
+    sel = _sel("reduce_scatter_block", level="commutative")
+    proof = proofs.prove(sel, TOPO, directory=tmp_path)
+    assert proof.rank_digests == tuple(proofs.program_digest(p)
+                                       for p in proof.plan.programs)
+    assert proofs.lookup(sel, TOPO, directory=tmp_path).rank_digests == \
+        proof.rank_digests
+
+
+def test_a_rank_whose_program_is_not_the_proved_one_proves_the_whole_plan(tmp_path):
+    from wacoll.plans.plan import Plan
+    from wacoll.plans.rank import plan_for_rank
+
+    sel = _sel("allgather")
+    first = plan_for_rank(sel, TOPO, 5, directory=tmp_path)  # a miss: the whole plan
+    assert isinstance(first, Plan)
+    assert type(plan_for_rank(sel, TOPO, 5, directory=tmp_path)).__name__ == "RankPlan"
+    path = _record_path(tmp_path, sel)
+    record = json.loads(path.read_text())
+    record["ranks"][5] = "0" * 64  # a valid digest of some other program
+    path.write_text(json.dumps(record))
+    with pytest.warns(ProofCacheWarning, match="rank 5's program derived alone"):
+        again = plan_for_rank(sel, TOPO, 5, directory=tmp_path)
+    assert isinstance(again, Plan) and again.checked
+    # the new proof replaced the record; other ranks were never affected
+    assert type(plan_for_rank(sel, TOPO, 5, directory=tmp_path)).__name__ == "RankPlan"
 
 
 def test_unwritable_cache_warns_and_still_proves(tmp_path):

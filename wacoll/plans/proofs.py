@@ -65,7 +65,8 @@ from wacoll.errors import ProofCacheWarning
 from wacoll.plans.check import CheckReport
 from wacoll.plans.families import build
 
-__all__ = ["ENV", "Proof", "cache_dir", "plan_key", "plan_digest", "report_digest",
+__all__ = ["ENV", "Proof", "cache_dir", "plan_key", "plan_digest", "program_digest",
+           "report_digest",
            "lookup", "store", "prove", "build_proved"]
 
 #: The environment variable that places the cache or turns it off.
@@ -74,8 +75,10 @@ _OFF = ("off", "0", "no", "false")
 _FORMAT = 1
 #: The package's name, the cache's directory under the user's cache directory.
 _PACKAGE = __name__.split(".")[0]
-#: Bytes beyond which a cache file is not read (a proof is well under 1 KiB).
+#: Bytes beyond which a cache file is not read: a proof is under 1 KiB plus 67 bytes
+#: (a digest) per rank.
 _MAX_BYTES = 65536
+_PER_RANK_BYTES = 80
 
 
 def cache_dir(environ=None) -> Path | None:
@@ -150,15 +153,48 @@ def plan_key(selection, topology) -> str:
     })).hexdigest()
 
 
+def program_digest(program) -> str:
+    """The digest of one rank's program (its steps, as :meth:`Plan.to_dict` lists
+    them).
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> from wacoll.plans import build
+    >>> plan = build("bcast", Topology.single(3), "mpich")
+    >>> program_digest(plan.programs[1]) == program_digest(plan.programs[2])
+    True
+    """
+    rows = []
+    for s in program:
+        row = {"kind": s.kind, "blocks": list(s.blocks)}
+        for name in ("peer", "src", "dst", "side"):
+            value = getattr(s, name)
+            if value is not None:
+                row[name] = value
+        if s.group:
+            row["group"] = s.group
+        rows.append(row)
+    return hashlib.sha256(_canonical(rows)).hexdigest()
+
+
+def _digests(plan):
+    """The plan's digest and its ranks' program digests: the plan digest covers the
+    plan's header (layout, clusters, names) and every rank's program digest."""
+    ranks = [program_digest(p) for p in plan.programs]
+    header = {"op": plan.op, "size": plan.size, "root": plan.root,
+              "counts": list(plan.counts), "clusters": list(plan.clusters),
+              "level": plan.level, "itemsize": plan.itemsize, "family": plan.family,
+              "algorithm": plan.algorithm, "params": _jsonable(plan.params)}
+    h = hashlib.sha256(_canonical(header))
+    for d in ranks:
+        h.update(d.encode())
+    return h.hexdigest(), tuple(ranks)
+
+
 def plan_digest(plan) -> str:
     """The digest of a whole plan (every rank's program, its layout and names)."""
-    h = hashlib.sha256()
-    data = plan.to_dict()
-    programs = data.pop("programs")
-    h.update(_canonical(data))
-    for rows in programs:  # one rank at a time: no second copy of the whole plan
-        h.update(b"\n" + _canonical(rows))
-    return h.hexdigest()
+    return _digests(plan)[0]
 
 
 def _report_fields(report) -> dict:
@@ -174,8 +210,10 @@ def report_digest(report) -> str:
 class Proof:
     """A proved plan's identity: its key, digest and check report.
 
-    ``cached`` says whether it came from the disk cache; ``plan`` is the whole plan
-    when this process built it (None for a cached proof).
+    ``rank_digests`` holds each rank's :func:`program_digest`, against which a rank
+    that derives its program alone checks it. ``cached`` says whether it came from
+    the disk cache; ``plan`` is the whole plan when this process built it (None for a
+    cached proof).
     """
 
     key: str
@@ -183,6 +221,7 @@ class Proof:
     report: CheckReport
     cached: bool
     plan: object = None
+    rank_digests: tuple = ()
 
 
 def _report(fields) -> CheckReport:
@@ -203,6 +242,11 @@ def _report(fields) -> CheckReport:
                                            for x in r) for r in repeated):
         raise ValueError("report field 'repeated' is not a list of integer tuples")
     return CheckReport(**{**fields, "repeated": tuple(tuple(r) for r in repeated)})
+
+
+def _is_digest(value) -> bool:
+    return isinstance(value, str) and len(value) == 64 and \
+        all(c in "0123456789abcdef" for c in value)
 
 
 def _path(directory, key) -> Path:
@@ -226,9 +270,10 @@ def lookup(selection, topology, *, directory=None) -> Proof | None:
         return None
     key = plan_key(selection, topology)
     path = _path(directory, key)
+    limit = _MAX_BYTES + _PER_RANK_BYTES * topology.size
     try:
         with open(path, "rb") as fh:
-            raw = fh.read(_MAX_BYTES + 1)
+            raw = fh.read(limit + 1)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
@@ -236,18 +281,21 @@ def lookup(selection, topology, *, directory=None) -> Proof | None:
                       ProofCacheWarning, stacklevel=2)
         return None
     try:
-        if len(raw) > _MAX_BYTES:
-            raise ValueError(f"longer than {_MAX_BYTES} bytes")
+        if len(raw) > limit:
+            raise ValueError(f"longer than {limit} bytes")
         data = json.loads(raw.decode("utf-8"))
         if not isinstance(data, dict) or sorted(data) != ["format", "key", "plan",
-                                                           "report", "report_digest"]:
+                                                           "ranks", "report",
+                                                           "report_digest"]:
             raise ValueError("not a proof record")
         if data["format"] != _FORMAT or data["key"] != key:
             raise ValueError("a record of another format or key")
-        digest = data["plan"]
-        if not (isinstance(digest, str) and len(digest) == 64 and
-                all(c in "0123456789abcdef" for c in digest)):
+        digest, ranks = data["plan"], data["ranks"]
+        if not _is_digest(digest):
             raise ValueError("the plan digest is not a sha256 digest")
+        if not (isinstance(ranks, list) and len(ranks) == topology.size and
+                all(_is_digest(d) for d in ranks)):
+            raise ValueError("the rank digests are not one sha256 digest per rank")
         report = _report(data["report"])
         if report_digest(report) != data["report_digest"]:
             raise ValueError("the report does not match its digest")
@@ -257,7 +305,7 @@ def lookup(selection, topology, *, directory=None) -> Proof | None:
         warnings.warn(f"proof cache file {path} is not a valid proof ({exc}); ignored",
                       ProofCacheWarning, stacklevel=2)
         return None
-    return Proof(key, digest, report, cached=True)
+    return Proof(key, digest, report, cached=True, rank_digests=tuple(ranks))
 
 
 def store(selection, topology, plan, *, directory=None) -> Proof:
@@ -265,11 +313,13 @@ def store(selection, topology, plan, *, directory=None) -> Proof:
     and write its proof to the cache (when there is one); return the proof."""
     report = plan.check()
     key = plan_key(selection, topology)
-    proof = Proof(key, plan_digest(plan), report, cached=False, plan=plan)
+    digest, ranks = _digests(plan)
+    proof = Proof(key, digest, report, cached=False, plan=plan, rank_digests=ranks)
     directory = _default(directory)
     if directory is None:
         return proof
     record = {"format": _FORMAT, "key": key, "plan": proof.plan_digest,
+              "ranks": list(ranks),
               "report": _report_fields(report), "report_digest": report_digest(report)}
     try:
         directory.mkdir(parents=True, exist_ok=True)

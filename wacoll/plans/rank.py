@@ -35,8 +35,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import numbers
+import warnings
 
-from wacoll.errors import PlanError
+from wacoll.errors import PlanError, ProofCacheWarning
 from wacoll.plans.builder import RankPlan, focus
 from wacoll.plans.families import build
 from wacoll.plans.lower import lower, lower_steps
@@ -147,8 +148,10 @@ def plan_for_rank(selection, topology, rank, *, directory=None):
 
     When the proof cache (:mod:`wacoll.plans.proofs`, ``directory`` or its default)
     holds the plan's proof, only ``rank``'s part (a
-    :class:`~wacoll.plans.builder.RankPlan`); otherwise the whole plan, built and
-    proved, its proof stored for the next run. With the cache off, always the whole
+    :class:`~wacoll.plans.builder.RankPlan`), whose program's digest must be the one
+    the proof recorded for this rank; otherwise (with a
+    :class:`~wacoll.errors.ProofCacheWarning` on a digest mismatch) the whole plan,
+    built and proved, its proof stored for the next run. With the cache off, always the whole
     plan (:meth:`Selection.build <wacoll.plans.Selection.build>`).
 
     Examples
@@ -171,8 +174,14 @@ def plan_for_rank(selection, topology, rank, *, directory=None):
     where = proofs.cache_dir() if directory is None else directory
     if where is None or where is False:
         return selection.build(topology)
-    if proofs.lookup(selection, topology, directory=where) is not None:
-        return rank_plan(selection, topology, rank)
+    proof = proofs.lookup(selection, topology, directory=where)
+    if proof is not None:
+        part = rank_plan(selection, topology, rank)
+        if proofs.program_digest(part.program) == proof.rank_digests[rank]:
+            return part
+        warnings.warn(f"rank {rank}'s program derived alone is not the one the cached "
+                      f"proof covers; proving the whole {selection.op} plan",
+                      ProofCacheWarning, stacklevel=2)
     plan = selection.build(topology)
     proofs.store(selection, topology, plan, directory=where)
     return plan
