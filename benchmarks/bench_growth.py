@@ -21,12 +21,23 @@ For every plan family of :data:`wacoll.plans.FAMILIES` and every operation it bu
     ``simulate(plan, LinkModel(topology))`` on the proved plan (its message list,
     matched by the proof, is cached on the plan).
 
-and records the plan's size (``steps`` in all programs, ``messages``) and the case's
+and, before all of these, what a running rank derives for itself
+(:func:`wacoll.plans.rank.rank_program`, the plan's proof taken as cached):
+
+``rank_first_s``, ``rank_last_s``
+    rank 0's and the last rank's program built alone (a focused build: no other
+    rank's steps) and lowered, with ``rank_first_mib`` / ``rank_last_mib``, the peak
+    Python memory of that derivation (``tracemalloc``, in a second, untimed run).
+    This is a rank's first call of the collective with the proof cache warm, and it
+    is measured at every size, also beyond a size where the whole plan went over
+    budget or out of memory (there the child derives the two ranks' programs only).
+
+It records the plan's size (``steps`` in all programs, ``messages``) and the case's
 peak resident memory. ``total_s`` is the sum of the five; each has its CPU time
 beside it (``build_cpu_s``, ...; on a shared machine the steadier figure).
 
-Today every rank builds and proves the whole plan before its first call, so the
-large cases take minutes and many GiB. The benchmark protects itself: each case runs
+Without a cached proof a rank builds and proves the whole plan before its first
+call, so the large cases take minutes and many GiB. The benchmark protects itself: each case runs
 in a child process of its own, with a wall-clock budget (``--budget`` seconds,
 counted from the child's start) after which it is killed, and a cap on its address
 space (``--max-memory``, ``RLIMIT_AS``; a ``MemoryError`` in the child is "out of
@@ -74,13 +85,15 @@ import multiprocessing
 import resource
 import sys
 import time
+import tracemalloc
 from multiprocessing.connection import wait
 from pathlib import Path
 
 import numpy as np
 
 from wacoll import Topology
-from wacoll.plans import FAMILIES, OPERATIONS, build, builders, lower, options
+from wacoll.plans import FAMILIES, OPERATIONS, Selection, build, builders, lower, options
+from wacoll.plans.rank import rank_program
 from wacoll.plans.sim import LinkModel, simulate
 
 from _harness import (RESULTS, Report, command_line, human, load1, load_text, parse_size,
@@ -90,11 +103,14 @@ FIELDS = ["ranks", "clusters", "family", "op", "algorithm", "status", "note", "b
           "check_s", "lower_first_s", "lower_last_s", "simulate_s", "total_s",
           "build_cpu_s", "check_cpu_s", "lower_first_cpu_s", "lower_last_cpu_s",
           "simulate_cpu_s", "total_cpu_s", "steps", "messages", "base_rss_mib",
-          "peak_rss_mib", "load1"]
+          "peak_rss_mib", "rank_first_s", "rank_last_s", "rank_first_cpu_s",
+          "rank_last_cpu_s", "rank_first_mib", "rank_last_mib", "load1"]
 FIT_FIELDS = ["family", "op", "fitted_ranks", "largest_ranks", "status_after", "build",
-              "check", "lower", "simulate", "total", "memory"]
+              "check", "lower", "simulate", "total", "memory", "rank", "rank_memory"]
 #: The steps of a case, in the order the child runs them.
 PHASES = ("build", "check", "lower_first", "lower_last", "simulate")
+#: The steps of one rank's own derivation, run first.
+RANK_PHASES = ("rank_first", "rank_last")
 #: Times below this are left out of the fits (timer and scheduling noise).
 FIT_MIN_SECONDS = 0.02
 #: Memory above the base below this is left out of the fits.
@@ -212,7 +228,21 @@ def _timed(step, fn, *args):
                     f"{step}_cpu_s": time.process_time() - cpu}
 
 
-def run_case(conn, family, op, ranks, clusters, level, max_memory):
+def _rank_step(step, selection, topo, rank):
+    """Time rank ``rank``'s own program (focused build and lowering), then measure its
+    peak Python memory in a second run under ``tracemalloc`` (which slows it)."""
+    _, times = _timed(step, lambda: rank_program(selection, topo, rank, proof=True))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        rank_program(selection, topo, rank, proof=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return {**times, f"{step}_mib": peak / 2**20}
+
+
+def run_case(conn, family, op, ranks, clusters, level, max_memory, whole=True):
     """The child's side of one case: cap memory, run the steps, report each on ``conn``.
 
     First runs the same operation on 4 ranks in 2 clusters, untimed, so that the
@@ -229,6 +259,9 @@ def run_case(conn, family, op, ranks, clusters, level, max_memory):
     level : str
     max_memory : int
         The address-space cap, bytes.
+    whole : bool
+        Also build, prove, lower and simulate the whole plan (else one rank's
+        programs only).
     """
     # What the server imported stays out of collections: a collection that walks it
     # would copy every page the fork shares, milliseconds that are no step's.
@@ -245,12 +278,19 @@ def run_case(conn, family, op, ranks, clusters, level, max_memory):
         warm = build(op, tiny, family, **kwargs)
         lower(warm, 0)
         simulate(warm, LinkModel(tiny))
+        rank_program(Selection(op, family, tuple(sorted(kwargs.items()))), tiny, 0,
+                      proof=True)
     except Exception:  # the timed case below meets and reports the same refusal
         pass
     del warm
     conn.send({"base_rss_mib": _rss_mib()})
     try:
         topo = topology(ranks, clusters)
+        selection = Selection(op, family, tuple(sorted(kwargs.items())))
+        for step, rank in zip(RANK_PHASES, (0, ranks - 1)):
+            conn.send(_rank_step(step, selection, topo, rank))
+        if not whole:
+            raise _RankOnly
         plan, times = _timed("build", lambda: build(op, topo, family, **kwargs))
         conn.send({**times, "algorithm": plan.algorithm,
                    "steps": sum(len(p) for p in plan.programs)})
@@ -259,6 +299,8 @@ def run_case(conn, family, op, ranks, clusters, level, max_memory):
         for step, rank in (("lower_first", 0), ("lower_last", plan.size - 1)):
             conn.send(_timed(step, lower, plan, rank)[1])
         conn.send(_timed("simulate", lambda: simulate(plan, LinkModel(topo)))[1])
+    except _RankOnly:
+        pass
     except MemoryError:
         final = {"status": "out of memory"}
     except Exception as exc:  # a builder's refusal is a result of the case
@@ -268,6 +310,10 @@ def run_case(conn, family, op, ranks, clusters, level, max_memory):
     final["peak_rss_mib"] = _rss_mib()
     conn.send(final)
     conn.close()
+
+
+class _RankOnly(Exception):
+    """The end of a case that derives one rank's programs only."""
 
 
 # ------------------------------------------------------------------ the parent
@@ -288,10 +334,10 @@ def _running(row):
     reported (``"start-up"`` before the timed steps began)."""
     if "base_rss_mib" not in row:
         return "start-up"
-    return next((p for p in PHASES if f"{p}_s" not in row), "simulate")
+    return next((p for p in (*RANK_PHASES, *PHASES) if f"{p}_s" not in row), "simulate")
 
 
-def run_one(ctx, family, op, ranks, args):
+def run_one(ctx, family, op, ranks, args, whole=True):
     """Run one case in a child with the budget; return its row (times as floats).
 
     Parameters
@@ -313,7 +359,7 @@ def run_one(ctx, family, op, ranks, args):
     reader, writer = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=run_case, daemon=True,
                        args=(writer, family, op, ranks, args.clusters, args.level,
-                             args.max_memory))
+                             args.max_memory, whole))
     deadline = time.perf_counter() + args.budget
     proc.start()
     writer.close()
@@ -348,7 +394,7 @@ def run_one(ctx, family, op, ranks, args):
     reader.close()
     if row["status"] == "out of memory":
         row["note"] = f"over {human(args.max_memory)} in {_running(row)}"
-    if row["status"] == "ok":
+    if row["status"] == "ok" and whole:
         row["total_s"] = sum(row[f"{p}_s"] for p in PHASES)
         row["total_cpu_s"] = sum(row[f"{p}_cpu_s"] for p in PHASES)
     return row
@@ -401,6 +447,9 @@ def run(args, out):
                 continue
             if (family, op) in failed:
                 row = not_run(family, op, ranks, args.clusters, failed[(family, op)])
+                own = run_one(ctx, family, op, ranks, args, whole=False)
+                if own["status"] == "ok":  # one rank's own programs still derived
+                    row.update({k: v for k, v in own.items() if k.startswith("rank_")})
             else:
                 row = run_one(ctx, family, op, ranks, args)
                 if row["status"] in ("over budget", "out of memory"):
@@ -483,8 +532,24 @@ def growth(rows, points):
         memory = [r["peak_rss_mib"] - r["base_rss_mib"] for r in ok]
         found = fit_exponent(ranks, memory, points, FIT_MIN_MIB)
         fit["memory"] = None if found is None else found[0]
+        own = [r for r in mine if r.get("rank_last_cpu_s") is not None]
+        for name, values, floor in (
+                ("rank", [_rank_cpu(r) for r in own], FIT_MIN_SECONDS),
+                ("rank_memory", [_rank_mib(r) for r in own], FIT_MIN_MIB)):
+            found = fit_exponent([r["ranks"] for r in own], values, points, floor)
+            fit[name] = None if found is None else found[0]
         out.append(fit)
     return out
+
+
+def _rank_cpu(row):
+    """The slower of the two ranks' own derivations, CPU seconds."""
+    return max(row["rank_first_cpu_s"], row["rank_last_cpu_s"])
+
+
+def _rank_mib(row):
+    """The larger of the two ranks' own derivations' peak memory, MiB."""
+    return max(row["rank_first_mib"], row["rank_last_mib"])
 
 
 def dominant(row):
@@ -501,29 +566,33 @@ def dominant(row):
 def _formatted(row):
     """A row for the CSV: times to 4 significant digits, memory to 0.1 MiB."""
     out = dict(row)
-    for p in (*PHASES, "total"):
+    for p in (*PHASES, *RANK_PHASES, "total"):
         for key in (f"{p}_s", f"{p}_cpu_s"):
             if out.get(key) is not None:
                 out[key] = f"{out[key]:.4g}"
-    for key in ("base_rss_mib", "peak_rss_mib"):
+    for key in ("base_rss_mib", "peak_rss_mib", "rank_first_mib", "rank_last_mib"):
         if out.get(key) is not None:
             out[key] = f"{out[key]:.1f}"
     return out
 
 
 def _header():
-    return (f"{'ranks':>6} {'family':9} {'op':20} {'build':>8} {'check':>8} "
+    return (f"{'ranks':>6} {'family':9} {'op':20} {'rank':>7} {'rankMiB':>7} "
+            f"{'build':>8} {'check':>8} "
             f"{'lower0':>7} {'lowerN':>7} {'simul':>7} {'total':>8} {'steps':>9} "
             f"{'peak MiB':>8}  status")
 
 
-def _cell(value, width):
-    return f"{'':>{width}}" if value is None else f"{value:{width}.4f}"
+def _cell(value, width, digits=4):
+    return f"{'':>{width}}" if value is None else f"{value:{width}.{digits}f}"
 
 
 def _line(row):
     status = row["status"] + (f" ({row['note']})" if row.get("note") else "")
+    own = row.get("rank_last_s") is not None
     return (f"{row['ranks']:>6} {row['family']:9} {row['op']:20} "
+            f"{_cell(max(row['rank_first_s'], row['rank_last_s']) if own else None, 7)} "
+            f"{_cell(_rank_mib(row) if own else None, 7, 1)} "
             f"{_cell(row.get('build_s'), 8)} {_cell(row.get('check_s'), 8)} "
             f"{_cell(row.get('lower_first_s'), 7)} {_cell(row.get('lower_last_s'), 7)} "
             f"{_cell(row.get('simulate_s'), 7)} {_cell(row.get('total_s'), 8)} "
@@ -570,6 +639,21 @@ def summary(rows, fits, points, say):
             f"{dominant(last):>13} {fit['status_after'] or '-':>13}  "
             f"{_exp(fit['build'])} {_exp(fit['check'])} {_exp(fit['lower'])} "
             f"{_exp(fit['simulate'])} {_exp(fit['total'])}, {_exp(fit['memory'])}")
+    say()
+    say("one rank's own program (focused build and lowering, proof cached), at the "
+        "largest size derived: the slower of ranks 0 and P-1")
+    say(f"{'op/family':30} {'ranks':>6} {'CPU s':>8} {'wall s':>8} {'peak MiB':>8}  "
+        f"exponents: CPU time, memory")
+    for family, op in dict.fromkeys((r["family"], r["op"]) for r in rows):
+        own = [r for r in rows if (r["family"], r["op"]) == (family, op)
+               and r.get("rank_last_cpu_s") is not None]
+        if not own:
+            continue
+        last, fit = own[-1], by_case.get((family, op), {})
+        say(f"{op + '/' + family:30} {last['ranks']:>6} {_rank_cpu(last):8.3f} "
+            f"{max(last['rank_first_s'], last['rank_last_s']):8.3f} "
+            f"{_rank_mib(last):8.1f}  {_exp(fit.get('rank'))} "
+            f"{_exp(fit.get('rank_memory'))}")
     say()
     say("growth found (CPU time ~ P^a, least squares on log-log axes over the last "
         f"{points} sizes that ran, times from {FIT_MIN_SECONDS * 1000:g} ms):")

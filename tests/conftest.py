@@ -3,11 +3,26 @@
 ``tests/mpi`` holds tests that need several MPI processes. They run under
 ``mpiexec ... pytest --only-mpi`` (``tests/test_mpi_suite.py`` does that at five sizes),
 so a plain run does not collect them at all rather than reporting them as skipped.
+
+The proof cache (:mod:`wacoll.plans.proofs`) of every run of the suite is a temporary
+directory of its own, unless ``WACOLL_PROOF_CACHE`` names one: tests neither read nor
+fill the user's cache.
 """
 
+import atexit
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 MPI_TESTS = Path(__file__).parent / "mpi"
+
+
+def pytest_configure(config):
+    if not os.environ.get("WACOLL_PROOF_CACHE"):
+        where = tempfile.mkdtemp(prefix="wacoll-proofs-")
+        atexit.register(shutil.rmtree, where, True)
+        os.environ["WACOLL_PROOF_CACHE"] = where
 
 
 def pytest_ignore_collect(collection_path, config):

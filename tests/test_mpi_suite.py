@@ -17,11 +17,14 @@ developer's settings cannot change what the tests see.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -88,9 +91,19 @@ def run_group(cmd, timeout) -> subprocess.CompletedProcess:
 
 
 def _clean_env() -> dict:
-    """This environment without an outer MPI launcher's or wacoll's variables."""
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_", "WACOLL_"))}
+    """This environment without an outer MPI launcher's or wacoll's variables; the
+    proof cache in a directory of this test session's own (:data:`PROOF_CACHE`), so
+    that the suite neither reads nor fills the user's cache, and its ranks meet both
+    a plan proved by another rank (cached) and one they prove themselves."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_", "WACOLL_"))}
+    env["WACOLL_PROOF_CACHE"] = PROOF_CACHE
+    return env
+
+
+#: The proof cache directory of this test session's MPI runs (removed at exit).
+PROOF_CACHE = tempfile.mkdtemp(prefix="wacoll-proofs-")
+atexit.register(shutil.rmtree, PROOF_CACHE, True)
 
 
 @pytest.mark.slow

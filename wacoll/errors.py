@@ -18,6 +18,7 @@ __all__ = [
     "TestbedError",
     "TestbedUnavailable",
     "TestbedWarning",
+    "ProofCacheWarning",
 ]
 
 
@@ -152,3 +153,8 @@ class TestbedWarning(UserWarning):
     """The testbed works, but its self-check measured figures off by more than 10 %."""
 
     __test__ = False
+
+
+class ProofCacheWarning(UserWarning):
+    """A file of the proof cache that could not be read, parsed or trusted, or written;
+    it is ignored (the plan is proved again)."""

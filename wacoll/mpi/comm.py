@@ -57,6 +57,7 @@ from wacoll.mpi.progress import engine
 from wacoll.mpi.task import CallTask, NativeWork
 from wacoll.mpi.trace import Tracer
 from wacoll.plans import LEVELS, Call, Policy, builders, lower, select
+from wacoll.plans.rank import lower_for_rank, plan_for_rank
 from wacoll.plans.select import NATIVE, adapt_script
 from wacoll.topology import Topology
 
@@ -759,7 +760,8 @@ class Comm(MPI.Intracomm):
                                else self.family,
                                comm_options=self.options, policy=self.policy)
             found = self._plans[key] = (NATIVE if selection.native
-                                        else selection.build(self.network))
+                                        else plan_for_rank(selection, self.network,
+                                                           self._place.rank))
         return (None, NATIVE) if found == NATIVE else (found, None)
 
     def _program(self, plan, prepared):
@@ -768,9 +770,9 @@ class Comm(MPI.Intracomm):
                _layout_key(prepared.out_offsets))
         entry = self._programs.get(key)
         if entry is None or entry[0] is not plan:
-            entry = self._programs[key] = (plan, lower(plan, self._place.rank,
-                                                       prepared.in_offsets,
-                                                       prepared.out_offsets))
+            entry = self._programs[key] = (plan, lower_for_rank(plan, self._place.rank,
+                                                                prepared.in_offsets,
+                                                                prepared.out_offsets))
         return entry[1]
 
     # ------------------------------------------------------------- scripts

@@ -19,6 +19,8 @@ The steps after building, each a plain function over plain data:
   a :class:`Call`;
 - :func:`lower` (:mod:`~wacoll.plans.lower`) turns one rank's program into buffer
   element runs, the executor's input;
+- :mod:`~wacoll.plans.rank` derives one rank's program alone (a builder focused on
+  that rank), for a plan whose proof :mod:`~wacoll.plans.proofs` keeps on disk;
 - :mod:`wacoll.plans.sim` predicts a plan's time; :mod:`wacoll.plans.scripts` reads
   and writes plans as PATHS-style scripts and JSON.
 

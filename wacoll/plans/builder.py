@@ -5,6 +5,16 @@ global program context. :meth:`PlanBuilder.transfer` appends the send to the sen
 program and the matching receive to the receiver's, so a builder written phase by
 phase produces programs whose order follows the phases.
 
+A builder may be *focused* on one rank (:func:`focus`): it then keeps only that
+rank's steps, and :meth:`PlanBuilder.build` returns a :class:`RankPlan` (that rank's
+program and the plan's header) instead of a :class:`~wacoll.plans.plan.Plan`. The
+families' builders do not change: they still write every rank's steps through the
+builder they create, and a builder they create under ``with focus(r):`` drops the
+others. Where a family's loop over ranks costs more than appending, it asks
+:meth:`PlanBuilder.keeps` and skips the ranks whose steps would be dropped, so that a
+focused build costs time proportional to the focused rank's own steps (plus the
+trees, linear in the ranks).
+
 Examples
 --------
 >>> from wacoll import Topology
@@ -18,14 +28,142 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import numbers
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from wacoll.errors import PlanError
 from wacoll.plans.operations import block_counts, spec
 from wacoll.plans.plan import Plan, Step
 from wacoll.topology import Topology
 
-__all__ = ["PlanBuilder"]
+__all__ = ["PlanBuilder", "RankPlan", "RepeatedCounts", "focus", "focused_rank"]
+
+_FOCUS = contextvars.ContextVar("wacoll_plan_focus", default=None)
+
+
+@contextlib.contextmanager
+def focus(rank):
+    """Plan builders created inside this block keep only ``rank``'s steps.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> from wacoll.plans import build
+    >>> with focus(3):
+    ...     part = build("bcast", Topology.from_sizes([3, 3]), "magpie", root=1)
+    >>> part.rank, [str(s) for s in part.program]
+    (3, ['recv 1 [0]', 'send 4 [0]', 'send 5 [0]'])
+    """
+    if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or rank < 0:
+        raise PlanError(f"focus needs a rank >= 0, got {rank!r}")
+    token = _FOCUS.set(int(rank))
+    try:
+        yield
+    finally:
+        _FOCUS.reset(token)
+
+
+def focused_rank():
+    """The rank plan builders created now keep (None: every rank)."""
+    return _FOCUS.get()
+
+
+class RepeatedCounts(Sequence):
+    """``(count,) * n`` without the tuple: the block counts of a focused build of a
+    uniform all-to-all, whose ``P * P`` blocks would otherwise cost ``8 P**2`` bytes.
+
+    Examples
+    --------
+    >>> c = RepeatedCounts(3, 4)
+    >>> len(c), c[2], c == (3, 3, 3, 3), c[1:3]
+    (4, 3, True, (3, 3))
+    """
+
+    __slots__ = ("count", "n")
+
+    def __init__(self, count, n):
+        self.count, self.n = count, n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return (self.count,) * len(range(*index.indices(self.n)))
+        if not -self.n <= index < self.n:
+            raise IndexError("block index out of range")
+        return self.count
+
+    def __iter__(self):
+        return iter((self.count,) * self.n)
+
+    def __eq__(self, other):
+        if isinstance(other, RepeatedCounts):
+            return self.n == other.n and (self.count == other.count or not self.n)
+        if isinstance(other, (tuple, list)):
+            return len(other) == self.n and all(c == self.count for c in other)
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(tuple(self))
+
+    def __repr__(self):
+        return f"RepeatedCounts({self.count}, {self.n})"
+
+
+@dataclass(frozen=True)
+class RankPlan:
+    """One rank's part of a plan: its program and the plan's header, nothing else.
+
+    What a focused :class:`PlanBuilder` builds; :func:`wacoll.plans.rank.rank_program`
+    lowers it. The attributes other than ``rank`` and ``program`` are those of
+    :class:`~wacoll.plans.plan.Plan`. ``source``, when given (as
+    :func:`wacoll.plans.rank.rank_plan` does), is a function of no arguments that
+    builds the whole proved plan: the part then builds it when asked for it
+    (:meth:`whole`, and through it ``programs`` and :meth:`check`), so that it can
+    stand where a plan is expected.
+    """
+
+    op: str
+    size: int
+    root: int | None
+    counts: tuple
+    rank: int
+    program: tuple
+    level: str | None = None
+    itemsize: int = 1
+    family: str = ""
+    algorithm: str = ""
+    params: tuple = ()
+    source: object = field(default=None, repr=False, compare=False)
+    _whole: list = field(default_factory=list, init=False, repr=False, compare=False)
+
+    @property
+    def nblocks(self) -> int:
+        """Number of blocks."""
+        return len(self.counts)
+
+    def whole(self):
+        """The whole proved :class:`~wacoll.plans.plan.Plan` this part belongs to,
+        built on first use by ``source``."""
+        if not self._whole:
+            if self.source is None:
+                raise PlanError("this part of a plan does not know its selection: "
+                                "build the whole plan with wacoll.plans.build")
+            self._whole.append(self.source())
+        return self._whole[0]
+
+    @property
+    def programs(self) -> tuple:
+        """Every rank's program (builds the whole plan: see :meth:`whole`)."""
+        return self.whole().programs
+
+    def check(self):
+        """The whole plan's check report (see :meth:`whole`)."""
+        return self.whole().check()
 
 
 class PlanBuilder:
@@ -70,10 +208,21 @@ class PlanBuilder:
         else:
             level = None
         self.level = level
-        self.counts = block_counts(op, self.size, count=count, counts=counts,
-                                   segments=segments)
+        self.focus = _FOCUS.get()
+        if self.focus is not None and self.spec.layout == "pairs" and counts is None:
+            block_counts(op, 1, count=count)  # the checks, without the P * P tuple
+            self.counts = RepeatedCounts(count, self.size * self.size)
+        else:
+            self.counts = block_counts(op, self.size, count=count, counts=counts,
+                                       segments=segments)
         self.itemsize = itemsize
+        if self.focus is not None and self.focus >= self.size:
+            raise PlanError(f"rank {self.focus} is not a rank of 0..{self.size - 1}")
         self.programs = [[] for _ in range(self.size)]
+
+    def keeps(self, rank) -> bool:
+        """Whether this builder keeps ``rank``'s steps (all ranks unless focused)."""
+        return self.focus is None or rank == self.focus
 
     # ------------------------------------------------------------ layout helpers
     @property
@@ -88,26 +237,30 @@ class PlanBuilder:
     # ------------------------------------------------------------------ steps
     def send(self, rank, peer, blocks, src="out"):
         """Append a send of ``blocks`` of ``src`` to ``peer``."""
-        self.programs[rank].append(Step("send", tuple(blocks), peer=peer, src=src))
+        if self.focus is None or rank == self.focus:
+            self.programs[rank].append(Step("send", tuple(blocks), peer=peer, src=src))
 
     def recv(self, rank, peer, blocks, dst="out"):
         """Append a receive of ``blocks`` from ``peer`` into ``dst``."""
-        self.programs[rank].append(Step("recv", tuple(blocks), peer=peer, dst=dst))
+        if self.focus is None or rank == self.focus:
+            self.programs[rank].append(Step("recv", tuple(blocks), peer=peer, dst=dst))
 
     def recv_combine(self, rank, peer, blocks, dst, side="right", group=0):
         """Append a receive from ``peer`` combined into ``dst`` on ``side``."""
-        self.programs[rank].append(Step("recv_combine", tuple(blocks), peer=peer, dst=dst,
-                                        side=side, group=group))
+        if self.focus is None or rank == self.focus:
+            self.programs[rank].append(Step("recv_combine", tuple(blocks), peer=peer,
+                                            dst=dst, side=side, group=group))
 
     def copy(self, rank, blocks, src, dst):
         """Append a local copy of ``blocks`` from ``src`` to ``dst``."""
-        if blocks:
+        if blocks and (self.focus is None or rank == self.focus):
             self.programs[rank].append(Step("copy", tuple(blocks), src=src, dst=dst))
 
     def combine(self, rank, blocks, src, dst, side="right"):
         """Append a local combine of ``blocks`` of ``src`` into ``dst`` on ``side``."""
-        self.programs[rank].append(Step("combine", tuple(blocks), src=src, dst=dst,
-                                        side=side))
+        if self.focus is None or rank == self.focus:
+            self.programs[rank].append(Step("combine", tuple(blocks), src=src, dst=dst,
+                                            side=side))
 
     def transfer(self, src_rank, dst_rank, blocks, src="out", dst="out"):
         """Append a send at ``src_rank`` and the matching receive at ``dst_rank``."""
@@ -120,8 +273,15 @@ class PlanBuilder:
         self.recv_combine(dst_rank, src_rank, blocks, dst, side, group)
 
     # ------------------------------------------------------------------ freeze
-    def build(self, *, family="", algorithm="", **params) -> Plan:
-        """Freeze the programs into a :class:`~wacoll.plans.plan.Plan`."""
+    def build(self, *, family="", algorithm="", **params):
+        """Freeze the programs into a :class:`~wacoll.plans.plan.Plan` (a
+        :class:`RankPlan` of the focused rank when focused)."""
+        if self.focus is not None:
+            return RankPlan(op=self.op, size=self.size, root=self.root,
+                            counts=self.counts, rank=self.focus,
+                            program=tuple(self.programs[self.focus]), level=self.level,
+                            itemsize=self.itemsize, family=family, algorithm=algorithm,
+                            params=tuple(sorted(params.items())))
         return Plan(
             op=self.op,
             size=self.size,

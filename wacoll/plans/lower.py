@@ -33,7 +33,7 @@ import numpy as np
 from wacoll.errors import BufferMismatchError, PlanError
 from wacoll.plans import operations as ops
 
-__all__ = ["LoweredStep", "Program", "lower", "default_offsets"]
+__all__ = ["LoweredStep", "Program", "lower", "lower_steps", "default_offsets"]
 
 
 def default_offsets(blocks, counts) -> dict:
@@ -175,15 +175,33 @@ def lower(plan, rank: int, in_offsets=None, out_offsets=None) -> Program:
     plan.check()
     if not 0 <= rank < plan.size:
         raise PlanError(f"rank {rank} is not a rank of this {plan.size}-rank plan")
-    counts = plan.counts
-    nb = plan.nblocks
+    return lower_steps(plan, rank, plan.programs[rank], in_offsets, out_offsets)
+
+
+def lower_steps(header, rank: int, program, in_offsets=None, out_offsets=None) -> Program:
+    """Lower ``program``, rank ``rank``'s steps of a plan described by ``header``.
+
+    :func:`lower` without the proof: ``header`` is anything with the plan's ``op``,
+    ``size``, ``root`` and ``counts`` (a :class:`~wacoll.plans.plan.Plan` or a
+    :class:`~wacoll.plans.builder.RankPlan`). The caller answers for the program
+    being part of a proved plan (:func:`wacoll.plans.rank.rank_program` does).
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> from wacoll.plans import build
+    >>> plan = build("gather", Topology.single(3), "magpie", root=2)
+    >>> lower_steps(plan, 2, plan.programs[2]) == lower(plan, 2)
+    True
+    """
+    counts = header.counts
+    nb = len(counts)
     if in_offsets is None:
-        in_offsets = default_offsets(ops.in_blocks(plan.op, plan.size, plan.root, nb, rank),
-                                     counts)
+        in_offsets = default_offsets(ops.in_blocks(header.op, header.size, header.root, nb,
+                                                   rank), counts)
     if out_offsets is None:
-        out_offsets = default_offsets(ops.out_blocks(plan.op, plan.size, plan.root, nb,
-                                                     rank), counts)
-    program = plan.programs[rank]
+        out_offsets = default_offsets(ops.out_blocks(header.op, header.size, header.root,
+                                                     nb, rank), counts)
     scratch_blocks = {}
     for step in program:
         for buf in (step.src, step.dst):

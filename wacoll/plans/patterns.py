@@ -90,6 +90,8 @@ def tree_bcast(b, tree, blocks, *, buf="out", segments=None, root_buf=None):
     root = tree_root(tree)
     segs = segment_blocks(blocks, segments)
     for v in tree.nodes:
+        if not b.keeps(v):
+            continue
         kids = children(tree, v)
         up = parent(tree, v)
         src = (root_buf or buf) if v == root else buf
@@ -160,6 +162,8 @@ def tree_reduce(b, tree, blocks, *, result_buf="out", acc_buf="acc", start=None,
     covered = subtree_ranks(tree, ranges)
     segs = segment_blocks(blocks, segments)
     for v in tree.nodes:
+        if not b.keeps(v):
+            continue  # (a focused build follows a proved whole one: no order to check)
         kids = children(tree, v)
         up = parent(tree, v)
         own = start.get(v, "in")
@@ -217,6 +221,8 @@ def chain_scan(b, *, exclusive=False, segments=EACH):
     last = b.size - 1
     for seg in segment_blocks(b.all_blocks, segments):
         for r in range(b.size):
+            if not b.keeps(r):
+                continue
             if r:
                 b.recv(r, r - 1, seg, "out")
             if not exclusive:
@@ -284,6 +290,8 @@ def _flat_rooted(b, root, src, dst, *, to_root):
     """Block ``r`` between ``root`` and each rank ``r``, in rank order."""
     root = b.root if root is None else root
     for r in range(b.size):
+        if not (b.keeps(r) or b.keeps(root)):
+            continue
         if r == root:
             b.copy(r, (r,), src, dst)
         elif to_root:
@@ -324,6 +332,8 @@ def flat_alltoall(b, *, order="rotated"):
     check_alltoall_order(order)
     size = b.size
     for r in range(size):
+        if not b.keeps(r):
+            continue
         if order == "rank":
             dsts = srcs = [p for p in range(size) if p != r]
         else:

@@ -131,6 +131,8 @@ def barrier(topology, *, itemsize=1, intra="binary"):
     trees = cluster_trees(topology, None, intra)
     for tree in trees:
         for v in tree.nodes:
+            if not b.keeps(v):
+                continue
             for c in children(tree, v):
                 b.recv(v, c, ())
             up = parent(tree, v)
@@ -278,6 +280,8 @@ def _allgather(op, topology, count, counts, itemsize, intra):
     # 1. each node gathers its subtree's blocks into "out" and passes them up
     for tree, sub in zip(trees, below):
         for v in tree.nodes:
+            if not b.keeps(v):
+                continue
             b.copy(v, (v,), "in", "out")
             for c in children(tree, v):
                 b.recv(v, c, tuple(sorted(sub[c])))
@@ -289,6 +293,8 @@ def _allgather(op, topology, count, counts, itemsize, intra):
     # 3. each node passes down what its child's subtree lacks
     for tree, sub in zip(trees, below):
         for v in tree.nodes:
+            if not b.keeps(v):
+                continue
             up = parent(tree, v)
             if up is not None:
                 b.recv(v, up, tuple(sorted(everything - sub[v])))

@@ -213,6 +213,8 @@ def _allgather_vectors(b, intra):
                 b.recv(coords[c], coords[d], blocks, f"g{r}")
     for tree in cluster_trees(topology, None, intra):
         for v in tree.nodes:
+            if not b.keeps(v):
+                continue
             up, kids = parent(tree, v), children(tree, v)
             for r in range(b.size):
                 if up is not None and r != v:
@@ -228,6 +230,8 @@ def _evaluate(b, rank, blocks, n, form, result):
     ``"tree"``: the binomial reduce tree at rank 0, operands in rank order; partial
     results live in ``w<v>`` (``result`` for rank 0's). ``"fold"``: the left fold.
     """
+    if not b.keeps(rank):
+        return
     src = [_vec(rank, r) for r in range(n)]
     if form == "fold" or n == 1:
         b.copy(rank, blocks, src[0], result)
@@ -473,6 +477,8 @@ def _reduce_scatter(op, topology, count, counts, level, itemsize, intra, thresho
         for tree in cluster_trees(topology, None, intra):
             sub = subtree_ranks(tree, {v: (v,) for v in tree.nodes})
             for v in tree.nodes:
+                if not b.keeps(v):
+                    continue
                 up = parent(tree, v)
                 here = res if up is None else "res"
                 if up is not None:

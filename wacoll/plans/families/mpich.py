@@ -233,10 +233,11 @@ def gatherv(topology, *, root=0, counts=None, count=1, itemsize=1):
 def _allgather(op, topology, count, counts, itemsize):
     b = PlanBuilder(op, topology, count=count, counts=counts, itemsize=itemsize)
     size = b.size
-    for r in range(size):
+    for r in range(size):  # rank by rank: each program is the same as step by step
+        if not b.keeps(r):
+            continue
         b.copy(r, (r,), "in", "out")
-    for step in range(1, size):
-        for r in range(size):
+        for step in range(1, size):
             # MPI_Sendrecv: forward the block received last, take the next from the left
             b.send(r, (r + 1) % size, ((r - step + 1) % size,), "out")
             b.recv(r, (r - 1) % size, ((r - step) % size,), "out")

@@ -1,0 +1,199 @@
+"""The disk proof cache: keys, hits, misses, corrupt files, and the environment."""
+
+import json
+import os
+
+import pytest
+
+from wacoll import Topology
+from wacoll.errors import ProofCacheWarning
+from wacoll.plans import Call, lower, proofs, select
+from wacoll.plans.rank import rank_program
+
+TOPO = Topology.from_sizes([3, 2, 3])
+
+
+def _sel(op="allgather", **kw):
+    kw.setdefault("count", 4)
+    kw.setdefault("itemsize", 8)
+    return select(Call(op, **kw), TOPO)
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """Count whole-plan builds by the proof module."""
+    seen = []
+    real = proofs.build
+
+    def counting(*args, **kwargs):
+        seen.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(proofs, "build", counting)
+    return seen
+
+
+def test_cache_dir_follows_the_environment(tmp_path):
+    for off in ("off", "OFF", "0", "no", "false", " off "):
+        assert proofs.cache_dir({proofs.ENV: off}) is None
+    assert proofs.cache_dir({proofs.ENV: str(tmp_path)}) == tmp_path
+    assert proofs.cache_dir({"XDG_CACHE_HOME": "/x"}) == \
+        proofs.Path("/x/wacoll/proofs")
+    home = proofs.cache_dir({proofs.ENV: ""})
+    assert home.parts[-3:] == (".cache", "wacoll", "proofs") or \
+        home.parts[-2:] == ("wacoll", "proofs")
+
+
+def test_miss_proves_and_stores_then_hit_builds_nothing(tmp_path, builds):
+    sel = _sel()
+    first = proofs.prove(sel, TOPO, directory=tmp_path)
+    assert not first.cached and first.plan is not None and first.plan.checked
+    assert builds == ["allgather"]
+    files = list(tmp_path.iterdir())
+    assert [f.name for f in files] == [f"{first.key}.json"]
+    record = json.loads(files[0].read_text())
+    assert record["plan"] == proofs.plan_digest(first.plan)
+    again = proofs.prove(sel, TOPO, directory=tmp_path)
+    assert again.cached and again.plan is None and builds == ["allgather"]
+    assert again.report == first.report and again.plan_digest == first.plan_digest
+
+
+def test_off_means_no_files(tmp_path, monkeypatch, builds):
+    monkeypatch.setenv(proofs.ENV, "off")
+    sel = _sel()
+    assert not proofs.prove(sel, TOPO).cached
+    assert not proofs.prove(sel, TOPO).cached
+    assert builds == ["allgather", "allgather"]
+    monkeypatch.setenv(proofs.ENV, str(tmp_path / "c"))
+    proofs.prove(sel, TOPO)
+    assert proofs.prove(sel, TOPO).cached
+    assert len(list((tmp_path / "c").iterdir())) == 1
+
+
+def test_every_determinant_changes_the_key(monkeypatch):
+    base = proofs.plan_key(_sel(), TOPO)
+    others = [
+        proofs.plan_key(_sel(count=5), TOPO),
+        proofs.plan_key(_sel(itemsize=4), TOPO),
+        proofs.plan_key(_sel("allgatherv", counts=(1,) * 8, count=None), TOPO),
+        proofs.plan_key(_sel("allreduce", level="strict"), TOPO),
+        proofs.plan_key(select(Call("allgather", count=4, itemsize=8), TOPO,
+                               options={"intra": "binomial"}), TOPO),
+        proofs.plan_key(select(Call("allgather", count=4, itemsize=8), TOPO,
+                               family="mpich"), TOPO),
+    ]
+    other_topo = Topology.from_clusters([[0, 1, 2], [3, 4], [5, 6, 7]], wan_latency=0.02)
+    others.append(proofs.plan_key(select(Call("allgather", count=4, itemsize=8),
+                                         other_topo), other_topo))
+    monkeypatch.setattr(proofs, "code_digest", lambda: "changed code")
+    others.append(proofs.plan_key(_sel(), TOPO))
+    assert len({base, *others}) == len(others) + 1
+    assert proofs.plan_key(_sel("allreduce", level="strict"), TOPO) != \
+        proofs.plan_key(_sel("allreduce", level="commutative"), TOPO)
+
+
+def _record_path(tmp_path, sel):
+    return tmp_path / f"{proofs.plan_key(sel, TOPO)}.json"
+
+
+CORRUPTIONS = {
+    "not json": lambda r: b"{not json",
+    "not utf-8": lambda r: b"\xff\xfe",
+    "a list": lambda r: b"[]",
+    "extra field": lambda r: json.dumps({**r, "eval": "__import__('os')"}).encode(),
+    "other key": lambda r: json.dumps({**r, "key": "0" * 64}).encode(),
+    "other format": lambda r: json.dumps({**r, "format": 2}).encode(),
+    "bad digest": lambda r: json.dumps({**r, "plan": "xyz"}).encode(),
+    "tampered report": lambda r: json.dumps(
+        {**r, "report": {**r["report"], "max_wide_area_hops": 0}}).encode(),
+    "report types": lambda r: json.dumps(
+        {**r, "report": {**r["report"], "messages": "many"}}).encode(),
+    "huge": lambda r: b" " * 70000 + json.dumps(r).encode(),
+    "ranks short": lambda r: json.dumps({**r, "ranks": r["ranks"][:-1]}).encode(),
+    "ranks not digests": lambda r: json.dumps(
+        {**r, "ranks": ["zz" * 32] * len(r["ranks"])}).encode(),
+}
+
+
+@pytest.mark.parametrize("how", sorted(CORRUPTIONS))
+def test_a_corrupt_file_is_ignored_with_a_warning_and_replaced(tmp_path, builds, how):
+    sel = _sel()
+    proofs.prove(sel, TOPO, directory=tmp_path)
+    path = _record_path(tmp_path, sel)
+    good = json.loads(path.read_text())
+    path.write_bytes(CORRUPTIONS[how](good))
+    with pytest.warns(ProofCacheWarning, match="ignored"):
+        proof = proofs.prove(sel, TOPO, directory=tmp_path)
+    assert not proof.cached and len(builds) == 2
+    assert json.loads(path.read_text()) == good  # the new proof replaced it
+    assert proofs.prove(sel, TOPO, directory=tmp_path).cached
+
+
+def test_build_proved_takes_the_cached_report_only_for_the_same_plan(tmp_path,
+                                                                      monkeypatch):
+    sel = _sel()
+    proofs.prove(sel, TOPO, directory=tmp_path)
+    checks = []
+    from wacoll.plans import plan as plan_module
+    real = plan_module.Plan.check
+    monkeypatch.setattr(plan_module.Plan, "check",
+                        lambda self: checks.append(1) or real(self))
+    plan = proofs.build_proved(sel, TOPO, directory=tmp_path)
+    assert plan.checked and checks == []
+    # a record whose (valid) plan digest is another plan's: not trusted
+    path = _record_path(tmp_path, sel)
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "plan": "0" * 64}))
+    with pytest.warns(ProofCacheWarning, match="digest mismatch"):
+        plan = proofs.build_proved(sel, TOPO, directory=tmp_path)
+    assert plan.checked and checks == [1]
+    assert json.loads(path.read_text())["plan"] == record["plan"]
+
+
+def test_the_record_holds_each_ranks_program_digest(tmp_path):
+    sel = _sel("reduce_scatter_block", level="commutative")
+    proof = proofs.prove(sel, TOPO, directory=tmp_path)
+    assert proof.rank_digests == tuple(proofs.program_digest(p)
+                                       for p in proof.plan.programs)
+    assert proofs.lookup(sel, TOPO, directory=tmp_path).rank_digests == \
+        proof.rank_digests
+
+
+def test_a_rank_whose_program_is_not_the_proved_one_proves_the_whole_plan(tmp_path):
+    from wacoll.plans.plan import Plan
+    from wacoll.plans.rank import plan_for_rank
+
+    sel = _sel("allgather")
+    first = plan_for_rank(sel, TOPO, 5, directory=tmp_path)  # a miss: the whole plan
+    assert isinstance(first, Plan)
+    assert type(plan_for_rank(sel, TOPO, 5, directory=tmp_path)).__name__ == "RankPlan"
+    path = _record_path(tmp_path, sel)
+    record = json.loads(path.read_text())
+    record["ranks"][5] = "0" * 64  # a valid digest of some other program
+    path.write_text(json.dumps(record))
+    with pytest.warns(ProofCacheWarning, match="rank 5's program derived alone"):
+        again = plan_for_rank(sel, TOPO, 5, directory=tmp_path)
+    assert isinstance(again, Plan) and again.checked
+    # the new proof replaced the record; other ranks were never affected
+    assert type(plan_for_rank(sel, TOPO, 5, directory=tmp_path)).__name__ == "RankPlan"
+
+
+def test_unwritable_cache_warns_and_still_proves(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.warns(ProofCacheWarning, match="cannot be written"):
+        proof = proofs.prove(_sel(), TOPO, directory=blocker / "sub")
+    assert not proof.cached and proof.report.messages > 0
+
+
+def test_a_cached_proof_lets_a_rank_derive_its_program_alone(tmp_path, builds):
+    sel = _sel("alltoall", count=2)
+    whole = proofs.prove(sel, TOPO, directory=tmp_path).plan
+    want = [lower(whole, r) for r in range(TOPO.size)]
+    del builds[:]
+    proof = lambda s, t: proofs.prove(s, t, directory=tmp_path)  # noqa: E731
+    for r in range(TOPO.size):
+        got = rank_program(sel, TOPO, r, proof=proof)
+        assert [s.label for s in got.steps] == [s.label for s in want[r].steps]
+    assert builds == []  # every proof came from the cache: no whole plan built
+    assert not any(name.startswith(".proof-") for name in os.listdir(tmp_path))
