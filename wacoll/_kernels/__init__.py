@@ -86,6 +86,7 @@ __all__ = [
     "DTYPES",
     "OperatorError",
     "reduce_into",
+    "REPRO_SUM",
     "check_op",
     "is_commutative",
     "copy_into",
@@ -153,6 +154,10 @@ _DOMAINS = {
     "bor": "integer types",
     "bxor": "integer types",
 }
+
+#: The operator of reproducible arithmetic: exact SUM of accumulator elements
+#: (:func:`wacoll._kernels.repro.combine_elements`), any order giving the same bits.
+REPRO_SUM = "repro_sum"
 
 _mpi_codes = None  # {MPI.Op handle: code}, built on first use of an MPI.Op
 _MPI_UNSUPPORTED = ("REPLACE", "NO_OP", "OP_NULL")
@@ -281,7 +286,8 @@ def reduce_into(op, src, dst, side="right"):
         A predefined operator by name (``"sum"``, ``"prod"``, ``"min"``, ``"max"``,
         ``"land"``, ``"lor"``, ``"lxor"``, ``"band"``, ``"bor"``, ``"bxor"``, any
         case), the matching ``MPI.Op`` (``MPI.SUM``, ...), or a user-defined operator
-        from ``MPI.Op.Create``.
+        from ``MPI.Op.Create``; or :data:`REPRO_SUM` (``"repro_sum"``), the exact sum
+        of accumulator elements (:func:`wacoll._kernels.repro.combine_elements`).
     src : numpy.ndarray
         C-contiguous operand; read only.
     dst : numpy.ndarray
@@ -333,6 +339,12 @@ def reduce_into(op, src, dst, side="right"):
 def _reduce_slow(op, src, dst, side):
     """Everything the fast path declined, having written nothing: an operator to
     resolve, a user-defined operator, overlapping buffers, or an error to raise."""
+    if isinstance(op, str) and op.lower() == REPRO_SUM:
+        _side(side)  # exact: both sides give the same bits; still check the name
+        from wacoll._kernels import repro
+
+        repro.combine_elements(src, dst)
+        return
     code = _op_code(op)
     left = _side(side)
     if code == _USER:
