@@ -19,14 +19,29 @@ A strict float SUM can also run on exact accumulators (*reproducible* arithmetic
 :mod:`wacoll._kernels.repro`): each element becomes an accumulator of
 :attr:`Call.accumulator_itemsize` bytes (32 for float64: 4x the data on the wire),
 whose combination is exact in any order, so the plan only needs the commutative
-level and may be wide-area optimal. Where a call can take either arithmetic,
-:attr:`Policy.arithmetic` says which: ``"auto"`` (the default) builds both plans,
-predicts each one's time with the simulator (:func:`wacoll.plans.sim.simulate`,
-the topology's link model) plus the accumulators' conversion and combination work
-(:attr:`Policy.convert_time`, :attr:`Policy.combine_time`,
-:attr:`Policy.stage_time`), and takes the faster;
-``"plain"`` and ``"reproducible"`` force one. The chosen arithmetic is the
-selection's (and the built plan's) ``arithmetic``.
+level and may be wide-area optimal. The two arithmetics give different bits (the
+canonical expression's rounding errors, or the correctly rounded sum of the
+accumulators), so which one a call takes decides its result. :attr:`Policy.arithmetic`:
+
+``"auto"`` (default)
+    By the call alone, never the topology: reproducible for vectors of fewer than
+    :attr:`Policy.reproducible_below` bytes of values, plain above. So level strict
+    keeps its promise (the same bits whatever the topology, root, family or layout)
+    while small calls, whose time on a grid is wide-area latency, take one
+    wide-area hop. The default threshold, 4 KiB, is where the simulator's
+    predictions cross on MagPIe's 10 ms, 1 MB/s grids (2x2 to 4x2 ranks: a 1 KiB
+    allreduce 31.6 ms plain, 12.1 ms reproducible on 4x2; 4 KiB reduce 28.2 vs 26.5
+    ms; 8 KiB reduce 36.4 vs 42.9 ms).
+``"fastest"``
+    Per call and topology: builds both plans, predicts each one's time with the
+    simulator (:func:`wacoll.plans.sim.simulate`, the topology's link model) plus
+    the accumulators' conversion and combination work (:func:`predicted_time`), and
+    takes the faster. Results are then reproducible for one topology, but two
+    topologies that choose differently give different bits.
+``"plain"``, ``"reproducible"``
+    Force one.
+
+The chosen arithmetic is the selection's (and the built plan's) ``arithmetic``.
 
 A family forced for the call (``family=``) must have a plan for the operation, else
 :class:`~wacoll.errors.PlanError`; a communicator-wide family (``comm_family=``) that
@@ -51,8 +66,8 @@ Selection(op='bcast', family='magpie', options=(('count', 8192), ('itemsize', 8)
 >>> plan.family, plan.check().wide_area_messages
 ('magpie', 3)
 
-A strict 1 KiB float64 SUM on a 10 ms / 1 MB/s grid takes the accumulators and
-MagPIe's coordinator plan; a 1 MiB one on one fast cluster keeps the canonical order:
+A strict 1 KiB float64 SUM takes the accumulators (on a grid, MagPIe's coordinator
+plan); a 1 MiB one keeps the canonical order:
 
 >>> small = Call("allreduce", count=128, itemsize=8, level="strict",
 ...              accumulator_itemsize=32)
@@ -65,6 +80,9 @@ MagPIe's coordinator plan; a 1 MiB one on one fast cluster keeps the canonical o
 >>> big = dataclasses.replace(small, count=1 << 17)
 >>> select(big, one).arithmetic
 'plain'
+>>> fastest = Policy(arithmetic="fastest")
+>>> [select(c, grid, policy=fastest).arithmetic for c in (small, big)]
+['reproducible', 'plain']
 """
 
 from __future__ import annotations
@@ -131,6 +149,10 @@ class Call:
         return None if self.count is None else self.count * self.itemsize
 
 
+#: The values of :attr:`Policy.arithmetic`.
+_CHOICES = ("auto", "fastest") + ARITHMETICS
+
+
 @dataclass(frozen=True)
 class Policy:
     """The tunables of the default choice; one per communicator.
@@ -144,9 +166,12 @@ class Policy:
     max_segments : int
         The most segments a vector is cut into: a few segments give most of the
         pipelining; many only add messages.
-    arithmetic : {"auto", "plain", "reproducible"}
-        For a strict call that can run on exact accumulators: choose by predicted
-        time, or force one arithmetic.
+    arithmetic : {"auto", "fastest", "plain", "reproducible"}
+        For a strict call that can run on exact accumulators: choose by the call's
+        size, or by predicted time on the topology, or force one arithmetic (see
+        the module docstring).
+    reproducible_below : int
+        ``"auto"``: vectors of fewer bytes (of values) run on accumulators.
     convert_time : float
         Seconds per float64 element to convert a contribution to an accumulator
         and a result back (scaled by accumulator size for the other types).
@@ -161,17 +186,18 @@ class Policy:
     segment_size: int = 262144
     max_segments: int = 8
     arithmetic: str = "auto"
+    reproducible_below: int = 4096
     convert_time: float = 5e-9
     combine_time: float = 5e-9
     stage_time: float = 3e-5
 
     def __post_init__(self):
-        for name in ("threshold", "segment_size", "max_segments"):
+        for name in ("threshold", "segment_size", "max_segments", "reproducible_below"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise PlanError(f"{name} must be an integer >= 0, got {value!r}")
-        if self.arithmetic not in ("auto",) + ARITHMETICS:
-            raise PlanError(f"arithmetic must be 'auto', 'plain' or 'reproducible', "
+        if self.arithmetic not in _CHOICES:
+            raise PlanError(f"arithmetic must be one of {', '.join(_CHOICES)}, "
                             f"got {self.arithmetic!r}")
         for name in ("convert_time", "combine_time", "stage_time"):
             value = getattr(self, name)
@@ -276,6 +302,8 @@ def select(call: Call, topology, *, family=None, options=None, comm_family=None,
     if policy.arithmetic == "reproducible":
         return repro
     plain = _select(call, topology, allow_native=allow_native, **kwargs)
+    if policy.arithmetic == "auto":
+        return repro if _vector_bytes(call) < policy.reproducible_below else plain
     try:
         plain_time = predicted_time(plain, topology, call, policy)
     except PlanError:  # e.g. a forced family that cannot keep 'strict' plainly
@@ -320,13 +348,18 @@ def predicted_time(selection, topology, call, policy=DEFAULT_POLICY):
         raise PlanError("the native family has no plan to predict")
     seconds = simulate(selection.build(topology), LinkModel(topology)).completion
     if selection.arithmetic == "reproducible":
-        elements = call.count if call.count is not None else sum(
-            _flat(call.counts))
+        elements = _vector_bytes(call) // call.itemsize
         scale = call.accumulator_itemsize / 32
         depth = max(1, math.ceil(math.log2(max(topology.size, 2))))
         seconds += policy.stage_time + elements * scale * (
             policy.convert_time + depth * policy.combine_time)
     return seconds
+
+
+def _vector_bytes(call):
+    """Bytes of values the call reduces per rank (its count, or all its counts)."""
+    n = call.count if call.count is not None else sum(_flat(call.counts))
+    return n * call.itemsize
 
 
 def _flat(counts):
