@@ -419,6 +419,8 @@ def combine(src, dst):
     """
     dt = _check_acc("combine", "dst", dst, True)
     _check_acc("combine", "src", src, False, dt, dst.shape[0])
+    if np.may_share_memory(src, dst):  # the kernel reads src while writing dst
+        src = src.copy()
     if dst.shape[0]:
         _k.combine(_rows(src), _rows(dst))
     return dst
@@ -594,8 +596,5 @@ def combine_elements(src, dst):
     """
     dst_acc = as_accumulators(dst)
     src_acc = as_accumulators(src)
-    if np.may_share_memory(src_acc, dst_acc) and src_acc.ctypes.data != \
-            dst_acc.ctypes.data:  # overlapping, not identical: read src as it was
-        src_acc = src_acc.copy()
     combine(src_acc, dst_acc)
     return dst
