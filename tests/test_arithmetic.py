@@ -130,3 +130,26 @@ def test_policy_validation(bad):
 def test_call_validation():
     with pytest.raises(PlanError, match="accumulator_itemsize"):
         Call("allreduce", count=1, accumulator_itemsize=-32)
+
+
+def test_scripts_keep_the_arithmetic():
+    from wacoll.plans import scripts
+
+    plan = select(call(), GRID).build(GRID)
+    assert plan.arithmetic == "reproducible"
+    text = scripts.to_sexpr(plan)
+    assert "(arithmetic reproducible)" in text
+    assert scripts.from_sexpr(text) == plan
+    assert '"arithmetic": "reproducible"' in scripts.to_json(plan)
+    assert scripts.from_json(scripts.to_json(plan)) == plan
+    plain = select(call(count=1 << 12), GRID).build(GRID)
+    assert "arithmetic" not in scripts.to_sexpr(plain)
+    assert "arithmetic" not in scripts.to_json(plain)
+    with pytest.raises(Exception, match="unknown arithmetic 'exact'"):
+        scripts.from_sexpr(text.replace("(arithmetic reproducible)", "(arithmetic exact)"))
+    # without the field the plan is a plain strict plan, which the checker refuses
+    with pytest.raises(PlanError):
+        scripts.from_sexpr(text.replace(" (arithmetic reproducible)", ""))
+    bcast = scripts.to_sexpr(build("bcast", GRID, "magpie", count=4))
+    with pytest.raises(Exception, match="takes no arithmetic"):
+        scripts.from_sexpr(bcast.replace("(size 8)", "(size 8) (arithmetic plain)", 1))

@@ -372,5 +372,6 @@ class Plan:
             "counts": list(self.counts), "clusters": list(self.clusters),
             "level": self.level, "itemsize": self.itemsize, "family": self.family,
             "algorithm": self.algorithm, "params": [[k, v] for k, v in self.params],
+            **({} if self.arithmetic == "plain" else {"arithmetic": self.arithmetic}),
             "programs": steps,
         }
