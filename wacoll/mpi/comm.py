@@ -78,9 +78,11 @@ class Comm(MPI.Intracomm):
         Reduction level asserted for the whole communicator.
     threshold, segment_size : int
         The selection policy's tunables (:class:`wacoll.plans.Policy`).
-    arithmetic : {"auto", "plain", "reproducible"}
-        For strict float sums: choose by predicted time whether to run on exact
-        accumulators, or force one arithmetic (:attr:`wacoll.plans.Policy.arithmetic`).
+    arithmetic : {"auto", "fastest", "plain", "reproducible"}
+        For strict float sums: whether to run on exact accumulators
+        (:attr:`wacoll.plans.Policy.arithmetic`): ``"auto"`` below 4 KiB of values,
+        whatever the topology; ``"fastest"`` by predicted time on this topology; or
+        forced.
     scripts : str or path, optional
         A plan script file or a directory of them (default ``$WACOLL_SCRIPTS``).
     check : {"beside", "first", "off"}, optional

@@ -16,6 +16,11 @@ Because every receive is posted before any rank waits, a send never waits for it
 receiver to reach a program point; the only waits are the plan's own data
 dependencies, which the checker proved acyclic. So a proved plan cannot deadlock here.
 
+A program of a plan on reproducible arithmetic (``program.arithmetic``) runs on
+exact accumulators: the run converts this rank's contribution first and rounds the
+result into the receive buffer last (:mod:`wacoll.mpi.accumulate`), combining with
+the kernels' ``"repro_sum"``.
+
 Contiguous blocks travel without copies; scattered blocks are packed and unpacked.
 Consecutive ``recv_combine`` steps of one arrival-order group are combined in the
 order their messages arrive.
