@@ -379,8 +379,10 @@ def test_repro_sum_elements_refuses_other_arrays():
     good = _elements(np.ones(3))
     with pytest.raises(BufferMismatchError, match="no array of accumulator elements"):
         _kernels.reduce_into("repro_sum", np.ones(3), good)
-    with pytest.raises(BufferMismatchError, match="different|shape"):
+    with pytest.raises(BufferMismatchError):
         _kernels.reduce_into("repro_sum", good[:2], good)
+    with pytest.raises(BufferMismatchError):
+        _kernels.reduce_into("repro_sum", _elements(np.ones(3, np.float32)), good)
     with pytest.raises(_kernels.OperatorError):
         _kernels.reduce_into("repro_sum", good, good.copy(), side="middle")
     same = good.copy()
