@@ -47,8 +47,10 @@ from mpi4py import MPI
 
 
 def test_strict_allreduce(wacoll_comm):
-    out = np.zeros(8)
-    wacoll_comm.Allreduce(np.ones(8), out, op=MPI.SUM)
+    # 8 KiB: above 4 KiB a strict float sum keeps the canonical order (a smaller
+    # one runs on exact accumulators, which every family's plan may combine)
+    out = np.zeros(1024)
+    wacoll_comm.Allreduce(np.ones(1024), out, op=MPI.SUM)
 '''
 
 

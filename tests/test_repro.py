@@ -338,3 +338,61 @@ def test_empty_arrays():
     assert combine(acc, acc.copy()).shape == (0, 4)
     assert add_values(np.zeros(0), acc) is acc
     assert from_accumulator(acc).shape == (0,)
+
+
+# -- accumulator elements: the executor's "repro_sum" -------------------------------
+
+def _elements(x):
+    out = np.empty(x.size, repro.element_dtype(x.dtype))
+    to_accumulator(x, out=repro.as_accumulators(out))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([str(d) for d in DTYPES]),
+       st.lists(st.lists(any64, min_size=4, max_size=4), min_size=1, max_size=8),
+       st.randoms(use_true_random=False))
+def test_repro_sum_elements_any_grouping_and_side(dtype, rows, rnd):
+    """Random permutations and groupings of ``reduce_into("repro_sum", ...)`` on
+    accumulator elements, either side, give the bits of :func:`reproducible_sum`."""
+    from wacoll import _kernels
+
+    dt = np.dtype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        parts = [np.array(r, dtype=np.float64).astype(dt) for r in rows]
+    pool = [_elements(p) for p in parts]
+    rnd.shuffle(pool)
+    while len(pool) > 1:
+        i, j = sorted(rnd.sample(range(len(pool)), 2))
+        src, dst = pool.pop(j), pool.pop(i)
+        _kernels.reduce_into(_kernels.REPRO_SUM, src, dst,
+                             side=rnd.choice(["left", "right"]))
+        pool.append(dst)
+    got = from_accumulator(repro.as_accumulators(pool[0]))
+    want = repro.reproducible_sum(parts)
+    assert bits(got) == bits(want)
+
+
+def test_repro_sum_elements_refuses_other_arrays():
+    from wacoll import _kernels
+
+    good = _elements(np.ones(3))
+    with pytest.raises(BufferMismatchError, match="no array of accumulator elements"):
+        _kernels.reduce_into("repro_sum", np.ones(3), good)
+    with pytest.raises(BufferMismatchError):
+        _kernels.reduce_into("repro_sum", good[:2], good)
+    with pytest.raises(BufferMismatchError):
+        _kernels.reduce_into("repro_sum", _elements(np.ones(3, np.float32)), good)
+    with pytest.raises(_kernels.OperatorError):
+        _kernels.reduce_into("repro_sum", good, good.copy(), side="middle")
+    same = good.copy()
+    _kernels.reduce_into("REPRO_SUM", same, same)  # src is dst: doubles
+    assert from_accumulator(repro.as_accumulators(same)).tolist() == [2.0, 2.0, 2.0]
+    acc = to_accumulator(np.array([1.5, -3.0]))
+    assert from_accumulator(combine(acc, acc)).tolist() == [3.0, -6.0]
+    same = good.copy()
+    _kernels.reduce_into("repro_sum", same[1:], same[:2])  # overlapping: src as it was
+    assert from_accumulator(repro.as_accumulators(same)).tolist() == [2.0, 2.0, 1.0]
+    same = good.copy()
+    _kernels.reduce_into("REPRO_SUM", same, same)
+    assert from_accumulator(repro.as_accumulators(same)).tolist() == [2.0, 2.0, 2.0]

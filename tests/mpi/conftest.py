@@ -114,9 +114,13 @@ class Mpi:
 
         The level is ``"strict"`` unless given (``level=None``: wacoll's default,
         MPI's own promise), so that the family matrices exercise wacoll's plans; the
-        default configuration has tests of its own.
+        default configuration has tests of its own. The arithmetic is ``"plain"``
+        unless given, so that strict float sums run the families' canonical-order
+        plans that :meth:`predict` foresees (test_reproducible.py runs the
+        reproducible arithmetic on every family and layout, and the default).
         """
         kwargs.setdefault("level", "strict")
+        kwargs.setdefault("arithmetic", "plain")
         if self.default_check is not None:
             kwargs.setdefault("check", self.default_check)
         key = (layout, tuple(sorted(kwargs.items())))

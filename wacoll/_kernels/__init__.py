@@ -86,6 +86,7 @@ __all__ = [
     "DTYPES",
     "OperatorError",
     "reduce_into",
+    "REPRO_SUM",
     "check_op",
     "is_commutative",
     "copy_into",
@@ -153,6 +154,10 @@ _DOMAINS = {
     "bor": "integer types",
     "bxor": "integer types",
 }
+
+#: The operator of reproducible arithmetic: exact SUM of accumulator elements
+#: (:func:`wacoll._kernels.repro.combine_elements`), any order giving the same bits.
+REPRO_SUM = "repro_sum"
 
 _mpi_codes = None  # {MPI.Op handle: code}, built on first use of an MPI.Op
 _MPI_UNSUPPORTED = ("REPLACE", "NO_OP", "OP_NULL")
@@ -281,7 +286,8 @@ def reduce_into(op, src, dst, side="right"):
         A predefined operator by name (``"sum"``, ``"prod"``, ``"min"``, ``"max"``,
         ``"land"``, ``"lor"``, ``"lxor"``, ``"band"``, ``"bor"``, ``"bxor"``, any
         case), the matching ``MPI.Op`` (``MPI.SUM``, ...), or a user-defined operator
-        from ``MPI.Op.Create``.
+        from ``MPI.Op.Create``; or :data:`REPRO_SUM` (``"repro_sum"``), the exact sum
+        of accumulator elements (:func:`wacoll._kernels.repro.combine_elements`).
     src : numpy.ndarray
         C-contiguous operand; read only.
     dst : numpy.ndarray
@@ -333,6 +339,10 @@ def reduce_into(op, src, dst, side="right"):
 def _reduce_slow(op, src, dst, side):
     """Everything the fast path declined, having written nothing: an operator to
     resolve, a user-defined operator, overlapping buffers, or an error to raise."""
+    if isinstance(op, str) and op.lower() == REPRO_SUM:
+        _side(side)  # exact: both sides give the same bits; still check the name
+        _reduce_repro(src, dst)
+        return
     code = _op_code(op)
     left = _side(side)
     if code == _USER:
@@ -348,6 +358,54 @@ def _reduce_slow(op, src, dst, side):
         raise _op_dtype_error(code, _dtype_name(dst))
     if status:
         raise _status_error(status, "reduce_into", ("src", "dst"), src, dst)
+
+
+#: Words per accumulator row, by the bytes of one accumulator element (a complex
+#: element has two rows): float32 and complex64 rows of 3, float64 and complex128 of 4.
+_ACC_ROW = {24: 3, 32: 4, 48: 3, 64: 4}
+_repro_kernels = None
+
+
+def _repro_module():
+    """The compiled accumulator kernels of this build's variant (AVX2 or portable)."""
+    global _repro_kernels
+    if _repro_kernels is None:
+        module = None
+        if KERNEL_VARIANT == "avx2":
+            try:
+                from wacoll._kernels import _repro_avx2 as module
+            except ImportError:  # built without it
+                module = None
+        if module is None:
+            from wacoll._kernels import _repro as module
+        _repro_kernels = module
+    return _repro_kernels
+
+
+def _reduce_repro(src, dst):
+    """:data:`REPRO_SUM`: ``dst[i] (+)= src[i]`` on 1-D arrays of accumulator elements
+    (the ``numpy.void`` element dtype of the reproducible-sum module), exactly."""
+    for name, obj, writable in (("src", src, False), ("dst", dst, True)):
+        dt = getattr(obj, "dtype", None)
+        if not isinstance(obj, np.ndarray) or obj.ndim != 1 or dt.kind != "V" or \
+                dt.names is not None or dt.itemsize not in _ACC_ROW:
+            raise BufferMismatchError(
+                f"reduce_into: {REPRO_SUM} needs 1-D arrays of accumulator elements "
+                f"(void of 24, 32, 48 or 64 bytes); {name} is no array of accumulator "
+                f"elements")
+        if not obj.flags.c_contiguous or (writable and not obj.flags.writeable):
+            raise _buffer_fault("reduce_into", name, obj, writable)
+    if src.dtype != dst.dtype:
+        raise _status_error(_S_MISMATCH, "reduce_into", ("src", "dst"), src, dst)
+    if src.size != dst.size:
+        raise _status_error(_S_LENGTH, "reduce_into", ("src", "dst"), src, dst)
+    if not dst.size:
+        return
+    if np.may_share_memory(src, dst):  # the kernel reads src while writing dst
+        src = src.copy()
+    width = _ACC_ROW[dst.dtype.itemsize]
+    _repro_module().combine(src.view(np.int64).reshape(-1, width),
+                            dst.view(np.int64).reshape(-1, width))
 
 
 def _reduce_user(op, src, dst, left):

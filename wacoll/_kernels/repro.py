@@ -133,6 +133,9 @@ __all__ = [
     "combine",
     "from_accumulator",
     "reproducible_sum",
+    "element_dtype",
+    "as_accumulators",
+    "combine_elements",
 ]
 
 
@@ -416,6 +419,8 @@ def combine(src, dst):
     """
     dt = _check_acc("combine", "dst", dst, True)
     _check_acc("combine", "src", src, False, dt, dst.shape[0])
+    if np.may_share_memory(src, dst):  # the kernel reads src while writing dst
+        src = src.copy()
     if dst.shape[0]:
         _k.combine(_rows(src), _rows(dst))
     return dst
@@ -514,3 +519,82 @@ def reproducible_sum(arrays):
                                       f"and {x.dtype}")
         add_values(x, acc)
     return from_accumulator(acc)
+
+
+# ---------------------------------------------------------------- accumulator elements
+_TAIL_BY_BYTES = {int(np.prod(tail)) * 8: tail for tail in _TAIL.values()}
+
+
+def element_dtype(dtype):
+    """The opaque dtype of one element's accumulator, for values of ``dtype``.
+
+    A plan that runs on accumulators moves and combines them as whole elements: a
+    1-D array of this ``numpy.void`` dtype holds one accumulator per element, so
+    slicing, packing and messages work on it as on any 1-D buffer.
+    :func:`as_accumulators` views it as the int64 accumulators again.
+
+    Examples
+    --------
+    >>> element_dtype("float64"), element_dtype("complex64")
+    (dtype('V32'), dtype('V48'))
+    """
+    return np.dtype((np.void, accumulator_bytes(dtype)))
+
+
+def as_accumulators(elements):
+    """View a 1-D array of :func:`element_dtype` elements as int64 accumulators.
+
+    Also accepts an accumulator array itself (returned as it is).
+
+    Raises
+    ------
+    wacoll.errors.BufferMismatchError
+        Not a C-contiguous array of accumulator elements.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> acc = to_accumulator(np.array([1.0, 2.0]))
+    >>> elements = acc.view(element_dtype("float64")).reshape(-1)
+    >>> elements.shape, as_accumulators(elements).shape
+    ((2,), (2, 4))
+    >>> from_accumulator(as_accumulators(elements)).tolist()
+    [1.0, 2.0]
+    """
+    if not isinstance(elements, np.ndarray):
+        raise BufferMismatchError(f"as_accumulators: a {type(elements).__name__} is "
+                                  "not a numpy array")
+    if elements.dtype == _INT64:
+        return elements
+    tail = _TAIL_BY_BYTES.get(elements.dtype.itemsize)
+    if elements.dtype.kind != "V" or elements.dtype.names is not None or tail is None \
+            or elements.ndim != 1:
+        raise BufferMismatchError(
+            f"as_accumulators: {elements.dtype} {elements.ndim}-D array is no array of "
+            "accumulator elements (1-D V24, V32, V48 or V64)")
+    if not elements.flags.c_contiguous:
+        raise BufferMismatchError("as_accumulators: the elements are not C-contiguous")
+    return elements.view(_INT64).reshape((elements.shape[0],) + tail)
+
+
+def combine_elements(src, dst):
+    """:func:`combine` on arrays of accumulator elements: ``dst[i] (+)= src[i]``.
+
+    The reduction the executor runs for reproducible arithmetic (the kernels'
+    operator ``"repro_sum"``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> e = element_dtype("float64")
+    >>> a = to_accumulator(np.array([0.1])).view(e).reshape(-1)
+    >>> b = to_accumulator(np.array([0.2])).view(e).reshape(-1)
+    >>> combine_elements(b, a) is a
+    True
+    >>> from_accumulator(as_accumulators(a)).tolist()
+    [0.30000000000000004]
+    """
+    dst_acc = as_accumulators(dst)
+    src_acc = as_accumulators(src)
+    combine(src_acc, dst_acc)
+    return dst

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from wacoll import _kernels, errors
+from wacoll._kernels import repro
 from wacoll.errors import BufferMismatchError, BufferTypeError, DatatypeError, WacollError
 from wacoll.mpi.buffers import parse_buffer, parse_vbuffer, plan_dtype, plan_factor
 from wacoll.plans.operations import LEVELS
@@ -76,6 +77,11 @@ class Prepared:
     finish : callable or None
         To call on this rank once the plan has run (derived datatypes: unpacks the
         staged ``outbuf`` into the user's receive buffer).
+    accumulator_itemsize : int
+        For a strict float SUM, the bytes of one element's exact accumulator: the
+        selection policy may then run the call on reproducible arithmetic (the
+        executor converts ``inbuf`` and ``outbuf``, :mod:`wacoll.mpi.accumulate`).
+        0 otherwise.
     """
 
     op: str
@@ -91,6 +97,7 @@ class Prepared:
     level: str | None = None
     vector_info: object = None
     finish: object = None
+    accumulator_itemsize: int = 0
 
 
 @functools.cache
@@ -445,7 +452,16 @@ def _reduction_parts(op_name, inbuf, out, op, level, default_level):
     if commutes and _exact(op, inbuf.dtype):
         level = "commutative"
     return Prepared(op_name, dtype=inbuf.dtype, inbuf=inbuf, outbuf=out, reduce_op=op,
-                    level=level)
+                    level=level, accumulator_itemsize=_accumulator_itemsize(
+                        op, inbuf.dtype, level))
+
+
+def _accumulator_itemsize(op, dtype, level):
+    """Bytes of an exact accumulator when a strict call may run on reproducible
+    arithmetic (SUM on float32, float64, complex64, complex128), else 0."""
+    if level != "strict" or operator_name(op) != "SUM" or dtype not in repro.DTYPES:
+        return 0
+    return repro.accumulator_bytes(dtype)
 
 
 def _check_reduction_type(msg, op, role):

@@ -80,6 +80,11 @@ class Comm(MPI.Intracomm):
         Reduction level asserted for the whole communicator.
     threshold, segment_size : int
         The selection policy's tunables (:class:`wacoll.plans.Policy`).
+    arithmetic : {"auto", "fastest", "plain", "reproducible"}
+        For strict float sums: whether to run on exact accumulators
+        (:attr:`wacoll.plans.Policy.arithmetic`): ``"auto"`` below 4 KiB of values,
+        whatever the topology; ``"fastest"`` by predicted time on this topology; or
+        forced.
     scripts : str or path, optional
         A plan script file or a directory of them (default ``$WACOLL_SCRIPTS``).
     check : {"beside", "first", "off"}, optional
@@ -113,7 +118,7 @@ class Comm(MPI.Intracomm):
 
     def __init__(self, comm=None, topology=None, *, family=None, level=None,
                  threshold=512, segment_size=262144, scripts=None, check=None,
-                 validate=True, trace=False, **options):
+                 validate=True, trace=False, arithmetic="auto", **options):
         if comm is None:
             return
         error = None
@@ -126,7 +131,8 @@ class Comm(MPI.Intracomm):
                 raise WacollError(f"level must be one of {LEVELS}, got {level!r}")
             if check not in CHECK_MODES:
                 raise WacollError(f"check must be one of {CHECK_MODES}, got {check!r}")
-            policy = Policy(threshold=threshold, segment_size=segment_size)
+            policy = Policy(threshold=threshold, segment_size=segment_size,
+                            arithmetic=arithmetic)
             if topology is not None and not isinstance(topology, Topology):
                 raise TopologyError("topology must be a wacoll.Topology")
             if family not in (None, "scripts", NATIVE):
@@ -674,6 +680,8 @@ class Comm(MPI.Intracomm):
                                      ("execute", t3, t4)):
                 tracer.record(name, "phase", start, end)
             label = "native" if native else f"{plan.family}/{plan.algorithm}"
+            if plan is not None and plan.arithmetic != "plain":
+                label += f", {plan.arithmetic} arithmetic"
             tracer.record(f"{op} ({label})", "operation", t0, t4)
 
     def _record(self, key, args, sig, op):
@@ -741,7 +749,8 @@ class Comm(MPI.Intracomm):
         and cached), or ``(None, "native")`` when the MPI library runs it."""
         call = Call(prepared.op, count=prepared.count, counts=prepared.counts,
                     root=prepared.root, level=prepared.level,
-                    itemsize=1 if prepared.dtype is None else prepared.dtype.itemsize)
+                    itemsize=1 if prepared.dtype is None else prepared.dtype.itemsize,
+                    accumulator_itemsize=prepared.accumulator_itemsize)
         if (family or self.family) == "scripts":
             script = self._scripts.get((call.op, self._place.size))
             if script is not None:

@@ -16,6 +16,11 @@ Because every receive is posted before any rank waits, a send never waits for it
 receiver to reach a program point; the only waits are the plan's own data
 dependencies, which the checker proved acyclic. So a proved plan cannot deadlock here.
 
+A program of a plan on reproducible arithmetic (``program.arithmetic``) runs on
+exact accumulators: the run converts this rank's contribution first and rounds the
+result into the receive buffer last (:mod:`wacoll.mpi.accumulate`), combining with
+the kernels' ``"repro_sum"``.
+
 Contiguous blocks travel without copies; scattered blocks are packed and unpacked.
 Consecutive ``recv_combine`` steps of one arrival-order group are combined in the
 order their messages arrive.
@@ -189,12 +194,21 @@ class Run:
 
     __slots__ = ("steps", "comm", "bufs", "dtype", "op", "tag", "tracer", "recv_reqs",
                  "recv_data", "readers", "sends", "index", "waiting", "done", "_group",
-                 "started")
+                 "started", "_unstage")
 
     def __init__(self, program, comm, inbuf, outbuf, *, op=None, tracer=None,
                  scratch=None, tag=TAG):
         _check_fits("inbuf", inbuf, program.in_extent)
         _check_fits("outbuf", outbuf, program.out_extent)
+        self._unstage = None
+        if program.arithmetic == "reproducible":  # the plan runs on accumulators
+            from wacoll.mpi.accumulate import stage
+
+            t0 = tracer.clock() if tracer else 0.0
+            inbuf, outbuf, self._unstage = stage(inbuf, outbuf, scratch)
+            op = _kernels.REPRO_SUM
+            if tracer:
+                tracer.record("to accumulators", "step", t0, tracer.clock())
         dtype = outbuf.dtype if outbuf is not None else (
             inbuf.dtype if inbuf is not None else np.dtype(np.uint8))
         bufs = {"in": inbuf, "out": outbuf}
@@ -366,6 +380,12 @@ class Run:
             if not self._await(self.sends, block):
                 return False
             self.sends = []
+        if self._unstage is not None:  # round the accumulators into the user's buffer
+            t0 = clock() if clock else 0.0
+            self._unstage()
+            self._unstage = None
+            if tracer:
+                tracer.record("from accumulators", "step", t0, clock())
         self.waiting = ()
         self.done = True
         return True

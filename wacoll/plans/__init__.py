@@ -38,12 +38,12 @@ from __future__ import annotations
 from wacoll.plans.check import CheckReport, check_plan
 from wacoll.plans.families import FAMILIES, build, builders, options
 from wacoll.plans.lower import Program, lower
-from wacoll.plans.operations import LEVELS, OPERATIONS
+from wacoll.plans.operations import ARITHMETICS, LEVELS, OPERATIONS
 from wacoll.plans.plan import Message, Plan, Step
 from wacoll.plans.select import Call, Policy, Selection, select
 
 __all__ = [
     "Plan", "Step", "Message", "CheckReport", "check_plan", "build", "builders",
-    "options", "FAMILIES", "OPERATIONS", "LEVELS", "Call", "Policy", "Selection",
+    "options", "FAMILIES", "OPERATIONS", "LEVELS", "ARITHMETICS", "Call", "Policy", "Selection",
     "select", "Program", "lower",
 ]

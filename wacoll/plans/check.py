@@ -14,6 +14,12 @@ from a. The checker proves that
   expression, so results are bit-for-bit reproducible), ``associative`` (any grouping,
   rank order kept) or ``commutative`` (any grouping and order); each contribution once.
 
+A plan whose ``arithmetic`` is ``"reproducible"`` combines exact accumulators
+(:mod:`wacoll._kernels.repro`: a float SUM whose result has the same bits in any
+order and grouping), so it proves level ``strict`` by keeping the commutative
+level; with ``"plain"`` arithmetic a strict plan must follow the canonical
+expression. The report says which arithmetic the proof assumed.
+
 It also measures the plan: messages and bytes in total and across the wide area, the
 most wide-area hops on any path from a data item's source to a rank, and MagPIe's two
 conditions of wide-area optimality. The second condition depends on the operation's
@@ -66,6 +72,9 @@ class CheckReport:
         Steps in all programs.
     max_sends : int
         The most messages any one rank sends.
+    arithmetic : str
+        ``"plain"`` or ``"reproducible"``: the arithmetic the proof assumed (with
+        ``"reproducible"``, level ``strict`` is proved by the commutative rules).
     """
 
     op: str
@@ -80,6 +89,7 @@ class CheckReport:
     repeated: tuple
     steps: int
     max_sends: int
+    arithmetic: str = "plain"
 
     @property
     def wide_area_optimal(self) -> bool:
@@ -103,6 +113,7 @@ class CheckReport:
             "max_wide_area_hops": self.max_wide_area_hops,
             "wide_area_optimal": self.wide_area_optimal, "optimality": self.optimality,
             "steps": self.steps, "max_sends": self.max_sends,
+            "arithmetic": self.arithmetic,
         }
 
 
@@ -189,7 +200,9 @@ class _Checker:
         self.size = size = plan.size
         self.spec = ops.spec(plan.op)
         self.kind = self.spec.kind
-        self.level = plan.level
+        # exact accumulators make any order and grouping give the strict bits
+        self.level = ("commutative" if plan.arithmetic == "reproducible"
+                      else plan.level)
         self.clusters = plan.clusters
         nb = plan.nblocks
         self._check_layout(nb)
@@ -470,11 +483,12 @@ class _Checker:
     def report(self):
         hops = self.max_hops()
         return CheckReport(
-            op=self.plan.op, level=self.level, messages=self.messages, bytes=self.bytes,
+            op=self.plan.op, level=self.plan.level, messages=self.messages, bytes=self.bytes,
             wide_area_messages=self.wan_messages, wide_area_bytes=self.wan_bytes,
             max_wide_area_hops=hops, single_latency=hops <= 1,
             no_repeated_data=not self.any_repeat, repeated=tuple(self.repeated),
             steps=sum(len(p) for p in self.plan.programs), max_sends=max(self.sends),
+            arithmetic=self.plan.arithmetic,
         )
 
 

@@ -106,6 +106,9 @@ class Program:
         Elements of each scratch buffer.
     in_extent, out_extent : int
         The fewest elements the ``in`` / ``out`` buffers must hold.
+    arithmetic : str
+        The plan's arithmetic: with ``"reproducible"`` an element is one exact
+        accumulator, and the executor converts the values to and from them.
     """
 
     rank: int
@@ -113,6 +116,7 @@ class Program:
     scratch_sizes: dict
     in_extent: int
     out_extent: int
+    arithmetic: str = "plain"
 
 
 def _runs(blocks, offsets, counts):
@@ -240,4 +244,4 @@ def lower_steps(header, rank: int, program, in_offsets=None, out_offsets=None) -
             if buf is not None:
                 touched.update((buf, b) for b in step.blocks)
     return Program(rank, tuple(steps), scratch_sizes, _extent("inbuf", in_offsets, counts),
-                   _extent("outbuf", out_offsets, counts))
+                   _extent("outbuf", out_offsets, counts), plan.arithmetic)

@@ -36,6 +36,7 @@ __all__ = [
     "OPERATIONS",
     "OpSpec",
     "LEVELS",
+    "ARITHMETICS",
     "spec",
     "block_counts",
     "in_blocks",
@@ -46,6 +47,13 @@ __all__ = [
 
 #: Reduction levels, weakest guarantee last (see DESIGN: strict, associative, commutative).
 LEVELS = ("strict", "associative", "commutative")
+
+#: How a reduction plan's combinations are computed. ``"plain"``: the operator on the
+#: values themselves (a float sum then depends on the order). ``"reproducible"``: a
+#: float SUM on exact accumulators (:mod:`wacoll._kernels.repro`), whose combination
+#: is exactly associative and commutative, so a plan that keeps only the
+#: commutative level still gives the bits of level ``"strict"``.
+ARITHMETICS = ("plain", "reproducible")
 
 
 @dataclass(frozen=True)

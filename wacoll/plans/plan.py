@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from wacoll.errors import PlanError
-from wacoll.plans.operations import LEVELS, spec
+from wacoll.plans.operations import ARITHMETICS, LEVELS, spec
 
 __all__ = ["Step", "Plan", "Message", "STEP_KINDS"]
 
@@ -160,6 +160,11 @@ class Plan:
         Which builder made the plan, for display.
     params : tuple of (str, object)
         The builder's parameters, sorted by name.
+    arithmetic : str
+        How combinations are computed (:data:`~wacoll.plans.operations.ARITHMETICS`):
+        ``"plain"``, or ``"reproducible"`` (a float SUM on exact accumulators; then
+        ``itemsize`` is the accumulator's size and a plan that keeps the commutative
+        level proves level ``"strict"``). Reductions only.
     """
 
     op: str
@@ -173,6 +178,7 @@ class Plan:
     family: str = ""
     algorithm: str = ""
     params: tuple = ()
+    arithmetic: str = "plain"
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False,
                          hash=False)
 
@@ -193,6 +199,11 @@ class Plan:
                                 f"got {self.level!r}")
         elif self.level is not None:
             raise PlanError(f"{self.op} is not a reduction and takes no level")
+        if self.arithmetic not in ARITHMETICS:
+            raise PlanError(f"arithmetic must be one of {', '.join(ARITHMETICS)}, "
+                            f"got {self.arithmetic!r}")
+        if self.arithmetic != "plain" and s.kind != "reduction":
+            raise PlanError(f"{self.op} is not a reduction; its arithmetic is 'plain'")
         if len(self.programs) != self.size:
             raise PlanError(f"plan has {len(self.programs)} programs for {self.size} ranks")
         if len(self.clusters) != self.size:
@@ -361,5 +372,6 @@ class Plan:
             "counts": list(self.counts), "clusters": list(self.clusters),
             "level": self.level, "itemsize": self.itemsize, "family": self.family,
             "algorithm": self.algorithm, "params": [[k, v] for k, v in self.params],
+            **({} if self.arithmetic == "plain" else {"arithmetic": self.arithmetic}),
             "programs": steps,
         }

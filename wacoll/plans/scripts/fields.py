@@ -29,8 +29,8 @@ __all__ = [
 MAX_SIZE = 1 << 20
 
 #: Header fields, in the order the writers put them.
-HEADER_FIELDS = ("op", "size", "root", "level", "itemsize", "counts", "clusters",
-                 "family", "algorithm", "params")
+HEADER_FIELDS = ("op", "size", "root", "level", "arithmetic", "itemsize", "counts",
+                 "clusters", "family", "algorithm", "params")
 #: Step keyword -> :class:`~wacoll.plans.plan.Step` kind.
 STEP_NAMES = {"send": "send", "recv": "recv", "recv-combine": "recv_combine",
               "copy": "copy", "combine": "combine"}
@@ -101,6 +101,7 @@ def make_plan(header, programs):
                 counts=tuple(header["counts"]), programs=tuple(map(tuple, programs)),
                 clusters=tuple(header["clusters"]), level=header["level"],
                 itemsize=header["itemsize"], family=header["family"],
-                algorithm=header["algorithm"], params=tuple(header["params"]))
+                algorithm=header["algorithm"], params=tuple(header["params"]),
+                arithmetic=header.get("arithmetic", "plain"))
     plan.check()
     return plan

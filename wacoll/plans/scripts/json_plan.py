@@ -23,13 +23,15 @@ from wacoll.plans.scripts.fields import (
 )
 from wacoll.plans.scripts.limits import Budget, cell_budget, plan_cells, step_cost
 from wacoll.plans.scripts.sexpr import MAX_CHARS, MAX_DEPTH, MAX_INT
-from wacoll.plans.operations import LEVELS, OPERATIONS
+from wacoll.plans.operations import ARITHMETICS, LEVELS, OPERATIONS
 from wacoll.plans.plan import STEP_KINDS, Plan, Step
 
 __all__ = ["to_json", "read_json"]
 
 _JSON_KEYS = ("op", "size", "root", "counts", "clusters", "level", "itemsize", "family",
               "algorithm", "params", "programs")
+#: Keys written only when they differ from their default ("arithmetic": "plain").
+_OPTIONAL = ("arithmetic",)
 _JSON_STEP_KEYS = ("kind", "blocks", "peer", "src", "dst", "side", "group")
 
 
@@ -66,7 +68,8 @@ def to_json(plan: Plan) -> str:
     data = plan.to_dict()
     dump = lambda v: json.dumps(v, allow_nan=False)  # noqa: E731
     lines = ["{"]
-    lines += [f"  {dump(k)}: {dump(data[k])}," for k in _JSON_KEYS[:-1]]
+    lines += [f"  {dump(k)}: {dump(data[k])}," for k in _JSON_KEYS[:-1] + _OPTIONAL
+              if k in data]
     lines.append('  "programs": [')
     for r, steps in enumerate(data["programs"]):
         comma = "," if r + 1 < len(data["programs"]) else ""
@@ -143,7 +146,7 @@ class _JsonReader:
         self.fail(where, "must be an integer, number, string, boolean, null or array")
 
     def header(self, data):
-        self.keys(data, "plan", _JSON_KEYS, _JSON_KEYS)
+        self.keys(data, "plan", _JSON_KEYS + _OPTIONAL, _JSON_KEYS)
         op = self.string(data["op"], "op")
         if op not in OPERATIONS:
             self.fail("op", f"unknown operation {op!r}")
@@ -179,8 +182,15 @@ class _JsonReader:
                 self.fail(where, f"invalid or repeated parameter name {name!r}")
             seen.add(name)
             params.append((name, self.value(pair[1], f"{where}[1]")))
+        arithmetic = data.get("arithmetic", "plain")
+        if arithmetic not in ARITHMETICS:
+            self.fail("arithmetic", f"must be one of {', '.join(ARITHMETICS)}, got "
+                                    f"{_show(arithmetic)}")
+        if arithmetic != "plain" and level is None:
+            self.fail("arithmetic", f"{op} is not a reduction; it must be 'plain'")
         return {
             "op": op, "size": size, "root": root, "level": level,
+            "arithmetic": arithmetic,
             "itemsize": self.integer(data["itemsize"], "itemsize", 1, MAX_INT),
             "counts": counts, "clusters": clusters,
             "family": self.string(data["family"], "family"),

@@ -31,7 +31,7 @@ from wacoll.plans.scripts.fields import (
 )
 from wacoll.plans.scripts.limits import Budget, cell_budget, plan_cells, step_cost
 from wacoll.plans.scripts.sexpr import MAX_CHARS, MAX_INT, Atom, ListNode, Source, describe
-from wacoll.plans.operations import LEVELS, OPERATIONS
+from wacoll.plans.operations import ARITHMETICS, LEVELS, OPERATIONS
 from wacoll.plans.plan import Step
 
 __all__ = ["RankScript", "PlanReader"]
@@ -100,6 +100,11 @@ class PlanReader(Source):
             if value not in LEVELS:
                 self.fail(form.items[1], f"unknown level '{value}'; known: "
                                          f"{', '.join(LEVELS)}")
+        elif name == "arithmetic":
+            value = self.symbol(self.one(form, name), "arithmetic")
+            if value not in ARITHMETICS:
+                self.fail(form.items[1], f"unknown arithmetic '{value}'; known: "
+                                         f"{', '.join(ARITHMETICS)}")
         elif name == "itemsize":
             value = self.integer(self.one(form, name), "itemsize", 1, MAX_INT)
         elif name in ("counts", "clusters"):
@@ -145,6 +150,9 @@ class PlanReader(Source):
                             f"{', '.join(LEVELS)})")
         if spec.kind != "reduction" and "level" in fields:
             self.fail(fields["level"][1], f"{op} is not a reduction and takes no level")
+        if spec.kind != "reduction" and "arithmetic" in fields:
+            self.fail(fields["arithmetic"][1], f"{op} is not a reduction and takes no "
+                                               f"arithmetic")
         for name in ("root", "rank"):
             if name in fields:
                 self.integer(fields[name][1].items[1], name, 0, size - 1)
@@ -161,6 +169,7 @@ class PlanReader(Source):
         return {
             "op": op, "size": size, "root": fields.get("root", (None,))[0],
             "level": fields.get("level", (None,))[0],
+            "arithmetic": fields.get("arithmetic", ("plain",))[0],
             "itemsize": fields.get("itemsize", (1,))[0],
             "counts": fields["counts"][0], "clusters": clusters[0],
             "family": fields.get("family", ("",))[0],

@@ -51,6 +51,8 @@ def _header_lines(plan, head, rank=None):
         first += f" (root {plan.root})"
     if plan.level is not None:
         first += f" (level {plan.level})"
+    if plan.arithmetic != "plain":
+        first += f" (arithmetic {plan.arithmetic})"
     lines = [first + f" (itemsize {plan.itemsize})"]
     lines += _int_lines("counts", plan.counts)
     lines += _int_lines("clusters", plan.clusters)
