@@ -138,6 +138,7 @@ class RankPlan:
     family: str = ""
     algorithm: str = ""
     params: tuple = ()
+    arithmetic: str = "plain"
     source: object = field(default=None, repr=False, compare=False)
     _whole: list = field(default_factory=list, init=False, repr=False, compare=False)
 

@@ -244,4 +244,4 @@ def lower_steps(header, rank: int, program, in_offsets=None, out_offsets=None) -
             if buf is not None:
                 touched.update((buf, b) for b in step.blocks)
     return Program(rank, tuple(steps), scratch_sizes, _extent("inbuf", in_offsets, counts),
-                   _extent("outbuf", out_offsets, counts), plan.arithmetic)
+                   _extent("outbuf", out_offsets, counts), header.arithmetic)

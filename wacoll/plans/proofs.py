@@ -149,7 +149,7 @@ def plan_key(selection, topology) -> str:
     return hashlib.sha256(_canonical({
         "format": _FORMAT, "code": code_digest(), "op": selection.op,
         "family": selection.family, "options": _jsonable(selection.options),
-        "topology": _jsonable(topology.to_dict()),
+        "arithmetic": selection.arithmetic, "topology": _jsonable(topology.to_dict()),
     })).hexdigest()
 
 
@@ -368,7 +368,8 @@ def build_proved(selection, topology, *, directory=None):
     >>> build_proved(sel, topo, directory=tempfile.mkdtemp()).check().messages
     2
     """
-    plan = build(selection.op, topology, selection.family, **dict(selection.options))
+    plan = selection.with_arithmetic(build(selection.op, topology, selection.family,
+                                           **dict(selection.options)))
     found = lookup(selection, topology, directory=directory)
     if found is not None and found.plan_digest == plan_digest(plan):
         plan._cache["report"] = found.report

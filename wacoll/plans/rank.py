@@ -94,8 +94,8 @@ def rank_plan(selection, topology, rank) -> RankPlan:
                         f"not build through a PlanBuilder; it cannot derive one rank")
     from wacoll.plans.proofs import build_proved
 
-    return dataclasses.replace(part, source=functools.partial(build_proved, selection,
-                                                              topology))
+    return dataclasses.replace(selection.with_arithmetic(part),
+                               source=functools.partial(build_proved, selection, topology))
 
 
 def rank_program(selection, topology, rank, in_offsets=None, out_offsets=None, *,

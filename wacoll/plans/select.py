@@ -241,10 +241,17 @@ class Selection:
         if self.native:
             raise PlanError("the native family has no plan: the MPI library runs the "
                             "call")
-        plan = build(self.op, topology, self.family, **dict(self.options))
-        if self.arithmetic == "reproducible":
-            plan = dataclasses.replace(plan, level="strict", arithmetic="reproducible")
+        plan = self.with_arithmetic(build(self.op, topology, self.family,
+                                          **dict(self.options)))
         plan.check()
+        return plan
+
+    def with_arithmetic(self, plan):
+        """``plan`` (a whole plan or one rank's part of it, as the family built it)
+        marked with this selection's arithmetic: on reproducible arithmetic the plan
+        keeps the strict level with a commutative schedule."""
+        if self.arithmetic == "reproducible":
+            return dataclasses.replace(plan, level="strict", arithmetic="reproducible")
         return plan
 
 
