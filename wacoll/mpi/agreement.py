@@ -262,9 +262,6 @@ class Check:
             persistent.run(mine)
             self.flags, self.run, self.request, self.done = persistent.flags.copy(), \
                 None, None, True
-        elif program == "direct":
-            self.flags, self.request = np.empty(4, np.int64), None
-            self.run = _DirectExchange(comm, mine, self.flags, tag)
         elif program is None:
             self.flags, self.run = mine, None
             self.request = comm.Iallreduce(MPI.IN_PLACE, self.flags, op=MPI.MAX)
@@ -378,32 +375,3 @@ class PersistentCheck:
     def free(self):
         self.request.Free()
 
-
-class _DirectExchange:
-    """Every rank sends its flags to every other and takes the maximum: one hop."""
-
-    __slots__ = ("recvs", "sends", "bufs", "mine", "out", "done", "waiting")
-
-    def __init__(self, comm, mine, out, tag):
-        P, me = comm.Get_size(), comm.Get_rank()
-        self.mine, self.out, self.done = mine, out, False
-        self.bufs = np.empty((P, 4), np.int64)
-        self.recvs = [comm.Irecv(self.bufs[r], source=r, tag=tag)
-                      for r in range(P) if r != me]
-        self.sends = [comm.Isend(mine, dest=r, tag=tag) for r in range(P) if r != me]
-        self.bufs[me] = mine
-        self.waiting = self.recvs + self.sends
-
-    def advance(self, block=False):
-        from mpi4py import MPI
-
-        if self.done:
-            return True
-        if block:
-            MPI.Request.Waitall(self.waiting)
-        elif not MPI.Request.Testall(self.waiting):
-            self.waiting = [r for r in self.waiting if r]
-            return False
-        self.out[:] = self.bufs.max(axis=0)
-        self.waiting, self.done = [], True
-        return True

@@ -184,8 +184,6 @@ class Comm(MPI.Intracomm):
             plan = select(Call("allreduce", count=4, itemsize=8, level="commutative"),
                           topology, family="magpie").build(topology)
             self._check_program = lower(plan, self._place.rank)
-            if os.environ.get("WACOLL_DIRECT_CHECK") == "1":
-                self._check_program = "direct"
         elif check != "off":  # blocking calls check first, in a persistent request
             self._blocking_check = PersistentCheck(self._control)
         #: The :class:`~wacoll.Topology` (clusters and links) wacoll plans for;
