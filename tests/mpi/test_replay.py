@@ -1,7 +1,7 @@
 """Repeated blocking calls on one cluster: replayed, checked, and the same as MPI's.
 
-A blocking call the MPI library runs is recorded on first use and replayed when the
-same argument objects come back unchanged (:mod:`wacoll.mpi.fastpath`). These tests
+A blocking call the MPI library runs is recorded when the same argument objects come
+twice in a row, and replayed when they come back unchanged (:mod:`wacoll.mpi.fastpath`). These tests
 check that a replay gives the library's result, that it still checks every call
 across ranks (one rank changing its root, operator, arrays or their shape raises the
 same error everywhere, and no buffer is written), and that a changed array is read

@@ -19,6 +19,7 @@ Examples
 from __future__ import annotations
 
 import dataclasses
+import functools
 import zlib
 from dataclasses import dataclass
 
@@ -62,8 +63,8 @@ class Signature:
     options: tuple = ()
 
     def digest(self) -> int:
-        """A 32-bit digest of the signature."""
-        return zlib.crc32(repr(self).encode())
+        """A 32-bit digest of the signature (the same on every rank and process)."""
+        return _digest(self)
 
     def describe(self) -> str:
         """A readable form of the call."""
@@ -82,6 +83,13 @@ class Signature:
             return [k for k in mine if mine[k] != theirs.get(k)]
         return [f.name for f in dataclasses.fields(self)
                 if getattr(self, f.name) != getattr(other, f.name)]
+
+
+@functools.lru_cache(maxsize=256)
+def _digest(sig):
+    # a repeated call's signature is equal, not identical: the cache saves the
+    # dataclass repr, which costs more than the rest of the check's set-up
+    return zlib.crc32(repr(sig).encode())
 
 
 def _portable(error):

@@ -207,6 +207,7 @@ class Comm(MPI.Intracomm):
         self._programs = {}
         self._scratch = {}
         self._recorded = {}
+        self._seen = set()  # keys of native calls met once (no objects kept)
         # wires of failed calls, never freed: messages the abandoned work sent may
         # still wait in a peer's queue, and the MPI library reuses a freed
         # communicator's context for a new one, whose receives would match them
@@ -638,7 +639,14 @@ class Comm(MPI.Intracomm):
                 plan, native = self._plan(prepared, family, options)
                 if native and key is not None and vector_check is None and \
                         self._check_program is None:
-                    self._record(key, args, sig, op)
+                    # record a call the second time its objects come (a loop over
+                    # the same arrays), not every call that brings new ones
+                    if key in self._seen:
+                        self._record(key, args, sig, op)
+                    else:
+                        if len(self._seen) >= 4 * CAPACITY:
+                            self._seen.clear()
+                        self._seen.add(key)
                 if mode != "bind" and op == "barrier" and self.validate:
                     # the check is an all-reduce: it synchronises every rank already
                     work = NativeWork(lambda: MPI.REQUEST_NULL)

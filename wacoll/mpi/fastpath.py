@@ -6,8 +6,9 @@ library (the *native* family), and all it adds is the cross-rank check. What rea
 the arguments, building the check's signature and choosing the family cost (tens of
 microseconds in Python, more than the collective itself at small sizes) depends only
 on the arguments' *descriptions*: which objects they are and, for arrays, their
-shape, strides, dtype and writability. So the first such call records a
-:class:`NativeCall`; a later call with the same objects, unchanged, replays it: the
+shape, strides, dtype and writability. So the second call with the same objects
+records a :class:`NativeCall` (a call whose objects are new every time is never
+recorded); a later call with the same objects, unchanged, replays it: the
 check (:class:`~wacoll.mpi.agreement.PersistentCheck`), then the library's blocking
 collective.
 
