@@ -23,9 +23,11 @@ Each buffer collective (``Barrier``, ``Bcast``, ``Scatter[v]``, ``Gather[v]``,
    hanging (:mod:`wacoll.mpi.agreement`); the check runs beside the call, not before
    it (``check="beside"``, :mod:`wacoll.mpi.task`), so on a grid it costs no extra
    wide-area round trip;
-3. asks the selection policy (:func:`wacoll.plans.select`) for the plan, built and
-   proved once and cached, and its lowered program for this rank
-   (:func:`wacoll.plans.lower`), cached per buffer layout;
+3. asks the selection policy (:func:`wacoll.plans.select`) for the plan and this
+   rank's lowered program, cached per buffer layout: the whole plan built and proved
+   once, or, when the disk proof cache holds its proof, only this rank's part
+   (:func:`wacoll.plans.rank.plan_for_rank`); a loop that repeats a call the MPI
+   library runs replays it (:mod:`wacoll.mpi.fastpath`);
 4. executes it (:mod:`wacoll.mpi.executor`) on a second, private duplicate, so that
    wacoll's messages never meet the application's.
 
@@ -56,7 +58,7 @@ from wacoll.mpi.persistent import Prequest, Request
 from wacoll.mpi.progress import engine
 from wacoll.mpi.task import CallTask, NativeWork
 from wacoll.mpi.trace import Tracer
-from wacoll.plans import LEVELS, Call, Policy, builders, lower, select
+from wacoll.plans import LEVELS, Call, Policy, builders, select
 from wacoll.plans.rank import lower_for_rank, plan_for_rank
 from wacoll.plans.select import NATIVE, adapt_script
 from wacoll.topology import Topology
@@ -181,9 +183,10 @@ class Comm(MPI.Intracomm):
         self._place = calls.Place(wire.Get_rank(), wire.Get_size())
         self._check_program = self._blocking_check = None
         if topology.nclusters > 1:  # the check runs as a wide-area optimal all-reduce
-            plan = select(Call("allreduce", count=4, itemsize=8, level="commutative"),
-                          topology, family="magpie").build(topology)
-            self._check_program = lower(plan, self._place.rank)
+            selection = select(Call("allreduce", count=4, itemsize=8,
+                                    level="commutative"), topology, family="magpie")
+            self._check_program = lower_for_rank(
+                plan_for_rank(selection, topology, self._place.rank), self._place.rank)
         elif check != "off":  # blocking calls check first, in a persistent request
             self._blocking_check = PersistentCheck(self._control)
         #: The :class:`~wacoll.Topology` (clusters and links) wacoll plans for;
