@@ -100,6 +100,23 @@ class Step:
             return (self.dst,)
         return ()
 
+    def to_row(self) -> dict:
+        """The step as a JSON-ready dictionary (the fields it has, no defaults).
+
+        Examples
+        --------
+        >>> Step("send", (0, 2), peer=1, src="in").to_row()
+        {'kind': 'send', 'blocks': [0, 2], 'peer': 1, 'src': 'in'}
+        """
+        row = {"kind": self.kind, "blocks": list(self.blocks)}
+        for name in ("peer", "src", "dst", "side"):
+            value = getattr(self, name)
+            if value is not None:
+                row[name] = value
+        if self.group:
+            row["group"] = self.group
+        return row
+
     def __str__(self):
         blocks = "[" + ",".join(map(str, self.blocks)) + "]"
         if self.kind == "send":
@@ -354,19 +371,7 @@ class Plan:
 
     def to_dict(self) -> dict:
         """A JSON-ready dictionary (see :mod:`wacoll.plans.scripts` for files)."""
-        steps = []
-        for prog in self.programs:
-            rows = []
-            for s in prog:
-                row = {"kind": s.kind, "blocks": list(s.blocks)}
-                for name in ("peer", "src", "dst", "side"):
-                    value = getattr(s, name)
-                    if value is not None:
-                        row[name] = value
-                if s.group:
-                    row["group"] = s.group
-                rows.append(row)
-            steps.append(rows)
+        steps = [[s.to_row() for s in prog] for prog in self.programs]
         return {
             "op": self.op, "size": self.size, "root": self.root,
             "counts": list(self.counts), "clusters": list(self.clusters),

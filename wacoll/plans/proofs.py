@@ -165,17 +165,7 @@ def program_digest(program) -> str:
     >>> program_digest(plan.programs[1]) == program_digest(plan.programs[2])
     True
     """
-    rows = []
-    for s in program:
-        row = {"kind": s.kind, "blocks": list(s.blocks)}
-        for name in ("peer", "src", "dst", "side"):
-            value = getattr(s, name)
-            if value is not None:
-                row[name] = value
-        if s.group:
-            row["group"] = s.group
-        rows.append(row)
-    return hashlib.sha256(_canonical(rows)).hexdigest()
+    return hashlib.sha256(_canonical([s.to_row() for s in program])).hexdigest()
 
 
 def _digests(plan):
