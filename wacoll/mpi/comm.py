@@ -698,11 +698,17 @@ class Comm(MPI.Intracomm):
         description = describe(args)
         if description is None:
             return
-        call = None if op == "barrier" and self.validate else functools.partial(
-            getattr(self._wire, _BLOCKING[op]), *map(for_mpi, args))
+        call = None if op == "barrier" and self.validate else \
+            self._library_call(op, args, blocking=True)
         if len(self._recorded) >= CAPACITY:
             del self._recorded[next(iter(self._recorded))]
         self._recorded[key] = NativeCall(args, description, sig.digest(), call, sig)
+
+    def _library_call(self, op, args, blocking):
+        """The MPI library's collective for ``op`` over ``args`` on the wire, ready
+        to call: blocking, or non-blocking (returning its request)."""
+        name = _BLOCKING[op] if blocking else _NATIVE[op]
+        return functools.partial(getattr(self._wire, name), *map(for_mpi, args))
 
     def _replay(self, recorded):
         """Run a recorded native call: its check and the library's collective."""
@@ -723,9 +729,8 @@ class Comm(MPI.Intracomm):
                 # as a replay runs it (the library never matches a blocking
                 # collective with a non-blocking one)
                 return NativeWork(functools.partial(
-                    _blocking, getattr(self._wire, _BLOCKING[op]), *map(for_mpi, args)))
-            return NativeWork(functools.partial(getattr(self._wire, _NATIVE[op]),
-                                                *map(for_mpi, args)))
+                    _blocking, self._library_call(op, args, blocking=True)))
+            return NativeWork(self._library_call(op, args, blocking=False))
         program = self._program(plan, prepared)
         return Run(program, self._wire, prepared.inbuf, outbuf,
                    op=prepared.reduce_op, tracer=self.tracer, scratch=scratch,
@@ -833,9 +838,9 @@ _NATIVE = {"barrier": "Ibarrier", "bcast": "Ibcast", "scatter": "Iscatter",
 _BLOCKING = {op: name[1].upper() + name[2:] for op, name in _NATIVE.items()}
 
 
-def _blocking(call, *args):
+def _blocking(call):
     """Run a blocking collective as a :class:`NativeWork`'s start: done at once."""
-    call(*args)
+    call()
     return MPI.REQUEST_NULL
 
 
