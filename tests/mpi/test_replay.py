@@ -123,6 +123,6 @@ def test_check_off_replays_the_call_alone(mpi):
 
 def test_lists_are_not_recorded():
     a = np.zeros(2)
-    assert fastpath.describe((a, None, 0, "sum", MPI.SUM, MPI.IN_PLACE)) is not None
-    assert fastpath.describe(([a, MPI.DOUBLE],)) is None
-    assert fastpath.describe((bytearray(3),)) is None
+    assert fastpath.snapshot((a, None, 0, "sum", MPI.SUM, MPI.IN_PLACE)) is not None
+    assert fastpath.snapshot(([a, MPI.DOUBLE],)) is None
+    assert fastpath.snapshot((bytearray(3),)) is None

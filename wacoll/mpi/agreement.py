@@ -27,10 +27,11 @@ import numpy as np
 
 from wacoll import errors
 from wacoll.errors import BufferMismatchError, WacollError
+from wacoll.mpi._fastcall import LINE_WORDS, NodeFlags
 from wacoll.mpi.progress import advance_request
 
-__all__ = ["agree", "Check", "PersistentCheck", "Signature", "VECTOR_CHECKS",
-           "rebuild_error"]
+__all__ = ["agree", "blocking_check", "Check", "NodeCheck", "PersistentCheck",
+           "Signature", "VECTOR_CHECKS", "rebuild_error"]
 
 #: wacoll's error classes by name, so that a fault travels between ranks as data.
 _ERRORS = {name: getattr(errors, name) for name in errors.__all__
@@ -342,6 +343,57 @@ class Check:
         return exc
 
 
+def blocking_check(comm):
+    """The check of one cluster's blocking calls on ``comm`` (collective): a
+    :class:`NodeCheck` when every rank shares one node's memory, else a
+    :class:`PersistentCheck`."""
+    from mpi4py import MPI
+
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        # the same answer on every rank: a node is the whole communicator on one rank
+        # exactly when it is on all
+        whole = node.Get_size() == comm.Get_size()
+    finally:
+        node.Free()
+    return NodeCheck(comm) if whole else PersistentCheck(comm)
+
+
+class NodeCheck(NodeFlags):
+    """The check of one node's blocking calls, in shared memory: each rank writes its
+    four flags (:class:`Check`) into a cache line of a shared window and folds in
+    everyone's, the MAX all-reduce :class:`PersistentCheck` runs, without a message
+    (:class:`wacoll.mpi._fastcall.NodeFlags`; its ``run(mine)`` checks a call).
+
+    Like the all-reduce it waits until every rank has arrived, so it synchronises the
+    ranks (a checked Barrier is this check alone). While it waits it lets the MPI
+    library progress now and then: a peer may be waiting in the library for this
+    rank's part of an earlier operation.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Intracomm
+        The communicator the check belongs to, all of whose ranks share one node
+        (collective: every rank creates it).
+    """
+
+    def __init__(self, comm):
+        from mpi4py import MPI
+
+        rank, size = comm.Get_rank(), comm.Get_size()
+        nbytes = 2 * size * LINE_WORDS * 8
+        self.window = MPI.Win.Allocate_shared(nbytes if rank == 0 else 0, 8, comm=comm)
+        memory, _ = self.window.Shared_query(0)
+        lines = np.frombuffer(memory, np.int64, 2 * size * LINE_WORDS)
+        if rank == 0:
+            lines[:] = 0
+        comm.Barrier()  # nobody publishes before the lines are zero
+        super().__init__(lines, rank, size, comm.Iprobe)
+
+    def free(self):
+        self.window.Free()
+
+
 class PersistentCheck:
     """The check of one cluster's blocking calls: a persistent MAX all-reduce of the
     four flags :class:`Check` describes, started once per call.
@@ -369,19 +421,21 @@ class PersistentCheck:
         self._holding = None  # the flags array whose values ``flags`` still holds
 
     def run(self, mine) -> bool:
-        """Check one call whose flags on this rank are ``mine``; whether it passed.
+        """Check one call whose flags on this rank are ``mine`` (four int64, as an
+        array or its 32 bytes); whether it passed.
 
         It passed when the maximum over the ranks is ``mine`` itself and ``mine``
         flags no error: no rank failed (a failure raises the first word) and every
         digest is this rank's (another one raises the third word or the fourth).
         """
         flags = self.flags
-        if self._holding is not mine:  # a passed check leaves ``mine`` in place
-            np.copyto(flags, mine)
+        words = mine if type(mine) is bytes else mine.tobytes()
+        if self._holding != words:  # a passed check leaves ``mine`` in place
+            flags[:] = np.frombuffer(words, np.int64)
         self.request.Start()
         self.request.Wait()
-        passed = flags.tobytes() == mine.tobytes() and not mine[0]
-        self._holding = mine if passed else None
+        passed = flags.tobytes() == words and not flags[0]
+        self._holding = words if passed else None
         return passed
 
     def free(self):

@@ -49,11 +49,11 @@ from mpi4py import MPI
 from wacoll.errors import TopologyError, WacollError
 from wacoll.mpi import calls
 from wacoll.mpi import objects
-from wacoll.mpi.agreement import VECTOR_CHECKS, Check, PersistentCheck, Signature, agree
+from wacoll.mpi.agreement import VECTOR_CHECKS, Check, Signature, agree, blocking_check
 from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi.discover import topology_from_comm
 from wacoll.mpi.executor import Run, call_tag
-from wacoll.mpi.fastpath import CAPACITY, NativeCall, describe
+from wacoll.mpi.fastpath import CAPACITY, NativeCall, Recordings, snapshot
 from wacoll.mpi.persistent import Prequest, Request
 from wacoll.mpi.progress import engine
 from wacoll.mpi.task import CallTask, NativeWork
@@ -187,8 +187,8 @@ class Comm(MPI.Intracomm):
                                     level="commutative"), topology, family="magpie")
             self._check_program = lower_for_rank(
                 plan_for_rank(selection, topology, self._place.rank), self._place.rank)
-        elif check != "off":  # blocking calls check first, in a persistent request
-            self._blocking_check = PersistentCheck(self._control)
+        elif check != "off":  # blocking calls check first (shared memory on one node)
+            self._blocking_check = blocking_check(self._control)
         #: The :class:`~wacoll.Topology` (clusters and links) wacoll plans for;
         #: ``topology`` is mpi4py's own (the MPI virtual topology kind).
         self.network = topology
@@ -209,7 +209,9 @@ class Comm(MPI.Intracomm):
         self._plans = {}
         self._programs = {}
         self._scratch = {}
-        self._recorded = {}
+        self._recorded = Recordings()
+        # the recorded calls, or None while calls must not replay
+        self._replays = None if trace or check == "first" else self._recorded
         self._seen = set()  # keys of native calls met once (no objects kept)
         # wires of failed calls, never freed: messages the abandoned work sent may
         # still wait in a peer's queue, and the MPI library reuses a freed
@@ -246,7 +248,7 @@ class Comm(MPI.Intracomm):
         if self._blocking_check is not None:
             self._blocking_check.free()
         self._control.Free()
-        self._wire = None
+        self._wire = self._replays = None
         MPI.Intracomm.Free(self)
 
     def Dup(self, info=None):
@@ -601,17 +603,23 @@ class Comm(MPI.Intracomm):
         cross-rank check) inside the call's ``operation`` event: the public way to
         see where a call's time goes.
         """
+        replays = self._replays
+        if replays is not None and mode == "call" and not options:
+            outcome = replays.replay(reader, family, level, args)
+            if outcome is not None:
+                self._seq += 1
+                self.last_plan, self.last_family = None, NATIVE
+                if outcome is not True:
+                    self._replay_failed(outcome)
+                return
         if getattr(self, "_wire", None) is None:
             raise WacollError("this wacoll.Comm has been freed")
         if self._broken is not None:
             raise WacollError(self._broken)
         tracer = self.tracer
         key = None
-        if mode == "call" and not options and tracer is None and self.check != "first":
+        if replays is not None and mode == "call" and not options:
             key = (reader, family, level, *map(id, args))
-            recorded = self._recorded.get(key)
-            if recorded is not None and recorded.matches(args):
-                return self._replay(recorded)
         clock = tracer.clock if tracer else None
         t0 = clock() if clock else 0.0
         seq = self._seq
@@ -662,7 +670,7 @@ class Comm(MPI.Intracomm):
         t2 = clock() if clock else 0.0
         check = None
         # on one cluster a blocking call checks first, in the communicator's
-        # persistent check, as a replayed call does (see wacoll.mpi.fastpath)
+        # blocking check, as a replayed call does (see wacoll.mpi.fastpath)
         first = self.check == "first" or (mode == "call" and self._check_program is None)
         if self.validate and vector_check is None:
             check = Check(self._control, error, sig, program=self._check_program,
@@ -695,14 +703,15 @@ class Comm(MPI.Intracomm):
 
     def _record(self, key, args, sig, op):
         """Keep a blocking native call for replay (:mod:`wacoll.mpi.fastpath`)."""
-        description = describe(args)
-        if description is None:
+        snap = snapshot(args)
+        if snap is None:
             return
         call = None if op == "barrier" and self.validate else \
             self._library_call(op, args, blocking=True)
         if len(self._recorded) >= CAPACITY:
             del self._recorded[next(iter(self._recorded))]
-        self._recorded[key] = NativeCall(args, description, sig.digest(), call, sig)
+        self._recorded[key] = NativeCall(snap, sig.digest(), call, sig,
+                                         self._blocking_check)
 
     def _library_call(self, op, args, blocking):
         """The MPI library's collective for ``op`` over ``args`` on the wire, ready
@@ -710,14 +719,11 @@ class Comm(MPI.Intracomm):
         name = _BLOCKING[op] if blocking else _NATIVE[op]
         return functools.partial(getattr(self._wire, name), *map(for_mpi, args))
 
-    def _replay(self, recorded):
-        """Run a recorded native call: its check and the library's collective."""
-        self._seq += 1
-        self.last_plan, self.last_family = None, NATIVE
-        flags = recorded.run(self._blocking_check)
-        if flags is not None:
-            self._after_failure(False)
-            raise Check.completed(self._control, recorded.sig, flags).failure(True)
+    def _replay_failed(self, recorded):
+        """After a replayed call's check failed: the error every rank raises."""
+        self._after_failure(False)
+        raise Check.completed(self._control, recorded.sig,
+                              self._blocking_check.flags.copy()).failure(True)
 
     def _work(self, prepared, plan, native, args, op, seq, scratch, outbuf,
               blocking=False):
@@ -754,6 +760,7 @@ class Comm(MPI.Intracomm):
 
     def _mark_broken(self, work_done):
         self._abandoned.append(self._wire)
+        self._replays = None
         self._broken = ("a non-blocking collective on this wacoll.Comm failed its "
                         "cross-rank check; its messages may still be in flight, so the "
                         "communicator cannot run further collectives: Free it")

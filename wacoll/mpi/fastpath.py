@@ -5,12 +5,15 @@ op=MPI.SUM)`` every iteration. On one cluster wacoll hands such a call to the MP
 library (the *native* family), and all it adds is the cross-rank check. What reading
 the arguments, building the check's signature and choosing the family cost (tens of
 microseconds in Python, more than the collective itself at small sizes) depends only
-on the arguments' *descriptions*: which objects they are and, for arrays, their
-shape, strides, dtype and writability. So the second call with the same objects
+on the arguments' *snapshot*: which objects they are and, for arrays, their
+address, length, element format, shape, strides and writability (compared in C,
+:class:`wacoll.mpi._fastcall.Snapshot`). So the second call with the same objects
 records a :class:`NativeCall` (a call whose objects are new every time is never
 recorded); a later call with the same objects, unchanged, replays it: the
-check (:class:`~wacoll.mpi.agreement.PersistentCheck`), then the library's blocking
-collective.
+check, then the library's blocking collective. On one node the check is
+:class:`~wacoll.mpi.agreement.NodeCheck`, in shared memory (a fraction of a
+microsecond); across nodes :class:`~wacoll.mpi.agreement.PersistentCheck`, the
+library's persistent all-reduce.
 
 On one cluster the check runs *before* the collective, not beside it as on a grid: a
 microsecond collective has no latency to hide, and the library's non-blocking calls
@@ -28,12 +31,13 @@ Examples
 --------
 >>> import numpy as np
 >>> a = np.zeros(4)
->>> describe((a, 0)) == describe((a, 0))
-True
+>>> snap = snapshot((a, 0))
+>>> snap.matches((a, 0)), snap.matches((np.zeros(4), 0))
+(True, False)
 >>> a.shape = (2, 2)
->>> describe((a, 0)) == describe((np.zeros(4), 0))
+>>> snap.matches((a, 0))
 False
->>> describe(([a, "d"],)) is None   # a list may change between calls
+>>> snapshot(([a, "d"],)) is None   # a list may change between calls
 True
 """
 
@@ -41,7 +45,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CAPACITY", "NativeCall", "describe"]
+from wacoll.mpi._fastcall import NativeCall, Recordings, Snapshot
+
+__all__ = ["CAPACITY", "NativeCall", "Recordings", "snapshot"]
 
 #: Recorded calls per communicator (the oldest is forgotten first).
 CAPACITY = 16
@@ -55,77 +61,18 @@ def _mpi():
     return MPI
 
 
-def describe(args):
-    """What a recorded call must still match in ``args``, or None if they cannot be
-    recorded (an argument whose identity does not say what it holds)."""
+def snapshot(args):
+    """A :class:`~wacoll.mpi._fastcall.Snapshot` of ``args``, or None if they cannot
+    be recorded (an argument whose identity does not say what it holds)."""
     MPI = _mpi()
-    out = []
+    buffers = []
     for a in args:
         t = type(a)
         if t is _ndarray:
-            out.append((a.shape, a.strides, a.dtype, a.flags.writeable))
+            buffers.append(True)
         elif a is None or t is int or t is str or a is MPI.IN_PLACE or \
                 isinstance(a, MPI.Op):
-            out.append(None)
+            buffers.append(False)
         else:
             return None
-    return tuple(out)
-
-
-class NativeCall:
-    """A blocking call recorded for replay: its check digest and the MPI library's
-    non-blocking collective over the same arguments.
-
-    Parameters
-    ----------
-    args : tuple
-        The call's arguments, as given (kept alive while recorded).
-    description : tuple
-        :func:`describe` of them when recorded.
-    digest : int
-        The call's signature digest (what the check compares across ranks).
-    call : callable or None
-        The MPI library's blocking collective over the arguments; None for a checked
-        Barrier (the check is the barrier).
-    sig : Signature
-        The call's signature, for the error message of a failed check.
-    """
-
-    __slots__ = ("args", "description", "template", "call", "sig")
-
-    def __init__(self, args, description, digest, call, sig):
-        self.args = args
-        self.description = description
-        self.template = np.array([0, 0, digest, -digest], np.int64)
-        self.call = call
-        self.sig = sig
-
-    def matches(self, args) -> bool:
-        """Whether ``args`` are the recorded objects, still as they were."""
-        mine = self.args
-        if len(args) != len(mine):
-            return False
-        for a, b, d in zip(args, mine, self.description):
-            if a is not b:
-                return False
-            # ``is not`` for the dtype: numpy's dtype comparison costs more than the
-            # rest together, and an equal dtype that is another object only costs
-            # one re-read
-            if d is not None and (a.shape != d[0] or a.strides != d[1] or
-                                  a.dtype is not d[2] or a.flags.writeable != d[3]):
-                return False
-        return True
-
-    def run(self, check):
-        """Run the call once: ``check`` (a
-        :class:`~wacoll.mpi.agreement.PersistentCheck`, or None: no check), then the
-        collective.
-
-        Returns None when the call ran, else the failed check's flags (every rank
-        learns the same) for the caller's failure path; the collective did not start.
-        """
-        if check is not None and not check.run(self.template):
-            return check.flags.copy()
-        if self.call is not None:
-            self.call()
-        return None
+    return Snapshot(tuple(args), tuple(buffers))

@@ -1,0 +1,87 @@
+"""The check of one node's blocking calls in shared memory (``NodeCheck``).
+
+On one node a blocking call's cross-rank check is a MAX over every rank's flags in a
+shared window, not a message. These tests check that a one-node communicator uses
+it, that it computes what the library's MAX all-reduce computes, that it
+synchronises like a barrier, and that a rank waiting in it still lets the MPI
+library progress (a peer may wait in the library for this rank's data).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import wacoll
+from wacoll.mpi.agreement import NodeCheck
+
+P = MPI.COMM_WORLD.Get_size()
+ME = MPI.COMM_WORLD.Get_rank()
+W = MPI.COMM_WORLD
+
+
+@pytest.mark.mpi(min_size=1)
+def test_one_node_checks_in_shared_memory(mpi):
+    comm = wacoll.Comm(W)
+    mpi.assert_all(isinstance(comm._blocking_check, NodeCheck))
+    off = wacoll.Comm(W, check="off")
+    mpi.assert_all(off._blocking_check is None)
+    off.Free()
+    comm.Free()
+
+
+@pytest.fixture
+def node_check():
+    dup = W.Dup()
+    check = NodeCheck(dup)
+    yield check
+    check.free()
+    dup.Free()
+
+
+@pytest.mark.mpi(min_size=1)
+def test_the_node_check_is_the_max_all_reduce(mpi, node_check):
+    check = node_check
+    rng = np.random.default_rng(7)
+    for call in range(50):
+        mine = rng.integers(-2**62, 2**62, size=4, dtype=np.int64) if call % 3 else \
+            np.array([0, 0, 99, -99], np.int64)  # every third call: all ranks agree
+        want = np.zeros(4, np.int64)
+        W.Allreduce(mine, want, op=MPI.MAX)
+        passed = check.run(mine if call % 2 else mine.tobytes())
+        mpi.assert_equal(check.flags, want, f"call {call}")
+        mpi.assert_all(passed == (bool((want == mine).all()) and mine[0] == 0),
+                       f"call {call}: passed={passed}")
+
+
+@pytest.mark.mpi(min_size=2)
+def test_the_node_check_waits_for_every_rank(mpi, node_check):
+    mine = np.array([0, 0, 5, -5], np.int64)
+    if ME == P - 1:
+        time.sleep(0.2)
+    arrived = np.array([time.monotonic()])  # one node: one monotonic clock
+    node_check.run(mine)
+    left = time.monotonic()
+    latest = np.zeros(1)
+    W.Allreduce(arrived, latest, op=MPI.MAX)
+    assert left >= latest[0], "a rank left the check before the last one arrived"
+
+
+@pytest.mark.mpi(min_size=3)
+def test_a_peer_waiting_in_the_library_for_this_rank_is_progressed(mpi):
+    # rank 0 starts a non-blocking barrier, then enters a checked Barrier; the others
+    # first wait for the non-blocking barrier, whose later rounds need rank 0 to
+    # forward what it received. Rank 0 waits in the check for them, they wait in the
+    # library for rank 0: unless the check lets the library progress, none moves.
+    comm = wacoll.Comm(W)
+    request = W.Ibarrier()
+    if ME == 0:
+        comm.Barrier()
+        request.Wait()
+    else:
+        request.Wait()
+        comm.Barrier()
+    comm.Free()
