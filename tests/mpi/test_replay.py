@@ -10,6 +10,8 @@ again rather than replayed.
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -123,6 +125,47 @@ def test_check_off_replays_the_call_alone(mpi):
 
 def test_lists_are_not_recorded():
     a = np.zeros(2)
-    assert fastpath.snapshot((a, None, 0, "sum", MPI.SUM, MPI.IN_PLACE)) is not None
-    assert fastpath.snapshot(([a, MPI.DOUBLE],)) is None
-    assert fastpath.snapshot((bytearray(3),)) is None
+    key = fastpath.Recordings().key
+    assert key(print, None, None, (a, None, 0, "sum", MPI.SUM, MPI.IN_PLACE)) is not None
+    assert key(print, None, None, ([a, MPI.DOUBLE],)) is None
+    assert key(print, None, None, (bytearray(3),)) is None
+
+
+@pytest.mark.mpi(min_size=1)
+def test_new_arrays_of_the_same_shape_are_replayed(mpi):
+    """A loop that brings new arrays every call (``np.full(...)`` as the send buffer)
+    replays from its second call, over each call's own arrays."""
+    comm = _single()
+    for i in range(5):
+        send, recv, want = np.full(3, float(ME + i)), np.zeros(3), np.zeros(3)
+        comm.Allreduce(send, recv, op="sum")  # an operator by name, too
+        W.Allreduce(send, want, op=MPI.SUM)
+        mpi.assert_equal(recv, want, f"call {i}")
+        buf = np.full(2, 9.0 if ME == 0 else 0.0)
+        comm.Bcast(buf, root=0)
+        mpi.assert_equal(buf, np.full(2, 9.0), f"Bcast, call {i}")
+    mpi.assert_all(_recorded(comm) == 2, f"{_recorded(comm)} calls recorded")
+    # the same shapes as another dtype, or with the send buffer as the receive
+    # buffer, are other calls: read afresh (and recorded once seen twice)
+    comm.Allreduce(np.ones(3, np.int64), np.zeros(3, np.int64), op="sum")
+    mpi.assert_all(_recorded(comm) == 2)
+    comm.Free()
+
+
+@pytest.mark.mpi(min_size=1)
+def test_a_recorded_user_operator_stays_alive(mpi):
+    comm = _single()
+    op = MPI.Op.Create(lambda a, b, t: np.add(np.frombuffer(a), np.frombuffer(b),
+                                              out=np.frombuffer(b)), commute=True)
+    send, recv = np.ones(2), np.zeros(2)
+    for _ in range(3):
+        comm.Allreduce(send, recv, op=op)
+        mpi.assert_equal(recv, np.full(2, float(P)))
+    mpi.assert_all(_recorded(comm) == 1)
+    old = id(op)
+    del op  # the recorded call keeps it alive: its identity is part of the key
+    gc.collect()
+    fresh = MPI.Op.Create(lambda a, b, t: None, commute=True)
+    mpi.assert_all(id(fresh) != old, "a new operator took a recorded one's identity")
+    fresh.Free()
+    comm.Free()

@@ -2,12 +2,10 @@
 """The compiled half of a repeated blocking call (private; the wrappers are
 :mod:`wacoll.mpi.fastpath` and :class:`wacoll.mpi.agreement.NodeCheck`).
 
-- :class:`Snapshot`: what a recorded call's arguments were (identity, and for each
-  buffer its address, length, element format, shape, strides and writability, read
-  through the buffer protocol), and whether they still are.
-- :class:`NativeCall` and :class:`Recordings`: a recorded call (snapshot, check
-  flags, the MPI library's collective) and a communicator's recorded calls by key,
-  replayed in one trip into C up to the library's own call.
+- :class:`NativeCall` and :class:`Recordings`: a recorded call (its check flags and
+  the MPI library's collective) and a communicator's recorded calls, keyed by what
+  the call's arguments look like, replayed in one trip into C up to the library's
+  own call.
 - :class:`NodeFlags`: the cross-rank check of one node's ranks in shared memory.
   Each rank publishes its four flags in its own cache line of a shared window and
   reads everyone's: an element-wise maximum, as a MAX all-reduce would give, in a
@@ -17,13 +15,12 @@ The shared lines are written and read with C11-style acquire/release atomics
 (the GCC and Clang builtins), so a rank never reads a half-written line.
 """
 from cpython.buffer cimport PyBUF_RECORDS_RO, PyBuffer_Release, PyObject_GetBuffer
-from cpython.long cimport PyLong_FromVoidPtr
+from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.dict cimport PyDict_GetItem
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport int64_t
-from libc.string cimport strcmp
 
 import numpy as np
 
@@ -161,81 +158,46 @@ cdef class NodeFlags:
         return 1 if self.mine[0] == 0 else 0
 
 
-cdef class Snapshot:
-    """The arguments of a call as they were, to tell whether a later call brings the
-    same ones unchanged.
-
-    Every argument is compared by identity. A buffer (anything with the buffer
-    protocol, numpy arrays in practice) must also still expose the same address,
-    length, element format, shape, strides and writability.
-
-    Parameters
-    ----------
-    args : tuple
-        The call's arguments (kept alive, so their identities cannot be reused).
-    buffers : tuple of bool
-        Which arguments are buffers.
-    """
-
-    cdef readonly tuple args
-    cdef tuple buffers
-    cdef list views  # per buffer argument: (address, len, itemsize, ndim, readonly,
-    #                   format bytes, shape tuple, strides tuple), else None
-
-    def __init__(self, tuple args not None, tuple buffers not None):
-        self.args, self.buffers = args, buffers
-        self.views = [_view(a) if b else None for a, b in zip(args, buffers)]
-
-    cpdef bint matches(self, tuple args) except -1:
-        """Whether ``args`` are the recorded objects, still as they were."""
-        cdef Py_ssize_t i, n = len(self.args)
-        if len(args) != n:
-            return False
-        for i in range(n):
-            if args[i] is not self.args[i]:
-                return False
-            if self.buffers[i] and not _same_view(args[i], self.views[i]):
-                return False
-        return True
-
-
 cdef class NativeCall:
-    """A blocking call recorded for replay: its arguments' snapshot, its check, and
-    the MPI library's blocking collective over the same arguments.
+    """A blocking call recorded for replay: its check flags and the MPI library's
+    blocking collective, called with each replayed call's own arguments.
 
     Parameters
     ----------
-    snap : Snapshot
-        The call's arguments when recorded.
     digest : int
         The call's signature digest (what the check compares across ranks).
-    call : callable or None
-        The MPI library's blocking collective over the arguments; None for a checked
-        Barrier (the check is the barrier).
+    method : callable or None
+        The MPI library's blocking collective (a bound method of the wire); None for
+        a checked Barrier (the check is the barrier).
+    replace : tuple of (int, object)
+        Arguments the library reads otherwise: position and what to pass instead
+        (an ``MPI.Op`` for an operator given by name).
     sig : object
         The call's signature, for the error message of a failed check.
     check : NodeFlags or object with ``run(flags_bytes) -> bool``, or None
         The communicator's check of blocking calls (None: no check).
+    keep : tuple
+        Objects the key names by identity (operators), kept alive so that their
+        identities cannot be reused by new objects while recorded.
     """
 
-    cdef readonly Snapshot snap
     cdef readonly bytes template
-    cdef readonly object call, sig, check
+    cdef readonly object method, sig, check
+    cdef tuple replace
+    cdef readonly tuple keep
     cdef NodeFlags node
 
-    def __init__(self, Snapshot snap not None, digest, call, sig, check):
-        self.snap, self.call, self.sig, self.check = snap, call, sig, check
+    def __init__(self, digest, method, tuple replace not None, sig, check,
+                 tuple keep not None):
+        self.method, self.replace, self.sig, self.check, self.keep = \
+            method, replace, sig, check, keep
         self.template = np.array([0, 0, digest, -digest], np.int64).tobytes()
         self.node = check if isinstance(check, NodeFlags) else None
 
-    def matches(self, tuple args not None):
-        """Whether ``args`` are the recorded objects, still as they were."""
-        return self.snap.matches(args)
-
-    cpdef bint run(self) except -1:
-        """Run the call once: the check, then the collective. Whether it ran: False
-        when the check failed (every rank learns the same, and the collective did
-        not start; the check's ``flags`` say why)."""
+    cpdef bint run(self, tuple args) except -1:
+        """Run the call once over ``args``: the check, then the collective. Whether
+        it ran: False when the check failed (every rank learns the same, and the
+        collective did not start; the check's ``flags`` say why)."""
         cdef int status
         if self.node is not None:
             status = self.node.start(self.template)
@@ -246,73 +208,113 @@ cdef class NativeCall:
                 return False
         elif self.check is not None and not self.check.run(self.template):
             return False
-        if self.call is not None:
-            self.call()
+        if self.method is not None:
+            if self.replace:
+                given = list(args)
+                for i, value in self.replace:
+                    given[i] = value
+                args = tuple(given)
+            self.method(*args)
         return True
 
 
 cdef class Recordings(dict):
-    """A communicator's recorded calls, keyed by ``(reader, family, level, *ids)``
-    (the identities of the call's arguments)."""
+    """A communicator's recorded calls by :meth:`key`: what the call is and what its
+    arguments look like, not which arrays they are.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> calls = Recordings()
+    >>> calls.key(print, None, None, (np.zeros(4), 0)) == \\
+    ...     calls.key(print, None, None, (np.ones(4), 0))
+    True
+    >>> calls.key(print, None, None, (np.zeros(4), 1)) == \\
+    ...     calls.key(print, None, None, (np.zeros(4), 0))
+    False
+    >>> calls.key(print, None, None, ([np.zeros(4), "d"],)) is None  # a list
+    True
+    """
+
+    def key(self, reader, family, level, tuple args not None):
+        """The key of a call: ``reader``, ``family``, ``level`` and, per argument,
+        its value (None, ``int``, ``str``), its identity (``MPI.IN_PLACE``, an
+        ``MPI.Op``), or for a numpy array its dtype, shape, strides, writability and
+        which earlier argument it is (-1: none). None when an argument is of any
+        other kind (a list, for one, whose contents may change)."""
+        return _key(reader, family, level, args)
 
     def replay(self, reader, family, level, tuple args not None):
         """Run the recorded call these arguments match: True when it ran, the
-        :class:`NativeCall` when its check failed, None when no recorded call
-        matches (read the call afresh)."""
-        cdef Py_ssize_t i, n = len(args)
-        cdef tuple key = PyTuple_New(n + 3)
-        cdef PyObject *found
-        cdef NativeCall recorded
-        Py_INCREF(reader)
-        PyTuple_SET_ITEM(key, 0, reader)
-        Py_INCREF(family)
-        PyTuple_SET_ITEM(key, 1, family)
-        Py_INCREF(level)
-        PyTuple_SET_ITEM(key, 2, level)
-        for i in range(n):
-            item = PyLong_FromVoidPtr(<void *>args[i])
-            Py_INCREF(item)
-            PyTuple_SET_ITEM(key, i + 3, item)
-        found = PyDict_GetItem(self, key)
+        :class:`NativeCall` when its check failed, None when none matches (read
+        the call afresh)."""
+        key = _key(reader, family, level, args)
+        if key is None:
+            return None
+        cdef PyObject *found = PyDict_GetItem(self, key)
         if found == NULL:
             return None
         recorded = <NativeCall><object>found
-        if not recorded.snap.matches(args):
+        return True if recorded.run(args) else recorded
+
+
+cdef object _ndarray = np.ndarray
+
+
+cdef bytes _array_key(object a, Py_ssize_t alias):
+    """An array's description as bytes: which earlier argument it is, writability,
+    item size, shape, strides and element format (from the buffer protocol)."""
+    cdef Py_buffer view
+    cdef Py_ssize_t words[64]
+    cdef Py_ssize_t i, n
+    PyObject_GetBuffer(a, &view, PyBUF_RECORDS_RO)
+    try:
+        if view.ndim > 30:  # pragma: no cover - numpy allows at most 64 dimensions
             return None
-        return True if recorded.run() else recorded
-
-
-cdef tuple _view(object obj):
-    cdef Py_buffer view
-    PyObject_GetBuffer(obj, &view, PyBUF_RECORDS_RO)
-    try:
-        return (<Py_ssize_t>view.buf, view.len, view.itemsize, view.ndim, view.readonly,
-                view.format if view.format != NULL else b"B",
-                tuple(view.shape[i] for i in range(view.ndim)),
-                tuple(view.strides[i] for i in range(view.ndim)))
-    finally:
-        PyBuffer_Release(&view)
-
-
-cdef bint _same_view(object obj, tuple seen) except -1:
-    cdef Py_buffer view
-    cdef int i
-    cdef bytes fmt = seen[5]
-    try:
-        PyObject_GetBuffer(obj, &view, PyBUF_RECORDS_RO)
-    except (BufferError, ValueError, TypeError):  # no longer exports a buffer
-        return False
-    try:
-        if (<Py_ssize_t>view.buf != <Py_ssize_t>seen[0] or view.len != <Py_ssize_t>seen[1]
-                or view.itemsize != <Py_ssize_t>seen[2] or view.ndim != <int>seen[3]
-                or view.readonly != <int>seen[4]):
-            return False
-        if strcmp(view.format if view.format != NULL else <char *>"B", <char *>fmt) != 0:
-            return False
+        words[0], words[1], words[2], words[3] = alias, view.readonly, view.itemsize, \
+            view.ndim
+        n = 4
         for i in range(view.ndim):
-            if view.shape[i] != <Py_ssize_t>seen[6][i] or \
-                    view.strides[i] != <Py_ssize_t>seen[7][i]:
-                return False
-        return True
+            words[n] = view.shape[i]
+            words[n + 1] = view.strides[i]
+            n += 2
+        return PyBytes_FromStringAndSize(<char *>words, n * sizeof(Py_ssize_t)) + \
+            (<bytes>view.format if view.format != NULL else b"B")
     finally:
         PyBuffer_Release(&view)
+cdef object _Op = None
+cdef object _IN_PLACE = None
+
+
+cdef object _key(reader, family, level, tuple args):
+    global _Op, _IN_PLACE
+    if _Op is None:
+        from mpi4py import MPI
+        _Op, _IN_PLACE = MPI.Op, MPI.IN_PLACE
+    cdef Py_ssize_t i, j, n = len(args)
+    cdef tuple key = PyTuple_New(n + 3)
+    cdef Py_ssize_t alias
+    for i, item in enumerate((reader, family, level)):
+        Py_INCREF(item)
+        PyTuple_SET_ITEM(key, i, item)
+    for i in range(n):
+        a = args[i]
+        t = type(a)
+        if t is _ndarray:
+            alias = -1
+            for j in range(i):
+                if args[j] is a:
+                    alias = j
+                    break
+            item = _array_key(a, alias)
+            if item is None:
+                return None
+        elif a is None or t is int or t is str:
+            item = a
+        elif a is _IN_PLACE or isinstance(a, _Op):
+            item = (t, id(a))
+        else:
+            return None
+        Py_INCREF(item)
+        PyTuple_SET_ITEM(key, i + 3, item)
+    return key

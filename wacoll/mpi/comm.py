@@ -53,7 +53,7 @@ from wacoll.mpi.agreement import VECTOR_CHECKS, Check, Signature, agree, blockin
 from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi.discover import topology_from_comm
 from wacoll.mpi.executor import Run, call_tag
-from wacoll.mpi.fastpath import CAPACITY, NativeCall, Recordings, snapshot
+from wacoll.mpi.fastpath import CAPACITY, NativeCall, Recordings
 from wacoll.mpi.persistent import Prequest, Request
 from wacoll.mpi.progress import engine
 from wacoll.mpi.task import CallTask, NativeWork
@@ -212,7 +212,7 @@ class Comm(MPI.Intracomm):
         self._recorded = Recordings()
         # the recorded calls, or None while calls must not replay
         self._replays = None if trace or check == "first" else self._recorded
-        self._seen = set()  # keys of native calls met once (no objects kept)
+        self._seen = set()  # keys of native calls met once
         # wires of failed calls, never freed: messages the abandoned work sent may
         # still wait in a peer's queue, and the MPI library reuses a freed
         # communicator's context for a new one, whose receives would match them
@@ -619,7 +619,7 @@ class Comm(MPI.Intracomm):
         tracer = self.tracer
         key = None
         if replays is not None and mode == "call" and not options:
-            key = (reader, family, level, *map(id, args))
+            key = replays.key(reader, family, level, args)
         clock = tracer.clock if tracer else None
         t0 = clock() if clock else 0.0
         seq = self._seq
@@ -703,15 +703,14 @@ class Comm(MPI.Intracomm):
 
     def _record(self, key, args, sig, op):
         """Keep a blocking native call for replay (:mod:`wacoll.mpi.fastpath`)."""
-        snap = snapshot(args)
-        if snap is None:
-            return
-        call = None if op == "barrier" and self.validate else \
-            self._library_call(op, args, blocking=True)
+        method = None if op == "barrier" and self.validate else \
+            getattr(self._wire, _BLOCKING[op])
+        replace = tuple((i, for_mpi(a)) for i, a in enumerate(args) if type(a) is str)
+        keep = tuple(a for a in args if isinstance(a, MPI.Op))
         if len(self._recorded) >= CAPACITY:
             del self._recorded[next(iter(self._recorded))]
-        self._recorded[key] = NativeCall(snap, sig.digest(), call, sig,
-                                         self._blocking_check)
+        self._recorded[key] = NativeCall(sig.digest(), method, replace, sig,
+                                         self._blocking_check, keep)
 
     def _library_call(self, op, args, blocking):
         """The MPI library's collective for ``op`` over ``args`` on the wire, ready
