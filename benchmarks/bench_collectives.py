@@ -13,7 +13,7 @@ size, the native call (on a duplicate of ``COMM_WORLD``) and wacoll's alternate
 repetition by repetition, the order rotating every repetition, each after a barrier.
 
 wacoll is first what a user gets from the README, ``wacoll.Comm(MPI.COMM_WORLD)`` with
-no options (topology discovered, arguments validated, level "strict", the selection
+no options (topology discovered, arguments validated, MPI's own level, the selection
 policy's plans): the configuration labelled ``default``. ``--family``, ``--clusters``,
 ``--segment-size`` and ``--level`` add a second configuration, labelled by its
 options (e.g. ``family=magpie,clusters=2x2``), timed in the same interleaving; every

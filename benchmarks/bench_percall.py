@@ -16,6 +16,9 @@ median per call of the slowest rank, in microseconds:
 ``plan persistent``   the same with ``family="mpich"``: a wacoll plan bound once
 ``plan``              a blocking call with ``family="mpich"``
 ``non-blocking``      ``Iallreduce`` + ``Wait`` (the progress thread)
+``native, new array`` ``native`` with a new receive buffer (``np.empty``) each call
+``default, new array`` ``default`` with a new receive buffer each call (a call that
+                      looks like the last one is replayed, whichever arrays it brings)
 
 Run::
 
@@ -42,7 +45,8 @@ RESULTS = HERE / "results"
 SIZES = (8, 1 << 20)
 OPS = ("Allreduce", "Bcast")
 CONFIGS = ("native", "native persistent", "default", "no check", "persistent",
-           "plan persistent", "plan", "non-blocking")
+           "plan persistent", "plan", "non-blocking", "native, new array",
+           "default, new array")
 
 
 def _worker(repeats, seconds):
@@ -77,6 +81,11 @@ def _worker(repeats, seconds):
                     req.Wait()
                 return call
 
+            def fresh(c):  # a new receive buffer every call, as np.empty gives it
+                if op == "Allreduce":
+                    return lambda: c.Allreduce(send, np.empty(n), op=MPI.SUM)
+                return lambda: c.Bcast(np.empty(n), root=0)
+
             def nonblocking(c):
                 if op == "Allreduce":
                     return lambda: c.Iallreduce(send, out, op=MPI.SUM).Wait()
@@ -91,6 +100,8 @@ def _worker(repeats, seconds):
                 "plan persistent": started(bound(comms["default"], family="mpich")),
                 "plan": blocking(comms["default"], family="mpich"),
                 "non-blocking": nonblocking(comms["default"]),
+                "native, new array": fresh(world),
+                "default, new array": fresh(comms["default"]),
             }
             for fn in calls.values():  # warm: plans built, programs lowered
                 for _ in range(3):
