@@ -169,3 +169,19 @@ def test_a_recorded_user_operator_stays_alive(mpi):
     mpi.assert_all(id(fresh) != old, "a new operator took a recorded one's identity")
     fresh.Free()
     comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("alias", ["same object", "another view"])
+def test_a_send_buffer_that_is_the_receive_buffer_raises_everywhere(mpi, alias):
+    """MPI forbids it and the library refuses it on that rank alone (the others
+    would wait for it): wacoll raises on every rank, a replayed shape included."""
+    comm = _single()
+    send, recv = np.ones(4), np.zeros(4)
+    for _ in range(3):
+        comm.Allreduce(send, recv, op=MPI.SUM)  # recorded, then replayed
+    if ME == LAST:
+        send = recv if alias == "same object" else recv[:]
+    mpi.same_error(lambda: comm.Allreduce(send, recv, op=MPI.SUM),
+                   match="same memory")
+    comm.Free()

@@ -239,8 +239,8 @@ cdef class Recordings(dict):
     def key(self, reader, family, level, tuple args not None):
         """The key of a call: ``reader``, ``family``, ``level`` and, per argument,
         its value (None, ``int``, ``str``), its identity (``MPI.IN_PLACE``, an
-        ``MPI.Op``), or for a numpy array its dtype, shape, strides, writability and
-        which earlier argument it is (-1: none). None when an argument is of any
+        ``MPI.Op``), or for a numpy array its element format, shape, strides,
+        writability and which earlier array starts at the same address (-1: none). None when an argument is of any
         other kind (a list, for one, whose contents may change)."""
         return _key(reader, family, level, args)
 
@@ -261,16 +261,23 @@ cdef class Recordings(dict):
 cdef object _ndarray = np.ndarray
 
 
-cdef bytes _array_key(object a, Py_ssize_t alias):
-    """An array's description as bytes: which earlier argument it is, writability,
-    item size, shape, strides and element format (from the buffer protocol)."""
+cdef bytes _array_key(object a, Py_ssize_t index, Py_ssize_t *starts):
+    """Array argument ``index``'s description as bytes: which earlier array argument
+    starts at the same address (-1: none), writability, item size, shape, strides
+    and element format (from the buffer protocol). Its address goes into
+    ``starts[index]``."""
     cdef Py_buffer view
     cdef Py_ssize_t words[64]
-    cdef Py_ssize_t i, n
+    cdef Py_ssize_t i, n, alias = -1
     PyObject_GetBuffer(a, &view, PyBUF_RECORDS_RO)
     try:
         if view.ndim > 30:  # pragma: no cover - numpy allows at most 64 dimensions
             return None
+        starts[index] = <Py_ssize_t>view.buf
+        for i in range(index):
+            if starts[i] == starts[index] and view.len:
+                alias = i
+                break
         words[0], words[1], words[2], words[3] = alias, view.readonly, view.itemsize, \
             view.ndim
         n = 4
@@ -282,6 +289,8 @@ cdef bytes _array_key(object a, Py_ssize_t alias):
             (<bytes>view.format if view.format != NULL else b"B")
     finally:
         PyBuffer_Release(&view)
+
+
 cdef object _Op = None
 cdef object _IN_PLACE = None
 
@@ -291,22 +300,20 @@ cdef object _key(reader, family, level, tuple args):
     if _Op is None:
         from mpi4py import MPI
         _Op, _IN_PLACE = MPI.Op, MPI.IN_PLACE
-    cdef Py_ssize_t i, j, n = len(args)
+    cdef Py_ssize_t i, n = len(args)
+    cdef Py_ssize_t starts[16]
+    if n > 16:
+        return None
     cdef tuple key = PyTuple_New(n + 3)
-    cdef Py_ssize_t alias
     for i, item in enumerate((reader, family, level)):
         Py_INCREF(item)
         PyTuple_SET_ITEM(key, i, item)
     for i in range(n):
         a = args[i]
         t = type(a)
+        starts[i] = 0  # not an array: never the same address as one
         if t is _ndarray:
-            alias = -1
-            for j in range(i):
-                if args[j] is a:
-                    alias = j
-                    break
-            item = _array_key(a, alias)
+            item = _array_key(a, i, starts)
             if item is None:
                 return None
         elif a is None or t is int or t is str:

@@ -189,6 +189,17 @@ def _elements(msg):
     return msg.count * plan_factor(msg.info)
 
 
+def _apart(send, recv):
+    """MPI forbids a send buffer that is the receive buffer (in place is
+    ``MPI.IN_PLACE``). The library refuses it on the rank that passes it, and the
+    other ranks would wait for that rank forever: say so on every rank instead."""
+    if send.raw.size and recv.raw.size and send.raw.__array_interface__["data"][0] == \
+            recv.raw.__array_interface__["data"][0]:
+        raise BufferMismatchError("sendbuf and recvbuf are the same memory, which MPI "
+                                  "forbids; pass MPI.IN_PLACE as sendbuf to work in "
+                                  "place")
+
+
 def _same_type(a, b, what="sendbuf and recvbuf"):
     """Both messages move the same plan element (MPI's type-signature rule)."""
     if plan_dtype(a.info) != plan_dtype(b.info):
@@ -259,6 +270,7 @@ def scatter(place, sendbuf, recvbuf, root=0):
     else:
         rmsg = parse_buffer(recvbuf, "recvbuf", writable=True)
         if place.rank == root:
+            _apart(smsg, rmsg)
             _same_type(smsg, rmsg)
             _need(_elements(rmsg), count, "recvbuf")
         outbuf = out.target(rmsg, 0, rmsg.count, "recvbuf")
@@ -280,6 +292,7 @@ def scatterv(place, sendbuf, recvbuf, root=0):
     else:
         rmsg = parse_buffer(recvbuf, "recvbuf", writable=True)
         if place.rank == root:
+            _apart(vb.message, rmsg)
             _same_type(vb.message, rmsg)
         outbuf = out.target(rmsg, 0, rmsg.count, "recvbuf")
     return Prepared("scatterv", root=root, dtype=outbuf.dtype, inbuf=inbuf,
@@ -301,6 +314,7 @@ def gather(place, sendbuf, recvbuf, root=0):
         smsg = parse_buffer(sendbuf, "sendbuf")
         inbuf = smsg.typed(role="sendbuf")
         if place.rank == root:
+            _apart(smsg, rmsg)
             _same_type(smsg, rmsg)
             _need(_elements(smsg), count, "sendbuf")
         count = _elements(smsg)
@@ -322,6 +336,7 @@ def gatherv(place, sendbuf, recvbuf, root=0):
         smsg = parse_buffer(sendbuf, "sendbuf")
         inbuf = smsg.typed(role="sendbuf")
         if place.rank == root:
+            _apart(smsg, vb.message)
             _same_type(smsg, vb.message)
     return Prepared("gatherv", root=root, dtype=inbuf.dtype, inbuf=inbuf, outbuf=outbuf,
                     out_offsets=offsets, vector_info=(inbuf.size, counts),
@@ -338,6 +353,7 @@ def allgather(place, sendbuf, recvbuf):
         inbuf = outbuf[place.rank * count:(place.rank + 1) * count].copy()
     else:
         smsg = parse_buffer(sendbuf, "sendbuf")
+        _apart(smsg, rmsg)
         _same_type(smsg, rmsg)
         _need(_elements(smsg), count, "sendbuf")
         inbuf = smsg.typed(role="sendbuf")
@@ -354,6 +370,7 @@ def allgatherv(place, sendbuf, recvbuf):
                                  "recvbuf").copy()
     else:
         smsg = parse_buffer(sendbuf, "sendbuf")
+        _apart(smsg, vb.message)
         _same_type(smsg, vb.message)
         inbuf = smsg.typed(role="sendbuf")
     outbuf, offsets = _vector_target(vb, out, "recvbuf")
@@ -376,6 +393,7 @@ def alltoall(place, sendbuf, recvbuf):
         inbuf = outbuf.copy()
     else:
         smsg = parse_buffer(sendbuf, "sendbuf", blocks=place.size)
+        _apart(smsg, rmsg)
         _same_type(smsg, rmsg)
         _need(_elements(smsg), count, "sendbuf (per rank)")
         inbuf = smsg.typed(0, smsg.count * place.size, "sendbuf")
@@ -394,6 +412,7 @@ def alltoallv(place, sendbuf, recvbuf):
         sf = plan_factor(rv.info)
     else:
         sv = parse_vbuffer(sendbuf, P, "sendbuf")
+        _apart(sv.message, rv.message)
         _same_type(sv.message, rv.message)
         sview, soffsets = _vector_source(sv, "sendbuf")
         scounts, sf = sv.counts, plan_factor(sv.info)
@@ -507,6 +526,7 @@ def _vector_reduction(op_name, place, sendbuf, recvbuf, op, level, default_level
         smsg = parse_buffer(sendbuf, "sendbuf")
         _check_reduction_type(smsg, op, "sendbuf")
         if rmsg is not None:
+            _apart(smsg, rmsg)
             _same_reduction_type(smsg, rmsg)
             outbuf = out.target(rmsg, 0, rmsg.count, "recvbuf")
         inbuf = smsg.typed(role="sendbuf")
@@ -552,6 +572,7 @@ def reduce_scatter_block(place, sendbuf, recvbuf, op=None, *, level=None,
         smsg = parse_buffer(sendbuf, "sendbuf", blocks=place.size)
         for m, role in ((rmsg, "recvbuf"), (smsg, "sendbuf")):
             _check_reduction_type(m, op, role)
+        _apart(smsg, rmsg)
         _same_reduction_type(smsg, rmsg)
         outbuf = out.target(rmsg, 0, rmsg.count, "recvbuf")
         inbuf = smsg.typed(0, smsg.count * place.size, "sendbuf")
@@ -600,6 +621,7 @@ def reduce_scatter(place, sendbuf, recvbuf, recvcounts=None, op=None, *, level=N
     else:
         smsg = parse_buffer(sendbuf, "sendbuf")
         _check_reduction_type(smsg, op, "sendbuf")
+        _apart(smsg, rmsg)
         if smsg.datatype != rmsg.datatype and plan_dtype(smsg.info) != \
                 plan_dtype(rmsg.info):
             raise BufferMismatchError("mismatch in send and receive MPI datatypes")

@@ -650,8 +650,8 @@ class Comm(MPI.Intracomm):
                 plan, native = self._plan(prepared, family, options)
                 if native and key is not None and vector_check is None and \
                         self._check_program is None:
-                    # record a call the second time its objects come (a loop over
-                    # the same arrays), not every call that brings new ones
+                    # record a call the second time it looks the same (a loop),
+                    # not a call met once
                     if key in self._seen:
                         self._record(key, args, sig, op)
                     else:
