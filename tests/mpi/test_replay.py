@@ -123,11 +123,14 @@ def test_check_off_replays_the_call_alone(mpi):
     comm.Free()
 
 
-def test_lists_are_not_recorded():
+def test_what_can_be_recorded():
     a = np.zeros(2)
     key = fastpath.Recordings().key
     assert key(print, None, None, (a, None, 0, "sum", MPI.SUM, MPI.IN_PLACE)) is not None
-    assert key(print, None, None, ([a, MPI.DOUBLE],)) is None
+    assert key(print, None, None, ([a, MPI.DOUBLE],)) is not None
+    assert key(print, None, None, ([a, 2, MPI.DOUBLE],)) is not None
+    assert key(print, None, None, ([a, (2, 0), MPI.DOUBLE],)) is None
+    assert key(print, None, None, ([a, "d"],)) is None
     assert key(print, None, None, (bytearray(3),)) is None
 
 
@@ -184,4 +187,23 @@ def test_a_send_buffer_that_is_the_receive_buffer_raises_everywhere(mpi, alias):
         send = recv if alias == "same object" else recv[:]
     mpi.same_error(lambda: comm.Allreduce(send, recv, op=MPI.SUM),
                    match="same memory")
+    comm.Free()
+
+
+@pytest.mark.mpi(min_size=1)
+def test_buffer_specifications_are_replayed(mpi):
+    """``[array, MPI.DOUBLE]`` and ``[array, count, MPI.DOUBLE]``, as mpi4py's
+    tutorial writes them, replay; a changed count is another call."""
+    comm = _single()
+    for i in range(3):
+        buf = np.full(4, 3.0 if ME == 0 else 0.0)
+        comm.Bcast([buf, MPI.DOUBLE], root=0)
+        mpi.assert_equal(buf, np.full(4, 3.0), f"call {i}")
+        send, recv = np.full(4, 1.0), np.zeros(4)
+        comm.Allreduce([send, 2, MPI.DOUBLE], [recv, 2, MPI.DOUBLE], op=MPI.SUM)
+        mpi.assert_equal(recv, np.array([P, P, 0, 0], float), f"call {i}")
+    mpi.assert_all(_recorded(comm) == 2, f"{_recorded(comm)} calls recorded")
+    recv[:] = 0
+    comm.Allreduce([send, 3, MPI.DOUBLE], [recv, 3, MPI.DOUBLE], op=MPI.SUM)
+    mpi.assert_equal(recv, np.array([P, P, P, 0], float))
     comm.Free()

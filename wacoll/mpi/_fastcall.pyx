@@ -232,16 +232,18 @@ cdef class Recordings(dict):
     >>> calls.key(print, None, None, (np.zeros(4), 1)) == \\
     ...     calls.key(print, None, None, (np.zeros(4), 0))
     False
-    >>> calls.key(print, None, None, ([np.zeros(4), "d"],)) is None  # a list
+    >>> calls.key(print, None, None, ([np.zeros(4), "d"],)) is None  # a type name
     True
     """
 
     def key(self, reader, family, level, tuple args not None):
         """The key of a call: ``reader``, ``family``, ``level`` and, per argument,
         its value (None, ``int``, ``str``), its identity (``MPI.IN_PLACE``, an
-        ``MPI.Op``), or for a numpy array its element format, shape, strides,
-        writability and which earlier array starts at the same address (-1: none). None when an argument is of any
-        other kind (a list, for one, whose contents may change)."""
+        ``MPI.Op``), for a numpy array its element format, shape, strides,
+        writability and which earlier array starts at the same address (-1: none),
+        and for a buffer specification ``[array, datatype]`` or ``[array, count,
+        datatype]`` those of its parts (the datatype by identity). None when an
+        argument is of any other kind."""
         return _key(reader, family, level, args)
 
     def replay(self, reader, family, level, tuple args not None):
@@ -293,13 +295,32 @@ cdef bytes _array_key(object a, Py_ssize_t index, Py_ssize_t *starts):
 
 cdef object _Op = None
 cdef object _IN_PLACE = None
+cdef object _Datatype = None
+
+
+cdef object _spec_key(object spec, Py_ssize_t index, Py_ssize_t *starts):
+    """A buffer specification's description: ``[array, datatype]`` or ``[array,
+    count, datatype]`` as mpi4py reads them (the array as :func:`_array_key`, the
+    count by value, the datatype by identity); None for any other form."""
+    cdef Py_ssize_t n = len(spec)
+    if n not in (2, 3) or type(spec[0]) is not _ndarray:
+        return None
+    first = _array_key(spec[0], index, starts)
+    if first is None:
+        return None
+    if n == 3 and type(spec[1]) is not int:
+        return None
+    last = spec[n - 1]
+    if not isinstance(last, _Datatype):
+        return None
+    return (type(spec), first, spec[1] if n == 3 else None, type(last), id(last))
 
 
 cdef object _key(reader, family, level, tuple args):
-    global _Op, _IN_PLACE
+    global _Op, _IN_PLACE, _Datatype
     if _Op is None:
         from mpi4py import MPI
-        _Op, _IN_PLACE = MPI.Op, MPI.IN_PLACE
+        _Op, _IN_PLACE, _Datatype = MPI.Op, MPI.IN_PLACE, MPI.Datatype
     cdef Py_ssize_t i, n = len(args)
     cdef Py_ssize_t starts[16]
     if n > 16:
@@ -320,6 +341,10 @@ cdef object _key(reader, family, level, tuple args):
             item = a
         elif a is _IN_PLACE or isinstance(a, _Op):
             item = (t, id(a))
+        elif t is list or t is tuple:
+            item = _spec_key(a, i, starts)
+            if item is None:
+                return None
         else:
             return None
         Py_INCREF(item)

@@ -706,7 +706,8 @@ class Comm(MPI.Intracomm):
         method = None if op == "barrier" and self.validate else \
             getattr(self._wire, _BLOCKING[op])
         replace = tuple((i, for_mpi(a)) for i, a in enumerate(args) if type(a) is str)
-        keep = tuple(a for a in args if isinstance(a, MPI.Op))
+        keep = tuple(a for a in args if isinstance(a, MPI.Op)) + tuple(
+            a[-1] for a in args if type(a) in (list, tuple) and a)
         if len(self._recorded) >= CAPACITY:
             del self._recorded[next(iter(self._recorded))]
         self._recorded[key] = NativeCall(sig.digest(), method, replace, sig,

@@ -25,9 +25,10 @@ once took 19 us, one after the other 12 us). A failed check then also leaves eve
 buffer untouched.
 
 Only calls whose arguments are numpy arrays, integers, strings, ``None``,
-``MPI.IN_PLACE`` and ``MPI.Op`` objects are recorded (a list such as ``[buf,
-MPI.DOUBLE]`` may change between calls); a communicator keeps at most
-:data:`CAPACITY` of them.
+``MPI.IN_PLACE``, ``MPI.Op`` objects and buffer specifications ``[array,
+MPI.Datatype]`` or ``[array, count, MPI.Datatype]`` are recorded; operators and
+datatypes are known by identity, so a recorded call keeps them alive. A
+communicator keeps at most :data:`CAPACITY` recorded calls.
 
 Examples
 --------
@@ -39,7 +40,7 @@ True
 >>> a.shape = (2, 2)   # the same array, another description
 >>> calls.key(print, None, None, (a, 0)) == calls.key(print, None, None, (np.ones(4), 0))
 False
->>> calls.key(print, None, None, ([a, "d"],)) is None   # a list may change
+>>> calls.key(print, None, None, ([a, "d"],)) is None   # a type by name: not recorded
 True
 """
 
