@@ -290,6 +290,7 @@ def mpi_random(n, seed, dtype):
 STRICT_FAMILIES = (
     ("magpie", {}, None),
     ("mpich", {}, None),
+    ("mpich", {"algorithm": "halving"}, ("Allreduce",)),
     ("tree", {}, ("Allreduce",)),
 )
 
@@ -317,13 +318,13 @@ def test_strict_sums_are_the_canonical_expression(mpi, dtype):
                         continue
                     predicted = new_plan(mpi, ("strict", dtype, n), layout, method,
                                          "strict", n, np.dtype(dtype).itemsize, family,
-                                         **kw)
+                                         **options, **kw)
                     if predicted is None:
                         continue
                     recv = np.full(n, np.nan, dtype) if has_recv else None
                     _, exc = mpi.outcome(lambda: getattr(comm, method)(
                         send, recv, op=MPI.SUM, family=family, **options, **kw))
-                    where = f"{method}{kw} n={n} {layout} {family}"
+                    where = f"{method}{kw} n={n} {layout} {family}{options or ''}"
                     if exc is not None:
                         problems.append(f"{where} raised {exc!r}")
                     elif not mpi.ran_as_predicted(comm, predicted):

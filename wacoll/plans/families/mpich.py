@@ -50,7 +50,9 @@ from __future__ import annotations
 
 from functools import partial
 
+from wacoll.errors import PlanError
 from wacoll.plans.builder import PlanBuilder
+from wacoll.plans.halving import doubling_allgather, halving_reduce_scatter, largest_power_of_two
 from wacoll.plans.patterns import (
     EACH,
     chain_scan,
@@ -70,7 +72,7 @@ __all__ = [
     "bcast_tree", "barrier", "bcast", "scatter", "scatterv", "gather", "gatherv",
     "allgather", "allgatherv", "alltoall", "alltoallv", "reduce", "allreduce",
     "reduce_scatter", "reduce_scatter_block", "scan", "exscan", "BUILDERS",
-    "OPTIONS",
+    "OPTIONS", "ALLREDUCE_ALGORITHMS",
 ]
 
 _FAMILY = "mpich"
@@ -362,15 +364,46 @@ def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1):
                    tree_root=tree_root)
 
 
-def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1):
-    """MPICH 1.1's allreduce: binomial reduce to rank 0, then :func:`bcast` from 0.
+#: The algorithms of :func:`allreduce`.
+ALLREDUCE_ALGORITHMS = ("binomial", "halving")
+
+
+def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
+              algorithm="binomial"):
+    """The single-level allreduce, by one of two algorithms.
+
+    ``"binomial"`` (MPICH 1.1's): a binomial reduce to rank 0, then :func:`bcast`
+    from 0. ``"halving"`` (Rabenseifner's, as later MPICH versions run it for long
+    vectors, but with the distances doubling so that every block keeps the canonical
+    expression: :mod:`wacoll.plans.halving`): a reduce-scatter by recursive halving
+    and an allgather by recursive doubling, ``2 (P-1)/P`` of the vector per rank
+    instead of ``2 log2 P`` vectors through rank 0. Its blocks are the vector cut
+    into ``segments`` rounded up to a multiple of the largest power of two ``<= P``,
+    so that every owner gets an equal share.
 
     Examples
     --------
     >>> from wacoll import Topology
     >>> allreduce(Topology.single(5), level="strict").check().messages
     8
+    >>> plan = allreduce(Topology.single(6), count=1 << 20, algorithm="halving")
+    >>> report = plan.check()
+    >>> plan.nblocks, report.level, report.messages
+    (4, 'strict', 24)
     """
+    if algorithm not in ALLREDUCE_ALGORITHMS:
+        raise PlanError(f"mpich allreduce algorithm must be one of "
+                        f"{ALLREDUCE_ALGORITHMS}, got {algorithm!r}")
+    if algorithm == "halving":
+        owners = largest_power_of_two(topology.size)
+        segments = owners * -(-segments // owners) if isinstance(segments, int) \
+            and not isinstance(segments, bool) and segments > 0 else segments
+        b = PlanBuilder("allreduce", topology, count=count, segments=segments,
+                        level=level, itemsize=itemsize)
+        ranks = range(b.size)
+        owned = halving_reduce_scatter(b, ranks, b.all_blocks)
+        doubling_allgather(b, ranks, owned, b.all_blocks)
+        return b.build(family=_FAMILY, algorithm="halving+doubling", segments=segments)
     b = PlanBuilder("allreduce", topology, count=count, segments=segments, level=level,
                     itemsize=itemsize)
     segs = segment_blocks(b.all_blocks, EACH)
@@ -493,7 +526,7 @@ OPTIONS = {
     "alltoall": ("count", "itemsize", "order"),
     "alltoallv": ("counts", "count", "itemsize", "order"),
     "reduce": ("root", "count", "segments", "level", "itemsize"),
-    "allreduce": ("count", "segments", "level", "itemsize"),
+    "allreduce": ("count", "segments", "level", "itemsize", "algorithm"),
     "reduce_scatter": ("counts", "count", "level", "itemsize"),
     "reduce_scatter_block": ("count", "level", "itemsize"),
     "scan": ("count", "segments", "level", "itemsize"),
