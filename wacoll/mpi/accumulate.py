@@ -32,18 +32,9 @@ from __future__ import annotations
 import numpy as np
 
 from wacoll._kernels import repro
+from wacoll.mpi.executor import scratch_array
 
 __all__ = ["stage"]
-
-
-def _scratch(scratch, name, n, dtype):
-    """``n`` elements of ``dtype``: from ``scratch[name]`` when it is big enough."""
-    if scratch is None:
-        return np.empty(n, dtype)
-    held = scratch.get(name)
-    if held is None or held.dtype != dtype or held.size < n:
-        held = scratch[name] = np.empty(n, dtype)
-    return held[:n]
 
 
 def stage(inbuf, outbuf, scratch=None):
@@ -78,12 +69,12 @@ def stage(inbuf, outbuf, scratch=None):
     element = repro.element_dtype(values.dtype)
     acc_in = None
     if inbuf is not None:
-        acc_in = _scratch(scratch, "repro:in", inbuf.size, element)
+        acc_in = scratch_array(scratch, "repro:in", inbuf.size, element)
         repro.to_accumulator(np.ascontiguousarray(inbuf).reshape(-1),
                              out=repro.as_accumulators(acc_in))
     if outbuf is None:
         return acc_in, None, _nothing
-    acc_out = _scratch(scratch, "repro:out", outbuf.size, element)
+    acc_out = scratch_array(scratch, "repro:out", outbuf.size, element)
 
     def unstage():
         acc = repro.as_accumulators(acc_out)

@@ -117,6 +117,31 @@ def _combine(op, data, target, runs, side):
         at += b - a
 
 
+#: The scratch entry of the receive pool (not a plan buffer name: those are lower case
+#: letters, digits and underscores).
+_RECV_POOL = "<receive pool>"
+
+
+def scratch_array(scratch, name, n, dtype):
+    """``n`` elements of ``dtype`` for scratch buffer ``name``: a fresh array, or a
+    view of ``scratch[name]`` (grown when too small) that later calls reuse.
+
+    Examples
+    --------
+    >>> held = {}
+    >>> a = scratch_array(held, "acc", 4, np.float64)
+    >>> b = scratch_array(held, "acc", 3, np.float64)
+    >>> np.shares_memory(a, b), b.shape
+    (True, (3,))
+    """
+    if scratch is None:
+        return np.empty(n, dtype)
+    held = scratch.get(name)
+    if held is None or held.dtype != dtype or held.size < n:
+        held = scratch[name] = np.empty(n, dtype)
+    return held[:n]
+
+
 def _check_fits(name, array, extent):
     size = 0 if array is None else array.size
     if size < extent:
@@ -213,13 +238,7 @@ class Run:
             inbuf.dtype if inbuf is not None else np.dtype(np.uint8))
         bufs = {"in": inbuf, "out": outbuf}
         for name, n in program.scratch_sizes.items():
-            if scratch is None:
-                bufs[name] = np.empty(n, dtype)
-                continue
-            held = scratch.get(name)
-            if held is None or held.dtype != dtype or held.size < n:
-                held = scratch[name] = np.empty(n, dtype)
-            bufs[name] = held[:n]
+            bufs[name] = scratch_array(scratch, name, n, dtype)
         for name in ("in", "out"):
             if bufs[name] is None:
                 bufs[name] = np.empty(0, dtype)
@@ -237,19 +256,25 @@ class Run:
         self.done = False
         self.started = False  # whether advance() has run (sends may be out)
         self._group = None
-        # post every receive up front, in program order
+        # post every receive up front, in program order; the messages that cannot
+        # land in place land in one pool (reused by the blocking calls that follow:
+        # fresh pages cost a fault each)
+        receiving = [(i, step) for i, step in enumerate(self.steps)
+                     if step.kind in ("recv", "recv_combine")]
+        pool = scratch_array(scratch, _RECV_POOL, sum(
+            step.elements for _, step in receiving if not step.direct), dtype)
+        used = 0
         self.recv_reqs, self.recv_data = {}, {}
-        for i, step in enumerate(self.steps):
-            if step.kind not in ("recv", "recv_combine"):
-                continue
+        for i, step in receiving:
             dst = step.dst
             if step.direct and dst[1]:
                 start, stop = dst[1][0]
                 target = bufs[dst[0]][start:stop]
             elif step.direct:
-                target = np.empty(0, dtype)
+                target = pool[:0]
             else:
-                target = np.empty(step.elements, dtype)
+                target = pool[used:used + step.elements]
+                used += step.elements
             self.recv_data[i] = target
             self.recv_reqs[i] = comm.Irecv([target, _BYTE], source=step.peer, tag=tag)
 
