@@ -46,13 +46,28 @@ def test_power_of_two_moves_rabenseifners_volume(size):
 @pytest.mark.parametrize("size", [3, 5, 6, 7, 12])
 def test_other_sizes_hand_the_remainder_to_the_owners(size):
     """Ranks above the largest power of two reduce among themselves, hand their
-    partials to the owners, and receive the whole result from one owner."""
+    partials to the owners, and receive the whole result from one owner last."""
     owners = largest_power_of_two(size)
     plan = _halving(Topology.single(size), 1000, segments=owners)
     for rank in range(owners, size):
-        recvs = [s for s in plan.programs[rank] if s.kind == "recv"]
-        assert [(s.peer, s.blocks) for s in recvs] == [(rank - owners,
-                                                        tuple(range(plan.nblocks)))]
+        last = plan.programs[rank][-1]
+        assert (last.kind, last.peer, last.blocks) == (
+            "recv", rank - owners, tuple(range(plan.nblocks)))
+        assert not any(s.kind == "recv" and s.dst == "out" for s in plan.programs[rank][:-1])
+
+
+@pytest.mark.parametrize("size", [2, 4, 8, 16])
+def test_no_copies_and_scratch_below_the_vector(size):
+    """Each halving receives in place and combines there: scratch of
+    ``1/2 + 1/4 + ... + 2/P`` of the vector (none on two ranks), no copy, nothing
+    staged."""
+    count = 1 << 12
+    plan = _halving(Topology.single(size), count, segments=size)
+    for rank in range(size):
+        program = lower(plan, rank)
+        assert sum(program.scratch_sizes.values()) == count - 2 * count // size
+        assert all(s.direct for s in program.steps if s.kind == "recv")
+        assert not any(s.kind == "copy" for s in program.steps)
 
 
 def test_blocks_are_rounded_up_to_a_multiple_of_the_owners():

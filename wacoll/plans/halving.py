@@ -31,8 +31,8 @@ Examples
 >>> doubling_allgather(b, range(3), owned, b.all_blocks)
 >>> for rank, program in enumerate(b.programs):
 ...     print(rank, "; ".join(map(str, program)))
-0 send 1 [1] from in; copy [0] in -> out; recv-combine 1 [0] into out; recv-combine 2 [0] into out; send 1 [0]; recv 1 [1]; send 2 [0,1]
-1 send 0 [0] from in; copy [1] in -> out; recv-combine 0 [1] into out left; recv-combine 2 [1] into out; send 0 [1]; recv 0 [0]
+0 send 1 [1] from in; recv 1 [0]; combine [0] in -> out left; recv-combine 2 [0] into out; send 1 [0]; recv 1 [1]; send 2 [0,1]
+1 send 0 [0] from in; recv 0 [1]; combine [1] in -> out; recv-combine 2 [1] into out; send 0 [1]; recv 0 [0]
 2 send 0 [0] from in; send 1 [1] from in; recv 0 [0,1]
 >>> b.build().check().level
 'strict'
@@ -61,14 +61,21 @@ def _split(blocks, lower):
 def _halving(b, ranks, blocks, src, acc, result):
     """Reduce-scatter ``blocks`` over ``ranks`` (a power of two of them) by halving
     with doubling distances; the partials end in ``result``. Returns each rank's
-    blocks and the buffer that holds their partial."""
+    blocks and the buffer that holds their partial.
+
+    At each distance a rank receives its partner's partial straight into the buffer
+    of that distance (``acc1``, ``acc2``, ... named after ``acc``; ``result`` at the
+    last) and combines its own into it on the side that keeps rank order: no copy,
+    no staging, and scratch of ``1/2 + 1/4 + ... + 2/p`` of the vector (none on two
+    ranks).
+    """
     p = len(ranks)
     if p == 1:  # one rank: its contribution is the range's partial
         return {ranks[0]: blocks}, src
     held = dict.fromkeys(ranks, blocks)
-    where, d = src, 1
+    where, d, level = src, 1, 1
     while d < p:
-        target = result if 2 * d == p else acc
+        target = result if 2 * d == p else f"{acc}{level}"
         for i, r in enumerate(ranks):
             lower = not i & d
             partner = ranks[i ^ d]
@@ -76,11 +83,10 @@ def _halving(b, ranks, blocks, src, acc, result):
             if give:
                 b.send(r, partner, give, where)
             if keep:
-                if where != target:
-                    b.copy(r, keep, where, target)
-                b.recv_combine(r, partner, keep, target, "right" if lower else "left")
+                b.recv(r, partner, keep, target)
+                b.combine(r, keep, where, target, "left" if lower else "right")
             held[r] = keep
-        where, d = target, 2 * d
+        where, d, level = target, 2 * d, level + 1
     return held, where
 
 
