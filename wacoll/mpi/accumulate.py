@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from wacoll._kernels import repro
-from wacoll.mpi.executor import scratch_array
+from wacoll.mpi.scratch import scratch_array
 
 __all__ = ["stage"]
 

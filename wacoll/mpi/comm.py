@@ -46,11 +46,12 @@ import zlib
 
 from mpi4py import MPI
 
-from wacoll.errors import TopologyError, WacollError
+from wacoll.errors import PlanError, TopologyError, WacollError
 from wacoll.mpi import calls
 from wacoll.mpi import objects
 from wacoll.mpi.agreement import VECTOR_CHECKS, Check, Signature, agree, blocking_check
 from wacoll.mpi.buffers import for_mpi
+from wacoll.mpi.composite import CompositeWork, cluster_communicator, rank_programs
 from wacoll.mpi.discover import topology_from_comm
 from wacoll.mpi.executor import Run, call_tag
 from wacoll.mpi.fastpath import CAPACITY, NativeCall, Recordings
@@ -60,7 +61,8 @@ from wacoll.mpi.task import CallTask, NativeWork
 from wacoll.mpi.trace import Tracer
 from wacoll.plans import LEVELS, Call, Policy, builders, select
 from wacoll.plans.rank import lower_for_rank, plan_for_rank
-from wacoll.plans.select import NATIVE, adapt_script
+from wacoll.plans.composite import Composite
+from wacoll.plans.select import HAN, NATIVE, adapt_script
 from wacoll.topology import Topology
 
 __all__ = ["Comm"]
@@ -137,7 +139,7 @@ class Comm(MPI.Intracomm):
                             arithmetic=arithmetic)
             if topology is not None and not isinstance(topology, Topology):
                 raise TopologyError("topology must be a wacoll.Topology")
-            if family not in (None, "scripts", NATIVE):
+            if family not in (None, "scripts", NATIVE, HAN):
                 builders(family)
         except WacollError as exc:
             error, policy = exc, None
@@ -182,11 +184,14 @@ class Comm(MPI.Intracomm):
         self._broken = None
         self._place = calls.Place(wire.Get_rank(), wire.Get_size())
         self._check_program = self._blocking_check = None
+        self._cluster = None
         if topology.nclusters > 1:  # the check runs as a wide-area optimal all-reduce
             selection = select(Call("allreduce", count=4, itemsize=8,
                                     level="commutative"), topology, family="magpie")
             self._check_program = lower_for_rank(
                 plan_for_rank(selection, topology, self._place.rank), self._place.rank)
+            # the library phases of composed plans (family "han") run on it
+            self._cluster = cluster_communicator(wire, topology)
         elif check != "off":  # blocking calls check first (shared memory on one node)
             self._blocking_check = blocking_check(self._control)
         #: The :class:`~wacoll.Topology` (clusters and links) wacoll plans for;
@@ -245,6 +250,8 @@ class Comm(MPI.Intracomm):
             return
         if wire not in self._abandoned:
             wire.Free()
+        if self._cluster is not None and self._cluster not in self._abandoned:
+            self._cluster.Free()
         if self._blocking_check is not None:
             self._blocking_check.free()
         self._control.Free()
@@ -647,7 +654,8 @@ class Comm(MPI.Intracomm):
         work = None
         if error is None:
             try:
-                plan, native = self._plan(prepared, family, options)
+                plan, native = self._plan(prepared, family, options,
+                                          blocking=mode == "call")
                 if native and key is not None and vector_check is None and \
                         self._check_program is None:
                     # record a call the second time it looks the same (a loop),
@@ -737,10 +745,28 @@ class Comm(MPI.Intracomm):
                 return NativeWork(functools.partial(
                     _blocking, self._library_call(op, args, blocking=True)))
             return NativeWork(self._library_call(op, args, blocking=False))
+        if isinstance(plan, Composite):
+            return self._composite_work(plan, prepared, outbuf, scratch, seq)
         program = self._program(plan, prepared)
         return Run(program, self._wire, prepared.inbuf, outbuf,
                    op=prepared.reduce_op, tracer=self.tracer, scratch=scratch,
                    tag=call_tag(seq))
+
+    def _composite_work(self, composite, prepared, outbuf, scratch, seq):
+        """This rank's part of a composed plan (its plan phases lowered once)."""
+        dtype = prepared.dtype
+        if composite.op in _REDUCTIONS and (dtype.fields is not None or
+                                            dtype.kind not in "biufc"):
+            raise PlanError(f"the {HAN} family runs the MPI library's reductions on "
+                            f"numpy's own element types; this call's are {dtype}")
+        key = ("composite", id(composite))
+        entry = self._programs.get(key)
+        if entry is None or entry[0] is not composite:
+            entry = self._programs[key] = (composite, rank_programs(composite,
+                                                                    self._place.rank))
+        return CompositeWork(composite, entry[1], self._wire, self._cluster,
+                             prepared.inbuf, outbuf, op=prepared.reduce_op,
+                             scratch=scratch, tag=call_tag(seq), tracer=self.tracer)
 
     def _bind(self, prepared, plan, native, check, args, op):
         """A persistent request: the call checked, selected and lowered once."""
@@ -756,6 +782,9 @@ class Comm(MPI.Intracomm):
         on it) and continue on a fresh duplicate. Collective: every rank gets here."""
         self._abandoned.append(self._wire)
         self._wire = _private_dup(self._control)
+        if self._cluster is not None:  # a library phase may be pending on it
+            self._abandoned.append(self._cluster)
+            self._cluster = cluster_communicator(self._wire, self.network)
         self._recorded.clear()  # their collectives were bound to the retired wire
 
     def _mark_broken(self, work_done):
@@ -765,9 +794,14 @@ class Comm(MPI.Intracomm):
                         "cross-rank check; its messages may still be in flight, so the "
                         "communicator cannot run further collectives: Free it")
 
-    def _plan(self, prepared, family, options):
+    def _plan(self, prepared, family, options, blocking=True):
         """``(plan, None)`` for a call (a script's, or the selection policy's, proved
-        and cached), or ``(None, "native")`` when the MPI library runs it."""
+        and cached; a :class:`~wacoll.plans.composite.Composite` for family
+        ``"han"``), or ``(None, "native")`` when the MPI library runs it.
+
+        Composites run blocking calls only (:mod:`wacoll.mpi.composite`): a
+        non-blocking call forced to ``"han"`` raises, and a communicator-wide
+        ``"han"`` leaves it to the default."""
         call = Call(prepared.op, count=prepared.count, counts=prepared.counts,
                     root=prepared.root, level=prepared.level,
                     itemsize=1 if prepared.dtype is None else prepared.dtype.itemsize,
@@ -780,18 +814,26 @@ class Comm(MPI.Intracomm):
                     self._plans[key] = adapt_script(script, call)
                 if self._plans[key] is not None:
                     return self._plans[key], None
-        key = (call, family, tuple(sorted(options.items())))
+        if family == HAN and not blocking:
+            raise PlanError(f"the {HAN} family runs blocking calls only: concurrent "
+                            f"non-blocking calls could start its library collectives in "
+                            f"different orders on different ranks")
+        comm_family = None if self.family == "scripts" or (
+            self.family == HAN and not blocking) else self.family
+        key = (call, family, tuple(sorted(options.items())), comm_family)
         found = self._plans.get(key)
         if found is None:
             selection = select(call, self.network,
                                family=None if family == "scripts" else family,
-                               options=options,
-                               comm_family=None if self.family == "scripts"
-                               else self.family,
+                               options=options, comm_family=comm_family,
                                comm_options=self.options, policy=self.policy)
-            found = self._plans[key] = (NATIVE if selection.native
-                                        else plan_for_rank(selection, self.network,
-                                                           self._place.rank))
+            if selection.native:
+                found = NATIVE
+            elif selection.family == HAN:
+                found = selection.build(self.network)
+            else:
+                found = plan_for_rank(selection, self.network, self._place.rank)
+            self._plans[key] = found
         return (None, NATIVE) if found == NATIVE else (found, None)
 
     def _program(self, plan, prepared):

@@ -47,6 +47,7 @@ import numpy as np
 
 from wacoll import _kernels
 from wacoll.errors import BufferMismatchError, PlanError
+from wacoll.mpi.scratch import scratch_array
 from wacoll.mpi.trace import Tracer
 from wacoll.plans.lower import lower
 
@@ -120,26 +121,6 @@ def _combine(op, data, target, runs, side):
 #: The scratch entry of the receive pool (not a plan buffer name: those are lower case
 #: letters, digits and underscores).
 _RECV_POOL = "<receive pool>"
-
-
-def scratch_array(scratch, name, n, dtype):
-    """``n`` elements of ``dtype`` for scratch buffer ``name``: a fresh array, or a
-    view of ``scratch[name]`` (grown when too small) that later calls reuse.
-
-    Examples
-    --------
-    >>> held = {}
-    >>> a = scratch_array(held, "acc", 4, np.float64)
-    >>> b = scratch_array(held, "acc", 3, np.float64)
-    >>> np.shares_memory(a, b), b.shape
-    (True, (3,))
-    """
-    if scratch is None:
-        return np.empty(n, dtype)
-    held = scratch.get(name)
-    if held is None or held.dtype != dtype or held.size < n:
-        held = scratch[name] = np.empty(n, dtype)
-    return held[:n]
 
 
 def _check_fits(name, array, extent):

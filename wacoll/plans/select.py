@@ -92,15 +92,18 @@ import math
 from dataclasses import dataclass
 
 from wacoll.errors import PlanError
+from wacoll.plans.composite import HAN, HAN_OPS, compose
 from wacoll.plans.families import build, builders, options as family_options
 from wacoll.plans.halving import largest_power_of_two
 from wacoll.plans.operations import ARITHMETICS, LEVELS, OPERATIONS, block_counts, spec
 
 __all__ = ["Call", "Policy", "Selection", "select", "adapt_script", "DEFAULT_POLICY",
-           "NATIVE", "predicted_time"]
+           "NATIVE", "HAN", "predicted_time"]
 
 #: The pseudo-family that hands a call to the MPI library's own collective.
 NATIVE = "native"
+#: The options of the ``"han"`` pseudo-family (:func:`wacoll.plans.composite.compose`).
+HAN_OPTIONS = ("root", "count", "itemsize", "level", "segments", "inter")
 
 
 @dataclass(frozen=True)
@@ -256,6 +259,10 @@ class Selection:
         if self.native:
             raise PlanError("the native family has no plan: the MPI library runs the "
                             "call")
+        if self.family == HAN:
+            composite = compose(self.op, topology, **dict(self.options))
+            composite.check()
+            return composite
         plan = self.with_arithmetic(build(self.op, topology, self.family,
                                           **dict(self.options)))
         plan.check()
@@ -333,8 +340,9 @@ def select(call: Call, topology, *, family=None, options=None, comm_family=None,
         return _select(call, topology, allow_native=allow_native, **kwargs)
     acc_call = dataclasses.replace(call, level="commutative",
                                    itemsize=call.accumulator_itemsize)
+    acc_kwargs = dict(kwargs, comm_family=None) if comm_family == HAN else kwargs
     repro = dataclasses.replace(_select(acc_call, topology, allow_native=False,
-                                        **kwargs), arithmetic="reproducible")
+                                        **acc_kwargs), arithmetic="reproducible")
     if policy.arithmetic == "reproducible":
         return repro
     plain = _select(call, topology, allow_native=allow_native, **kwargs)
@@ -354,8 +362,11 @@ def _reproducible_candidate(call, family, comm_family, policy):
     if policy.arithmetic == "plain" or call.level != "strict" or \
             not call.accumulator_itemsize or spec(call.op).kind != "reduction":
         return False
-    forced = family if family is not None else comm_family
-    return forced != NATIVE  # the MPI library's collectives know no accumulators
+    # the MPI library's collectives (native, and han's library phases) know no
+    # accumulators; a communicator-wide han leaves such calls to the default
+    if family is not None:
+        return family not in (NATIVE, HAN)
+    return comm_family != NATIVE
 
 
 def predicted_time(selection, topology, call, policy=DEFAULT_POLICY):
@@ -412,10 +423,14 @@ def _select(call: Call, topology, *, family=None, options=None, comm_family=None
     """:func:`select` for one arithmetic: the family and the builder's options."""
     options = dict(options or {})
     if family is not None:
-        if family != NATIVE and call.op not in builders(family):
+        if family == HAN and call.op not in HAN_OPS:
+            raise PlanError(f"the {HAN} family has no {call.op} plan; it has "
+                            f"{', '.join(HAN_OPS)}")
+        if family not in (NATIVE, HAN) and call.op not in builders(family):
             raise PlanError(f"the {family} family has no {call.op} plan")
         chosen, extra = family, {}
-    elif comm_family is not None and (comm_family == NATIVE or
+    elif comm_family is not None and (comm_family == NATIVE or _composes(call, comm_family)
+                                      or comm_family != HAN and
                                       call.op in builders(comm_family)):
         chosen, extra = comm_family, {}
     else:
@@ -430,7 +445,7 @@ def _select(call: Call, topology, *, family=None, options=None, comm_family=None
             raise PlanError("the native family cannot keep level 'strict': the MPI "
                             "library may combine in any order")
         return Selection(call.op, NATIVE, ())
-    accepted = family_options(chosen, call.op)
+    accepted = HAN_OPTIONS if chosen == HAN else family_options(chosen, call.op)
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise PlanError(f"the {chosen} family's {call.op} takes no option {unknown[0]!r}; "
@@ -455,6 +470,12 @@ def _select(call: Call, topology, *, family=None, options=None, comm_family=None
         kwargs["segments"] = max(1, min(call.count, policy.max_segments,
                                         math.ceil(call.nbytes / policy.segment_size)))
     return Selection(call.op, chosen, tuple(sorted(kwargs.items())))
+
+
+def _composes(call: Call, family) -> bool:
+    """Whether a communicator-wide ``family`` of ``"han"`` can compose ``call``."""
+    return family == HAN and call.op in HAN_OPS and \
+        call.level in (None, "commutative")
 
 
 def adapt_script(plan, call: Call):
