@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
+import wacoll
 from wacoll.errors import WacollError
 
 P = MPI.COMM_WORLD.Get_size()
@@ -103,9 +104,11 @@ def test_refusals_raise_everywhere_and_the_communicator_goes_on(mpi):
 @pytest.mark.mpi(min_size=2)
 def test_non_blocking_calls_refuse_a_forced_han_and_a_han_default_falls_back(mpi):
     layout = mpi.multi[0]
-    forced = mpi.comm(layout, level=None)
+    # a failed non-blocking call leaves its communicator unusable: a fresh one
+    forced = wacoll.Comm(W, mpi.topology(layout))
     mpi.same_error(lambda: forced.Iallreduce(np.ones(2), np.zeros(2),
                                              family="han").Wait(), WacollError)
+    forced.Free()
     comm = mpi.comm(layout, level=None, family="han")
     y = np.zeros(4)
     comm.Iallreduce(np.ones(4), y, op=MPI.SUM).Wait()

@@ -89,7 +89,9 @@ class CompositeWork:
         bufs = {"in": inbuf, "out": outbuf}
         if any(isinstance(p, LibraryPhase) and p.dst == "acc" and rank in p.roots
                for p in composite.phases):
-            bufs["acc"] = scratch_array(scratch, "acc", composite.count, inbuf.dtype)
+            # not a plan buffer name: the plan phase's own scratch must not share it
+            bufs["acc"] = scratch_array(scratch, "<cluster result>", composite.count,
+                                        inbuf.dtype)
         members = next(c for c in composite.clusters if rank in c)
         order = sorted(members)
         starts = []
