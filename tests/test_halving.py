@@ -10,9 +10,9 @@ from wacoll.plans.rank import rank_plan, rank_program
 from wacoll.plans.select import Policy
 
 
-def _halving(topo, count, segments=1, level="strict"):
-    return build("allreduce", topo, "mpich", count=count, segments=segments, itemsize=8,
-                 level=level, algorithm="halving")
+def _halving(topo, count, segments=1, level="strict", op="allreduce", **kw):
+    return build(op, topo, "mpich", count=count, segments=segments, itemsize=8,
+                 level=level, algorithm="halving", **kw)
 
 
 TOPOLOGIES = [Topology.single(n) for n in range(1, 17)] + [
@@ -28,6 +28,9 @@ def test_every_block_is_the_canonical_expression(topo):
         for count in (1, 7, 64):
             report = _halving(topo, count, segments).check()
             assert report.level == "strict", (topo, segments, count)
+            for root in {0, topo.size - 1, topo.size // 2}:
+                report = _halving(topo, count, segments, op="reduce", root=root).check()
+                assert report.level == "strict", (topo, segments, count, root)
 
 
 @pytest.mark.parametrize("size", [2, 4, 8, 16])
@@ -77,8 +80,27 @@ def test_blocks_are_rounded_up_to_a_multiple_of_the_owners():
 
 
 def test_unknown_algorithm_is_refused():
-    with pytest.raises(PlanError, match="algorithm must be one of.*'binomial', 'halving'"):
-        build("allreduce", Topology.single(4), "mpich", algorithm="ring")
+    for op in ("reduce", "allreduce"):
+        with pytest.raises(PlanError, match=f"mpich {op} algorithm must be one of.*"
+                                            f"'binomial', 'halving'"):
+            build(op, Topology.single(4), "mpich", algorithm="ring")
+
+
+@pytest.mark.parametrize("size", [2, 5, 8])
+def test_the_reduce_gathers_the_shares_at_the_root(size):
+    """Each owner sends its share to the root once; the root receives the vector
+    less its own share."""
+    owners = largest_power_of_two(size)
+    count = 64 * owners
+    plan = _halving(Topology.single(size), count, segments=owners, op="reduce",
+                    root=size - 1)
+    root = size - 1
+    sent = [b for program in plan.programs for s in program
+            if s.kind == "send" and s.peer == root and s.src == "part" for b in s.blocks]
+    kept = [b for s in plan.programs[root] if s.kind == "copy" and s.dst == "out"
+            for b in s.blocks]
+    assert sorted(sent + kept) == list(range(owners))
+    assert len(kept) == (1 if root < owners else 0)
 
 
 @pytest.mark.parametrize("size", [1, 3, 5, 6, 8])
@@ -97,6 +119,15 @@ def _chosen(topo, nbytes, level="strict", **policy):
     call = Call("allreduce", count=nbytes // 8, itemsize=8, level=level)
     selection = select(call, topo, policy=Policy(**policy))
     return selection.family, dict(selection.options).get("algorithm")
+
+
+def test_the_policy_takes_halving_for_strict_reduces_too():
+    call = Call("reduce", count=1 << 13, itemsize=8, level="strict", root=2)
+    for topo in (Topology.single(3), Topology.from_sizes([2, 2, 2, 2])):
+        assert dict(select(call, topo).options).get("algorithm") == "halving"
+    small = Call("reduce", count=16, itemsize=8, level="strict", root=0)
+    assert dict(select(small, Topology.single(4)).options)["algorithm"] == "halving"
+    assert select(small, Topology.from_sizes([2, 2])).family == "magpie"
 
 
 def test_the_policy_takes_halving_for_strict_allreduces():

@@ -290,7 +290,7 @@ def mpi_random(n, seed, dtype):
 STRICT_FAMILIES = (
     ("magpie", {}, None),
     ("mpich", {}, None),
-    ("mpich", {"algorithm": "halving"}, ("Allreduce",)),
+    ("mpich", {"algorithm": "halving"}, ("Allreduce", "Reduce")),
     ("tree", {}, ("Allreduce",)),
 )
 

@@ -185,9 +185,10 @@ class Policy:
     stage_time : float
         Seconds per call of staging the accumulators (Python and allocation).
     halving_from : int
-        A strict allreduce on plain arithmetic takes the mpich family's
-        ``"halving"`` algorithm (reduce-scatter and allgather, each block in the
-        canonical order: :mod:`wacoll.plans.halving`) for vectors of at least this
+        A strict reduce or allreduce on plain arithmetic takes the mpich family's
+        ``"halving"`` algorithm (a reduce-scatter whose every block is in the
+        canonical order, :mod:`wacoll.plans.halving`, then a gather to the root or
+        an allgather) for vectors of at least this
         many bytes, and on one cluster of a power of two of ranks for every vector
         of at least one element per owner; below, the binomial reduce and
         broadcast (one cluster) or MagPIe's canonical plan (several). The
@@ -195,7 +196,9 @@ class Policy:
         0.39-0.57x the binomial one from 64 KiB (2, 4 and 8 ranks), 0.83-0.89x on
         3 ranks and 1.4-1.5x for 8 B to 1 KiB on 3 ranks; on MagPIe's 4 x 2 grid
         (10 ms, 1 MB/s) at 138 ms against MagPIe's 227 ms for 64 KiB, about equal
-        at 8 KiB, and 1.26x for 1 KiB.
+        at 8 KiB, and 1.26x for 1 KiB. The halving reduce: 0.25-0.42x the
+        binomial one from 64 KiB on 4 and 8 ranks, 0.73-0.78x on 3, 0.42x
+        MagPIe's on the grid at 64 KiB.
     """
 
     threshold: int = 512
@@ -279,7 +282,7 @@ class Selection:
 
 def _default_family(call: Call, topology, policy: Policy):
     """The default family and its extra options (see the module docstring)."""
-    if call.level == "strict" and call.op == "allreduce" and \
+    if call.level == "strict" and call.op in ("reduce", "allreduce") and \
             _halving_pays(call, topology, policy):
         return "mpich", {"algorithm": "halving"}
     if topology.nclusters > 1:
@@ -290,7 +293,7 @@ def _default_family(call: Call, topology, policy: Policy):
 
 
 def _halving_pays(call: Call, topology, policy: Policy) -> bool:
-    """Whether a strict allreduce takes the halving algorithm (see
+    """Whether a strict reduce or allreduce takes the halving algorithm (see
     :attr:`Policy.halving_from`)."""
     owners = largest_power_of_two(topology.size)
     if topology.size < 2 or not call.count or call.count < owners:

@@ -328,12 +328,16 @@ def _reduce_tree(topology, root):
     return make_tree("binomial", topology, root=root, operation="reduce")
 
 
-def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1):
-    """MPICH 1.1's binomial reduce, pipelined by segment.
+def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1,
+           algorithm="binomial"):
+    """The single-level reduce, by one of two algorithms.
 
-    At level ``"commutative"`` the tree is rooted at ``root``. Otherwise (MPICH's
-    non-commutative path) the tree is rooted at rank 0, which computes the canonical
-    expression and, if the root is another rank, sends it the result.
+    ``"binomial"`` (MPICH 1.1's, pipelined by segment): at level ``"commutative"``
+    the tree is rooted at ``root``; otherwise (MPICH's non-commutative path) at rank
+    0, which computes the canonical expression and, if the root is another rank,
+    sends it the result. ``"halving"`` (Rabenseifner's reduce): the canonical
+    reduce-scatter of :func:`allreduce`'s ``"halving"``, then every owner sends its
+    share straight to the root.
 
     Examples
     --------
@@ -350,6 +354,20 @@ def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1):
     recv-combine 3 [0] into out
     recv-combine 0 [0] into out
     """
+    _check_algorithm("reduce", algorithm)
+    if algorithm == "halving":
+        b = PlanBuilder("reduce", topology, root=root, count=count,
+                        segments=_owner_multiple(topology, segments), level=level,
+                        itemsize=itemsize)
+        # an owner's share ends in "part": only the root's "out" has room for it
+        share = "out" if b.size == 1 else "part"
+        owned = halving_reduce_scatter(b, range(b.size), b.all_blocks, result=share)
+        for owner, blocks in owned.items():
+            if owner == b.root:
+                b.copy(owner, blocks, share, "out")
+            elif blocks:
+                b.transfer(owner, b.root, blocks, "part", "out")
+        return b.build(family=_FAMILY, algorithm="halving+gather", segments=segments)
     b = PlanBuilder("reduce", topology, root=root, count=count, segments=segments,
                     level=level, itemsize=itemsize)
     tree_root = b.root if b.level == "commutative" else 0
@@ -364,8 +382,23 @@ def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1):
                    tree_root=tree_root)
 
 
-#: The algorithms of :func:`allreduce`.
+#: The algorithms of :func:`reduce` and :func:`allreduce`.
 ALLREDUCE_ALGORITHMS = ("binomial", "halving")
+
+
+def _check_algorithm(op, algorithm):
+    if algorithm not in ALLREDUCE_ALGORITHMS:
+        raise PlanError(f"mpich {op} algorithm must be one of {ALLREDUCE_ALGORITHMS}, "
+                        f"got {algorithm!r}")
+
+
+def _owner_multiple(topology, segments):
+    """``segments`` rounded up to a multiple of the halving's owners (bad values are
+    left for the block layout's own check)."""
+    owners = largest_power_of_two(topology.size)
+    if isinstance(segments, int) and not isinstance(segments, bool) and segments > 0:
+        return owners * -(-segments // owners)
+    return segments
 
 
 def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
@@ -391,15 +424,11 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
     >>> plan.nblocks, report.level, report.messages
     (4, 'strict', 24)
     """
-    if algorithm not in ALLREDUCE_ALGORITHMS:
-        raise PlanError(f"mpich allreduce algorithm must be one of "
-                        f"{ALLREDUCE_ALGORITHMS}, got {algorithm!r}")
+    _check_algorithm("allreduce", algorithm)
     if algorithm == "halving":
-        owners = largest_power_of_two(topology.size)
-        segments = owners * -(-segments // owners) if isinstance(segments, int) \
-            and not isinstance(segments, bool) and segments > 0 else segments
-        b = PlanBuilder("allreduce", topology, count=count, segments=segments,
-                        level=level, itemsize=itemsize)
+        b = PlanBuilder("allreduce", topology, count=count,
+                        segments=_owner_multiple(topology, segments), level=level,
+                        itemsize=itemsize)
         ranks = range(b.size)
         owned = halving_reduce_scatter(b, ranks, b.all_blocks)
         doubling_allgather(b, ranks, owned, b.all_blocks)
@@ -525,7 +554,7 @@ OPTIONS = {
     "allgatherv": ("counts", "count", "itemsize"),
     "alltoall": ("count", "itemsize", "order"),
     "alltoallv": ("counts", "count", "itemsize", "order"),
-    "reduce": ("root", "count", "segments", "level", "itemsize"),
+    "reduce": ("root", "count", "segments", "level", "itemsize", "algorithm"),
     "allreduce": ("count", "segments", "level", "itemsize", "algorithm"),
     "reduce_scatter": ("counts", "count", "level", "itemsize"),
     "reduce_scatter_block": ("count", "level", "itemsize"),
