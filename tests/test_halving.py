@@ -144,6 +144,15 @@ def test_the_policy_takes_halving_for_strict_allreduces():
     assert _chosen(grid, 1 << 20, level="commutative") == ("magpie", None)
 
 
+def test_an_applications_own_operator_keeps_whole_segments():
+    """The halving cuts the vector per rank; an application's operator keeps the
+    binomial plan (MPI libraries keep their cutting algorithms for predefined
+    operators too)."""
+    call = Call("allreduce", count=1 << 17, itemsize=8, level="strict", user_op=True)
+    assert select(call, Topology.single(4)).options == (
+        ("count", 1 << 17), ("itemsize", 8), ("level", "strict"), ("segments", 4))
+
+
 def test_a_forced_mpich_family_keeps_its_binomial_algorithm():
     call = Call("allreduce", count=1 << 17, itemsize=8, level="strict")
     assert select(call, Topology.single(4), family="mpich").options == (

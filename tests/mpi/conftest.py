@@ -137,13 +137,14 @@ class Mpi:
         ``("plan", key)``, where ``key`` names what the executor does (operation, root,
         block counts and every rank's program), or ``("error", message)`` when the
         family's plan cannot be built or fails its check. ``kwargs`` are the builder
-        arguments the Comm passes (count/counts, itemsize, root, level, options).
+        arguments the Comm passes (count/counts, itemsize, root, level, options), and
+        ``user_op=True`` for an application's own operator.
         """
         topo = self.topology(layout)
-        reserved = ("count", "counts", "itemsize", "root", "level")
+        reserved = ("count", "counts", "itemsize", "root", "level", "user_op")
         call = Call(op, count=kwargs.get("count"), counts=kwargs.get("counts"),
                     root=kwargs.get("root"), itemsize=kwargs.get("itemsize", 1),
-                    level=kwargs.get("level"))
+                    level=kwargs.get("level"), user_op=kwargs.get("user_op", False))
         options = {k: v for k, v in kwargs.items() if k not in reserved}
         try:
             selection = select(call, topo, family=family, options=options)

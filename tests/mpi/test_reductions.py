@@ -186,7 +186,7 @@ def test_noncommutative_matrix_product(mpi, matmul, layout, level):
         for method, (send, recv, want) in cases.items():
             kwargs = {"root": root} if method == "Reduce" else {}
             predicted = new_plan(mpi, ("matmul", k), layout, method, level, 4 * k, 8,
-                                 **kwargs)
+                                 user_op=True, **kwargs)
             if predicted is None:
                 continue
             _, exc = mpi.outcome(lambda: getattr(comm, method)(
@@ -200,7 +200,7 @@ def test_noncommutative_matrix_product(mpi, matmul, layout, level):
         recv = np.zeros(4 * k, np.int64)
         want = products(k, [r * P + ME for r in range(P)])
         predicted = new_plan(mpi, ("matmul", k), layout, "Reduce_scatter_block", level,
-                             4 * k, 8)
+                             4 * k, 8, user_op=True)
         if predicted is None:
             continue
         _, exc = mpi.outcome(lambda: comm.Reduce_scatter_block(send, recv, op=matmul,

@@ -805,7 +805,9 @@ class Comm(MPI.Intracomm):
         call = Call(prepared.op, count=prepared.count, counts=prepared.counts,
                     root=prepared.root, level=prepared.level,
                     itemsize=1 if prepared.dtype is None else prepared.dtype.itemsize,
-                    accumulator_itemsize=prepared.accumulator_itemsize)
+                    accumulator_itemsize=prepared.accumulator_itemsize,
+                    user_op=prepared.reduce_op is not None and
+                    not prepared.reduce_op.is_predefined)
         if (family or self.family) == "scripts":
             script = self._scripts.get((call.op, self._place.size))
             if script is not None:

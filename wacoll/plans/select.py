@@ -128,6 +128,12 @@ class Call:
         Bytes of one element's exact accumulator when the call may run on
         reproducible arithmetic (a float SUM:
         :func:`wacoll._kernels.repro.accumulator_bytes`), else 0.
+    user_op : bool
+        The reduction's operator is the application's own. The policy then keeps
+        plans that cut the vector no finer than its segments (the halving
+        algorithms cut it per rank), as MPI libraries keep such algorithms for
+        their predefined operators: MPI lets them split at element boundaries, but
+        an operator written for whole groups of elements would break.
     """
 
     op: str
@@ -137,6 +143,7 @@ class Call:
     itemsize: int = 1
     level: str | None = None
     accumulator_itemsize: int = 0
+    user_op: bool = False
 
     def __post_init__(self):
         if self.op not in OPERATIONS:
@@ -296,7 +303,7 @@ def _halving_pays(call: Call, topology, policy: Policy) -> bool:
     """Whether a strict reduce or allreduce takes the halving algorithm (see
     :attr:`Policy.halving_from`)."""
     owners = largest_power_of_two(topology.size)
-    if topology.size < 2 or not call.count or call.count < owners:
+    if topology.size < 2 or not call.count or call.count < owners or call.user_op:
         return False
     if owners == topology.size and topology.nclusters == 1:
         return True
