@@ -114,3 +114,11 @@ def test_non_blocking_calls_refuse_a_forced_han_and_a_han_default_falls_back(mpi
     comm.Iallreduce(np.ones(4), y, op=MPI.SUM).Wait()
     mpi.assert_equal(y, np.full(4, float(P)))
     mpi.assert_all(comm.last_family == "magpie", comm.last_family)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_an_operator_by_name(mpi):
+    comm = mpi.comm(mpi.multi[0], level=None, family="han")
+    got = np.zeros(3)
+    comm.Allreduce(np.full(3, ME + 1.0), got, op="max")
+    mpi.assert_equal(got, np.full(3, float(P)))

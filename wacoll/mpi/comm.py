@@ -765,7 +765,7 @@ class Comm(MPI.Intracomm):
             entry = self._programs[key] = (composite, rank_programs(composite,
                                                                     self._place.rank))
         return CompositeWork(composite, entry[1], self._wire, self._cluster,
-                             prepared.inbuf, outbuf, op=prepared.reduce_op,
+                             prepared.inbuf, outbuf, op=for_mpi(prepared.reduce_op),
                              scratch=scratch, tag=call_tag(seq), tracer=self.tracer)
 
     def _bind(self, prepared, plan, native, check, args, op):
@@ -806,7 +806,7 @@ class Comm(MPI.Intracomm):
                     root=prepared.root, level=prepared.level,
                     itemsize=1 if prepared.dtype is None else prepared.dtype.itemsize,
                     accumulator_itemsize=prepared.accumulator_itemsize,
-                    user_op=prepared.reduce_op is not None and
+                    user_op=isinstance(prepared.reduce_op, MPI.Op) and
                     not prepared.reduce_op.is_predefined)
         if (family or self.family) == "scripts":
             script = self._scripts.get((call.op, self._place.size))
