@@ -1,0 +1,271 @@
+/* The hot loops of the reproducible SUM kernels (private; included by _repro.pyx).
+
+   Each function here runs over the common case only and returns how many rows it
+   handled, always a multiple of four: it stops before the first group of four rows
+   that holds an uncommon one, and it leaves the last n % 4 rows alone. The caller
+   (the Cython code in _repro.pyx) handles those rows with its general code, which
+   gives the same bits for any row, and calls again past them.
+
+   Compiled twice, as _repro.pyx is: portable (plain C) and with -mavx2, where
+   __AVX2__ selects the AVX2 versions. All arithmetic is on integers, so both give the
+   same bits; the tests compare them. Python.h comes first (Cython includes it).
+
+   Layout, as in _repro.pyx: a float64 accumulator is 4 int64 words [head, bin 0 (top),
+   bin 1, bin 2], a float32 one 3 words [head, bin 0, bin 1]; the head packs the top
+   bin's index (bits 0-7), special-value flags (bits 8-15) and a count (bits 16-63).
+*/
+#ifndef WACOLL_REPRO_SIMD_H
+#define WACOLL_REPRO_SIMD_H
+
+#include <stdint.h>
+#include <string.h>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define WACOLL_LIKELY(c) __builtin_expect(!!(c), 1)
+#else
+#define WACOLL_LIKELY(c) (c)
+#endif
+
+#define WACOLL_HEAD_IDX ((uint64_t)0xFF)
+#define WACOLL_HEAD_FLAGS ((uint64_t)0xFF00)
+#define WACOLL_HEAD_COUNTS (~(uint64_t)0xFFFF)     /* the count bits of a head */
+#define WACOLL_EXP64 ((uint64_t)0x7FF << 52)
+#define WACOLL_FRAC64_MASK ((((uint64_t)1) << 52) - 1)
+#define WACOLL_LOW32 ((uint64_t)0xFFFFFFFFu)
+/* The head of one finite value, before its index and the -0.0 rule: one deposit and
+   the flag "not -0.0". */
+#define WACOLL_HEAD_ONE_VALUE ((((uint64_t)1) << 16) | 0x100)
+
+
+/* ---------------------------------------------------------------- combine
+
+   Adding accumulator row s into row d is, in the common case, one integer addition
+   of every word: when both have the same top bin index and s brings no flag that d
+   lacks, the merged head is d's head with the counts added, which is
+   d + (s & WACOLL_HEAD_COUNTS), and each bin is d + s. The test for that case,
+   ((s ^ d) & WACOLL_HEAD_IDX) | (s & ~d & WACOLL_HEAD_FLAGS) == 0, is written as
+   (s ^ d) & (s | WACOLL_HEAD_IDX) & WACOLL_HEAD_LOW == 0 (in the flag bits,
+   (s ^ d) & s is s & ~d), which the vector code applies to whole rows, masking all
+   but the head's low 16 bits only once per group of rows. Words are added as unsigned
+   integers (two's complement wrap-around, as the general code's int64 additions). */
+
+#define WACOLL_HEAD_LOW ((uint64_t)0xFFFF)
+
+static inline uint64_t wacoll_row_conflict(uint64_t s, uint64_t d)
+{
+    return (s ^ d) & (s | WACOLL_HEAD_IDX) & WACOLL_HEAD_LOW;
+}
+
+#if defined(__AVX2__)
+
+/* Non-zero in a row's head bits 0-15 (the caller masks the rest) where adding row a
+   into row b needs the general code; kidx has WACOLL_HEAD_IDX at the heads. */
+#define WACOLL_CONFLICT(a, b, kidx) \
+    _mm256_and_si256(_mm256_xor_si256(a, b), _mm256_or_si256(a, kidx))
+
+/* Rows dst[0:k] += src[0:k] of 4 words (float64), for the k returned. */
+static inline Py_ssize_t wacoll_combine4(const int64_t *src, int64_t *dst, Py_ssize_t n)
+{
+    const __m256i kidx = _mm256_setr_epi64x((int64_t)WACOLL_HEAD_IDX, 0, 0, 0);
+    const __m256i klow = _mm256_setr_epi64x((int64_t)WACOLL_HEAD_LOW, 0, 0, 0);
+    const __m256i kadd = _mm256_setr_epi64x((int64_t)WACOLL_HEAD_COUNTS, -1, -1, -1);
+    Py_ssize_t i;
+    for (i = 0; i + 4 <= n; i += 4) {
+        const __m256i *s = (const __m256i *)(src + 4 * i);
+        __m256i *d = (__m256i *)(dst + 4 * i);
+        __m256i a0 = _mm256_loadu_si256(s), a1 = _mm256_loadu_si256(s + 1);
+        __m256i a2 = _mm256_loadu_si256(s + 2), a3 = _mm256_loadu_si256(s + 3);
+        __m256i b0 = _mm256_loadu_si256(d), b1 = _mm256_loadu_si256(d + 1);
+        __m256i b2 = _mm256_loadu_si256(d + 2), b3 = _mm256_loadu_si256(d + 3);
+        __m256i bad = _mm256_or_si256(
+            _mm256_or_si256(WACOLL_CONFLICT(a0, b0, kidx), WACOLL_CONFLICT(a1, b1, kidx)),
+            _mm256_or_si256(WACOLL_CONFLICT(a2, b2, kidx), WACOLL_CONFLICT(a3, b3, kidx)));
+        if (!_mm256_testz_si256(bad, klow))
+            break;
+        _mm256_storeu_si256(d, _mm256_add_epi64(b0, _mm256_and_si256(a0, kadd)));
+        _mm256_storeu_si256(d + 1, _mm256_add_epi64(b1, _mm256_and_si256(a1, kadd)));
+        _mm256_storeu_si256(d + 2, _mm256_add_epi64(b2, _mm256_and_si256(a2, kadd)));
+        _mm256_storeu_si256(d + 3, _mm256_add_epi64(b3, _mm256_and_si256(a3, kadd)));
+    }
+    return i;
+}
+
+/* Rows dst[0:k] += src[0:k] of 3 words (float32): four rows are three vectors, with
+   the heads at words 0 and 3 of the first, 2 of the second and 1 of the third. */
+static inline Py_ssize_t wacoll_combine3(const int64_t *src, int64_t *dst, Py_ssize_t n)
+{
+    const int64_t I = (int64_t)WACOLL_HEAD_IDX, L = (int64_t)WACOLL_HEAD_LOW;
+    const int64_t C = (int64_t)WACOLL_HEAD_COUNTS;
+    const __m256i kidx0 = _mm256_setr_epi64x(I, 0, 0, I);
+    const __m256i kidx1 = _mm256_setr_epi64x(0, 0, I, 0);
+    const __m256i kidx2 = _mm256_setr_epi64x(0, I, 0, 0);
+    const __m256i klow0 = _mm256_setr_epi64x(L, 0, 0, L);
+    const __m256i klow1 = _mm256_setr_epi64x(0, 0, L, 0);
+    const __m256i klow2 = _mm256_setr_epi64x(0, L, 0, 0);
+    const __m256i kadd0 = _mm256_setr_epi64x(C, -1, -1, C);
+    const __m256i kadd1 = _mm256_setr_epi64x(-1, -1, C, -1);
+    const __m256i kadd2 = _mm256_setr_epi64x(-1, C, -1, -1);
+    Py_ssize_t i;
+    for (i = 0; i + 4 <= n; i += 4) {
+        const __m256i *s = (const __m256i *)(src + 3 * i);
+        __m256i *d = (__m256i *)(dst + 3 * i);
+        __m256i a0 = _mm256_loadu_si256(s), a1 = _mm256_loadu_si256(s + 1);
+        __m256i a2 = _mm256_loadu_si256(s + 2);
+        __m256i b0 = _mm256_loadu_si256(d), b1 = _mm256_loadu_si256(d + 1);
+        __m256i b2 = _mm256_loadu_si256(d + 2);
+        __m256i bad = _mm256_or_si256(
+            _mm256_or_si256(_mm256_and_si256(WACOLL_CONFLICT(a0, b0, kidx0), klow0),
+                            _mm256_and_si256(WACOLL_CONFLICT(a1, b1, kidx1), klow1)),
+            _mm256_and_si256(WACOLL_CONFLICT(a2, b2, kidx2), klow2));
+        if (!_mm256_testz_si256(bad, bad))
+            break;
+        _mm256_storeu_si256(d, _mm256_add_epi64(b0, _mm256_and_si256(a0, kadd0)));
+        _mm256_storeu_si256(d + 1, _mm256_add_epi64(b1, _mm256_and_si256(a1, kadd1)));
+        _mm256_storeu_si256(d + 2, _mm256_add_epi64(b2, _mm256_and_si256(a2, kadd2)));
+    }
+    return i;
+}
+
+#else  /* portable */
+
+/* Rows dst[0:k] += src[0:k] of w words, for the k returned (w is 3 or 4, a constant
+   once inlined into the two functions below). */
+static inline Py_ssize_t wacoll_combine_rows(const int64_t *src, int64_t *dst,
+                                             Py_ssize_t n, int w)
+{
+    const uint64_t *s = (const uint64_t *)src;
+    uint64_t *d = (uint64_t *)dst;
+    Py_ssize_t i;
+    int r, k;
+    for (i = 0; i + 4 <= n; i += 4) {
+        const uint64_t *a = s + w * i;
+        uint64_t *b = d + w * i;
+        uint64_t bad = 0;
+        for (r = 0; r < 4; r++)
+            bad |= wacoll_row_conflict(a[w * r], b[w * r]);
+        if (bad)
+            break;
+        for (r = 0; r < 4; r++) {
+            b[w * r] += a[w * r] & WACOLL_HEAD_COUNTS;
+            for (k = 1; k < w; k++)
+                b[w * r + k] += a[w * r + k];
+        }
+    }
+    return i;
+}
+
+static inline Py_ssize_t wacoll_combine4(const int64_t *src, int64_t *dst, Py_ssize_t n)
+{
+    return wacoll_combine_rows(src, dst, n, 4);
+}
+
+static inline Py_ssize_t wacoll_combine3(const int64_t *src, int64_t *dst, Py_ssize_t n)
+{
+    return wacoll_combine_rows(src, dst, n, 3);
+}
+
+#endif
+
+
+/* ---------------------------------------------------------------- to_acc, float64
+
+   The accumulator of one finite float64 value x with bit pattern u (see _split64 in
+   _repro.pyx, which also handles infinities and NaN; for finite values the two agree
+   bit for bit): with e the biased exponent, e1 = max(e, 1) and t = e1 + 115,
+
+       head = 1 deposit | flag "not -0.0" (clear for -0.0 only) | top bin t >> 5
+       m    = the significand, with the implicit bit when e != 0 (x = +-m 2**(e1-1075))
+       the bins: m << (12 + t % 32) as a 96-bit integer, cut into three 32-bit pieces
+                 from the top, each negated when x is negative.
+
+   The functions stop before a group of four values holding an infinity or a NaN. */
+
+#if defined(__AVX2__)
+
+/* Rows acc[0:k] = the accumulators of x[0:k], for the k returned. */
+static inline Py_ssize_t wacoll_to_acc64(const double *x, int64_t *acc, Py_ssize_t n)
+{
+    const __m256i zero = _mm256_setzero_si256();
+    const __m256i kexp = _mm256_set1_epi64x(0x7FF);
+    const __m256i kfrac = _mm256_set1_epi64x((int64_t)WACOLL_FRAC64_MASK);
+    const __m256i kimplicit = _mm256_set1_epi64x((int64_t)1 << 52);
+    const __m256i k115 = _mm256_set1_epi64x(115);
+    const __m256i k31 = _mm256_set1_epi64x(31);
+    const __m256i k12 = _mm256_set1_epi64x(12);
+    const __m256i k52 = _mm256_set1_epi64x(52);
+    const __m256i khead = _mm256_set1_epi64x((int64_t)WACOLL_HEAD_ONE_VALUE);
+    const __m256i knotneg0 = _mm256_set1_epi64x(0x100);
+    const __m256i kneg0 = _mm256_set1_epi64x(INT64_MIN);    /* the bits of -0.0 */
+    Py_ssize_t i;
+    for (i = 0; i + 4 <= n; i += 4) {
+        __m256i u = _mm256_loadu_si256((const __m256i *)(x + i));
+        __m256i e = _mm256_and_si256(_mm256_srli_epi64(u, 52), kexp);
+        if (_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(e, kexp))))
+            break;                                  /* an infinity or a NaN */
+        __m256i neg = _mm256_cmpgt_epi64(zero, u);  /* all ones where x < 0 or -0.0 */
+        __m256i ez = _mm256_cmpeq_epi64(e, zero);   /* all ones where e == 0 */
+        __m256i t = _mm256_add_epi64(_mm256_sub_epi64(e, ez), k115);
+        __m256i a = _mm256_and_si256(t, k31);
+        __m256i m = _mm256_or_si256(_mm256_and_si256(u, kfrac),
+                                    _mm256_andnot_si256(ez, kimplicit));
+        __m256i v = _mm256_sllv_epi64(m, _mm256_add_epi64(a, k12));
+        __m256i c0 = _mm256_srlv_epi64(m, _mm256_sub_epi64(k52, a));
+        __m256i h = _mm256_xor_si256(
+            _mm256_or_si256(khead, _mm256_srli_epi64(t, 5)),
+            _mm256_and_si256(_mm256_cmpeq_epi64(u, kneg0), knotneg0));
+        __m256i p0 = _mm256_sub_epi64(_mm256_xor_si256(c0, neg), neg);
+        __m256i p1 = _mm256_sub_epi64(_mm256_xor_si256(_mm256_srli_epi64(v, 32), neg),
+                                      neg);
+        __m256i p2 = _mm256_sub_epi64(
+            _mm256_xor_si256(_mm256_blend_epi32(v, zero, 0xAA), neg), neg);
+        /* Four columns (head, p0, p1, p2) of four values to four rows. */
+        __m256i hp0_lo = _mm256_unpacklo_epi64(h, p0), hp0_hi = _mm256_unpackhi_epi64(h, p0);
+        __m256i p12_lo = _mm256_unpacklo_epi64(p1, p2), p12_hi = _mm256_unpackhi_epi64(p1, p2);
+        __m256i *out = (__m256i *)(acc + 4 * i);
+        _mm256_storeu_si256(out, _mm256_permute2x128_si256(hp0_lo, p12_lo, 0x20));
+        _mm256_storeu_si256(out + 1, _mm256_permute2x128_si256(hp0_hi, p12_hi, 0x20));
+        _mm256_storeu_si256(out + 2, _mm256_permute2x128_si256(hp0_lo, p12_lo, 0x31));
+        _mm256_storeu_si256(out + 3, _mm256_permute2x128_si256(hp0_hi, p12_hi, 0x31));
+    }
+    return i;
+}
+
+#else  /* portable */
+
+static inline Py_ssize_t wacoll_to_acc64(const double *x, int64_t *acc, Py_ssize_t n)
+{
+    uint64_t *out = (uint64_t *)acc;
+    Py_ssize_t i;
+    int k;
+    for (i = 0; i + 4 <= n; i += 4) {
+        uint64_t u[4];
+        memcpy(u, x + i, sizeof u);                 /* the bit patterns */
+        if (((u[0] & WACOLL_EXP64) == WACOLL_EXP64) | ((u[1] & WACOLL_EXP64) == WACOLL_EXP64)
+                | ((u[2] & WACOLL_EXP64) == WACOLL_EXP64)
+                | ((u[3] & WACOLL_EXP64) == WACOLL_EXP64))
+            break;                                  /* an infinity or a NaN */
+        for (k = 0; k < 4; k++) {
+            uint64_t neg = (uint64_t)0 - (u[k] >> 63);
+            uint64_t e = (u[k] >> 52) & 0x7FF;
+            uint64_t ez = (uint64_t)(e == 0);
+            uint64_t t = e + ez + 115;
+            uint64_t a = t & 31;
+            uint64_t m = (u[k] & WACOLL_FRAC64_MASK) | ((ez ^ 1) << 52);
+            uint64_t v = m << (a + 12);
+            uint64_t *row = out + 4 * (i + k);
+            row[0] = (WACOLL_HEAD_ONE_VALUE | (t >> 5))
+                     ^ ((uint64_t)(u[k] == ((uint64_t)1 << 63)) << 8);
+            row[1] = ((m >> (52 - a)) ^ neg) - neg;
+            row[2] = ((v >> 32) ^ neg) - neg;
+            row[3] = ((v & WACOLL_LOW32) ^ neg) - neg;
+        }
+    }
+    return i;
+}
+
+#endif
+
+#endif  /* WACOLL_REPRO_SIMD_H */
