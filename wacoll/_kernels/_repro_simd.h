@@ -174,14 +174,20 @@ static inline Py_ssize_t wacoll_combine3(const int64_t *src, int64_t *dst, Py_ss
 
    The accumulator of one finite float64 value x with bit pattern u (see _split64 in
    _repro.pyx, which also handles infinities and NaN; for finite values the two agree
-   bit for bit): with e the biased exponent, e1 = max(e, 1) and t = e1 + 115,
+   bit for bit). With e the biased exponent and f the fraction field,
+   x = +-m 2**(e - 1075) with m = f + 2**52 for e >= 1, and x = +-(2 f) 2**(0 - 1075)
+   for e == 0 (zeros and subnormals; _split64 writes f 2**(1 - 1075), the same
+   pieces). With t = e + 115,
 
-       head = 1 deposit | flag "not -0.0" (clear for -0.0 only) | top bin t >> 5
-       m    = the significand, with the implicit bit when e != 0 (x = +-m 2**(e1-1075))
-       the bins: m << (12 + t % 32) as a 96-bit integer, cut into three 32-bit pieces
-                 from the top, each negated when x is negative.
+       head = one deposit | flag "not -0.0" (clear for -0.0 only) | top bin t >> 5
+       bins = m << (12 + t % 32) as a 96-bit integer, cut into three 32-bit pieces
+              from the top, each negated when x is negative.
 
-   The functions stop before a group of four values holding an infinity or a NaN. */
+   The vector code adds the head's constant bits, shifted left by 5, into t, so that
+   t >> 5 is the head but for the -0.0 rule. It stops before a group of four values
+   holding an infinity or a NaN. */
+
+#define WACOLL_T64 (115 + (WACOLL_HEAD_ONE_VALUE << 5))
 
 #if defined(__AVX2__)
 
@@ -192,11 +198,10 @@ static inline Py_ssize_t wacoll_to_acc64(const double *x, int64_t *acc, Py_ssize
     const __m256i kexp = _mm256_set1_epi64x(0x7FF);
     const __m256i kfrac = _mm256_set1_epi64x((int64_t)WACOLL_FRAC64_MASK);
     const __m256i kimplicit = _mm256_set1_epi64x((int64_t)1 << 52);
-    const __m256i k115 = _mm256_set1_epi64x(115);
+    const __m256i kt = _mm256_set1_epi64x((int64_t)WACOLL_T64);
     const __m256i k31 = _mm256_set1_epi64x(31);
     const __m256i k12 = _mm256_set1_epi64x(12);
     const __m256i k52 = _mm256_set1_epi64x(52);
-    const __m256i khead = _mm256_set1_epi64x((int64_t)WACOLL_HEAD_ONE_VALUE);
     const __m256i knotneg0 = _mm256_set1_epi64x(0x100);
     const __m256i kneg0 = _mm256_set1_epi64x(INT64_MIN);    /* the bits of -0.0 */
     Py_ssize_t i;
@@ -206,16 +211,15 @@ static inline Py_ssize_t wacoll_to_acc64(const double *x, int64_t *acc, Py_ssize
         if (_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(e, kexp))))
             break;                                  /* an infinity or a NaN */
         __m256i neg = _mm256_cmpgt_epi64(zero, u);  /* all ones where x < 0 or -0.0 */
-        __m256i ez = _mm256_cmpeq_epi64(e, zero);   /* all ones where e == 0 */
-        __m256i t = _mm256_add_epi64(_mm256_sub_epi64(e, ez), k115);
+        __m256i t = _mm256_add_epi64(e, kt);
         __m256i a = _mm256_and_si256(t, k31);
-        __m256i m = _mm256_or_si256(_mm256_and_si256(u, kfrac),
-                                    _mm256_andnot_si256(ez, kimplicit));
+        __m256i f = _mm256_and_si256(u, kfrac);
+        __m256i m = _mm256_add_epi64(                /* f + 2**52, or f + f if e == 0 */
+            f, _mm256_blendv_epi8(kimplicit, f, _mm256_cmpeq_epi64(e, zero)));
         __m256i v = _mm256_sllv_epi64(m, _mm256_add_epi64(a, k12));
         __m256i c0 = _mm256_srlv_epi64(m, _mm256_sub_epi64(k52, a));
-        __m256i h = _mm256_xor_si256(
-            _mm256_or_si256(khead, _mm256_srli_epi64(t, 5)),
-            _mm256_and_si256(_mm256_cmpeq_epi64(u, kneg0), knotneg0));
+        __m256i h = _mm256_xor_si256(_mm256_srli_epi64(t, 5),
+                                     _mm256_and_si256(_mm256_cmpeq_epi64(u, kneg0), knotneg0));
         __m256i p0 = _mm256_sub_epi64(_mm256_xor_si256(c0, neg), neg);
         __m256i p1 = _mm256_sub_epi64(_mm256_xor_si256(_mm256_srli_epi64(v, 32), neg),
                                       neg);
@@ -250,14 +254,13 @@ static inline Py_ssize_t wacoll_to_acc64(const double *x, int64_t *acc, Py_ssize
         for (k = 0; k < 4; k++) {
             uint64_t neg = (uint64_t)0 - (u[k] >> 63);
             uint64_t e = (u[k] >> 52) & 0x7FF;
-            uint64_t ez = (uint64_t)(e == 0);
-            uint64_t t = e + ez + 115;
+            uint64_t t = e + WACOLL_T64;
             uint64_t a = t & 31;
-            uint64_t m = (u[k] & WACOLL_FRAC64_MASK) | ((ez ^ 1) << 52);
+            uint64_t f = u[k] & WACOLL_FRAC64_MASK;
+            uint64_t m = f + (e ? (uint64_t)1 << 52 : f);
             uint64_t v = m << (a + 12);
             uint64_t *row = out + 4 * (i + k);
-            row[0] = (WACOLL_HEAD_ONE_VALUE | (t >> 5))
-                     ^ ((uint64_t)(u[k] == ((uint64_t)1 << 63)) << 8);
+            row[0] = (t >> 5) ^ ((uint64_t)(u[k] == ((uint64_t)1 << 63)) << 8);
             row[1] = ((m >> (52 - a)) ^ neg) - neg;
             row[2] = ((v >> 32) ^ neg) - neg;
             row[3] = ((v & WACOLL_LOW32) ^ neg) - neg;
