@@ -12,7 +12,8 @@
 
    Layout, as in _repro.pyx: a float64 accumulator is 4 int64 words [head, bin 0 (top),
    bin 1, bin 2], a float32 one 3 words [head, bin 0, bin 1]; the head packs the top
-   bin's index (bits 0-7), special-value flags (bits 8-15) and a count (bits 16-63).
+   bin's index (bits 0-7), special-value flags (bits 8-11; bits 8-15 are tested) and
+   a count (bits 16-63).
 */
 #ifndef WACOLL_REPRO_SIMD_H
 #define WACOLL_REPRO_SIMD_H
@@ -21,12 +22,6 @@
 #include <string.h>
 #if defined(__AVX2__)
 #include <immintrin.h>
-#endif
-
-#if defined(__GNUC__) || defined(__clang__)
-#define WACOLL_LIKELY(c) __builtin_expect(!!(c), 1)
-#else
-#define WACOLL_LIKELY(c) (c)
 #endif
 
 #define WACOLL_HEAD_IDX ((uint64_t)0xFF)
