@@ -373,6 +373,46 @@ def test_add_values_rows_match_model(dtype):
         assert bits(got) == bits(want), mod.__name__
 
 
+def placed(a, offset):
+    """A C-contiguous copy of ``a`` whose data starts ``offset`` bytes past a multiple
+    of 32 (numpy puts large arrays 16 bytes past one)."""
+    raw = np.empty(a.nbytes + 64, np.uint8)
+    start = (offset - raw.ctypes.data) % 32
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    assert out.ctypes.data % 32 == offset and out.flags.c_contiguous
+    return out
+
+
+@pytest.mark.parametrize("dtype", REALS)
+def test_kernels_at_every_alignment(dtype):
+    """Converting, combining and adding give the model's rows wherever the arrays sit
+    relative to 32-byte boundaries (the vector loops take aligned vectors in two ways)."""
+    rng = np.random.default_rng(24)
+    n = 75
+    x = model_values(rng, dtype, n)
+    src, dst = model_rows(rng, dtype, n)
+    rows = np.array([model_row(v, dtype) for v in x], np.int64)
+    merged = np.array([model_merge([int(w) for w in d], [int(w) for w in s])
+                       for s, d in zip(src, dst)], np.int64)
+    added = np.array([model_merge([int(w) for w in d], model_row(v, dtype))
+                      for v, d in zip(x, dst)], np.int64)
+    to, add = ("to_acc_f64", "add_f64") if dtype == "float64" else ("to_acc_f32", "add_f32")
+    for mod in kernel_builds():
+        for a in (0, 8, 16, 24):
+            for b in (0, 8, 16, 24):
+                xs = placed(x, b)
+                acc = placed(np.zeros_like(rows), a)
+                getattr(mod, to)(xs, acc)
+                assert bits(acc) == bits(rows), (mod.__name__, a, b)
+                got = placed(dst, a)
+                mod.combine(placed(src, b), got)
+                assert bits(got) == bits(merged), (mod.__name__, a, b)
+                got = placed(dst, a)
+                getattr(mod, add)(xs, got)
+                assert bits(got) == bits(added), (mod.__name__, a, b)
+
+
 # -- accuracy -------------------------------------------------------------------------
 
 def test_cancellation_and_wide_range():

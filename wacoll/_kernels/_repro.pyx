@@ -24,7 +24,7 @@ addition of every word. Those loops stop at a group holding any other row, which
 general code here handles (``_split64``, ``_merge3`` and the like, which give the same
 bits for the common case too), and go on past it.
 """
-from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint32_t, uint64_t, uintptr_t
 
 from wacoll._kernels._types cimport real_t
 from libc.math cimport copysign, ldexp
@@ -274,7 +274,9 @@ cdef enum:
 cdef void _add(const real_t* x, int64_t* acc, Py_ssize_t n) noexcept nogil:
     """Rows ``acc`` (+)= ``x[0:n]``."""
     cdef Py_ssize_t w = 4 if real_t is double else 3
-    cdef int64_t tmp[4 * _BLOCK]
+    cdef int64_t buffer[4 * _BLOCK + 3]
+    # The buffer placed as acc is relative to 32-byte boundaries, for the vector loops.
+    cdef int64_t* tmp = buffer + ((<uintptr_t>acc - <uintptr_t>buffer) // 8) % 4
     cdef Py_ssize_t start = 0, m
     while start < n:
         m = min(n - start, <Py_ssize_t>_BLOCK)

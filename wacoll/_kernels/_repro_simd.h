@@ -1,10 +1,10 @@
 /* The hot loops of the reproducible SUM kernels (private; included by _repro.pyx).
 
-   Each function here runs over the common case only and returns how many rows it
-   handled, always a multiple of four: it stops before the first group of four rows
-   that holds an uncommon one, and it leaves the last n % 4 rows alone. The caller
-   (the Cython code in _repro.pyx) handles those rows with its general code, which
-   gives the same bits for any row, and calls again past them.
+   Each function here runs over the common case only and returns how many rows k it
+   handled (rows 0 to k - 1): it stops when one of the next four rows is an uncommon
+   one, or fewer than four or five rows are left. The caller (the Cython code in
+   _repro.pyx) handles the next four rows (or the last few) with its general code,
+   which gives the same bits for any row, and calls again past them.
 
    Compiled twice, as _repro.pyx is: portable (plain C) and with -mavx2, where
    __AVX2__ selects the AVX2 versions. All arithmetic is on integers, so both give the
@@ -61,9 +61,55 @@ static inline uint64_t wacoll_row_conflict(uint64_t s, uint64_t d)
 #define WACOLL_CONFLICT(a, b, kidx) \
     _mm256_and_si256(_mm256_xor_si256(a, b), _mm256_or_si256(a, kidx))
 
+/* Rows of 4 words (float64) at 16 bytes past a multiple of 32, as numpy places large
+   arrays: a row-sized vector would cross a cache line every other row, which costs as
+   much as a third more time. The vectors here are the aligned 32 bytes from word 2 of
+   a row to word 1 of the next (the head at lane 2), and the first half of the first
+   row and the second half of the last are added on their own. */
+static inline Py_ssize_t wacoll_combine4_half(const int64_t *src, int64_t *dst,
+                                              Py_ssize_t n)
+{
+    const __m256i kidx = _mm256_setr_epi64x(0, 0, (int64_t)WACOLL_HEAD_IDX, 0);
+    const __m256i klow = _mm256_setr_epi64x(0, 0, (int64_t)WACOLL_HEAD_LOW, 0);
+    const __m256i kadd = _mm256_setr_epi64x(-1, -1, (int64_t)WACOLL_HEAD_COUNTS, -1);
+    const __m128i kadd_head = _mm_set_epi64x(-1, (int64_t)WACOLL_HEAD_COUNTS);
+    Py_ssize_t i;
+    if (n == 0 || wacoll_row_conflict((uint64_t)src[0], (uint64_t)dst[0]))
+        return 0;
+    _mm_storeu_si128((__m128i *)dst,
+                     _mm_add_epi64(_mm_loadu_si128((const __m128i *)dst),
+                                   _mm_and_si128(_mm_loadu_si128((const __m128i *)src),
+                                                 kadd_head)));
+    /* Here row i is known to be common and its first half is added; the vectors run
+       from its second half to the first half of row i + 4. */
+    for (i = 0; i + 5 <= n; i += 4) {
+        const __m256i *s = (const __m256i *)(src + 4 * i + 2);
+        __m256i *d = (__m256i *)(dst + 4 * i + 2);
+        __m256i a0 = _mm256_loadu_si256(s), a1 = _mm256_loadu_si256(s + 1);
+        __m256i a2 = _mm256_loadu_si256(s + 2), a3 = _mm256_loadu_si256(s + 3);
+        __m256i b0 = _mm256_loadu_si256(d), b1 = _mm256_loadu_si256(d + 1);
+        __m256i b2 = _mm256_loadu_si256(d + 2), b3 = _mm256_loadu_si256(d + 3);
+        __m256i bad = _mm256_or_si256(
+            _mm256_or_si256(WACOLL_CONFLICT(a0, b0, kidx), WACOLL_CONFLICT(a1, b1, kidx)),
+            _mm256_or_si256(WACOLL_CONFLICT(a2, b2, kidx), WACOLL_CONFLICT(a3, b3, kidx)));
+        if (!_mm256_testz_si256(bad, klow))
+            break;
+        _mm256_storeu_si256(d, _mm256_add_epi64(b0, _mm256_and_si256(a0, kadd)));
+        _mm256_storeu_si256(d + 1, _mm256_add_epi64(b1, _mm256_and_si256(a1, kadd)));
+        _mm256_storeu_si256(d + 2, _mm256_add_epi64(b2, _mm256_and_si256(a2, kadd)));
+        _mm256_storeu_si256(d + 3, _mm256_add_epi64(b3, _mm256_and_si256(a3, kadd)));
+    }
+    _mm_storeu_si128((__m128i *)(dst + 4 * i + 2),
+                     _mm_add_epi64(_mm_loadu_si128((const __m128i *)(dst + 4 * i + 2)),
+                                   _mm_loadu_si128((const __m128i *)(src + 4 * i + 2))));
+    return i + 1;
+}
+
 /* Rows dst[0:k] += src[0:k] of 4 words (float64), for the k returned. */
 static inline Py_ssize_t wacoll_combine4(const int64_t *src, int64_t *dst, Py_ssize_t n)
 {
+    if (((uintptr_t)src & 31) == 16 && ((uintptr_t)dst & 31) == 16)
+        return wacoll_combine4_half(src, dst, n);
     const __m256i kidx = _mm256_setr_epi64x((int64_t)WACOLL_HEAD_IDX, 0, 0, 0);
     const __m256i klow = _mm256_setr_epi64x((int64_t)WACOLL_HEAD_LOW, 0, 0, 0);
     const __m256i kadd = _mm256_setr_epi64x((int64_t)WACOLL_HEAD_COUNTS, -1, -1, -1);
@@ -186,8 +232,23 @@ static inline Py_ssize_t wacoll_combine3(const int64_t *src, int64_t *dst, Py_ss
 
 #if defined(__AVX2__)
 
-/* Rows acc[0:k] = the accumulators of x[0:k], for the k returned. */
-static inline Py_ssize_t wacoll_to_acc64(const double *x, int64_t *acc, Py_ssize_t n)
+/* All ones in the lanes of the values with bit patterns u that are infinities or NaN. */
+static inline __m256i wacoll_special4(__m256i u)
+{
+    const __m256i kexp = _mm256_set1_epi64x(0x7FF);
+    return _mm256_cmpeq_epi64(_mm256_and_si256(_mm256_srli_epi64(u, 52), kexp), kexp);
+}
+
+static inline int wacoll_any(__m256i mask)
+{
+    return _mm256_movemask_pd(_mm256_castsi256_pd(mask));
+}
+
+/* The rows r0..r3 of four finite values with bit patterns u, in halves:
+   *hp0_lo = [r0 words 0-1 | r2 words 0-1], *hp0_hi = [r1 words 0-1 | r3 words 0-1],
+   *p12_lo = [r0 words 2-3 | r2 words 2-3], *p12_hi = [r1 words 2-3 | r3 words 2-3]. */
+static inline void wacoll_rows4(__m256i u, __m256i *hp0_lo, __m256i *hp0_hi,
+                                __m256i *p12_lo, __m256i *p12_hi)
 {
     const __m256i zero = _mm256_setzero_si256();
     const __m256i kexp = _mm256_set1_epi64x(0x7FF);
@@ -199,36 +260,106 @@ static inline Py_ssize_t wacoll_to_acc64(const double *x, int64_t *acc, Py_ssize
     const __m256i k52 = _mm256_set1_epi64x(52);
     const __m256i knotneg0 = _mm256_set1_epi64x(0x100);
     const __m256i kneg0 = _mm256_set1_epi64x(INT64_MIN);    /* the bits of -0.0 */
-    Py_ssize_t i;
-    for (i = 0; i + 4 <= n; i += 4) {
-        __m256i u = _mm256_loadu_si256((const __m256i *)(x + i));
-        __m256i e = _mm256_and_si256(_mm256_srli_epi64(u, 52), kexp);
-        if (_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(e, kexp))))
-            break;                                  /* an infinity or a NaN */
-        __m256i neg = _mm256_cmpgt_epi64(zero, u);  /* all ones where x < 0 or -0.0 */
-        __m256i t = _mm256_add_epi64(e, kt);
-        __m256i a = _mm256_and_si256(t, k31);
-        __m256i f = _mm256_and_si256(u, kfrac);
-        __m256i m = _mm256_add_epi64(                /* f + 2**52, or f + f if e == 0 */
-            f, _mm256_blendv_epi8(kimplicit, f, _mm256_cmpeq_epi64(e, zero)));
-        __m256i v = _mm256_sllv_epi64(m, _mm256_add_epi64(a, k12));
-        __m256i c0 = _mm256_srlv_epi64(m, _mm256_sub_epi64(k52, a));
-        __m256i h = _mm256_xor_si256(_mm256_srli_epi64(t, 5),
-                                     _mm256_and_si256(_mm256_cmpeq_epi64(u, kneg0), knotneg0));
-        __m256i p0 = _mm256_sub_epi64(_mm256_xor_si256(c0, neg), neg);
-        __m256i p1 = _mm256_sub_epi64(_mm256_xor_si256(_mm256_srli_epi64(v, 32), neg),
-                                      neg);
-        __m256i p2 = _mm256_sub_epi64(
-            _mm256_xor_si256(_mm256_blend_epi32(v, zero, 0xAA), neg), neg);
-        /* Four columns (head, p0, p1, p2) of four values to four rows. */
-        __m256i hp0_lo = _mm256_unpacklo_epi64(h, p0), hp0_hi = _mm256_unpackhi_epi64(h, p0);
-        __m256i p12_lo = _mm256_unpacklo_epi64(p1, p2), p12_hi = _mm256_unpackhi_epi64(p1, p2);
-        __m256i *out = (__m256i *)(acc + 4 * i);
-        _mm256_storeu_si256(out, _mm256_permute2x128_si256(hp0_lo, p12_lo, 0x20));
-        _mm256_storeu_si256(out + 1, _mm256_permute2x128_si256(hp0_hi, p12_hi, 0x20));
-        _mm256_storeu_si256(out + 2, _mm256_permute2x128_si256(hp0_lo, p12_lo, 0x31));
-        _mm256_storeu_si256(out + 3, _mm256_permute2x128_si256(hp0_hi, p12_hi, 0x31));
+    __m256i e = _mm256_and_si256(_mm256_srli_epi64(u, 52), kexp);
+    __m256i neg = _mm256_cmpgt_epi64(zero, u);      /* all ones where x < 0 or -0.0 */
+    __m256i t = _mm256_add_epi64(e, kt);
+    __m256i a = _mm256_and_si256(t, k31);
+    __m256i f = _mm256_and_si256(u, kfrac);
+    __m256i m = _mm256_add_epi64(                    /* f + 2**52, or f + f if e == 0 */
+        f, _mm256_blendv_epi8(kimplicit, f, _mm256_cmpeq_epi64(e, zero)));
+    __m256i v = _mm256_sllv_epi64(m, _mm256_add_epi64(a, k12));    /* pieces 1, 2 */
+    __m256i c0 = _mm256_srlv_epi64(m, _mm256_sub_epi64(k52, a));   /* piece 0 */
+    __m256i h = _mm256_xor_si256(_mm256_srli_epi64(t, 5),
+                                 _mm256_and_si256(_mm256_cmpeq_epi64(u, kneg0), knotneg0));
+    __m256i p0 = _mm256_sub_epi64(_mm256_xor_si256(c0, neg), neg);
+    /* Pieces 1 and 2 as 32-bit words in row order (v's halves swapped), each negated
+       where x < 0, and the words above them: all ones where a negated piece is not 0.
+       Interleaved, they are the 64-bit pieces. */
+    __m256i p12 = _mm256_shuffle_epi32(v, 0xB1);
+    __m256i low = _mm256_sub_epi32(_mm256_xor_si256(p12, neg), neg);
+    __m256i high = _mm256_andnot_si256(_mm256_cmpeq_epi32(p12, zero), neg);
+    *hp0_lo = _mm256_unpacklo_epi64(h, p0);
+    *hp0_hi = _mm256_unpackhi_epi64(h, p0);
+    *p12_lo = _mm256_unpacklo_epi32(low, high);
+    *p12_hi = _mm256_unpackhi_epi32(low, high);
+}
+
+/* Rows acc[i:i+4] = the accumulators of the four finite values x[i:i+4]. */
+static inline void wacoll_store_rows4(const double *x, int64_t *acc, Py_ssize_t i)
+{
+    __m256i hp0_lo, hp0_hi, p12_lo, p12_hi;
+    __m256i *out = (__m256i *)(acc + 4 * i);
+    wacoll_rows4(_mm256_loadu_si256((const __m256i *)(x + i)),
+                 &hp0_lo, &hp0_hi, &p12_lo, &p12_hi);
+    _mm256_storeu_si256(out, _mm256_permute2x128_si256(hp0_lo, p12_lo, 0x20));
+    _mm256_storeu_si256(out + 1, _mm256_permute2x128_si256(hp0_hi, p12_hi, 0x20));
+    _mm256_storeu_si256(out + 2, _mm256_permute2x128_si256(hp0_lo, p12_lo, 0x31));
+    _mm256_storeu_si256(out + 3, _mm256_permute2x128_si256(hp0_hi, p12_hi, 0x31));
+}
+
+/* The same, for acc 16 bytes past a multiple of 32: stores of the aligned 32 bytes
+   from word 2 of a row to word 1 of the next, starting with rows i - 1 and i (whose
+   second half, the last group's, *carry holds) and ending with rows i + 2 and i + 3;
+   the second half of row i + 3 is left in *carry. */
+static inline void wacoll_store_rows4_half(const double *x, int64_t *acc, Py_ssize_t i,
+                                           __m256i *carry)
+{
+    __m256i hp0_lo, hp0_hi, p12_lo, p12_hi;
+    __m256i *out = (__m256i *)(acc + 4 * i + 2);
+    wacoll_rows4(_mm256_loadu_si256((const __m256i *)(x + i)),
+                 &hp0_lo, &hp0_hi, &p12_lo, &p12_hi);
+    if (i)
+        _mm256_storeu_si256(out - 1, _mm256_permute2x128_si256(*carry, hp0_lo, 0x21));
+    else
+        _mm_storeu_si128((__m128i *)acc, _mm256_castsi256_si128(hp0_lo));
+    _mm256_storeu_si256(out, _mm256_permute2x128_si256(p12_lo, hp0_hi, 0x20));
+    _mm256_storeu_si256(out + 1, _mm256_blend_epi32(p12_hi, hp0_lo, 0xF0));
+    _mm256_storeu_si256(out + 2, _mm256_permute2x128_si256(p12_lo, hp0_hi, 0x31));
+    *carry = p12_hi;
+}
+
+/* Rows acc[0:k] = the accumulators of x[0:k], for the k returned: eight values a
+   step, then four. */
+static inline Py_ssize_t wacoll_to_acc64(const double *x, int64_t *acc, Py_ssize_t n)
+{
+    __m256i carry = _mm256_setzero_si256();
+    Py_ssize_t i = 0;
+    if (((uintptr_t)acc & 31) != 16) {
+        for (; i + 8 <= n; i += 8) {
+            if (wacoll_any(_mm256_or_si256(
+                    wacoll_special4(_mm256_loadu_si256((const __m256i *)(x + i))),
+                    wacoll_special4(_mm256_loadu_si256((const __m256i *)(x + i + 4))))))
+                break;
+            wacoll_store_rows4(x, acc, i);
+            wacoll_store_rows4(x, acc, i + 4);
+        }
+        for (; i + 4 <= n; i += 4) {
+            if (wacoll_any(wacoll_special4(_mm256_loadu_si256((const __m256i *)(x + i)))))
+                break;
+            wacoll_store_rows4(x, acc, i);
+        }
+        return i;
     }
+    /* acc 16 bytes past a multiple of 32 (numpy's large arrays): aligned stores, as
+       wacoll_combine4_half reads the rows; the first half of the first row and the
+       second half of the last are stored on their own. */
+    if (n < 4 || wacoll_any(wacoll_special4(_mm256_loadu_si256((const __m256i *)x))))
+        return 0;
+    wacoll_store_rows4_half(x, acc, 0, &carry);
+    for (i = 4; i + 8 <= n; i += 8) {
+        if (wacoll_any(_mm256_or_si256(
+                wacoll_special4(_mm256_loadu_si256((const __m256i *)(x + i))),
+                wacoll_special4(_mm256_loadu_si256((const __m256i *)(x + i + 4))))))
+            break;
+        wacoll_store_rows4_half(x, acc, i, &carry);
+        wacoll_store_rows4_half(x, acc, i + 4, &carry);
+    }
+    for (; i + 4 <= n; i += 4) {
+        if (wacoll_any(wacoll_special4(_mm256_loadu_si256((const __m256i *)(x + i)))))
+            break;
+        wacoll_store_rows4_half(x, acc, i, &carry);
+    }
+    _mm_storeu_si128((__m128i *)(acc + 4 * i - 2), _mm256_extracti128_si256(carry, 1));
     return i;
 }
 
