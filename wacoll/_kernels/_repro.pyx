@@ -205,10 +205,11 @@ cdef inline void _merge2(int64_t* dst, uint64_t hs, const int64_t* ps) noexcept 
 
 
 cdef extern from "_repro_simd.h" nogil:
-    # The common case in bulk (see the header): each returns how many rows it did, a
-    # multiple of four, stopping before a group of four rows that holds an uncommon
-    # one and before the last n % 4 rows; the loops below do those rows here.
-    Py_ssize_t wacoll_to_acc64(const double* x, int64_t* acc, Py_ssize_t n) noexcept
+    # The common case in bulk (see the header). wacoll_to_acc64 converts every value
+    # as a finite one and returns non-zero if some were not. The combine functions
+    # return how many rows they added, stopping when one of the next four rows needs
+    # more than an addition, or near the end; the loops below add those rows here.
+    int wacoll_to_acc64(const double* x, int64_t* acc, Py_ssize_t n) noexcept
     Py_ssize_t wacoll_combine4(const int64_t* src, int64_t* dst, Py_ssize_t n) noexcept
     Py_ssize_t wacoll_combine3(const int64_t* src, int64_t* dst, Py_ssize_t n) noexcept
 
@@ -228,6 +229,17 @@ cdef inline void _merge(int64_t* dst, uint64_t hs, const int64_t* ps,
         _merge2(dst, hs, ps)
 
 
+cdef enum:
+    _TO_ACC_BLOCK = 4096
+
+
+cdef inline bint _special64(double x) noexcept nogil:
+    """True for an infinity or a NaN."""
+    cdef uint64_t u
+    memcpy(&u, &x, 8)
+    return ((u >> 52) & 0x7FF) == 0x7FF
+
+
 cdef void _to_acc(const real_t* x, int64_t* acc, Py_ssize_t n) noexcept nogil:
     """Rows ``acc`` = the accumulators of ``x[0:n]`` alone."""
     cdef Py_ssize_t w = 4 if real_t is double else 3
@@ -238,13 +250,15 @@ cdef void _to_acc(const real_t* x, int64_t* acc, Py_ssize_t n) noexcept nogil:
             _split(x[i], &head, &acc[w * i + 1])
             acc[w * i] = <int64_t>head
     else:
+        # In blocks, so that a block with an infinity or a NaN is still in cache when
+        # those values' rows are written again here.
         while i < n:
-            # Finite values in bulk; here the group of four with an infinity or a NaN.
-            i += wacoll_to_acc64(x + i, acc + w * i, n - i)
-            end = min(i + 4, n)
-            for j in range(i, end):
-                _split(x[j], &head, &acc[w * j + 1])
-                acc[w * j] = <int64_t>head
+            end = min(i + <Py_ssize_t>_TO_ACC_BLOCK, n)
+            if wacoll_to_acc64(x + i, acc + w * i, end - i):
+                for j in range(i, end):
+                    if _special64(x[j]):
+                        _split(x[j], &head, &acc[w * j + 1])
+                        acc[w * j] = <int64_t>head
             i = end
 
 

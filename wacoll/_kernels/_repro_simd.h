@@ -1,10 +1,12 @@
 /* The hot loops of the reproducible SUM kernels (private; included by _repro.pyx).
 
-   Each function here runs over the common case only and returns how many rows k it
-   handled (rows 0 to k - 1): it stops when one of the next four rows is an uncommon
-   one, or fewer than four or five rows are left. The caller (the Cython code in
-   _repro.pyx) handles the next four rows (or the last few) with its general code,
-   which gives the same bits for any row, and calls again past them.
+   The functions here run over the common case only, and leave the rest to the
+   caller (the Cython code in _repro.pyx), whose general code gives the same bits for
+   any row. The combine functions return how many rows k they added (rows 0 to
+   k - 1): they stop when one of the next four rows is an uncommon one, or fewer than
+   four or five rows are left; the caller adds the next four rows (or the last few)
+   and calls again past them. wacoll_to_acc64 converts every value as a finite one
+   and tells whether some were not, and the caller converts those again.
 
    Compiled twice, as _repro.pyx is: portable (plain C) and with -mavx2, where
    __AVX2__ selects the AVX2 versions. All arithmetic is on integers, so both give the
@@ -224,24 +226,50 @@ static inline Py_ssize_t wacoll_combine3(const int64_t *src, int64_t *dst, Py_ss
        bins = m << (12 + t % 32) as a 96-bit integer, cut into three 32-bit pieces
               from the top, each negated when x is negative.
 
-   The vector code adds the head's constant bits, shifted left by 5, into t, so that
-   t >> 5 is the head but for the -0.0 rule. It stops before a group of four values
-   holding an infinity or a NaN. */
+   The code adds the head's constant bits, shifted left by 5, into t, so that t >> 5
+   is the head but for the -0.0 rule. wacoll_to_acc64 applies this to every value,
+   with no test in its loop, and tells whether there was an infinity or a NaN, whose
+   rows the caller then writes again. */
 
 #define WACOLL_T64 (115 + (WACOLL_HEAD_ONE_VALUE << 5))
 
-#if defined(__AVX2__)
-
-/* All ones in the lanes of the values with bit patterns u that are infinities or NaN. */
-static inline __m256i wacoll_special4(__m256i u)
+/* The row of the finite value with bit pattern u (one value at a time). */
+static inline void wacoll_row64(uint64_t u, int64_t *acc)
 {
-    const __m256i kexp = _mm256_set1_epi64x(0x7FF);
-    return _mm256_cmpeq_epi64(_mm256_and_si256(_mm256_srli_epi64(u, 52), kexp), kexp);
+    uint64_t *row = (uint64_t *)acc;
+    uint64_t neg = (uint64_t)0 - (u >> 63);
+    uint64_t e = (u >> 52) & 0x7FF;
+    uint64_t t = e + WACOLL_T64;
+    uint64_t a = t & 31;
+    uint64_t f = u & WACOLL_FRAC64_MASK;
+    uint64_t m = f + (e ? (uint64_t)1 << 52 : f);
+    uint64_t v = m << (a + 12);
+    row[0] = (t >> 5) ^ ((uint64_t)(u == ((uint64_t)1 << 63)) << 8);
+    row[1] = ((m >> (52 - a)) ^ neg) - neg;
+    row[2] = ((v >> 32) ^ neg) - neg;
+    row[3] = ((v & WACOLL_LOW32) ^ neg) - neg;
 }
 
-static inline int wacoll_any(__m256i mask)
+/* Rows acc[i:n] as wacoll_row64 gives them; non-zero if one of x[i:n] is an infinity
+   or a NaN. */
+static inline int wacoll_rows64(const double *x, int64_t *acc, Py_ssize_t i, Py_ssize_t n)
 {
-    return _mm256_movemask_pd(_mm256_castsi256_pd(mask));
+    int special = 0;
+    for (; i < n; i++) {
+        uint64_t u;
+        memcpy(&u, x + i, sizeof u);                /* the bit pattern */
+        special |= (u & WACOLL_EXP64) == WACOLL_EXP64;
+        wacoll_row64(u, acc + 4 * i);
+    }
+    return special;
+}
+
+#if defined(__AVX2__)
+
+/* The exponent fields of the four values with bit patterns u. */
+static inline __m256i wacoll_exponents4(__m256i u)
+{
+    return _mm256_and_si256(_mm256_srli_epi64(u, 52), _mm256_set1_epi64x(0x7FF));
 }
 
 /* The rows r0..r3 of four finite values with bit patterns u, in halves:
@@ -251,7 +279,6 @@ static inline void wacoll_rows4(__m256i u, __m256i *hp0_lo, __m256i *hp0_hi,
                                 __m256i *p12_lo, __m256i *p12_hi)
 {
     const __m256i zero = _mm256_setzero_si256();
-    const __m256i kexp = _mm256_set1_epi64x(0x7FF);
     const __m256i kfrac = _mm256_set1_epi64x((int64_t)WACOLL_FRAC64_MASK);
     const __m256i kimplicit = _mm256_set1_epi64x((int64_t)1 << 52);
     const __m256i kt = _mm256_set1_epi64x((int64_t)WACOLL_T64);
@@ -260,7 +287,7 @@ static inline void wacoll_rows4(__m256i u, __m256i *hp0_lo, __m256i *hp0_hi,
     const __m256i k52 = _mm256_set1_epi64x(52);
     const __m256i knotneg0 = _mm256_set1_epi64x(0x100);
     const __m256i kneg0 = _mm256_set1_epi64x(INT64_MIN);    /* the bits of -0.0 */
-    __m256i e = _mm256_and_si256(_mm256_srli_epi64(u, 52), kexp);
+    __m256i e = wacoll_exponents4(u);
     __m256i neg = _mm256_cmpgt_epi64(zero, u);      /* all ones where x < 0 or -0.0 */
     __m256i t = _mm256_add_epi64(e, kt);
     __m256i a = _mm256_and_si256(t, k31);
@@ -284,13 +311,17 @@ static inline void wacoll_rows4(__m256i u, __m256i *hp0_lo, __m256i *hp0_hi,
     *p12_hi = _mm256_unpackhi_epi32(low, high);
 }
 
-/* Rows acc[i:i+4] = the accumulators of the four finite values x[i:i+4]. */
-static inline void wacoll_store_rows4(const double *x, int64_t *acc, Py_ssize_t i)
+/* Rows acc[i:i+4] of the values x[i:i+4]; *emax: the lane-wise maximum of the
+   exponent fields so far. */
+static inline void wacoll_store_rows4(const double *x, int64_t *acc, Py_ssize_t i,
+                                      __m256i *emax)
 {
     __m256i hp0_lo, hp0_hi, p12_lo, p12_hi;
+    __m256i u = _mm256_loadu_si256((const __m256i *)(x + i));
     __m256i *out = (__m256i *)(acc + 4 * i);
-    wacoll_rows4(_mm256_loadu_si256((const __m256i *)(x + i)),
-                 &hp0_lo, &hp0_hi, &p12_lo, &p12_hi);
+    /* (The exponents are below 2**11: the 32-bit maximum is the 64-bit one.) */
+    *emax = _mm256_max_epu32(*emax, wacoll_exponents4(u));
+    wacoll_rows4(u, &hp0_lo, &hp0_hi, &p12_lo, &p12_hi);
     _mm256_storeu_si256(out, _mm256_permute2x128_si256(hp0_lo, p12_lo, 0x20));
     _mm256_storeu_si256(out + 1, _mm256_permute2x128_si256(hp0_hi, p12_hi, 0x20));
     _mm256_storeu_si256(out + 2, _mm256_permute2x128_si256(hp0_lo, p12_lo, 0x31));
@@ -302,12 +333,13 @@ static inline void wacoll_store_rows4(const double *x, int64_t *acc, Py_ssize_t 
    second half, the last group's, *carry holds) and ending with rows i + 2 and i + 3;
    the second half of row i + 3 is left in *carry. */
 static inline void wacoll_store_rows4_half(const double *x, int64_t *acc, Py_ssize_t i,
-                                           __m256i *carry)
+                                           __m256i *carry, __m256i *emax)
 {
     __m256i hp0_lo, hp0_hi, p12_lo, p12_hi;
+    __m256i u = _mm256_loadu_si256((const __m256i *)(x + i));
     __m256i *out = (__m256i *)(acc + 4 * i + 2);
-    wacoll_rows4(_mm256_loadu_si256((const __m256i *)(x + i)),
-                 &hp0_lo, &hp0_hi, &p12_lo, &p12_hi);
+    *emax = _mm256_max_epu32(*emax, wacoll_exponents4(u));
+    wacoll_rows4(u, &hp0_lo, &hp0_hi, &p12_lo, &p12_hi);
     if (i)
         _mm256_storeu_si256(out - 1, _mm256_permute2x128_si256(*carry, hp0_lo, 0x21));
     else
@@ -318,81 +350,47 @@ static inline void wacoll_store_rows4_half(const double *x, int64_t *acc, Py_ssi
     *carry = p12_hi;
 }
 
-/* Rows acc[0:k] = the accumulators of x[0:k], for the k returned: eight values a
-   step, then four. */
-static inline Py_ssize_t wacoll_to_acc64(const double *x, int64_t *acc, Py_ssize_t n)
+/* Rows acc[0:n] = the accumulators of x[0:n], every value taken as finite. Returns
+   non-zero if one of them is an infinity or a NaN: their rows are then wrong, and the
+   caller writes them again. */
+static inline int wacoll_to_acc64(const double *x, int64_t *acc, Py_ssize_t n)
 {
-    __m256i carry = _mm256_setzero_si256();
+    __m256i emax = _mm256_setzero_si256(), carry = _mm256_setzero_si256();
     Py_ssize_t i = 0;
     if (((uintptr_t)acc & 31) != 16) {
         for (; i + 8 <= n; i += 8) {
-            if (wacoll_any(_mm256_or_si256(
-                    wacoll_special4(_mm256_loadu_si256((const __m256i *)(x + i))),
-                    wacoll_special4(_mm256_loadu_si256((const __m256i *)(x + i + 4))))))
-                break;
-            wacoll_store_rows4(x, acc, i);
-            wacoll_store_rows4(x, acc, i + 4);
+            wacoll_store_rows4(x, acc, i, &emax);
+            wacoll_store_rows4(x, acc, i + 4, &emax);
         }
-        for (; i + 4 <= n; i += 4) {
-            if (wacoll_any(wacoll_special4(_mm256_loadu_si256((const __m256i *)(x + i)))))
-                break;
-            wacoll_store_rows4(x, acc, i);
+        if (i + 4 <= n) {
+            wacoll_store_rows4(x, acc, i, &emax);
+            i += 4;
         }
-        return i;
+    } else if (n >= 4) {
+        /* acc 16 bytes past a multiple of 32 (numpy's large arrays): aligned stores,
+           as wacoll_combine4_half reads the rows; the first half of the first row
+           and the second half of the last are stored on their own. */
+        wacoll_store_rows4_half(x, acc, 0, &carry, &emax);
+        for (i = 4; i + 8 <= n; i += 8) {
+            wacoll_store_rows4_half(x, acc, i, &carry, &emax);
+            wacoll_store_rows4_half(x, acc, i + 4, &carry, &emax);
+        }
+        if (i + 4 <= n) {
+            wacoll_store_rows4_half(x, acc, i, &carry, &emax);
+            i += 4;
+        }
+        _mm_storeu_si128((__m128i *)(acc + 4 * i - 2), _mm256_extracti128_si256(carry, 1));
     }
-    /* acc 16 bytes past a multiple of 32 (numpy's large arrays): aligned stores, as
-       wacoll_combine4_half reads the rows; the first half of the first row and the
-       second half of the last are stored on their own. */
-    if (n < 4 || wacoll_any(wacoll_special4(_mm256_loadu_si256((const __m256i *)x))))
-        return 0;
-    wacoll_store_rows4_half(x, acc, 0, &carry);
-    for (i = 4; i + 8 <= n; i += 8) {
-        if (wacoll_any(_mm256_or_si256(
-                wacoll_special4(_mm256_loadu_si256((const __m256i *)(x + i))),
-                wacoll_special4(_mm256_loadu_si256((const __m256i *)(x + i + 4))))))
-            break;
-        wacoll_store_rows4_half(x, acc, i, &carry);
-        wacoll_store_rows4_half(x, acc, i + 4, &carry);
-    }
-    for (; i + 4 <= n; i += 4) {
-        if (wacoll_any(wacoll_special4(_mm256_loadu_si256((const __m256i *)(x + i)))))
-            break;
-        wacoll_store_rows4_half(x, acc, i, &carry);
-    }
-    _mm_storeu_si128((__m128i *)(acc + 4 * i - 2), _mm256_extracti128_si256(carry, 1));
-    return i;
+    return _mm256_movemask_pd(_mm256_castsi256_pd(
+               _mm256_cmpeq_epi64(emax, _mm256_set1_epi64x(0x7FF))))
+           | wacoll_rows64(x, acc, i, n);
 }
 
 #else  /* portable */
 
-static inline Py_ssize_t wacoll_to_acc64(const double *x, int64_t *acc, Py_ssize_t n)
+static inline int wacoll_to_acc64(const double *x, int64_t *acc, Py_ssize_t n)
 {
-    uint64_t *out = (uint64_t *)acc;
-    Py_ssize_t i;
-    int k;
-    for (i = 0; i + 4 <= n; i += 4) {
-        uint64_t u[4];
-        memcpy(u, x + i, sizeof u);                 /* the bit patterns */
-        if (((u[0] & WACOLL_EXP64) == WACOLL_EXP64) | ((u[1] & WACOLL_EXP64) == WACOLL_EXP64)
-                | ((u[2] & WACOLL_EXP64) == WACOLL_EXP64)
-                | ((u[3] & WACOLL_EXP64) == WACOLL_EXP64))
-            break;                                  /* an infinity or a NaN */
-        for (k = 0; k < 4; k++) {
-            uint64_t neg = (uint64_t)0 - (u[k] >> 63);
-            uint64_t e = (u[k] >> 52) & 0x7FF;
-            uint64_t t = e + WACOLL_T64;
-            uint64_t a = t & 31;
-            uint64_t f = u[k] & WACOLL_FRAC64_MASK;
-            uint64_t m = f + (e ? (uint64_t)1 << 52 : f);
-            uint64_t v = m << (a + 12);
-            uint64_t *row = out + 4 * (i + k);
-            row[0] = (t >> 5) ^ ((uint64_t)(u[k] == ((uint64_t)1 << 63)) << 8);
-            row[1] = ((m >> (52 - a)) ^ neg) - neg;
-            row[2] = ((v >> 32) ^ neg) - neg;
-            row[3] = ((v & WACOLL_LOW32) ^ neg) - neg;
-        }
-    }
-    return i;
+    return wacoll_rows64(x, acc, 0, n);
 }
 
 #endif
