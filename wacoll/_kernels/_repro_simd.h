@@ -63,16 +63,23 @@ static inline uint64_t wacoll_row_conflict(uint64_t s, uint64_t d)
 #define WACOLL_CONFLICT(a, b, kidx) \
     _mm256_and_si256(_mm256_xor_si256(a, b), _mm256_or_si256(a, kidx))
 
+/* Non-zero in head bits 0-15 where adding heads s into heads d (four heads in a
+   vector) needs the general code. */
+static inline __m256i wacoll_conflict4(__m256i s, __m256i d)
+{
+    return _mm256_and_si256(_mm256_xor_si256(s, d),
+                            _mm256_or_si256(s, _mm256_set1_epi64x((int64_t)WACOLL_HEAD_IDX)));
+}
+
 /* Rows of 4 words (float64) at 16 bytes past a multiple of 32, as numpy places large
    arrays: a row-sized vector would cross a cache line every other row, which costs as
    much as a third more time. The vectors here are the aligned 32 bytes from word 2 of
-   a row to word 1 of the next (the head at lane 2), and the first half of the first
+   a row to word 1 of the next (the head at word 2), and the first half of the first
    row and the second half of the last are added on their own. */
 static inline Py_ssize_t wacoll_combine4_half(const int64_t *src, int64_t *dst,
                                               Py_ssize_t n)
 {
-    const __m256i kidx = _mm256_setr_epi64x(0, 0, (int64_t)WACOLL_HEAD_IDX, 0);
-    const __m256i klow = _mm256_setr_epi64x(0, 0, (int64_t)WACOLL_HEAD_LOW, 0);
+    const __m256i klow = _mm256_set1_epi64x((int64_t)WACOLL_HEAD_LOW);
     const __m256i kadd = _mm256_setr_epi64x(-1, -1, (int64_t)WACOLL_HEAD_COUNTS, -1);
     const __m128i kadd_head = _mm_set_epi64x(-1, (int64_t)WACOLL_HEAD_COUNTS);
     Py_ssize_t i;
@@ -91,10 +98,12 @@ static inline Py_ssize_t wacoll_combine4_half(const int64_t *src, int64_t *dst,
         __m256i a2 = _mm256_loadu_si256(s + 2), a3 = _mm256_loadu_si256(s + 3);
         __m256i b0 = _mm256_loadu_si256(d), b1 = _mm256_loadu_si256(d + 1);
         __m256i b2 = _mm256_loadu_si256(d + 2), b3 = _mm256_loadu_si256(d + 3);
-        __m256i bad = _mm256_or_si256(
-            _mm256_or_si256(WACOLL_CONFLICT(a0, b0, kidx), WACOLL_CONFLICT(a1, b1, kidx)),
-            _mm256_or_si256(WACOLL_CONFLICT(a2, b2, kidx), WACOLL_CONFLICT(a3, b3, kidx)));
-        if (!_mm256_testz_si256(bad, klow))
+        /* The heads of rows i + 1 to i + 4 (word 2 of each vector) in one vector. */
+        __m256i sh = _mm256_permute2x128_si256(_mm256_unpacklo_epi64(a0, a1),
+                                               _mm256_unpacklo_epi64(a2, a3), 0x31);
+        __m256i dh = _mm256_permute2x128_si256(_mm256_unpacklo_epi64(b0, b1),
+                                               _mm256_unpacklo_epi64(b2, b3), 0x31);
+        if (!_mm256_testz_si256(wacoll_conflict4(sh, dh), klow))
             break;
         _mm256_storeu_si256(d, _mm256_add_epi64(b0, _mm256_and_si256(a0, kadd)));
         _mm256_storeu_si256(d + 1, _mm256_add_epi64(b1, _mm256_and_si256(a1, kadd)));
@@ -112,8 +121,7 @@ static inline Py_ssize_t wacoll_combine4(const int64_t *src, int64_t *dst, Py_ss
 {
     if (((uintptr_t)src & 31) == 16 && ((uintptr_t)dst & 31) == 16)
         return wacoll_combine4_half(src, dst, n);
-    const __m256i kidx = _mm256_setr_epi64x((int64_t)WACOLL_HEAD_IDX, 0, 0, 0);
-    const __m256i klow = _mm256_setr_epi64x((int64_t)WACOLL_HEAD_LOW, 0, 0, 0);
+    const __m256i klow = _mm256_set1_epi64x((int64_t)WACOLL_HEAD_LOW);
     const __m256i kadd = _mm256_setr_epi64x((int64_t)WACOLL_HEAD_COUNTS, -1, -1, -1);
     Py_ssize_t i;
     for (i = 0; i + 4 <= n; i += 4) {
@@ -123,10 +131,12 @@ static inline Py_ssize_t wacoll_combine4(const int64_t *src, int64_t *dst, Py_ss
         __m256i a2 = _mm256_loadu_si256(s + 2), a3 = _mm256_loadu_si256(s + 3);
         __m256i b0 = _mm256_loadu_si256(d), b1 = _mm256_loadu_si256(d + 1);
         __m256i b2 = _mm256_loadu_si256(d + 2), b3 = _mm256_loadu_si256(d + 3);
-        __m256i bad = _mm256_or_si256(
-            _mm256_or_si256(WACOLL_CONFLICT(a0, b0, kidx), WACOLL_CONFLICT(a1, b1, kidx)),
-            _mm256_or_si256(WACOLL_CONFLICT(a2, b2, kidx), WACOLL_CONFLICT(a3, b3, kidx)));
-        if (!_mm256_testz_si256(bad, klow))
+        /* The four heads (word 0 of each vector) in one vector. */
+        __m256i sh = _mm256_permute2x128_si256(_mm256_unpacklo_epi64(a0, a1),
+                                               _mm256_unpacklo_epi64(a2, a3), 0x20);
+        __m256i dh = _mm256_permute2x128_si256(_mm256_unpacklo_epi64(b0, b1),
+                                               _mm256_unpacklo_epi64(b2, b3), 0x20);
+        if (!_mm256_testz_si256(wacoll_conflict4(sh, dh), klow))
             break;
         _mm256_storeu_si256(d, _mm256_add_epi64(b0, _mm256_and_si256(a0, kadd)));
         _mm256_storeu_si256(d + 1, _mm256_add_epi64(b1, _mm256_and_si256(a1, kadd)));
