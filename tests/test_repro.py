@@ -151,6 +151,268 @@ def test_variants_agree():
             assert (bits(a), bits(out)) == ref
 
 
+# -- the kernels' bits against a model of the format ----------------------------------
+#
+# The kernels run the common case (finite values; rows with the same top bin and no new
+# flag) in vector loops over groups of four rows and leave the rest to general code.
+# ``model_row`` and ``model_merge`` restate the format in Python integers, row by row,
+# so every row the kernels write, in either build and wherever it falls in a group of
+# four, can be compared with what the format defines.
+
+_M32 = (1 << 32) - 1
+_M64 = (1 << 64) - 1
+
+
+def _int64(v):
+    """``v`` wrapped to a signed 64-bit integer (two's complement)."""
+    v &= _M64
+    return v - (1 << 64) if v >> 63 else v
+
+
+def model_row(x, dtype):
+    """The accumulator row of the single value ``x``, as a list of Python integers."""
+    x = np.array(x, dtype)
+    if x.dtype == np.float64:
+        u = int(x.view(np.uint64))
+        neg, e, frac, nbins = u >> 63, (u >> 52) & 0x7FF, u & ((1 << 52) - 1), 3
+        special, m, s = e == 0x7FF, frac | ((e != 0) << 52), max(e, 1) + 63
+        hi = (s + 52) >> 5
+        off = s + 64 - 32 * hi             # the significand's place in the 3 bins
+        grid = -1138                       # bin b holds weights 2**(32 b + grid) up
+        negzero = u == 1 << 63
+    else:
+        u = int(x.view(np.uint32))
+        neg, e, frac, nbins = u >> 31, (u >> 23) & 0xFF, u & ((1 << 23) - 1), 2
+        special, m, s = e == 0xFF, frac | ((e != 0) << 23), max(e, 1) + 31
+        hi = (s + 23) >> 5
+        off = s + 32 - 32 * hi
+        grid = -181
+        negzero = u == 1 << 31
+    flags = 0 if negzero else repro._k.F_NOT_NEG_ZERO
+    if special:                            # infinity or NaN: a flag, no index, no bins
+        flags |= (repro._k.F_NAN if frac else
+                  repro._k.F_NEG_INF if neg else repro._k.F_POS_INF)
+        return [(1 << repro._k.COUNT_SHIFT) | flags] + [0] * nbins
+    wide = m << off
+    pieces = [(wide >> (32 * (nbins - 1 - k))) & _M32 for k in range(nbins)]
+    signed = [-p if neg else p for p in pieces]
+    # The pieces hold the value exactly, at the weights of bins hi, hi - 1, ...
+    value = sum(Fraction(p) * Fraction(2) ** (32 * (hi - k) + grid)
+                for k, p in enumerate(signed))
+    assert value == Fraction(float(x)), x
+    return [(1 << repro._k.COUNT_SHIFT) | flags | hi] + signed
+
+
+def model_merge(d, s):
+    """Row ``d`` with row ``s`` added (lists of Python integers), as the format says:
+    the higher top bin, bins aligned to it (the ones below the window dropped), flags
+    or-ed, counts added (all words wrapping at 64 bits)."""
+    hd, hs = d[0] & _M64, s[0] & _M64
+    idd, ids = hd & 0xFF, hs & 0xFF
+    top = max(idd, ids)
+    shift = repro._k.COUNT_SHIFT
+    head = (((hd >> shift) + (hs >> shift)) << shift) | ((hd | hs) & 0xFF00) | top
+    bins = [(d[1 + k - (top - idd)] if top - idd <= k else 0)
+            + (s[1 + k - (top - ids)] if top - ids <= k else 0) for k in range(len(d) - 1)]
+    return [_int64(head)] + [_int64(b) for b in bins]
+
+
+def kernel_builds():
+    """The compiled variants to check: the portable one, and the AVX2 one if in use."""
+    from wacoll._kernels import _repro as baseline
+    return [baseline] + ([repro._k] if repro._k is not baseline else [])
+
+
+SPECIALS = [0.0, -0.0, math.inf, -math.inf, math.nan, -math.nan]
+EDGES64 = [5e-324, -5e-324, 2.0 ** -1022, -(2.0 ** -1022 - 5e-324), 1.7976931348623157e308,
+           -1.7976931348623157e308, 1.0, -1.0, 2.0 ** 31, 2.0 ** 32 - 1, 2.0 ** -20]
+EDGES32 = [1e-45, -1e-45, 2.0 ** -126, -(2.0 ** -126 - 2.0 ** -149), 3.4028235e38,
+           -3.4028235e38, 1.0, -1.0, 2.0 ** 31, 2.0 ** 24 - 1, 2.0 ** -20]
+
+
+def model_values(rng, dtype, n=72):
+    """Finite values of all kinds (zeros, subnormals, every binade, both signs), with
+    infinities and NaNs at every place of a group of four and in a run of five."""
+    real = np.dtype(dtype)
+    edges = EDGES64 if real == np.float64 else EDGES32
+    bits_t = np.uint64 if real == np.float64 else np.uint32
+    x = rng.integers(0, np.iinfo(bits_t).max, n, dtype=bits_t, endpoint=True).view(real)
+    x = np.where(np.isfinite(x), x, real.type(1.5))
+    x[rng.integers(0, n, 12)] = rng.standard_normal(12)
+    x[:len(edges)] = edges
+    x[len(edges):len(edges) + 4] = [0.0, -0.0, -0.0, 0.0]
+    for k, pos in enumerate([17, 22, 27, 32, 40, 41, 42, 43, 44, 50]):
+        x[pos] = SPECIALS[2 + k % 4]
+    return x
+
+
+def slices(n):
+    """(start, stop) pairs: every start within a group of four, short and long spans."""
+    return [(a, b) for a in range(5) for b in sorted({a, a + 1, a + 3, a + 4, a + 5, a + 7,
+                                                      a + 9, a + 13, n - 1, n}) if b <= n]
+
+
+@pytest.mark.parametrize("dtype", REALS)
+def test_to_accumulator_rows_match_model(dtype):
+    rng = np.random.default_rng(21)
+    x = model_values(rng, dtype)
+    want = np.array([model_row(v, dtype) for v in x], np.int64)
+    to = "to_acc_f64" if dtype == "float64" else "to_acc_f32"
+    for mod in kernel_builds():
+        for a, b in slices(len(x)):
+            acc = np.full((b - a, want.shape[1]), 7, np.int64)
+            getattr(mod, to)(x[a:b], acc)
+            assert bits(acc) == bits(want[a:b]), (mod.__name__, a, b)
+    assert bits(to_accumulator(x)) == bits(want)
+
+
+def model_rows(rng, dtype, n):
+    """Pairs of accumulator arrays (src, dst) of ``n`` rows with one top bin, where
+    every fifth row is one where combining needs more than an addition, or is a limit
+    case of one, each kind in turn (so each lands at every place of a group of four,
+    the other three rows of its group being plain): a higher top bin on either side, a
+    flag (infinity, NaN, a value other than -0.0) new to dst, at a different or the same
+    top bin, flags only dst has, empty rows, arbitrary words. Plain rows have counts
+    near and past the limit of 2**31 values, at the 48-bit wrap, and arbitrary bins
+    (wrapping sums) here and there."""
+    real = np.dtype(dtype)
+    width = 4 if real == np.float64 else 3
+    tiny = 1e-310 if width == 4 else 1e-40           # a subnormal: the lowest top bin
+    specials = [math.inf, -math.inf, math.nan]
+    row = lambda v: model_row(v, real)
+    one_bin = lambda k: (rng.choice([-1.0, 1.0], k) * (1 + rng.random(k))).astype(real)
+    src = np.array([row(v) for v in one_bin(n)], np.int64)
+    dst = np.array([row(v) for v in one_bin(n)], np.int64)
+    shift = repro._k.COUNT_SHIFT
+    for i in rng.choice(n, n // 4, replace=False):
+        kind = rng.integers(0, 3)
+        if kind == 0:
+            src[i, 0] = _int64(int(src[i, 0])
+                               + (int(rng.choice([2**31 - 2, 2**31 - 1, 2**47])) << shift))
+            dst[i, 0] = _int64(int(dst[i, 0])
+                               + (int(rng.choice([1, 2**31 - 1, 2**47])) << shift))
+        elif kind == 1:
+            dst[i, 0] = _int64((int(dst[i, 0]) & 0xFFFF) | ((2**48 - 1) << shift))
+        else:
+            dst[i, 1:] = rng.integers(-2**63, 2**63, width - 1, dtype=np.int64)
+            src[i, 1:] = rng.integers(-2**63, 2**63, width - 1, dtype=np.int64)
+    kinds = [
+        lambda: (row(3e30), None),                       # higher top bin in src
+        lambda: (None, row(-2e25)),                      # ... in dst
+        lambda: (row(2.0 ** -60), None),                 # lower top bin in src
+        lambda: (row(rng.choice(specials)), None),       # a new flag, index 0
+        lambda: (None, row(rng.choice(specials))),
+        lambda: (row(-0.0), None),                       # src lacks "not -0.0"
+        lambda: (None, row(-0.0)),                       # src brings it, other index
+        lambda: (None, 0),                               # empty dst
+        lambda: (0, None),                               # empty src
+        lambda: (rng.integers(-2**63, 2**63, width, dtype=np.int64), None),
+        lambda: (row(rng.choice(specials)), 0),          # new flag, same index (0)
+        lambda: (row(rng.choice([-math.inf, math.nan])), row(math.inf)),
+        lambda: (row(rng.choice([0.0, tiny])), row(-0.0)),   # "not -0.0", same index
+        lambda: (row(-0.0), row(rng.choice([0.0, tiny]))),   # a plain addition
+        lambda: (row(math.inf), row(rng.choice(specials))),  # maybe a new flag
+        lambda: (row(tiny), row(-tiny)),                     # a plain addition
+        lambda: (row(rng.choice(specials)), row(rng.choice(specials))),
+    ]
+    for j, i in enumerate(range(0, n, 5)):
+        s, d = kinds[j % len(kinds)]()
+        if s is not None:
+            src[i] = s
+        if d is not None:
+            dst[i] = d
+    return src, dst
+
+
+@pytest.mark.parametrize("dtype", REALS)
+def test_combine_rows_match_model(dtype):
+    rng = np.random.default_rng(22)
+    n = 340                                # each kind at each place of a group of four
+    src, dst = model_rows(rng, dtype, n)
+    want = np.array([model_merge([int(w) for w in d], [int(w) for w in s])
+                     for s, d in zip(src, dst)], np.int64)
+    for mod in kernel_builds():
+        for a, b in slices(n):
+            got = dst[a:b].copy()
+            mod.combine(src[a:b], got)
+            assert bits(got) == bits(want[a:b]), (mod.__name__, a, b)
+    # Blocks of rows that all take the vector loop (or all but one row) too.
+    same = np.repeat(src[:1], 40, axis=0), np.repeat(src[:1], 40, axis=0)
+    for k in (None, 0, 3, 17, 39):
+        s, d = same[0].copy(), same[1].copy()
+        if k is not None:
+            s[k] = model_row(math.inf, dtype)
+        want = np.array([model_merge([int(w) for w in r], [int(w) for w in q])
+                         for q, r in zip(s, d)], np.int64)
+        for mod in kernel_builds():
+            got = d.copy()
+            mod.combine(s, got)
+            assert bits(got) == bits(want), (mod.__name__, k)
+
+
+@pytest.mark.parametrize("dtype", REALS)
+def test_add_values_rows_match_model(dtype):
+    rng = np.random.default_rng(23)
+    x = model_values(rng, dtype, 340)
+    _, acc = model_rows(rng, dtype, len(x))
+    want = np.array([model_merge([int(w) for w in r], model_row(v, dtype))
+                     for v, r in zip(x, acc)], np.int64)
+    add = "add_f64" if dtype == "float64" else "add_f32"
+    for mod in kernel_builds():
+        for a, b in slices(len(x)):
+            got = acc[a:b].copy()
+            getattr(mod, add)(x[a:b], got)
+            assert bits(got) == bits(want[a:b]), (mod.__name__, a, b)
+    # Over several blocks of the buffered loop: the same as converting, then combining.
+    y = np.tile(x, 9)
+    big, _ = model_rows(rng, dtype, len(y))
+    want = combine(to_accumulator(y), big.copy())
+    for mod in kernel_builds():
+        got = big.copy()
+        getattr(mod, add)(y, got)
+        assert bits(got) == bits(want), mod.__name__
+
+
+def placed(a, offset):
+    """A C-contiguous copy of ``a`` whose data starts ``offset`` bytes past a multiple
+    of 32 (numpy puts large arrays 16 bytes past one)."""
+    raw = np.empty(a.nbytes + 64, np.uint8)
+    start = (offset - raw.ctypes.data) % 32
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    assert out.ctypes.data % 32 == offset and out.flags.c_contiguous
+    return out
+
+
+@pytest.mark.parametrize("dtype", REALS)
+def test_kernels_at_every_alignment(dtype):
+    """Converting, combining and adding give the model's rows wherever the arrays sit
+    relative to 32-byte boundaries (the vector loops take aligned vectors in two ways)."""
+    rng = np.random.default_rng(24)
+    n = 75
+    x = model_values(rng, dtype, n)
+    src, dst = model_rows(rng, dtype, n)
+    rows = np.array([model_row(v, dtype) for v in x], np.int64)
+    merged = np.array([model_merge([int(w) for w in d], [int(w) for w in s])
+                       for s, d in zip(src, dst)], np.int64)
+    added = np.array([model_merge([int(w) for w in d], model_row(v, dtype))
+                      for v, d in zip(x, dst)], np.int64)
+    to, add = ("to_acc_f64", "add_f64") if dtype == "float64" else ("to_acc_f32", "add_f32")
+    for mod in kernel_builds():
+        for a in (0, 8, 16, 24):
+            for b in (0, 8, 16, 24):
+                xs = placed(x, b)
+                acc = placed(np.zeros_like(rows), a)
+                getattr(mod, to)(xs, acc)
+                assert bits(acc) == bits(rows), (mod.__name__, a, b)
+                got = placed(dst, a)
+                mod.combine(placed(src, b), got)
+                assert bits(got) == bits(merged), (mod.__name__, a, b)
+                got = placed(dst, a)
+                getattr(mod, add)(xs, got)
+                assert bits(got) == bits(added), (mod.__name__, a, b)
+
+
 # -- accuracy -------------------------------------------------------------------------
 
 def test_cancellation_and_wide_range():

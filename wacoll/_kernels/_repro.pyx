@@ -16,8 +16,15 @@ The entry points trust their arguments' shapes and lengths (the wrapper checks t
 and run without the GIL. ``_repro_avx2.pyx`` includes this file to build the same
 module for AVX2 processors; all arithmetic is on integers (plus an exact ``ldexp``),
 so both builds give the same bits.
+
+The common case runs in C loops over groups of four rows (``_repro_simd.h``, with
+AVX2 intrinsics in the AVX2 build): converting finite values, and combining rows that
+have the same top bin where the source brings no new flag, which is one integer
+addition of every word. Those loops stop at a group holding any other row, which the
+general code here handles (``_split64``, ``_merge3`` and the like, which give the same
+bits for the common case too), and go on past it.
 """
-from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint32_t, uint64_t, uintptr_t
 
 from wacoll._kernels._types cimport real_t
 from libc.math cimport copysign, ldexp
@@ -197,13 +204,14 @@ cdef inline void _merge2(int64_t* dst, uint64_t hs, const int64_t* ps) noexcept 
     pd[1] = b1
 
 
-# Values are handled in blocks: first split into a small buffer (a loop without
-# branches, which the compiler vectorizes), then added to the accumulator rows. In the
-# common case, where every value of the block has its row's top bin and brings no new
-# flag, a row's new head is its old head plus one deposit, and the whole block is one
-# flat vectorizable addition; otherwise each row is merged on its own.
-cdef enum:
-    _BLOCK = 256
+cdef extern from "_repro_simd.h" nogil:
+    # The common case in bulk (see the header). wacoll_to_acc64 converts every value
+    # as a finite one and returns non-zero if some were not. The combine functions
+    # return how many rows they added, stopping when one of the next four rows needs
+    # more than an addition, or near the end; the loops below add those rows here.
+    int wacoll_to_acc64(const double* x, int64_t* acc, Py_ssize_t n) noexcept
+    Py_ssize_t wacoll_combine4(const int64_t* src, int64_t* dst, Py_ssize_t n) noexcept
+    Py_ssize_t wacoll_combine3(const int64_t* src, int64_t* dst, Py_ssize_t n) noexcept
 
 
 cdef inline void _split(real_t x, uint64_t* head, int64_t* p) noexcept nogil:
@@ -221,73 +229,74 @@ cdef inline void _merge(int64_t* dst, uint64_t hs, const int64_t* ps,
         _merge2(dst, hs, ps)
 
 
-cdef inline uint64_t _needs_merge(uint64_t hs, uint64_t hd) noexcept nogil:
-    """Non-zero unless adding heads ``hs`` into ``hd`` only adds their counts."""
-    return ((hs ^ hd) & _IDX) | (hs & ~hd & _FLAGS)
+cdef enum:
+    _TO_ACC_BLOCK = 4096
+
+
+cdef inline bint _special64(double x) noexcept nogil:
+    """True for an infinity or a NaN."""
+    cdef uint64_t u
+    memcpy(&u, &x, 8)
+    return ((u >> 52) & 0x7FF) == 0x7FF
 
 
 cdef void _to_acc(const real_t* x, int64_t* acc, Py_ssize_t n) noexcept nogil:
     """Rows ``acc`` = the accumulators of ``x[0:n]`` alone."""
     cdef Py_ssize_t w = 4 if real_t is double else 3
-    cdef Py_ssize_t i
+    cdef Py_ssize_t i = 0, j, end
     cdef uint64_t head
-    for i in range(n):
-        _split(x[i], &head, &acc[w * i + 1])
-        acc[w * i] = <int64_t>head
-
-
-cdef void _add_block(const real_t* x, int64_t* acc, Py_ssize_t n, int64_t* tmp,
-                     uint64_t* heads) noexcept nogil:
-    """Rows ``acc`` (+)= ``x[0:n]``, for n <= _BLOCK; ``tmp`` and ``heads`` scratch."""
-    cdef Py_ssize_t w = 4 if real_t is double else 3
-    cdef Py_ssize_t i
-    cdef uint64_t bad = 0
-    for i in range(n):
-        _split(x[i], &heads[i], &tmp[w * i + 1])
-        tmp[w * i] = <int64_t>_ONE
-    for i in range(n):
-        bad |= _needs_merge(heads[i], <uint64_t>acc[w * i])
-    if bad == 0:
-        for i in range(w * n):
-            acc[i] += tmp[i]
-    else:
+    if real_t is float:
         for i in range(n):
-            _merge(&acc[w * i], heads[i], &tmp[w * i + 1], w)
-
-
-cdef void _add(const real_t* x, int64_t* acc, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t w = 4 if real_t is double else 3
-    cdef int64_t tmp[4 * _BLOCK]
-    cdef uint64_t heads[_BLOCK]
-    cdef Py_ssize_t start = 0
-    while start < n:
-        _add_block(x + start, acc + w * start, min(n - start, <Py_ssize_t>_BLOCK),
-                   tmp, heads)
-        start += _BLOCK
+            _split(x[i], &head, &acc[w * i + 1])
+            acc[w * i] = <int64_t>head
+    else:
+        # In blocks, so that a block with an infinity or a NaN is still in cache when
+        # those values' rows are written again here.
+        while i < n:
+            end = min(i + <Py_ssize_t>_TO_ACC_BLOCK, n)
+            if wacoll_to_acc64(x + i, acc + w * i, end - i):
+                for j in range(i, end):
+                    if _special64(x[j]):
+                        _split(x[j], &head, &acc[w * j + 1])
+                        acc[w * j] = <int64_t>head
+            i = end
 
 
 cdef void _combine(const int64_t* src, int64_t* dst, Py_ssize_t n,
                    Py_ssize_t w) noexcept nogil:
     """Rows ``dst`` (+)= rows ``src`` (``w`` words a row)."""
-    cdef Py_ssize_t i, m
-    cdef uint64_t bad
-    while n > 0:
-        m = min(n, <Py_ssize_t>_BLOCK)
-        n -= m
-        bad = 0
-        for i in range(m):
-            bad |= _needs_merge(<uint64_t>src[w * i], <uint64_t>dst[w * i])
-        if bad == 0:
-            # Heads too are added, then lose the source's index and flags again.
-            for i in range(w * m):
-                dst[i] += src[i]
-            for i in range(m):
-                dst[w * i] -= src[w * i] & 0xFFFF
+    cdef Py_ssize_t i = 0, j, end
+    while i < n:
+        # Rows with the same top bin and no new flag in bulk; here the group of four
+        # with a row that is not (different top bins, a new special-value flag).
+        if w == 4:
+            i += wacoll_combine4(src + w * i, dst + w * i, n - i)
         else:
-            for i in range(m):
-                _merge(&dst[w * i], <uint64_t>src[w * i], &src[w * i + 1], w)
-        src += w * m
-        dst += w * m
+            i += wacoll_combine3(src + w * i, dst + w * i, n - i)
+        end = min(i + 4, n)
+        for j in range(i, end):
+            _merge(&dst[w * j], <uint64_t>src[w * j], &src[w * j + 1], w)
+        i = end
+
+
+# add_f64 and add_f32 convert a block of values into a small buffer (in cache), then
+# combine it into the accumulators: the same bits as a whole to_acc, then combine.
+cdef enum:
+    _BLOCK = 256
+
+
+cdef void _add(const real_t* x, int64_t* acc, Py_ssize_t n) noexcept nogil:
+    """Rows ``acc`` (+)= ``x[0:n]``."""
+    cdef Py_ssize_t w = 4 if real_t is double else 3
+    cdef int64_t buffer[4 * _BLOCK + 3]
+    # The buffer placed as acc is relative to 32-byte boundaries, for the vector loops.
+    cdef int64_t* tmp = buffer + ((<uintptr_t>acc - <uintptr_t>buffer) // 8) % 4
+    cdef Py_ssize_t start = 0, m
+    while start < n:
+        m = min(n - start, <Py_ssize_t>_BLOCK)
+        _to_acc(x + start, tmp, m)
+        _combine(tmp, acc + w * start, m, w)
+        start += m
 
 
 def to_acc_f64(const double[::1] x, int64_t[:, ::1] acc):

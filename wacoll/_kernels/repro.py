@@ -168,6 +168,7 @@ MAX_DEPOSITS = _k.MAX_DEPOSITS
 _REAL = {np.dtype("float32"): np.dtype("float32"), np.dtype("float64"): np.dtype("float64"),
          np.dtype("complex64"): np.dtype("float32"),
          np.dtype("complex128"): np.dtype("float64")}
+_DOUBLE = frozenset(dt for dt in DTYPES if _REAL[dt] == np.float64)
 _TAIL = {dt: ((2,) if dt.kind == "c" else ()) + (FOLD[dt] + 1,) for dt in DTYPES}
 _BY_TAIL = {tail: dt for dt, tail in _TAIL.items()}
 _INT64 = np.dtype(np.int64)
@@ -252,9 +253,10 @@ def _check_values(where, x):
         raise BufferMismatchError(f"{where}: x has dtype {dt}; expected " + _EXPECTED)
     if x.ndim != 1:
         raise BufferMismatchError(f"{where}: x has {x.ndim} dimensions, expected 1")
-    if not x.flags.c_contiguous:
+    flags = x.flags
+    if not flags.c_contiguous:
         raise BufferMismatchError(f"{where}: x is not C-contiguous")
-    if not x.flags.aligned:
+    if not flags.aligned:
         raise BufferMismatchError(f"{where}: x is not aligned for its dtype")
     return dt
 
@@ -268,11 +270,12 @@ def _check_acc(where, name, acc, writable, dtype=None, n=None):
     if acc.dtype != _INT64:
         raise BufferMismatchError(f"{where}: {name} has dtype {acc.dtype}; an "
                                   "accumulator is int64 in native byte order")
-    if not acc.flags.c_contiguous:
+    flags = acc.flags
+    if not flags.c_contiguous:
         raise BufferMismatchError(f"{where}: {name} is not C-contiguous")
-    if not acc.flags.aligned:
+    if not flags.aligned:
         raise BufferMismatchError(f"{where}: {name} is not aligned for int64")
-    if writable and not acc.flags.writeable:
+    if writable and not flags.writeable:
         raise BufferMismatchError(f"{where}: {name} is read-only")
     if dtype is None:
         dtype = _BY_TAIL.get(acc.shape[1:]) if acc.ndim >= 2 else None
@@ -335,7 +338,7 @@ def to_accumulator(x, out=None):
         out = np.empty(x.shape[0], accumulator_dtype(dt))
     else:
         _check_acc("to_accumulator", "out", out, True, dt, x.shape[0])
-    if _REAL[dt] == np.float64:
+    if dt in _DOUBLE:
         _k.to_acc_f64(_reals(x), _rows(out))
     else:
         _k.to_acc_f32(_reals(x), _rows(out))
@@ -376,7 +379,7 @@ def add_values(x, acc):
     """
     dt = _check_values("add_values", x)
     _check_acc("add_values", "acc", acc, True, dt, x.shape[0])
-    if _REAL[dt] == np.float64:
+    if dt in _DOUBLE:
         _k.add_f64(_reals(x), _rows(acc))
     else:
         _k.add_f32(_reals(x), _rows(acc))
@@ -478,7 +481,7 @@ def from_accumulator(acc, out=None):
             raise BufferMismatchError("from_accumulator: out is read-only")
         if not out.flags.aligned:
             raise BufferMismatchError("from_accumulator: out is not aligned")
-    fn = _k.from_acc_f64 if _REAL[dt] == np.float64 else _k.from_acc_f32
+    fn = _k.from_acc_f64 if dt in _DOUBLE else _k.from_acc_f32
     bad = fn(_rows(acc), _reals(out)) if n else -1
     if bad >= 0:
         index = bad // 2 if dt.kind == "c" else bad
