@@ -17,12 +17,12 @@ and run without the GIL. ``_repro_avx2.pyx`` includes this file to build the sam
 module for AVX2 processors; all arithmetic is on integers (plus an exact ``ldexp``),
 so both builds give the same bits.
 
-The common case runs in C loops over groups of four rows (``_repro_simd.h``, with
-AVX2 intrinsics in the AVX2 build): converting finite values, and combining rows that
-have the same top bin where the source brings no new flag, which is one integer
-addition of every word. Those loops stop at a group holding any other row, which the
-general code here handles (``_split64``, ``_merge3`` and the like, which give the same
-bits for the common case too), and go on past it.
+The common case runs in C loops (``_repro_simd.h``, with AVX2 intrinsics in the AVX2
+build): converting float64 values as finite ones, and combining rows that have the
+same top bin where the source brings no new flag, which is one integer addition of
+every word, four rows at a time. The general code here (``_split64``, ``_merge3`` and
+the like, which give the same bits for the common case too) converts infinities and
+NaN again, and merges the groups of four rows where the combining loop stops.
 """
 from libc.stdint cimport int64_t, uint32_t, uint64_t, uintptr_t
 
@@ -268,7 +268,8 @@ cdef void _combine(const int64_t* src, int64_t* dst, Py_ssize_t n,
     cdef Py_ssize_t i = 0, j, end
     while i < n:
         # Rows with the same top bin and no new flag in bulk; here the group of four
-        # with a row that is not (different top bins, a new special-value flag).
+        # with a row that is not (different top bins, a new special-value flag), or
+        # the last few rows.
         if w == 4:
             i += wacoll_combine4(src + w * i, dst + w * i, n - i)
         else:

@@ -45,9 +45,10 @@
    d + (s & WACOLL_HEAD_COUNTS), and each bin is d + s. The test for that case,
    ((s ^ d) & WACOLL_HEAD_IDX) | (s & ~d & WACOLL_HEAD_FLAGS) == 0, is written as
    (s ^ d) & (s | WACOLL_HEAD_IDX) & WACOLL_HEAD_LOW == 0 (in the flag bits,
-   (s ^ d) & s is s & ~d), which the vector code applies to whole rows, masking all
-   but the head's low 16 bits only once per group of rows. Words are added as unsigned
-   integers (two's complement wrap-around, as the general code's int64 additions). */
+   (s ^ d) & s is s & ~d). The float64 vector code applies it to the four heads of a
+   group gathered in one vector, the float32 code to whole rows, masking all but the
+   heads' low 16 bits once per group. Words are added as unsigned integers (two's
+   complement wrap-around, as the general code's int64 additions). */
 
 #define WACOLL_HEAD_LOW ((uint64_t)0xFFFF)
 
