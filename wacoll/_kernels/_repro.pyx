@@ -152,34 +152,32 @@ cdef inline uint64_t _merge_head(uint64_t a, uint64_t b) noexcept nogil:
             | ((a | b) & _FLAGS) | (ia if ia > ib else ib))
 
 
-cdef inline int64_t _bin(const int64_t* p, uint64_t d, uint64_t k) noexcept nogil:
-    """Bin ``k`` (0: top) of bins ``p`` once their top moves up ``d`` bins."""
-    return p[k - d] if d <= k else 0
-
+# Merging rows with different top bins moves one side's bins down by the difference
+# d: bin k takes bin k - d, or 0 for k < d. The merges below read that from the bins
+# with zeros placed above them, at index k - min(d, bins), without a branch (the top
+# bins differ in a data-dependent way, which a branch would often mispredict).
 
 cdef inline void _merge3(int64_t* dst, uint64_t hs, const int64_t* ps) noexcept nogil:
     """``dst`` (a float64 row) += the accumulator with head ``hs`` and bins ``ps``."""
     cdef uint64_t hd = <uint64_t>dst[0]
     cdef uint64_t id_ = hd & _IDX
     cdef uint64_t is_ = hs & _IDX
-    cdef int64_t* pd = dst + 1
-    cdef uint64_t top, dd, ds
-    cdef int64_t b0, b1, b2
+    cdef uint64_t top = id_ if id_ > is_ else is_
+    cdef uint64_t dd = min(top - id_, <uint64_t>3)
+    cdef uint64_t ds = min(top - is_, <uint64_t>3)
+    cdef int64_t zd[6]
+    cdef int64_t zs[6]
+    zd[0] = zd[1] = zd[2] = zs[0] = zs[1] = zs[2] = 0
+    zd[3] = dst[1]
+    zd[4] = dst[2]
+    zd[5] = dst[3]
+    zs[3] = ps[0]
+    zs[4] = ps[1]
+    zs[5] = ps[2]
     dst[0] = <int64_t>_merge_head(hd, hs)
-    if id_ == is_:                  # the common case: same top bin
-        pd[0] += ps[0]
-        pd[1] += ps[1]
-        pd[2] += ps[2]
-        return
-    top = id_ if id_ > is_ else is_
-    dd = top - id_
-    ds = top - is_
-    b0 = _bin(pd, dd, 0) + _bin(ps, ds, 0)
-    b1 = _bin(pd, dd, 1) + _bin(ps, ds, 1)
-    b2 = _bin(pd, dd, 2) + _bin(ps, ds, 2)
-    pd[0] = b0
-    pd[1] = b1
-    pd[2] = b2
+    dst[1] = zd[3 - dd] + zs[3 - ds]
+    dst[2] = zd[4 - dd] + zs[4 - ds]
+    dst[3] = zd[5 - dd] + zs[5 - ds]
 
 
 cdef inline void _merge2(int64_t* dst, uint64_t hs, const int64_t* ps) noexcept nogil:
@@ -187,21 +185,19 @@ cdef inline void _merge2(int64_t* dst, uint64_t hs, const int64_t* ps) noexcept 
     cdef uint64_t hd = <uint64_t>dst[0]
     cdef uint64_t id_ = hd & _IDX
     cdef uint64_t is_ = hs & _IDX
-    cdef int64_t* pd = dst + 1
-    cdef uint64_t top, dd, ds
-    cdef int64_t b0, b1
+    cdef uint64_t top = id_ if id_ > is_ else is_
+    cdef uint64_t dd = min(top - id_, <uint64_t>2)
+    cdef uint64_t ds = min(top - is_, <uint64_t>2)
+    cdef int64_t zd[4]
+    cdef int64_t zs[4]
+    zd[0] = zd[1] = zs[0] = zs[1] = 0
+    zd[2] = dst[1]
+    zd[3] = dst[2]
+    zs[2] = ps[0]
+    zs[3] = ps[1]
     dst[0] = <int64_t>_merge_head(hd, hs)
-    if id_ == is_:
-        pd[0] += ps[0]
-        pd[1] += ps[1]
-        return
-    top = id_ if id_ > is_ else is_
-    dd = top - id_
-    ds = top - is_
-    b0 = _bin(pd, dd, 0) + _bin(ps, ds, 0)
-    b1 = _bin(pd, dd, 1) + _bin(ps, ds, 1)
-    pd[0] = b0
-    pd[1] = b1
+    dst[1] = zd[2 - dd] + zs[2 - ds]
+    dst[2] = zd[3 - dd] + zs[3 - ds]
 
 
 cdef extern from "_repro_simd.h" nogil:
