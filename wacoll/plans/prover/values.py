@@ -1,0 +1,436 @@
+"""The values a run carries from send to receive, a visit at a time.
+
+Each class takes the visits of :class:`wacoll.plans.prover.run.Run` in order
+(``visit(run, r, lo, stop)``: rank ``r``'s steps in rows ``lo..stop-1``) and stops
+the run at a step with a fault (``fault(run, f)``: the ``f``-th static fault of
+:mod:`~wacoll.plans.prover.flow`, reached).
+
+- :class:`Hops` (data movement): a block's value is its source's contribution
+  wherever it is, so only the wide-area links its copy crossed differ; a receive
+  adds one to the count of the write its send read when it crosses clusters. A
+  copy's count is that of the write it copies, followed back to a receive (or the
+  initial data) once, before the run.
+- :class:`Reductions`: the expression of every block, step by step, with the
+  checks of each combination and of each receive.
+- :class:`Knowledge` (barrier): which ranks each rank has heard of, and over how
+  many wide-area links.
+- :class:`Repeats`: MagPIe's second condition, in the run's order for its examples.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from wacoll.plans.prover.encode import COMBINE, COPY, RECV, RECV_COMBINE, SEND, ranges
+from wacoll.plans.prover.flow import (
+    GROUP,
+    HOLDER,
+    INIT,
+    ORDER,
+    OVERLAP,
+    PEER,
+    STRICT,
+)
+
+__all__ = ["Hops", "Reductions", "Knowledge", "Repeats", "UNKNOWN"]
+
+#: Knowledge rows: a rank not heard of (any count from here up).
+UNKNOWN = 2**30
+
+
+class Hops:
+    """Wide-area hops of moved data (see the module docstring)."""
+
+    def __init__(self, steps, flow):
+        self.flow = flow
+        kind = steps.kind[steps.entry_step()]
+        copies = np.flatnonzero(flow.writes & (kind == COPY))
+        del kind
+        root = np.arange(steps.nentries, dtype=np.int64)
+        step = flow.read_def[copies]
+        while len(copies):  # follow copies of copies back to a receive
+            root[copies] = step
+            deeper = step >= 0
+            nxt = np.where(deeper, root[np.maximum(step, 0)], step)
+            if np.array_equal(nxt, step):
+                break
+            step = nxt
+        self.root = root
+        self.hops = np.zeros(steps.nentries, dtype=np.int32)
+
+    def of(self, defs):
+        """The hops of the writes ``defs`` (entries, or :data:`INIT`)."""
+        out = np.zeros(len(defs), dtype=np.int32)
+        written = np.flatnonzero(defs >= 0)
+        if len(written):
+            src = self.root[defs[written]]
+            copied = src >= 0
+            out[written[copied]] = self.hops[src[copied]]
+        return out
+
+    def visit(self, run, r, lo, stop):
+        rows, sends, entries, matched = run.recv_entries(lo, stop)
+        if len(entries):
+            cl = run.clusters
+            wide = (cl[run.steps.rank[sends]] != cl[r]).astype(np.int32)
+            if not run.steps.single:
+                first = run.steps.first
+                wide = np.repeat(wide, first[rows + 1] - first[rows])
+            self.hops[entries] = self.of(self.flow.read_def[matched]) + wide
+
+    def fault(self, run, f):
+        flow = run.flow
+        row, code = int(flow.fault_rows[f]), int(flow.fault_codes[f])
+        entry = int(flow.fault_entries[f])
+        held = run.holder(row, entry) if code == HOLDER else None
+        run.fail(row, code, entry, held=held)
+
+
+class Reductions:
+    """Reduction expressions, checked at every combination and receive.
+
+    Parameters
+    ----------
+    steps, flow
+        The plan's arrays and dataflow.
+    exprs : wacoll.plans.check._Exprs
+        The interned expressions (leaves ``0..size-1``).
+    level : str
+        The level the proof keeps.
+    canonical : set
+        The subexpressions of the canonical expressions (level ``strict``).
+    """
+
+    def __init__(self, steps, flow, exprs, level, canonical):
+        self.steps, self.flow, self.exprs = steps, flow, exprs
+        self.level, self.canonical = level, canonical
+        self.expr = np.full(steps.nentries, -1, dtype=np.int64)
+        self.hops = np.zeros(steps.nentries, dtype=np.int32)
+        nslots = len(flow.slot_rank)
+        self.current = np.full(nslots, -1, dtype=np.int64)
+        self.mark = np.full(nslots, -1, dtype=np.int64)
+        group_key = flow.slot_rank * max(steps.nblocks, 1) + flow.slot_block
+        order = np.argsort(group_key, kind="stable")
+        head = np.ones(nslots, dtype=bool)
+        head[1:] = group_key[order][1:] != group_key[order][:-1]
+        self.group_slots = order
+        group = np.cumsum(head) - 1
+        self.slot_group = np.empty(nslots, dtype=np.int64)
+        self.slot_group[order] = group
+        starts = np.flatnonzero(head)
+        self.group_start = starts
+        self.group_size = np.diff(np.append(starts, nslots))
+        self.group_key = group_key[order][starts]
+        self.pairs = {}
+
+    # ------------------------------------------------------------ values
+    def value(self, defs, leaf):
+        """Expressions and hops of the writes ``defs`` (:data:`INIT`: rank ``leaf``'s
+        contribution)."""
+        some = np.maximum(defs, 0)
+        return (np.where(defs >= 0, self.expr[some], leaf),
+                np.where(defs >= 0, self.hops[some], 0))
+
+    def combine_pair(self, a, b):
+        """(fault, expression) of ``a (+) b``."""
+        found = self.pairs.get((a, b))
+        if found is None:
+            ex = self.exprs
+            if ex.mask[a] & ex.mask[b]:
+                found = (OVERLAP, -1)
+            else:
+                e = ex.make(a, b)
+                if self.level == "associative" and not ex.ordered[e]:
+                    found = (ORDER, e)
+                elif self.level == "strict" and e not in self.canonical:
+                    found = (STRICT, e)
+                else:
+                    found = (0, e)
+            self.pairs[(a, b)] = found
+        return found
+
+    def combine(self, acc, incoming, left):
+        """Combine arrays of (expression, hops): ``acc (+) incoming``, or the other
+        way round when ``left``; return expressions, hops, faults and operands."""
+        (ea, ha), (eb, hb) = (incoming, acc) if left else (acc, incoming)
+        if len(ea) and (ea == ea[0]).all() and (eb == eb[0]).all():
+            code, e = self.combine_pair(int(ea[0]), int(eb[0]))
+            exprs = np.full(len(ea), e, dtype=np.int64)
+            codes = np.full(len(ea), code, dtype=np.int8)
+        else:
+            keys = np.stack([ea, eb], axis=1)
+            unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+            found = [self.combine_pair(int(a), int(b)) for a, b in unique.tolist()]
+            exprs = np.array([e for _, e in found], dtype=np.int64)[inverse.ravel()]
+            codes = np.array([c for c, _ in found], dtype=np.int8)[inverse.ravel()]
+        return exprs, np.maximum(ha, hb), codes, (ea, eb)
+
+    def holders(self, r, entries, incoming):
+        """Per entry: whether rank ``r`` already holds the expression ``incoming`` of
+        its block (in any buffer)."""
+        flow = self.flow
+        groups, sizes = self._groups(r, entries)
+        starts = self.group_start[groups] if len(self.group_start) else sizes
+        members = self.group_slots[ranges(starts, sizes)]
+        held = self.current[members]
+        same = (held >= 0) & (self.expr[np.maximum(held, 0)] ==
+                              np.repeat(incoming, sizes))
+        found = np.zeros(len(entries), dtype=bool)
+        found[np.repeat(np.arange(len(entries)), sizes)[same]] = True
+        blocks = self.steps.block[entries]
+        ins = flow.layout.in_held(np.full(len(entries), r), blocks) & \
+            (incoming == r) & (blocks < self.steps.nblocks)
+        return found | ins
+
+    def _groups(self, r, entries):
+        """The (rank, block) group of the slots of each entry's block, and its size
+        (0 when rank ``r`` has no slot of that block)."""
+        slots = self.flow.slot[entries]
+        groups = np.full(len(entries), -1, dtype=np.int64)
+        has = slots >= 0
+        if has.any():
+            groups[has] = self.slot_group[slots[has]]
+        nb = self.steps.nblocks
+        blocks = self.steps.block[entries].astype(np.int64)
+        loose = np.flatnonzero(~has & (blocks < nb))
+        if len(loose) and len(self.group_key):  # received into "in": by (rank, block)
+            key = r * nb + blocks[loose]
+            at = np.minimum(np.searchsorted(self.group_key, key),
+                            len(self.group_key) - 1)
+            groups[loose] = np.where(self.group_key[at] == key, at, -1)
+        sizes = np.zeros(len(entries), dtype=np.int64)
+        sizes[groups >= 0] = self.group_size[groups[groups >= 0]]
+        return np.maximum(groups, 0), sizes
+
+    def held_name(self, r, entry, incoming):
+        """The first buffer, by name, in which rank ``r`` holds ``incoming`` for the
+        block of ``entry``."""
+        flow, steps = self.flow, self.steps
+        names = []
+        b = int(steps.block[entry])
+        if flow.layout.in_held(np.array([r]), np.array([b]))[0] and incoming == r:
+            names.append("in")
+        groups, sizes = self._groups(r, np.array([entry]))
+        g, size = int(groups[0]), int(sizes[0])
+        for s in self.group_slots[self.group_start[g]:self.group_start[g] +
+                                  size].tolist():
+            d = self.current[s]
+            if d >= 0 and self.expr[d] == incoming:
+                names.append(steps.buffers[flow.slot_buf[s]])
+        return min(names)
+
+    # -------------------------------------------------------------- steps
+    def _eval(self, run, row, e0, e1, write):
+        """Evaluate entries ``e0..e1-1`` of the step at ``row``; return their dynamic
+        faults, the operands of their combinations and the buffer already holding
+        the first block received again; write their values when ``write``."""
+        steps, flow = self.steps, self.flow
+        kind = int(steps.kind[row])
+        entries = np.arange(e0, e1)
+        r = int(steps.rank[row])
+        codes = np.zeros(e1 - e0, dtype=np.int8)
+        operands = held = None
+        if kind in (RECV, RECV_COMBINE):
+            at = int(np.searchsorted(run.pairing.recv_rows, row))
+            send = int(run.pairing.recv_send[at])
+            matched = entries + (int(steps.first[send]) - int(steps.first[row]))
+            incoming = self.value(flow.read_def[matched], int(steps.rank[send]))
+            if run.clusters[steps.rank[send]] != run.clusters[r]:
+                incoming = (incoming[0], incoming[1] + 1)
+        if kind == RECV:
+            expr, hops = incoming
+            found = self.holders(r, entries, expr)
+            codes[found] = HOLDER
+            if found.any():
+                i = int(np.argmax(found))
+                held = self.held_name(r, e0 + i, int(expr[i]))
+        elif kind == COPY:
+            expr, hops = self.value(flow.read_def[entries], r)
+        else:
+            acc = self.value(flow.read_def[entries], r)
+            if kind == COMBINE:
+                incoming = self.value(flow.read2_def[entries], r)
+            expr, hops, codes, operands = self.combine(acc, incoming,
+                                                        bool(steps.left[row]))
+        if write:
+            self.expr[entries] = expr
+            self.hops[entries] = hops
+            self.current[flow.slot[entries]] = entries
+        return codes, operands, held
+
+    def _sequential(self, e0, e1):
+        """Whether entries ``e0..e1-1`` of one step write a slot twice (then each
+        block must see the ones before it)."""
+        if e1 - e0 < 2:
+            return False
+        slots = self.flow.slot[e0:e1]
+        slots = slots[slots >= 0]
+        mark = self.mark
+        ident = np.arange(len(slots))
+        mark[slots] = ident
+        return bool((mark[slots] != ident).any())
+
+    def _fail(self, run, row, code, entry, index, operands, held):
+        details = {}
+        if code in (OVERLAP, ORDER):
+            details = {"operands": (int(operands[0][index]), int(operands[1][index])),
+                       "exprs": self.exprs}
+        elif code == HOLDER:
+            details = {"held": held}
+        run.fail(row, code, entry, **details)
+
+    def take(self, run, row, static=False):
+        """Run the step at ``row``; raise at its first fault, its entries' static
+        faults (``pre``, ``post`` of the flow) taken in their place among the
+        dynamic ones (``static``: the step has one, so it must fail)."""
+        steps, flow = self.steps, self.flow
+        e0, e1 = int(steps.first[row]), int(steps.first[row + 1])
+        pre, post = flow.pre, flow.post
+        if self._sequential(e0, e1):
+            for e in range(e0, e1):
+                codes, operands, held = self._eval(run, row, e, e + 1, write=True)
+                code = int(pre[e]) or int(codes[0]) or int(post[e])
+                if code:
+                    self._fail(run, row, code, e, 0, operands, held)
+        elif e1 > e0:
+            codes, operands, held = self._eval(run, row, e0, e1, write=not static)
+            every = np.where(pre[e0:e1] != 0, pre[e0:e1],
+                             np.where(codes != 0, codes, post[e0:e1]))
+            if every.any():
+                i = int(np.argmax(every != 0))
+                self._fail(run, row, int(every[i]), e0 + i, i, operands, held)
+        if static:
+            raise AssertionError("a static fault was not found again")
+
+    def visit(self, run, r, lo, stop):
+        kinds = self.steps.kind[lo:stop]
+        for row in (lo + np.flatnonzero(kinds != SEND)).tolist():
+            self.take(run, row)
+
+    def fault(self, run, f):
+        flow = run.flow
+        row, code = int(flow.fault_rows[f]), int(flow.fault_codes[f])
+        if code in (PEER, GROUP) or self.steps.kind[row] == SEND:
+            run.fail(row, code, int(flow.fault_entries[f]))
+        self.take(run, row, static=True)
+
+
+class Knowledge:
+    """A barrier's knowledge: which ranks each rank has heard of, over how many
+    wide-area links (:data:`UNKNOWN`: not heard of)."""
+
+    def __init__(self, size):
+        self.rows = np.full((size, size), UNKNOWN, dtype=np.int32)
+        np.fill_diagonal(self.rows, 0)
+        self.messages = {}
+
+    def visit(self, run, r, lo, stop):
+        steps, cl = run.steps, run.clusters
+        kinds = steps.kind[lo:stop].tolist()
+        mine = self.rows[r]
+        recv_at = None
+        for row, kind in enumerate(kinds, lo):
+            if kind == SEND:
+                peer = int(steps.peer[row])
+                self.messages[row] = mine + 1 if cl[r] != cl[peer] else mine.copy()
+            elif kind in (RECV, RECV_COMBINE):
+                if recv_at is None:
+                    recv_at = int(np.searchsorted(run.pairing.recv_rows, row))
+                send = int(run.pairing.recv_send[recv_at])
+                recv_at += 1
+                np.minimum(mine, self.messages.pop(send), out=mine)
+
+    def fault(self, run, f):
+        flow = run.flow
+        run.fail(int(flow.fault_rows[f]), int(flow.fault_codes[f]),
+                 int(flow.fault_entries[f]))
+
+
+class Repeats:
+    """MagPIe's second condition: whether a block enters a cluster that already has
+    it (data movement) or one cluster sends a block to another twice (reductions),
+    and the first 8 examples in the run's order."""
+
+    LIMIT = 8
+
+    def __init__(self, steps, pairing, layout, clusters, cluster_ids, reduction):
+        self.steps, self.reduction = steps, reduction
+        self.cluster_ids = cluster_ids
+        self.layout, self.clusters = layout, clusters
+        cl = clusters
+        send_rows = pairing.send_rows
+        src_c = cl[steps.rank[send_rows]]
+        dst_c = cl[np.maximum(steps.peer[send_rows], 0)]
+        self.nclusters = int(cl.max()) + 1 if len(cl) else 1
+        wide = src_c != dst_c
+        rows = send_rows[wide]
+        src_c, dst_c = src_c[wide], dst_c[wide]
+        if steps.single:
+            entries = rows
+        else:
+            counts = steps.first[rows + 1] - steps.first[rows]
+            entries = ranges(steps.first[rows], counts)
+            src_c, dst_c = np.repeat(src_c, counts), np.repeat(dst_c, counts)
+        if steps.beyond:  # (blocks beyond the layout stop the run at a fault)
+            valid = steps.block[entries] < steps.nblocks
+            entries, src_c, dst_c = entries[valid], src_c[valid], dst_c[valid]
+        self.items = []
+        self.any = bool(len(entries)) and self._repeated(entries, src_c, dst_c)
+        self.seen = set()
+
+    def _keys(self, entries, src_c, dst_c):
+        c = self.nclusters
+        b = self.steps.block[entries].astype(np.int64)
+        if self.reduction:
+            return (b * c + src_c) * c + dst_c
+        return b * c + dst_c
+
+    def _initial(self, entries):
+        """Keys of the clusters that hold each entry's block at the start."""
+        b = self.steps.block[entries].astype(np.int64)
+        return b * self.nclusters + self.clusters[self.layout.source(b)]
+
+    def _repeated(self, entries, src_c, dst_c):
+        blocks = self.steps.block[entries]
+        if not self.reduction and \
+                (dst_c == self.clusters[self.layout.source(blocks)]).any():
+            return True
+        once = np.zeros(self.steps.nblocks, dtype=bool)
+        once[blocks] = True
+        if int(np.count_nonzero(once)) == len(blocks):
+            return False  # every block crosses once: no key twice
+        keys = self._keys(entries, src_c, dst_c)
+        space = int(keys.max()) + 1
+        if space <= 2**28:
+            seen = np.zeros(space, dtype=bool)
+            seen[keys] = True
+            return int(np.count_nonzero(seen)) < len(keys)
+        return len(np.unique(keys)) < len(keys)
+
+    def visit(self, run, lo, stop):
+        if not self.any or len(self.items) >= self.LIMIT:
+            return
+        steps, cl = self.steps, self.clusters
+        rows = lo + np.flatnonzero(steps.kind[lo:stop] == SEND)
+        if not len(rows):
+            return
+        src_c = cl[steps.rank[rows]]
+        dst_c = cl[steps.peer[rows]]
+        wide = src_c != dst_c
+        rows = rows[wide]
+        counts = steps.first[rows + 1] - steps.first[rows]
+        entries = ranges(steps.first[rows], counts)
+        src_c, dst_c = np.repeat(src_c[wide], counts), np.repeat(dst_c[wide], counts)
+        keys = self._keys(entries, src_c, dst_c).tolist()
+        initial = [] if self.reduction else self._initial(entries).tolist()
+        blocks = steps.block[entries].tolist()
+        seen = self.seen
+        for i, key in enumerate(keys):
+            if key in seen or (not self.reduction and key == initial[i]):
+                ids = self.cluster_ids
+                item = (blocks[i], ids[dst_c[i]]) if not self.reduction else \
+                    (blocks[i], ids[src_c[i]], ids[dst_c[i]])
+                self.items.append(item)
+                if len(self.items) >= self.LIMIT:
+                    return
+            seen.add(key)
