@@ -47,10 +47,12 @@ from wacoll.errors import PlanError
 from wacoll.plans import operations as ops
 from wacoll.plans.prover.encode import encode
 from wacoll.plans.prover.flow import analyse
+from wacoll.plans.prover.layout import Layout
 from wacoll.plans.prover.pairing import pair
+from wacoll.plans.prover.pieces import split
 from wacoll.plans.prover.results import _Verdicts, max_hops, measures, verify
 from wacoll.plans.prover.run import Run
-from wacoll.plans.prover.values import Hops, Knowledge, Reductions, Repeats
+from wacoll.plans.prover.values import Hops, Knowledge, Reductions, Repeats, Uneven
 
 __all__ = ["CheckReport", "check_plan", "canonical_expression"]
 
@@ -231,9 +233,20 @@ def check_plan(plan) -> CheckReport:
     kind = ops.spec(plan.op).kind
     # exact accumulators make any order and grouping give the strict bits
     level = "commutative" if plan.arithmetic == "reproducible" else plan.level
-    flow = analyse(plan, steps, level=level)
     cluster_ids, clusters = np.unique(np.asarray(plan.clusters), return_inverse=True)
     clusters = clusters.ravel().astype(np.int64)
+    layout = Layout(plan.op, plan.size, plan.root, plan.nblocks)
+    try:
+        return _prove(plan, split(steps, layout), pairing, kind, level, clusters,
+                      cluster_ids.tolist())
+    except Uneven:  # a received piece's blocks differ: take every block alone
+        return _prove(plan, split(steps, layout, blocks=True), pairing, kind, level,
+                      clusters, cluster_ids.tolist())
+
+
+def _prove(plan, steps, pairing, kind, level, clusters, cluster_ids):
+    """The run and the report of :func:`check_plan`, on ``steps`` cut into pieces."""
+    flow = analyse(plan, steps, level=level)
     verdicts = None
     if kind == "reduction":
         exprs = _Exprs(plan.size)
@@ -250,7 +263,7 @@ def check_plan(plan) -> CheckReport:
         values = Hops(steps, flow)
     repeats = None
     if kind != "barrier":
-        repeats = Repeats(steps, pairing, flow.layout, clusters, cluster_ids.tolist(),
+        repeats = Repeats(steps, pairing, flow.layout, clusters, cluster_ids,
                           kind == "reduction")
     Run(plan, steps, pairing, flow, clusters, values, repeats).run()
     verify(plan, steps, flow, values, verdicts)

@@ -63,7 +63,9 @@ def encode_programs(tuple programs, cls, codes, buffers, Py_ssize_t size,
     """Every step of ``programs`` (a tuple of tuples) as arrays, in one pass: kind
     codes (int8), peers (int32; -1 none, -2 not a rank), buffer ids (int16; -1 none),
     left side and group (bool), the first entry of each step (int64, ``nsteps + 1``)
-    and the flat block ids folded at ``nblocks`` (int32). ``codes`` maps kind names to
+    and the entries: runs of consecutive block ids, as first block and length (int32;
+    a block id from ``nblocks`` on is a run of its own, folded to ``nblocks``).
+    ``codes`` maps kind names to
     codes, ``buffers`` names to ids (numbering new ones); ``nsteps`` is the number of
     steps. Raises OverflowError when the ids do not fit those types."""
     if size >= 2**31 - 2 or nblocks >= 2**31 - 1:
@@ -76,6 +78,7 @@ def encode_programs(tuple programs, cls, codes, buffers, Py_ssize_t size,
     group_a = np.zeros(nsteps, dtype=np.uint8)
     first_a = np.empty(nsteps + 1, dtype=np.int64)
     block_a = np.empty(max(nsteps, 16), dtype=np.int32)
+    length_a = np.empty(max(nsteps, 16), dtype=np.int32)
     cdef int8_t[::1] kind = kind_a
     cdef int32_t[::1] peer = peer_a
     cdef int16_t[::1] src = src_a
@@ -84,6 +87,8 @@ def encode_programs(tuple programs, cls, codes, buffers, Py_ssize_t size,
     cdef uint8_t[::1] group = group_a
     cdef int64_t[::1] first = first_a
     cdef int32_t[::1] block = block_a
+    cdef int32_t[::1] length = length_a
+    cdef int64_t b, prev
     cdef Py_ssize_t capacity = block_a.shape[0]
     offsets = slot_offsets(cls)
     cdef bint fast = offsets is not None
@@ -159,11 +164,21 @@ def encode_programs(tuple programs, cls, codes, buffers, Py_ssize_t size,
                 grown[:e] = block_a[:e]
                 block_a = grown
                 block = block_a
+                grown = np.empty(capacity, dtype=np.int32)
+                grown[:e] = length_a[:e]
+                length_a = grown
+                length = length_a
+            prev = -2
             for r2 in range(n):
-                block[e] = <int32_t>_integer(<object>PyTuple_GET_ITEM(blocks, r2),
-                                             nblocks, nblocks)
-                e += 1
+                b = _integer(<object>PyTuple_GET_ITEM(blocks, r2), nblocks, nblocks)
+                if b == prev + 1 and b < nblocks:
+                    length[e - 1] += 1
+                else:
+                    block[e] = <int32_t>b
+                    length[e] = 1
+                    e += 1
+                prev = b if b < nblocks else -2
             i += 1
     first[i] = e
     return (kind_a, peer_a, src_a, dst_a, left_a.view(bool), group_a.view(bool),
-            first_a, block_a[:e])
+            first_a, block_a[:e], length_a[:e])

@@ -1,9 +1,11 @@
 """Plan programs as arrays: a row per step, and a row per block of a step (an *entry*).
 
 Steps are numbered rank by rank in program order (rank ``r``'s steps are rows
-``start[r]`` to ``start[r + 1] - 1``), and entries step by step in the order of the
-step's ``blocks`` (step ``s``'s entries are ``first[s]`` to ``first[s + 1] - 1``), so
-that a row number orders steps and entries of one rank by time. Buffer names become
+``start[r]`` to ``start[r + 1] - 1``). A step's ``blocks`` are cut into entries, runs
+of consecutive block ids (``(0, 1, 2, 7)`` is two entries: 3 blocks from 0, 1 from
+7), numbered step by step in the order of the blocks (step ``s``'s entries are
+``first[s]`` to ``first[s + 1] - 1``), so that row and entry numbers order one
+rank's steps and blocks by time. Buffer names become
 small integers, in the order of their names (``buffers`` lists them by id). Values that no plan can use are
 folded so that the arrays stay small: a peer outside ``0..size-1`` becomes
 :data:`BAD_PEER` and a block id beyond the layout becomes ``nblocks``; the checker
@@ -25,6 +27,12 @@ Examples
 ([3, 0, 1, 3, 0, 1], [-1, 1, 1, -1, 0, 0], [0, 0, 1, 1, 1, 0])
 >>> [steps.buffers[i] for i in steps.src[:2]], steps.start.tolist()
 (['in', 'out'], [0, 3, 6])
+>>> steps = encode(build("allgather", Topology.from_sizes([2, 2]), "magpie"))
+>>> str(build("allgather", Topology.from_sizes([2, 2]), "magpie").programs[0][4])
+'send 1 [0,2,3]'
+>>> at = slice(steps.first[4], steps.first[5])
+>>> steps.block[at].tolist(), steps.length[at].tolist()
+([0, 2], [1, 2])
 """
 
 from __future__ import annotations
@@ -122,8 +130,10 @@ class Steps:
         Every step has one block (then entry ``s`` is step ``s``'s block).
     beyond : bool
         Some block id is ``nblocks`` or more.
-    block : ndarray
-        Per entry, the block id (ids from ``nblocks`` on folded to ``nblocks``).
+    block, length : ndarray
+        Per entry, its first block id and its number of blocks: an entry is a run of
+        consecutive ids in a step's ``blocks`` (an id from ``nblocks`` on is an entry
+        of its own, folded to ``nblocks``).
     buffers : tuple of str
         Buffer names by id.
     """
@@ -142,6 +152,7 @@ class Steps:
     single: bool
     beyond: bool
     block: np.ndarray
+    length: np.ndarray
     buffers: tuple
 
     @property
@@ -151,8 +162,15 @@ class Steps:
 
     @property
     def nentries(self) -> int:
-        """Blocks in all steps."""
+        """Entries in all steps."""
         return len(self.block)
+
+    def offsets(self):
+        """Per entry (and one past the last), the number of blocks before it: entry
+        ``e`` covers blocks ``offsets[e] - offsets[first[s]]`` on of its step ``s``."""
+        out = np.zeros(self.nentries + 1, dtype=np.int64)
+        np.cumsum(self.length, out=out[1:])
+        return out
 
     def entry_step(self):
         """The step (row) of every entry."""
@@ -210,7 +228,7 @@ def _read_python(plan, buffers):
     size, nblocks = plan.size, plan.nblocks
     code = KIND_CODES.__getitem__
     parts = {name: [] for name in ("kind", "peer", "src", "dst", "left", "group",
-                                   "count", "block")}
+                                   "count", "block", "length")}
     for r, prog in enumerate(plan.programs):
         m = len(prog)
         kind = np.fromiter(map(code, map(_KIND, prog)), np.int8, m)
@@ -229,10 +247,17 @@ def _read_python(plan, buffers):
         parts["left"].append(left)
         parts["group"].append(group)
         counts, flat = _blocks(prog, nblocks)
-        parts["count"].append(counts)
-        parts["block"].append(flat)
+        owner = np.repeat(np.arange(m), counts)
+        head = np.ones(len(flat), dtype=bool)
+        head[1:] = (flat[1:] != flat[:-1] + 1) | (flat[1:] >= nblocks) | \
+            (owner[1:] != owner[:-1])
+        starts = np.flatnonzero(head)
+        parts["count"].append(np.bincount(owner[starts], minlength=m))
+        parts["block"].append(flat[starts])
+        parts["length"].append(np.diff(np.append(starts, len(flat))))
     dtypes = {"kind": np.int8, "peer": np.int64, "src": np.int32, "dst": np.int32,
-              "left": bool, "group": bool, "count": np.int64, "block": np.int64}
+              "left": bool, "group": bool, "count": np.int64, "block": np.int64,
+              "length": np.int64}
     return [np.concatenate(parts[name]) if parts[name] else
             np.zeros(0, dtype=dtypes[name]) for name in dtypes]
 
@@ -261,19 +286,21 @@ def encode(plan, *, compiled=None) -> Steps:
     first = None
     if compiled and isinstance(plan.programs, tuple):
         try:
-            kind, peer, src, dst, left, group, first, block = _compiled.encode_programs(
-                plan.programs, Step, KIND_CODES, buffers, size, nblocks, nsteps)
+            kind, peer, src, dst, left, group, first, block, length = \
+                _compiled.encode_programs(plan.programs, Step, KIND_CODES, buffers, size,
+                                          nblocks, nsteps)
         except OverflowError:  # ids too large for its arrays: read in Python
             buffers, first = _Buffers(), None
     if first is None:
-        kind, peer, src, dst, left, group, count, block = _read_python(plan, buffers)
+        kind, peer, src, dst, left, group, count, block, length = \
+            _read_python(plan, buffers)
         first = np.zeros(nsteps + 1, dtype=np.int64)
         np.cumsum(count, out=first[1:])
     start = np.zeros(size + 1, dtype=np.int64)
     np.cumsum(lengths, out=start[1:])
     nentries = len(block)
-    single = nentries == nsteps and (nsteps == 0 or
-                                     int((first[1:] - first[:-1]).min()) == 1)
+    single = nentries == nsteps and (nsteps == 0 or (
+        int((first[1:] - first[:-1]).min()) == 1 and int(length.max()) == 1))
     # buffers numbered by name, whichever reader met them first
     names = sorted(buffers.names)
     renumber = np.zeros(len(names) + 1, dtype=np.int32)  # (id -1 stays -1)
@@ -291,4 +318,5 @@ def encode(plan, *, compiled=None) -> Steps:
         src=src.astype(small, copy=False), dst=dst.astype(small, copy=False),
         left=left, group=group, first=first, single=single,
         beyond=bool(nentries) and int(block.max()) >= nblocks,
-        block=block.astype(index_dtype(nblocks), copy=False), buffers=tuple(names))
+        block=block.astype(index_dtype(nblocks), copy=False),
+        length=length.astype(index_dtype(nblocks), copy=False), buffers=tuple(names))

@@ -87,9 +87,10 @@ class Flow:
         Per entry, the static fault before its values are combined (a missing or
         nonexistent block, combining moved data, and for data movement a block
         received again) and after (the write's faults), 0 for none.
-    fault_rows, fault_codes, fault_entries : ndarray
-        The steps with a static fault, in row order, the fault and its entry (-1 for
-        a fault of the whole step: peer or group).
+    fault_rows, fault_codes, fault_positions : ndarray
+        The steps with a static fault, in row order, the fault and the index of its
+        block in the step's ``blocks`` (-1 for a fault of the whole step: peer or
+        group).
     """
 
     layout: Layout
@@ -105,7 +106,7 @@ class Flow:
     post: np.ndarray
     fault_rows: np.ndarray
     fault_codes: np.ndarray
-    fault_entries: np.ndarray
+    fault_positions: np.ndarray
 
 
 def _sorted_defs(keys, is_write, ident):
@@ -244,7 +245,8 @@ def analyse(plan, steps, *, reduction=None, level=None) -> Flow:
     starts = np.flatnonzero(head)
     slot_last = last[np.append(starts[1:], n_acc) - 1] if n_acc else last[:0]
     some = ident[order[starts]]  # an entry of each slot
-    slot_rank, slot_block = rank[some], block[some]
+    slot_rank = rank[some].astype(np.int64)
+    slot_block = block[some].astype(np.int64)
     slot_buf = ((skeys[starts] // max(nb, 1)) % nbuf).astype(np.int16) \
         if nbuf > 1 else np.zeros(len(starts), dtype=np.int16)
     del skeys, starts, some, ident
@@ -287,9 +289,15 @@ def analyse(plan, steps, *, reduction=None, level=None) -> Flow:
         pre[read2_def == MISSING] = HELD_SRC
     pre[read_def == MISSING] = HELD
     post = np.zeros(n, dtype=np.int8)
+    later = {}  # entry -> index of its first block without a place in "out", when > 0
     if out_id >= 0:
         outs = np.flatnonzero(ok(dst == out_id))
-        post[outs[~layout.out_allowed(rank[outs], block[outs])]] = OUT
+        lengths = steps.length[outs]
+        at = layout.first_disallowed(rank[outs], block[outs], lengths)
+        bad = at < lengths
+        post[outs[bad]] = OUT
+        inner = bad & (at > 0)
+        later = dict(zip(outs[inner].tolist(), at[inner].tolist()))
     if in_id >= 0:
         post[dst == in_id] = IN
     if valid is not None:
@@ -313,12 +321,16 @@ def analyse(plan, steps, *, reduction=None, level=None) -> Flow:
     faulty = np.union1d(step_faults, rows).astype(np.int64) \
         if len(step_faults) or len(rows) else np.zeros(0, dtype=np.int64)
     codes = step_code[faulty]
-    entry = np.full(len(faulty), -1, dtype=np.int64)
+    position = np.full(len(faulty), -1, dtype=np.int64)
     from_entry = codes == 0
-    at = np.searchsorted(rows, faulty[from_entry])
-    entry[from_entry] = bad[at]
-    codes[from_entry] = np.where(pre[bad[at]] != 0, pre[bad[at]], post[bad[at]])
+    entry = bad[np.searchsorted(rows, faulty[from_entry])]
+    codes[from_entry] = np.where(pre[entry] != 0, pre[entry], post[entry])
+    if len(entry):
+        offsets = steps.offsets()
+        within = [later.get(e, 0) if pre[e] == 0 else 0 for e in entry.tolist()]
+        position[from_entry] = offsets[entry] - offsets[steps.first[faulty[from_entry]]] \
+            + np.array(within, dtype=np.int64)
     return Flow(layout=layout, read_def=read_def, read2_def=read2_def, writes=writes,
                 slot=slot, slot_rank=slot_rank, slot_buf=slot_buf,
                 slot_block=slot_block, slot_last=slot_last, pre=pre, post=post,
-                fault_rows=faulty, fault_codes=codes, fault_entries=entry)
+                fault_rows=faulty, fault_codes=codes, fault_positions=position)

@@ -95,6 +95,17 @@ class Layout:
             return ranks == self.root
         return blocks % self.size == ranks
 
+    def first_disallowed(self, ranks, blocks, lengths):
+        """For runs of ``lengths[i]`` blocks from ``blocks[i]`` written to
+        ``ranks[i]``'s ``"out"``: the index in the run of the first block ``"out"`` has
+        no place for, or ``lengths[i]`` (runs are assumed not to cross the edges of
+        :meth:`out_allowed` other than an all-to-all's)."""
+        allowed = self.out_allowed(ranks, blocks)
+        first = np.where(allowed, lengths, 0)
+        if self._out == "column" and self.size > 1:  # (allowed blocks are apart)
+            first = np.where(allowed & (lengths > 1), 1, first)
+        return first
+
     def expecting(self, ranks):
         """Whether ``ranks[i]`` must end with every allowed ``"out"`` block (the
         expected blocks are the allowed ones, except none on rank 0 of an exscan)."""

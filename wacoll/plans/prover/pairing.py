@@ -60,7 +60,8 @@ def _runs(keys):
 
 def _unequal(plan, steps, sends, recvs):
     """Whether each pair (``sends[i]``, ``recvs[i]``) carries other blocks than the
-    receive expects (folded block ids compared in the plan's own steps)."""
+    receive expects: other runs of blocks (folded block ids compared in the plan's
+    own steps)."""
     first, block = steps.first, steps.block
     if steps.single:  # one block each: entry s is step s's block
         a, b = block[sends], block[recvs]
@@ -71,10 +72,11 @@ def _unequal(plan, steps, sends, recvs):
         bad = n_send != first[recvs + 1] - first[recvs]
         same = np.flatnonzero(~bad)
         lengths = n_send[same]
-        a = block[ranges(first[sends[same]], lengths)]
-        b = block[ranges(first[recvs[same]], lengths)]
+        at_send = ranges(first[sends[same]], lengths)
+        at_recv = ranges(first[recvs[same]], lengths)
+        a, b = block[at_send], block[at_recv]
         owner = np.repeat(same, lengths)
-        bad[owner[a != b]] = True
+        bad[owner[(a != b) | (steps.length[at_send] != steps.length[at_recv])]] = True
     if steps.beyond:  # ids beyond the layout were folded: compare the real ones
         folded = np.flatnonzero((a == steps.nblocks) & (a == b))
         if owner is not None:

@@ -28,14 +28,16 @@ __all__ = ["verify", "max_hops", "measures"]
 
 
 def _final_out(plan, steps, flow):
-    """The ``"out"`` slots a rank must end with that it wrote: their ranks, blocks and
-    last writes."""
+    """The ``"out"`` slots a rank must end with that it wrote: their ranks, first
+    blocks, numbers of blocks and last writes. (A written ``"out"`` slot has a place
+    in ``"out"`` for all its blocks, or the run stopped at the write.)"""
     layout = flow.layout
     out = steps.buffer_id("out")
     chosen = (flow.slot_buf == out) & (flow.slot_last >= 0)
     ranks, blocks = flow.slot_rank[chosen], flow.slot_block[chosen]
     want = layout.out_allowed(ranks, blocks) & layout.expecting(ranks)
-    return ranks[want], blocks[want], flow.slot_last[chosen][want]
+    last = flow.slot_last[chosen][want]
+    return ranks[want], blocks[want], steps.length[last], last
 
 
 class _Verdicts:
@@ -73,10 +75,10 @@ def _first_failing(plan, steps, flow, values, verdicts):
     or None."""
     layout = flow.layout
     size = plan.size
-    ranks, blocks, last = _final_out(plan, steps, flow)
+    ranks, blocks, lengths, last = _final_out(plan, steps, flow)
     held = layout.out_held(np.arange(size))
     fresh = ~held[ranks]
-    covered = np.bincount(ranks[fresh], minlength=size)
+    covered = np.bincount(ranks[fresh], weights=lengths[fresh], minlength=size)
     covered = np.where(held, plan.nblocks, covered)
     bad = covered < layout.expected_count()
     if verdicts is not None and len(last):
@@ -129,9 +131,10 @@ def verify(plan, steps, flow, values, verdicts=None):
 
 def _name_block(plan, steps, flow, values, verdicts, r):
     """Raise the error of rank ``r``'s first failing block."""
-    ranks, blocks, last = _final_out(plan, steps, flow)
+    ranks, blocks, lengths, last = _final_out(plan, steps, flow)
     mine = ranks == r
-    final = dict(zip(blocks[mine].tolist(), last[mine].tolist()))
+    final = {b + i: d for b, n, d in zip(blocks[mine].tolist(), lengths[mine].tolist(),
+                                         last[mine].tolist()) for i in range(n)}
     initially = bool(flow.layout.out_held(np.array([r]))[0])
     expected = ops.expected(plan.op, plan.size, plan.root, plan.nblocks, r)
     for (buf, b), want in sorted(expected.items()):
@@ -149,7 +152,7 @@ def max_hops(plan, steps, flow, values) -> int:
     """The most wide-area links on any path from a data item's source to a rank."""
     if isinstance(values, Knowledge):
         return int(values.rows.max()) if values.rows.size else 0
-    _, _, last = _final_out(plan, steps, flow)
+    last = _final_out(plan, steps, flow)[3]
     if not len(last):
         return 0
     if isinstance(values, Reductions):
@@ -163,17 +166,21 @@ def measures(plan, steps, pairing, clusters) -> dict:
     rows = pairing.send_rows
     senders = steps.rank[rows]
     wide = clusters[senders] != clusters[steps.peer[rows]]
-    count = steps.first[rows + 1] - steps.first[rows]
+    first = steps.first
+    count = first[rows + 1] - first[rows]
+    entries = ranges(first[rows], count)
     counts = plan.counts
     if len(counts) and counts.count(counts[0]) == len(counts):
-        per_entry = None
-        nbytes = count * counts[0]
+        elements = steps.length[entries].astype(np.int64) * counts[0]
     else:
-        per_entry = np.asarray(counts, dtype=np.int64)
-        elements = per_entry[steps.block[ranges(steps.first[rows], count)]]
-        owner = np.repeat(np.arange(len(rows)), count)
-        nbytes = np.bincount(owner, weights=elements, minlength=len(rows))
-        nbytes = nbytes.astype(np.int64)
+        total = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(np.asarray(counts, dtype=np.int64), out=total[1:])
+        b = steps.block[entries]
+        elements = total[b + steps.length[entries]] - total[b]
+    running = np.zeros(len(elements) + 1, dtype=np.int64)
+    np.cumsum(elements, out=running[1:])
+    ends = np.cumsum(count)
+    nbytes = running[ends] - running[ends - count]
     itemsize = plan.itemsize
     sends = np.bincount(senders, minlength=plan.size) if plan.size else np.zeros(1)
     return {

@@ -140,6 +140,7 @@ class Run:
         self.send_at = np.searchsorted(send_rows, start).tolist()
         self.fault_at = np.searchsorted(flow.fault_rows, start).tolist()
         self.fault_rows = flow.fault_rows.tolist()
+        self.offsets = None if steps.single else steps.offsets()
         self.pc = np.zeros(size, dtype=np.int64)
         self.waiting = np.full(size, -1, dtype=np.int64)
         self.waiters = [0] * size
@@ -239,40 +240,58 @@ class Run:
         i = row - self.start[r]
         return r, i, self.plan.programs[r][i]
 
-    def fail(self, row, code, entry=-1, **details):
-        """Raise the fault ``code`` of the step at ``row`` (on its block at ``entry``)."""
+    def fail(self, row, code, position=-1, **details):
+        """Raise the fault ``code`` of the step at ``row`` (on its block at index
+        ``position`` of its ``blocks``)."""
         r, i, step = self.where(row)
-        b = None
-        if entry >= 0:
-            b = step.blocks[entry - int(self.steps.first[row])]
+        b = step.blocks[position] if position >= 0 else None
         text = fault_text(code, plan=self.plan, r=r, step=step, b=b, **details)
         raise PlanError(f"rank {r} step {i} ({step}): {text}", rank=r, step=i)
 
-    def holder(self, row, entry):
-        """The buffer in which the rank of ``row`` holds the block of ``entry`` when
-        that entry is received (data movement, where all copies of a block are
+    def position(self, row, entry):
+        """The index in the ``blocks`` of the step at ``row`` of the first block of
+        its ``entry``."""
+        if self.offsets is None:
+            return int(entry - self.steps.first[row])
+        return int(self.offsets[entry] - self.offsets[self.steps.first[row]])
+
+    def holder(self, row, position):
+        """The buffer in which the rank of ``row`` holds the block at ``position``
+        when that step receives it (data movement, where all copies of a block are
         equal): the first such buffer by name."""
         r, i, step = self.where(row)
-        pos = entry - int(self.steps.first[row])
-        b = step.blocks[pos]
+        b = step.blocks[position]
         layout = self.flow.layout
         held = set()
         if layout.in_held(np.array([r]), np.array([b]))[0]:
             held.add("in")
         if layout.out_held(np.array([r]))[0]:
             held.add("out")
-        program = self.plan.programs[r]
-        for earlier in program[:i]:
+        for earlier in self.plan.programs[r][:i]:
             if earlier.kind in ("recv", "copy") and b in earlier.blocks:
                 held.add(earlier.dst)
-        if b in step.blocks[:pos]:
+        if b in step.blocks[:position]:
             held.add(step.dst)
         return min(held)
 
     # --------------------------------------------------------------- helpers
-    def recv_entries(self, lo, stop, kinds=(RECV,)):
-        """The entries of the receives of kind ``kinds`` in rows ``lo..stop-1``, and
-        the entries of the sends they meet."""
+    def sources(self, rows, sends, entries):
+        """For entries of the receives at ``rows`` (one row and its send per entry),
+        the entries ``lo..hi-1`` of the sends at ``sends`` that carry their blocks
+        (a message's pieces differ at its two ends)."""
+        steps = self.steps
+        if steps.single:
+            return sends, sends + 1
+        off, first = self.offsets, steps.first
+        at = off[first[sends]] + off[entries] - off[first[rows]]
+        lo = np.searchsorted(off, at, side="right") - 1
+        hi = np.searchsorted(off, at + steps.length[entries], side="left")
+        return lo, hi
+
+    def receives(self, lo, stop, kinds=(RECV,)):
+        """The receives of kind ``kinds`` in rows ``lo..stop-1``: their rows, the rows
+        of the sends they meet, their entries, each entry's receive and send rows,
+        and the range of send entries carrying each (see :meth:`sources`)."""
         steps = self.steps
         r0 = int(np.searchsorted(self.recv_rows, lo))
         r1 = int(np.searchsorted(self.recv_rows, stop))
@@ -283,10 +302,10 @@ class Run:
             if not keep.all():
                 rows, sends = rows[keep], sends[keep]
         if steps.single:
-            return rows, sends, rows, sends
+            return rows, sends, rows, rows, sends, sends, sends + 1
         first = steps.first
         count = first[rows + 1] - first[rows]
         entries = ranges(first[rows], count)
-        matched = entries + np.repeat(first[sends] - first[rows], count)
-        return rows, sends, entries, matched
-
+        e_rows, e_sends = np.repeat(rows, count), np.repeat(sends, count)
+        src_lo, src_hi = self.sources(e_rows, e_sends, entries)
+        return rows, sends, entries, e_rows, e_sends, src_lo, src_hi

@@ -9,7 +9,8 @@ the run at a step with a fault (``fault(run, f)``: the ``f``-th static fault of
   wherever it is, so only the wide-area links its copy crossed differ; a receive
   adds one to the count of the write its send read when it crosses clusters. A
   copy's count is that of the write it copies, followed back to a receive (or the
-  initial data) once, before the run.
+  initial data) once, before the run. A piece keeps the most hops of its blocks,
+  which is all the report needs (the most on any path).
 - :class:`Reductions`: the expression of every block, step by step, with the
   checks of each combination and of each receive.
 - :class:`Knowledge` (barrier): which ranks each rank has heard of, and over how
@@ -32,7 +33,7 @@ from wacoll.plans.prover.flow import (
     STRICT,
 )
 
-__all__ = ["Hops", "Reductions", "Knowledge", "Repeats", "UNKNOWN"]
+__all__ = ["Hops", "Reductions", "Uneven", "Knowledge", "Repeats", "UNKNOWN"]
 
 #: Knowledge rows: a rank not heard of (any count from here up).
 UNKNOWN = 2**30
@@ -69,21 +70,31 @@ class Hops:
         return out
 
     def visit(self, run, r, lo, stop):
-        rows, sends, entries, matched = run.recv_entries(lo, stop)
-        if len(entries):
-            cl = run.clusters
-            wide = (cl[run.steps.rank[sends]] != cl[r]).astype(np.int32)
-            if not run.steps.single:
-                first = run.steps.first
-                wide = np.repeat(wide, first[rows + 1] - first[rows])
-            self.hops[entries] = self.of(self.flow.read_def[matched]) + wide
+        rows, sends, entries, e_rows, e_sends, src_lo, src_hi = run.receives(lo, stop)
+        if not len(entries):
+            return
+        cl = run.clusters
+        wide = (cl[run.steps.rank[e_sends]] != cl[r]).astype(np.int32)
+        read = self.flow.read_def
+        if run.steps.single or bool((src_hi - src_lo == 1).all()):
+            carried = self.of(read[src_lo])
+        else:  # a piece made of several pieces of the sender: the most hops of them
+            counts = src_hi - src_lo
+            carried = np.maximum.reduceat(self.of(read[ranges(src_lo, counts)]),
+                                          np.cumsum(counts) - counts)
+        self.hops[entries] = carried + wide
 
     def fault(self, run, f):
         flow = run.flow
         row, code = int(flow.fault_rows[f]), int(flow.fault_codes[f])
-        entry = int(flow.fault_entries[f])
-        held = run.holder(row, entry) if code == HOLDER else None
-        run.fail(row, code, entry, held=held)
+        position = int(flow.fault_positions[f])
+        held = run.holder(row, position) if code == HOLDER else None
+        run.fail(row, code, position, held=held)
+
+
+class Uneven(Exception):
+    """A piece of a receive whose blocks come with different expressions (the
+    checker then takes every block as a piece of its own)."""
 
 
 class Reductions:
@@ -109,7 +120,8 @@ class Reductions:
         nslots = len(flow.slot_rank)
         self.current = np.full(nslots, -1, dtype=np.int64)
         self.mark = np.full(nslots, -1, dtype=np.int64)
-        group_key = flow.slot_rank * max(steps.nblocks, 1) + flow.slot_block
+        group_key = flow.slot_rank.astype(np.int64) * max(steps.nblocks, 1) + \
+            flow.slot_block
         order = np.argsort(group_key, kind="stable")
         head = np.ones(nslots, dtype=bool)
         head[1:] = group_key[order][1:] != group_key[order][:-1]
@@ -233,8 +245,7 @@ class Reductions:
         if kind in (RECV, RECV_COMBINE):
             at = int(np.searchsorted(run.pairing.recv_rows, row))
             send = int(run.pairing.recv_send[at])
-            matched = entries + (int(steps.first[send]) - int(steps.first[row]))
-            incoming = self.value(flow.read_def[matched], int(steps.rank[send]))
+            incoming = self.carried(run, row, send, entries)
             if run.clusters[steps.rank[send]] != run.clusters[r]:
                 incoming = (incoming[0], incoming[1] + 1)
         if kind == RECV:
@@ -258,6 +269,22 @@ class Reductions:
             self.current[flow.slot[entries]] = entries
         return codes, operands, held
 
+    def carried(self, run, row, send, entries):
+        """The expressions and hops the send at ``send`` carries for ``entries`` of
+        the receive at ``row``; raise :class:`Uneven` when a piece gets several."""
+        n = len(entries)
+        lo, hi = run.sources(np.full(n, row), np.full(n, send), entries)
+        sender = int(self.steps.rank[send])
+        read = self.flow.read_def
+        if bool((hi - lo == 1).all()):
+            return self.value(read[lo], sender)
+        counts = hi - lo
+        expr, hops = self.value(read[ranges(lo, counts)], sender)
+        heads = np.cumsum(counts) - counts
+        if (expr != np.repeat(expr[heads], counts)).any():
+            raise Uneven()
+        return expr[heads], np.maximum.reduceat(hops, heads)
+
     def _sequential(self, e0, e1):
         """Whether entries ``e0..e1-1`` of one step write a slot twice (then each
         block must see the ones before it)."""
@@ -277,7 +304,7 @@ class Reductions:
                        "exprs": self.exprs}
         elif code == HOLDER:
             details = {"held": held}
-        run.fail(row, code, entry, **details)
+        run.fail(row, code, run.position(row, entry), **details)
 
     def take(self, run, row, static=False):
         """Run the step at ``row``; raise at its first fault, its entries' static
@@ -311,7 +338,7 @@ class Reductions:
         flow = run.flow
         row, code = int(flow.fault_rows[f]), int(flow.fault_codes[f])
         if code in (PEER, GROUP) or self.steps.kind[row] == SEND:
-            run.fail(row, code, int(flow.fault_entries[f]))
+            run.fail(row, code, int(flow.fault_positions[f]))
         self.take(run, row, static=True)
 
 
@@ -343,7 +370,7 @@ class Knowledge:
     def fault(self, run, f):
         flow = run.flow
         run.fail(int(flow.fault_rows[f]), int(flow.fault_codes[f]),
-                 int(flow.fault_entries[f]))
+                 int(flow.fault_positions[f]))
 
 
 class Repeats:
@@ -357,41 +384,41 @@ class Repeats:
         self.steps, self.reduction = steps, reduction
         self.cluster_ids = cluster_ids
         self.layout, self.clusters = layout, clusters
-        cl = clusters
-        send_rows = pairing.send_rows
-        src_c = cl[steps.rank[send_rows]]
-        dst_c = cl[np.maximum(steps.peer[send_rows], 0)]
-        self.nclusters = int(cl.max()) + 1 if len(cl) else 1
-        wide = src_c != dst_c
-        rows = send_rows[wide]
-        src_c, dst_c = src_c[wide], dst_c[wide]
-        if steps.single:
-            entries = rows
-        else:
-            counts = steps.first[rows + 1] - steps.first[rows]
-            entries = ranges(steps.first[rows], counts)
-            src_c, dst_c = np.repeat(src_c, counts), np.repeat(dst_c, counts)
+        self.nclusters = int(clusters.max()) + 1 if len(clusters) else 1
+        blocks, src_c, dst_c = self._events(pairing.send_rows)
         if steps.beyond:  # (blocks beyond the layout stop the run at a fault)
-            valid = steps.block[entries] < steps.nblocks
-            entries, src_c, dst_c = entries[valid], src_c[valid], dst_c[valid]
+            valid = blocks < steps.nblocks
+            blocks, src_c, dst_c = blocks[valid], src_c[valid], dst_c[valid]
         self.items = []
-        self.any = bool(len(entries)) and self._repeated(entries, src_c, dst_c)
+        self.any = bool(len(blocks)) and self._repeated(blocks, src_c, dst_c)
         self.seen = set()
 
-    def _keys(self, entries, src_c, dst_c):
+    def _events(self, rows):
+        """The blocks the sends at ``rows`` carry across clusters, with the clusters
+        they leave and enter."""
+        steps, cl = self.steps, self.clusters
+        src_c = cl[steps.rank[rows]]
+        dst_c = cl[np.maximum(steps.peer[rows], 0)]
+        wide = src_c != dst_c
+        rows, src_c, dst_c = rows[wide], src_c[wide], dst_c[wide]
+        if steps.single:
+            return steps.block[rows].astype(np.int64), src_c, dst_c
+        first = steps.first
+        count = first[rows + 1] - first[rows]
+        entries = ranges(first[rows], count)
+        length = steps.length[entries].astype(np.int64)
+        blocks = ranges(steps.block[entries], length)
+        count = np.bincount(np.repeat(np.arange(len(rows)), count), weights=length,
+                            minlength=len(rows)).astype(np.int64)
+        return blocks, np.repeat(src_c, count), np.repeat(dst_c, count)
+
+    def _keys(self, blocks, src_c, dst_c):
         c = self.nclusters
-        b = self.steps.block[entries].astype(np.int64)
         if self.reduction:
-            return (b * c + src_c) * c + dst_c
-        return b * c + dst_c
+            return (blocks * c + src_c) * c + dst_c
+        return blocks * c + dst_c
 
-    def _initial(self, entries):
-        """Keys of the clusters that hold each entry's block at the start."""
-        b = self.steps.block[entries].astype(np.int64)
-        return b * self.nclusters + self.clusters[self.layout.source(b)]
-
-    def _repeated(self, entries, src_c, dst_c):
-        blocks = self.steps.block[entries]
+    def _repeated(self, blocks, src_c, dst_c):
         if not self.reduction and \
                 (dst_c == self.clusters[self.layout.source(blocks)]).any():
             return True
@@ -399,7 +426,7 @@ class Repeats:
         once[blocks] = True
         if int(np.count_nonzero(once)) == len(blocks):
             return False  # every block crosses once: no key twice
-        keys = self._keys(entries, src_c, dst_c)
+        keys = self._keys(blocks, src_c, dst_c)
         space = int(keys.max()) + 1
         if space <= 2**28:
             seen = np.zeros(space, dtype=bool)
@@ -410,24 +437,19 @@ class Repeats:
     def visit(self, run, lo, stop):
         if not self.any or len(self.items) >= self.LIMIT:
             return
-        steps, cl = self.steps, self.clusters
-        rows = lo + np.flatnonzero(steps.kind[lo:stop] == SEND)
+        rows = lo + np.flatnonzero(self.steps.kind[lo:stop] == SEND)
         if not len(rows):
             return
-        src_c = cl[steps.rank[rows]]
-        dst_c = cl[steps.peer[rows]]
-        wide = src_c != dst_c
-        rows = rows[wide]
-        counts = steps.first[rows + 1] - steps.first[rows]
-        entries = ranges(steps.first[rows], counts)
-        src_c, dst_c = np.repeat(src_c[wide], counts), np.repeat(dst_c[wide], counts)
-        keys = self._keys(entries, src_c, dst_c).tolist()
-        initial = [] if self.reduction else self._initial(entries).tolist()
-        blocks = steps.block[entries].tolist()
-        seen = self.seen
+        blocks, src_c, dst_c = self._events(rows)
+        keys = self._keys(blocks, src_c, dst_c).tolist()
+        initial = [] if self.reduction else \
+            self.clusters[self.layout.source(blocks)].tolist()
+        dst_c = dst_c.tolist()
+        src_c = src_c.tolist()
+        blocks = blocks.tolist()
+        seen, ids = self.seen, self.cluster_ids
         for i, key in enumerate(keys):
-            if key in seen or (not self.reduction and key == initial[i]):
-                ids = self.cluster_ids
+            if key in seen or (not self.reduction and dst_c[i] == initial[i]):
                 item = (blocks[i], ids[dst_c[i]]) if not self.reduction else \
                     (blocks[i], ids[src_c[i]], ids[dst_c[i]])
                 self.items.append(item)

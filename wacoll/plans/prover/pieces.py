@@ -1,0 +1,114 @@
+"""Entries cut into pieces that each access of their rank takes whole.
+
+A rank's steps name runs of blocks that overlap in every way: an allgather's rank
+receives its children's subtrees, then sends them up with its own block, then
+receives everything else from its parent. :func:`split` cuts every entry of a rank
+at every place where one of that rank's entries begins or ends (and where the
+operation's layout changes what the rank holds or may write), so that each access
+of the rank covers a piece wholly or not at all. The checker then tracks one value
+per piece instead of one per block: a rank's pieces are few when its steps move
+whole ranges, and a plan whose steps move single blocks is left as it is.
+
+Pieces are per rank: a message's pieces at the sender and at the receiver can
+differ; :meth:`wacoll.plans.prover.run.Run.sources` pairs them up.
+
+Examples
+--------
+>>> from wacoll import Topology
+>>> from wacoll.plans import build
+>>> from wacoll.plans.prover.encode import encode
+>>> from wacoll.plans.prover.layout import Layout
+>>> plan = build("allgather", Topology.from_sizes([2, 2]), "magpie")
+>>> [str(s) for s in plan.programs[0]]
+['copy [0] in -> out', 'recv 1 [1]', 'send 2 [0,1]', 'recv 2 [2,3]', 'send 1 [0,2,3]']
+>>> steps = encode(plan)
+>>> cut = split(steps, Layout("allgather", 4, None, 4))
+>>> at = slice(cut.first[2], cut.first[3])   # rank 0's send to 2: blocks 0 and 1
+>>> cut.block[at].tolist(), cut.length[at].tolist()
+([0, 1], [1, 1])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from wacoll.plans.prover.encode import index_dtype, ranges
+
+__all__ = ["split"]
+
+
+def _layout_edges(layout, size):
+    """Per rank, the block ids where what it holds at the start or may write to
+    ``"out"`` changes (as (ranks, ids))."""
+    s = layout.spec
+    ranks = np.arange(size, dtype=np.int64)
+    edges = []
+    if s.layout == "per_rank" and s.kind == "movement":  # "in" holds block r
+        edges += [ranks, ranks + 1]
+    if s.layout == "pairs":  # "in" holds r * size .. r * size + size - 1
+        edges += [ranks * size, ranks * size + size]
+    if layout._out == "own":  # "out" has a place for block r
+        edges += [ranks, ranks + 1]
+    if not edges:
+        return ranks[:0], ranks[:0]
+    return np.tile(ranks, len(edges)), np.concatenate(edges)
+
+
+def split(steps, layout, *, blocks=False):
+    """``steps`` with every entry cut into the pieces of its rank (see the module
+    docstring), or into single blocks when ``blocks``.
+
+    Parameters
+    ----------
+    steps : wacoll.plans.prover.encode.Steps
+    layout : wacoll.plans.prover.layout.Layout
+    blocks : bool
+        Cut every entry into single blocks.
+
+    Returns
+    -------
+    wacoll.plans.prover.encode.Steps
+        The same steps; ``first``, ``block``, ``length`` and ``single`` describe the
+        pieces.
+    """
+    length = steps.length
+    if steps.single or not len(length) or int(length.max()) <= 1:
+        return steps
+    if blocks:
+        count = length.astype(np.int64)
+        block = ranges(steps.block, count)
+        piece_length = np.ones(len(block), dtype=length.dtype)
+    else:
+        nb = steps.nblocks
+        wide = np.int64(nb + 2)
+        rank = steps.per_entry(steps.rank).astype(np.int64)
+        begin = rank * wide + steps.block
+        end = begin + length
+        edge_ranks, edge_ids = _layout_edges(layout, steps.size)
+        inside = (edge_ids >= 0) & (edge_ids <= nb)
+        edges = np.unique(np.concatenate((begin, end, edge_ranks[inside] * wide +
+                                          edge_ids[inside])))
+        lo = np.searchsorted(edges, begin, side="right")
+        hi = np.searchsorted(edges, end, side="left")
+        count = (hi - lo + 1).astype(np.int64)
+        owner = np.repeat(np.arange(len(length)), count)
+        ahead = np.cumsum(count) - count
+        k = np.arange(len(owner)) - ahead[owner]
+        # piece k of an entry starts at its k-th inner edge (the entry's start for 0)
+        cut = edges[np.minimum(lo[owner] + k - 1, len(edges) - 1)]
+        starts = np.where(k == 0, begin[owner], cut)
+        stops = np.append(starts[1:], 0)
+        last = k == count[owner] - 1
+        stops[last] = end[owner][last]
+        block = starts - rank[owner] * wide
+        piece_length = (stops - starts).astype(length.dtype)
+    pieces = np.zeros(len(count) + 1, dtype=np.int64)
+    np.cumsum(count, out=pieces[1:])
+    first = pieces[steps.first].astype(steps.first.dtype, copy=False)
+    single = len(block) == steps.nsteps and int(piece_length.max(initial=1)) == 1 and \
+        bool(((first[1:] - first[:-1]) == 1).all())
+    return dataclasses.replace(
+        steps, first=first, block=block.astype(index_dtype(steps.nblocks + 1)),
+        length=piece_length, single=single)
