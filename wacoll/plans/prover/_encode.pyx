@@ -62,7 +62,7 @@ def encode_programs(tuple programs, cls, codes, buffers, Py_ssize_t size,
                     Py_ssize_t nblocks, Py_ssize_t nsteps):
     """Every step of ``programs`` (a tuple of tuples) as arrays, in one pass: kind
     codes (int8), peers (int32; -1 none, -2 not a rank), buffer ids (int16; -1 none),
-    left side and group (bool), the first entry of each step (int64, ``nsteps + 1``)
+    left side and group (bool), the first entry of each step (int32, ``nsteps + 1``)
     and the entries: runs of consecutive block ids, as first block and length (int32;
     a block id from ``nblocks`` on is a run of its own, folded to ``nblocks``).
     ``codes`` maps kind names to
@@ -76,7 +76,7 @@ def encode_programs(tuple programs, cls, codes, buffers, Py_ssize_t size,
     dst_a = np.empty(nsteps, dtype=np.int16)
     left_a = np.zeros(nsteps, dtype=np.uint8)
     group_a = np.zeros(nsteps, dtype=np.uint8)
-    first_a = np.empty(nsteps + 1, dtype=np.int64)
+    first_a = np.empty(nsteps + 1, dtype=np.int32)
     block_a = np.empty(max(nsteps, 16), dtype=np.int32)
     length_a = np.empty(max(nsteps, 16), dtype=np.int32)
     cdef int8_t[::1] kind = kind_a
@@ -85,7 +85,7 @@ def encode_programs(tuple programs, cls, codes, buffers, Py_ssize_t size,
     cdef int16_t[::1] dst = dst_a
     cdef uint8_t[::1] left = left_a
     cdef uint8_t[::1] group = group_a
-    cdef int64_t[::1] first = first_a
+    cdef int32_t[::1] first = first_a
     cdef int32_t[::1] block = block_a
     cdef int32_t[::1] length = length_a
     cdef int64_t b, prev
@@ -156,8 +156,10 @@ def encode_programs(tuple programs, cls, codes, buffers, Py_ssize_t size,
                 else:
                     left[i] = step.side == left_side
                     group[i] = bool(step.group)
-            first[i] = e
+            first[i] = <int32_t>e
             n = PyTuple_GET_SIZE(blocks)
+            if e + n >= 2**31 - 1:
+                raise OverflowError("too many blocks for the compiled reader")
             if e + n > capacity:
                 capacity = max(2 * capacity, e + n)
                 grown = np.empty(capacity, dtype=np.int32)
@@ -179,6 +181,6 @@ def encode_programs(tuple programs, cls, codes, buffers, Py_ssize_t size,
                     e += 1
                 prev = b if b < nblocks else -2
             i += 1
-    first[i] = e
+    first[i] = <int32_t>e
     return (kind_a, peer_a, src_a, dst_a, left_a.view(bool), group_a.view(bool),
             first_a, block_a[:e], length_a[:e])

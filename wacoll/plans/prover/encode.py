@@ -49,7 +49,8 @@ except ImportError:  # not built: the steps are read in Python
     _compiled = None
 
 __all__ = ["SEND", "RECV", "RECV_COMBINE", "COPY", "COMBINE", "KIND_CODES", "NO_PEER",
-           "BAD_PEER", "Steps", "encode", "ranges", "index_dtype", "COMPILED"]
+           "BAD_PEER", "Steps", "encode", "ranges", "distinct", "index_dtype",
+           "COMPILED"]
 
 #: Whether the compiled reader of steps is built.
 COMPILED = _compiled is not None
@@ -76,6 +77,21 @@ def index_dtype(largest):
     (dtype('int32'), dtype('int64'))
     """
     return np.dtype(np.int32 if largest < 2**31 - 1 else np.int64)
+
+
+def distinct(values):
+    """The distinct values, sorted (a stable sort, fast on the nearly sorted arrays
+    the checker has, where ``np.unique`` is not).
+
+    Examples
+    --------
+    >>> distinct(np.array([3, 1, 3, 2])).tolist()
+    [1, 2, 3]
+    """
+    values = np.sort(values, kind="stable")
+    keep = np.ones(len(values), dtype=bool)
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    return values[keep]
 
 
 def ranges(starts, lengths):
@@ -294,7 +310,7 @@ def encode(plan, *, compiled=None) -> Steps:
     if first is None:
         kind, peer, src, dst, left, group, count, block, length = \
             _read_python(plan, buffers)
-        first = np.zeros(nsteps + 1, dtype=np.int64)
+        first = np.zeros(nsteps + 1, dtype=index_dtype(len(block) + 1))
         np.cumsum(count, out=first[1:])
     start = np.zeros(size + 1, dtype=np.int64)
     np.cumsum(lengths, out=start[1:])

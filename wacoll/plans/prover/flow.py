@@ -180,8 +180,8 @@ def analyse(plan, steps, *, reduction=None, level=None) -> Flow:
         writes &= dst != in_id
     writes = ok(writes)
 
-    def key(where, buf):
-        return (rank[where].astype(np.int64) * nbuf + buf[where]) * nb + block[where]
+    def key(where, buf):  # (rank, block, buffer): a (rank, block)'s slots side by side
+        return (rank[where].astype(np.int64) * nb + block[where]) * nbuf + buf[where]
 
     def reads_of(buf):
         outside = (buf >= 0) if in_id < 0 else (buf >= 0) & (buf != in_id)
@@ -191,7 +191,8 @@ def analyse(plan, steps, *, reduction=None, level=None) -> Flow:
     where2 = reads_of(read2) if read2 is not None else where1[:0]
     wherew = np.flatnonzero(writes).astype(ident_t, copy=False)
     # accesses in time order (entry e reads at 2e, writes at 2e + 1), then by key
-    if len(where1) or len(where2):
+    by_write_only = not (len(where1) or len(where2))
+    if not by_write_only:
         times = np.concatenate((2 * where1.astype(np.int64), 2 * where2.astype(np.int64),
                                 2 * wherew.astype(np.int64) + 1))
         by_time = np.argsort(times, kind="stable")
@@ -247,28 +248,39 @@ def analyse(plan, steps, *, reduction=None, level=None) -> Flow:
     some = ident[order[starts]]  # an entry of each slot
     slot_rank = rank[some].astype(np.int64)
     slot_block = block[some].astype(np.int64)
-    slot_buf = ((skeys[starts] // max(nb, 1)) % nbuf).astype(np.int16) \
-        if nbuf > 1 else np.zeros(len(starts), dtype=np.int16)
-    del skeys, starts, some, ident
+    if by_write_only:
+        slot_buf = dst[some]
+    else:
+        slot_buf = (skeys[starts] % nbuf).astype(np.int16) if nbuf > 1 else \
+            np.zeros(len(starts), dtype=np.int16)
+    del starts, some
     pre = np.zeros(n, dtype=np.int8)
     # a received block already held, for data movement (values are sources)
     if not reduction:
         recv = np.flatnonzero(ok(kind == RECV))
-        prior = np.zeros(n, dtype=bool)
-        buffers = np.count_nonzero(np.bincount(dst[wherew], minlength=nbuf))
-        if len(recv) == int(np.count_nonzero(writes[recv])) and buffers <= 1:
-            # one buffer is written, into by every receive: a block held before is
-            # an earlier write of the same slot, just before in the sorted accesses
-            before = np.maximum(pw.astype(np.int64) - 1, 0)
-            prior[wherew] = (pw > 0) & (last[before] >= 0) & \
-                (slot_of[before] == slot_of[pw])
+        if len(recv) == int(np.count_nonzero(writes[recv])):
+            # every receive writes: a block held before is an earlier write of the
+            # (rank, block) in any buffer, whose slots are side by side
+            group = skeys // nbuf
+            fresh = np.ones(n_acc, dtype=bool)
+            np.not_equal(group[1:], group[:-1], out=fresh[1:])
+            written = np.ones(n_acc, dtype=bool) if by_write_only else is_write[order]
+            never = np.int64(n)  # (after every entry)
+            earliest = np.minimum.reduceat(np.where(written, ident[order], never),
+                                           np.flatnonzero(fresh)) if n_acc else fresh
+            group_of = np.cumsum(fresh) - 1
+            prior = np.zeros(n, dtype=bool)
+            prior[wherew] = earliest[group_of[pw]] < wherew
             prior = prior[recv]
-        else:  # any earlier write of the (rank, block), in any buffer
+            del group, fresh, written, earliest, group_of
+        else:  # a receive into "in": any earlier write of the (rank, block)
             times = np.concatenate((2 * wherew.astype(np.int64) + 1,
                                     2 * recv.astype(np.int64)))
             key2 = np.concatenate((rank[wherew].astype(np.int64) * nb + block[wherew],
                                    rank[recv].astype(np.int64) * nb + block[recv]))
-            order2 = np.lexsort((times, key2))
+            by_time = np.argsort(times, kind="stable")  # (two sorted lists merged)
+            order2 = by_time[np.argsort(key2[by_time], kind="stable")]
+            del by_time
             key2, written = key2[order2], order2 < len(wherew)
             at = np.arange(len(order2))
             run2 = np.maximum.accumulate(np.where(
@@ -283,7 +295,7 @@ def analyse(plan, steps, *, reduction=None, level=None) -> Flow:
         pre[recv[prior | initially]] = HOLDER
         if combining:
             pre[np.flatnonzero((kind == RECV_COMBINE) | (kind == COMBINE))] = MOVES
-    del order, last, position, head, slot_of
+    del order, last, position, head, slot_of, skeys, ident
     # static faults of the entries, in the order the checks are taken
     if read2_def is not None:
         pre[read2_def == MISSING] = HELD_SRC

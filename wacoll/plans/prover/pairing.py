@@ -193,15 +193,21 @@ def pair(plan, steps) -> Pairing:
     s_ok, r_ok = s_peer >= 0, r_peer >= 0
     s_keys = steps.rank[send_rows].astype(wide) * size + s_peer
     r_keys = r_peer * size + steps.rank[recv_rows]
-    s_sel = send_rows if s_ok.all() else send_rows[s_ok]
-    r_sel = recv_rows if r_ok.all() else recv_rows[r_ok]
-    s_keys, r_keys = s_keys[s_ok], r_keys[r_ok]
+    s_all, r_all = bool(s_ok.all()), bool(r_ok.all())
+    s_sel = send_rows if s_all else send_rows[s_ok]
+    r_sel = recv_rows if r_all else recv_rows[r_ok]
+    if not s_all:
+        s_keys = s_keys[s_ok]
+    if not r_all:
+        r_keys, r_peer = r_keys[r_ok], r_peer[r_ok]
     s_order = np.argsort(s_keys, kind="stable")
-    r_order = np.argsort(r_keys, kind="stable")
+    if size <= 2**16:  # receives are in receiver order: a (radix) sort by sender
+        r_order = np.argsort(r_peer.astype(np.uint16), kind="stable")
+    else:
+        r_order = np.argsort(r_keys, kind="stable")
     s_keys, r_keys = s_keys[s_order], r_keys[r_order]
     s_sorted, r_sorted = s_sel[s_order], r_sel[r_order]
-    aligned = (len(s_sel) == len(send_rows) and len(r_sel) == len(recv_rows)
-               and np.array_equal(s_keys, r_keys))
+    aligned = s_all and r_all and np.array_equal(s_keys, r_keys)
     if aligned and not _unequal(plan, steps, s_sorted, r_sorted).any():
         recv_send = np.empty(len(recv_rows), dtype=send_rows.dtype)
         recv_send[r_order] = s_sorted

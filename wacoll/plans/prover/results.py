@@ -20,7 +20,7 @@ import numpy as np
 
 from wacoll.errors import PlanError
 from wacoll.plans import operations as ops
-from wacoll.plans.prover.encode import ranges
+from wacoll.plans.prover.encode import distinct, ranges
 from wacoll.plans.prover.run import _fmt_ranks, _ranks
 from wacoll.plans.prover.values import UNKNOWN, Knowledge, Reductions
 
@@ -37,7 +37,8 @@ def _final_out(plan, steps, flow):
     ranks, blocks = flow.slot_rank[chosen], flow.slot_block[chosen]
     want = layout.out_allowed(ranks, blocks) & layout.expecting(ranks)
     last = flow.slot_last[chosen][want]
-    return ranks[want], blocks[want], steps.length[last], last
+    lengths = np.ones(len(last), dtype=np.int32) if steps.single else steps.length[last]
+    return ranks[want], blocks[want], lengths, last
 
 
 class _Verdicts:
@@ -78,7 +79,10 @@ def _first_failing(plan, steps, flow, values, verdicts):
     ranks, blocks, lengths, last = _final_out(plan, steps, flow)
     held = layout.out_held(np.arange(size))
     fresh = ~held[ranks]
-    covered = np.bincount(ranks[fresh], weights=lengths[fresh], minlength=size)
+    if steps.single:
+        covered = np.bincount(ranks[fresh], minlength=size)
+    else:
+        covered = np.bincount(ranks[fresh], weights=lengths[fresh], minlength=size)
     covered = np.where(held, plan.nblocks, covered)
     bad = covered < layout.expected_count()
     if verdicts is not None and len(last):
@@ -93,7 +97,7 @@ def _first_failing(plan, steps, flow, values, verdicts):
                 bad[ranks[mark]] = True
         else:
             form = layout.form(0)
-            for e in np.unique(exprs).tolist():
+            for e in distinct(exprs).tolist():
                 if verdicts(e, form):
                     bad[ranks[exprs == e]] = True
     failing = np.flatnonzero(bad)
@@ -167,20 +171,24 @@ def measures(plan, steps, pairing, clusters) -> dict:
     senders = steps.rank[rows]
     wide = clusters[senders] != clusters[steps.peer[rows]]
     first = steps.first
-    count = first[rows + 1] - first[rows]
-    entries = ranges(first[rows], count)
     counts = plan.counts
-    if len(counts) and counts.count(counts[0]) == len(counts):
-        elements = steps.length[entries].astype(np.int64) * counts[0]
+    uniform = len(counts) and counts.count(counts[0]) == len(counts)
+    if steps.single and uniform:
+        nbytes = np.full(len(rows), counts[0], dtype=np.int64)
     else:
-        total = np.zeros(len(counts) + 1, dtype=np.int64)
-        np.cumsum(np.asarray(counts, dtype=np.int64), out=total[1:])
-        b = steps.block[entries]
-        elements = total[b + steps.length[entries]] - total[b]
-    running = np.zeros(len(elements) + 1, dtype=np.int64)
-    np.cumsum(elements, out=running[1:])
-    ends = np.cumsum(count)
-    nbytes = running[ends] - running[ends - count]
+        count = first[rows + 1] - first[rows]
+        entries = ranges(first[rows], count)
+        if uniform:
+            elements = steps.length[entries].astype(np.int64) * counts[0]
+        else:
+            total = np.zeros(len(counts) + 1, dtype=np.int64)
+            np.cumsum(np.asarray(counts, dtype=np.int64), out=total[1:])
+            b = steps.block[entries]
+            elements = total[b + steps.length[entries]] - total[b]
+        running = np.zeros(len(elements) + 1, dtype=np.int64)
+        np.cumsum(elements, out=running[1:])
+        ends = np.cumsum(count)
+        nbytes = running[ends] - running[ends - count]
     itemsize = plan.itemsize
     sends = np.bincount(senders, minlength=plan.size) if plan.size else np.zeros(1)
     return {

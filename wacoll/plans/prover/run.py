@@ -282,10 +282,18 @@ class Run:
         steps = self.steps
         if steps.single:
             return sends, sends + 1
-        off, first = self.offsets, steps.first
-        at = off[first[sends]] + off[entries] - off[first[rows]]
-        lo = np.searchsorted(off, at, side="right") - 1
-        hi = np.searchsorted(off, at + steps.length[entries], side="left")
+        off, first, length = self.offsets, steps.first, steps.length
+        start = first[sends]
+        at = off[start] + off[entries] - off[first[rows]]
+        # most often the two ends cut a message alike: the same entry number
+        lo = start + (entries - first[rows])
+        lo = np.minimum(lo, len(length) - 1)
+        hi = lo + 1
+        other = np.flatnonzero((off[lo] != at) | (length[lo] != length[entries]))
+        if len(other):
+            at = at[other]
+            lo[other] = np.searchsorted(off, at, side="right") - 1
+            hi[other] = np.searchsorted(off, at + length[entries[other]], side="left")
         return lo, hi
 
     def receives(self, lo, stop, kinds=(RECV,)):

@@ -22,7 +22,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from wacoll.plans.prover.encode import COMBINE, COPY, RECV, RECV_COMBINE, SEND, ranges
+from wacoll.plans.prover.encode import (
+    COMBINE,
+    COPY,
+    RECV,
+    RECV_COMBINE,
+    SEND,
+    distinct,
+    ranges,
+)
 from wacoll.plans.prover.flow import (
     GROUP,
     HOLDER,
@@ -432,7 +440,7 @@ class Repeats:
             seen = np.zeros(space, dtype=bool)
             seen[keys] = True
             return int(np.count_nonzero(seen)) < len(keys)
-        return len(np.unique(keys)) < len(keys)
+        return len(distinct(keys)) < len(keys)
 
     def visit(self, run, lo, stop):
         if not self.any or len(self.items) >= self.LIMIT:
