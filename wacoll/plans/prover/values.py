@@ -142,6 +142,8 @@ class Reductions:
         self.group_size = np.diff(np.append(starts, nslots))
         self.group_key = group_key[order][starts]
         self.pairs = {}
+        self.send_of = None
+        self.holding = {}  # (group, expression) -> slots holding it
 
     # ------------------------------------------------------------ values
     def value(self, defs, leaf):
@@ -190,17 +192,35 @@ class Reductions:
         its block (in any buffer)."""
         flow = self.flow
         groups, sizes = self._groups(r, entries)
-        starts = self.group_start[groups] if len(self.group_start) else sizes
-        members = self.group_slots[ranges(starts, sizes)]
-        held = self.current[members]
-        same = (held >= 0) & (self.expr[np.maximum(held, 0)] ==
-                              np.repeat(incoming, sizes))
-        found = np.zeros(len(entries), dtype=bool)
-        found[np.repeat(np.arange(len(entries)), sizes)[same]] = True
+        holding = self.holding
+        found = np.array([n > 0 and (g, x) in holding for g, n, x in
+                          zip(groups.tolist(), sizes.tolist(), incoming.tolist())],
+                         dtype=bool)
         blocks = self.steps.block[entries]
         ins = flow.layout.in_held(np.full(len(entries), r), blocks) & \
             (incoming == r) & (blocks < self.steps.nblocks)
         return found | ins
+
+    def _write(self, entries, exprs):
+        """Make ``entries`` the current values of their slots, keeping count of the
+        expressions each (rank, block) holds."""
+        slots = self.flow.slot[entries]
+        current, expr, holding = self.current, self.expr, self.holding
+        olds = current[slots]
+        old_exprs = expr[np.maximum(olds, 0)]
+        groups = self.slot_group[slots]
+        for g, old, was, new in zip(groups.tolist(), olds.tolist(), old_exprs.tolist(),
+                                    exprs.tolist()):
+            if old >= 0:
+                key = (g, was)
+                left = holding[key] - 1
+                if left:
+                    holding[key] = left
+                else:
+                    del holding[key]
+            key = (g, new)
+            holding[key] = holding.get(key, 0) + 1
+        current[slots] = entries
 
     def _groups(self, r, entries):
         """The (rank, block) group of the slots of each entry's block, and its size
@@ -272,9 +292,9 @@ class Reductions:
             expr, hops, codes, operands = self.combine(acc, incoming,
                                                         bool(steps.left[row]))
         if write:
+            self._write(entries, expr)
             self.expr[entries] = expr
             self.hops[entries] = hops
-            self.current[flow.slot[entries]] = entries
         return codes, operands, held
 
     def carried(self, run, row, send, entries):
@@ -314,6 +334,65 @@ class Reductions:
             details = {"held": held}
         run.fail(row, code, run.position(row, entry), **details)
 
+    def _one(self, run, row, e):
+        """:meth:`_eval` of a step of one entry ``e``, without arrays (a tree's steps
+        are many and small), writing its value; None when it needs arrays."""
+        steps, flow = self.steps, self.flow
+        kind, r = int(steps.kind[row]), int(steps.rank[row])
+        read = flow.read_def
+        expr, hops = self.expr, self.hops
+
+        def value(d, leaf):
+            return (int(expr[d]), int(hops[d])) if d >= 0 else (leaf, 0)
+
+        code, operands, held = 0, None, None
+        if kind in (RECV, RECV_COMBINE):
+            if self.send_of is None:
+                self.send_of = dict(zip(run.pairing.recv_rows.tolist(),
+                                        run.pairing.recv_send.tolist()))
+            send = self.send_of[row]
+            j = int(steps.first[send])
+            if int(steps.first[send + 1]) - j != 1 or steps.length[j] != steps.length[e]:
+                return None
+            sender = int(steps.rank[send])
+            incoming = value(int(read[j]), sender)
+            if run.clusters[sender] != run.clusters[r]:
+                incoming = (incoming[0], incoming[1] + 1)
+        if kind == RECV:
+            slot = int(flow.slot[e])
+            if slot < 0:
+                return None
+            new = incoming
+            if (int(self.slot_group[slot]), new[0]) in self.holding or (
+                    new[0] == r and flow.layout.in_held(
+                        np.array([r]), np.array([int(steps.block[e])]))[0]):
+                code, held = HOLDER, self.held_name(r, e, new[0])
+        elif kind == COPY:
+            new = value(int(read[e]), r)
+        else:
+            acc = value(int(read[e]), r)
+            if kind == COMBINE:
+                incoming = value(int(flow.read2_def[e]), r)
+            a, c = (incoming, acc) if steps.left[row] else (acc, incoming)
+            code, made = self.combine_pair(a[0], c[0])
+            new = (made, max(a[1], c[1]))
+            operands = ([a[0]], [c[0]])
+        slot = int(flow.slot[e])
+        old, holding = int(self.current[slot]), self.holding
+        g = int(self.slot_group[slot])
+        if old >= 0:
+            key = (g, int(expr[old]))
+            left = holding[key] - 1
+            if left:
+                holding[key] = left
+            else:
+                del holding[key]
+        key = (g, new[0])
+        holding[key] = holding.get(key, 0) + 1
+        self.current[slot] = e
+        expr[e], hops[e] = new
+        return code, operands, held
+
     def take(self, run, row, static=False):
         """Run the step at ``row``; raise at its first fault, its entries' static
         faults (``pre``, ``post`` of the flow) taken in their place among the
@@ -321,6 +400,13 @@ class Reductions:
         steps, flow = self.steps, self.flow
         e0, e1 = int(steps.first[row]), int(steps.first[row + 1])
         pre, post = flow.pre, flow.post
+        if e1 - e0 == 1 and not static:
+            found = self._one(run, row, e0)
+            if found is not None:
+                code, operands, held = found
+                if code:
+                    self._fail(run, row, code, e0, 0, operands, held)
+                return
         if self._sequential(e0, e1):
             for e in range(e0, e1):
                 codes, operands, held = self._eval(run, row, e, e + 1, write=True)
