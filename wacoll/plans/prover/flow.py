@@ -111,24 +111,22 @@ class Flow:
 
 def _sorted_defs(keys, is_write, ident):
     """Sort accesses (listed in time order) by key, stably; return the order, the
-    sorted keys, which sorted positions start a run of equal keys and, per sorted
-    position, the ident of the last write at or before it in its run (-1: none).
-    ``is_write`` None: every access is a write."""
+    sorted keys, which sorted positions start a run of equal keys, per sorted
+    position the ident of the last write at or before it in its run (-1: none), and
+    the idents in sorted order. ``is_write`` None: every access is a write."""
     n = len(keys)
     order = np.argsort(keys, kind="stable")
     skeys = keys[order]
     head = np.ones(n, dtype=bool)
     np.not_equal(skeys[1:], skeys[:-1], out=head[1:])
+    ident_sorted = ident[order]
     if is_write is None:  # every access writes: each sees itself
-        return order, skeys, head, ident[order]
+        return order, skeys, head, ident_sorted, ident_sorted
     pos = np.arange(n, dtype=index_dtype(n))
     run_start = np.maximum.accumulate(np.where(head, pos, 0))
-    written = is_write[order]
-    last = np.maximum.accumulate(np.where(written, pos, -1))
-    found = last >= run_start
-    last_ident = np.full(n, -1, dtype=ident.dtype)
-    last_ident[found] = ident[order[last[found]]]
-    return order, skeys, head, last_ident
+    last = np.maximum.accumulate(np.where(is_write[order], pos, -1))
+    last_ident = np.where(last >= run_start, ident_sorted[last], -1)
+    return order, skeys, head, last_ident, ident_sorted
 
 
 def analyse(plan, steps, *, reduction=None, level=None) -> Flow:
@@ -180,9 +178,6 @@ def analyse(plan, steps, *, reduction=None, level=None) -> Flow:
         writes &= dst != in_id
     writes = ok(writes)
 
-    def key(where, buf):  # (rank, block, buffer): a (rank, block)'s slots side by side
-        return (rank[where].astype(np.int64) * nb + block[where]) * nbuf + buf[where]
-
     def reads_of(buf):
         outside = (buf >= 0) if in_id < 0 else (buf >= 0) & (buf != in_id)
         return np.flatnonzero(ok(outside)).astype(ident_t, copy=False)
@@ -190,35 +185,60 @@ def analyse(plan, steps, *, reduction=None, level=None) -> Flow:
     where1 = reads_of(read1)
     where2 = reads_of(read2) if read2 is not None else where1[:0]
     wherew = np.flatnonzero(writes).astype(ident_t, copy=False)
+    # the buffers accessed ("in" is not), numbered 0, 1, ... in the keys
+    used = np.zeros(nbuf, dtype=bool)
+    for where, buf in ((where1, read1), (where2, read2), (wherew, dst)):
+        if len(where):
+            used[np.bincount(buf[where], minlength=nbuf)[:nbuf] > 0] = True
+    names = np.flatnonzero(used).astype(np.int16)
+    nkey = max(len(names), 1)
+    compact = np.zeros(nbuf, dtype=np.int64)
+    compact[names] = np.arange(len(names))
+
+    def key(where, buf):  # (rank, block, buffer): a (rank, block)'s slots side by side
+        k = rank[where].astype(np.int64) * nb + block[where]
+        if nkey > 1:
+            k *= nkey
+            k += compact[buf[where]]
+        return k
     # accesses in time order (entry e reads at 2e, writes at 2e + 1), then by key
     by_write_only = not (len(where1) or len(where2))
-    if not by_write_only:
-        times = np.concatenate((2 * where1.astype(np.int64), 2 * where2.astype(np.int64),
-                                2 * wherew.astype(np.int64) + 1))
-        by_time = np.argsort(times, kind="stable")
-        del times
-        keys = np.concatenate((key(where1, read1),
-                               key(where2, read2) if len(where2) else where2,
-                               key(wherew, dst)))[by_time]
-        ident = np.concatenate((where1, where2, wherew))[by_time]
-        is_write = by_time >= len(where1) + len(where2)
+    if not by_write_only:  # each entry's accesses in turn: read 1, read 2, write
+        has1 = np.zeros(n, dtype=np.int8)
+        has1[where1] = 1
+        has2 = np.zeros(n, dtype=np.int8)
+        has2[where2] = 1
+        count = has1 + has2
+        count[wherew] += 1
+        place = np.cumsum(count, dtype=np.int64)
+        place -= count
+        del count
+        at1 = place[where1]
+        at2 = place[where2] + has1[where2]
+        atw = place[wherew] + has1[wherew] + has2[wherew]
+        del place, has1, has2
+        n_acc = len(where1) + len(where2) + len(wherew)
+        keys = np.empty(n_acc, dtype=np.int64)
+        ident = np.empty(n_acc, dtype=ident_t)
+        is_write = np.zeros(n_acc, dtype=bool)
+        keys[at1], ident[at1] = key(where1, read1), where1
+        if len(where2):
+            keys[at2], ident[at2] = key(where2, read2), where2
+        keys[atw], ident[atw] = key(wherew, dst), wherew
+        is_write[atw] = True
     else:
-        by_time = None
         keys, ident = key(wherew, dst), wherew
         is_write = None
-    order, skeys, head, last = _sorted_defs(keys, is_write, ident)
+    order, skeys, head, last, ident_sorted = _sorted_defs(keys, is_write, ident)
     del keys
     n_acc = len(order)
     position = np.empty(n_acc, dtype=index_dtype(n_acc))
     position[order] = np.arange(n_acc, dtype=position.dtype)
-    if by_time is not None:  # accesses numbered as concatenated: read 1, read 2, write
-        at = np.empty(n_acc, dtype=position.dtype)
-        at[by_time] = position
-        position = at
-        del at, by_time
-    p1 = position[:len(where1)]
-    p2 = position[len(where1):len(where1) + len(where2)]
-    pw = position[len(where1) + len(where2):]
+    if by_write_only:
+        p1, p2, pw = position[:0], position[:0], position
+    else:  # the sorted positions of the accesses of where1, where2 and wherew
+        p1, p2, pw = position[at1], position[at2], position[atw]
+        del at1, at2, atw
     # a read sees the last write before it, else the initial data or nothing
     read_def = np.full(n, NO_READ, dtype=ident_t)
 
@@ -245,14 +265,11 @@ def analyse(plan, steps, *, reduction=None, level=None) -> Flow:
     slot[wherew] = slot_of[pw]
     starts = np.flatnonzero(head)
     slot_last = last[np.append(starts[1:], n_acc) - 1] if n_acc else last[:0]
-    some = ident[order[starts]]  # an entry of each slot
+    some = ident_sorted[starts]  # an entry of each slot
     slot_rank = rank[some].astype(np.int64)
     slot_block = block[some].astype(np.int64)
-    if by_write_only:
-        slot_buf = dst[some]
-    else:
-        slot_buf = (skeys[starts] % nbuf).astype(np.int16) if nbuf > 1 else \
-            np.zeros(len(starts), dtype=np.int16)
+    slot_buf = names[skeys[starts] % nkey] if nkey > 1 else \
+        np.full(len(starts), names[0] if len(names) else 0, dtype=np.int16)
     del starts, some
     pre = np.zeros(n, dtype=np.int8)
     # a received block already held, for data movement (values are sources)
@@ -261,18 +278,23 @@ def analyse(plan, steps, *, reduction=None, level=None) -> Flow:
         if len(recv) == int(np.count_nonzero(writes[recv])):
             # every receive writes: a block held before is an earlier write of the
             # (rank, block) in any buffer, whose slots are side by side
-            group = skeys // nbuf
-            fresh = np.ones(n_acc, dtype=bool)
-            np.not_equal(group[1:], group[:-1], out=fresh[1:])
-            written = np.ones(n_acc, dtype=bool) if by_write_only else is_write[order]
+            if nkey == 1:
+                fresh, group_of = head, slot_of
+            else:
+                group = skeys // nkey
+                fresh = np.ones(n_acc, dtype=bool)
+                np.not_equal(group[1:], group[:-1], out=fresh[1:])
+                group_of = np.cumsum(fresh, dtype=slot_of.dtype) - 1
+                del group
             never = np.int64(n)  # (after every entry)
-            earliest = np.minimum.reduceat(np.where(written, ident[order], never),
-                                           np.flatnonzero(fresh)) if n_acc else fresh
-            group_of = np.cumsum(fresh) - 1
+            firsts = ident_sorted if by_write_only else \
+                np.where(is_write[order], ident_sorted, never)
+            earliest = np.minimum.reduceat(firsts, np.flatnonzero(fresh)) \
+                if n_acc else fresh
             prior = np.zeros(n, dtype=bool)
             prior[wherew] = earliest[group_of[pw]] < wherew
             prior = prior[recv]
-            del group, fresh, written, earliest, group_of
+            del fresh, firsts, earliest, group_of
         else:  # a receive into "in": any earlier write of the (rank, block)
             times = np.concatenate((2 * wherew.astype(np.int64) + 1,
                                     2 * recv.astype(np.int64)))
@@ -295,7 +317,7 @@ def analyse(plan, steps, *, reduction=None, level=None) -> Flow:
         pre[recv[prior | initially]] = HOLDER
         if combining:
             pre[np.flatnonzero((kind == RECV_COMBINE) | (kind == COMBINE))] = MOVES
-    del order, last, position, head, slot_of, skeys, ident
+    del order, last, position, head, slot_of, skeys, ident, ident_sorted
     # static faults of the entries, in the order the checks are taken
     if read2_def is not None:
         pre[read2_def == MISSING] = HELD_SRC
