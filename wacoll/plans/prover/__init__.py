@@ -1,0 +1,28 @@
+"""The parts of the plan checker (:func:`wacoll.plans.check_plan`), one purpose each.
+
+The checker proves a plan with arrays, not with a dictionary entry per (rank,
+buffer, block): a plan of an all-to-all on 4096 ranks has 33.5 million steps, and
+any work per step or block in Python is already too slow there. The stages, in the
+order :func:`wacoll.plans.check.check_plan` runs them:
+
+- :mod:`~wacoll.plans.prover.encode`: every rank's program as arrays, one row per
+  step and one per block of a step (an *entry*);
+- :mod:`~wacoll.plans.prover.pairing`: the k-th send from ``a`` to ``b`` matched
+  with ``b``'s k-th receive from ``a``, with the errors of
+  :meth:`wacoll.plans.Plan.messages`;
+- :mod:`~wacoll.plans.prover.layout`: what each operation holds before and promises
+  after, as functions of (rank, block) arrays;
+- :mod:`~wacoll.plans.prover.flow`: what a rank holds when, from its own program
+  alone: for every read, the write it reads (or the initial value, or nothing), and
+  the faults that need no values;
+- :mod:`~wacoll.plans.prover.run`: the ranks run in the order of the work queue of
+  ranks the checker always used, a stretch of a rank's program at a time, carrying
+  values (wide-area hops, reduction expressions, a barrier's knowledge) from send to
+  receive; it stops at the first fault or deadlock;
+- :mod:`~wacoll.plans.prover.results`: the final values against the operation's
+  promise, and the report's measures.
+
+Because the run keeps the order of the work queue, a broken plan is refused with the
+same error (message, rank and step) as before, and MagPIe's repeated data is
+reported with the same examples.
+"""

@@ -1,0 +1,370 @@
+"""What a rank holds when, from its own program alone.
+
+A rank's buffers change only by its own steps, so which write each read sees is a
+matter of one program: the last earlier write to the same (buffer, block), or the
+operation's initial data, or nothing. :func:`analyse` answers that for every read of
+every rank at once: it sorts the accesses of all programs by (rank, buffer, block),
+stably, so that each (rank, buffer, block) is a run of accesses in time order, and
+each read takes the last write before it in its run. Entries are times: entry ``e``
+reads at ``2e`` and writes at ``2e + 1``, so that a step's blocks are taken one by
+one as the checker always took them. The user's ``"in"`` buffer is never written by
+a correct step, so its reads are answered by the operation's layout alone.
+
+From that follow the faults that need no values (the *static* faults): a peer that
+is no other rank, an arrival-order group below level ``commutative``, a block that
+does not exist or is not held, a write to ``"in"`` or to a place ``"out"`` lacks,
+combining in an operation that moves data and, for data movement (where a block's
+value is always its source's contribution), receiving a block already held.
+
+Examples
+--------
+>>> from wacoll import Topology
+>>> from wacoll.plans import build
+>>> from wacoll.plans.prover.encode import encode
+>>> plan = build("bcast", Topology.single(3), "tree", tree="chain")
+>>> steps = encode(plan)
+>>> flow = analyse(plan, steps)
+>>> [str(s) for p in plan.programs for s in p]
+['send 1 [0]', 'recv 0 [0]', 'send 2 [0]', 'recv 1 [0]']
+>>> flow.read_def.tolist(), flow.fault_rows.tolist()
+([-1, -3, 1, -3], [])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from wacoll.plans.prover.encode import (
+    BAD_PEER,
+    COMBINE,
+    COPY,
+    RECV,
+    RECV_COMBINE,
+    SEND,
+    index_dtype,
+)
+from wacoll.plans.prover.layout import Layout
+
+__all__ = ["INIT", "MISSING", "NO_READ", "FAULTS", "Flow", "analyse"]
+
+#: A read that sees the operation's initial data.
+INIT = -1
+#: A read of a block the rank does not hold.
+MISSING = -2
+#: An entry without that read.
+NO_READ = -3
+
+#: Fault codes, in the order the checker takes a block's checks.
+EXIST, HELD, HELD_SRC, HOLDER, MOVES, OVERLAP, ORDER, STRICT, IN, OUT, PEER, GROUP = \
+    range(1, 13)
+FAULTS = {"exist": EXIST, "held": HELD, "held_src": HELD_SRC, "holder": HOLDER,
+          "moves": MOVES, "overlap": OVERLAP, "order": ORDER, "strict": STRICT,
+          "in": IN, "out": OUT, "peer": PEER, "group": GROUP}
+
+
+@dataclass(frozen=True, eq=False)
+class Flow:
+    """The dataflow of every program (see the module docstring).
+
+    Attributes
+    ----------
+    layout : Layout
+    read_def, read2_def : ndarray
+        Per entry, the entry whose write its (first, second) read sees, or
+        :data:`INIT`, :data:`MISSING`, :data:`NO_READ`. A step's first read is of
+        ``src`` (send, copy) or ``dst`` (recv_combine, combine); only a combine
+        reads twice (``read2_def`` is None when no step combines).
+    writes : ndarray
+        Per entry, whether it writes (a valid block, to a buffer other than ``"in"``,
+        in an operation that may write so).
+    slot : ndarray
+        Per entry, the (rank, buffer, block) it writes, as a slot number (-1: none).
+    slot_rank, slot_buf, slot_block, slot_last : ndarray
+        Per slot: its rank, buffer, block and the entry of its last write.
+    pre, post : ndarray
+        Per entry, the static fault before its values are combined (a missing or
+        nonexistent block, combining moved data, and for data movement a block
+        received again) and after (the write's faults), 0 for none.
+    fault_rows, fault_codes, fault_positions : ndarray
+        The steps with a static fault, in row order, the fault and the index of its
+        block in the step's ``blocks`` (-1 for a fault of the whole step: peer or
+        group).
+    """
+
+    layout: Layout
+    read_def: np.ndarray
+    read2_def: np.ndarray | None
+    writes: np.ndarray
+    slot: np.ndarray
+    slot_rank: np.ndarray
+    slot_buf: np.ndarray
+    slot_block: np.ndarray
+    slot_last: np.ndarray
+    pre: np.ndarray
+    post: np.ndarray
+    fault_rows: np.ndarray
+    fault_codes: np.ndarray
+    fault_positions: np.ndarray
+
+
+def _sorted_defs(keys, is_write, ident):
+    """Sort accesses (listed in time order) by key, stably; return the order, the
+    sorted keys, which sorted positions start a run of equal keys, per sorted
+    position the ident of the last write at or before it in its run (-1: none), and
+    the idents in sorted order. ``is_write`` None: every access is a write."""
+    n = len(keys)
+    order = np.argsort(keys, kind="stable")
+    skeys = keys[order]
+    head = np.ones(n, dtype=bool)
+    np.not_equal(skeys[1:], skeys[:-1], out=head[1:])
+    ident_sorted = ident[order]
+    if is_write is None:  # every access writes: each sees itself
+        return order, skeys, head, ident_sorted, ident_sorted
+    pos = np.arange(n, dtype=index_dtype(n))
+    run_start = np.maximum.accumulate(np.where(head, pos, 0))
+    last = np.maximum.accumulate(np.where(is_write[order], pos, -1))
+    last_ident = np.where(last >= run_start, ident_sorted[last], -1)
+    return order, skeys, head, last_ident, ident_sorted
+
+
+def analyse(plan, steps, *, reduction=None, level=None) -> Flow:
+    """The dataflow and static faults of ``plan`` (see the module docstring).
+
+    Parameters
+    ----------
+    plan : wacoll.plans.Plan
+    steps : wacoll.plans.prover.encode.Steps
+        ``plan``'s programs as arrays.
+    reduction : bool, optional
+        Whether the operation combines data (default: its kind is ``"reduction"``).
+    level : str, optional
+        The level the proof keeps (default ``plan.level``).
+
+    Returns
+    -------
+    Flow
+    """
+    layout = Layout(plan.op, plan.size, plan.root, plan.nblocks)
+    if reduction is None:
+        reduction = layout.spec.kind == "reduction"
+    level = plan.level if level is None else level
+    nb, size, n = steps.nblocks, steps.size, steps.nentries
+    nbuf = max(len(steps.buffers), 1)
+    if size * nbuf * max(nb, 1) >= 2**62:
+        raise ValueError("too many ranks, buffers and blocks for the checker's keys")
+    in_id, out_id = steps.buffer_id("in"), steps.buffer_id("out")
+    ident_t = index_dtype(n + 1)
+    present = np.bincount(steps.kind, minlength=5) if steps.nsteps else np.zeros(5)
+    combining = bool(present[RECV_COMBINE] or present[COMBINE])
+    per = steps.per_entry
+    kind, rank = per(steps.kind), per(steps.rank)
+    src, dst, block = per(steps.src), per(steps.dst), steps.block
+    valid = block < nb if steps.beyond else None
+
+    def ok(mask):
+        return mask if valid is None else mask & valid
+
+    # the buffers each entry reads (first, second) and writes
+    read1 = np.where((kind == RECV_COMBINE) | (kind == COMBINE), dst, src) \
+        if combining else src
+    read2 = np.where(kind == COMBINE, src, -1) if present[COMBINE] else None
+    if reduction or not combining:
+        writes = dst >= 0
+    else:  # moved data is never combined: those steps write nothing
+        writes = (kind == RECV) | (kind == COPY)
+    if in_id >= 0:
+        writes &= dst != in_id
+    writes = ok(writes)
+
+    def reads_of(buf):
+        outside = (buf >= 0) if in_id < 0 else (buf >= 0) & (buf != in_id)
+        return np.flatnonzero(ok(outside)).astype(ident_t, copy=False)
+
+    where1 = reads_of(read1)
+    where2 = reads_of(read2) if read2 is not None else where1[:0]
+    wherew = np.flatnonzero(writes).astype(ident_t, copy=False)
+    # the buffers accessed ("in" is not), numbered 0, 1, ... in the keys
+    used = np.zeros(nbuf, dtype=bool)
+    for where, buf in ((where1, read1), (where2, read2), (wherew, dst)):
+        if len(where):
+            used[np.bincount(buf[where], minlength=nbuf)[:nbuf] > 0] = True
+    names = np.flatnonzero(used).astype(np.int16)
+    nkey = max(len(names), 1)
+    compact = np.zeros(nbuf, dtype=np.int64)
+    compact[names] = np.arange(len(names))
+
+    def key(where, buf):  # (rank, block, buffer): a (rank, block)'s slots side by side
+        k = rank[where].astype(np.int64) * nb + block[where]
+        if nkey > 1:
+            k *= nkey
+            k += compact[buf[where]]
+        return k
+    # accesses in time order (entry e reads at 2e, writes at 2e + 1), then by key
+    by_write_only = not (len(where1) or len(where2))
+    if not by_write_only:  # each entry's accesses in turn: read 1, read 2, write
+        has1 = np.zeros(n, dtype=np.int8)
+        has1[where1] = 1
+        has2 = np.zeros(n, dtype=np.int8)
+        has2[where2] = 1
+        count = has1 + has2
+        count[wherew] += 1
+        place = np.cumsum(count, dtype=np.int64)
+        place -= count
+        del count
+        at1 = place[where1]
+        at2 = place[where2] + has1[where2]
+        atw = place[wherew] + has1[wherew] + has2[wherew]
+        del place, has1, has2
+        n_acc = len(where1) + len(where2) + len(wherew)
+        keys = np.empty(n_acc, dtype=np.int64)
+        ident = np.empty(n_acc, dtype=ident_t)
+        is_write = np.zeros(n_acc, dtype=bool)
+        keys[at1], ident[at1] = key(where1, read1), where1
+        if len(where2):
+            keys[at2], ident[at2] = key(where2, read2), where2
+        keys[atw], ident[atw] = key(wherew, dst), wherew
+        is_write[atw] = True
+    else:
+        keys, ident = key(wherew, dst), wherew
+        is_write = None
+    order, skeys, head, last, ident_sorted = _sorted_defs(keys, is_write, ident)
+    del keys
+    n_acc = len(order)
+    position = np.empty(n_acc, dtype=index_dtype(n_acc))
+    position[order] = np.arange(n_acc, dtype=position.dtype)
+    if by_write_only:
+        p1, p2, pw = position[:0], position[:0], position
+    else:  # the sorted positions of the accesses of where1, where2 and wherew
+        p1, p2, pw = position[at1], position[at2], position[atw]
+        del at1, at2, atw
+    # a read sees the last write before it, else the initial data or nothing
+    read_def = np.full(n, NO_READ, dtype=ident_t)
+
+    def resolve(out, where, pos, buf):
+        seen = last[pos]
+        found = np.where(seen >= 0, seen, MISSING)
+        if layout.op == "bcast":
+            initial = (seen < 0) & (buf[where] == out_id) & layout.out_held(rank[where])
+            found[initial] = INIT
+        out[where] = found
+        reads_in = np.flatnonzero(ok(buf == in_id)) if in_id >= 0 else where[:0]
+        if len(reads_in):
+            out[reads_in] = np.where(layout.in_held(rank[reads_in], block[reads_in]),
+                                     INIT, MISSING)
+
+    resolve(read_def, where1, p1, read1)
+    read2_def = None
+    if read2 is not None:
+        read2_def = np.full(n, NO_READ, dtype=ident_t)
+        resolve(read2_def, where2, p2, read2)
+    # slots: the (rank, buffer, block) runs of the sorted accesses
+    slot_of = np.cumsum(head, dtype=index_dtype(n_acc + 1)) - 1
+    slot = np.full(n, -1, dtype=slot_of.dtype)
+    slot[wherew] = slot_of[pw]
+    starts = np.flatnonzero(head)
+    slot_last = last[np.append(starts[1:], n_acc) - 1] if n_acc else last[:0]
+    some = ident_sorted[starts]  # an entry of each slot
+    slot_rank = rank[some].astype(np.int64)
+    slot_block = block[some].astype(np.int64)
+    slot_buf = names[skeys[starts] % nkey] if nkey > 1 else \
+        np.full(len(starts), names[0] if len(names) else 0, dtype=np.int16)
+    del starts, some
+    pre = np.zeros(n, dtype=np.int8)
+    # a received block already held, for data movement (values are sources)
+    if not reduction:
+        recv = np.flatnonzero(ok(kind == RECV))
+        if len(recv) == int(np.count_nonzero(writes[recv])):
+            # every receive writes: a block held before is an earlier write of the
+            # (rank, block) in any buffer, whose slots are side by side
+            if nkey == 1:
+                fresh, group_of = head, slot_of
+            else:
+                group = skeys // nkey
+                fresh = np.ones(n_acc, dtype=bool)
+                np.not_equal(group[1:], group[:-1], out=fresh[1:])
+                group_of = np.cumsum(fresh, dtype=slot_of.dtype) - 1
+                del group
+            never = np.int64(n)  # (after every entry)
+            firsts = ident_sorted if by_write_only else \
+                np.where(is_write[order], ident_sorted, never)
+            earliest = np.minimum.reduceat(firsts, np.flatnonzero(fresh)) \
+                if n_acc else fresh
+            prior = np.zeros(n, dtype=bool)
+            prior[wherew] = earliest[group_of[pw]] < wherew
+            prior = prior[recv]
+            del fresh, firsts, earliest, group_of
+        else:  # a receive into "in": any earlier write of the (rank, block)
+            times = np.concatenate((2 * wherew.astype(np.int64) + 1,
+                                    2 * recv.astype(np.int64)))
+            key2 = np.concatenate((rank[wherew].astype(np.int64) * nb + block[wherew],
+                                   rank[recv].astype(np.int64) * nb + block[recv]))
+            by_time = np.argsort(times, kind="stable")  # (two sorted lists merged)
+            order2 = by_time[np.argsort(key2[by_time], kind="stable")]
+            del by_time
+            key2, written = key2[order2], order2 < len(wherew)
+            at = np.arange(len(order2))
+            run2 = np.maximum.accumulate(np.where(
+                np.concatenate(([True], key2[1:] != key2[:-1])), at, 0))
+            seen = np.maximum.accumulate(np.where(written, at, -1))
+            prior = np.zeros(len(order2), dtype=bool)
+            prior[order2] = seen >= run2
+            prior = prior[len(wherew):]
+        initially = layout.in_held(rank[recv], block[recv])
+        if layout.op == "bcast":
+            initially |= layout.out_held(rank[recv])
+        pre[recv[prior | initially]] = HOLDER
+        if combining:
+            pre[np.flatnonzero((kind == RECV_COMBINE) | (kind == COMBINE))] = MOVES
+    del order, last, position, head, slot_of, skeys, ident, ident_sorted
+    # static faults of the entries, in the order the checks are taken
+    if read2_def is not None:
+        pre[read2_def == MISSING] = HELD_SRC
+    pre[read_def == MISSING] = HELD
+    post = np.zeros(n, dtype=np.int8)
+    later = {}  # entry -> index of its first block without a place in "out", when > 0
+    if out_id >= 0:
+        outs = np.flatnonzero(ok(dst == out_id))
+        lengths = steps.length[outs]
+        at = layout.first_disallowed(rank[outs], block[outs], lengths)
+        bad = at < lengths
+        post[outs[bad]] = OUT
+        inner = bad & (at > 0)
+        later = dict(zip(outs[inner].tolist(), at[inner].tolist()))
+    if in_id >= 0:
+        post[dst == in_id] = IN
+    if valid is not None:
+        beyond = np.flatnonzero(~valid)
+        is_recv = kind[beyond] == RECV
+        pre[beyond[~is_recv]] = EXIST
+        post[beyond[is_recv]] = EXIST
+    del kind, rank, src, dst
+    # the first static fault of each step: its own (peer, group), else an entry's
+    step_code = np.zeros(steps.nsteps, dtype=np.int8)
+    if level != "commutative":
+        step_code[steps.group] = GROUP
+    talks = steps.kind <= RECV_COMBINE
+    step_code[talks & ((steps.peer == BAD_PEER) | (steps.peer == steps.rank))] = PEER
+    bad = np.flatnonzero(pre | post)
+    rows = np.searchsorted(steps.first, bad, side="right") - 1
+    head = np.ones(len(rows), dtype=bool)
+    head[1:] = rows[1:] != rows[:-1]
+    rows, bad = rows[head], bad[head]
+    step_faults = np.flatnonzero(step_code)
+    faulty = np.union1d(step_faults, rows).astype(np.int64) \
+        if len(step_faults) or len(rows) else np.zeros(0, dtype=np.int64)
+    codes = step_code[faulty]
+    position = np.full(len(faulty), -1, dtype=np.int64)
+    from_entry = codes == 0
+    entry = bad[np.searchsorted(rows, faulty[from_entry])]
+    codes[from_entry] = np.where(pre[entry] != 0, pre[entry], post[entry])
+    if len(entry):
+        offsets = steps.offsets()
+        within = [later.get(e, 0) if pre[e] == 0 else 0 for e in entry.tolist()]
+        position[from_entry] = offsets[entry] - offsets[steps.first[faulty[from_entry]]] \
+            + np.array(within, dtype=np.int64)
+    return Flow(layout=layout, read_def=read_def, read2_def=read2_def, writes=writes,
+                slot=slot, slot_rank=slot_rank, slot_buf=slot_buf,
+                slot_block=slot_block, slot_last=slot_last, pre=pre, post=post,
+                fault_rows=faulty, fault_codes=codes, fault_positions=position)

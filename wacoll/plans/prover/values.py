@@ -1,0 +1,552 @@
+"""The values a run carries from send to receive, a visit at a time.
+
+Each class takes the visits of :class:`wacoll.plans.prover.run.Run` in order
+(``visit(run, r, lo, stop)``: rank ``r``'s steps in rows ``lo..stop-1``) and stops
+the run at a step with a fault (``fault(run, f)``: the ``f``-th static fault of
+:mod:`~wacoll.plans.prover.flow`, reached).
+
+- :class:`Hops` (data movement): a block's value is its source's contribution
+  wherever it is, so only the wide-area links its copy crossed differ; a receive
+  adds one to the count of the write its send read when it crosses clusters. A
+  copy's count is that of the write it copies, followed back to a receive (or the
+  initial data) once, before the run. A piece keeps the most hops of its blocks,
+  which is all the report needs (the most on any path).
+- :class:`Reductions`: the expression of every block, step by step, with the
+  checks of each combination and of each receive.
+- :class:`Knowledge` (barrier): which ranks each rank has heard of, and over how
+  many wide-area links.
+- :class:`Repeats`: MagPIe's second condition, in the run's order for its examples.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from wacoll.plans.prover.encode import (
+    COMBINE,
+    COPY,
+    RECV,
+    RECV_COMBINE,
+    SEND,
+    distinct,
+    ranges,
+)
+from wacoll.plans.prover.flow import (
+    GROUP,
+    HOLDER,
+    INIT,
+    ORDER,
+    OVERLAP,
+    PEER,
+    STRICT,
+)
+
+__all__ = ["Hops", "Reductions", "Uneven", "Knowledge", "Repeats", "UNKNOWN"]
+
+#: Knowledge rows: a rank not heard of (any count from here up).
+UNKNOWN = 2**30
+
+
+class Hops:
+    """Wide-area hops of moved data (see the module docstring)."""
+
+    def __init__(self, steps, flow):
+        self.flow = flow
+        kind = steps.kind[steps.entry_step()]
+        copies = np.flatnonzero(flow.writes & (kind == COPY))
+        del kind
+        root = np.arange(steps.nentries, dtype=np.int64)
+        step = flow.read_def[copies]
+        while len(copies):  # follow copies of copies back to a receive
+            root[copies] = step
+            deeper = step >= 0
+            nxt = np.where(deeper, root[np.maximum(step, 0)], step)
+            if np.array_equal(nxt, step):
+                break
+            step = nxt
+        self.root = root
+        self.hops = np.zeros(steps.nentries, dtype=np.int32)
+
+    def of(self, defs):
+        """The hops of the writes ``defs`` (entries, or :data:`INIT`)."""
+        out = np.zeros(len(defs), dtype=np.int32)
+        written = np.flatnonzero(defs >= 0)
+        if len(written):
+            src = self.root[defs[written]]
+            copied = src >= 0
+            out[written[copied]] = self.hops[src[copied]]
+        return out
+
+    def visit(self, run, r, lo, stop):
+        rows, sends, entries, e_rows, e_sends, src_lo, src_hi = run.receives(lo, stop)
+        if not len(entries):
+            return
+        cl = run.clusters
+        wide = (cl[run.steps.rank[e_sends]] != cl[r]).astype(np.int32)
+        read = self.flow.read_def
+        if run.steps.single or bool((src_hi - src_lo == 1).all()):
+            carried = self.of(read[src_lo])
+        else:  # a piece made of several pieces of the sender: the most hops of them
+            counts = src_hi - src_lo
+            carried = np.maximum.reduceat(self.of(read[ranges(src_lo, counts)]),
+                                          np.cumsum(counts) - counts)
+        self.hops[entries] = carried + wide
+
+    def fault(self, run, f):
+        flow = run.flow
+        row, code = int(flow.fault_rows[f]), int(flow.fault_codes[f])
+        position = int(flow.fault_positions[f])
+        held = run.holder(row, position) if code == HOLDER else None
+        run.fail(row, code, position, held=held)
+
+
+class Uneven(Exception):
+    """A piece of a receive whose blocks come with different expressions (the
+    checker then takes every block as a piece of its own)."""
+
+
+class Reductions:
+    """Reduction expressions, checked at every combination and receive.
+
+    Parameters
+    ----------
+    steps, flow
+        The plan's arrays and dataflow.
+    exprs : wacoll.plans.check._Exprs
+        The interned expressions (leaves ``0..size-1``).
+    level : str
+        The level the proof keeps.
+    canonical : set
+        The subexpressions of the canonical expressions (level ``strict``).
+    """
+
+    def __init__(self, steps, flow, exprs, level, canonical):
+        self.steps, self.flow, self.exprs = steps, flow, exprs
+        self.level, self.canonical = level, canonical
+        self.expr = np.full(steps.nentries, -1, dtype=np.int64)
+        self.hops = np.zeros(steps.nentries, dtype=np.int32)
+        nslots = len(flow.slot_rank)
+        self.current = np.full(nslots, -1, dtype=np.int64)
+        self.mark = np.full(nslots, -1, dtype=np.int64)
+        group_key = flow.slot_rank.astype(np.int64) * max(steps.nblocks, 1) + \
+            flow.slot_block
+        order = np.argsort(group_key, kind="stable")
+        head = np.ones(nslots, dtype=bool)
+        head[1:] = group_key[order][1:] != group_key[order][:-1]
+        self.group_slots = order
+        group = np.cumsum(head) - 1
+        self.slot_group = np.empty(nslots, dtype=np.int64)
+        self.slot_group[order] = group
+        starts = np.flatnonzero(head)
+        self.group_start = starts
+        self.group_size = np.diff(np.append(starts, nslots))
+        self.group_key = group_key[order][starts]
+        self.pairs = {}
+        self.send_of = None
+        self.holding = {}  # (group, expression) -> slots holding it
+
+    # ------------------------------------------------------------ values
+    def value(self, defs, leaf):
+        """Expressions and hops of the writes ``defs`` (:data:`INIT`: rank ``leaf``'s
+        contribution)."""
+        some = np.maximum(defs, 0)
+        return (np.where(defs >= 0, self.expr[some], leaf),
+                np.where(defs >= 0, self.hops[some], 0))
+
+    def combine_pair(self, a, b):
+        """(fault, expression) of ``a (+) b``."""
+        found = self.pairs.get((a, b))
+        if found is None:
+            ex = self.exprs
+            if ex.mask[a] & ex.mask[b]:
+                found = (OVERLAP, -1)
+            else:
+                e = ex.make(a, b)
+                if self.level == "associative" and not ex.ordered[e]:
+                    found = (ORDER, e)
+                elif self.level == "strict" and e not in self.canonical:
+                    found = (STRICT, e)
+                else:
+                    found = (0, e)
+            self.pairs[(a, b)] = found
+        return found
+
+    def combine(self, acc, incoming, left):
+        """Combine arrays of (expression, hops): ``acc (+) incoming``, or the other
+        way round when ``left``; return expressions, hops, faults and operands."""
+        (ea, ha), (eb, hb) = (incoming, acc) if left else (acc, incoming)
+        if len(ea) and (ea == ea[0]).all() and (eb == eb[0]).all():
+            code, e = self.combine_pair(int(ea[0]), int(eb[0]))
+            exprs = np.full(len(ea), e, dtype=np.int64)
+            codes = np.full(len(ea), code, dtype=np.int8)
+        else:
+            keys = np.stack([ea, eb], axis=1)
+            unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+            found = [self.combine_pair(int(a), int(b)) for a, b in unique.tolist()]
+            exprs = np.array([e for _, e in found], dtype=np.int64)[inverse.ravel()]
+            codes = np.array([c for c, _ in found], dtype=np.int8)[inverse.ravel()]
+        return exprs, np.maximum(ha, hb), codes, (ea, eb)
+
+    def holders(self, r, entries, incoming):
+        """Per entry: whether rank ``r`` already holds the expression ``incoming`` of
+        its block (in any buffer)."""
+        flow = self.flow
+        groups, sizes = self._groups(r, entries)
+        holding = self.holding
+        found = np.array([n > 0 and (g, x) in holding for g, n, x in
+                          zip(groups.tolist(), sizes.tolist(), incoming.tolist())],
+                         dtype=bool)
+        blocks = self.steps.block[entries]
+        ins = flow.layout.in_held(np.full(len(entries), r), blocks) & \
+            (incoming == r) & (blocks < self.steps.nblocks)
+        return found | ins
+
+    def _write(self, entries, exprs):
+        """Make ``entries`` the current values of their slots, keeping count of the
+        expressions each (rank, block) holds."""
+        slots = self.flow.slot[entries]
+        current, expr, holding = self.current, self.expr, self.holding
+        olds = current[slots]
+        old_exprs = expr[np.maximum(olds, 0)]
+        groups = self.slot_group[slots]
+        for g, old, was, new in zip(groups.tolist(), olds.tolist(), old_exprs.tolist(),
+                                    exprs.tolist()):
+            if old >= 0:
+                key = (g, was)
+                left = holding[key] - 1
+                if left:
+                    holding[key] = left
+                else:
+                    del holding[key]
+            key = (g, new)
+            holding[key] = holding.get(key, 0) + 1
+        current[slots] = entries
+
+    def _groups(self, r, entries):
+        """The (rank, block) group of the slots of each entry's block, and its size
+        (0 when rank ``r`` has no slot of that block)."""
+        slots = self.flow.slot[entries]
+        groups = np.full(len(entries), -1, dtype=np.int64)
+        has = slots >= 0
+        if has.any():
+            groups[has] = self.slot_group[slots[has]]
+        nb = self.steps.nblocks
+        blocks = self.steps.block[entries].astype(np.int64)
+        loose = np.flatnonzero(~has & (blocks < nb))
+        if len(loose) and len(self.group_key):  # received into "in": by (rank, block)
+            key = r * nb + blocks[loose]
+            at = np.minimum(np.searchsorted(self.group_key, key),
+                            len(self.group_key) - 1)
+            groups[loose] = np.where(self.group_key[at] == key, at, -1)
+        sizes = np.zeros(len(entries), dtype=np.int64)
+        sizes[groups >= 0] = self.group_size[groups[groups >= 0]]
+        return np.maximum(groups, 0), sizes
+
+    def held_name(self, r, entry, incoming):
+        """The first buffer, by name, in which rank ``r`` holds ``incoming`` for the
+        block of ``entry``."""
+        flow, steps = self.flow, self.steps
+        names = []
+        b = int(steps.block[entry])
+        if flow.layout.in_held(np.array([r]), np.array([b]))[0] and incoming == r:
+            names.append("in")
+        groups, sizes = self._groups(r, np.array([entry]))
+        g, size = int(groups[0]), int(sizes[0])
+        for s in self.group_slots[self.group_start[g]:self.group_start[g] +
+                                  size].tolist():
+            d = self.current[s]
+            if d >= 0 and self.expr[d] == incoming:
+                names.append(steps.buffers[flow.slot_buf[s]])
+        return min(names)
+
+    # -------------------------------------------------------------- steps
+    def _eval(self, run, row, e0, e1, write):
+        """Evaluate entries ``e0..e1-1`` of the step at ``row``; return their dynamic
+        faults, the operands of their combinations and the buffer already holding
+        the first block received again; write their values when ``write``."""
+        steps, flow = self.steps, self.flow
+        kind = int(steps.kind[row])
+        entries = np.arange(e0, e1)
+        r = int(steps.rank[row])
+        codes = np.zeros(e1 - e0, dtype=np.int8)
+        operands = held = None
+        if kind in (RECV, RECV_COMBINE):
+            at = int(np.searchsorted(run.pairing.recv_rows, row))
+            send = int(run.pairing.recv_send[at])
+            incoming = self.carried(run, row, send, entries)
+            if run.clusters[steps.rank[send]] != run.clusters[r]:
+                incoming = (incoming[0], incoming[1] + 1)
+        if kind == RECV:
+            expr, hops = incoming
+            found = self.holders(r, entries, expr)
+            codes[found] = HOLDER
+            if found.any():
+                i = int(np.argmax(found))
+                held = self.held_name(r, e0 + i, int(expr[i]))
+        elif kind == COPY:
+            expr, hops = self.value(flow.read_def[entries], r)
+        else:
+            acc = self.value(flow.read_def[entries], r)
+            if kind == COMBINE:
+                incoming = self.value(flow.read2_def[entries], r)
+            expr, hops, codes, operands = self.combine(acc, incoming,
+                                                        bool(steps.left[row]))
+        if write:
+            self._write(entries, expr)
+            self.expr[entries] = expr
+            self.hops[entries] = hops
+        return codes, operands, held
+
+    def carried(self, run, row, send, entries):
+        """The expressions and hops the send at ``send`` carries for ``entries`` of
+        the receive at ``row``; raise :class:`Uneven` when a piece gets several."""
+        n = len(entries)
+        lo, hi = run.sources(np.full(n, row), np.full(n, send), entries)
+        sender = int(self.steps.rank[send])
+        read = self.flow.read_def
+        if bool((hi - lo == 1).all()):
+            return self.value(read[lo], sender)
+        counts = hi - lo
+        expr, hops = self.value(read[ranges(lo, counts)], sender)
+        heads = np.cumsum(counts) - counts
+        if (expr != np.repeat(expr[heads], counts)).any():
+            raise Uneven()
+        return expr[heads], np.maximum.reduceat(hops, heads)
+
+    def _sequential(self, e0, e1):
+        """Whether entries ``e0..e1-1`` of one step write a slot twice (then each
+        block must see the ones before it)."""
+        if e1 - e0 < 2:
+            return False
+        slots = self.flow.slot[e0:e1]
+        slots = slots[slots >= 0]
+        mark = self.mark
+        ident = np.arange(len(slots))
+        mark[slots] = ident
+        return bool((mark[slots] != ident).any())
+
+    def _fail(self, run, row, code, entry, index, operands, held):
+        details = {}
+        if code in (OVERLAP, ORDER):
+            details = {"operands": (int(operands[0][index]), int(operands[1][index])),
+                       "exprs": self.exprs}
+        elif code == HOLDER:
+            details = {"held": held}
+        run.fail(row, code, run.position(row, entry), **details)
+
+    def _one(self, run, row, e):
+        """:meth:`_eval` of a step of one entry ``e``, without arrays (a tree's steps
+        are many and small), writing its value; None when it needs arrays."""
+        steps, flow = self.steps, self.flow
+        kind, r = int(steps.kind[row]), int(steps.rank[row])
+        read = flow.read_def
+        expr, hops = self.expr, self.hops
+
+        def value(d, leaf):
+            return (int(expr[d]), int(hops[d])) if d >= 0 else (leaf, 0)
+
+        code, operands, held = 0, None, None
+        if kind in (RECV, RECV_COMBINE):
+            if self.send_of is None:
+                self.send_of = dict(zip(run.pairing.recv_rows.tolist(),
+                                        run.pairing.recv_send.tolist()))
+            send = self.send_of[row]
+            j = int(steps.first[send])
+            if int(steps.first[send + 1]) - j != 1 or steps.length[j] != steps.length[e]:
+                return None
+            sender = int(steps.rank[send])
+            incoming = value(int(read[j]), sender)
+            if run.clusters[sender] != run.clusters[r]:
+                incoming = (incoming[0], incoming[1] + 1)
+        if kind == RECV:
+            slot = int(flow.slot[e])
+            if slot < 0:
+                return None
+            new = incoming
+            if (int(self.slot_group[slot]), new[0]) in self.holding or (
+                    new[0] == r and flow.layout.in_held(
+                        np.array([r]), np.array([int(steps.block[e])]))[0]):
+                code, held = HOLDER, self.held_name(r, e, new[0])
+        elif kind == COPY:
+            new = value(int(read[e]), r)
+        else:
+            acc = value(int(read[e]), r)
+            if kind == COMBINE:
+                incoming = value(int(flow.read2_def[e]), r)
+            a, c = (incoming, acc) if steps.left[row] else (acc, incoming)
+            code, made = self.combine_pair(a[0], c[0])
+            new = (made, max(a[1], c[1]))
+            operands = ([a[0]], [c[0]])
+        slot = int(flow.slot[e])
+        old, holding = int(self.current[slot]), self.holding
+        g = int(self.slot_group[slot])
+        if old >= 0:
+            key = (g, int(expr[old]))
+            left = holding[key] - 1
+            if left:
+                holding[key] = left
+            else:
+                del holding[key]
+        key = (g, new[0])
+        holding[key] = holding.get(key, 0) + 1
+        self.current[slot] = e
+        expr[e], hops[e] = new
+        return code, operands, held
+
+    def take(self, run, row, static=False):
+        """Run the step at ``row``; raise at its first fault, its entries' static
+        faults (``pre``, ``post`` of the flow) taken in their place among the
+        dynamic ones (``static``: the step has one, so it must fail)."""
+        steps, flow = self.steps, self.flow
+        e0, e1 = int(steps.first[row]), int(steps.first[row + 1])
+        pre, post = flow.pre, flow.post
+        if e1 - e0 == 1 and not static:
+            found = self._one(run, row, e0)
+            if found is not None:
+                code, operands, held = found
+                if code:
+                    self._fail(run, row, code, e0, 0, operands, held)
+                return
+        if self._sequential(e0, e1):
+            for e in range(e0, e1):
+                codes, operands, held = self._eval(run, row, e, e + 1, write=True)
+                code = int(pre[e]) or int(codes[0]) or int(post[e])
+                if code:
+                    self._fail(run, row, code, e, 0, operands, held)
+        elif e1 > e0:
+            codes, operands, held = self._eval(run, row, e0, e1, write=not static)
+            every = np.where(pre[e0:e1] != 0, pre[e0:e1],
+                             np.where(codes != 0, codes, post[e0:e1]))
+            if every.any():
+                i = int(np.argmax(every != 0))
+                self._fail(run, row, int(every[i]), e0 + i, i, operands, held)
+        if static:
+            raise AssertionError("a static fault was not found again")
+
+    def visit(self, run, r, lo, stop):
+        kinds = self.steps.kind[lo:stop]
+        for row in (lo + np.flatnonzero(kinds != SEND)).tolist():
+            self.take(run, row)
+
+    def fault(self, run, f):
+        flow = run.flow
+        row, code = int(flow.fault_rows[f]), int(flow.fault_codes[f])
+        if code in (PEER, GROUP) or self.steps.kind[row] == SEND:
+            run.fail(row, code, int(flow.fault_positions[f]))
+        self.take(run, row, static=True)
+
+
+class Knowledge:
+    """A barrier's knowledge: which ranks each rank has heard of, over how many
+    wide-area links (:data:`UNKNOWN`: not heard of)."""
+
+    def __init__(self, size):
+        self.rows = np.full((size, size), UNKNOWN, dtype=np.int32)
+        np.fill_diagonal(self.rows, 0)
+        self.messages = {}
+
+    def visit(self, run, r, lo, stop):
+        steps, cl = run.steps, run.clusters
+        kinds = steps.kind[lo:stop].tolist()
+        mine = self.rows[r]
+        recv_at = None
+        for row, kind in enumerate(kinds, lo):
+            if kind == SEND:
+                peer = int(steps.peer[row])
+                self.messages[row] = mine + 1 if cl[r] != cl[peer] else mine.copy()
+            elif kind in (RECV, RECV_COMBINE):
+                if recv_at is None:
+                    recv_at = int(np.searchsorted(run.pairing.recv_rows, row))
+                send = int(run.pairing.recv_send[recv_at])
+                recv_at += 1
+                np.minimum(mine, self.messages.pop(send), out=mine)
+
+    def fault(self, run, f):
+        flow = run.flow
+        run.fail(int(flow.fault_rows[f]), int(flow.fault_codes[f]),
+                 int(flow.fault_positions[f]))
+
+
+class Repeats:
+    """MagPIe's second condition: whether a block enters a cluster that already has
+    it (data movement) or one cluster sends a block to another twice (reductions),
+    and the first 8 examples in the run's order."""
+
+    LIMIT = 8
+
+    def __init__(self, steps, pairing, layout, clusters, cluster_ids, reduction):
+        self.steps, self.reduction = steps, reduction
+        self.cluster_ids = cluster_ids
+        self.layout, self.clusters = layout, clusters
+        self.nclusters = int(clusters.max()) + 1 if len(clusters) else 1
+        blocks, src_c, dst_c = self._events(pairing.send_rows)
+        if steps.beyond:  # (blocks beyond the layout stop the run at a fault)
+            valid = blocks < steps.nblocks
+            blocks, src_c, dst_c = blocks[valid], src_c[valid], dst_c[valid]
+        self.items = []
+        self.any = bool(len(blocks)) and self._repeated(blocks, src_c, dst_c)
+        self.seen = set()
+
+    def _events(self, rows):
+        """The blocks the sends at ``rows`` carry across clusters, with the clusters
+        they leave and enter."""
+        steps, cl = self.steps, self.clusters
+        src_c = cl[steps.rank[rows]]
+        dst_c = cl[np.maximum(steps.peer[rows], 0)]
+        wide = src_c != dst_c
+        rows, src_c, dst_c = rows[wide], src_c[wide], dst_c[wide]
+        if steps.single:
+            return steps.block[rows].astype(np.int64), src_c, dst_c
+        first = steps.first
+        count = first[rows + 1] - first[rows]
+        entries = ranges(first[rows], count)
+        length = steps.length[entries].astype(np.int64)
+        blocks = ranges(steps.block[entries], length)
+        count = np.bincount(np.repeat(np.arange(len(rows)), count), weights=length,
+                            minlength=len(rows)).astype(np.int64)
+        return blocks, np.repeat(src_c, count), np.repeat(dst_c, count)
+
+    def _keys(self, blocks, src_c, dst_c):
+        c = self.nclusters
+        if self.reduction:
+            return (blocks * c + src_c) * c + dst_c
+        return blocks * c + dst_c
+
+    def _repeated(self, blocks, src_c, dst_c):
+        if not self.reduction and \
+                (dst_c == self.clusters[self.layout.source(blocks)]).any():
+            return True
+        once = np.zeros(self.steps.nblocks, dtype=bool)
+        once[blocks] = True
+        if int(np.count_nonzero(once)) == len(blocks):
+            return False  # every block crosses once: no key twice
+        keys = self._keys(blocks, src_c, dst_c)
+        space = int(keys.max()) + 1
+        if space <= 2**28:
+            seen = np.zeros(space, dtype=bool)
+            seen[keys] = True
+            return int(np.count_nonzero(seen)) < len(keys)
+        return len(distinct(keys)) < len(keys)
+
+    def visit(self, run, lo, stop):
+        if not self.any or len(self.items) >= self.LIMIT:
+            return
+        rows = lo + np.flatnonzero(self.steps.kind[lo:stop] == SEND)
+        if not len(rows):
+            return
+        blocks, src_c, dst_c = self._events(rows)
+        keys = self._keys(blocks, src_c, dst_c).tolist()
+        initial = [] if self.reduction else \
+            self.clusters[self.layout.source(blocks)].tolist()
+        dst_c = dst_c.tolist()
+        src_c = src_c.tolist()
+        blocks = blocks.tolist()
+        seen, ids = self.seen, self.cluster_ids
+        for i, key in enumerate(keys):
+            if key in seen or (not self.reduction and dst_c[i] == initial[i]):
+                item = (blocks[i], ids[dst_c[i]]) if not self.reduction else \
+                    (blocks[i], ids[src_c[i]], ids[dst_c[i]])
+                self.items.append(item)
+                if len(self.items) >= self.LIMIT:
+                    return
+            seen.add(key)
