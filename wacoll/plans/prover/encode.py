@@ -291,8 +291,9 @@ def encode(plan, *, compiled=None) -> Steps:
     -------
     Steps
     """
-    from wacoll.plans.plan import Step
-
+    # the step class, from the plan itself (importing it would make a cycle: a
+    # plan's check() imports the checker)
+    Step = next((type(program[0]) for program in plan.programs if program), None)
     size, nblocks = plan.size, plan.nblocks
     buffers = _Buffers()
     lengths = np.fromiter(map(len, plan.programs), np.int64, size)
@@ -300,7 +301,7 @@ def encode(plan, *, compiled=None) -> Steps:
     if compiled is None:
         compiled = COMPILED
     first = None
-    if compiled and isinstance(plan.programs, tuple):
+    if compiled and Step is not None and isinstance(plan.programs, tuple):
         try:
             kind, peer, src, dst, left, group, first, block, length = \
                 _compiled.encode_programs(plan.programs, Step, KIND_CODES, buffers, size,
