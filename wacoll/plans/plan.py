@@ -45,6 +45,8 @@ __all__ = ["Step", "Plan", "Message", "STEP_KINDS"]
 
 STEP_KINDS = ("send", "recv", "recv_combine", "copy", "combine")
 _BUFFER = re.compile(r"^[a-z][a-z0-9_]*$")
+#: ``(kind, peer is None, src, dst, side, group)`` of steps found valid
+_VALID_SHAPES = set()
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,27 @@ class Step:
     group: int = 0
 
     def __post_init__(self):
+        blocks = self.blocks
+        if type(blocks) is not tuple:
+            object.__setattr__(self, "blocks", tuple(blocks))
+        # a plan of thousands of ranks makes millions of steps: the fields other
+        # than blocks and peer come in a few combinations, each validated once
+        peer = self.peer
+        if peer is None or type(peer) is int:
+            shape = (self.kind, peer is None, self.src, self.dst, self.side, self.group)
+            if shape in _VALID_SHAPES:
+                for b in self.blocks:
+                    if type(b) is not int or b < 0:
+                        break
+                else:
+                    return
+            self._validate()
+            if len(_VALID_SHAPES) < 4096:
+                _VALID_SHAPES.add(shape)
+        else:
+            self._validate()
+
+    def _validate(self):
         kind = self.kind
         if kind not in STEP_KINDS:
             raise PlanError(f"unknown step kind {kind!r}; known: {', '.join(STEP_KINDS)}")
