@@ -64,10 +64,11 @@ from pathlib import Path
 from wacoll.errors import ProofCacheWarning
 from wacoll.plans.check import CheckReport
 from wacoll.plans.families import build
+from wacoll.plans.prooflock import await_proof
 
 __all__ = ["ENV", "Proof", "cache_dir", "plan_key", "plan_digest", "program_digest",
            "report_digest",
-           "lookup", "store", "prove", "build_proved"]
+           "lookup", "lookup_or_claim", "store", "prove", "build_proved"]
 
 #: The environment variable that places the cache or turns it off.
 ENV = "WACOLL_PROOF_CACHE"
@@ -336,11 +337,43 @@ def prove(selection, topology, *, directory=None) -> Proof:
     PlanError
         The plan cannot be built or fails its check (nothing is stored).
     """
-    found = lookup(selection, topology, directory=directory)
+    found, claim = lookup_or_claim(selection, topology, directory=directory)
     if found is not None:
         return found
-    plan = build(selection.op, topology, selection.family, **dict(selection.options))
-    return store(selection, topology, plan, directory=directory)
+    try:
+        plan = build(selection.op, topology, selection.family, **dict(selection.options))
+        return store(selection, topology, plan, directory=directory)
+    finally:
+        if claim is not None:
+            claim.release()
+
+
+def lookup_or_claim(selection, topology, *, directory=None):
+    """The cached proof, or the duty to prove: ``(proof, None)`` on a hit (possibly
+    after waiting for another process that was proving the same plan, see
+    :mod:`wacoll.plans.prooflock`); ``(None, claim)`` when this process must prove,
+    store, then ``claim.release()``; ``(None, None)`` when it must prove without a
+    claim (no cache, or the wait ended without a proof).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from wacoll import Topology
+    >>> from wacoll.plans import Call, select
+    >>> topo = Topology.from_sizes([2, 2])
+    >>> sel = select(Call("bcast", count=4, root=0), topo)
+    >>> where = tempfile.mkdtemp()
+    >>> proof, claim = lookup_or_claim(sel, topo, directory=where)
+    >>> proof is None, claim is not None
+    (True, True)
+    >>> claim.release()
+    """
+    found = lookup(selection, topology, directory=directory)
+    directory = _default(directory)
+    if found is not None or directory is None:
+        return found, None
+    return await_proof(directory, plan_key(selection, topology),
+                       lambda: lookup(selection, topology, directory=directory))
 
 
 def build_proved(selection, topology, *, directory=None):

@@ -151,8 +151,11 @@ def plan_for_rank(selection, topology, rank, *, directory=None):
     :class:`~wacoll.plans.builder.RankPlan`), whose program's digest must be the one
     the proof recorded for this rank; otherwise (with a
     :class:`~wacoll.errors.ProofCacheWarning` on a digest mismatch) the whole plan,
-    built and proved, its proof stored for the next run. With the cache off, always the whole
-    plan (:meth:`Selection.build <wacoll.plans.Selection.build>`).
+    built and proved, its proof stored for the next run. On a miss, the processes that
+    share the cache prove the plan once: the first claims it and the others wait for
+    its proof (:mod:`wacoll.plans.prooflock`), then derive only their own parts. With
+    the cache off, always the whole plan (:meth:`Selection.build
+    <wacoll.plans.Selection.build>`).
 
     Examples
     --------
@@ -174,17 +177,21 @@ def plan_for_rank(selection, topology, rank, *, directory=None):
     where = proofs.cache_dir() if directory is None else directory
     if where is None or where is False:
         return selection.build(topology)
-    proof = proofs.lookup(selection, topology, directory=where)
-    if proof is not None:
-        part = rank_plan(selection, topology, rank)
-        if proofs.program_digest(part.program) == proof.rank_digests[rank]:
-            return part
-        warnings.warn(f"rank {rank}'s program derived alone is not the one the cached "
-                      f"proof covers; proving the whole {selection.op} plan",
-                      ProofCacheWarning, stacklevel=2)
-    plan = selection.build(topology)
-    proofs.store(selection, topology, plan, directory=where)
-    return plan
+    proof, claim = proofs.lookup_or_claim(selection, topology, directory=where)
+    try:
+        if proof is not None:
+            part = rank_plan(selection, topology, rank)
+            if proofs.program_digest(part.program) == proof.rank_digests[rank]:
+                return part
+            warnings.warn(f"rank {rank}'s program derived alone is not the one the "
+                          f"cached proof covers; proving the whole {selection.op} plan",
+                          ProofCacheWarning, stacklevel=2)
+        plan = selection.build(topology)
+        proofs.store(selection, topology, plan, directory=where)
+        return plan
+    finally:
+        if claim is not None:
+            claim.release()
 
 
 def lower_for_rank(plan, rank, in_offsets=None, out_offsets=None):
