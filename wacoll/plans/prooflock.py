@@ -41,6 +41,9 @@ __all__ = ["Claim", "WAIT_ENV", "wait_limit", "await_proof"]
 #: The environment variable that bounds the wait for another process's proof.
 WAIT_ENV = "WACOLL_PROOF_WAIT"
 _DEFAULT_WAIT = 300.0
+#: The longest pause (s) between two looks at the cache while waiting: thousands of
+#: ranks on a shared file system each look at most this often.
+_LONGEST_PAUSE = 0.5
 
 
 def wait_limit(environ=None) -> float:
@@ -157,7 +160,7 @@ def await_proof(directory, key, lookup, *, wait=None):
             if time.monotonic() >= deadline:
                 return None, None
             time.sleep(pause)
-            pause = min(pause * 2, 0.2)
+            pause = min(pause * 2, _LONGEST_PAUSE)
         else:
             proof = lookup()
             if proof is not None:
