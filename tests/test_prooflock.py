@@ -10,6 +10,7 @@ import time
 import pytest
 
 from wacoll import PlanError, Topology
+from wacoll.errors import ProofCacheWarning
 from wacoll.plans import Call, prooflock, proofs, select
 from wacoll.plans.rank import plan_for_rank
 
@@ -26,7 +27,7 @@ def _first_call(directory, rank, start, results):
     results.put((rank, type(part).__name__))
 
 
-def test_processes_that_miss_together_prove_once(tmp_path):
+def test_processes_that_miss_together_prove_once(tmp_path, short_wait):
     ctx = multiprocessing.get_context("fork")
     ranks = [0, 5, 31, 63]
     start, results = ctx.Barrier(len(ranks)), ctx.Queue()
@@ -43,67 +44,80 @@ def test_processes_that_miss_together_prove_once(tmp_path):
     assert [f.suffix for f in tmp_path.iterdir()] == [".json"]  # no lock left
 
 
-def _dead_pid():
-    proc = multiprocessing.get_context("fork").Process(target=int)
-    proc.start()
-    proc.join()
-    return proc.pid
+def _hold_and_die(directory, key, held):
+    prooflock.Claim.take(directory, key)
+    held.set()
+    os._exit(0)  # without releasing: the kernel drops the lock with the process
 
 
-def _lock(tmp_path, holder):
-    key = proofs.plan_key(_sel(), TOPO)
-    path = tmp_path / f"{key}.lock"
-    path.write_text(holder)
-    return path
+@pytest.fixture
+def short_wait(monkeypatch):
+    """A failing lock costs seconds, not the default 300."""
+    monkeypatch.setenv(prooflock.WAIT_ENV, "20")
 
 
-def test_a_lock_of_a_dead_process_is_taken_over(tmp_path):
-    import socket
-    lock = _lock(tmp_path, f"{socket.gethostname()} {_dead_pid()}\n")
+def _key():
+    return proofs.plan_key(_sel(), TOPO)
+
+
+def test_a_lock_of_a_dead_process_is_free(tmp_path, short_wait):
+    ctx = multiprocessing.get_context("fork")
+    held = ctx.Event()
+    holder = ctx.Process(target=_hold_and_die, args=(str(tmp_path), _key(), held))
+    holder.start()
+    assert held.wait(30)
+    holder.join(30)
+    (tmp_path / f"{_key()}.lock").write_text("garbage left by a crash")
     began = time.monotonic()
     assert type(plan_for_rank(_sel(), TOPO, 3, directory=tmp_path)).__name__ == "Plan"
-    assert time.monotonic() - began < 30
-    assert not lock.exists()
+    assert time.monotonic() - began < 15
     assert proofs.lookup(_sel(), TOPO, directory=tmp_path) is not None
+    prooflock.Claim.take(tmp_path, _key()).release()  # free again
 
 
 def test_a_stuck_prover_is_waited_for_at_most_the_limit(tmp_path, monkeypatch):
-    import socket
-    lock = _lock(tmp_path, f"{socket.gethostname()} {os.getpid()}\n")  # alive
-    monkeypatch.setenv(prooflock.WAIT_ENV, "0.3")
-    began = time.monotonic()
-    assert type(plan_for_rank(_sel(), TOPO, 3, directory=tmp_path)).__name__ == "Plan"
-    assert 0.3 <= time.monotonic() - began
-    assert lock.exists()  # the holder's to release, not ours
-    assert proofs.lookup(_sel(), TOPO, directory=tmp_path) is not None
+    claim = prooflock.Claim.take(tmp_path, _key())  # held, never proved
+    try:
+        monkeypatch.setenv(prooflock.WAIT_ENV, "0.3")
+        began = time.monotonic()
+        part = plan_for_rank(_sel(), TOPO, 3, directory=tmp_path)
+        assert 0.3 <= time.monotonic() - began < 15
+        assert type(part).__name__ == "Plan"
+        assert proofs.lookup(_sel(), TOPO, directory=tmp_path) is not None
+    finally:
+        claim.release()
 
 
-def test_a_waiter_gets_the_proof_the_holder_stores(tmp_path):
-    key = proofs.plan_key(_sel(), TOPO)
-    claim = prooflock.Claim.take(tmp_path, key)
+def _waiter(tmp_path, rank):
     got = []
-    waiter = threading.Thread(
-        target=lambda: got.append(plan_for_rank(_sel(), TOPO, 7, directory=tmp_path)))
-    waiter.start()
-    time.sleep(0.2)
-    assert got == []  # waiting
-    plan = _sel().build(TOPO)
-    proofs.store(_sel(), TOPO, plan, directory=tmp_path)
-    claim.release()
-    waiter.join(timeout=30)
+    thread = threading.Thread(daemon=True, target=lambda: got.append(
+        plan_for_rank(_sel(), TOPO, rank, directory=tmp_path)))
+    thread.start()
+    return thread, got
+
+
+def test_a_waiter_gets_the_proof_the_holder_stores(tmp_path, short_wait):
+    claim = prooflock.Claim.take(tmp_path, _key())
+    try:
+        thread, got = _waiter(tmp_path, 7)
+        time.sleep(0.2)
+        assert got == []  # waiting
+        proofs.store(_sel(), TOPO, _sel().build(TOPO), directory=tmp_path)
+    finally:
+        claim.release()
+    thread.join(timeout=30)
     assert type(got[0]).__name__ == "RankPlan" and got[0].rank == 7
 
 
-def test_a_claim_released_without_a_proof_sends_the_waiter_to_prove(tmp_path):
-    key = proofs.plan_key(_sel(), TOPO)
-    claim = prooflock.Claim.take(tmp_path, key)
-    got = []
-    waiter = threading.Thread(
-        target=lambda: got.append(plan_for_rank(_sel(), TOPO, 7, directory=tmp_path)))
-    waiter.start()
-    time.sleep(0.2)
-    claim.release()  # (the holder's proof failed)
-    waiter.join(timeout=60)
+def test_a_claim_given_up_without_a_proof_sends_the_waiter_to_prove(tmp_path,
+                                                                    short_wait):
+    claim = prooflock.Claim.take(tmp_path, _key())
+    try:
+        thread, got = _waiter(tmp_path, 7)
+        time.sleep(0.2)
+    finally:
+        claim.release()  # (the holder's proof failed)
+    thread.join(timeout=60)
     assert type(got[0]).__name__ == "Plan"
 
 
@@ -114,15 +128,31 @@ def test_a_failed_proof_releases_the_claim(tmp_path, monkeypatch):
     monkeypatch.setattr(proofs, "store", refuse)
     with pytest.raises(PlanError, match="broken on purpose"):
         plan_for_rank(_sel(), TOPO, 0, directory=tmp_path)
-    assert list(tmp_path.glob("*.lock")) == []
+    prooflock.Claim.take(tmp_path, _key()).release()  # free
     with pytest.raises(PlanError, match="broken on purpose"):
         proofs.prove(_sel(), TOPO, directory=tmp_path)
-    assert list(tmp_path.glob("*.lock")) == []
+    prooflock.Claim.take(tmp_path, _key()).release()
+
+
+def test_a_failed_lookup_after_the_claim_releases_it(tmp_path):
+    def broken():
+        raise RuntimeError("unreadable")
+
+    with pytest.raises(RuntimeError, match="unreadable"):
+        prooflock.await_proof(tmp_path, "k", broken)
+    prooflock.Claim.take(tmp_path, "k").release()  # free
 
 
 def test_a_directory_that_cannot_hold_a_lock_proves_without_one(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.warns(Warning):  # (the proof cannot be stored either)
+    with pytest.warns(ProofCacheWarning):  # (the proof cannot be stored either)
         part = plan_for_rank(_sel(), TOPO, 0, directory=blocker / "proofs")
     assert type(part).__name__ == "Plan"
+
+
+def test_a_bad_wait_setting_warns_and_waits_the_default():
+    for bad in ("soon", "-1", "inf", "nan"):
+        with pytest.warns(ProofCacheWarning, match="WACOLL_PROOF_WAIT"):
+            assert prooflock.wait_limit({prooflock.WAIT_ENV: bad}) == 300.0
+    assert prooflock.wait_limit({prooflock.WAIT_ENV: "0"}) == 0.0

@@ -1,15 +1,16 @@
 """How a rank waits for its requests (:func:`wacoll.mpi.progress.wait_any`): it
-returns the request that completed, and between polls it sleeps for a time that
-grows with the wait, bounded so that a message is noticed soon after it arrives."""
+returns the request that completed, also when it completes long after the wait
+began (the wait then naps between polls; ``tests/test_naps.py`` checks how long)."""
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import pytest
 from mpi4py import MPI
 
-from wacoll.mpi import progress
-from wacoll.mpi.progress import next_nap, wait_any
+from wacoll.mpi.progress import wait_any
 
 W = MPI.COMM_WORLD
 
@@ -34,20 +35,7 @@ def test_wait_any_waits_for_a_message_sent_later():
     got = np.zeros(1, np.int64)
     recv = W.Irecv(got, source=(me - 1) % size, tag=9)
     W.Barrier()  # every receive is posted before any send
+    time.sleep(0.02 * (me + 1))  # well into the waits' napping
     send = W.Isend(np.array([me], np.int64), dest=(me + 1) % size, tag=9)
     assert wait_any([recv]) == 0 and got[0] == (me - 1) % size
     send.Wait()
-
-
-@pytest.mark.mpi(min_size=1)
-def test_naps_grow_but_stay_bounded():
-    naps, nap, waited = [], 1e-6, 0.0
-    for _ in range(200):
-        waited += nap
-        nap = next_nap(nap, waited)
-        naps.append(nap)
-    assert naps == sorted(naps)  # never shorter
-    assert max(naps) <= progress._LONGEST_NAP
-    # a short wait naps at most _MAX_NAP; a long one at most 2 % of its length
-    assert next_nap(1.0, 1e-3) == progress._MAX_NAP
-    assert next_nap(1.0, 0.02) == pytest.approx(0.02 * progress._NAP_SHARE)

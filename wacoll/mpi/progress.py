@@ -26,7 +26,7 @@ import time
 
 from wacoll.errors import WacollError
 
-__all__ = ["ProgressEngine", "engine", "Task", "advance_request", "wait_any"]
+__all__ = ["ProgressEngine", "engine", "Task", "advance_request", "wait_any", "next_nap"]
 
 
 class Task:
@@ -131,7 +131,8 @@ class ProgressEngine:
             if not waiting:
                 continue
             try:
-                index = wait_any(waiting + [self._wake_req])
+                # (a call submitted after a long wait must not wait for a long nap)
+                index = wait_any(waiting + [self._wake_req], longest_nap=_MAX_NAP)
             except MPI.Exception:
                 # a failed receive (e.g. truncated by an erroneous call): the task
                 # that owns it learns of the failure from its cross-rank check
@@ -156,10 +157,10 @@ _SPIN_SECONDS, _MAX_NAP = 50e-6, 50e-6
 _NAP_SHARE, _LONGEST_NAP = 0.02, 1e-3
 
 
-def next_nap(nap, waited):
+def next_nap(nap, waited, longest=None):
     """The sleep after a sleep of ``nap`` seconds, ``waited`` seconds into a wait:
     doubling, up to :data:`_MAX_NAP`, or up to 2 % of ``waited`` (at most
-    :data:`_LONGEST_NAP`) in a long wait.
+    ``longest``, default :data:`_LONGEST_NAP`) in a long wait.
 
     Examples
     --------
@@ -170,10 +171,11 @@ def next_nap(nap, waited):
     >>> next_nap(0.5e-3, 10.0)
     0.001
     """
-    return min(nap * 2, max(_MAX_NAP, min(waited * _NAP_SHARE, _LONGEST_NAP)))
+    longest = _LONGEST_NAP if longest is None else longest
+    return min(nap * 2, max(_MAX_NAP, min(waited * _NAP_SHARE, longest)))
 
 
-def wait_any(requests):
+def wait_any(requests, longest_nap=None):
     """``MPI.Request.Waitany`` that yields the processor while nothing arrives.
 
     The MPI library's own wait spins: with more threads than cores (two per rank,
@@ -211,7 +213,7 @@ def wait_any(requests):
         waited = clock() - began
         if waited >= _SPIN_SECONDS:
             time.sleep(nap)
-            nap = next_nap(nap, waited)
+            nap = next_nap(nap, waited, longest_nap)
 
 
 #: The process's progress engine (created on first use).

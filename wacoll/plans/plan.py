@@ -62,25 +62,25 @@ class Step:
     group: int = 0
 
     def __post_init__(self):
-        blocks = self.blocks
-        if type(blocks) is not tuple:
-            object.__setattr__(self, "blocks", tuple(blocks))
         # a plan of thousands of ranks makes millions of steps: the fields other
         # than blocks and peer come in a few combinations, each validated once
         peer = self.peer
-        if peer is None or type(peer) is int:
+        shape = None
+        if isinstance(self.blocks, tuple) and (peer is None or type(peer) is int):
             shape = (self.kind, peer is None, self.src, self.dst, self.side, self.group)
-            if shape in _VALID_SHAPES:
+            try:
+                known = shape in _VALID_SHAPES
+            except TypeError:  # (an unhashable field: the full check names it)
+                known, shape = False, None
+            if known:
                 for b in self.blocks:
                     if type(b) is not int or b < 0:
                         break
                 else:
                     return
-            self._validate()
-            if len(_VALID_SHAPES) < 4096:
-                _VALID_SHAPES.add(shape)
-        else:
-            self._validate()
+        self._validate()
+        if shape is not None and len(_VALID_SHAPES) < 4096:
+            _VALID_SHAPES.add(shape)
 
     def _validate(self):
         kind = self.kind

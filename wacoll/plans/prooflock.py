@@ -4,19 +4,27 @@ for the one that proves.
 On a cold cache every rank of an MPI run asks for the same proof at the same moment.
 Without coordination each builds and checks the whole plan: at thousands of ranks
 that is hundreds of MiB on every rank of a node at once. The first rank to ask
-*claims* the proof by creating ``<key>.lock`` beside the proof's file (an exclusive
-create, so exactly one process wins on a file system that honours it); the others
-wait for the proof to appear and then derive only their own programs. The ranks that
-share a cache directory (all of a job's on a shared home, a node's on a node-local
-one) thus prove each plan once.
+*claims* the proof: it holds an exclusive lock (``flock``) on ``<key>.lock`` beside
+the proof's file while it proves. The others wait for the proof to appear and then
+derive only their own programs. The ranks that share a cache directory (all of a
+job's on a shared home, a node's on a node-local one) thus prove each plan once.
 
-A waiter never waits forever:
+The lock is the kernel's (or the file server's), not the file: it goes with the
+process that holds it, so a prover that crashes or is killed frees it at once (its
+file stays, unlocked, until the next prover takes and removes it). A holder removes
+the file before it lets go, and a taker keeps a lock only if the file it locked is
+still the one at the path, so a waiter that locked a removed file tries again. A
+waiter never waits forever:
 
-- when the claim is released without a proof (the prover found the plan broken, or
-  could not write), it proves the plan itself, and so raises the same error;
-- a lock whose holder is a dead process of this host is stale and is taken over;
-- after :func:`wait_limit` seconds (``WACOLL_PROOF_WAIT``, default 300) it proves
-  the plan itself.
+- when it gets the lock after someone else held it and finds no proof (the prover
+  found the plan broken, could not write the proof, or died), it proves the plan
+  itself without holding the lock, so that after a failure the waiters prove side by
+  side, not one after another, and each raises the prover's error;
+- after :func:`wait_limit` seconds (``WACOLL_PROOF_WAIT``, default 300) of a holder
+  that neither finishes nor dies, it proves the plan itself.
+
+Where the directory cannot hold a lock (read-only, or no ``flock``), every process
+proves for itself, as without this module.
 
 Examples
 --------
@@ -31,10 +39,14 @@ Examples
 
 from __future__ import annotations
 
+import fcntl
+import math
 import os
-import socket
 import time
+import warnings
 from pathlib import Path
+
+from wacoll.errors import ProofCacheWarning
 
 __all__ = ["Claim", "WAIT_ENV", "wait_limit", "await_proof"]
 
@@ -49,14 +61,28 @@ _LONGEST_PAUSE = 0.5
 def wait_limit(environ=None) -> float:
     """Seconds a rank waits for another process's proof before proving it itself.
 
+    Parameters
+    ----------
+    environ : mapping, optional
+        The environment (default ``os.environ``).
+
+    Returns
+    -------
+    float
+        ``WACOLL_PROOF_WAIT`` when it is a finite number of seconds >= 0, else 300.
+        A value that is not (a typo) gets a :class:`~wacoll.errors.ProofCacheWarning`
+        and the default: raising on the ranks that happen to wait, and not on the
+        one that proves, would leave the job half failed.
+
     Examples
     --------
     >>> wait_limit({}), wait_limit({"WACOLL_PROOF_WAIT": "2.5"})
     (300.0, 2.5)
-    >>> wait_limit({"WACOLL_PROOF_WAIT": "soon"})
-    Traceback (most recent call last):
-    ...
-    ValueError: WACOLL_PROOF_WAIT must be a number of seconds >= 0, got 'soon'
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as seen:
+    ...     warnings.simplefilter("always")
+    ...     wait_limit({"WACOLL_PROOF_WAIT": "soon"}), str(seen[0].message)
+    (300.0, "WACOLL_PROOF_WAIT must be a number of seconds >= 0, got 'soon'; waiting 300 s")
     """
     environ = os.environ if environ is None else environ
     value = environ.get(WAIT_ENV, "").strip()
@@ -66,103 +92,132 @@ def wait_limit(environ=None) -> float:
         seconds = float(value)
     except ValueError:
         seconds = -1.0
-    if not seconds >= 0:  # (NaN too)
-        raise ValueError(f"{WAIT_ENV} must be a number of seconds >= 0, got {value!r}")
+    if not (seconds >= 0 and math.isfinite(seconds)):
+        warnings.warn(f"{WAIT_ENV} must be a number of seconds >= 0, got {value!r}; "
+                      f"waiting {_DEFAULT_WAIT:g} s", ProofCacheWarning, stacklevel=2)
+        return _DEFAULT_WAIT
     return seconds
 
 
-def _lock_path(directory, key) -> Path:
-    return Path(directory) / f"{key}.lock"
-
-
 class Claim:
-    """The right to prove one plan: a lock file naming this host and process."""
+    """The right to prove one plan: an exclusive ``flock`` on its lock file.
 
-    def __init__(self, path: Path):
-        self.path = path
+    Parameters
+    ----------
+    fd : int
+        The open lock file, locked.
+    path : Path
+        Where it is (removed on release).
+    """
+
+    def __init__(self, fd: int, path: Path):
+        self.fd, self.path = fd, path
 
     @classmethod
     def take(cls, directory, key) -> Claim | None:
-        """Claim the proof of ``key`` in ``directory``: the claim, or None when another
-        process holds it. An unusable directory raises :class:`OSError`."""
-        path = _lock_path(directory, key)
-        Path(directory).mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            return None
-        with os.fdopen(fd, "w") as fh:
-            fh.write(f"{socket.gethostname()} {os.getpid()}\n")
-        return cls(path)
+        """Claim the proof of ``key`` in ``directory``.
+
+        Returns
+        -------
+        Claim or None
+            The claim, or None while another process holds it.
+
+        Raises
+        ------
+        OSError
+            The directory cannot hold the lock (not writable, no ``flock``).
+        """
+        path = Path(directory) / f"{key}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                # a holder removes the file before it lets go: the lock is ours only
+                # if the file we locked is still the one at the path
+                try:
+                    current = os.stat(path)
+                except FileNotFoundError:
+                    current = None
+                mine = os.fstat(fd)
+            except BlockingIOError:
+                os.close(fd)
+                return None
+            except BaseException:
+                os.close(fd)
+                raise
+            if current is not None and (current.st_dev, current.st_ino) == \
+                    (mine.st_dev, mine.st_ino):
+                return cls(fd, path)
+            os.close(fd)  # (a removed file: lock the new one)
 
     def release(self):
-        """Remove the lock (the proof, if any, is in place already)."""
+        """Give the claim up (the proof, if any, is in place already)."""
+        if self.fd is None:
+            return
+        fd, self.fd = self.fd, None
         try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-
-
-def _holder_is_dead(path: Path) -> bool:
-    """Whether the lock at ``path`` names a process of this host that has ended."""
-    try:
-        host, pid = path.read_text().split()
-        pid = int(pid)
-    except (OSError, ValueError):
-        return False  # (being written, or gone: look again)
-    if host != socket.gethostname():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # (alive, another user's)
-        return False
-    return False
+            os.unlink(self.path)  # while still locked: see take()
+        except OSError:
+            pass  # (a lock file left behind is harmless: the next taker locks it)
+        try:
+            os.close(fd)  # (closing the only descriptor drops the lock)
+        except OSError as exc:
+            warnings.warn(f"the proof lock {self.path} could not be closed ({exc})",
+                          ProofCacheWarning, stacklevel=2)
 
 
 def await_proof(directory, key, lookup, *, wait=None):
     """Wait until the proof of ``key`` is in ``directory``, or this process should
-    prove it. ``lookup()`` reads the proof (None: not there).
+    prove it.
+
+    Parameters
+    ----------
+    directory : path
+        The proof cache.
+    key : str
+        The plan's key (:func:`wacoll.plans.proofs.plan_key`).
+    lookup : callable
+        ``lookup()`` reads the proof (None: not there).
+    wait : float, optional
+        Seconds to wait for a holder that neither finishes nor dies (default
+        :func:`wait_limit`).
 
     Returns
     -------
     (proof, claim)
         ``(proof, None)``: another process proved it. ``(None, claim)``: this process
         holds the claim and must prove, store, and release. ``(None, None)``: prove
-        without a claim (released without a proof, waited too long, or the directory
-        cannot hold a lock).
+        without a claim (a holder gave up without a proof, the wait ran out, or the
+        directory cannot hold a lock).
     """
     wait = wait_limit() if wait is None else wait
     deadline = time.monotonic() + wait
     pause = 0.005
-    lock = _lock_path(directory, key)
+    held_by_another = False
     while True:
         try:
             claim = Claim.take(directory, key)
         except OSError:
             return None, None
         if claim is not None:
-            # another process may have proved and released between our lookup and now
-            proof = lookup()
+            try:  # another process may have proved it before we got the lock
+                proof = lookup()
+            except BaseException:
+                claim.release()
+                raise
             if proof is not None:
                 claim.release()
                 return proof, None
-            return None, claim
-        # someone else proves: wait for its proof or its release
-        while lock.exists():
-            proof = lookup()
-            if proof is not None:
-                return proof, None
-            if _holder_is_dead(lock):
-                Claim(lock).release()
-                break
-            if time.monotonic() >= deadline:
+            if held_by_another:  # its holder gave up: prove beside the other waiters
+                claim.release()
                 return None, None
-            time.sleep(pause)
-            pause = min(pause * 2, _LONGEST_PAUSE)
-        else:
-            proof = lookup()
-            if proof is not None:
-                return proof, None
-            return None, None  # released without a proof: prove it ourselves
+            return None, claim
+        held_by_another = True
+        proof = lookup()
+        if proof is not None:
+            return proof, None
+        if time.monotonic() >= deadline:
+            return None, None
+        time.sleep(pause)
+        pause = min(pause * 2, _LONGEST_PAUSE)
