@@ -5,10 +5,11 @@ in the environment of the test run::
 
     WACOLL_TEST_SCALE=1 .venv/bin/python -m pytest -q tests/test_mpi_scale.py
 
-Each run starts with an empty proof cache of its own. A first communicator proves
-every plan (whole plans, every rank) and stores the proofs; a second one, after a
-barrier, finds them and derives only its rank's programs (``last_plan`` is then a
-``RankPlan``). Both must give the MPI library's results, checked on every rank and
+Each run starts with an empty proof cache of its own. On a first communicator one
+rank proves each plan (the whole plan) and stores its proof while the others wait
+for it (:mod:`wacoll.plans.prooflock`), then derive their parts; a second one, after
+a barrier, finds the proofs and every rank derives only its programs (``last_plan``
+is then a ``RankPlan``). Both must give the MPI library's results, checked on every rank and
 agreed on before rank 0 reports.
 """
 
@@ -97,9 +98,11 @@ second = core(wacoll.Comm(W, TOPO), 2)
 if second != "RankPlan":
     problems.append(f"rank {ME}: the second communicator ran a {second}, not its part")
 everything = W.gather(problems, root=0)
+firsts = W.gather(first, root=0)
 if ME == 0:
     flat = [p for ps in everything for p in ps]
     print("PROBLEMS", len(flat))
+    print("PROVED BY", firsts.count("Plan"), "RANKS")
     for p in flat[:20]:
         print(p)
 """
@@ -120,3 +123,6 @@ def test_core_cases_at_scale(size):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-TAIL:]
     assert "PROBLEMS 0" in proc.stdout, out[-TAIL:]
+    # the ranks share the cache: one of them proved the last plan, the others waited
+    # for its proof and derived their parts
+    assert "PROVED BY 1 RANKS" in proc.stdout, out[-TAIL:]
