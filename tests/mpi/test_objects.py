@@ -494,3 +494,21 @@ def test_barrier_and_derived_communicators(mpi, layout):
         assert isinstance(dup, wacoll.Comm)
     finally:
         dup.Free()
+
+
+@pytest.mark.mpi(min_size=1)
+def test_a_later_communicator_runs_its_part_of_a_proved_plan(mpi):
+    # the first communicator proves the plan and keeps its proof; the second finds
+    # it and derives only this rank's program (a RankPlan), with the same results
+    data = {"rank": ME, "name": "x" * ME}
+    want = W.allgather(data)
+    first, second = wacoll.Comm(W), wacoll.Comm(W)
+    try:
+        mpi.assert_all(first.allgather(data) == want, "first")
+        W.Barrier()  # every proof stored
+        mpi.assert_all(second.allgather(data) == want, "second")
+        kinds = {type(plan).__name__ for plan, _ in objects._CACHE[id(second)].values()}
+        mpi.assert_all(kinds == {"RankPlan"}, f"the second ran {kinds}")
+    finally:
+        first.Free()
+        second.Free()

@@ -98,7 +98,9 @@ from mpi4py import MPI
 
 from wacoll.errors import WacollError
 from wacoll.mpi.executor import call_tag
-from wacoll.plans import LEVELS, Call, lower, select
+from wacoll.plans import LEVELS, Call, select
+from wacoll.plans.builder import RankPlan
+from wacoll.plans.rank import lower_for_rank, plan_for_rank
 from wacoll.plans import operations as ops
 
 __all__ = ["barrier", "bcast", "gather", "scatter", "allgather", "alltoall", "reduce",
@@ -295,7 +297,8 @@ def execute(program, plan, wire, slots, *, op=None, faults=None, local=None,
     faults = {} if faults is None else faults
     local = {} if local is None else local
     me = program.rank
-    plan_steps = plan.programs[me]
+    # (a part of a plan whose proof is cached holds this rank's program only)
+    plan_steps = plan.program if isinstance(plan, RankPlan) else plan.programs[me]
     steps = program.steps
     last = _last_reads(steps)
     clock = tracer.clock if tracer else None
@@ -462,7 +465,9 @@ def _commutes(op):
 
 
 def _plan(comm, op, root, level, family, options):
-    """The proved plan and this rank's lowered program of an object call (cached)."""
+    """The proved plan (or, when the proof cache holds its proof, this rank's part:
+    :func:`~wacoll.plans.rank.plan_for_rank`) and this rank's lowered program of an
+    object call (cached)."""
     key = (op, root, level, family, tuple(sorted(options.items())))
     cache = _CACHE.get(id(comm))
     if cache is None:
@@ -478,11 +483,12 @@ def _plan(comm, op, root, level, family, options):
                            comm_family=None if comm.family == scripts else comm.family,
                            comm_options=comm.options, policy=comm.policy,
                            allow_native=False)
-        plan = selection.build(comm.network)
-        rank, size, nb = comm.Get_rank(), plan.size, plan.nblocks
+        rank = comm.Get_rank()
+        plan = plan_for_rank(selection, comm.network, rank)
+        size, nb = plan.size, plan.nblocks
         ins = {b: b for b in ops.in_blocks(op, size, root, nb, rank)}
         outs = {b: b for b in ops.out_blocks(op, size, root, nb, rank)}
-        entry = cache[key] = (plan, lower(plan, rank, ins, outs))
+        entry = cache[key] = (plan, lower_for_rank(plan, rank, ins, outs))
     return entry
 
 
