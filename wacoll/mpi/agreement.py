@@ -24,6 +24,7 @@ import zlib
 from dataclasses import dataclass
 
 import numpy as np
+from mpi4py import MPI
 
 from wacoll import errors
 from wacoll.errors import BufferMismatchError, WacollError
@@ -129,8 +130,6 @@ def agree(comm, error, sig, info=None, *, exchange=False, validate=True):
     validate : bool
         Without it (and without ``exchange``) a local error is raised locally only.
     """
-    from mpi4py import MPI
-
     if not validate and not exchange:
         if error is not None:
             raise error
@@ -259,8 +258,6 @@ class Check:
     __slots__ = ("error", "sig", "flags", "request", "run", "done", "comm")
 
     def __init__(self, comm, error, sig, *, program=None, tag=0, persistent=None):
-        from mpi4py import MPI
-
         rank = comm.Get_rank()
         crc = sig.digest()
         code = 0 if error is None else _CODES.index(type(error).__name__) + 1 \
@@ -347,8 +344,6 @@ def blocking_check(comm):
     """The check of one cluster's blocking calls on ``comm`` (collective): a
     :class:`NodeCheck` when every rank shares one node's memory, else a
     :class:`PersistentCheck`."""
-    from mpi4py import MPI
-
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     try:
         # the same answer on every rank: a node is the whole communicator on one rank
@@ -378,8 +373,6 @@ class NodeCheck(NodeFlags):
     """
 
     def __init__(self, comm):
-        from mpi4py import MPI
-
         rank, size = comm.Get_rank(), comm.Get_size()
         nbytes = 2 * size * LINE_WORDS * 8
         self.window = MPI.Win.Allocate_shared(nbytes if rank == 0 else 0, 8, comm=comm)
@@ -414,8 +407,6 @@ class PersistentCheck:
     __slots__ = ("flags", "request", "_holding")
 
     def __init__(self, comm):
-        from mpi4py import MPI
-
         self.flags = np.zeros(4, np.int64)
         self.request = comm.Allreduce_init(MPI.IN_PLACE, self.flags, op=MPI.MAX)
         self._holding = None  # the flags array whose values ``flags`` still holds

@@ -44,6 +44,7 @@ Run under ``mpiexec -n 3 python -c ...``; on one process::
 from __future__ import annotations
 
 import numpy as np
+from mpi4py import MPI
 
 from wacoll import _kernels
 from wacoll.errors import BufferMismatchError, PlanError
@@ -54,8 +55,6 @@ from wacoll.plans.lower import lower
 __all__ = ["execute", "run_program", "Run", "Tracer", "TAG", "call_tag"]
 
 def _byte_type():
-    from mpi4py import MPI
-
     return MPI.BYTE
 
 
@@ -273,8 +272,6 @@ class Run:
 
     def _await(self, requests, block):
         """Whether all ``requests`` are complete (waiting for them when blocking)."""
-        from mpi4py import MPI
-
         if block:
             MPI.Request.Waitall(requests)
             return True
@@ -310,8 +307,6 @@ class Run:
         Without ``block``, stop at the first step that must wait and return False
         (:attr:`waiting` then lists what it waits for).
         """
-        from mpi4py import MPI
-
         if self.done:
             return True
         self.started = True
@@ -398,8 +393,6 @@ class Run:
 
     def cancel(self):
         """Abandon the run: cancel its pending receives (after a failed agreement)."""
-        from mpi4py import MPI
-
         pending = [r for r in self.recv_reqs.values() if r]
         if self._group is not None:
             pending += [r for r in self._group[1] if r]

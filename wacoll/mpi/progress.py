@@ -24,6 +24,8 @@ from __future__ import annotations
 import threading
 import time
 
+from mpi4py import MPI
+
 from wacoll.errors import WacollError
 
 __all__ = ["ProgressEngine", "engine", "Task", "advance_request", "wait_any", "next_nap"]
@@ -72,8 +74,6 @@ class ProgressEngine:
 
     def submit(self, task):
         """Start advancing ``task``; return its ``MPI.Grequest``."""
-        from mpi4py import MPI
-
         if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
             raise WacollError("non-blocking wacoll collectives need MPI initialised with "
                               "MPI_THREAD_MULTIPLE (mpi4py's default thread level)")
@@ -92,8 +92,6 @@ class ProgressEngine:
         return entry.grequest, entry
 
     def _ensure_thread(self):
-        from mpi4py import MPI
-
         if self._wake_comm is None:
             self._wake_comm = MPI.COMM_SELF.Dup()
             self._wake_req = self._wake_comm.Irecv(self._wake_buf, source=0, tag=1)
@@ -107,8 +105,6 @@ class ProgressEngine:
         self._idle.notify_all()
 
     def _loop(self):
-        from mpi4py import MPI
-
         while True:
             with self._lock:
                 while not self._entries:
@@ -198,8 +194,6 @@ def wait_any(requests, longest_nap=None):
     check at once waits here too: in the MPI library's spinning ``Waitany`` the same
     call on the emulated grid took 34 ms instead of 14 (1-byte Bcast, 4 x 2 ranks).
     """
-    from mpi4py import MPI
-
     nap = 1e-6
     index, done = MPI.Request.Testany(requests)
     if done:

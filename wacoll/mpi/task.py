@@ -28,6 +28,8 @@ whose own arguments are invalid has no work and only waits for the check.
 
 from __future__ import annotations
 
+from mpi4py import MPI
+
 from wacoll.mpi.progress import Task, advance_request, wait_any
 
 __all__ = ["CallTask", "NativeWork"]
@@ -106,8 +108,6 @@ class CallTask(Task):
 
     def advance(self, block=False):
         """Advance work and check; True when both are done. Raises the check's error."""
-        from mpi4py import MPI
-
         work, check = self.work, self.check
         if check is None:
             if not work.advance(block):
