@@ -51,6 +51,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -68,7 +69,7 @@ from wacoll.plans.prooflock import await_proof
 
 __all__ = ["ENV", "Proof", "cache_dir", "plan_key", "plan_digest", "program_digest",
            "report_digest",
-           "lookup", "lookup_or_claim", "store", "prove", "build_proved"]
+           "lookup", "claimed", "store", "prove", "build_proved"]
 
 #: The environment variable that places the cache or turns it off.
 ENV = "WACOLL_PROOF_CACHE"
@@ -337,23 +338,22 @@ def prove(selection, topology, *, directory=None) -> Proof:
     PlanError
         The plan cannot be built or fails its check (nothing is stored).
     """
-    found, claim = lookup_or_claim(selection, topology, directory=directory)
-    if found is not None:
-        return found
-    try:
+    with claimed(selection, topology, directory=directory) as found:
+        if found is not None:
+            return found
         plan = build(selection.op, topology, selection.family, **dict(selection.options))
         return store(selection, topology, plan, directory=directory)
-    finally:
-        if claim is not None:
-            claim.release()
 
 
-def lookup_or_claim(selection, topology, *, directory=None):
-    """The cached proof, or the duty to prove: ``(proof, None)`` on a hit (possibly
-    after waiting for another process that was proving the same plan, see
-    :mod:`wacoll.plans.prooflock`); ``(None, claim)`` when this process must prove,
-    store, then ``claim.release()``; ``(None, None)`` when it must prove without a
-    claim (no cache, or the wait ended without a proof).
+@contextlib.contextmanager
+def claimed(selection, topology, *, directory=None):
+    """The cached proof, or the duty to prove it.
+
+    Yields the proof on a hit (possibly after waiting for another process that was
+    proving the same plan, see :mod:`wacoll.plans.prooflock`), else None: the body
+    must then prove the plan and :func:`store` it, and the claim on it (when there is
+    one: a cache, and no other process gave up on it) is held until the body ends,
+    whether it returns or raises.
 
     Examples
     --------
@@ -363,17 +363,26 @@ def lookup_or_claim(selection, topology, *, directory=None):
     >>> topo = Topology.from_sizes([2, 2])
     >>> sel = select(Call("bcast", count=4, root=0), topo)
     >>> where = tempfile.mkdtemp()
-    >>> proof, claim = lookup_or_claim(sel, topo, directory=where)
-    >>> proof is None, claim is not None
-    (True, True)
-    >>> claim.release()
+    >>> with claimed(sel, topo, directory=where) as found:
+    ...     print(found)
+    ...     _ = store(sel, topo, sel.build(topo), directory=where)
+    None
+    >>> with claimed(sel, topo, directory=where) as found:
+    ...     print(found.cached)
+    True
     """
     found = lookup(selection, topology, directory=directory)
     directory = _default(directory)
-    if found is not None or directory is None:
-        return found, None
-    return await_proof(directory, plan_key(selection, topology),
-                       lambda: lookup(selection, topology, directory=directory))
+    claim = None
+    if found is None and directory is not None:
+        found, claim = await_proof(
+            directory, plan_key(selection, topology),
+            lambda: lookup(selection, topology, directory=directory))
+    try:
+        yield found
+    finally:
+        if claim is not None:
+            claim.release()
 
 
 def build_proved(selection, topology, *, directory=None):

@@ -177,8 +177,7 @@ def plan_for_rank(selection, topology, rank, *, directory=None):
     where = proofs.cache_dir() if directory is None else directory
     if where is None or where is False:
         return selection.build(topology)
-    proof, claim = proofs.lookup_or_claim(selection, topology, directory=where)
-    try:
+    with proofs.claimed(selection, topology, directory=where) as proof:
         if proof is not None:
             part = rank_plan(selection, topology, rank)
             if proofs.program_digest(part.program) == proof.rank_digests[rank]:
@@ -189,9 +188,6 @@ def plan_for_rank(selection, topology, rank, *, directory=None):
         plan = selection.build(topology)
         proofs.store(selection, topology, plan, directory=where)
         return plan
-    finally:
-        if claim is not None:
-            claim.release()
 
 
 def lower_for_rank(plan, rank, in_offsets=None, out_offsets=None):
