@@ -2,6 +2,7 @@
 
 import json
 import os
+import warnings
 
 import pytest
 
@@ -197,3 +198,17 @@ def test_a_cached_proof_lets_a_rank_derive_its_program_alone(tmp_path, builds):
         assert [s.label for s in got.steps] == [s.label for s in want[r].steps]
     assert builds == []  # every proof came from the cache: no whole plan built
     assert not any(name.startswith(".proof-") for name in os.listdir(tmp_path))
+
+
+def test_a_proof_of_reproducible_arithmetic_is_of_the_plan_that_runs(tmp_path):
+    # a strict float sum on accumulators: the proof is of the plan marked with its
+    # arithmetic (level strict), the one build_proved and the ranks run
+    sel = select(Call("allreduce", count=128, itemsize=8, level="strict",
+                      accumulator_itemsize=32), TOPO)
+    assert sel.arithmetic == "reproducible"
+    proof = proofs.prove(sel, TOPO, directory=tmp_path)
+    assert (proof.report.level, proof.report.arithmetic) == ("strict", "reproducible")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ProofCacheWarning)  # no digest mismatch
+        plan = proofs.build_proved(sel, TOPO, directory=tmp_path)
+    assert plan.check() == proof.report

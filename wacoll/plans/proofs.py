@@ -341,8 +341,15 @@ def prove(selection, topology, *, directory=None) -> Proof:
     with claimed(selection, topology, directory=directory) as found:
         if found is not None:
             return found
-        plan = build(selection.op, topology, selection.family, **dict(selection.options))
-        return store(selection, topology, plan, directory=directory)
+        return store(selection, topology, _whole(selection, topology),
+                     directory=directory)
+
+
+def _whole(selection, topology):
+    """The whole plan ``selection`` builds on ``topology``, marked with its
+    arithmetic (unproved)."""
+    return selection.with_arithmetic(build(selection.op, topology, selection.family,
+                                           **dict(selection.options)))
 
 
 @contextlib.contextmanager
@@ -400,8 +407,7 @@ def build_proved(selection, topology, *, directory=None):
     >>> build_proved(sel, topo, directory=tempfile.mkdtemp()).check().messages
     2
     """
-    plan = selection.with_arithmetic(build(selection.op, topology, selection.family,
-                                           **dict(selection.options)))
+    plan = _whole(selection, topology)
     found = lookup(selection, topology, directory=directory)
     if found is not None and found.plan_digest == plan_digest(plan):
         plan._cache["report"] = found.report
