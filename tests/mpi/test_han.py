@@ -123,3 +123,20 @@ def test_an_operator_by_name(mpi):
     got = np.zeros(3)
     comm.Allreduce(np.full(3, ME + 1.0), got, op="max")
     mpi.assert_equal(got, np.full(3, float(P)))
+
+
+@pytest.mark.mpi(min_size=1)
+def test_one_cluster_composes_the_library_alone(mpi):
+    # no coordinators to join: the library's collective over every rank
+    comm = mpi.comm("single", level=None, family="han")
+    mine = _data(5, ME)
+    want = np.empty(5)
+    W.Allreduce(mine, want, op=MPI.SUM)
+    got = np.full(5, np.nan)
+    comm.Allreduce(mine, got, op=MPI.SUM)
+    buf = _data(5, P - 1) if ME == P - 1 else np.zeros(5)
+    comm.Bcast(buf, root=P - 1)
+    comm.Barrier()
+    mpi.assert_all(got.tobytes() == want.tobytes(), "Allreduce")
+    mpi.assert_all(buf.tobytes() == _data(5, P - 1).tobytes(), "Bcast")
+    mpi.assert_all(comm.last_family == "han", f"ran {comm.last_family}")

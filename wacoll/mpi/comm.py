@@ -764,7 +764,9 @@ class Comm(MPI.Intracomm):
         if entry is None or entry[0] is not composite:
             entry = self._programs[key] = (composite, rank_programs(composite,
                                                                     self._place.rank))
-        return CompositeWork(composite, entry[1], self._wire, self._cluster,
+        # one cluster: its communicator is the wire itself (same ranks, same order)
+        cluster = self._wire if self._cluster is None else self._cluster
+        return CompositeWork(composite, entry[1], self._wire, cluster,
                              prepared.inbuf, outbuf, op=for_mpi(prepared.reduce_op),
                              scratch=scratch, tag=call_tag(seq), tracer=self.tracer)
 
