@@ -54,14 +54,10 @@ from wacoll.plans.lower import lower
 
 __all__ = ["execute", "run_program", "Run", "Tracer", "TAG", "call_tag"]
 
-def _byte_type():
-    return MPI.BYTE
-
-
 #: Messages travel as bytes: a rank whose element type differs from its peer's
 #: (an erroneous call the cross-rank check reports) then gets a short or truncated
 #: message, never a partial element the MPI library would abort on.
-_BYTE = _byte_type()
+_BYTE = MPI.BYTE
 
 #: Tags of a communicator's plan messages: a window of call sequence numbers, so
 #: that the messages of calls in flight together (non-blocking, persistent) never

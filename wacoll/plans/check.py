@@ -50,7 +50,8 @@ from wacoll.plans.prover.flow import analyse
 from wacoll.plans.prover.layout import Layout
 from wacoll.plans.prover.pairing import pair
 from wacoll.plans.prover.pieces import split
-from wacoll.plans.prover.results import _Verdicts, max_hops, measures, verify
+from wacoll.plans.prover.results import (_Verdicts, final_out, max_hops, measures,
+                                         verify)
 from wacoll.plans.prover.run import Run
 from wacoll.plans.prover.values import Hops, Knowledge, Reductions, Repeats, Uneven
 
@@ -237,16 +238,16 @@ def check_plan(plan) -> CheckReport:
     clusters = clusters.ravel().astype(np.int64)
     layout = Layout(plan.op, plan.size, plan.root, plan.nblocks)
     try:
-        return _prove(plan, split(steps, layout), pairing, kind, level, clusters,
-                      cluster_ids.tolist())
-    except Uneven:  # a received piece's blocks differ: take every block alone
-        return _prove(plan, split(steps, layout, blocks=True), pairing, kind, level,
+        return _prove(plan, split(steps, layout), layout, pairing, kind, level,
                       clusters, cluster_ids.tolist())
+    except Uneven:  # a received piece's blocks differ: take every block alone
+        return _prove(plan, split(steps, layout, blocks=True), layout, pairing, kind,
+                      level, clusters, cluster_ids.tolist())
 
 
-def _prove(plan, steps, pairing, kind, level, clusters, cluster_ids):
+def _prove(plan, steps, layout, pairing, kind, level, clusters, cluster_ids):
     """The run and the report of :func:`check_plan`, on ``steps`` cut into pieces."""
-    flow = analyse(plan, steps, level=level)
+    flow = analyse(plan, steps, layout=layout, level=level)
     verdicts = None
     if kind == "reduction":
         exprs = _Exprs(plan.size)
@@ -266,8 +267,9 @@ def _prove(plan, steps, pairing, kind, level, clusters, cluster_ids):
         repeats = Repeats(steps, pairing, flow.layout, clusters, cluster_ids,
                           kind == "reduction")
     Run(plan, steps, pairing, flow, clusters, values, repeats).run()
-    verify(plan, steps, flow, values, verdicts)
-    hops = max_hops(plan, steps, flow, values)
+    final = None if kind == "barrier" else final_out(plan, steps, flow)
+    verify(plan, steps, flow, values, verdicts, final=final)
+    hops = max_hops(plan, steps, flow, values, final=final)
     found = repeats.items if repeats is not None else []
     return CheckReport(
         op=plan.op, level=plan.level, **measures(plan, steps, pairing, clusters),

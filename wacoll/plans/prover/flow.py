@@ -42,12 +42,11 @@ from wacoll.plans.prover.encode import (
     COPY,
     RECV,
     RECV_COMBINE,
-    SEND,
     index_dtype,
 )
 from wacoll.plans.prover.layout import Layout
 
-__all__ = ["INIT", "MISSING", "NO_READ", "FAULTS", "Flow", "analyse"]
+__all__ = ["INIT", "MISSING", "NO_READ", "Flow", "analyse"]
 
 #: A read that sees the operation's initial data.
 INIT = -1
@@ -59,9 +58,6 @@ NO_READ = -3
 #: Fault codes, in the order the checker takes a block's checks.
 EXIST, HELD, HELD_SRC, HOLDER, MOVES, OVERLAP, ORDER, STRICT, IN, OUT, PEER, GROUP = \
     range(1, 13)
-FAULTS = {"exist": EXIST, "held": HELD, "held_src": HELD_SRC, "holder": HOLDER,
-          "moves": MOVES, "overlap": OVERLAP, "order": ORDER, "strict": STRICT,
-          "in": IN, "out": OUT, "peer": PEER, "group": GROUP}
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,7 +125,7 @@ def _sorted_defs(keys, is_write, ident):
     return order, skeys, head, last_ident, ident_sorted
 
 
-def analyse(plan, steps, *, reduction=None, level=None) -> Flow:
+def analyse(plan, steps, *, layout=None, level=None) -> Flow:
     """The dataflow and static faults of ``plan`` (see the module docstring).
 
     Parameters
@@ -137,8 +133,9 @@ def analyse(plan, steps, *, reduction=None, level=None) -> Flow:
     plan : wacoll.plans.Plan
     steps : wacoll.plans.prover.encode.Steps
         ``plan``'s programs as arrays.
-    reduction : bool, optional
-        Whether the operation combines data (default: its kind is ``"reduction"``).
+    layout : Layout, optional
+        The operation's :class:`~wacoll.plans.prover.layout.Layout` (default: made
+        here).
     level : str, optional
         The level the proof keeps (default ``plan.level``).
 
@@ -146,9 +143,9 @@ def analyse(plan, steps, *, reduction=None, level=None) -> Flow:
     -------
     Flow
     """
-    layout = Layout(plan.op, plan.size, plan.root, plan.nblocks)
-    if reduction is None:
-        reduction = layout.spec.kind == "reduction"
+    if layout is None:
+        layout = Layout(plan.op, plan.size, plan.root, plan.nblocks)
+    reduction = layout.spec.kind == "reduction"
     level = plan.level if level is None else level
     nb, size, n = steps.nblocks, steps.size, steps.nentries
     nbuf = max(len(steps.buffers), 1)

@@ -24,10 +24,10 @@ from wacoll.plans.prover.encode import distinct, ranges
 from wacoll.plans.prover.run import _fmt_ranks, _ranks
 from wacoll.plans.prover.values import UNKNOWN, Knowledge, Reductions
 
-__all__ = ["verify", "max_hops", "measures"]
+__all__ = ["final_out", "verify", "max_hops", "measures"]
 
 
-def _final_out(plan, steps, flow):
+def final_out(plan, steps, flow):
     """The ``"out"`` slots a rank must end with that it wrote: their ranks, first
     blocks, numbers of blocks and last writes. (A written ``"out"`` slot has a place
     in ``"out"`` for all its blocks, or the run stopped at the write.)"""
@@ -71,12 +71,12 @@ class _Verdicts:
         return found
 
 
-def _first_failing(plan, steps, flow, values, verdicts):
+def _first_failing(plan, steps, flow, values, verdicts, final):
     """The first rank that ends without a promised block or with a failing value,
     or None."""
     layout = flow.layout
     size = plan.size
-    ranks, blocks, lengths, last = _final_out(plan, steps, flow)
+    ranks, blocks, lengths, last = final
     held = layout.out_held(np.arange(size))
     fresh = ~held[ranks]
     if steps.single:
@@ -104,7 +104,7 @@ def _first_failing(plan, steps, flow, values, verdicts):
     return int(failing[0]) if len(failing) else None
 
 
-def verify(plan, steps, flow, values, verdicts=None):
+def verify(plan, steps, flow, values, verdicts=None, *, final=None):
     """Raise :class:`PlanError` at the first rank and block that break the
     operation's promise (see the module docstring).
 
@@ -118,11 +118,15 @@ def verify(plan, steps, flow, values, verdicts=None):
     verdicts : callable, optional
         ``verdicts(expression, form)``: why a reduced block fails its promise
         (``""``: it does not); reductions only.
+    final : tuple, optional
+        :func:`final_out` of the plan (default: computed here).
     """
     if not isinstance(values, Knowledge):
-        r = _first_failing(plan, steps, flow, values, verdicts)
+        if final is None:
+            final = final_out(plan, steps, flow)
+        r = _first_failing(plan, steps, flow, values, verdicts, final)
         if r is not None:
-            _name_block(plan, steps, flow, values, verdicts, r)
+            _name_block(plan, flow, values, verdicts, r, final)
     else:
         unknown = values.rows >= UNKNOWN
         lost = np.flatnonzero(unknown.any(axis=1))
@@ -133,9 +137,9 @@ def verify(plan, steps, flow, values, verdicts=None):
                             f"{_fmt_ranks(missing)}", rank=r)
 
 
-def _name_block(plan, steps, flow, values, verdicts, r):
+def _name_block(plan, flow, values, verdicts, r, final):
     """Raise the error of rank ``r``'s first failing block."""
-    ranks, blocks, lengths, last = _final_out(plan, steps, flow)
+    ranks, blocks, lengths, last = final
     mine = ranks == r
     final = {b + i: d for b, n, d in zip(blocks[mine].tolist(), lengths[mine].tolist(),
                                          last[mine].tolist()) for i in range(n)}
@@ -152,11 +156,12 @@ def _name_block(plan, steps, flow, values, verdicts, r):
     raise AssertionError(f"rank {r} was found failing, but none of its blocks fails")
 
 
-def max_hops(plan, steps, flow, values) -> int:
-    """The most wide-area links on any path from a data item's source to a rank."""
+def max_hops(plan, steps, flow, values, *, final=None) -> int:
+    """The most wide-area links on any path from a data item's source to a rank
+    (``final``: :func:`final_out` of the plan, default computed here)."""
     if isinstance(values, Knowledge):
         return int(values.rows.max()) if values.rows.size else 0
-    last = _final_out(plan, steps, flow)[3]
+    last = (final_out(plan, steps, flow) if final is None else final)[3]
     if not len(last):
         return 0
     if isinstance(values, Reductions):

@@ -38,7 +38,6 @@ from wacoll.plans.prover.flow import (
     HELD_SRC,
     HOLDER,
     IN,
-    INIT,
     MOVES,
     ORDER,
     OUT,
@@ -48,8 +47,6 @@ from wacoll.plans.prover.flow import (
 )
 
 __all__ = ["Run", "fault_text"]
-
-_UNKNOWN = np.iinfo(np.int32).max
 
 
 def _ranks(mask):

@@ -34,7 +34,6 @@ from wacoll.plans.prover.encode import (
 from wacoll.plans.prover.flow import (
     GROUP,
     HOLDER,
-    INIT,
     ORDER,
     OVERLAP,
     PEER,
