@@ -364,7 +364,8 @@ def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1,
         owned = halving_reduce_scatter(b, range(b.size), b.all_blocks, result=share)
         for owner, blocks in owned.items():
             if owner == b.root:
-                b.copy(owner, blocks, share, "out")
+                if share != "out":
+                    b.copy(owner, blocks, share, "out")
             elif blocks:
                 b.transfer(owner, b.root, blocks, "part", "out")
         return b.build(family=_FAMILY, algorithm="halving+gather", segments=segments)
