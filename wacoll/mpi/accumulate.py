@@ -10,8 +10,10 @@ once into the user's receive buffer (:func:`~wacoll._kernels.repro.from_accumula
 on the ranks that receive one. The bits do not depend on the plan, the topology,
 the root or the rank order.
 
-Each element costs :func:`~wacoll._kernels.repro.accumulator_bytes` bytes on the
-wire and in memory (32 for float64, 4x the value). A blocking call passes its
+Each element costs :func:`~wacoll._kernels.repro.accumulator_bytes` bytes in memory
+(32 for float64, 4x the value); the executor packs the messages
+(:mod:`wacoll._kernels.repro_wire`: 8 bytes per float64 element for a rank's own
+values, 16 for a partial sum). A blocking call passes its
 communicator's scratch dictionary, so the accumulator arrays are allocated once and
 reused by the calls that follow.
 

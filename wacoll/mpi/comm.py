@@ -46,6 +46,7 @@ import zlib
 
 from mpi4py import MPI
 
+from wacoll._kernels.repro_wire import wire_bytes
 from wacoll.errors import PlanError, TopologyError, WacollError
 from wacoll.mpi import calls
 from wacoll.mpi import objects
@@ -807,7 +808,8 @@ class Comm(MPI.Intracomm):
         call = Call(prepared.op, count=prepared.count, counts=prepared.counts,
                     root=prepared.root, level=prepared.level,
                     itemsize=1 if prepared.dtype is None else prepared.dtype.itemsize,
-                    accumulator_itemsize=prepared.accumulator_itemsize,
+                    accumulator_itemsize=wire_bytes(prepared.dtype, self._place.size)
+                    if prepared.accumulator_itemsize else 0,
                     user_op=isinstance(prepared.reduce_op, MPI.Op) and
                     not prepared.reduce_op.is_predefined)
         if (family or self.family) == "scripts":

@@ -19,7 +19,9 @@ dependencies, which the checker proved acyclic. So a proved plan cannot deadlock
 A program of a plan on reproducible arithmetic (``program.arithmetic``) runs on
 exact accumulators: the run converts this rank's contribution first and rounds the
 result into the receive buffer last (:mod:`wacoll.mpi.accumulate`), combining with
-the kernels' ``"repro_sum"``.
+the kernels' ``"repro_sum"``. Its messages travel packed
+(:mod:`wacoll._kernels.repro_wire`: a rank's own values, or narrow bins), so every
+receive lands in the pool and is unpacked from there.
 
 Contiguous blocks travel without copies; scattered blocks are packed and unpacked.
 Consecutive ``recv_combine`` steps of one arrival-order group are combined in the
@@ -47,6 +49,7 @@ import numpy as np
 from mpi4py import MPI
 
 from wacoll import _kernels
+from wacoll._kernels import repro_wire
 from wacoll.errors import BufferMismatchError, PlanError
 from wacoll.mpi.scratch import scratch_array
 from wacoll.mpi.trace import Tracer
@@ -113,9 +116,9 @@ def _combine(op, data, target, runs, side):
         at += b - a
 
 
-#: The scratch entry of the receive pool (not a plan buffer name: those are lower case
-#: letters, digits and underscores).
-_RECV_POOL = "<receive pool>"
+#: The scratch entries of the receive pool and of the unpacked accumulators (not plan
+#: buffer names: those are lower case letters, digits and underscores).
+_RECV_POOL, _UNPACKED = "<receive pool>", "<unpacked>"
 
 
 def _check_fits(name, array, extent):
@@ -195,14 +198,15 @@ class Run:
 
     __slots__ = ("steps", "comm", "bufs", "dtype", "op", "tag", "tracer", "recv_reqs",
                  "recv_data", "readers", "sends", "index", "waiting", "done", "_group",
-                 "started", "_unstage")
+                 "started", "_unstage", "packed", "unpacked")
 
     def __init__(self, program, comm, inbuf, outbuf, *, op=None, tracer=None,
                  scratch=None, tag=TAG):
         _check_fits("inbuf", inbuf, program.in_extent)
         _check_fits("outbuf", outbuf, program.out_extent)
         self._unstage = None
-        if program.arithmetic == "reproducible":  # the plan runs on accumulators
+        self.packed = program.arithmetic == "reproducible"
+        if self.packed:  # the plan runs on accumulators, its messages packed
             from wacoll.mpi.accumulate import stage
 
             t0 = tracer.clock() if tracer else 0.0
@@ -237,13 +241,23 @@ class Run:
         # fresh pages cost a fault each)
         receiving = [(i, step) for i, step in enumerate(self.steps)
                      if step.kind in ("recv", "recv_combine")]
+        packed = self.packed
+        # a packed message needs one element more than it carries, for its header
+        slot = 1 if packed else 0
         pool = scratch_array(scratch, _RECV_POOL, sum(
-            step.elements for _, step in receiving if not step.direct), dtype)
+            step.elements + slot for _, step in receiving
+            if packed or not step.direct), dtype)
+        self.unpacked = scratch_array(scratch, _UNPACKED, max(
+            (step.elements for _, step in receiving), default=0), dtype) if packed \
+            else None
         used = 0
         self.recv_reqs, self.recv_data = {}, {}
         for i, step in receiving:
             dst = step.dst
-            if step.direct and dst[1]:
+            if packed:
+                target = pool[used:used + step.elements + slot]
+                used += step.elements + slot
+            elif step.direct and dst[1]:
                 start, stop = dst[1][0]
                 target = bufs[dst[0]][start:stop]
             elif step.direct:
@@ -290,8 +304,10 @@ class Run:
         step = self.steps[i]
         data = self.recv_data.pop(i)
         dst = step.dst
+        if self.packed:
+            data = repro_wire.unpack(data, self.unpacked[:step.elements])
         if step.kind == "recv":
-            if not step.direct:
+            if self.packed or not step.direct:
                 _scatter(data, self.bufs[dst[0]], dst[1], step.dst_index)
             return
         _combine(self.op, data, self.bufs[dst[0]], dst[1], step.side)
@@ -317,6 +333,8 @@ class Run:
                 src = step.src
                 data = _gather(bufs[src[0]], src[1], step.elements, self.dtype,
                                step.src_index)
+                if self.packed:
+                    data = repro_wire.pack(data)
                 req = self.comm.Isend([data, _BYTE], dest=step.peer, tag=self.tag)
                 self.sends.append(req)
                 for start, stop in src[1]:
@@ -353,7 +371,7 @@ class Run:
                 req = self.recv_reqs[i]
                 if not self._await([req], block):
                     return False
-                if not (step.kind == "recv" and step.direct) and \
+                if not (step.kind == "recv" and step.direct and not self.packed) and \
                         not self._clear_readers(step.dst[0], step.dst[1], block):
                     return False
                 del self.recv_reqs[i]

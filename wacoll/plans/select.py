@@ -16,9 +16,9 @@ The default choice (no family forced):
   single-level algorithms, which follow the canonical expression).
 
 A strict float SUM can also run on exact accumulators (*reproducible* arithmetic,
-:mod:`wacoll._kernels.repro`): each element becomes an accumulator of
-:attr:`Call.accumulator_itemsize` bytes (32 for float64: 4x the data on the wire),
-whose combination is exact in any order, so the plan only needs the commutative
+:mod:`wacoll._kernels.repro`): each element becomes an accumulator, which travels in
+:attr:`Call.accumulator_itemsize` bytes (packed, :mod:`wacoll._kernels.repro_wire`:
+16 for a float64 partial sum of up to 128 values, 2x the data), whose combination is exact in any order, so the plan only needs the commutative
 level and may be wide-area optimal. The two arithmetics give different bits (the
 canonical expression's rounding errors, or the correctly rounded sum of the
 accumulators), so which one a call takes decides its result. :attr:`Policy.arithmetic`:
@@ -28,10 +28,12 @@ accumulators), so which one a call takes decides its result. :attr:`Policy.arith
     :attr:`Policy.reproducible_below` bytes of values, plain above. So level strict
     keeps its promise (the same bits whatever the topology, root, family or layout)
     while small calls, whose time on a grid is wide-area latency, take one
-    wide-area hop. The default threshold, 4 KiB, is where the simulator's
-    predictions cross on MagPIe's 10 ms, 1 MB/s grids (2x2 to 4x2 ranks: a 1 KiB
-    allreduce 31.6 ms plain, 12.1 ms reproducible on 4x2; 4 KiB reduce 28.2 vs 26.5
-    ms; 8 KiB reduce 36.4 vs 42.9 ms).
+    wide-area hop. The default threshold, 4 KiB, keeps the calls where the
+    simulator predicts accumulators to win on MagPIe's 10 ms, 1 MB/s grids of 4
+    clusters (4x1 to 4x4 ranks: a 1 KiB allreduce 33.1 ms plain, 12.1 ms
+    reproducible on 4x2; a 4 KiB reduce 28.2 vs 18.2 ms; they win up to 32 KiB
+    there), and costs little where they lose: a reduce on 2 clusters, 14.1 vs
+    18.2 ms at 4 KiB.
 ``"fastest"``
     Per call and topology: builds both plans, predicts each one's time with the
     simulator (:func:`wacoll.plans.sim.simulate`, the topology's link model) plus
@@ -70,7 +72,7 @@ A strict 1 KiB float64 SUM takes the accumulators (on a grid, MagPIe's coordinat
 plan); a 1 MiB one keeps the canonical order:
 
 >>> small = Call("allreduce", count=128, itemsize=8, level="strict",
-...              accumulator_itemsize=32)
+...              accumulator_itemsize=16)
 >>> chosen = select(small, grid)
 >>> chosen.family, chosen.arithmetic
 ('magpie', 'reproducible')
@@ -125,9 +127,9 @@ class Call:
     level : str, optional
         The reduction level the plan must keep.
     accumulator_itemsize : int
-        Bytes of one element's exact accumulator when the call may run on
-        reproducible arithmetic (a float SUM:
-        :func:`wacoll._kernels.repro.accumulator_bytes`), else 0.
+        Bytes of one element's exact accumulator on the wire when the call may run
+        on reproducible arithmetic (a float SUM:
+        :func:`wacoll._kernels.repro_wire.wire_bytes`), else 0.
     user_op : bool
         The reduction's operator is the application's own. The policy then keeps
         plans that cut the vector no finer than its segments (the halving
@@ -185,10 +187,11 @@ class Policy:
         ``"auto"``: vectors of fewer bytes (of values) run on accumulators.
     convert_time : float
         Seconds per float64 element to convert a contribution to an accumulator
-        and a result back (scaled by accumulator size for the other types).
+        and a result back (scaled by value size for the other types).
     combine_time : float
-        Seconds per float64 element of one accumulator combination, counted once
-        per level of a binary tree over the ranks (the critical path).
+        Seconds per float64 element of one accumulator combination with the packing
+        and unpacking of its message, counted once per level of a binary tree over
+        the ranks (the critical path).
     stage_time : float
         Seconds per call of staging the accumulators (Python and allocation).
     halving_from : int
@@ -214,7 +217,7 @@ class Policy:
     arithmetic: str = "auto"
     reproducible_below: int = 4096
     convert_time: float = 5e-9
-    combine_time: float = 5e-9
+    combine_time: float = 1.5e-8
     stage_time: float = 3e-5
     halving_from: int = 65536
 
@@ -393,7 +396,7 @@ def predicted_time(selection, topology, call, policy=DEFAULT_POLICY):
     >>> from wacoll import Topology
     >>> grid = Topology.from_sizes([2, 2, 2, 2])
     >>> call = Call("reduce", count=128, itemsize=8, root=0, level="strict",
-    ...             accumulator_itemsize=32)
+    ...             accumulator_itemsize=16)
     >>> plain = select(call, grid, policy=Policy(arithmetic="plain"))
     >>> repro = select(call, grid, policy=Policy(arithmetic="reproducible"))
     >>> predicted_time(repro, grid, call) < predicted_time(plain, grid, call)
@@ -406,7 +409,7 @@ def predicted_time(selection, topology, call, policy=DEFAULT_POLICY):
     seconds = simulate(selection.build(topology), LinkModel(topology)).completion
     if selection.arithmetic == "reproducible":
         elements = _vector_bytes(call) // call.itemsize
-        scale = call.accumulator_itemsize / 32
+        scale = call.itemsize / 8  # the costs are per float64 value
         depth = max(1, math.ceil(math.log2(max(topology.size, 2))))
         seconds += policy.stage_time + elements * scale * (
             policy.convert_time + depth * policy.combine_time)
