@@ -18,6 +18,8 @@ unpack to the same bits.
 from libc.stdint cimport int64_t, uint64_t, uint8_t
 from libc.string cimport memcpy
 
+import numpy as np
+
 __all__ = ["HEADER_BYTES", "PACKED", "pack", "unpack", "packed_bytes"]
 
 cdef extern from *:
@@ -103,20 +105,29 @@ def packed_bytes(const int64_t[:, ::1] rows):
     return HEADER_BYTES + m * (1 if uniform else 8) + m * (k - 1) * w
 
 
-def pack(const int64_t[:, ::1] rows, uint8_t[::1] out, uint8_t tag=0):
-    """Pack ``rows`` into ``out`` (at least ``24 + 8 * rows.size`` bytes), with
-    ``tag`` in header byte 3; return the packed length."""
+def pack(const int64_t[:, ::1] rows, out=None, uint8_t tag=0):
+    """Pack ``rows`` with ``tag`` in header byte 3; return ``(out, packed length)``.
+
+    ``out`` (uint8) needs 8 bytes beyond the packed length (``24 + 8 * rows.size + 8``
+    always suffices); a new array of just that size is made when it is None.
+    """
     cdef int w
     cdef bint uniform
-    cdef Py_ssize_t m = rows.shape[0], k = rows.shape[1], i, j, at
+    cdef Py_ssize_t m = rows.shape[0], k = rows.shape[1], i, j, at, need
     cdef uint64_t word
     cdef uint8_t* p
-    if out.shape[0] < HEADER_BYTES + 8 * m * k:
-        raise ValueError(f"pack: out has {out.shape[0]} bytes; {m} rows of {k} words "
-                         f"may need {HEADER_BYTES + 8 * m * k}")
+    cdef uint8_t[::1] view
     with nogil:
         _layout(rows, &w, &uniform)
-        p = &out[0]
+    need = _HEADER + m * (1 if uniform else 8) + m * (k - 1) * w
+    if out is None:
+        out = np.empty(need + 8, np.uint8)
+    view = out
+    if view.shape[0] < need + 8:
+        raise ValueError(f"pack: out has {view.shape[0]} bytes; these {m} rows need "
+                         f"{need + 8}")
+    with nogil:
+        p = &view[0]
         _store(p, <uint64_t>1 | (<uint64_t>w << 8) | (<uint64_t>uniform << 16)
                | (<uint64_t>tag << 24), 8)
         _store(p + 8, <uint64_t>m, 8)
@@ -131,8 +142,8 @@ def pack(const int64_t[:, ::1] rows, uint8_t[::1] out, uint8_t tag=0):
                 _store(p + at, <uint64_t>rows[i, 0], 8)
                 at += 8
         if WACOLL_LITTLE_ENDIAN:
-            # whole words, each overwritten by the next from its w-th byte on: out
-            # has room for the last one (it is sized for 8-byte bins)
+            # whole words, each overwritten by the next from its w-th byte on (out
+            # has room for the last one)
             for i in range(m):
                 for j in range(1, k):
                     word = <uint64_t>rows[i, j]
@@ -143,7 +154,7 @@ def pack(const int64_t[:, ::1] rows, uint8_t[::1] out, uint8_t tag=0):
                 for j in range(1, k):
                     _store(p + at, <uint64_t>rows[i, j], w)
                     at += w
-    return at
+    return out, at
 
 
 def unpack(const uint8_t[::1] message, int64_t[:, ::1] rows):

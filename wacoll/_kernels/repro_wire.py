@@ -77,7 +77,8 @@ def _tag(elements):
 
 
 def max_message_bytes(n, element):
-    """Bytes that hold any message of ``n`` accumulator elements of dtype ``element``.
+    """Bytes that hold any message of ``n`` accumulator elements of dtype ``element``
+    (what a receive needs; :func:`pack` needs 8 more to write one).
 
     Examples
     --------
@@ -112,7 +113,8 @@ def pack(elements, out=None):
     elements : numpy.ndarray
         1-D C-contiguous accumulator elements (:func:`~wacoll._kernels.repro.element_dtype`).
     out : numpy.ndarray, optional
-        uint8 array of at least :func:`max_message_bytes`; new if omitted.
+        uint8 array of at least :func:`max_message_bytes` plus 8 bytes; if omitted,
+        a new one of the message's size (plus 8).
 
     Returns
     -------
@@ -120,16 +122,17 @@ def pack(elements, out=None):
         The message: a uint8 view of the start of ``out``.
     """
     dt, acc, rows = _element_layout(elements, "pack")
-    if out is None:
-        out = np.empty(max_message_bytes(len(elements), elements.dtype), np.uint8)
     heads = rows[:, 0]
     if len(heads) and (heads >> _COUNT_SHIFT == 1).all() and not (heads & _SPECIAL).any():
+        nbytes = _HEADER + len(elements) * dt.itemsize
+        if out is None:
+            out = np.empty(nbytes, np.uint8)
         header = out[:_HEADER].view(_WORD)
         header[:] = (_VALUES | _tag(elements) << 24, len(rows), 0)
-        nbytes = _HEADER + len(elements) * dt.itemsize
         repro.from_accumulator(acc, out=out[_HEADER:nbytes].view(dt))
         return out[:nbytes]
-    return out[:_wire.pack(rows, out, _tag(elements))]
+    out, nbytes = _wire.pack(rows, out, _tag(elements))
+    return out[:nbytes]
 
 
 def unpack(message, out):
