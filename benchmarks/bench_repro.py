@@ -8,6 +8,9 @@ interleaved repeat by repeat (so that a change in the machine's load hits all al
 * ``combine(A, B)``: one accumulator array added into another;
 * ``add_values(a, B)``: the fused convert-and-accumulate of plain values;
 * ``from_accumulator(B, out)``: the final rounding;
+* ``pack`` and ``unpack`` (:mod:`wacoll._kernels.repro_wire`) of a partial sum of two
+  contributions: what each hop of a plan on accumulators adds, on the sender and on
+  the receiver (16 B/element on the wire);
 * ``C += A`` on int64 accumulator arrays with numpy: the memory traffic of a combine
   (96 B/element) with no arithmetic to speak of, a floor for ``combine``. (``C`` is a
   copy of ``B``: a plain integer addition adds the heads too, which would leave ``B``
@@ -31,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wacoll._kernels import repro
+from wacoll._kernels import repro, repro_wire
 from wacoll._kernels.repro import (add_values, combine, from_accumulator,
                                    to_accumulator)
 
@@ -52,6 +55,11 @@ def measure(nbytes, repeats):
     B = to_accumulator(b)
     C = B.copy()
     out = np.empty(n)
+    element = repro.element_dtype("float64")
+    partial = combine(A, B.copy()).view(element).reshape(-1)
+    message = np.empty(repro_wire.max_message_bytes(n, element) + 8, np.uint8)
+    packed = repro_wire.pack(partial, message)
+    unpacked = np.empty(n, element)
     runners = [
         ("np.add", lambda: np.add(a, b, out=b)),
         ("to_accumulator", lambda: to_accumulator(a, A)),
@@ -59,6 +67,8 @@ def measure(nbytes, repeats):
         ("add_values", lambda: add_values(a, B)),
         ("from_accumulator", lambda: from_accumulator(B, out)),
         ("numpy int64 C+=A", lambda: np.add(A, C, out=C)),
+        ("pack", lambda: repro_wire.pack(partial, message)),
+        ("unpack", lambda: repro_wire.unpack(packed, unpacked)),
     ]
     number = calls_per_batch(runners[0][1], 0.02 if nbytes > MIB else 0.005, cap=1 << 16)
     times = {name: [] for name, _ in runners}
@@ -99,7 +109,7 @@ def main(argv=None):
     print("-" * len(header))
     traffic = {"np.add": 24, "to_accumulator": 40, "combine": 96, "add_values": 72,
                "from_accumulator": 40, "numpy int64 C+=A": 96,
-               "to_accumulator+combine": 136}
+               "to_accumulator+combine": 136, "pack": 48, "unpack": 48}
     rows = []
     for nbytes in sizes:
         n, med, ratios, number = measure(nbytes, args.repeats)

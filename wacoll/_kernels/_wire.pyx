@@ -198,15 +198,12 @@ def unpack(const uint8_t[::1] message, int64_t[:, ::1] rows):
                 rows[i, 0] = <int64_t>_load(p + at, 8)
                 at += 8
         # sign-extend: move the low w bytes to the top, shift back arithmetically
-        if WACOLL_LITTLE_ENDIAN and size >= need + 8:
-            for i in range(m):  # whole words (the bytes past a bin are shifted out)
-                for j in range(1, k):
-                    memcpy(&word, p + at, 8)
-                    rows[i, j] = (<int64_t>(word << shift)) >> shift
-                    at += w
-        else:
-            for i in range(m):
-                for j in range(1, k):
-                    rows[i, j] = (<int64_t>(_load(p + at, w) << shift)) >> shift
-                    at += w
+        for i in range(m):
+            for j in range(1, k):
+                if WACOLL_LITTLE_ENDIAN and at + 8 <= size:
+                    memcpy(&word, p + at, 8)  # a whole word: the bytes past the bin
+                else:                         # are shifted out
+                    word = _load(p + at, w)
+                rows[i, j] = (<int64_t>(word << shift)) >> shift
+                at += w
     return need

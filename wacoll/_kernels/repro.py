@@ -48,15 +48,19 @@ two rows, real part then imaginary part. The accumulators of ``n`` elements form
 C-contiguous int64 array of shape ``(n, 4)``, ``(n, 3)``, ``(n, 2, 4)`` or
 ``(n, 2, 3)``; :func:`accumulator_dtype` gives it as a numpy sub-array dtype:
 
-============  =====  ==================  =======================
-value dtype   fold   accumulator shape   bytes per element (x)
-============  =====  ==================  =======================
-float64       3      (n, 4)              32 (4x the data)
-float32       2      (n, 3)              24 (6x)
-complex128    3      (n, 2, 4)           64 (4x)
-complex64     2      (n, 2, 3)           48 (6x)
-============  =====  ==================  =======================
+============  =====  ==================  ==================  =======================
+value dtype   fold   accumulator shape   bytes per element   on the wire (packed)
+============  =====  ==================  ==================  =======================
+float64       3      (n, 4)              32 (4x the data)    8 / 16 (1x / 2x)
+float32       2      (n, 3)              24 (6x)             4 / 11 (1x / 2.75x)
+complex128    3      (n, 2, 4)           64 (4x)             16 / 32 (1x / 2x)
+complex64     2      (n, 2, 3)           48 (6x)             8 / 22 (1x / 2.75x)
+============  =====  ==================  ==================  =======================
 
+On the wire a plan's messages are packed (:mod:`wacoll._kernels.repro_wire`): an
+accumulator that holds one value travels as that value, a partial sum of up to 128
+values in the second figure of the last column (narrower bins and a shared head;
+a sum of up to 2**15 values takes one byte more per bin).
 (For comparison, ReproBLAS's float64 indexed type with fold 3 takes 48 bytes.) The
 words are integers: an accumulator can be sent as raw bytes or as int64 and combined
 on any machine of the same byte order.
