@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from wacoll.errors import PlanError
+from wacoll.plans.encoded import EncodedPrograms
 from wacoll.plans.operations import block_counts, spec
 from wacoll.plans.plan import Plan, Step
 from wacoll.topology import Topology
@@ -220,6 +221,7 @@ class PlanBuilder:
         if self.focus is not None and self.focus >= self.size:
             raise PlanError(f"rank {self.focus} is not a rank of 0..{self.size - 1}")
         self.programs = [[] for _ in range(self.size)]
+        self._encoded = None
 
     def keeps(self, rank) -> bool:
         """Whether this builder keeps ``rank``'s steps (all ranks unless focused)."""
@@ -273,6 +275,16 @@ class PlanBuilder:
         self.send(src_rank, dst_rank, blocks, src)
         self.recv_combine(dst_rank, src_rank, blocks, dst, side, group)
 
+    def encoded(self, steps):
+        """Take every rank's whole program as arrays
+        (:func:`wacoll.plans.encoded.single_block_steps`), instead of steps appended
+        one by one; a whole-plan builder only (not focused, nothing appended)."""
+        if self.focus is not None or any(self.programs) or self._encoded is not None:
+            raise PlanError("encoded programs replace a whole plan's steps")
+        if steps.size != self.size or steps.nblocks != len(self.counts):
+            raise PlanError("encoded programs of another layout")
+        self._encoded = steps
+
     # ------------------------------------------------------------------ freeze
     def build(self, *, family="", algorithm="", **params):
         """Freeze the programs into a :class:`~wacoll.plans.plan.Plan` (a
@@ -288,7 +300,8 @@ class PlanBuilder:
             size=self.size,
             root=self.root,
             counts=self.counts,
-            programs=tuple(tuple(p) for p in self.programs),
+            programs=tuple(tuple(p) for p in self.programs) if self._encoded is None
+            else EncodedPrograms(self._encoded),
             clusters=self.topology.cluster_ids,
             level=self.level,
             itemsize=self.itemsize,

@@ -19,7 +19,11 @@ Examples
 
 from __future__ import annotations
 
+import numpy as np
+
 from wacoll.errors import PlanError
+from wacoll.plans.encoded import single_block_steps
+from wacoll.plans.prover.encode import COPY, NO_PEER, RECV, SEND
 from wacoll.trees.basic import children, parent, tree_root, validate_tree
 
 __all__ = [
@@ -326,11 +330,14 @@ def flat_alltoall(b, *, order="rotated"):
     >>> from wacoll.plans.builder import PlanBuilder
     >>> b = PlanBuilder("alltoall", Topology.single(3))
     >>> flat_alltoall(b)
-    >>> [str(s) for s in b.programs[1]]
+    >>> [str(s) for s in b.build().programs[1]]
     ['copy [4] in -> out', 'send 2 [5] from in', 'send 0 [3] from in', 'recv 0 [1]', 'recv 2 [7]']
     """
     check_alltoall_order(order)
     size = b.size
+    if b.focus is None and size > 1:  # P * P steps: as arrays
+        b.encoded(_flat_alltoall_steps(size, len(b.counts), order))
+        return
     for r in range(size):
         if not b.keeps(r):
             continue
@@ -344,3 +351,30 @@ def flat_alltoall(b, *, order="rotated"):
             b.send(r, dst, (r * size + dst,), "in")
         for src in srcs:
             b.recv(r, src, (src * size + r,), "out")
+
+
+def _flat_alltoall_steps(size, nblocks, order):
+    """:func:`flat_alltoall`'s programs as arrays (the same steps, in the same order)."""
+    r = np.arange(size, dtype=np.int64)[:, None]
+    k = np.arange(1, size, dtype=np.int64)[None, :]
+    if order == "rank":
+        dsts = srcs = k - 1 + (k - 1 >= r)  # 0..P-1 without r
+    else:
+        dsts, srcs = (r + k) % size, (r - k) % size
+    dsts, srcs = np.broadcast_to(dsts, (size, size - 1)), np.broadcast_to(srcs, (size, size - 1))
+
+    def rows(copy, send, recv):
+        """Per rank: the copy, the sends, the receives; flattened."""
+        return np.concatenate([np.broadcast_to(copy, (size, 1)),
+                               np.broadcast_to(send, dsts.shape),
+                               np.broadcast_to(recv, srcs.shape)], axis=1).reshape(-1)
+
+    none, buf_in, buf_out = -1, 0, 1
+    return single_block_steps(
+        nblocks, np.full(size, 2 * size - 1),
+        kind=rows(COPY, SEND, RECV),
+        peer=rows(NO_PEER, dsts, srcs),
+        src=rows(buf_in, buf_in, none),
+        dst=rows(buf_out, none, buf_out),
+        block=rows(r * size + r, r * size + dsts, srcs * size + r),
+        buffers=("in", "out"))

@@ -188,7 +188,8 @@ class Plan:
     counts : tuple of int
         Element count of each block (its index is the block id).
     programs : tuple of tuple of Step
-        The program of each rank.
+        The program of each rank (or, for the largest regular plans, an
+        :class:`~wacoll.plans.encoded.EncodedPrograms`: the same, held as arrays).
     clusters : tuple of int
         The cluster of each rank.
     level : str or None
@@ -251,6 +252,8 @@ class Plan:
         if isinstance(self.itemsize, bool) or not isinstance(self.itemsize, int) or \
                 self.itemsize < 1:
             raise PlanError(f"itemsize must be a positive integer, got {self.itemsize!r}")
+        if hasattr(self.programs, "steps"):
+            return  # held as arrays (wacoll.plans.encoded): valid by construction
         for r, prog in enumerate(self.programs):
             for i, step in enumerate(prog):
                 if not isinstance(step, Step):
@@ -290,8 +293,11 @@ class Plan:
         cached = self._cache.get("messages")
         if cached is not None:
             return cached
+        programs = self.programs
+        if not isinstance(programs, tuple):  # held as arrays: make each program once
+            programs = tuple(programs)
         sends, recvs = {}, {}
-        for r, prog in enumerate(self.programs):
+        for r, prog in enumerate(programs):
             for i, step in enumerate(prog):
                 if step.kind == "send":
                     sends.setdefault((r, step.peer), []).append(i)
@@ -308,8 +314,8 @@ class Plan:
                 if k >= len(s_list):
                     raise PlanError(f"rank {b} step {r_list[k]} receives from {a}, which "
                                     f"never sends it", rank=b, step=r_list[k])
-                sstep = self.programs[a][s_list[k]]
-                rstep = self.programs[b][r_list[k]]
+                sstep = programs[a][s_list[k]]
+                rstep = programs[b][r_list[k]]
                 if sstep.blocks != rstep.blocks:
                     raise PlanError(
                         f"rank {b} step {r_list[k]} expects blocks {list(rstep.blocks)} "

@@ -64,6 +64,7 @@ from pathlib import Path
 
 from wacoll.errors import ProofCacheWarning
 from wacoll.plans.check import CheckReport
+from wacoll.plans.encoded import EncodedPrograms, program_digest, program_digests
 from wacoll.plans.families import build
 from wacoll.plans.prooflock import await_proof
 
@@ -155,25 +156,12 @@ def plan_key(selection, topology) -> str:
     })).hexdigest()
 
 
-def program_digest(program) -> str:
-    """The digest of one rank's program (its steps, as :meth:`Plan.to_dict` lists
-    them).
-
-    Examples
-    --------
-    >>> from wacoll import Topology
-    >>> from wacoll.plans import build
-    >>> plan = build("bcast", Topology.single(3), "mpich")
-    >>> program_digest(plan.programs[1]) == program_digest(plan.programs[2])
-    True
-    """
-    return hashlib.sha256(_canonical([s.to_row() for s in program])).hexdigest()
-
-
 def _digests(plan):
     """The plan's digest and its ranks' program digests: the plan digest covers the
     plan's header (layout, clusters, names) and every rank's program digest."""
-    ranks = [program_digest(p) for p in plan.programs]
+    programs = plan.programs
+    ranks = program_digests(programs) if isinstance(programs, EncodedPrograms) else \
+        [program_digest(p) for p in programs]
     header = {"op": plan.op, "size": plan.size, "root": plan.root,
               "counts": list(plan.counts), "clusters": list(plan.clusters),
               "level": plan.level, "itemsize": plan.itemsize, "family": plan.family,

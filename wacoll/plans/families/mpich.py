@@ -50,8 +50,12 @@ from __future__ import annotations
 
 from functools import partial
 
+import numpy as np
+
 from wacoll.errors import PlanError
 from wacoll.plans.builder import PlanBuilder
+from wacoll.plans.encoded import single_block_steps
+from wacoll.plans.prover.encode import COPY, NO_PEER, RECV, SEND
 from wacoll.plans.halving import doubling_allgather, halving_reduce_scatter, largest_power_of_two
 from wacoll.plans.patterns import (
     EACH,
@@ -235,6 +239,9 @@ def gatherv(topology, *, root=0, counts=None, count=1, itemsize=1):
 def _allgather(op, topology, count, counts, itemsize):
     b = PlanBuilder(op, topology, count=count, counts=counts, itemsize=itemsize)
     size = b.size
+    if b.focus is None and size > 1:  # P * P steps: as arrays
+        b.encoded(_ring_allgather_steps(size))
+        return b.build(family=_FAMILY, algorithm="ring")
     for r in range(size):  # rank by rank: each program is the same as step by step
         if not b.keeps(r):
             continue
@@ -244,6 +251,30 @@ def _allgather(op, topology, count, counts, itemsize):
             b.send(r, (r + 1) % size, ((r - step + 1) % size,), "out")
             b.recv(r, (r - 1) % size, ((r - step) % size,), "out")
     return b.build(family=_FAMILY, algorithm="ring")
+
+
+def _ring_allgather_steps(size):
+    """The ring's programs as arrays: the steps :func:`_allgather` appends, in order."""
+    r = np.arange(size, dtype=np.int64)[:, None]
+    step = np.arange(1, size, dtype=np.int64)[None, :]
+    rounds = (size, size - 1)
+
+    def rows(first, send, recv):
+        """Per rank: ``first``, then a (send, recv) pair per round; flattened."""
+        pairs = np.stack([np.broadcast_to(send, rounds), np.broadcast_to(recv, rounds)],
+                         axis=2).reshape(size, -1)
+        return np.concatenate([np.broadcast_to(first, (size, 1)), pairs],
+                              axis=1).reshape(-1)
+
+    none, buf_in, buf_out = -1, 0, 1
+    return single_block_steps(
+        size, np.full(size, 2 * size - 1),
+        kind=rows(COPY, SEND, RECV),
+        peer=rows(NO_PEER, (r + 1) % size, (r - 1) % size),
+        src=rows(buf_in, buf_out, none),
+        dst=rows(buf_out, none, buf_out),
+        block=rows(r, (r - step + 1) % size, (r - step) % size),
+        buffers=("in", "out"))
 
 
 def allgather(topology, *, count=1, itemsize=1):

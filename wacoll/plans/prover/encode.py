@@ -291,6 +291,9 @@ def encode(plan, *, compiled=None) -> Steps:
     -------
     Steps
     """
+    held = getattr(plan.programs, "steps", None)
+    if isinstance(held, Steps):  # programs held as arrays (wacoll.plans.encoded)
+        return held
     # the step class, from the plan itself (importing it would make a cycle: a
     # plan's check() imports the checker)
     Step = next((type(program[0]) for program in plan.programs if program), None)
