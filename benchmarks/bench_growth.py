@@ -293,7 +293,7 @@ def run_case(conn, family, op, ranks, clusters, level, max_memory, whole=True):
             raise _RankOnly
         plan, times = _timed("build", lambda: build(op, topo, family, **kwargs))
         conn.send({**times, "algorithm": plan.algorithm,
-                   "steps": sum(len(p) for p in plan.programs)})
+                   "steps": plan.nsteps})
         report, times = _timed("check", plan.check)
         conn.send({**times, "messages": report.messages})
         for step, rank in (("lower_first", 0), ("lower_last", plan.size - 1)):

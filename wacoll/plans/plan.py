@@ -266,6 +266,12 @@ class Plan:
         return len(self.counts)
 
     @property
+    def nsteps(self) -> int:
+        """Steps in all programs."""
+        held = getattr(self.programs, "steps", None)
+        return held.nsteps if held is not None else sum(map(len, self.programs))
+
+    @property
     def nclusters(self) -> int:
         """Number of distinct clusters."""
         return len(set(self.clusters))
