@@ -150,3 +150,10 @@ def test_pack_refuses_what_is_no_accumulator():
         pack(np.zeros(4))
     with pytest.raises(BufferMismatchError, match="accumulator elements"):
         unpack(np.zeros(64, np.uint8), np.zeros(4))
+
+
+def test_pack_refuses_an_out_too_small():
+    one = elements(np.arange(8.0) / 3, "float64")
+    for el in (one, summed(one, one)):
+        with pytest.raises(BufferMismatchError, match="pack"):
+            pack(el, np.empty(30, np.uint8))

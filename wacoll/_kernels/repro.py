@@ -205,7 +205,8 @@ def accumulator_dtype(dtype):
     Returns
     -------
     numpy.dtype
-        ``itemsize`` is the size on the wire per element, in bytes.
+        ``itemsize`` is the size in memory per element, in bytes (on the wire a
+        plan's messages are packed: :mod:`wacoll._kernels.repro_wire`).
 
     Raises
     ------

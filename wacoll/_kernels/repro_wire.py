@@ -15,8 +15,8 @@ message is encoded, losslessly, in the smaller of two forms:
 *packed* (:mod:`wacoll._kernels._wire`)
     One byte per row for the top bin's index when the heads share their count and
     flags (else 8), then each bin in the fewest bytes that hold every bin of the
-    message. For a sum of 2 to 127 float64 values that is 1 + 3 x 5 = 16 bytes per
-    element; a sum of 2**15 values takes 1 + 3 x 7 = 22.
+    message. For a sum of 2 to 128 float64 values that is 1 + 3 x 5 = 16 bytes per
+    element; a sum of up to 2**15 values takes 1 + 3 x 6 = 19.
 
 Either form starts with a 24-byte header that names the form, the element type and
 the number of rows, so a message of the wrong size or type is refused when unpacked,
@@ -127,11 +127,17 @@ def pack(elements, out=None):
         nbytes = _HEADER + len(elements) * dt.itemsize
         if out is None:
             out = np.empty(nbytes, np.uint8)
+        elif out.dtype != np.uint8 or out.ndim != 1 or len(out) < nbytes:
+            raise BufferMismatchError(f"pack: out must be 1-D uint8 of at least {nbytes} "
+                                      f"bytes for these {len(elements)} elements")
         header = out[:_HEADER].view(_WORD)
         header[:] = (_VALUES | _tag(elements) << 24, len(rows), 0)
         repro.from_accumulator(acc, out=out[_HEADER:nbytes].view(dt))
         return out[:nbytes]
-    out, nbytes = _wire.pack(rows, out, _tag(elements))
+    try:
+        out, nbytes = _wire.pack(rows, out, _tag(elements))
+    except (ValueError, TypeError) as exc:
+        raise BufferMismatchError(f"pack: {exc}") from None
     return out[:nbytes]
 
 

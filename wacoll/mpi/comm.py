@@ -163,7 +163,7 @@ class Comm(MPI.Intracomm):
         fields = (("topology", repr(topology.to_dict()) if isinstance(topology, Topology)
                    else None),
                   ("family", family), ("level", level), ("threshold", threshold),
-                  ("segment_size", segment_size),
+                  ("segment_size", segment_size), ("arithmetic", arithmetic),
                   ("options", repr(sorted(options.items()))), ("check", check))
         try:
             agree(wire, error, Signature("constructor", options=fields), validate=True)

@@ -337,8 +337,9 @@ class Run:
                     data = repro_wire.pack(data)
                 req = self.comm.Isend([data, _BYTE], dest=step.peer, tag=self.tag)
                 self.sends.append(req)
-                for start, stop in src[1]:
-                    self.readers.setdefault((src[0], start, stop), []).append(req)
+                if not self.packed:  # (a packed message is a copy: it reads no buffer)
+                    for start, stop in src[1]:
+                        self.readers.setdefault((src[0], start, stop), []).append(req)
             elif kind == "recv_combine" and step.group:
                 if self._group is None:
                     j = i

@@ -16,9 +16,10 @@ The default choice (no family forced):
   single-level algorithms, which follow the canonical expression).
 
 A strict float SUM can also run on exact accumulators (*reproducible* arithmetic,
-:mod:`wacoll._kernels.repro`): each element becomes an accumulator, which travels in
-:attr:`Call.accumulator_itemsize` bytes (packed, :mod:`wacoll._kernels.repro_wire`:
-16 for a float64 partial sum of up to 128 values, 2x the data), whose combination is exact in any order, so the plan only needs the commutative
+:mod:`wacoll._kernels.repro`): each element becomes an accumulator, which travels
+in :attr:`Call.accumulator_itemsize` bytes (packed,
+:mod:`wacoll._kernels.repro_wire`: 16 for a float64 partial sum of up to 128
+values, 2x the data), whose combination is exact in any order, so the plan only needs the commutative
 level and may be wide-area optimal. The two arithmetics give different bits (the
 canonical expression's rounding errors, or the correctly rounded sum of the
 accumulators), so which one a call takes decides its result. :attr:`Policy.arithmetic`:
