@@ -20,6 +20,7 @@ from wacoll.plans import FAMILIES, build, builders, options
 from wacoll.plans.check import check_plan
 from wacoll.plans.plan import Step
 from wacoll.plans.prover import encode as encoding
+from wacoll.plans.prover import flow
 
 _SPEC = importlib.util.spec_from_file_location(
     "reference_check", pathlib.Path(__file__).with_name("reference_check.py"))
@@ -200,6 +201,26 @@ def test_both_readers_of_steps_agree():
                 assert x.dtype == y.dtype and np.array_equal(x, y), field.name
             else:
                 assert x == y, field.name
+
+
+@pytest.mark.skipif(flow._compiled is None, reason="the compiled dataflow is not built")
+@pytest.mark.parametrize("plan", [
+    build("allgather", Topology.from_sizes([3, 4]), "mpich"),
+    build("allreduce", Topology.from_sizes([3, 4, 2]), "magpie", level="strict"),
+    build("alltoall", Topology.from_sizes([3, 4]), "combining"),
+    build("scan", Topology.single(6), "magpie"),
+    build("reduce_scatter", Topology.from_sizes([2, 3]), "mpich", level="strict")],
+    ids=lambda plan: f"{plan.op}-{plan.family}")
+def test_both_dataflows_agree(plan, monkeypatch):
+    steps = encoding.encode(plan)
+    compiled = flow.analyse(plan, steps)
+    monkeypatch.setattr(flow, "_compiled", None)
+    plain = flow.analyse(plan, steps)
+    for field in dataclasses.fields(compiled):
+        x, y = getattr(compiled, field.name), getattr(plain, field.name)
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and np.array_equal(x, y), field.name
+    assert plan.check() == dataclasses.replace(plan, programs=tuple(plan.programs)).check()
 
 
 # ------------------------------------------------------------- large and broken

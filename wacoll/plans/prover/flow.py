@@ -46,6 +46,11 @@ from wacoll.plans.prover.encode import (
 )
 from wacoll.plans.prover.layout import Layout
 
+try:
+    from wacoll.plans.prover import _flow as _compiled
+except ImportError:  # not built: numpy does the same
+    _compiled = None
+
 __all__ = ["INIT", "MISSING", "NO_READ", "Flow", "analyse"]
 
 #: A read that sees the operation's initial data.
@@ -112,6 +117,14 @@ def _sorted_defs(keys, is_write, ident):
     the idents in sorted order. ``is_write`` None: every access is a write."""
     n = len(keys)
     order = np.argsort(keys, kind="stable")
+    if _compiled is not None and is_write is not None and order.dtype == np.int64:
+        skeys = np.empty(n, dtype=np.int64)
+        head = np.empty(n, dtype=bool)
+        last_ident = np.empty(n, dtype=ident.dtype)
+        ident_sorted = np.empty(n, dtype=ident.dtype)
+        _compiled.runs_after_sort(keys, ident, is_write.view(np.uint8), order, skeys,
+                                  head.view(np.uint8), last_ident, ident_sorted)
+        return order, skeys, head, last_ident, ident_sorted
     skeys = keys[order]
     head = np.ones(n, dtype=bool)
     np.not_equal(skeys[1:], skeys[:-1], out=head[1:])
