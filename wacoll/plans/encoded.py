@@ -35,7 +35,7 @@ from itertools import chain
 import numpy as np
 
 from wacoll.plans.plan import Step
-from wacoll.plans.prover.encode import (COMBINE, COPY, KIND_CODES, NO_PEER,
+from wacoll.plans.prover.encode import (COMBINE, KIND_CODES, NO_PEER,
                                         RECV_COMBINE, Steps, index_dtype)
 
 __all__ = ["EncodedPrograms", "single_block_steps", "program_digest", "program_digests"]
@@ -116,7 +116,8 @@ def single_block_steps(nblocks, lengths, kind, peer, src, dst, block, buffers):
 
     Examples
     --------
-    >>> s = single_block_steps(2, [2, 1], np.array([COPY, 0, 1]), np.array([-1, 1, 0]),
+    >>> copy, send, recv = (KIND_CODES[k] for k in ("copy", "send", "recv"))
+    >>> s = single_block_steps(2, [2, 1], np.array([copy, send, recv]), np.array([-1, 1, 0]),
     ...                        np.array([0, 1, -1]), np.array([1, -1, 1]),
     ...                        np.array([0, 0, 0]), ("in", "out"))
     >>> s.start.tolist(), s.rank.tolist(), s.first.tolist()
