@@ -65,7 +65,7 @@ class _Layout:
         return [(c + k) % n for k in range(1, n)]
 
     def remote_ranks(self, c):
-        return sorted(r for r in range(self.size) if self.cluster_of[r] != c)
+        return [r for r in range(self.size) if self.cluster_of[r] != c]
 
     def to_coordinator(self, r):
         """Rank ``r``'s step-1 message to its coordinator ``k``.
@@ -140,11 +140,16 @@ def _build(op, topology, count, counts, itemsize):
     lay = _Layout(topology)
     if len(lay.clusters) == 1:
         for r in range(lay.size):
+            if not b.keeps(r):
+                continue
             b.copy(r, (lay.block(r, r),), "in", "out")
             _direct(b, lay, r, [p for p in range(lay.size) if p != r])
         return b.build(family=_FAMILY, algorithm=_ALGORITHM)
+    coordinators = set(lay.coordinator)
     for r in range(lay.size):
-        if r in lay.coordinator:
+        if not b.keeps(r):  # a focused build makes only its rank's messages
+            continue
+        if r in coordinators:
             _coordinator(b, lay, r)
         else:
             _member(b, lay, r)
