@@ -314,7 +314,9 @@ def flat_alltoall(b, *, order="rotated"):
     """Append a flat all-to-all: rank ``i`` sends block ``i*P+j`` straight to rank ``j``.
 
     Each rank copies its own block, posts all its sends of ``"in"``, then all its
-    receives into ``"out"``, so nothing can block.
+    receives into ``"out"``, so nothing can block. A whole-plan build writes these
+    ``P * P`` steps as arrays (:mod:`wacoll.plans.encoded`); a focused one appends
+    its rank's steps.
 
     Parameters
     ----------

@@ -280,6 +280,8 @@ def _ring_allgather_steps(size):
 def allgather(topology, *, count=1, itemsize=1):
     """MPICH 1.1's ring allgather: ``P - 1`` rounds, each rank forwarding to its successor.
 
+    The whole plan's ``P * P`` steps are written as arrays (:mod:`wacoll.plans.encoded`).
+
     Examples
     --------
     >>> from wacoll import Topology
