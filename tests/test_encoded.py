@@ -98,7 +98,46 @@ def test_only_single_block_steps_without_groups_are_held():
                                np.array([1]), np.array([0]), ("in", "out"))
     held = EncodedPrograms(steps)
     assert held[0] == (Step("copy", (0,), src="in", dst="out"),) and len(held) == 1
-    with pytest.raises(ValueError, match="single-block"):
+    with pytest.raises(ValueError, match="one block each"):
         EncodedPrograms(dataclasses.replace(steps, group=np.ones(1, bool)))
     with pytest.raises(ValueError, match="sorted"):
         single_block_steps(1, [1], [3], [-1], [1], [0], [0], ("out", "in"))
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda s: {"kind": _put(s.kind, 0, 9)}, "kinds"),
+    (lambda s: {"src": _put(s.src, 1, -1)}, "src"),
+    (lambda s: {"peer": _put(s.peer, 0, 1)}, "peer"),
+    (lambda s: {"dst": _put(s.dst, 0, 7)}, "dst"),
+    (lambda s: {"rank": _put(s.rank, 0, 1)}, "rank"),
+    (lambda s: {"block": _put(s.block, 0, -1)}, "negative"),
+    (lambda s: {"left": _put(s.left, 0, True)}, "side"),
+    (lambda s: {"buffers": ("out", "in")}, "buffer names")])
+def test_invalid_arrays_are_refused(edit, match):
+    steps = build("allgather", Topology.single(3), "mpich").programs.steps
+    with pytest.raises(ValueError, match=match):
+        EncodedPrograms(dataclasses.replace(steps, **edit(steps)))
+
+
+def _put(array, at, value):
+    out = array.copy()
+    out[at] = value
+    return out
+
+
+def test_held_plans_are_immutable_and_hash_as_their_steps():
+    plan = build("alltoall", Topology.from_sizes([2, 1]), "magpie")
+    with pytest.raises(ValueError):
+        plan.programs.steps.block[0] = 5
+    as_steps = dataclasses.replace(plan, programs=tuple(plan.programs))
+    assert plan == as_steps and hash(plan) == hash(as_steps)
+    again = build("alltoall", Topology.from_sizes([2, 1]), "magpie")
+    assert again.programs == plan.programs and again.programs.steps is not plan.programs.steps
+    with pytest.raises(PlanError, match="another size"):
+        dataclasses.replace(plan, counts=plan.counts[:-1])
+
+
+def test_digest_covers_buffer_names_in_full():
+    a = (Step("copy", (0,), src="in", dst="tmp"),)
+    b = (Step("copy", (0,), src="in", dst="tmq"),)
+    assert program_digest(a) != program_digest(b)

@@ -29,19 +29,21 @@ True
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from itertools import chain
 
 import numpy as np
 
 from wacoll.plans.plan import Step
-from wacoll.plans.prover.encode import (COMBINE, KIND_CODES, NO_PEER,
-                                        RECV_COMBINE, Steps, index_dtype)
+from wacoll.plans.prover.encode import (COMBINE, COPY, KIND_CODES, NO_PEER, RECV,
+                                        RECV_COMBINE, SEND, Steps, index_dtype)
 
 __all__ = ["EncodedPrograms", "single_block_steps", "program_digest", "program_digests"]
 
 _KIND_NAMES = {code: name for name, code in KIND_CODES.items()}
 _SIDES = {None: 0, "right": 1, "left": 2}
+_BUFFER_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 class EncodedPrograms(Sequence):
@@ -52,12 +54,15 @@ class EncodedPrograms(Sequence):
     no arrival-order groups (the arrays keep no group numbers).
     """
 
-    __slots__ = ("steps",)
+    __slots__ = ("steps", "_hash")
 
     def __init__(self, steps: Steps):
-        if not steps.single or steps.group.any():
-            raise ValueError("encoded programs hold single-block steps without groups")
+        _validate(steps)
+        for value in vars(steps).values():
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)  # the plan is immutable
         self.steps = steps
+        self._hash = None
 
     def __len__(self):
         return self.steps.size
@@ -85,18 +90,64 @@ class EncodedPrograms(Sequence):
         return (self[r] for r in range(len(self)))
 
     def __eq__(self, other):
-        if isinstance(other, EncodedPrograms) and other.steps is self.steps:
-            return True
+        if isinstance(other, EncodedPrograms):
+            a, b = self.steps, other.steps
+            return a is b or (a.buffers == b.buffers and all(
+                np.array_equal(getattr(a, name), getattr(b, name))
+                for name in ("start", "kind", "peer", "src", "dst", "left", "block")))
         if not isinstance(other, Sequence) or isinstance(other, str) or \
                 len(other) != len(self):
             return False
         return all(tuple(a) == tuple(b) for a, b in zip(self, other))
 
     def __hash__(self):
-        return hash((self.steps.size, self.steps.nsteps))
+        # equal to the hash of the same programs held as tuples of steps
+        if self._hash is None:
+            self._hash = hash(tuple(self))
+        return self._hash
 
     def __repr__(self):
         return f"EncodedPrograms({self.steps.size} ranks, {self.steps.nsteps} steps)"
+
+
+def _validate(steps):
+    """Refuse arrays that no single-block program of steps could give (a few numpy
+    passes: the builders make valid ones; the class is public)."""
+    s = steps
+    n, size = s.nsteps, s.size
+
+    def fail(what):
+        raise ValueError(f"encoded programs: {what}")
+
+    if not s.single or s.group.any():
+        fail("steps must have one block each and no arrival-order groups")
+    if len(s.start) != size + 1 or s.start[0] != 0 or s.start[-1] != n or \
+            (np.diff(s.start) < 0).any():
+        fail("start does not number the steps rank by rank")
+    if not np.array_equal(s.rank, np.repeat(np.arange(size), np.diff(s.start))):
+        fail("rank disagrees with start")
+    if not (np.array_equal(s.first, np.arange(n + 1)) and (s.length == 1).all()):
+        fail("every step must be one entry of one block")
+    if len(s.block) and int(s.block.min()) < 0:
+        fail("negative block ids")
+    if list(s.buffers) != sorted(set(s.buffers)) or not all(
+            isinstance(b, str) and _BUFFER_NAME.match(b) for b in s.buffers):
+        fail("buffer names must be distinct, sorted and valid")
+    kind = s.kind
+    if n and (int(kind.min()) < 0 or int(kind.max()) > COMBINE):
+        fail("unknown step kinds")
+    talks = kind <= RECV_COMBINE
+    if (s.peer[~talks] != NO_PEER).any() or (
+            (s.peer[talks] < 0) | (s.peer[talks] >= size)).any():
+        fail("a peer must name a rank exactly for sends and receives")
+    nbuf = len(s.buffers)
+    for name, needed in (("src", (kind == SEND) | (kind == COPY) | (kind == COMBINE)),
+                         ("dst", kind >= RECV)):
+        ids = getattr(s, name)
+        if (ids[~needed] != -1).any() or ((ids[needed] < 0) | (ids[needed] >= nbuf)).any():
+            fail(f"{name} must name a buffer exactly where the kind needs one")
+    if s.left[(kind != RECV_COMBINE) & (kind != COMBINE)].any():
+        fail("only combining steps have a side")
 
 
 def single_block_steps(nblocks, lengths, kind, peer, src, dst, block, buffers):
@@ -149,23 +200,13 @@ def single_block_steps(nblocks, lengths, kind, peer, src, dst, block, buffers):
 
 
 # ------------------------------------------------------------------------ digests
-_NAME_CODES = {None: 0}
-
-
-def _name_code(name):
-    """A buffer name as a 64-bit integer (0: no buffer)."""
-    code = _NAME_CODES.get(name)
-    if code is None:
-        code = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little",
-                              signed=True) or 1
-        if len(_NAME_CODES) < 4096:
-            _NAME_CODES[name] = code
-    return code
-
-
-def _digest(kind, side, group, peer, src, dst, nblocks, blocks):
-    """The digest of one program's columns (a fixed little-endian layout)."""
-    h = hashlib.sha256(b"wacoll program 1\0")
+def _digest(names, kind, side, group, peer, src, dst, nblocks, blocks):
+    """The digest of one program: its numbers of steps and blocks, the names of the
+    buffers it uses (sorted), then its columns in a fixed little-endian layout, the
+    buffers as indices into those names (-1: none)."""
+    h = hashlib.sha256(b"wacoll program 2\0")
+    h.update(np.array([len(kind), len(blocks), len(names)], dtype="<i8").tobytes())
+    h.update("\0".join(names).encode() + b"\0")
     for column, dtype in ((kind, "<i1"), (side, "<i1"), (group, "<i8"), (peer, "<i8"),
                           (src, "<i8"), (dst, "<i8"), (nblocks, "<i8"), (blocks, "<i8")):
         h.update(np.ascontiguousarray(column, dtype=dtype).tobytes())
@@ -183,14 +224,18 @@ def program_digest(program) -> str:
     """
     m = len(program)
     try:
+        names = sorted(({s.src for s in program} | {s.dst for s in program}) - {None})
+        index = {name: i for i, name in enumerate(names)}
+        index[None] = -1
         return _digest(
+            names,
             np.fromiter((KIND_CODES[s.kind] for s in program), np.int8, m),
             np.fromiter((_SIDES[s.side] for s in program), np.int8, m),
             np.fromiter((s.group for s in program), np.int64, m),
             np.fromiter((NO_PEER if s.peer is None else s.peer for s in program),
                         np.int64, m),
-            np.fromiter((_name_code(s.src) for s in program), np.int64, m),
-            np.fromiter((_name_code(s.dst) for s in program), np.int64, m),
+            np.fromiter((index[s.src] for s in program), np.int64, m),
+            np.fromiter((index[s.dst] for s in program), np.int64, m),
             np.fromiter((len(s.blocks) for s in program), np.int64, m),
             np.fromiter(chain.from_iterable(s.blocks for s in program), np.int64))
     except (OverflowError, KeyError, TypeError):
@@ -201,13 +246,20 @@ def program_digest(program) -> str:
 def program_digests(programs: EncodedPrograms) -> list:
     """The :func:`program_digest` of every rank's program, from the arrays."""
     s = programs.steps
-    codes = np.array([_name_code(n) for n in s.buffers] + [0], dtype=np.int64)
     combining = (s.kind == RECV_COMBINE) | (s.kind == COMBINE)
     side = np.where(combining, np.where(s.left, 2, 1), 0).astype(np.int8)
     out = []
     for r in range(s.size):
         a, b = int(s.start[r]), int(s.start[r + 1])
-        out.append(_digest(s.kind[a:b], side[a:b], np.zeros(b - a, np.int64),
-                           s.peer[a:b], codes[s.src[a:b]], codes[s.dst[a:b]],
-                           np.ones(b - a, np.int64), s.block[a:b]))
+        src, dst = s.src[a:b], s.dst[a:b]
+        used = np.union1d(src, dst)
+        used = used[used >= 0]  # ids in name order: the buffers are sorted by name
+
+        def local(ids, used=used):
+            return np.where(ids >= 0, np.searchsorted(used, ids), -1)
+
+        out.append(_digest([s.buffers[i] for i in used.tolist()], s.kind[a:b],
+                           side[a:b], np.zeros(b - a, np.int64), s.peer[a:b],
+                           local(src), local(dst), np.ones(b - a, np.int64),
+                           s.block[a:b]))
     return out

@@ -252,8 +252,11 @@ class Plan:
         if isinstance(self.itemsize, bool) or not isinstance(self.itemsize, int) or \
                 self.itemsize < 1:
             raise PlanError(f"itemsize must be a positive integer, got {self.itemsize!r}")
-        if hasattr(self.programs, "steps"):
-            return  # held as arrays (wacoll.plans.encoded): valid by construction
+        held = getattr(self.programs, "steps", None)
+        if held is not None:  # held as arrays (wacoll.plans.encoded): checked there
+            if held.size != self.size or held.nblocks != len(self.counts):
+                raise PlanError("the programs' arrays are of another size or layout")
+            return
         for r, prog in enumerate(self.programs):
             for i, step in enumerate(prog):
                 if not isinstance(step, Step):

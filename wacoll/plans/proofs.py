@@ -122,12 +122,13 @@ def _jsonable(value):
 @functools.lru_cache(maxsize=1)
 def code_digest() -> str:
     """The digest of the source that builds plans: :mod:`wacoll.plans` (every module,
-    the checker included), :mod:`wacoll.trees`, :mod:`wacoll.topology` and the
+    the checker and its Cython sources included), :mod:`wacoll.trees`, :mod:`wacoll.topology` and the
     package's ``__init__`` (its version). A changed builder or checker changes every
     key."""
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
-    files = sorted([*root.joinpath("plans").rglob("*.py"),
+    plans = root.joinpath("plans")
+    files = sorted([*plans.rglob("*.py"), *plans.rglob("*.pyx"), *plans.rglob("*.pxd"),
                     *root.joinpath("trees").rglob("*.py"), root / "topology.py",
                     root / "__init__.py"])
     for path in files:
