@@ -20,7 +20,7 @@ from libc.string cimport memcpy
 
 import numpy as np
 
-__all__ = ["HEADER_BYTES", "PACKED", "pack", "unpack", "packed_bytes"]
+__all__ = ["HEADER_BYTES", "PACKED", "pack", "unpack"]
 
 cdef extern from *:
     """
@@ -93,16 +93,6 @@ cdef void _layout(const int64_t[:, ::1] rows, int* width, bint* uniform) noexcep
             elif v > hi:
                 hi = v
     width[0] = _signed_bytes(lo, hi)
-
-
-def packed_bytes(const int64_t[:, ::1] rows):
-    """The length of ``rows`` packed."""
-    cdef int w
-    cdef bint uniform
-    cdef Py_ssize_t m = rows.shape[0], k = rows.shape[1]
-    with nogil:
-        _layout(rows, &w, &uniform)
-    return HEADER_BYTES + m * (1 if uniform else 8) + m * (k - 1) * w
 
 
 def pack(const int64_t[:, ::1] rows, out=None, uint8_t tag=0):

@@ -175,8 +175,9 @@ def unpack(message, out):
             raise BufferMismatchError(
                 f"unpack: the message carries {got} accumulator rows in {len(raw)} "
                 f"bytes; {len(out)} {dt} elements were expected")
-        values = np.empty(len(out), dt)
-        values.view(np.uint8)[:] = raw[_HEADER:need]
+        values = raw[_HEADER:need].view(dt)
+        if not values.flags.aligned:  # (a receive slot is aligned: this is rare)
+            values = values.copy()
         repro.to_accumulator(values, out=acc)
         return out
     try:

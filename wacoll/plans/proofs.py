@@ -28,8 +28,9 @@ Files are data: each is parsed as JSON, checked field by field and against its k
 and its own report digest; a file that fails is ignored with a
 :class:`~wacoll.errors.ProofCacheWarning` (and overwritten by the next proof), never
 trusted. Writes go to a temporary file renamed into place, so concurrent ranks that
-store the same proof do not corrupt it. A proof is one file of under 1 KiB per call
-shape (key); nothing evicts them: deleting the directory clears the cache.
+store the same proof do not corrupt it. A proof is one file per call shape (key),
+under 1 KiB plus 67 bytes per rank (the ranks' program digests); nothing evicts them:
+deleting the directory clears the cache.
 
 Examples
 --------
