@@ -53,7 +53,7 @@ from wacoll._kernels import repro_wire
 from wacoll.errors import BufferMismatchError, PlanError
 from wacoll.mpi.scratch import scratch_array
 from wacoll.mpi.trace import Tracer
-from wacoll.plans.lower import lower
+from wacoll.plans.lower import ElementRuns, lower
 
 __all__ = ["execute", "run_program", "Run", "Tracer", "TAG", "call_tag"]
 
@@ -83,8 +83,16 @@ def call_tag(seq: int) -> int:
 TAG = 0x7AC0
 
 
+def _spans(runs):
+    """The spans a send's reader is tracked by: each run, or for many
+    (:class:`~wacoll.plans.lower.ElementRuns`) the one span they lie in."""
+    return (runs.extent(),) if isinstance(runs, ElementRuns) else runs
+
+
 def _gather(buf, runs, n, dtype, index=None):
     """The elements of ``runs`` of ``buf``, back to back (a view when one run)."""
+    if index is None and isinstance(runs, ElementRuns):
+        index = runs.index()
     if len(runs) == 1:
         start, stop = runs[0]
         return buf[start:stop]
@@ -99,6 +107,8 @@ def _gather(buf, runs, n, dtype, index=None):
 
 def _scatter(data, buf, runs, index=None):
     """Write the back-to-back ``data`` into ``runs`` of ``buf``."""
+    if index is None and isinstance(runs, ElementRuns):
+        index = runs.index()
     if index is not None:
         _kernels.unpack(data, index[0], index[1], buf)
         return
@@ -274,7 +284,7 @@ class Run:
         if not self.readers:
             return []
         found = []
-        for start, stop in runs:
+        for start, stop in _spans(runs):
             for key in [k for k in self.readers if k[0] == buf and start < k[2] and
                         k[1] < stop]:
                 found.append(key)
@@ -338,7 +348,7 @@ class Run:
                 req = self.comm.Isend([data, _BYTE], dest=step.peer, tag=self.tag)
                 self.sends.append(req)
                 if not self.packed:  # (a packed message is a copy: it reads no buffer)
-                    for start, stop in src[1]:
+                    for start, stop in _spans(src[1]):
                         self.readers.setdefault((src[0], start, stop), []).append(req)
             elif kind == "recv_combine" and step.group:
                 if self._group is None:

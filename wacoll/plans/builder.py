@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from wacoll.errors import PlanError
+from wacoll.plans.blockruns import BlockRuns
 from wacoll.plans.encoded import EncodedPrograms
 from wacoll.plans.operations import block_counts, spec
 from wacoll.plans.plan import Plan, Step
@@ -70,6 +71,12 @@ def focus(rank):
 def focused_rank():
     """The rank plan builders created now keep (None: every rank)."""
     return _FOCUS.get()
+
+
+def _held(blocks):
+    """A step's blocks as it keeps them: a tuple, or the runs they came as."""
+    return blocks if type(blocks) is tuple or isinstance(blocks, BlockRuns) else \
+        tuple(blocks)
 
 
 class RepeatedCounts(Sequence):
@@ -241,28 +248,28 @@ class PlanBuilder:
     def send(self, rank, peer, blocks, src="out"):
         """Append a send of ``blocks`` of ``src`` to ``peer``."""
         if self.focus is None or rank == self.focus:
-            self.programs[rank].append(Step("send", tuple(blocks), peer=peer, src=src))
+            self.programs[rank].append(Step("send", _held(blocks), peer=peer, src=src))
 
     def recv(self, rank, peer, blocks, dst="out"):
         """Append a receive of ``blocks`` from ``peer`` into ``dst``."""
         if self.focus is None or rank == self.focus:
-            self.programs[rank].append(Step("recv", tuple(blocks), peer=peer, dst=dst))
+            self.programs[rank].append(Step("recv", _held(blocks), peer=peer, dst=dst))
 
     def recv_combine(self, rank, peer, blocks, dst, side="right", group=0):
         """Append a receive from ``peer`` combined into ``dst`` on ``side``."""
         if self.focus is None or rank == self.focus:
-            self.programs[rank].append(Step("recv_combine", tuple(blocks), peer=peer,
+            self.programs[rank].append(Step("recv_combine", _held(blocks), peer=peer,
                                             dst=dst, side=side, group=group))
 
     def copy(self, rank, blocks, src, dst):
         """Append a local copy of ``blocks`` from ``src`` to ``dst``."""
         if blocks and (self.focus is None or rank == self.focus):
-            self.programs[rank].append(Step("copy", tuple(blocks), src=src, dst=dst))
+            self.programs[rank].append(Step("copy", _held(blocks), src=src, dst=dst))
 
     def combine(self, rank, blocks, src, dst, side="right"):
         """Append a local combine of ``blocks`` of ``src`` into ``dst`` on ``side``."""
         if self.focus is None or rank == self.focus:
-            self.programs[rank].append(Step("combine", tuple(blocks), src=src, dst=dst,
+            self.programs[rank].append(Step("combine", _held(blocks), src=src, dst=dst,
                                             side=side))
 
     def transfer(self, src_rank, dst_rank, blocks, src="out", dst="out"):

@@ -35,9 +35,19 @@ from itertools import chain
 
 import numpy as np
 
+from wacoll.plans.blockruns import BlockRuns, block_array
 from wacoll.plans.plan import Step
-from wacoll.plans.prover.encode import (COMBINE, COPY, KIND_CODES, NO_PEER, RECV,
-                                        RECV_COMBINE, SEND, Steps, index_dtype)
+from wacoll.plans.prover.encode import (
+    COMBINE,
+    COPY,
+    KIND_CODES,
+    NO_PEER,
+    RECV,
+    RECV_COMBINE,
+    SEND,
+    Steps,
+    index_dtype,
+)
 
 __all__ = ["EncodedPrograms", "single_block_steps", "program_digest", "program_digests"]
 
@@ -203,13 +213,17 @@ def single_block_steps(nblocks, lengths, kind, peer, src, dst, block, buffers):
 def _digest(names, kind, side, group, peer, src, dst, nblocks, blocks):
     """The digest of one program: its numbers of steps and blocks, the names of the
     buffers it uses (sorted), then its columns in a fixed little-endian layout, the
-    buffers as indices into those names (-1: none)."""
+    buffers as indices into those names (-1: none). ``blocks`` is an array, or an
+    iterable of arrays that follow one another (hashed a step at a time)."""
     h = hashlib.sha256(b"wacoll program 2\0")
-    h.update(np.array([len(kind), len(blocks), len(names)], dtype="<i8").tobytes())
+    total = int(np.sum(nblocks))
+    h.update(np.array([len(kind), total, len(names)], dtype="<i8").tobytes())
     h.update("\0".join(names).encode() + b"\0")
     for column, dtype in ((kind, "<i1"), (side, "<i1"), (group, "<i8"), (peer, "<i8"),
-                          (src, "<i8"), (dst, "<i8"), (nblocks, "<i8"), (blocks, "<i8")):
+                          (src, "<i8"), (dst, "<i8"), (nblocks, "<i8")):
         h.update(np.ascontiguousarray(column, dtype=dtype).tobytes())
+    for chunk in (blocks,) if isinstance(blocks, np.ndarray) else blocks:
+        h.update(np.ascontiguousarray(chunk, dtype="<i8").tobytes())
     return h.hexdigest()
 
 
@@ -237,10 +251,18 @@ def program_digest(program) -> str:
             np.fromiter((index[s.src] for s in program), np.int64, m),
             np.fromiter((index[s.dst] for s in program), np.int64, m),
             np.fromiter((len(s.blocks) for s in program), np.int64, m),
-            np.fromiter(chain.from_iterable(s.blocks for s in program), np.int64))
+            _program_blocks(program))
     except (OverflowError, KeyError, TypeError):
         # a value no plan can hold: a digest that matches no proved program
         return hashlib.sha256(b"unprovable\0" + repr(program).encode()).hexdigest()
+
+
+def _program_blocks(program):
+    """A program's block ids: one array, or per step when some are held as runs
+    (their ids in one array could take more memory than the whole program)."""
+    if not any(type(s.blocks) is BlockRuns for s in program):
+        return np.fromiter(chain.from_iterable(s.blocks for s in program), np.int64)
+    return (block_array(s.blocks) for s in program)
 
 
 def program_digests(programs: EncodedPrograms) -> list:

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from wacoll.errors import PlanError
+from wacoll.plans.blockruns import BlockRuns
 from wacoll.plans.operations import ARITHMETICS, LEVELS, spec
 
 __all__ = ["Step", "Plan", "Message", "STEP_KINDS"]
@@ -47,11 +48,18 @@ STEP_KINDS = ("send", "recv", "recv_combine", "copy", "combine")
 _BUFFER = re.compile(r"^[a-z][a-z0-9_]*$")
 #: ``(kind, peer is None, src, dst, side, group)`` of steps found valid
 _VALID_SHAPES = set()
+#: Steps of more blocks than this show only the first half of them in their text.
+_SHOWN_BLOCKS = 64
 
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One step of a rank's program (see the module docstring for the kinds)."""
+    """One step of a rank's program (see the module docstring for the kinds).
+
+    ``blocks`` is a tuple of block ids, or for steps of thousands of regular ids a
+    :class:`~wacoll.plans.blockruns.BlockRuns`, which equals and hashes as that
+    tuple does.
+    """
 
     kind: str
     blocks: tuple
@@ -66,7 +74,13 @@ class Step:
         # than blocks and peer come in a few combinations, each validated once
         peer = self.peer
         shape = None
-        if isinstance(self.blocks, tuple) and (peer is None or type(peer) is int):
+        if type(self.blocks) is BlockRuns and (peer is None or type(peer) is int):
+            # (validated as a whole when made: ids >= 0)
+            shape = (self.kind, peer is None, self.src, self.dst, self.side, self.group)
+            if shape in _VALID_SHAPES:
+                return
+            shape = None
+        elif isinstance(self.blocks, tuple) and (peer is None or type(peer) is int):
             shape = (self.kind, peer is None, self.src, self.dst, self.side, self.group)
             try:
                 known = shape in _VALID_SHAPES
@@ -86,9 +100,9 @@ class Step:
         kind = self.kind
         if kind not in STEP_KINDS:
             raise PlanError(f"unknown step kind {kind!r}; known: {', '.join(STEP_KINDS)}")
-        if not isinstance(self.blocks, tuple):
+        if not isinstance(self.blocks, (tuple, BlockRuns)):
             object.__setattr__(self, "blocks", tuple(self.blocks))
-        for b in self.blocks:
+        for b in () if isinstance(self.blocks, BlockRuns) else self.blocks:
             if isinstance(b, bool) or not isinstance(b, int) or b < 0:
                 raise PlanError(f"{kind} step has an invalid block id {b!r}")
         needs_peer = kind in ("send", "recv", "recv_combine")
@@ -141,7 +155,12 @@ class Step:
         return row
 
     def __str__(self):
-        blocks = "[" + ",".join(map(str, self.blocks)) + "]"
+        n = len(self.blocks)
+        if n <= _SHOWN_BLOCKS:
+            blocks = "[" + ",".join(map(str, self.blocks)) + "]"
+        else:  # a label, not a listing: the first few ids and how many in all
+            blocks = "[" + ",".join(map(str, self.blocks[:_SHOWN_BLOCKS // 2])) + \
+                f",... {n} blocks]"
         if self.kind == "send":
             return f"send {self.peer} {blocks}" + ("" if self.src == "out" else f" from {self.src}")
         if self.kind == "recv":

@@ -39,6 +39,9 @@ Examples
 
 from __future__ import annotations
 
+import numpy as np
+
+from wacoll.plans.blockruns import compact_blocks
 from wacoll.plans.builder import PlanBuilder
 
 __all__ = ["alltoall", "alltoallv", "BUILDERS", "OPTIONS"]
@@ -48,13 +51,24 @@ _ALGORITHM = "cluster-combining"
 
 
 class _Layout:
-    """Block ids and message contents of the combining all-to-all on one topology."""
+    """Block ids and message contents of the combining all-to-all on one topology.
+
+    The messages through a coordinator hold thousands of blocks on large
+    topologies (a wide-area message carries a cluster's blocks for another
+    cluster); they are made with numpy and held as
+    :class:`~wacoll.plans.blockruns.BlockRuns` when they are regular.
+    """
 
     def __init__(self, topology):
         self.size = topology.size
         self.clusters = topology.clusters
         self.cluster_of = topology.cluster_ids
         self.coordinator = tuple(members[0] for members in self.clusters)
+        ids = np.asarray(self.cluster_of)
+        self._members = [np.asarray(members, dtype=np.int64) for members in self.clusters]
+        # per cluster: the ranks of other clusters and its coordinator, ascending
+        self._outside = [np.sort(np.append(np.flatnonzero(ids != ids[k]), k))
+                         for k in self.coordinator]
 
     def block(self, src, dst):
         return src * self.size + dst
@@ -64,31 +78,33 @@ class _Layout:
         n = len(self.clusters)
         return [(c + k) % n for k in range(1, n)]
 
-    def remote_ranks(self, c):
-        return [r for r in range(self.size) if self.cluster_of[r] != c]
-
     def to_coordinator(self, r):
         """Rank ``r``'s step-1 message to its coordinator ``k``.
 
         It carries ``r``'s blocks for the other clusters and for ``k``.
         """
-        c = self.cluster_of[r]
-        dsts = self.remote_ranks(c) + [self.coordinator[c]]
-        return tuple(sorted(self.block(r, j) for j in dsts))
+        return compact_blocks(r * self.size + self._outside[self.cluster_of[r]])
 
     def between(self, a, b):
         """The wide-area message from cluster ``a`` to cluster ``b``."""
-        return tuple(sorted(self.block(i, j) for i in self.clusters[a]
-                            for j in self.clusters[b]))
+        # (ascending: both member lists ascend and every id is below size)
+        return compact_blocks((self._members[a][:, None] * self.size +
+                               self._members[b][None, :]).ravel())
 
     def from_coordinator(self, r):
         """Rank ``r``'s step-3 message from its coordinator ``k``.
 
         It carries the blocks for ``r`` from the other clusters and from ``k``.
         """
-        c = self.cluster_of[r]
-        srcs = self.remote_ranks(c) + [self.coordinator[c]]
-        return tuple(sorted(self.block(i, r) for i in srcs))
+        return compact_blocks(self._outside[self.cluster_of[r]] * self.size + r)
+
+    def row(self, k):
+        """Rank ``k``'s blocks for every other rank."""
+        return compact_blocks(k * self.size + np.delete(np.arange(self.size), k))
+
+    def column(self, k):
+        """Every other rank's blocks for rank ``k``."""
+        return compact_blocks(np.delete(np.arange(self.size), k) * self.size + k)
 
 
 def _direct(b, lay, r, peers):
@@ -121,16 +137,14 @@ def _coordinator(b, lay, k):
     b.copy(k, (lay.block(k, k),), "in", "out")
     # stage everything k sends on others' behalf: its blocks for other clusters and
     # its direct blocks for its members, which ride in their step-3 messages
-    b.copy(k, tuple(sorted(lay.block(k, j) for j in range(lay.size) if j != k)),
-           "in", "tmp")
+    b.copy(k, lay.row(k), "in", "tmp")
     for m in members:
         b.recv(k, m, lay.to_coordinator(m), "tmp")
     for d in remote:
         b.send(k, lay.coordinator[d], lay.between(c, d), "tmp")
     for d in reversed(remote):
         b.recv(k, lay.coordinator[d], lay.between(d, c), "tmp")
-    b.copy(k, tuple(sorted(lay.block(i, k) for i in range(lay.size) if i != k)),
-           "tmp", "out")
+    b.copy(k, lay.column(k), "tmp", "out")
     for m in members:
         b.send(k, m, lay.from_coordinator(m), "tmp")
 

@@ -58,6 +58,28 @@ cdef inline int64_t _integer(object value, int64_t size, int64_t bad):
     return v
 
 
+cdef Py_ssize_t _runs_entries(const int64_t[::1] start, const int64_t[::1] step,
+                              const int64_t[::1] count, int64_t nblocks,
+                              int32_t[::1] block, int32_t[::1] length, Py_ssize_t e):
+    """The entries of one step's block runs (as the tuple loop makes them), from
+    entry ``e`` on; returns the next entry."""
+    cdef Py_ssize_t q, i
+    cdef int64_t b, prev = -2
+    for q in range(start.shape[0]):
+        for i in range(count[q]):
+            b = start[q] + i * step[q]
+            if b >= nblocks:
+                b = nblocks
+            if b == prev + 1 and b < nblocks:
+                length[e - 1] += 1
+            else:
+                block[e] = <int32_t>b
+                length[e] = 1
+                e += 1
+            prev = b if b < nblocks else -2
+    return e
+
+
 def encode_programs(tuple programs, cls, codes, buffers, Py_ssize_t size,
                     Py_ssize_t nblocks, Py_ssize_t nsteps):
     """Every step of ``programs`` (a tuple of tuples) as arrays, in one pass: kind
@@ -102,7 +124,8 @@ def encode_programs(tuple programs, cls, codes, buffers, Py_ssize_t size,
     cdef int32_t last_src_id = -1, last_dst_id = -1, ident
     cdef Py_ssize_t i = 0, e = 0, j, n, r, r2, m, nprog = PyTuple_GET_SIZE(programs)
     cdef int8_t code
-    cdef object step, k, p, s, d, blocks, prog
+    cdef object step, k, p, s, d, blocks, prog, run_start, run_step, run_length
+    cdef bint held
     cdef bint mine
     for r in range(nprog):
         prog = <object>PyTuple_GET_ITEM(programs, r)
@@ -157,7 +180,15 @@ def encode_programs(tuple programs, cls, codes, buffers, Py_ssize_t size,
                     left[i] = step.side == left_side
                     group[i] = bool(step.group)
             first[i] = <int32_t>e
-            n = PyTuple_GET_SIZE(blocks)
+            held = type(blocks) is not tuple
+            if held:  # BlockRuns: their runs, read from its arrays
+                try:
+                    run_start, run_step, run_length = blocks.start, blocks.step, blocks.length
+                except AttributeError:
+                    raise OverflowError("a step's blocks are neither a tuple nor runs")
+                n = len(blocks)
+            else:
+                n = PyTuple_GET_SIZE(blocks)
             if e + n >= 2**31 - 1:
                 raise OverflowError("too many blocks for the compiled reader")
             if e + n > capacity:
@@ -171,15 +202,18 @@ def encode_programs(tuple programs, cls, codes, buffers, Py_ssize_t size,
                 length_a = grown
                 length = length_a
             prev = -2
-            for r2 in range(n):
-                b = _integer(<object>PyTuple_GET_ITEM(blocks, r2), nblocks, nblocks)
-                if b == prev + 1 and b < nblocks:
-                    length[e - 1] += 1
-                else:
-                    block[e] = <int32_t>b
-                    length[e] = 1
-                    e += 1
-                prev = b if b < nblocks else -2
+            if held:
+                e = _runs_entries(run_start, run_step, run_length, nblocks, block, length, e)
+            else:
+                for r2 in range(n):
+                    b = _integer(<object>PyTuple_GET_ITEM(blocks, r2), nblocks, nblocks)
+                    if b == prev + 1 and b < nblocks:
+                        length[e - 1] += 1
+                    else:
+                        block[e] = <int32_t>b
+                        length[e] = 1
+                        e += 1
+                    prev = b if b < nblocks else -2
             i += 1
     first[i] = <int32_t>e
     return (kind_a, peer_a, src_a, dst_a, left_a.view(bool), group_a.view(bool),

@@ -43,6 +43,8 @@ from operator import attrgetter
 
 import numpy as np
 
+from wacoll.plans.blockruns import BlockRuns, block_array
+
 try:
     from wacoll.plans.prover import _encode as _compiled
 except ImportError:  # not built: the steps are read in Python
@@ -231,7 +233,11 @@ def _blocks(prog, nblocks):
     counts = np.fromiter(map(len, blocks), np.int64, len(blocks))
     total = int(counts.sum())
     try:
-        flat = np.fromiter(chain.from_iterable(blocks), np.int64, total)
+        if any(type(b) is BlockRuns for b in blocks):
+            flat = np.concatenate([block_array(b) for b in blocks]) if blocks else \
+                np.zeros(0, dtype=np.int64)
+        else:
+            flat = np.fromiter(chain.from_iterable(blocks), np.int64, total)
     except OverflowError:
         flat = np.fromiter((b if b < nblocks else nblocks
                             for b in chain.from_iterable(blocks)), np.int64, total)
