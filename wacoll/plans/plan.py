@@ -74,20 +74,15 @@ class Step:
         # than blocks and peer come in a few combinations, each validated once
         peer = self.peer
         shape = None
-        if type(self.blocks) is BlockRuns and (peer is None or type(peer) is int):
-            # (validated as a whole when made: ids >= 0)
-            shape = (self.kind, peer is None, self.src, self.dst, self.side, self.group)
-            if shape in _VALID_SHAPES:
-                return
-            shape = None
-        elif isinstance(self.blocks, tuple) and (peer is None or type(peer) is int):
+        runs = type(self.blocks) is BlockRuns  # (its ids were checked when it was made)
+        if (runs or isinstance(self.blocks, tuple)) and (peer is None or type(peer) is int):
             shape = (self.kind, peer is None, self.src, self.dst, self.side, self.group)
             try:
                 known = shape in _VALID_SHAPES
             except TypeError:  # (an unhashable field: the full check names it)
                 known, shape = False, None
             if known:
-                for b in self.blocks:
+                for b in () if runs else self.blocks:
                     if type(b) is not int or b < 0:
                         break
                 else:
