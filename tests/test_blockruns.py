@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from wacoll import Topology
-from wacoll.errors import PlanError
+from wacoll.errors import BufferMismatchError, PlanError
 from wacoll.plans import Call, blockruns, build, lower, select
 from wacoll.plans.blockruns import BlockRuns, block_array, compact_blocks
 from wacoll.plans.encoded import program_digest
@@ -42,7 +42,9 @@ def test_runs_behave_as_the_tuple_of_their_ids(ids):
     runs = BlockRuns.from_array(ids)
     want = tuple(ids.tolist())
     assert block_array(runs).tolist() == list(want)
-    assert tuple(runs) == want and runs == want and want == runs and runs == list(want)
+    assert tuple(runs) == want and runs == want and want == runs
+    assert (runs == list(want)) == (want == list(want))  # (a tuple is no list)
+    assert (runs == tuple(map(float, want))) and (runs == tuple(map(str, want))) == (not want)
     assert hash(runs) == hash(want) and len(runs) == len(want)
     assert [runs[i] for i in range(-len(want), len(want))] == list(want + want)
     assert runs[1:-1] == want[1:-1]
@@ -51,7 +53,7 @@ def test_runs_behave_as_the_tuple_of_their_ids(ids):
 
 
 def test_runs_refuse_what_is_no_block_sequence():
-    with pytest.raises(ValueError, match="nonempty"):
+    with pytest.raises(ValueError, match=">= 0"):
         BlockRuns([3], [-2], [3])  # 3, 1, -1
     with pytest.raises(ValueError, match="nonempty"):
         BlockRuns([0], [1], [0])
@@ -60,6 +62,11 @@ def test_runs_refuse_what_is_no_block_sequence():
     with pytest.raises(IndexError):
         BlockRuns([0], [1], [2])[2]
     assert BlockRuns([0], [1], [2]) != (0, 2) and BlockRuns([0], [1], [2]) != "ab"
+    assert BlockRuns([0], [1], [3]) != (0.5, 1, 2) and BlockRuns([0], [1], [1]) != (2**70,)
+    with pytest.raises(ValueError, match="below 2"):
+        BlockRuns([0], [2**62], [5])  # ids that would wrap around in int64
+    with pytest.raises(TypeError):
+        BlockRuns([0], [1], [3])[1.5]
 
 
 def test_compact_blocks_keeps_short_or_irregular_sets_as_tuples():
@@ -125,10 +132,12 @@ TOPOLOGIES = {
 
 @pytest.mark.parametrize("name", list(TOPOLOGIES))
 @pytest.mark.parametrize("counts", [None, "random"])
-def test_runs_prove_digest_and_lower_as_tuples_do(name, counts, monkeypatch):
+@pytest.mark.parametrize("chunk", [blockruns.CHUNK, 5])
+def test_runs_prove_digest_and_lower_as_tuples_do(name, counts, chunk, monkeypatch):
     """With every regular message held as runs (and every step of several element
     runs as ElementRuns), the combining all-to-all proves, digests and lowers as the
-    same plan held as tuples."""
+    same plan held as tuples, also when steps are read a few ids at a time."""
+    monkeypatch.setattr(blockruns, "CHUNK", chunk)
     monkeypatch.setattr(blockruns, "COMPACT_FROM", 1)
     monkeypatch.setattr(blockruns, "IDS_PER_RUN", 0)
     monkeypatch.setattr(lower_module, "ELEMENT_RUNS_FROM", 1)
@@ -158,6 +167,16 @@ def test_runs_prove_digest_and_lower_as_tuples_do(name, counts, monkeypatch):
                 for runs in (s.src, s.dst) if runs and isinstance(runs[1], ElementRuns)]
         compact += len(many)
     assert compact or counts is not None  # the executor's compact path was exercised
+
+
+def test_a_negative_offset_is_refused_as_a_buffer_mismatch_in_long_steps():
+    """A step of more element runs than a tuple holds still reports a block placed at
+    a negative offset as the buffer's fault."""
+    plan = build("allgather", Topology.from_sizes([1, 70]), "magpie", count=1)
+    out = {b: 2 * b for b in range(71)}  # every block its own run
+    out[5] = -2
+    with pytest.raises(BufferMismatchError, match="block 5 placed at negative offset -2"):
+        lower(plan, 0, out_offsets=out)
 
 
 def test_lowering_names_a_block_without_a_place():

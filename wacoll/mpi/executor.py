@@ -84,8 +84,8 @@ TAG = 0x7AC0
 
 
 def _spans(runs):
-    """The spans a send's reader is tracked by: each run, or for many
-    (:class:`~wacoll.plans.lower.ElementRuns`) the one span they lie in."""
+    """The spans a write is compared with the tracked readers by: each run, or for
+    many (:class:`~wacoll.plans.lower.ElementRuns`) the one span they lie in."""
     return (runs.extent(),) if isinstance(runs, ElementRuns) else runs
 
 
@@ -347,9 +347,11 @@ class Run:
                     data = repro_wire.pack(data)
                 req = self.comm.Isend([data, _BYTE], dest=step.peer, tag=self.tag)
                 self.sends.append(req)
-                if not self.packed:  # (a packed message is a copy: it reads no buffer)
-                    for start, stop in _spans(src[1]):
-                        self.readers.setdefault((src[0], start, stop), []).append(req)
+                if not self.packed and len(src[1]) == 1:
+                    # a message of one run is sent from the buffer itself (others
+                    # are gathered or packed into a copy, which reads no buffer)
+                    start, stop = src[1][0]
+                    self.readers.setdefault((src[0], start, stop), []).append(req)
             elif kind == "recv_combine" and step.group:
                 if self._group is None:
                     j = i

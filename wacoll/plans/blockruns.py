@@ -24,18 +24,24 @@ True
 
 from __future__ import annotations
 
+import operator
 from bisect import bisect_left
 from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["BlockRuns", "block_array", "compact_blocks", "COMPACT_FROM"]
+__all__ = ["BlockRuns", "block_array", "block_chunks", "outer_runs", "compact_blocks",
+           "COMPACT_FROM"]
 
 #: Steps of more blocks than this are worth holding as :class:`BlockRuns` (below
 #: it a tuple is as small and faster to read).
 COMPACT_FROM = 64
 #: ... and regular enough: at least this many ids a run on average.
 IDS_PER_RUN = 4
+#: Ids per array when a step's ids are read a chunk at a time (:func:`block_chunks`).
+CHUNK = 1 << 18
+#: Block ids are below this (so that no id of a run wraps around in int64).
+_LIMIT = 2**62
 
 
 def _expand(start, step, length):
@@ -64,21 +70,28 @@ class BlockRuns(Sequence):
         Arrays of different lengths, an empty run or a negative id.
     """
 
-    __slots__ = ("start", "step", "length", "_n", "_hash")
+    __slots__ = ("start", "step", "length", "_n", "_hash", "_ends")
 
     def __init__(self, start, step, length):
         start, step, length = (np.array(a, dtype=np.int64, ndmin=1) for a in
                                (start, step, length))
         if not start.shape == step.shape == length.shape or start.ndim != 1:
             raise ValueError("block runs need start, step and length of one length")
-        if len(length) and (int(length.min()) < 1 or int(start.min()) < 0 or
-                            int((start + step * (length - 1)).min()) < 0):
-            raise ValueError("block runs must be nonempty and hold ids >= 0")
+        if len(length):
+            if int(length.min()) < 1:
+                raise ValueError("block runs must be nonempty")
+            # (in floating point first: the ids in int64 must not wrap around)
+            reach = step.astype(float) * (length - 1)
+            if float(np.abs(reach).max()) >= _LIMIT or int(start.max()) >= _LIMIT or \
+                    float((start + reach).max()) >= _LIMIT:
+                raise ValueError("block runs must hold ids below 2**62")
+            if int(start.min()) < 0 or int((start + step * (length - 1)).min()) < 0:
+                raise ValueError("block runs must hold ids >= 0")
         for a in (start, step, length):
             a.setflags(write=False)
         self.start, self.step, self.length = start, step, length
         self._n = int(length.sum())
-        self._hash = None
+        self._hash = self._ends = None
 
     @classmethod
     def from_ranges(cls, ranges):
@@ -124,30 +137,36 @@ class BlockRuns(Sequence):
         return self._n
 
     def __getitem__(self, index):
-        if isinstance(index, slice):
-            return tuple(block_array(self)[index].tolist())
+        if isinstance(index, slice):  # (the ids asked for only)
+            return tuple(self._at(np.arange(*index.indices(self._n))).tolist())
+        index = operator.index(index)
         if not -self._n <= index < self._n:
             raise IndexError("block index out of range")
-        index %= self._n
-        ends = np.cumsum(self.length)
-        run = int(np.searchsorted(ends, index, side="right"))
-        within = index - (int(ends[run]) - int(self.length[run]))
-        return int(self.start[run]) + within * int(self.step[run])
+        return int(self._at(np.array([index % self._n]))[0])
+
+    def _at(self, positions):
+        """The ids at ``positions`` (an int array of valid positions)."""
+        if self._ends is None:
+            self._ends = np.cumsum(self.length)
+        run = np.searchsorted(self._ends, positions, side="right")
+        within = positions - (self._ends - self.length)[run]
+        return self.start[run] + within * self.step[run]
 
     def __iter__(self):
         return iter(block_array(self).tolist())
 
     def __eq__(self, other):
+        # as the tuple of the ids compares: with runs and tuples only, item by item
         if isinstance(other, BlockRuns):
             return self._n == other._n and np.array_equal(block_array(self),
                                                           block_array(other))
-        if isinstance(other, (tuple, list)):
+        if isinstance(other, tuple):
             if len(other) != self._n:
                 return False
-            try:
-                return np.array_equal(block_array(self), np.asarray(other, np.int64))
-            except (OverflowError, TypeError, ValueError):
-                return False
+            items = np.asarray(other) if other else np.zeros(0, np.int64)
+            if items.dtype.kind in "bi" and items.ndim == 1:  # (else item by item)
+                return bool(np.array_equal(block_array(self), items))
+            return tuple(self) == other
         return NotImplemented
 
     def __hash__(self):
@@ -174,6 +193,55 @@ def block_array(blocks) -> np.ndarray:
     if isinstance(blocks, BlockRuns):
         return _expand(blocks.start, blocks.step, blocks.length)
     return np.fromiter(blocks, np.int64, len(blocks))
+
+
+def block_chunks(blocks, size=None):
+    """The ids of ``blocks`` as int64 arrays of at most ``size`` ids each, in order:
+    a step of millions of ids is read a chunk at a time.
+
+    Examples
+    --------
+    >>> [a.tolist() for a in block_chunks(BlockRuns([0, 10], [1, 2], [3, 2]), 2)]
+    [[0, 1], [2, 10], [12]]
+    """
+    size = CHUNK if size is None else size
+    if not isinstance(blocks, BlockRuns) or len(blocks) <= size:
+        yield block_array(blocks)
+        return
+    # cut the runs at every multiple of size ids, then expand one chunk at a time
+    ends = np.cumsum(blocks.length)
+    cuts = np.arange(size, int(ends[-1]), size)
+    edges = np.union1d(np.concatenate(([0], ends)), cuts)
+    run = np.searchsorted(ends, edges[:-1], side="right")
+    within = edges[:-1] - (ends - blocks.length)[run]
+    starts = blocks.start[run] + within * blocks.step[run]
+    steps, lengths = blocks.step[run], np.diff(edges)
+    chunk = np.searchsorted(cuts, edges[:-1], side="right")
+    bounds = np.flatnonzero(np.diff(chunk)) + 1
+    for a, b in zip(np.concatenate(([0], bounds)), np.append(bounds, len(run))):
+        yield _expand(starts[a:b], steps[a:b], lengths[a:b])
+
+
+def outer_runs(rows, columns):
+    """The ids ``row + column`` for each of ``rows`` in order and each of ``columns``
+    in order, held as :func:`compact_blocks` holds ids (a tuple when short or
+    irregular), without making every id when the columns are regular: a wide-area
+    message of the combining all-to-all is a rectangle of the ``P x P`` block matrix.
+
+    Examples
+    --------
+    >>> outer_runs(np.array([0, 1000]), np.arange(0, 128, 2))
+    BlockRuns(128 blocks in 2 runs)
+    >>> outer_runs(np.array([0, 1000]), np.arange(3))
+    (0, 1, 2, 1000, 1001, 1002)
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    columns = BlockRuns.from_array(columns)
+    n = len(rows) * len(columns)
+    if n <= COMPACT_FROM or IDS_PER_RUN * len(rows) * len(columns.length) > n:
+        return compact_blocks((rows[:, None] + block_array(columns)[None, :]).ravel())
+    return BlockRuns((rows[:, None] + columns.start[None, :]).ravel(),
+                     np.tile(columns.step, len(rows)), np.tile(columns.length, len(rows)))
 
 
 def compact_blocks(ids):

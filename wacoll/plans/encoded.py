@@ -35,7 +35,7 @@ from itertools import chain
 
 import numpy as np
 
-from wacoll.plans.blockruns import BlockRuns, block_array
+from wacoll.plans.blockruns import BlockRuns, block_chunks
 from wacoll.plans.plan import Step
 from wacoll.plans.prover.encode import (
     COMBINE,
@@ -262,7 +262,7 @@ def _program_blocks(program):
     (their ids in one array could take more memory than the whole program)."""
     if not any(type(s.blocks) is BlockRuns for s in program):
         return np.fromiter(chain.from_iterable(s.blocks for s in program), np.int64)
-    return (block_array(s.blocks) for s in program)
+    return (chunk for s in program for chunk in block_chunks(s.blocks))
 
 
 def program_digests(programs: EncodedPrograms) -> list:

@@ -39,7 +39,8 @@ import numpy as np
 
 from wacoll.errors import BufferMismatchError, PlanError
 from wacoll.plans import operations as ops
-from wacoll.plans.blockruns import BlockRuns, block_array
+from wacoll.plans import blockruns
+from wacoll.plans.blockruns import BlockRuns, block_array, block_chunks
 from wacoll.plans.builder import RepeatedCounts
 
 __all__ = ["LoweredStep", "Program", "ElementRuns", "lower", "lower_steps",
@@ -77,7 +78,8 @@ class LoweredStep:
         or writes.
     src_index, dst_index : tuple or None
         ``(displacements, counts)`` arrays of those runs when there are many short
-        ones, for the pack/unpack kernels (which beat a loop of slices there).
+        ones, for the pack/unpack kernels (which beat a loop of slices there); None
+        for :class:`ElementRuns`, which make them when the step runs.
     direct : bool
         A ``recv`` whose message lands in place.
     group : int or None
@@ -220,17 +222,33 @@ class ElementRuns(Sequence):
         return f"ElementRuns({len(self)} runs)"
 
 
-def _element_runs(starts, stops):
-    """Merge the element spans of a step's blocks, in their order, into runs."""
+def _merged_spans(starts, stops):
+    """The element spans ``[starts[i], stops[i])``, in their order, with each span
+    that begins where the one before ends merged into it."""
     n = len(starts)
     if n == 0:
-        return ()
+        return starts, stops
     head = np.ones(n, dtype=bool)
     np.not_equal(starts[1:], stops[:-1], out=head[1:])
     first = np.flatnonzero(head)
-    run_starts = starts[first]
-    run_stops = stops[np.append(first[1:], n) - 1]
-    if len(first) <= ELEMENT_RUNS_FROM:
+    return starts[first], stops[np.append(first[1:], n) - 1]
+
+
+def _joined(parts):
+    """The spans of consecutive chunks of a step, merged across the chunks."""
+    if len(parts) == 1:
+        return parts[0]
+    return _merged_spans(np.concatenate([a for a, _ in parts]),
+                         np.concatenate([b for _, b in parts]))
+
+
+def _element_runs(run_starts, run_stops):
+    """A step's merged element spans as its runs: a tuple of pairs, or
+    :class:`ElementRuns` when they are many."""
+    if len(run_starts) == 0:
+        return ()
+    if len(run_starts) <= ELEMENT_RUNS_FROM or int(run_starts.min()) < 0:
+        # (a negative offset is refused once the whole program is lowered)
         return tuple(zip(run_starts.tolist(), run_stops.tolist()))
     return ElementRuns(run_starts, run_stops - run_starts)
 
@@ -324,8 +342,8 @@ class _RunLayout:
                 his.append(ids + 1)
         lo, hi = _merged(los, his)
         extra = []
-        for blocks in strided:  # ids the unit runs do not cover (in a proved plan: none)
-            ids = block_array(blocks)
+        for ids in (ids for blocks in strided for ids in block_chunks(blocks)):
+            # ids the unit runs do not cover (in a proved plan: none)
             at = np.searchsorted(lo, ids, side="right") - 1
             covered = (at >= 0) & (ids < hi[np.maximum(at, 0)]) if len(lo) else \
                 np.zeros(len(ids), dtype=bool)
@@ -428,32 +446,50 @@ def lower_steps(header, rank: int, program, in_offsets=None, out_offsets=None) -
     scratch_sizes = {buf: layouts[buf].elements for buf in scratch_steps}
     touched = {buf: np.zeros(layout.slots, dtype=bool) for buf, layout in layouts.items()}
 
-    def runs_of(buf, blocks, index):
-        if buf is None:
-            return None, None
+    def slots_of(buf, ids, index):
+        """Per id, its slot in ``buf`` and its element offset (refusing an id that has
+        no place there)."""
         layout = layouts.get(buf)
         if layout is None:  # pragma: no cover - every name but in/out is scratch
             raise PlanError(f"rank {rank}: the program uses buffer {buf!r} that has no "
                             f"layout", rank=rank, step=index)
-        slots, starts = layout.find(blocks)
+        slots, starts = layout.find(ids)
         if len(slots) and int(slots.min()) < 0:
-            missing = int(blocks[np.flatnonzero(slots < 0)[0]])
+            missing = int(ids[np.flatnonzero(slots < 0)[0]])
             raise PlanError(f"rank {rank}: block {missing} has no place in buffer "
                             f"{buf!r}", rank=rank, step=index)
-        return (buf, _element_runs(starts, starts + sizes.of(blocks))), slots
+        return slots, starts
 
     steps = []
     for i, step in enumerate(program):
-        blocks = sizes.checked(block_array(step.blocks), rank, i)
-        src, src_slots = runs_of(step.src, blocks, i)
-        dst, dst_slots = runs_of(step.dst, blocks, i)
-        direct = (step.kind == "recv" and len(dst[1]) <= 1 and
-                  not touched[step.dst][dst_slots].any())
-        steps.append(LoweredStep(step.kind, step.peer, sizes.total(blocks), src, dst,
-                                 direct, step.group, step.side, i, str(step),
-                                 _index(src), _index(dst)))
-        for buf, slots in ((step.src, src_slots), (step.dst, dst_slots)):
-            if buf is not None:
-                touched[buf][slots] = True
+        # a step's ids a chunk at a time: one step may name millions of blocks
+        whole = len(step.blocks) <= blockruns.CHUNK
+        chunks = [sizes.checked(block_array(step.blocks), rank, i)] if whole else None
+
+        def each_chunk(step=step, chunks=chunks, i=i):
+            return chunks if chunks is not None else (
+                sizes.checked(ids, rank, i) for ids in block_chunks(step.blocks))
+
+        elements = sum(sizes.total(ids) for ids in each_chunk())
+        runs, seen = {}, False
+        for buf in (step.src, step.dst):
+            if buf is None:
+                continue
+            parts = []
+            for ids in each_chunk():
+                slots, starts = slots_of(buf, ids, i)
+                parts.append(_merged_spans(starts, starts + sizes.of(ids)))
+                if buf == step.dst and step.kind == "recv":
+                    seen = seen or bool(touched[buf][slots].any())
+            runs[buf] = (buf, _element_runs(*_joined(parts)))
+        src = runs.get(step.src) if step.src is not None else None
+        dst = runs.get(step.dst) if step.dst is not None else None
+        direct = step.kind == "recv" and len(dst[1]) <= 1 and not seen
+        steps.append(LoweredStep(step.kind, step.peer, elements, src, dst, direct,
+                                 step.group, step.side, i, str(step), _index(src),
+                                 _index(dst)))
+        for buf in {step.src, step.dst} - {None}:
+            for ids in each_chunk():
+                touched[buf][layouts[buf].find(ids)[0]] = True
     return Program(rank, tuple(steps), scratch_sizes, _extent("inbuf", in_offsets, counts),
                    _extent("outbuf", out_offsets, counts), header.arithmetic)

@@ -150,8 +150,20 @@ class Step:
         return row
 
     def __str__(self):
+        """The step as a label: a step of more than 64 blocks shows the first 32."""
+        return self.text(full=False)
+
+    def text(self, full=True) -> str:
+        """The step as text, every block id listed (``full``) or as :func:`str`.
+
+        Examples
+        --------
+        >>> step = Step("send", tuple(range(100)), peer=1, src="in")
+        >>> str(step)[-29:], len(step.text())
+        ('30,31,... 100 blocks] from in', 306)
+        """
         n = len(self.blocks)
-        if n <= _SHOWN_BLOCKS:
+        if full or n <= _SHOWN_BLOCKS:
             blocks = "[" + ",".join(map(str, self.blocks)) + "]"
         else:  # a label, not a listing: the first few ids and how many in all
             blocks = "[" + ",".join(map(str, self.blocks[:_SHOWN_BLOCKS // 2])) + \
@@ -418,7 +430,7 @@ class Plan:
             head += f" ({self.family}/{self.algorithm})"
         lines = [head]
         for r, prog in enumerate(self.programs):
-            lines.append(f"rank {r}: " + "; ".join(map(str, prog)))
+            lines.append(f"rank {r}: " + "; ".join(step.text() for step in prog))
         return "\n".join(lines)
 
     def to_dict(self) -> dict:

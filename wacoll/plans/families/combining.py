@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wacoll.plans.blockruns import compact_blocks
+from wacoll.plans.blockruns import compact_blocks, outer_runs
 from wacoll.plans.builder import PlanBuilder
 
 __all__ = ["alltoall", "alltoallv", "BUILDERS", "OPTIONS"]
@@ -65,7 +65,8 @@ class _Layout:
         self.cluster_of = topology.cluster_ids
         self.coordinator = tuple(members[0] for members in self.clusters)
         ids = np.asarray(self.cluster_of)
-        self._members = [np.asarray(members, dtype=np.int64) for members in self.clusters]
+        self._members = [np.sort(np.asarray(members, dtype=np.int64))
+                         for members in self.clusters]
         # per cluster: the ranks of other clusters and its coordinator, ascending
         self._outside = [np.sort(np.append(np.flatnonzero(ids != ids[k]), k))
                          for k in self.coordinator]
@@ -88,8 +89,7 @@ class _Layout:
     def between(self, a, b):
         """The wide-area message from cluster ``a`` to cluster ``b``."""
         # (ascending: both member lists ascend and every id is below size)
-        return compact_blocks((self._members[a][:, None] * self.size +
-                               self._members[b][None, :]).ravel())
+        return outer_runs(self._members[a] * self.size, self._members[b])
 
     def from_coordinator(self, r):
         """Rank ``r``'s step-3 message from its coordinator ``k``.
