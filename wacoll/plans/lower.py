@@ -266,12 +266,12 @@ class _Counts:
             self.prefix = np.zeros(self.nblocks + 1, dtype=np.int64)
             np.cumsum(array, out=self.prefix[1:])
 
-    def checked(self, ids, rank, index):
-        """``ids``, refused when one is no block of the plan."""
-        if len(ids) and int(ids.max()) >= self.nblocks:
-            raise PlanError(f"rank {rank}: block {int(ids.max())} is no block of this "
+    def check(self, blocks, rank, index):
+        """Refuse a step's blocks when one is no block of the plan."""
+        top = _largest(blocks)
+        if top >= self.nblocks:
+            raise PlanError(f"rank {rank}: block {top} is no block of this "
                             f"{self.nblocks}-block plan", rank=rank, step=index)
-        return ids
 
     def of(self, ids):
         """The count of each block."""
@@ -279,13 +279,26 @@ class _Counts:
             return np.full(len(ids), self.count, dtype=np.int64)
         return self.array[ids]
 
-    def total(self, ids):
-        return int(len(ids) * self.count if self.prefix is None else self.array[ids].sum())
+    def total(self, blocks):
+        """The elements of a step's blocks."""
+        if self.prefix is None:
+            return len(blocks) * self.count
+        return sum(int(self.array[ids].sum()) for ids in block_chunks(blocks))
 
     def before(self, ids):
         """The elements of all blocks below each id (where it sits when every block
         is packed in id order)."""
         return ids * self.count if self.prefix is None else self.prefix[ids]
+
+
+def _largest(blocks):
+    """The largest id of a step's blocks (-1: none)."""
+    if not len(blocks):
+        return -1
+    if isinstance(blocks, BlockRuns):
+        return int(np.maximum(blocks.start,
+                              blocks.start + blocks.step * (blocks.length - 1)).max())
+    return max(blocks)
 
 
 class _KeyedLayout:
@@ -297,6 +310,10 @@ class _KeyedLayout:
         order = np.argsort(keys, kind="stable")
         self.keys, self.values = keys[order], values[order]
         self.slots = len(keys)
+
+    def runs(self, blocks):
+        """None: a user's layout is looked up id by id."""
+        return None
 
     def find(self, ids):
         """Per id, its slot (-1: no place) and its element offset."""
@@ -351,6 +368,23 @@ class _RunLayout:
         if any(len(e) for e in extra):
             lo, hi = _merged([lo] + extra, [hi] + [e + 1 for e in extra])
         return cls(lo, hi, sizes)
+
+    def runs(self, blocks):
+        """For :class:`~wacoll.plans.blockruns.BlockRuns` of consecutive ids that the
+        buffer holds each in one piece: per run, its first slot, its number of ids
+        and its element span ``[start, stop)``; else None (look up id by id)."""
+        if not isinstance(blocks, BlockRuns) or not len(blocks):
+            return None
+        start, length = blocks.start, blocks.length
+        if not ((blocks.step == 1) | (length == 1)).all():
+            return None
+        slots, starts = self.find(start)
+        last = start + length - 1
+        if int(slots.min()) < 0 or not np.array_equal(self.find(last)[0],
+                                                      slots + length - 1):
+            return None  # (some id has no place: the lookup id by id names it)
+        return slots, length, starts, starts + self.sizes.before(last + 1) - \
+            self.sizes.before(start)
 
     def find(self, ids):
         """Per id, its slot (-1: no place) and its element offset."""
@@ -462,34 +496,49 @@ def lower_steps(header, rank: int, program, in_offsets=None, out_offsets=None) -
 
     steps = []
     for i, step in enumerate(program):
-        # a step's ids a chunk at a time: one step may name millions of blocks
+        sizes.check(step.blocks, rank, i)
+        # a step's ids a chunk at a time (one step may name millions of blocks),
+        # or its runs whole where a scratch buffer holds each of them in one piece
         whole = len(step.blocks) <= blockruns.CHUNK
-        chunks = [sizes.checked(block_array(step.blocks), rank, i)] if whole else None
+        chunks = [block_array(step.blocks)] if whole else None
 
-        def each_chunk(step=step, chunks=chunks, i=i):
-            return chunks if chunks is not None else (
-                sizes.checked(ids, rank, i) for ids in block_chunks(step.blocks))
+        def each_chunk(step=step, chunks=chunks):
+            return chunks if chunks is not None else block_chunks(step.blocks)
 
-        elements = sum(sizes.total(ids) for ids in each_chunk())
-        runs, seen = {}, False
+        runs, seen, held = {}, False, {}
         for buf in (step.src, step.dst):
             if buf is None:
                 continue
-            parts = []
-            for ids in each_chunk():
-                slots, starts = slots_of(buf, ids, i)
-                parts.append(_merged_spans(starts, starts + sizes.of(ids)))
+            held[buf] = spans = layouts[buf].runs(step.blocks)
+            if spans is not None:  # (slot starts, slot counts, element spans)
+                parts = [_merged_spans(spans[2], spans[3])]
                 if buf == step.dst and step.kind == "recv":
-                    seen = seen or bool(touched[buf][slots].any())
+                    seen = any(touched[buf][a:a + n].any()
+                               for a, n in zip(spans[0].tolist(), spans[1].tolist()))
+            else:
+                parts = []
+                for ids in each_chunk():
+                    slots, starts = slots_of(buf, ids, i)
+                    parts.append(_merged_spans(starts, starts + sizes.of(ids)))
+                    if buf == step.dst and step.kind == "recv":
+                        seen = seen or bool(touched[buf][slots].any())
+                if whole:  # (kept to mark them touched below)
+                    held[buf] = slots
             runs[buf] = (buf, _element_runs(*_joined(parts)))
         src = runs.get(step.src) if step.src is not None else None
         dst = runs.get(step.dst) if step.dst is not None else None
         direct = step.kind == "recv" and len(dst[1]) <= 1 and not seen
-        steps.append(LoweredStep(step.kind, step.peer, elements, src, dst, direct,
-                                 step.group, step.side, i, str(step), _index(src),
+        steps.append(LoweredStep(step.kind, step.peer, sizes.total(step.blocks), src, dst,
+                                 direct, step.group, step.side, i, str(step), _index(src),
                                  _index(dst)))
-        for buf in {step.src, step.dst} - {None}:
-            for ids in each_chunk():
-                touched[buf][layouts[buf].find(ids)[0]] = True
+        for buf, spans in held.items():
+            if isinstance(spans, np.ndarray):  # the slots of a step read whole
+                touched[buf][spans] = True
+            elif spans is not None:
+                for a, n in zip(spans[0].tolist(), spans[1].tolist()):
+                    touched[buf][a:a + n] = True
+            else:
+                for ids in each_chunk():
+                    touched[buf][layouts[buf].find(ids)[0]] = True
     return Program(rank, tuple(steps), scratch_sizes, _extent("inbuf", in_offsets, counts),
                    _extent("outbuf", out_offsets, counts), header.arithmetic)
