@@ -15,8 +15,9 @@ one run of the destination and no earlier step of the program touches them.
 Lowering takes a step's block ids as an array (:func:`~wacoll.plans.blockruns.block_array`)
 and keeps a scratch buffer's layout as intervals of ids, never a dictionary entry
 per block: a coordinator of the combining all-to-all on 4096 ranks names 7.3
-million block ids, and lowers in about 0.5 s and 22 MiB. A step of many element
-runs keeps them as :class:`ElementRuns`.
+million block ids, and lowers in about 0.4 s and 14 MiB. A scratch buffer's runs
+of consecutive ids are taken whole; a step of many element runs keeps them as
+:class:`ElementRuns`.
 
 Examples
 --------
