@@ -7,7 +7,8 @@ regular, though: a member's blocks for other clusters are two stretches of one r
 of the ``P x P`` block matrix, a wide-area message is a rectangle, and what a
 coordinator hands a member is a column (ids ``P`` apart). :class:`BlockRuns` holds
 such ids as runs ``range(start, start + step * length, step)`` and behaves as the
-tuple of the ids does: same length, items, iteration, equality and hash. Code that
+tuple of the ids does: same length, items, slices, iteration, equality (with
+tuples and runs, item by item) and hash. Code that
 wants the ids in bulk asks :func:`block_array`, which expands the runs without
 making an int object per id.
 
@@ -62,12 +63,13 @@ class BlockRuns(Sequence):
     ----------
     start, step, length : array_like of int
         Run ``i`` is ``start[i], start[i] + step[i], ...`` (``length[i]`` ids, at
-        least one; ``step`` may be any integer). Every id must be >= 0.
+        least one; ``step`` may be any integer). Every id must be >= 0 and below
+        2**62.
 
     Raises
     ------
     ValueError
-        Arrays of different lengths, an empty run or a negative id.
+        Arrays of different lengths, an empty run, or an id out of that range.
     """
 
     __slots__ = ("start", "step", "length", "_n", "_hash", "_ends")
