@@ -87,13 +87,17 @@ class BlockRuns(Sequence):
             if float(np.abs(reach).max()) >= _LIMIT or int(start.max()) >= _LIMIT or \
                     float((start + reach).max()) >= _LIMIT:
                 raise ValueError("block runs must hold ids below 2**62")
-            if int(start.min()) < 0 or int((start + step * (length - 1)).min()) < 0:
-                raise ValueError("block runs must hold ids >= 0")
         for a in (start, step, length):
             a.setflags(write=False)
         self.start, self.step, self.length = start, step, length
+        if len(length) and (int(start.min()) < 0 or int(self.last().min()) < 0):
+            raise ValueError("block runs must hold ids >= 0")
         self._n = int(length.sum())
         self._hash = self._ends = None
+
+    def last(self):
+        """The last id of each run (int64 array)."""
+        return self.start + self.step * (self.length - 1)
 
     @classmethod
     def from_ranges(cls, ranges):

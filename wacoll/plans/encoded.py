@@ -37,17 +37,8 @@ import numpy as np
 
 from wacoll.plans.blockruns import BlockRuns, block_chunks
 from wacoll.plans.plan import Step
-from wacoll.plans.prover.encode import (
-    COMBINE,
-    COPY,
-    KIND_CODES,
-    NO_PEER,
-    RECV,
-    RECV_COMBINE,
-    SEND,
-    Steps,
-    index_dtype,
-)
+from wacoll.plans.prover.encode import (COMBINE, COPY, KIND_CODES, NO_PEER, RECV,
+                                        RECV_COMBINE, SEND, Steps, index_dtype)
 
 __all__ = ["EncodedPrograms", "single_block_steps", "program_digest", "program_digests"]
 

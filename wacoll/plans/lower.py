@@ -297,15 +297,14 @@ def _largest(blocks):
     if not len(blocks):
         return -1
     if isinstance(blocks, BlockRuns):
-        return int(np.maximum(blocks.start,
-                              blocks.start + blocks.step * (blocks.length - 1)).max())
+        return int(np.maximum(blocks.start, blocks.last()).max())
     return max(blocks)
 
 
 class _KeyedLayout:
     """A user buffer's layout: the offset of each block it holds, as given."""
 
-    def __init__(self, offsets, sizes):
+    def __init__(self, offsets):
         keys = np.fromiter(offsets.keys(), np.int64, len(offsets))
         values = np.fromiter(offsets.values(), np.int64, len(offsets))
         order = np.argsort(keys, kind="stable")
@@ -349,7 +348,7 @@ class _RunLayout:
             if isinstance(blocks, BlockRuns):
                 step, start, length = blocks.step, blocks.start, blocks.length
                 unit = (np.abs(step) <= 1) | (length == 1)
-                low = np.where(step < 0, start + step * (length - 1), start)[unit]
+                low = np.where(step < 0, blocks.last(), start)[unit]
                 los.append(low)
                 his.append(low + np.where(step[unit] == 0, 1, length[unit]))
                 if not unit.all():
@@ -358,17 +357,14 @@ class _RunLayout:
                 ids = np.fromiter(blocks, np.int64, len(blocks))
                 los.append(ids)
                 his.append(ids + 1)
-        lo, hi = _merged(los, his)
-        extra = []
-        for ids in (ids for blocks in strided for ids in block_chunks(blocks)):
-            # ids the unit runs do not cover (in a proved plan: none)
-            at = np.searchsorted(lo, ids, side="right") - 1
-            covered = (at >= 0) & (ids < hi[np.maximum(at, 0)]) if len(lo) else \
-                np.zeros(len(ids), dtype=bool)
-            extra.append(ids[~covered])
-        if any(len(e) for e in extra):
-            lo, hi = _merged([lo] + extra, [hi] + [e + 1 for e in extra])
-        return cls(lo, hi, sizes)
+        layout = cls(*_merged(los, his), sizes)
+        # the ids of strided runs the unit runs do not cover (in a proved plan: none)
+        extra = [ids[layout.find(ids)[0] < 0]
+                 for blocks in strided for ids in block_chunks(blocks)]
+        if not any(len(e) for e in extra):
+            return layout
+        return cls(*_merged([layout.lo] + extra, [layout.hi] + [e + 1 for e in extra]),
+                   sizes)
 
     def runs(self, blocks):
         """For :class:`~wacoll.plans.blockruns.BlockRuns` of consecutive ids that the
@@ -470,7 +466,7 @@ def lower_steps(header, rank: int, program, in_offsets=None, out_offsets=None) -
         out_offsets = default_offsets(ops.out_blocks(header.op, header.size, header.root,
                                                      nb, rank), counts)
     sizes = _Counts(counts)
-    layouts = {"in": _KeyedLayout(in_offsets, sizes), "out": _KeyedLayout(out_offsets, sizes)}
+    layouts = {"in": _KeyedLayout(in_offsets), "out": _KeyedLayout(out_offsets)}
     scratch_steps = {}
     for i, step in enumerate(program):
         for buf in (step.src, step.dst):

@@ -58,6 +58,18 @@ cdef inline int64_t _integer(object value, int64_t size, int64_t bad):
     return v
 
 
+cdef inline Py_ssize_t _append(int64_t b, int64_t prev, int64_t nblocks,
+                               int32_t[::1] block, int32_t[::1] length, Py_ssize_t e):
+    """Add id ``b`` (folded: at most ``nblocks``) after ``prev`` to the entries, from
+    entry ``e`` on: it extends the last run or starts one; returns the next entry."""
+    if b == prev + 1 and b < nblocks:
+        length[e - 1] += 1
+        return e
+    block[e] = <int32_t>b
+    length[e] = 1
+    return e + 1
+
+
 cdef Py_ssize_t _runs_entries(const int64_t[::1] start, const int64_t[::1] step,
                               const int64_t[::1] count, int64_t nblocks,
                               int32_t[::1] block, int32_t[::1] length, Py_ssize_t e):
@@ -67,15 +79,8 @@ cdef Py_ssize_t _runs_entries(const int64_t[::1] start, const int64_t[::1] step,
     cdef int64_t b, prev = -2
     for q in range(start.shape[0]):
         for i in range(count[q]):
-            b = start[q] + i * step[q]
-            if b >= nblocks:
-                b = nblocks
-            if b == prev + 1 and b < nblocks:
-                length[e - 1] += 1
-            else:
-                block[e] = <int32_t>b
-                length[e] = 1
-                e += 1
+            b = min(start[q] + i * step[q], nblocks)
+            e = _append(b, prev, nblocks, block, length, e)
             prev = b if b < nblocks else -2
     return e
 
@@ -207,12 +212,7 @@ def encode_programs(tuple programs, cls, codes, buffers, Py_ssize_t size,
             else:
                 for r2 in range(n):
                     b = _integer(<object>PyTuple_GET_ITEM(blocks, r2), nblocks, nblocks)
-                    if b == prev + 1 and b < nblocks:
-                        length[e - 1] += 1
-                    else:
-                        block[e] = <int32_t>b
-                        length[e] = 1
-                        e += 1
+                    e = _append(b, prev, nblocks, block, length, e)
                     prev = b if b < nblocks else -2
             i += 1
     first[i] = <int32_t>e

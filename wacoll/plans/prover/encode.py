@@ -234,8 +234,7 @@ def _blocks(prog, nblocks):
     total = int(counts.sum())
     try:
         if any(type(b) is BlockRuns for b in blocks):
-            flat = np.concatenate([block_array(b) for b in blocks]) if blocks else \
-                np.zeros(0, dtype=np.int64)
+            flat = np.concatenate([block_array(b) for b in blocks])
         else:
             flat = np.fromiter(chain.from_iterable(blocks), np.int64, total)
     except OverflowError:
