@@ -117,14 +117,6 @@ def _sorted_defs(keys, is_write, ident):
     the idents in sorted order. ``is_write`` None: every access is a write."""
     n = len(keys)
     order = np.argsort(keys, kind="stable")
-    if _compiled is not None and is_write is not None and order.dtype == np.int64:
-        skeys = np.empty(n, dtype=np.int64)
-        head = np.empty(n, dtype=bool)
-        last_ident = np.empty(n, dtype=ident.dtype)
-        ident_sorted = np.empty(n, dtype=ident.dtype)
-        _compiled.runs_after_sort(keys, ident, is_write.view(np.uint8), order, skeys,
-                                  head.view(np.uint8), last_ident, ident_sorted)
-        return order, skeys, head, last_ident, ident_sorted
     skeys = keys[order]
     head = np.ones(n, dtype=bool)
     np.not_equal(skeys[1:], skeys[:-1], out=head[1:])
@@ -136,6 +128,149 @@ def _sorted_defs(keys, is_write, ident):
     last = np.maximum.accumulate(np.where(is_write[order], pos, -1))
     last_ident = np.where(last >= run_start, ident_sorted[last], -1)
     return order, skeys, head, last_ident, ident_sorted
+
+
+def _definitions(n, nb, nkey, rank, block, compact, reads1, reads2, writes, ident_t, *,
+                 earlier):
+    """Which write each read sees and where each write goes, by a sort of every access.
+
+    ``reads1``, ``reads2`` (or None) and ``writes`` are (entries, buffer ids) of the
+    first reads, the second reads and the writes to keep; ``compact`` numbers the
+    buffers in the keys ``((rank * nb) + block) * nkey + buffer``.
+
+    Returns
+    -------
+    read_def, read2_def : ndarray
+        Per entry, the write its read sees, :data:`MISSING` (none) or
+        :data:`NO_READ`; ``read2_def`` is None when ``reads2`` is.
+    slot : ndarray
+        Per entry, the slot (a distinct key, in key order) its write goes to, or -1.
+    slot_key, slot_last : ndarray
+        Per slot, its key and its last write (-1: none).
+    earlier : ndarray or None
+        When ``earlier``: per entry, whether its write's (rank, block) was written
+        before in any buffer.
+    """
+    where1, read1 = reads1
+    where2, read2 = reads2 if reads2 is not None else (where1[:0], None)
+    wherew, dst = writes
+
+    def key(where, buf):  # (rank, block, buffer): a (rank, block)'s slots side by side
+        k = rank[where].astype(np.int64) * nb + block[where]
+        if nkey > 1:
+            k *= nkey
+            k += compact[buf[where]]
+        return k
+    # accesses in time order (entry e reads at 2e, writes at 2e + 1), then by key
+    by_write_only = not (len(where1) or len(where2))
+    if not by_write_only:  # each entry's accesses in turn: read 1, read 2, write
+        has1 = np.zeros(n, dtype=np.int8)
+        has1[where1] = 1
+        has2 = np.zeros(n, dtype=np.int8)
+        has2[where2] = 1
+        count = has1 + has2
+        count[wherew] += 1
+        place = np.cumsum(count, dtype=np.int64)
+        place -= count
+        del count
+        at1 = place[where1]
+        at2 = place[where2] + has1[where2]
+        atw = place[wherew] + has1[wherew] + has2[wherew]
+        del place, has1, has2
+        n_acc = len(where1) + len(where2) + len(wherew)
+        keys = np.empty(n_acc, dtype=np.int64)
+        ident = np.empty(n_acc, dtype=ident_t)
+        is_write = np.zeros(n_acc, dtype=bool)
+        keys[at1], ident[at1] = key(where1, read1), where1
+        if len(where2):
+            keys[at2], ident[at2] = key(where2, read2), where2
+        keys[atw], ident[atw] = key(wherew, dst), wherew
+        is_write[atw] = True
+    else:
+        keys, ident = key(wherew, dst), wherew
+        is_write = None
+    order, skeys, head, last, ident_sorted = _sorted_defs(keys, is_write, ident)
+    del keys
+    n_acc = len(order)
+    position = np.empty(n_acc, dtype=index_dtype(n_acc))
+    position[order] = np.arange(n_acc, dtype=position.dtype)
+    if by_write_only:
+        p1, p2, pw = position[:0], position[:0], position
+    else:  # the sorted positions of the accesses of where1, where2 and wherew
+        p1, p2, pw = position[at1], position[at2], position[atw]
+        del at1, at2, atw
+    del position
+
+    def seen(where, pos):
+        out = np.full(n, NO_READ, dtype=ident_t)
+        found = last[pos]
+        out[where] = np.where(found >= 0, found, MISSING)
+        return out
+
+    read_def = seen(where1, p1)
+    read2_def = seen(where2, p2) if reads2 is not None else None
+    slot_of = np.cumsum(head, dtype=index_dtype(n_acc + 1)) - 1
+    slot = np.full(n, -1, dtype=slot_of.dtype)
+    slot[wherew] = slot_of[pw]
+    starts = np.flatnonzero(head)
+    slot_last = last[np.append(starts[1:], n_acc) - 1] if n_acc else last[:0]
+    slot_key = skeys[starts]
+    written_before = None
+    if earlier:
+        if nkey == 1:
+            fresh, group_of = head, slot_of
+        else:
+            group = skeys // nkey
+            fresh = np.ones(n_acc, dtype=bool)
+            np.not_equal(group[1:], group[:-1], out=fresh[1:])
+            group_of = np.cumsum(fresh, dtype=slot_of.dtype) - 1
+            del group
+        never = np.int64(n)  # (after every entry)
+        firsts = ident_sorted if by_write_only else \
+            np.where(is_write[order], ident_sorted, never)
+        earliest = np.minimum.reduceat(firsts, np.flatnonzero(fresh)) \
+            if n_acc else fresh
+        written_before = np.zeros(n, dtype=bool)
+        written_before[wherew] = earliest[group_of[pw]] < wherew
+    return read_def, read2_def, slot, slot_key, slot_last, written_before
+
+
+def _definitions_compiled(n, nb, nkey, rank, block, compact, reads1, reads2, writes,
+                          ident_t, *, earlier):
+    """:func:`_definitions` by the compiled passes of
+    :mod:`wacoll.plans.prover._flow`: the accesses laid out in one pass, sorted, and
+    read in one pass."""
+    base = rank.astype(np.int64)
+    base *= nb
+    base += block
+    args, n_acc = [], 0
+    for part in (reads1, reads2, writes):
+        if part is None:
+            args += [np.zeros(0, dtype=np.int16), np.zeros(0, dtype=np.uint8)]
+            continue
+        where, buf = part
+        has = np.zeros(n, dtype=np.uint8)
+        has[where] = 1
+        args += [buf.astype(np.int16, copy=False), has]  # (ids < 2**15: analyse)
+        n_acc += len(where)
+    keys = np.empty(n_acc, dtype=np.int64)
+    ident = np.empty(n_acc, dtype=ident_t)
+    what = np.empty(n_acc, dtype=np.uint8)
+    _compiled.access_keys(base, *args, compact, nkey, keys, ident, what)
+    del base, args
+    order = np.argsort(keys, kind="stable").astype(np.int64, copy=False)
+    nslots = _compiled.count_slots(keys, order)
+    read_def = np.full(n, NO_READ, dtype=ident_t)
+    read2_def = np.full(n, NO_READ, dtype=ident_t) if reads2 is not None else None
+    slot = np.full(n, -1, dtype=index_dtype(n_acc + 1))
+    slot_key = np.empty(nslots, dtype=np.int64)
+    slot_last = np.empty(nslots, dtype=ident_t)
+    written_before = np.zeros(n if earlier else 0, dtype=np.uint8)
+    _compiled.defs_after_sort(keys, ident, what, order, nkey, ident_t.type(MISSING),
+                              read_def, read_def[:0] if read2_def is None else read2_def,
+                              slot, slot_key, slot_last, written_before)
+    return (read_def, read2_def, slot, slot_key, slot_last,
+            written_before.view(bool) if earlier else None)
 
 
 def analyse(plan, steps, *, layout=None, level=None) -> Flow:
@@ -205,106 +340,42 @@ def analyse(plan, steps, *, layout=None, level=None) -> Flow:
     compact = np.zeros(nbuf, dtype=np.int64)
     compact[names] = np.arange(len(names))
 
-    def key(where, buf):  # (rank, block, buffer): a (rank, block)'s slots side by side
-        k = rank[where].astype(np.int64) * nb + block[where]
-        if nkey > 1:
-            k *= nkey
-            k += compact[buf[where]]
-        return k
-    # accesses in time order (entry e reads at 2e, writes at 2e + 1), then by key
-    by_write_only = not (len(where1) or len(where2))
-    if not by_write_only:  # each entry's accesses in turn: read 1, read 2, write
-        has1 = np.zeros(n, dtype=np.int8)
-        has1[where1] = 1
-        has2 = np.zeros(n, dtype=np.int8)
-        has2[where2] = 1
-        count = has1 + has2
-        count[wherew] += 1
-        place = np.cumsum(count, dtype=np.int64)
-        place -= count
-        del count
-        at1 = place[where1]
-        at2 = place[where2] + has1[where2]
-        atw = place[wherew] + has1[wherew] + has2[wherew]
-        del place, has1, has2
-        n_acc = len(where1) + len(where2) + len(wherew)
-        keys = np.empty(n_acc, dtype=np.int64)
-        ident = np.empty(n_acc, dtype=ident_t)
-        is_write = np.zeros(n_acc, dtype=bool)
-        keys[at1], ident[at1] = key(where1, read1), where1
-        if len(where2):
-            keys[at2], ident[at2] = key(where2, read2), where2
-        keys[atw], ident[atw] = key(wherew, dst), wherew
-        is_write[atw] = True
-    else:
-        keys, ident = key(wherew, dst), wherew
-        is_write = None
-    order, skeys, head, last, ident_sorted = _sorted_defs(keys, is_write, ident)
-    del keys
-    n_acc = len(order)
-    position = np.empty(n_acc, dtype=index_dtype(n_acc))
-    position[order] = np.arange(n_acc, dtype=position.dtype)
-    if by_write_only:
-        p1, p2, pw = position[:0], position[:0], position
-    else:  # the sorted positions of the accesses of where1, where2 and wherew
-        p1, p2, pw = position[at1], position[at2], position[atw]
-        del at1, at2, atw
-    # a read sees the last write before it, else the initial data or nothing
-    read_def = np.full(n, NO_READ, dtype=ident_t)
+    # which write each read sees, the slots written and, for data movement, the
+    # writes of a (rank, block) written before in any buffer
+    definitions = _definitions_compiled if _compiled is not None and \
+        dst.dtype == np.int16 else _definitions
+    read_def, read2_def, slot, slot_key, slot_last, earlier = definitions(
+        n, nb, nkey, rank, block, compact, (where1, read1),
+        (where2, read2) if read2 is not None else None, (wherew, dst), ident_t,
+        earlier=not reduction)
 
-    def resolve(out, where, pos, buf):
-        seen = last[pos]
-        found = np.where(seen >= 0, seen, MISSING)
+    # a read sees the last write before it, else the initial data or nothing
+    def resolve(out, where, buf):
         if layout.op == "bcast":
-            initial = (seen < 0) & (buf[where] == out_id) & layout.out_held(rank[where])
-            found[initial] = INIT
-        out[where] = found
+            unseen = where[out[where] == MISSING]
+            out[unseen[(buf[unseen] == out_id) & layout.out_held(rank[unseen])]] = INIT
         reads_in = np.flatnonzero(ok(buf == in_id)) if in_id >= 0 else where[:0]
         if len(reads_in):
             out[reads_in] = np.where(layout.in_held(rank[reads_in], block[reads_in]),
                                      INIT, MISSING)
 
-    resolve(read_def, where1, p1, read1)
-    read2_def = None
+    resolve(read_def, where1, read1)
     if read2 is not None:
-        read2_def = np.full(n, NO_READ, dtype=ident_t)
-        resolve(read2_def, where2, p2, read2)
-    # slots: the (rank, buffer, block) runs of the sorted accesses
-    slot_of = np.cumsum(head, dtype=index_dtype(n_acc + 1)) - 1
-    slot = np.full(n, -1, dtype=slot_of.dtype)
-    slot[wherew] = slot_of[pw]
-    starts = np.flatnonzero(head)
-    slot_last = last[np.append(starts[1:], n_acc) - 1] if n_acc else last[:0]
-    some = ident_sorted[starts]  # an entry of each slot
-    slot_rank = rank[some].astype(np.int64)
-    slot_block = block[some].astype(np.int64)
-    slot_buf = names[skeys[starts] % nkey] if nkey > 1 else \
-        np.full(len(starts), names[0] if len(names) else 0, dtype=np.int16)
-    del starts, some
+        resolve(read2_def, where2, read2)
+    # slots: the distinct (rank, block, buffer) keys
+    slot_rank = slot_key // (nb * nkey) if len(slot_key) else slot_key
+    slot_block = (slot_key // nkey) % nb if len(slot_key) else slot_key
+    slot_buf = names[slot_key % nkey] if nkey > 1 else \
+        np.full(len(slot_key), names[0] if len(names) else 0, dtype=np.int16)
+    del slot_key
     pre = np.zeros(n, dtype=np.int8)
     # a received block already held, for data movement (values are sources)
     if not reduction:
         recv = np.flatnonzero(ok(kind == RECV))
         if len(recv) == int(np.count_nonzero(writes[recv])):
             # every receive writes: a block held before is an earlier write of the
-            # (rank, block) in any buffer, whose slots are side by side
-            if nkey == 1:
-                fresh, group_of = head, slot_of
-            else:
-                group = skeys // nkey
-                fresh = np.ones(n_acc, dtype=bool)
-                np.not_equal(group[1:], group[:-1], out=fresh[1:])
-                group_of = np.cumsum(fresh, dtype=slot_of.dtype) - 1
-                del group
-            never = np.int64(n)  # (after every entry)
-            firsts = ident_sorted if by_write_only else \
-                np.where(is_write[order], ident_sorted, never)
-            earliest = np.minimum.reduceat(firsts, np.flatnonzero(fresh)) \
-                if n_acc else fresh
-            prior = np.zeros(n, dtype=bool)
-            prior[wherew] = earliest[group_of[pw]] < wherew
-            prior = prior[recv]
-            del fresh, firsts, earliest, group_of
+            # (rank, block) in any buffer
+            prior = earlier[recv]
         else:  # a receive into "in": any earlier write of the (rank, block)
             times = np.concatenate((2 * wherew.astype(np.int64) + 1,
                                     2 * recv.astype(np.int64)))
@@ -327,7 +398,7 @@ def analyse(plan, steps, *, layout=None, level=None) -> Flow:
         pre[recv[prior | initially]] = HOLDER
         if combining:
             pre[np.flatnonzero((kind == RECV_COMBINE) | (kind == COMBINE))] = MOVES
-    del order, last, position, head, slot_of, skeys, ident, ident_sorted
+    del earlier
     # static faults of the entries, in the order the checks are taken
     if read2_def is not None:
         pre[read2_def == MISSING] = HELD_SRC

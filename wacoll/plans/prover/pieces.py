@@ -36,6 +36,11 @@ import numpy as np
 
 from wacoll.plans.prover.encode import distinct, index_dtype, ranges
 
+try:
+    from wacoll.plans.prover import _pieces as _compiled
+except ImportError:  # not built: numpy does the same
+    _compiled = None
+
 __all__ = ["split"]
 
 
@@ -81,9 +86,11 @@ def split(steps, layout, *, blocks=False):
         block = ranges(steps.block, count)
         piece_length = np.ones(len(block), dtype=length.dtype)
     else:
-        count, block, piece_length = _cut(steps, layout)
+        count, block, piece_length = (_cut if _compiled is None else _cut_compiled)(
+            steps, layout)
         if count is None:
             return steps
+        piece_length = piece_length.astype(length.dtype, copy=False)
     pieces = np.zeros(len(count) + 1, dtype=np.int64)
     np.cumsum(count, out=pieces[1:])
     first = pieces[steps.first].astype(index_dtype(len(block) + 1))
@@ -92,6 +99,18 @@ def split(steps, layout, *, blocks=False):
     return dataclasses.replace(
         steps, first=first, block=block.astype(index_dtype(steps.nblocks + 1)),
         length=piece_length, single=single)
+
+
+def _cut_compiled(steps, layout):
+    """:func:`_cut` by :func:`wacoll.plans.prover._pieces.cut`, a rank at a time."""
+    edge_ranks, edge_ids = _layout_edges(layout, steps.size)
+    order = np.argsort(edge_ranks, kind="stable")
+    edge_bounds = np.searchsorted(edge_ranks[order], np.arange(steps.size + 1))
+    bounds = steps.first[steps.start].astype(np.int64)
+    length = steps.length.astype(steps.block.dtype, copy=False)
+    return _compiled.cut(steps.block, length, bounds,
+                         np.ascontiguousarray(edge_ids[order], dtype=np.int64),
+                         edge_bounds.astype(np.int64), steps.nblocks)
 
 
 def _cut(steps, layout):
