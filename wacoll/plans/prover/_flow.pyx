@@ -17,33 +17,51 @@ ctypedef fused slot_t:
     int32_t
     int64_t
 
+ctypedef fused rank_t:
+    int16_t
+    int32_t
+    int64_t
 
-def access_keys(const int64_t[::1] base, const int16_t[::1] buf1,
-                const uint8_t[::1] has1, const int16_t[::1] buf2,
-                const uint8_t[::1] has2, const int16_t[::1] bufw,
-                const uint8_t[::1] hasw, const int64_t[::1] compact, int64_t nkey,
-                int64_t[::1] keys, ident_t[::1] ident, uint8_t[::1] what):
+ctypedef fused block_t:
+    int32_t
+    int64_t
+
+
+def access_keys(const rank_t[::1] rank, const block_t[::1] block, int64_t nb,
+                const int16_t[::1] buf1, const uint8_t[::1] has1,
+                const int16_t[::1] buf2, const uint8_t[::1] has2,
+                const int16_t[::1] bufw, const uint8_t[::1] hasw,
+                const int64_t[::1] compact, int64_t nkey, int64_t[::1] keys,
+                ident_t[::1] ident, uint8_t[::1] what, ident_t[::1] read_def,
+                ident_t[::1] read2_def, slot_t[::1] slot, ident_t no_read):
     """Lay out every entry's accesses in time order (its first read, its second, its
-    write, where ``has1``, ``has2``, ``hasw`` say it has one): their keys ``base *
-    nkey + compact[buffer]``, their entries and what they are (0, 1: the first or
-    second read, 2: the write). ``buf2`` and ``has2`` may be empty (no entry reads
-    twice)."""
-    cdef Py_ssize_t e, n = base.shape[0], a = 0
+    write, where ``has1``, ``has2``, ``hasw`` say it has one): their keys ``(rank *
+    nb + block) * nkey + compact[buffer]``, their entries and what they are (0, 1:
+    the first or second read, 2: the write); and set every entry's reads to
+    ``no_read`` and its slot to -1. ``buf2``, ``has2`` and ``read2_def`` may be
+    empty (no entry reads twice)."""
+    cdef Py_ssize_t e, n = rank.shape[0], a = 0
     cdef bint twice = has2.shape[0] > 0
+    cdef int64_t base
     with nogil:
         for e in range(n):
+            base = (<int64_t>rank[e] * nb + block[e]) * nkey
+            read_def[e] = no_read
+            slot[e] = -1
             if has1[e]:
-                keys[a] = base[e] * nkey + compact[buf1[e]]
+                keys[a] = base + compact[buf1[e]]
                 ident[a] = <ident_t>e
                 what[a] = 0
                 a += 1
-            if twice and has2[e]:
-                keys[a] = base[e] * nkey + compact[buf2[e]]
-                ident[a] = <ident_t>e
-                what[a] = 1
-                a += 1
+            if twice:
+                read2_def[e] = no_read
+                if has2[e]:
+                    keys[a] = base + compact[buf2[e]]
+                    ident[a] = <ident_t>e
+                    what[a] = 1
+                    a += 1
             if hasw[e]:
-                keys[a] = base[e] * nkey + compact[bufw[e]]
+                keys[a] = base + compact[bufw[e]]
                 ident[a] = <ident_t>e
                 what[a] = 2
                 a += 1
@@ -63,18 +81,19 @@ def count_slots(const int64_t[::1] keys, const int64_t[::1] order):
 
 
 def defs_after_sort(const int64_t[::1] keys, const ident_t[::1] ident,
-                    const uint8_t[::1] what, const int64_t[::1] order, int64_t nkey,
-                    ident_t missing, ident_t[::1] read_def, ident_t[::1] read2_def,
-                    slot_t[::1] slot, int64_t[::1] slot_key, ident_t[::1] slot_last,
-                    uint8_t[::1] earlier):
+                    const uint8_t[::1] what, const int64_t[::1] order, int64_t nb,
+                    int64_t nkey, const int16_t[::1] names, ident_t missing,
+                    ident_t[::1] read_def, ident_t[::1] read2_def, slot_t[::1] slot,
+                    int64_t[::1] slot_rank, int64_t[::1] slot_block,
+                    int16_t[::1] slot_buf, ident_t[::1] slot_last, uint8_t[::1] earlier):
     """In one pass over the accesses sorted by key (stably: in time order within a
     key), for every entry: the write its first and second reads see (``missing``:
-    none), the slot (distinct key) its write goes to; per slot its key and its last
-    write (-1: none); and, when ``earlier`` is not empty, per writing entry whether
-    its (rank, block) was written earlier in any buffer (keys ``(rank, block) * nkey
-    + buffer``)."""
+    none), the slot (distinct key) its write goes to; per slot its rank, block,
+    buffer (``names`` by number) and last write (-1: none); and, when ``earlier`` is
+    not empty, per writing entry whether its (rank, block) was written earlier in
+    any buffer (keys ``(rank * nb + block) * nkey + buffer``)."""
     cdef Py_ssize_t i, p, g_end, n = order.shape[0]
-    cdef int64_t k, prev = 0, group
+    cdef int64_t k, prev = 0, group, r = 0
     cdef slot_t s = -1
     cdef ident_t last = -1, e, first_write
     cdef bint want = earlier.shape[0] > 0
@@ -83,6 +102,8 @@ def defs_after_sort(const int64_t[::1] keys, const ident_t[::1] ident,
         i = 0
         while i < n:
             group = keys[order[i]] // nkey
+            while nb > 0 and group >= (r + 1) * nb:  # (sorted keys: ranks only grow)
+                r += 1
             g_end = i + 1
             while g_end < n and keys[order[g_end]] // nkey == group:
                 g_end += 1
@@ -99,7 +120,9 @@ def defs_after_sort(const int64_t[::1] keys, const ident_t[::1] ident,
                     if s >= 0:
                         slot_last[s] = last
                     s += 1
-                    slot_key[s] = k
+                    slot_rank[s] = r
+                    slot_block[s] = group - r * nb
+                    slot_buf[s] = names[k - group * nkey]
                     last = -1
                     prev = k
                 e = ident[order[p]]

@@ -130,13 +130,14 @@ def _sorted_defs(keys, is_write, ident):
     return order, skeys, head, last_ident, ident_sorted
 
 
-def _definitions(n, nb, nkey, rank, block, compact, reads1, reads2, writes, ident_t, *,
-                 earlier):
+def _definitions(n, nb, nkey, rank, block, compact, names, reads1, reads2, writes,
+                 ident_t, *, earlier):
     """Which write each read sees and where each write goes, by a sort of every access.
 
-    ``reads1``, ``reads2`` (or None) and ``writes`` are (entries, buffer ids) of the
-    first reads, the second reads and the writes to keep; ``compact`` numbers the
-    buffers in the keys ``((rank * nb) + block) * nkey + buffer``.
+    ``reads1``, ``reads2`` (or None) and ``writes`` are (mask, buffer ids) of the
+    entries' first reads, second reads and writes to keep; ``compact`` numbers the
+    buffers in the keys ``((rank * nb) + block) * nkey + buffer``, and ``names`` are
+    the buffers by number.
 
     Returns
     -------
@@ -145,15 +146,19 @@ def _definitions(n, nb, nkey, rank, block, compact, reads1, reads2, writes, iden
         :data:`NO_READ`; ``read2_def`` is None when ``reads2`` is.
     slot : ndarray
         Per entry, the slot (a distinct key, in key order) its write goes to, or -1.
-    slot_key, slot_last : ndarray
-        Per slot, its key and its last write (-1: none).
+    slot_rank, slot_block, slot_buf, slot_last : ndarray
+        Per slot, its rank, block, buffer and last write (-1: none).
     earlier : ndarray or None
         When ``earlier``: per entry, whether its write's (rank, block) was written
         before in any buffer.
     """
-    where1, read1 = reads1
-    where2, read2 = reads2 if reads2 is not None else (where1[:0], None)
-    wherew, dst = writes
+    def where(mask):
+        return np.flatnonzero(mask).astype(ident_t, copy=False)
+
+    where1, read1 = where(reads1[0]), reads1[1]
+    where2, read2 = (where(reads2[0]), reads2[1]) if reads2 is not None else \
+        (where1[:0], None)
+    wherew, dst = where(writes[0]), writes[1]
 
     def key(where, buf):  # (rank, block, buffer): a (rank, block)'s slots side by side
         k = rank[where].astype(np.int64) * nb + block[where]
@@ -215,6 +220,10 @@ def _definitions(n, nb, nkey, rank, block, compact, reads1, reads2, writes, iden
     starts = np.flatnonzero(head)
     slot_last = last[np.append(starts[1:], n_acc) - 1] if n_acc else last[:0]
     slot_key = skeys[starts]
+    slot_rank = slot_key // (nb * nkey) if len(slot_key) else slot_key
+    slot_block = (slot_key // nkey) % nb if len(slot_key) else slot_key
+    slot_buf = names[slot_key % nkey] if nkey > 1 else \
+        np.full(len(slot_key), names[0] if len(names) else 0, dtype=np.int16)
     written_before = None
     if earlier:
         if nkey == 1:
@@ -232,44 +241,46 @@ def _definitions(n, nb, nkey, rank, block, compact, reads1, reads2, writes, iden
             if n_acc else fresh
         written_before = np.zeros(n, dtype=bool)
         written_before[wherew] = earliest[group_of[pw]] < wherew
-    return read_def, read2_def, slot, slot_key, slot_last, written_before
+    return (read_def, read2_def, slot, slot_rank, slot_block, slot_buf, slot_last,
+            written_before)
 
 
-def _definitions_compiled(n, nb, nkey, rank, block, compact, reads1, reads2, writes,
-                          ident_t, *, earlier):
+def _definitions_compiled(n, nb, nkey, rank, block, compact, names, reads1, reads2,
+                          writes, ident_t, *, earlier):
     """:func:`_definitions` by the compiled passes of
     :mod:`wacoll.plans.prover._flow`: the accesses laid out in one pass, sorted, and
     read in one pass."""
-    base = rank.astype(np.int64)
-    base *= nb
-    base += block
     args, n_acc = [], 0
     for part in (reads1, reads2, writes):
         if part is None:
             args += [np.zeros(0, dtype=np.int16), np.zeros(0, dtype=np.uint8)]
             continue
-        where, buf = part
-        has = np.zeros(n, dtype=np.uint8)
-        has[where] = 1
-        args += [buf.astype(np.int16, copy=False), has]  # (ids < 2**15: analyse)
-        n_acc += len(where)
+        mask, buf = part
+        args += [buf.astype(np.int16, copy=False), mask.view(np.uint8)]
+        n_acc += int(np.count_nonzero(mask))
     keys = np.empty(n_acc, dtype=np.int64)
     ident = np.empty(n_acc, dtype=ident_t)
     what = np.empty(n_acc, dtype=np.uint8)
-    _compiled.access_keys(base, *args, compact, nkey, keys, ident, what)
-    del base, args
+    read_def = np.empty(n, dtype=ident_t)
+    read2_def = np.empty(n, dtype=ident_t) if reads2 is not None else None
+    slot = np.empty(n, dtype=index_dtype(n_acc + 1))
+    _compiled.access_keys(rank, block, nb, *args, compact, nkey, keys, ident, what,
+                          read_def, read_def[:0] if read2_def is None else read2_def,
+                          slot, ident_t.type(NO_READ))
+    del args
     order = np.argsort(keys, kind="stable").astype(np.int64, copy=False)
     nslots = _compiled.count_slots(keys, order)
-    read_def = np.full(n, NO_READ, dtype=ident_t)
-    read2_def = np.full(n, NO_READ, dtype=ident_t) if reads2 is not None else None
-    slot = np.full(n, -1, dtype=index_dtype(n_acc + 1))
-    slot_key = np.empty(nslots, dtype=np.int64)
+    slot_rank = np.empty(nslots, dtype=np.int64)
+    slot_block = np.empty(nslots, dtype=np.int64)
+    slot_buf = np.empty(nslots, dtype=np.int16)
     slot_last = np.empty(nslots, dtype=ident_t)
     written_before = np.zeros(n if earlier else 0, dtype=np.uint8)
-    _compiled.defs_after_sort(keys, ident, what, order, nkey, ident_t.type(MISSING),
-                              read_def, read_def[:0] if read2_def is None else read2_def,
-                              slot, slot_key, slot_last, written_before)
-    return (read_def, read2_def, slot, slot_key, slot_last,
+    _compiled.defs_after_sort(keys, ident, what, order, nb, nkey,
+                              names if len(names) else np.zeros(1, dtype=np.int16),
+                              ident_t.type(MISSING), read_def,
+                              read_def[:0] if read2_def is None else read2_def, slot,
+                              slot_rank, slot_block, slot_buf, slot_last, written_before)
+    return (read_def, read2_def, slot, slot_rank, slot_block, slot_buf, slot_last,
             written_before.view(bool) if earlier else None)
 
 
@@ -325,17 +336,12 @@ def analyse(plan, steps, *, layout=None, level=None) -> Flow:
 
     def reads_of(buf):
         outside = (buf >= 0) if in_id < 0 else (buf >= 0) & (buf != in_id)
-        return np.flatnonzero(ok(outside)).astype(ident_t, copy=False)
+        return ok(outside)
 
-    where1 = reads_of(read1)
-    where2 = reads_of(read2) if read2 is not None else where1[:0]
-    wherew = np.flatnonzero(writes).astype(ident_t, copy=False)
-    # the buffers accessed ("in" is not), numbered 0, 1, ... in the keys
-    used = np.zeros(nbuf, dtype=bool)
-    for where, buf in ((where1, read1), (where2, read2), (wherew, dst)):
-        if len(where):
-            used[np.bincount(buf[where], minlength=nbuf)[:nbuf] > 0] = True
-    names = np.flatnonzero(used).astype(np.int16)
+    # the buffers in the keys ("in" is never written, so never keyed), numbered
+    # 0, 1, ... in the order of their ids
+    names = np.array([i for i in range(len(steps.buffers)) if i != in_id],
+                     dtype=np.int16)
     nkey = max(len(names), 1)
     compact = np.zeros(nbuf, dtype=np.int64)
     compact[names] = np.arange(len(names))
@@ -344,30 +350,24 @@ def analyse(plan, steps, *, layout=None, level=None) -> Flow:
     # writes of a (rank, block) written before in any buffer
     definitions = _definitions_compiled if _compiled is not None and \
         dst.dtype == np.int16 else _definitions
-    read_def, read2_def, slot, slot_key, slot_last, earlier = definitions(
-        n, nb, nkey, rank, block, compact, (where1, read1),
-        (where2, read2) if read2 is not None else None, (wherew, dst), ident_t,
-        earlier=not reduction)
+    read_def, read2_def, slot, slot_rank, slot_block, slot_buf, slot_last, earlier = \
+        definitions(n, nb, nkey, rank, block, compact, names, (reads_of(read1), read1),
+                    (reads_of(read2), read2) if read2 is not None else None,
+                    (writes, dst), ident_t, earlier=not reduction)
 
     # a read sees the last write before it, else the initial data or nothing
-    def resolve(out, where, buf):
+    def resolve(out, buf):
         if layout.op == "bcast":
-            unseen = where[out[where] == MISSING]
+            unseen = np.flatnonzero(out == MISSING)
             out[unseen[(buf[unseen] == out_id) & layout.out_held(rank[unseen])]] = INIT
-        reads_in = np.flatnonzero(ok(buf == in_id)) if in_id >= 0 else where[:0]
+        reads_in = np.flatnonzero(ok(buf == in_id)) if in_id >= 0 else []
         if len(reads_in):
             out[reads_in] = np.where(layout.in_held(rank[reads_in], block[reads_in]),
                                      INIT, MISSING)
 
-    resolve(read_def, where1, read1)
+    resolve(read_def, read1)
     if read2 is not None:
-        resolve(read2_def, where2, read2)
-    # slots: the distinct (rank, block, buffer) keys
-    slot_rank = slot_key // (nb * nkey) if len(slot_key) else slot_key
-    slot_block = (slot_key // nkey) % nb if len(slot_key) else slot_key
-    slot_buf = names[slot_key % nkey] if nkey > 1 else \
-        np.full(len(slot_key), names[0] if len(names) else 0, dtype=np.int16)
-    del slot_key
+        resolve(read2_def, read2)
     pre = np.zeros(n, dtype=np.int8)
     # a received block already held, for data movement (values are sources)
     if not reduction:
@@ -377,6 +377,7 @@ def analyse(plan, steps, *, layout=None, level=None) -> Flow:
             # (rank, block) in any buffer
             prior = earlier[recv]
         else:  # a receive into "in": any earlier write of the (rank, block)
+            wherew = np.flatnonzero(writes)
             times = np.concatenate((2 * wherew.astype(np.int64) + 1,
                                     2 * recv.astype(np.int64)))
             key2 = np.concatenate((rank[wherew].astype(np.int64) * nb + block[wherew],

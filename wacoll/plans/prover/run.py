@@ -114,8 +114,8 @@ class Run:
         The values the run carries: :class:`wacoll.plans.prover.values.Hops`,
         :class:`~wacoll.plans.prover.values.Reductions` or
         :class:`~wacoll.plans.prover.values.Knowledge`; their ``visit(run, r, lo,
-        stop)`` takes a visit's steps, and ``fault(run, row)`` the step where a
-        static fault stops the run.
+        stop)`` takes a visit's steps, ``fault(run, row)`` the step where a
+        static fault stops the run, and ``finish(run)`` ends a run without a fault.
     repeats : wacoll.plans.prover.values.Repeats or None
         Records MagPIe's repeated data in the run's order, when there is some.
     """
@@ -219,6 +219,7 @@ class Run:
         stuck = np.flatnonzero(pc < np.diff(steps.start)).tolist()
         if stuck:
             self._deadlock(stuck)
+        values.finish(self)
 
     def _deadlock(self, stuck):
         programs = self.plan.programs

@@ -10,7 +10,8 @@ the run at a step with a fault (``fault(run, f)``: the ``f``-th static fault of
   adds one to the count of the write its send read when it crosses clusters. A
   copy's count is that of the write it copies, followed back to a receive (or the
   initial data) once, before the run. A piece keeps the most hops of its blocks,
-  which is all the report needs (the most on any path).
+  which is all the report needs (the most on any path). No count can stop the run,
+  so the counts are taken after it, over its visits in order (``finish``).
 - :class:`Reductions`: the expression of every block, step by step, with the
   checks of each combination and of each receive.
 - :class:`Knowledge` (barrier): which ranks each rank has heard of, and over how
@@ -40,6 +41,11 @@ from wacoll.plans.prover.flow import (
     STRICT,
 )
 
+try:
+    from wacoll.plans.prover import _values as _compiled
+except ImportError:  # not built: numpy does the same, a visit at a time
+    _compiled = None
+
 __all__ = ["Hops", "Reductions", "Uneven", "Knowledge", "Repeats", "UNKNOWN"]
 
 #: Knowledge rows: a rank not heard of (any count from here up).
@@ -65,6 +71,7 @@ class Hops:
             step = nxt
         self.root = root
         self.hops = np.zeros(steps.nentries, dtype=np.int32)
+        self.visits = []
 
     def of(self, defs):
         """The hops of the writes ``defs`` (entries, or :data:`INIT`)."""
@@ -77,11 +84,38 @@ class Hops:
         return out
 
     def visit(self, run, r, lo, stop):
+        self.visits.append((lo, stop))
+
+    def finish(self, run):
+        """Count the hops of every receive, over the visits in the run's order (in
+        which every send ran before its receive)."""
+        visits, self.visits = self.visits, []
+        if not visits:
+            return
+        steps = run.steps
+        if _compiled is not None:
+            rows = run.recv_rows[steps.kind[run.recv_rows] == RECV]
+            sends = run.pairing.recv_send[steps.kind[run.recv_rows] == RECV]
+            send_of = np.full(steps.nsteps, -1, dtype=np.int64)
+            send_of[rows] = sends
+            wide = np.zeros(steps.nsteps, dtype=np.uint8)
+            cl = run.clusters
+            wide[rows] = cl[steps.rank[sends]] != cl[steps.rank[rows]]
+            read = self.flow.read_def
+            first = steps.first.astype(read.dtype, copy=False)
+            offsets = np.zeros(0, dtype=np.int64) if steps.single else run.offsets
+            _compiled.hops_in_order(np.array(visits, dtype=np.int64).ravel(), send_of,
+                                    wide, first, offsets, read, self.root, self.hops)
+            return
+        for lo, stop in visits:
+            self._visit(run, lo, stop)
+
+    def _visit(self, run, lo, stop):
         rows, sends, entries, e_rows, e_sends, src_lo, src_hi = run.receives(lo, stop)
         if not len(entries):
             return
         cl = run.clusters
-        wide = (cl[run.steps.rank[e_sends]] != cl[r]).astype(np.int32)
+        wide = (cl[run.steps.rank[e_sends]] != cl[run.steps.rank[e_rows]]).astype(np.int32)
         read = self.flow.read_def
         if run.steps.single or bool((src_hi - src_lo == 1).all()):
             carried = self.of(read[src_lo])
@@ -427,6 +461,9 @@ class Reductions:
         for row in (lo + np.flatnonzero(kinds != SEND)).tolist():
             self.take(run, row)
 
+    def finish(self, run):
+        """Nothing is left to do after the run: values were carried visit by visit."""
+
     def fault(self, run, f):
         flow = run.flow
         row, code = int(flow.fault_rows[f]), int(flow.fault_codes[f])
@@ -459,6 +496,9 @@ class Knowledge:
                 send = int(run.pairing.recv_send[recv_at])
                 recv_at += 1
                 np.minimum(mine, self.messages.pop(send), out=mine)
+
+    def finish(self, run):
+        """Nothing is left to do after the run: values were carried visit by visit."""
 
     def fault(self, run, f):
         flow = run.flow
