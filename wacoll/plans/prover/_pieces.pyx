@@ -6,10 +6,11 @@ numpy finds the edges inside entries of several blocks with a search of every ed
 of every rank in the merged ranges of such entries: eight passes over arrays as long
 as the entries (34 million for the combining all-to-all on 4096 ranks). Here one
 rank at a time marks its edges in a bitmap of its block ids (2 MiB at 4096 ranks),
-reads the marks inside each of its entries of several blocks, and clears them.
+reads the marks inside each of its entries of several blocks, keeps them, and clears
+the bitmap; a second pass writes the pieces.
 """
 from libc.stdint cimport int32_t, int64_t, uint64_t
-from libc.stdlib cimport calloc, free
+from libc.stdlib cimport calloc, free, malloc, realloc
 
 import numpy as np
 
@@ -47,52 +48,65 @@ cdef inline int64_t _next_mark(const uint64_t *bits, int64_t at, int64_t stop) n
         word = bits[w]
 
 
-cdef int64_t _rank(const index_t[::1] block, const index_t[::1] length,
-                   Py_ssize_t e0, Py_ssize_t e1, const int64_t[::1] edges,
-                   Py_ssize_t d0, Py_ssize_t d1, int64_t nb, uint64_t *bits,
-                   int64_t[::1] count, int64_t at, int64_t[::1] out_block,
-                   int64_t[::1] out_length, bint fill) noexcept nogil:
-    """Cut entries ``e0..e1-1`` (one rank's) at its edges: count the pieces of each
-    entry into ``count`` or, when ``fill``, write them from piece ``at`` on. Returns
-    the piece after the rank's last."""
+cdef struct _Cuts:
+    int64_t *at
+    int64_t size
+    int64_t capacity
+
+
+cdef int _keep(_Cuts *cuts, int64_t at) noexcept nogil:
+    """Append ``at`` to ``cuts``; -1 when memory runs out."""
+    cdef int64_t *grown
+    if cuts.size == cuts.capacity:
+        grown = <int64_t *>realloc(cuts.at, 2 * cuts.capacity * sizeof(int64_t))
+        if grown == NULL:
+            return -1
+        cuts.at, cuts.capacity = grown, 2 * cuts.capacity
+    cuts.at[cuts.size] = at
+    cuts.size += 1
+    return 0
+
+
+cdef int _rank(const index_t[::1] block, const index_t[::1] length,
+               Py_ssize_t e0, Py_ssize_t e1, const int64_t[::1] edges,
+               Py_ssize_t d0, Py_ssize_t d1, int64_t nb, uint64_t *bits,
+               int64_t[::1] count, _Cuts *cuts) noexcept nogil:
+    """Cut entries ``e0..e1-1`` (one rank's) at its edges: the pieces of each entry
+    into ``count`` and the places it is cut at, in order, appended to ``cuts``
+    (-1 when memory runs out)."""
     cdef Py_ssize_t e, d
     cdef int64_t b, end, cut
-    cdef bint several = False
+    for e in range(e0, e1):
+        count[e] = 1
     for e in range(e0, e1):
         if length[e] > 1:
-            several = True
             break
-    if several:
-        for e in range(e0, e1):
-            _mark(bits, block[e])
-            _mark(bits, block[e] + length[e])
-        for d in range(d0, d1):
-            if 0 <= edges[d] <= nb:
-                _mark(bits, edges[d])
+    else:
+        return 0
     for e in range(e0, e1):
+        _mark(bits, block[e])
+        _mark(bits, block[e] + length[e])
+    for d in range(d0, d1):
+        if 0 <= edges[d] <= nb:
+            _mark(bits, edges[d])
+    for e in range(e0, e1):
+        if length[e] == 1:
+            continue
         b = block[e]
         end = b + length[e]
-        if not fill:
-            count[e] = 0
-        while True:
-            cut = _next_mark(bits, b + 1, end) if several else end
-            if fill:
-                out_block[at] = b
-                out_length[at] = cut - b
-            else:
-                count[e] += 1
-            at += 1
-            if cut >= end:
-                break
-            b = cut
-    if several:
-        for e in range(e0, e1):
-            _unmark(bits, block[e])
-            _unmark(bits, block[e] + length[e])
-        for d in range(d0, d1):
-            if 0 <= edges[d] <= nb:
-                _unmark(bits, edges[d])
-    return at
+        cut = _next_mark(bits, b + 1, end)
+        while cut < end:
+            count[e] += 1
+            if _keep(cuts, cut) < 0:
+                return -1
+            cut = _next_mark(bits, cut + 1, end)
+    for e in range(e0, e1):
+        _unmark(bits, block[e])
+        _unmark(bits, block[e] + length[e])
+    for d in range(d0, d1):
+        if 0 <= edges[d] <= nb:
+            _unmark(bits, edges[d])
+    return 0
 
 
 def cut(const index_t[::1] block, const index_t[::1] length, const int64_t[::1] bounds,
@@ -105,32 +119,46 @@ def cut(const index_t[::1] block, const index_t[::1] length, const int64_t[::1] 
     ``0..nb`` are ignored). An entry of several blocks is cut at every place inside
     it where an entry of its rank begins or ends, or at a layout edge.
     """
-    cdef Py_ssize_t n = block.shape[0], size = bounds.shape[0] - 1, r
-    cdef int64_t total = 0
+    cdef Py_ssize_t n = block.shape[0], size = bounds.shape[0] - 1, r, e
+    cdef int64_t k, c = 0, at = 0, b, failed = 0
     count_array = np.empty(n, dtype=np.int64)
     cdef int64_t[::1] count = count_array
     cdef int64_t[::1] out_block, out_length
+    cdef _Cuts cuts
     # ids run to nb + 1 (the end of an entry folded to nb)
     cdef uint64_t *bits = <uint64_t *>calloc((nb + 2) // 64 + 2, sizeof(uint64_t))
-    if bits == NULL:
-        raise MemoryError()
+    cuts.capacity, cuts.size = 1024, 0
+    cuts.at = <int64_t *>malloc(cuts.capacity * sizeof(int64_t))
     try:
+        if bits == NULL or cuts.at == NULL:
+            raise MemoryError()
         with nogil:
             for r in range(size):
-                total = _rank(block, length, bounds[r], bounds[r + 1], edges,
-                              edge_bounds[r], edge_bounds[r + 1], nb, bits, count,
-                              total, count[:0], count[:0], False)
-        if total == n:
+                if _rank(block, length, bounds[r], bounds[r + 1], edges,
+                         edge_bounds[r], edge_bounds[r + 1], nb, bits, count,
+                         &cuts) < 0:
+                    failed = 1
+                    break
+        if failed:
+            raise MemoryError()
+        if cuts.size == 0:
             return None, None, None
-        block_array = np.empty(total, dtype=np.int64)
-        length_array = np.empty(total, dtype=np.int64)
+        block_array = np.empty(n + cuts.size, dtype=np.int64)
+        length_array = np.empty(n + cuts.size, dtype=np.int64)
         out_block, out_length = block_array, length_array
         with nogil:
-            total = 0
-            for r in range(size):
-                total = _rank(block, length, bounds[r], bounds[r + 1], edges,
-                              edge_bounds[r], edge_bounds[r + 1], nb, bits, count,
-                              total, out_block, out_length, True)
+            for e in range(n):
+                b = block[e]
+                for k in range(count[e] - 1):
+                    out_block[at] = b
+                    out_length[at] = cuts.at[c] - b
+                    b = cuts.at[c]
+                    c += 1
+                    at += 1
+                out_block[at] = b
+                out_length[at] = block[e] + length[e] - b
+                at += 1
         return count_array, block_array, length_array
     finally:
         free(bits)
+        free(cuts.at)

@@ -29,6 +29,11 @@ import numpy as np
 from wacoll.errors import PlanError
 from wacoll.plans.prover.encode import RECV, RECV_COMBINE, SEND, ranges
 
+try:
+    from wacoll.plans.prover import _pairing as _compiled
+except ImportError:  # not built: numpy does the same
+    _compiled = None
+
 __all__ = ["Pairing", "pair"]
 
 
@@ -67,6 +72,18 @@ def _unequal(plan, steps, sends, recvs):
         a, b = block[sends], block[recvs]
         bad = a != b
         owner, lengths = None, None
+    elif _compiled is not None:
+        bad = np.empty(len(sends), dtype=np.uint8)
+        folded = np.empty(len(sends), dtype=np.uint8)
+        _compiled.unequal(first, block, steps.length.astype(block.dtype, copy=False),
+                          sends.astype(np.int64, copy=False),
+                          recvs.astype(np.int64, copy=False), steps.nblocks, bad, folded)
+        bad = bad.view(bool)
+        folded = np.flatnonzero(folded) if steps.beyond else []
+        for i in folded:
+            bad[i] = _blocks(plan, steps, int(sends[i])) != _blocks(plan, steps,
+                                                                     int(recvs[i]))
+        return bad
     else:
         n_send = first[sends + 1] - first[sends]
         bad = n_send != first[recvs + 1] - first[recvs]

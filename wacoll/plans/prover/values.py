@@ -57,9 +57,12 @@ class Hops:
 
     def __init__(self, steps, flow):
         self.flow = flow
-        kind = steps.kind[steps.entry_step()]
-        copies = np.flatnonzero(flow.writes & (kind == COPY))
-        del kind
+        self.hops = np.zeros(steps.nentries, dtype=np.int32)
+        self.visits = []
+        self.root = None  # the compiled pass counts the hops of copies too
+        if _compiled is not None:
+            return
+        copies = np.flatnonzero(flow.writes & (steps.per_entry(steps.kind) == COPY))
         root = np.arange(steps.nentries, dtype=np.int64)
         step = flow.read_def[copies]
         while len(copies):  # follow copies of copies back to a receive
@@ -70,15 +73,13 @@ class Hops:
                 break
             step = nxt
         self.root = root
-        self.hops = np.zeros(steps.nentries, dtype=np.int32)
-        self.visits = []
 
     def of(self, defs):
         """The hops of the writes ``defs`` (entries, or :data:`INIT`)."""
         out = np.zeros(len(defs), dtype=np.int32)
         written = np.flatnonzero(defs >= 0)
         if len(written):
-            src = self.root[defs[written]]
+            src = defs[written] if self.root is None else self.root[defs[written]]
             copied = src >= 0
             out[written[copied]] = self.hops[src[copied]]
         return out
@@ -97,6 +98,7 @@ class Hops:
             rows = run.recv_rows[steps.kind[run.recv_rows] == RECV]
             sends = run.pairing.recv_send[steps.kind[run.recv_rows] == RECV]
             send_of = np.full(steps.nsteps, -1, dtype=np.int64)
+            send_of[steps.kind == COPY] = -2
             send_of[rows] = sends
             wide = np.zeros(steps.nsteps, dtype=np.uint8)
             cl = run.clusters
@@ -105,7 +107,8 @@ class Hops:
             first = steps.first.astype(read.dtype, copy=False)
             offsets = np.zeros(0, dtype=np.int64) if steps.single else run.offsets
             _compiled.hops_in_order(np.array(visits, dtype=np.int64).ravel(), send_of,
-                                    wide, first, offsets, read, self.root, self.hops)
+                                    wide, first, offsets, read, self.flow.writes.view(
+                                        np.uint8), self.hops)
             return
         for lo, stop in visits:
             self._visit(run, lo, stop)
