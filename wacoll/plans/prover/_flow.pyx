@@ -84,7 +84,7 @@ def defs_after_sort(const int64_t[::1] keys, const ident_t[::1] ident,
                     const uint8_t[::1] what, const int64_t[::1] order, int64_t nb,
                     int64_t nkey, const int16_t[::1] names, ident_t missing,
                     ident_t[::1] read_def, ident_t[::1] read2_def, slot_t[::1] slot,
-                    int64_t[::1] slot_rank, int64_t[::1] slot_block,
+                    rank_t[::1] slot_rank, block_t[::1] slot_block,
                     int16_t[::1] slot_buf, ident_t[::1] slot_last, uint8_t[::1] earlier):
     """In one pass over the accesses sorted by key (stably: in time order within a
     key), for every entry: the write its first and second reads see (``missing``:
@@ -120,8 +120,8 @@ def defs_after_sort(const int64_t[::1] keys, const ident_t[::1] ident,
                     if s >= 0:
                         slot_last[s] = last
                     s += 1
-                    slot_rank[s] = r
-                    slot_block[s] = group - r * nb
+                    slot_rank[s] = <rank_t>r
+                    slot_block[s] = <block_t>(group - r * nb)
                     slot_buf[s] = names[k - group * nkey]
                     last = -1
                     prev = k

@@ -111,8 +111,9 @@ cdef int _rank(const index_t[::1] block, const index_t[::1] length,
 
 def cut(const index_t[::1] block, const index_t[::1] length, const int64_t[::1] bounds,
         const int64_t[::1] edges, const int64_t[::1] edge_bounds, int64_t nb):
-    """The pieces of every entry: (count per entry, first blocks, lengths), or
-    (None, None, None) when no entry is cut.
+    """The pieces of every entry: (the first piece of every entry and one past the
+    last, their first blocks, their lengths; blocks and lengths of the dtype of
+    ``block``), or (None, None, None) when no entry is cut.
 
     Rank ``r``'s entries are ``bounds[r]:bounds[r + 1]`` and its edges from the
     operation's layout ``edges[edge_bounds[r]:edge_bounds[r + 1]]`` (ids outside
@@ -120,10 +121,10 @@ def cut(const index_t[::1] block, const index_t[::1] length, const int64_t[::1] 
     it where an entry of its rank begins or ends, or at a layout edge.
     """
     cdef Py_ssize_t n = block.shape[0], size = bounds.shape[0] - 1, r, e
-    cdef int64_t k, c = 0, at = 0, b, failed = 0
-    count_array = np.empty(n, dtype=np.int64)
+    cdef int64_t k, c = 0, at = 0, b, pieces, failed = 0
+    count_array = np.empty(n + 1, dtype=np.int64)
     cdef int64_t[::1] count = count_array
-    cdef int64_t[::1] out_block, out_length
+    cdef index_t[::1] out_block, out_length
     cdef _Cuts cuts
     # ids run to nb + 1 (the end of an entry folded to nb)
     cdef uint64_t *bits = <uint64_t *>calloc((nb + 2) // 64 + 2, sizeof(uint64_t))
@@ -143,21 +144,25 @@ def cut(const index_t[::1] block, const index_t[::1] length, const int64_t[::1] 
             raise MemoryError()
         if cuts.size == 0:
             return None, None, None
-        block_array = np.empty(n + cuts.size, dtype=np.int64)
-        length_array = np.empty(n + cuts.size, dtype=np.int64)
+        dtype = np.int32 if index_t is int32_t else np.int64
+        block_array = np.empty(n + cuts.size, dtype=dtype)
+        length_array = np.empty(n + cuts.size, dtype=dtype)
         out_block, out_length = block_array, length_array
         with nogil:
             for e in range(n):
                 b = block[e]
-                for k in range(count[e] - 1):
+                pieces = count[e]
+                count[e] = at  # (from here on: the entry's first piece)
+                for k in range(pieces - 1):
                     out_block[at] = b
-                    out_length[at] = cuts.at[c] - b
+                    out_length[at] = <index_t>(cuts.at[c] - b)
                     b = cuts.at[c]
                     c += 1
                     at += 1
                 out_block[at] = b
-                out_length[at] = block[e] + length[e] - b
+                out_length[at] = <index_t>(block[e] + length[e] - b)
                 at += 1
+        count_array[n] = at
         return count_array, block_array, length_array
     finally:
         free(bits)

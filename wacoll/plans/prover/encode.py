@@ -38,6 +38,7 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import chain
 from operator import attrgetter
 
@@ -185,7 +186,12 @@ class Steps:
 
     def offsets(self):
         """Per entry (and one past the last), the number of blocks before it: entry
-        ``e`` covers blocks ``offsets[e] - offsets[first[s]]`` on of its step ``s``."""
+        ``e`` covers blocks ``offsets[e] - offsets[first[s]]`` on of its step ``s``
+        (made once: the run and the measures both read it)."""
+        return self._offsets
+
+    @cached_property
+    def _offsets(self):
         out = np.zeros(self.nentries + 1, dtype=np.int64)
         np.cumsum(self.length, out=out[1:])
         return out

@@ -83,7 +83,8 @@ class Flow:
     slot : ndarray
         Per entry, the (rank, buffer, block) it writes, as a slot number (-1: none).
     slot_rank, slot_buf, slot_block, slot_last : ndarray
-        Per slot: its rank, buffer, block and the entry of its last write.
+        Per slot: its rank, buffer, block and the entry of its last write (rank and
+        block of the dtypes of the steps' ranks and blocks).
     pre, post : ndarray
         Per entry, the static fault before its values are combined (a missing or
         nonexistent block, combining moved data, and for data movement a block
@@ -220,8 +221,10 @@ def _definitions(n, nb, nkey, rank, block, compact, names, reads1, reads2, write
     starts = np.flatnonzero(head)
     slot_last = last[np.append(starts[1:], n_acc) - 1] if n_acc else last[:0]
     slot_key = skeys[starts]
-    slot_rank = slot_key // (nb * nkey) if len(slot_key) else slot_key
-    slot_block = (slot_key // nkey) % nb if len(slot_key) else slot_key
+    slot_rank = (slot_key // (nb * nkey) if len(slot_key) else slot_key).astype(
+        rank.dtype)
+    slot_block = ((slot_key // nkey) % nb if len(slot_key) else slot_key).astype(
+        block.dtype)
     slot_buf = names[slot_key % nkey] if nkey > 1 else \
         np.full(len(slot_key), names[0] if len(names) else 0, dtype=np.int16)
     written_before = None
@@ -270,8 +273,8 @@ def _definitions_compiled(n, nb, nkey, rank, block, compact, names, reads1, read
     del args
     order = np.argsort(keys, kind="stable").astype(np.int64, copy=False)
     nslots = _compiled.count_slots(keys, order)
-    slot_rank = np.empty(nslots, dtype=np.int64)
-    slot_block = np.empty(nslots, dtype=np.int64)
+    slot_rank = np.empty(nslots, dtype=rank.dtype)
+    slot_block = np.empty(nslots, dtype=block.dtype)
     slot_buf = np.empty(nslots, dtype=np.int16)
     slot_last = np.empty(nslots, dtype=ident_t)
     written_before = np.zeros(n if earlier else 0, dtype=np.uint8)

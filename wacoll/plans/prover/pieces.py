@@ -81,28 +81,34 @@ def split(steps, layout, *, blocks=False):
     length = steps.length
     if steps.single or not len(length) or int(length.max()) <= 1:
         return steps
+    pieces = None
     if blocks:
         count = length.astype(np.int64)
         block = ranges(steps.block, count)
         piece_length = np.ones(len(block), dtype=length.dtype)
+    elif _compiled is not None:
+        pieces, block, piece_length = _cut_compiled(steps, layout)
+        if pieces is None:
+            return steps
     else:
-        count, block, piece_length = (_cut if _compiled is None else _cut_compiled)(
-            steps, layout)
+        count, block, piece_length = _cut(steps, layout)
         if count is None:
             return steps
-        piece_length = piece_length.astype(length.dtype, copy=False)
-    pieces = np.zeros(len(count) + 1, dtype=np.int64)
-    np.cumsum(count, out=pieces[1:])
+    if pieces is None:
+        pieces = np.zeros(len(count) + 1, dtype=np.int64)
+        np.cumsum(count, out=pieces[1:])
     first = pieces[steps.first].astype(index_dtype(len(block) + 1))
     single = len(block) == steps.nsteps and int(piece_length.max(initial=1)) == 1 and \
         bool(((first[1:] - first[:-1]) == 1).all())
     return dataclasses.replace(
-        steps, first=first, block=block.astype(index_dtype(steps.nblocks + 1)),
-        length=piece_length, single=single)
+        steps, first=first,
+        block=block.astype(index_dtype(steps.nblocks + 1), copy=False),
+        length=piece_length.astype(length.dtype, copy=False), single=single)
 
 
 def _cut_compiled(steps, layout):
-    """:func:`_cut` by :func:`wacoll.plans.prover._pieces.cut`, a rank at a time."""
+    """:func:`_cut` by :func:`wacoll.plans.prover._pieces.cut`, a rank at a time,
+    with the first piece of every entry (and one past the last) for the counts."""
     edge_ranks, edge_ids = _layout_edges(layout, steps.size)
     order = np.argsort(edge_ranks, kind="stable")
     edge_bounds = np.searchsorted(edge_ranks[order], np.arange(steps.size + 1))

@@ -180,16 +180,16 @@ def measures(plan, steps, pairing, clusters) -> dict:
     uniform = len(counts) and counts.count(counts[0]) == len(counts)
     if steps.single and uniform:
         nbytes = np.full(len(rows), counts[0], dtype=np.int64)
+    elif uniform:  # the blocks of a message times the elements of a block
+        offsets = steps.offsets()
+        nbytes = (offsets[first[rows + 1]] - offsets[first[rows]]) * counts[0]
     else:
         count = first[rows + 1] - first[rows]
         entries = ranges(first[rows], count)
-        if uniform:
-            elements = steps.length[entries].astype(np.int64) * counts[0]
-        else:
-            total = np.zeros(len(counts) + 1, dtype=np.int64)
-            np.cumsum(np.asarray(counts, dtype=np.int64), out=total[1:])
-            b = steps.block[entries]
-            elements = total[b + steps.length[entries]] - total[b]
+        total = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(np.asarray(counts, dtype=np.int64), out=total[1:])
+        b = steps.block[entries]
+        elements = total[b + steps.length[entries]] - total[b]
         running = np.zeros(len(elements) + 1, dtype=np.int64)
         np.cumsum(elements, out=running[1:])
         ends = np.cumsum(count)
