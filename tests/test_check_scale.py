@@ -20,7 +20,9 @@ from wacoll.plans import FAMILIES, build, builders, options
 from wacoll.plans.check import check_plan
 from wacoll.plans.plan import Step
 from wacoll.plans.prover import encode as encoding
-from wacoll.plans.prover import flow
+from wacoll.plans.prover import flow, pairing, pieces, values
+from wacoll.plans.prover.layout import Layout
+from wacoll.plans.prover.run import Run
 
 _SPEC = importlib.util.spec_from_file_location(
     "reference_check", pathlib.Path(__file__).with_name("reference_check.py"))
@@ -203,24 +205,106 @@ def test_both_readers_of_steps_agree():
                 assert x == y, field.name
 
 
-@pytest.mark.skipif(flow._compiled is None, reason="the compiled dataflow is not built")
+#: The checker's compiled passes, each with numpy doing the same when it is not built.
+KERNELS = (pieces, flow, values, pairing)
+needs_kernels = pytest.mark.skipif(
+    any(module._compiled is None for module in KERNELS),
+    reason="the checker's compiled passes are not built")
+
+
+def without_kernels(monkeypatch):
+    for module in KERNELS:
+        monkeypatch.setattr(module, "_compiled", None)
+
+
+def same_arrays(a, b):
+    """Assert two dataclasses of arrays (Steps, Flow) are equal, dtypes included."""
+    for field in dataclasses.fields(a):
+        x, y = getattr(a, field.name), getattr(b, field.name)
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and np.array_equal(x, y), field.name
+        elif not isinstance(x, Layout):
+            assert x == y, field.name
+
+
+def pieces_and_flow(plan):
+    """The steps cut into pieces and their dataflow, as check_plan makes them."""
+    layout = Layout(plan.op, plan.size, plan.root, plan.nblocks)
+    cut = pieces.split(encoding.encode(plan), layout)
+    return cut, flow.analyse(plan, cut, layout=layout)
+
+
+def varied_plans(seed, mutations):
+    """Every small plan and ``mutations`` mutated ones."""
+    rng = random.Random(seed)
+    plans = list(small_plans(seed))
+    return plans + [mutate(rng.choice(plans), rng) for _ in range(mutations)]
+
+
+@needs_kernels
 @pytest.mark.parametrize("plan", [
     build("allgather", Topology.from_sizes([3, 4]), "mpich"),
     build("allreduce", Topology.from_sizes([3, 4, 2]), "magpie", level="strict"),
     build("alltoall", Topology.from_sizes([3, 4]), "combining"),
+    build("alltoallv", Topology.from_sizes([5, 2, 4]), "combining"),
     build("scan", Topology.single(6), "magpie"),
     build("reduce_scatter", Topology.from_sizes([2, 3]), "mpich", level="strict")],
     ids=lambda plan: f"{plan.op}-{plan.family}")
-def test_both_dataflows_agree(plan, monkeypatch):
-    steps = encoding.encode(plan)
-    compiled = flow.analyse(plan, steps)
-    monkeypatch.setattr(flow, "_compiled", None)
-    plain = flow.analyse(plan, steps)
-    for field in dataclasses.fields(compiled):
-        x, y = getattr(compiled, field.name), getattr(plain, field.name)
-        if isinstance(x, np.ndarray):
-            assert x.dtype == y.dtype and np.array_equal(x, y), field.name
+def test_compiled_and_numpy_pieces_and_dataflows_agree(plan, monkeypatch):
+    compiled = pieces_and_flow(plan)
+    without_kernels(monkeypatch)
+    plain = pieces_and_flow(plan)
+    for a, b in zip(compiled, plain):
+        same_arrays(a, b)
     assert plan.check() == dataclasses.replace(plan, programs=tuple(plan.programs)).check()
+
+
+@needs_kernels
+def test_compiled_and_numpy_checkers_agree_on_varied_plans(monkeypatch):
+    # pieces, dataflow and pairing arrays alike, and the same report or error (the
+    # report holds the hops counted after the run and the measures)
+    cases = varied_plans(11, 600)
+    compiled = []
+    for plan in cases:
+        try:
+            compiled.append(pieces_and_flow(plan))
+        except ValueError:  # (a layout the checker refuses before it cuts)
+            compiled.append(None)
+    reports = [outcome(check_plan, plan) for plan in cases]
+    without_kernels(monkeypatch)
+    for plan, arrays, report in zip(cases, compiled, reports):
+        assert outcome(check_plan, plan) == report
+        if arrays is not None:
+            for a, b in zip(arrays, pieces_and_flow(plan)):
+                same_arrays(a, b)
+
+
+def write_hops(plan):
+    """The wide-area hops of every write of a data-movement plan, after its run."""
+    steps = encoding.encode(plan)
+    matched = pairing.pair(plan, steps)  # (pieces may differ at a message's ends)
+    cut, dataflow = pieces_and_flow(plan)
+    clusters = np.unique(np.asarray(plan.clusters), return_inverse=True)[1].ravel()
+    hops = values.Hops(cut, dataflow)
+    Run(plan, cut, matched, dataflow, clusters.astype(np.int64), hops).run()
+    return hops.of(np.flatnonzero(dataflow.writes))
+
+
+@needs_kernels
+def test_compiled_hops_count_copies_and_pieces_as_numpy_does(monkeypatch):
+    # the most wide-area hops of every write (receives and copies), on plans whose
+    # pieces differ at a message's two ends and whose copies relay received data
+    plans = [build("alltoall", Topology.from_sizes([3, 4, 2]), "combining"),
+             build("allgather", Topology.from_sizes([2, 3, 3]), "magpie"),
+             build("bcast", Topology.from_sizes([3, 3]), "magpie", root=4),
+             build("gatherv", Topology.from_sizes([4, 1, 3]), "magpie", root=2)]
+    for plan in plans:
+        compiled = write_hops(plan)
+        with monkeypatch.context() as patch:
+            patch.setattr(values, "_compiled", None)
+            plain = write_hops(plan)
+        assert np.array_equal(compiled, plain), plan.op
+        assert compiled.max() >= 1, plan.op
 
 
 # ------------------------------------------------------------- large and broken
