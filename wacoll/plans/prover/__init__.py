@@ -25,4 +25,10 @@ order :func:`wacoll.plans.check.check_plan` runs them:
 Because the run keeps the order of the work queue, a broken plan is refused with the
 same error (message, rank and step) as before, and MagPIe's repeated data is
 reported with the same examples.
+
+The passes over every step or entry are compiled when a compiler built them
+(``_encode``, ``_pairing``, ``_pieces``, ``_flow`` and ``_values``, beside the
+module each serves); without them numpy does the same, with the same arrays,
+only slower. The combining all-to-all on 4096 ranks cuts into 48 million pieces,
+and its proof takes about 8 s of one core with them.
 """
