@@ -419,6 +419,164 @@ def _extent(name, offsets, counts):
     return max((off + counts[b] for b, off in offsets.items()), default=0)
 
 
+#: Steps of at most this many block ids (as a tuple) are lowered together, up to
+#: BATCH_STEPS at a time: an all-to-all's rank has thousands of one-block steps,
+#: and numpy's work per call would cost more than the blocks.
+SMALL_STEP = 16
+BATCH_STEPS = 4096
+
+
+class _Lowering:
+    """One rank's steps lowered in order, one by one or a batch of small ones at a
+    time, with the slots of each buffer that earlier steps touched (a receive into
+    untouched slots of one run may land in place)."""
+
+    def __init__(self, rank, layouts, sizes):
+        self.rank, self.layouts, self.sizes = rank, layouts, sizes
+        self.touched = {buf: np.zeros(layout.slots, dtype=bool)
+                        for buf, layout in layouts.items()}
+
+    def slots_of(self, buf, ids, index):
+        """Per id, its slot in ``buf`` and its element offset (refusing an id that has
+        no place there)."""
+        layout = self.layouts.get(buf)
+        if layout is None:  # pragma: no cover - every name but in/out is scratch
+            raise PlanError(f"rank {self.rank}: the program uses buffer {buf!r} that "
+                            f"has no layout", rank=self.rank, step=index)
+        slots, starts = layout.find(ids)
+        if len(slots) and int(slots.min()) < 0:
+            missing = int(ids[np.flatnonzero(slots < 0)[0]])
+            raise PlanError(f"rank {self.rank}: block {missing} has no place in buffer "
+                            f"{buf!r}", rank=self.rank, step=index)
+        return slots, starts
+
+    def step(self, i, step):
+        """Step ``i`` lowered alone."""
+        sizes, layouts, touched = self.sizes, self.layouts, self.touched
+        sizes.check(step.blocks, self.rank, i)
+        # a step's ids a chunk at a time (one step may name millions of blocks),
+        # or its runs whole where a scratch buffer holds each of them in one piece
+        whole = len(step.blocks) <= blockruns.CHUNK
+        chunks = [block_array(step.blocks)] if whole else None
+
+        def each_chunk():
+            return chunks if chunks is not None else block_chunks(step.blocks)
+
+        runs, seen, held = {}, False, {}
+        for buf in (step.src, step.dst):
+            if buf is None:
+                continue
+            held[buf] = spans = layouts[buf].runs(step.blocks)
+            if spans is not None:  # (slot starts, slot counts, element spans)
+                parts = [_merged_spans(spans[2], spans[3])]
+                if buf == step.dst and step.kind == "recv":
+                    seen = any(touched[buf][a:a + n].any()
+                               for a, n in zip(spans[0].tolist(), spans[1].tolist()))
+            else:
+                parts = []
+                for ids in each_chunk():
+                    slots, starts = self.slots_of(buf, ids, i)
+                    parts.append(_merged_spans(starts, starts + sizes.of(ids)))
+                    if buf == step.dst and step.kind == "recv":
+                        seen = seen or bool(touched[buf][slots].any())
+                if whole:  # (kept to mark them touched below)
+                    held[buf] = slots
+            runs[buf] = (buf, _element_runs(*_joined(parts)))
+        src = runs.get(step.src) if step.src is not None else None
+        dst = runs.get(step.dst) if step.dst is not None else None
+        lowered = _lowered_step(i, step, sizes.total(step.blocks), src, dst, seen)
+        for buf, spans in held.items():
+            if isinstance(spans, np.ndarray):  # the slots of a step read whole
+                touched[buf][spans] = True
+            elif spans is not None:
+                for a, n in zip(spans[0].tolist(), spans[1].tolist()):
+                    touched[buf][a:a + n] = True
+            else:
+                for ids in each_chunk():
+                    touched[buf][layouts[buf].find(ids)[0]] = True
+        return lowered
+
+    def batch(self, program, i, j):
+        """Steps ``i..j-1`` (each a short tuple of ids) lowered together, as
+        :meth:`step` lowers them one by one; None when one has an id that is no
+        block of the plan or has no place in a buffer (:meth:`step` names it)."""
+        batch = program[i:j]
+        m = j - i
+        lengths = np.fromiter(map(len, (s.blocks for s in batch)), np.int64, m)
+        ids = np.fromiter((b for s in batch for b in s.blocks), np.int64,
+                          int(lengths.sum()))
+        if len(ids) and int(ids.max()) >= self.sizes.nblocks:
+            return None
+        owner = np.repeat(np.arange(m), lengths)
+        counts = self.sizes.of(ids)
+        before = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum(counts, out=before[1:])
+        bounds = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(lengths, out=bounds[1:])
+        totals = (before[bounds[1:]] - before[bounds[:-1]]).tolist()
+        # every access (a step's src or dst buffer, on all its ids), by buffer
+        runs = {"src": [None] * m, "dst": [None] * m}
+        accesses = {}  # buf -> ([slots], [steps], [is a receive's destination])
+        for role in ("src", "dst"):
+            names = [getattr(s, role) for s in batch]
+            for buf in set(names) - {None}:
+                if buf not in self.layouts:  # pragma: no cover - see slots_of
+                    return None
+                mine = np.array([name == buf for name in names])
+                take = mine[owner]
+                slots, starts = self.layouts[buf].find(ids[take])
+                if len(slots) and int(slots.min()) < 0:
+                    return None
+                who = owner[take]
+                if not len(who):
+                    continue
+                stops = starts + counts[take]
+                head = np.ones(len(who), dtype=bool)
+                head[1:] = (who[1:] != who[:-1]) | (starts[1:] != stops[:-1])
+                first = np.flatnonzero(head)
+                last = np.append(first[1:], len(who)) - 1
+                for k, a, b in zip(who[first].tolist(), starts[first].tolist(),
+                                   stops[last].tolist()):
+                    if runs[role][k] is None:
+                        runs[role][k] = []
+                    runs[role][k].append((a, b))
+                receives = np.array([role == "dst" and s.kind == "recv" and
+                                     s.dst == buf for s in batch])
+                got = accesses.setdefault(buf, ([], [], []))
+                got[0].append(slots)
+                got[1].append(who)
+                got[2].append(receives[who])
+        # a receive saw its slots touched when an earlier step (before the batch
+        # or in it) touched one of them
+        seen = np.zeros(m, dtype=bool)
+        for buf, (slots, who, receive) in accesses.items():
+            slots, who = np.concatenate(slots), np.concatenate(who)
+            receive = np.concatenate(receive)
+            order = np.argsort(who, kind="stable")
+            slots, who, receive = slots[order], who[order], receive[order]
+            known, first = np.unique(slots, return_index=True)
+            earliest = who[first][np.searchsorted(known, slots)]
+            hit = receive & (self.touched[buf][slots] | (earliest < who))
+            seen[who[hit]] = True
+            self.touched[buf][slots] = True
+        lowered = []
+        for k, step in enumerate(batch):
+            src = (step.src, tuple(runs["src"][k] or ())) if step.src is not None \
+                else None
+            dst = (step.dst, tuple(runs["dst"][k] or ())) if step.dst is not None \
+                else None
+            lowered.append(_lowered_step(i + k, step, totals[k], src, dst,
+                                         bool(seen[k])))
+        return lowered
+
+
+def _lowered_step(i, step, total, src, dst, seen):
+    """The :class:`LoweredStep` of step ``i`` with its element runs and elements."""
+    direct = step.kind == "recv" and len(dst[1]) <= 1 and not seen
+    return LoweredStep(step.kind, step.peer, total, src, dst, direct, step.group,
+                       step.side, i, str(step), _index(src), _index(dst))
+
+
 def lower(plan, rank: int, in_offsets=None, out_offsets=None) -> Program:
     """Lower rank ``rank``'s program of ``plan`` (proved first) to element runs.
 
@@ -475,67 +633,19 @@ def lower_steps(header, rank: int, program, in_offsets=None, out_offsets=None) -
     for buf, rows in scratch_steps.items():
         layouts[buf] = _RunLayout.of([program[i].blocks for i in rows], sizes)
     scratch_sizes = {buf: layouts[buf].elements for buf in scratch_steps}
-    touched = {buf: np.zeros(layout.slots, dtype=bool) for buf, layout in layouts.items()}
 
-    def slots_of(buf, ids, index):
-        """Per id, its slot in ``buf`` and its element offset (refusing an id that has
-        no place there)."""
-        layout = layouts.get(buf)
-        if layout is None:  # pragma: no cover - every name but in/out is scratch
-            raise PlanError(f"rank {rank}: the program uses buffer {buf!r} that has no "
-                            f"layout", rank=rank, step=index)
-        slots, starts = layout.find(ids)
-        if len(slots) and int(slots.min()) < 0:
-            missing = int(ids[np.flatnonzero(slots < 0)[0]])
-            raise PlanError(f"rank {rank}: block {missing} has no place in buffer "
-                            f"{buf!r}", rank=rank, step=index)
-        return slots, starts
-
-    steps = []
-    for i, step in enumerate(program):
-        sizes.check(step.blocks, rank, i)
-        # a step's ids a chunk at a time (one step may name millions of blocks),
-        # or its runs whole where a scratch buffer holds each of them in one piece
-        whole = len(step.blocks) <= blockruns.CHUNK
-        chunks = [block_array(step.blocks)] if whole else None
-
-        def each_chunk(step=step, chunks=chunks):
-            return chunks if chunks is not None else block_chunks(step.blocks)
-
-        runs, seen, held = {}, False, {}
-        for buf in (step.src, step.dst):
-            if buf is None:
-                continue
-            held[buf] = spans = layouts[buf].runs(step.blocks)
-            if spans is not None:  # (slot starts, slot counts, element spans)
-                parts = [_merged_spans(spans[2], spans[3])]
-                if buf == step.dst and step.kind == "recv":
-                    seen = any(touched[buf][a:a + n].any()
-                               for a, n in zip(spans[0].tolist(), spans[1].tolist()))
-            else:
-                parts = []
-                for ids in each_chunk():
-                    slots, starts = slots_of(buf, ids, i)
-                    parts.append(_merged_spans(starts, starts + sizes.of(ids)))
-                    if buf == step.dst and step.kind == "recv":
-                        seen = seen or bool(touched[buf][slots].any())
-                if whole:  # (kept to mark them touched below)
-                    held[buf] = slots
-            runs[buf] = (buf, _element_runs(*_joined(parts)))
-        src = runs.get(step.src) if step.src is not None else None
-        dst = runs.get(step.dst) if step.dst is not None else None
-        direct = step.kind == "recv" and len(dst[1]) <= 1 and not seen
-        steps.append(LoweredStep(step.kind, step.peer, sizes.total(step.blocks), src, dst,
-                                 direct, step.group, step.side, i, str(step), _index(src),
-                                 _index(dst)))
-        for buf, spans in held.items():
-            if isinstance(spans, np.ndarray):  # the slots of a step read whole
-                touched[buf][spans] = True
-            elif spans is not None:
-                for a, n in zip(spans[0].tolist(), spans[1].tolist()):
-                    touched[buf][a:a + n] = True
-            else:
-                for ids in each_chunk():
-                    touched[buf][layouts[buf].find(ids)[0]] = True
+    lowering = _Lowering(rank, layouts, sizes)
+    steps, i = [], 0
+    while i < len(program):
+        j = i
+        while j < len(program) and j - i < BATCH_STEPS and \
+                type(program[j].blocks) is tuple and len(program[j].blocks) <= SMALL_STEP:
+            j += 1
+        batch = lowering.batch(program, i, j) if j - i > 1 else None
+        if batch is None:  # (one step, or a batch with a fault the step names)
+            j = max(j, i + 1)
+            batch = [lowering.step(k, program[k]) for k in range(i, j)]
+        steps += batch
+        i = j
     return Program(rank, tuple(steps), scratch_sizes, _extent("inbuf", in_offsets, counts),
                    _extent("outbuf", out_offsets, counts), header.arithmetic)
