@@ -10,11 +10,19 @@ count. numpy takes
 some twenty calls per visit for the same, and the combining all-to-all on 4096
 ranks has about 12,000 visits over 48 million entries.
 """
-from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t
 
 ctypedef fused idx_t:
     int32_t
     int64_t
+
+ctypedef fused rank_t:
+    int16_t
+    int32_t
+    int64_t
+
+#: The kind code of a receive (wacoll.plans.prover.encode.RECV).
+cdef int8_t RECV = 1
 
 
 cdef inline int32_t _of(const idx_t[::1] read_def, const int32_t[::1] hops,
@@ -24,47 +32,71 @@ cdef inline int32_t _of(const idx_t[::1] read_def, const int32_t[::1] hops,
     return hops[d] if d >= 0 else 0
 
 
-def hops_in_order(const int64_t[::1] visits, const int64_t[::1] send_of,
-                  const uint8_t[::1] wide, const idx_t[::1] first,
+cdef inline void _receive(int64_t row, int64_t send, int32_t wide,
+                          const idx_t[::1] first, const int64_t[::1] offsets,
+                          const idx_t[::1] read_def, int32_t[::1] hops,
+                          bint single) noexcept nogil:
+    """Count the hops of the entries of the receive at ``row`` from ``send``."""
+    cdef int64_t e, p, p_end, at, stop_at, carried, h
+    if single:
+        hops[row] = _of(read_def, hops, send) + wide
+        return
+    p = first[send]
+    p_end = first[send + 1]
+    for e in range(first[row], first[row + 1]):
+        at = offsets[first[send]] + offsets[e] - offsets[first[row]]
+        while p + 1 < p_end and offsets[p + 1] <= at:
+            p += 1
+        stop_at = at + offsets[e + 1] - offsets[e]
+        carried = _of(read_def, hops, p)
+        h = p + 1
+        while h < p_end and offsets[h] < stop_at:
+            if _of(read_def, hops, h) > carried:
+                carried = _of(read_def, hops, h)
+            h += 1
+        hops[e] = <int32_t>carried + wide
+
+
+def hops_in_order(const int64_t[::1] visits, const int64_t[::1] recv_rows,
+                  const int64_t[::1] recv_send, const int64_t[::1] recv_at,
+                  const int64_t[::1] copy_rows, const int64_t[::1] copy_at,
+                  const int8_t[::1] kind, const rank_t[::1] rank,
+                  const int64_t[::1] clusters, const idx_t[::1] first,
                   const int64_t[::1] offsets, const idx_t[::1] read_def,
                   const uint8_t[::1] writes, int32_t[::1] hops):
     """Fill ``hops`` for every entry of the receives and copies in the visits' rows.
 
-    ``visits`` are (first row, stop row) pairs in the run's order; ``send_of`` gives
-    per row the row of the send a receive meets, -2 for a copy, -1 for any other
-    step, and ``wide`` whether that send is in another cluster; ``offsets`` are the
-    blocks before every entry (empty when every step has one entry of one block).
-    A receive's entry takes the most hops of the send's entries that carry its
-    blocks; a copy's entry that writes, those of the write it reads.
+    ``visits`` are (first row, stop row) pairs in the run's order. The receives are
+    ``recv_rows`` (sorted; those of ``kind`` ``RECV`` carry hops) meeting the sends
+    at ``recv_send``, and the copies ``copy_rows`` (sorted); visit ``v``'s are
+    ``recv_at[v]`` and ``copy_at[v]`` on. A receive crosses the wide area when its
+    send's rank is in another of ``clusters``. ``offsets`` are the blocks before
+    every entry (empty when every step has one entry of one block). A receive's
+    entry takes the most hops of the send's entries that carry its blocks plus one
+    across clusters; a copy's entry that writes, those of the write it reads.
     """
     cdef Py_ssize_t v, nvisits = visits.shape[0] // 2
-    cdef int64_t row, send, e, p, p_end, at, stop_at, carried, h
+    cdef int64_t stop, c, k, row, send, e
+    cdef Py_ssize_t nrecv = recv_rows.shape[0], ncopy = copy_rows.shape[0]
     cdef bint single = offsets.shape[0] == 0
     with nogil:
         for v in range(nvisits):
-            for row in range(visits[2 * v], visits[2 * v + 1]):
-                send = send_of[row]
-                if send == -2:
+            stop = visits[2 * v + 1]
+            c, k = recv_at[v], copy_at[v]
+            while True:  # the visit's receives and copies, in row order
+                if c < nrecv and recv_rows[c] < stop and \
+                        (k >= ncopy or copy_rows[k] >= stop or recv_rows[c] < copy_rows[k]):
+                    row = recv_rows[c]
+                    if kind[row] == RECV:
+                        send = recv_send[c]
+                        _receive(row, send, clusters[rank[send]] != clusters[rank[row]],
+                                 first, offsets, read_def, hops, single)
+                    c += 1
+                elif k < ncopy and copy_rows[k] < stop:
+                    row = copy_rows[k]
                     for e in range(first[row], first[row + 1]):
                         if writes[e]:
                             hops[e] = _of(read_def, hops, e)
-                    continue
-                if send < 0:
-                    continue
-                if single:
-                    hops[row] = _of(read_def, hops, send) + wide[row]
-                    continue
-                p = first[send]
-                p_end = first[send + 1]
-                for e in range(first[row], first[row + 1]):
-                    at = offsets[first[send]] + offsets[e] - offsets[first[row]]
-                    while p + 1 < p_end and offsets[p + 1] <= at:
-                        p += 1
-                    stop_at = at + offsets[e + 1] - offsets[e]
-                    carried = _of(read_def, hops, p)
-                    h = p + 1
-                    while h < p_end and offsets[h] < stop_at:
-                        if _of(read_def, hops, h) > carried:
-                            carried = _of(read_def, hops, h)
-                        h += 1
-                    hops[e] = <int32_t>carried + wide[row]
+                    k += 1
+                else:
+                    break

@@ -97,20 +97,18 @@ class Hops:
             return
         steps = run.steps
         if _compiled is not None:
-            rows = run.recv_rows[steps.kind[run.recv_rows] == RECV]
-            sends = run.pairing.recv_send[steps.kind[run.recv_rows] == RECV]
-            send_of = np.full(steps.nsteps, -1, dtype=np.int64)
-            send_of[steps.kind == COPY] = -2
-            send_of[rows] = sends
-            wide = np.zeros(steps.nsteps, dtype=np.uint8)
-            cl = run.clusters
-            wide[rows] = cl[steps.rank[sends]] != cl[steps.rank[rows]]
+            bounds = np.array(visits, dtype=np.int64)
+            copies = np.flatnonzero(steps.kind == COPY)
             read = self.flow.read_def
-            first = steps.first.astype(read.dtype, copy=False)
-            offsets = np.zeros(0, dtype=np.int64) if steps.single else run.offsets
-            _compiled.hops_in_order(np.array(visits, dtype=np.int64).ravel(), send_of,
-                                    wide, first, offsets, read, self.flow.writes.view(
-                                        np.uint8), self.hops)
+            _compiled.hops_in_order(
+                bounds.ravel(), run.recv_rows.astype(np.int64, copy=False),
+                run.pairing.recv_send.astype(np.int64, copy=False),
+                np.searchsorted(run.recv_rows, bounds[:, 0]).astype(np.int64),
+                copies, np.searchsorted(copies, bounds[:, 0]).astype(np.int64),
+                steps.kind, steps.rank, run.clusters,
+                steps.first.astype(read.dtype, copy=False),
+                np.zeros(0, dtype=np.int64) if steps.single else run.offsets, read,
+                self.flow.writes.view(np.uint8), self.hops)
             return
         for lo, stop in visits:
             self._visit(run, lo, stop)
