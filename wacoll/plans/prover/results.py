@@ -178,8 +178,8 @@ def measures(plan, steps, pairing, clusters) -> dict:
     first = steps.first
     counts = plan.counts
     uniform = len(counts) and counts.count(counts[0]) == len(counts)
-    if steps.single and uniform:
-        nbytes = np.full(len(rows), counts[0], dtype=np.int64)
+    if steps.single and uniform:  # one block of counts[0] elements each
+        nbytes = None
     elif uniform:  # the blocks of a message times the elements of a block
         offsets = steps.offsets()
         nbytes = (offsets[first[rows + 1]] - offsets[first[rows]]) * counts[0]
@@ -196,10 +196,15 @@ def measures(plan, steps, pairing, clusters) -> dict:
         nbytes = running[ends] - running[ends - count]
     itemsize = plan.itemsize
     sends = np.bincount(senders, minlength=plan.size) if plan.size else np.zeros(1)
+    crossing = int(np.count_nonzero(wide))
+    if nbytes is None:
+        total, wide_total = len(rows) * counts[0], crossing * counts[0]
+    else:
+        total, wide_total = int(nbytes.sum()), int(nbytes[wide].sum())
     return {
-        "messages": len(rows), "bytes": int(nbytes.sum()) * itemsize,
-        "wide_area_messages": int(wide.sum()),
-        "wide_area_bytes": int(nbytes[wide].sum()) * itemsize,
+        "messages": len(rows), "bytes": total * itemsize,
+        "wide_area_messages": crossing,
+        "wide_area_bytes": wide_total * itemsize,
         "steps": steps.nsteps, "max_sends": int(sends.max()) if len(sends) else 0,
     }
 
