@@ -260,9 +260,11 @@ def test_compiled_and_numpy_pieces_and_dataflows_agree(plan, monkeypatch):
 
 
 @needs_kernels
-def test_compiled_and_numpy_checkers_agree_on_varied_plans(monkeypatch):
+@pytest.mark.parametrize("packed", [True, False], ids=["packed-keys", "ordered-keys"])
+def test_compiled_and_numpy_checkers_agree_on_varied_plans(monkeypatch, packed):
     # pieces, dataflow and pairing arrays alike, and the same report or error (the
     # report holds the hops counted after the run and the measures)
+    monkeypatch.setattr(flow, "PACK_KEYS", packed)
     cases = varied_plans(11, 600)
     compiled = []
     for plan in cases:

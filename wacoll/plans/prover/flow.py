@@ -60,6 +60,11 @@ MISSING = -2
 #: An entry without that read.
 NO_READ = -3
 
+#: Whether the compiled dataflow sorts keys that carry their access's number in
+#: their low bits, in place, where they fit in 63 bits (else it sorts an order of
+#: the accesses stably: more memory and time).
+PACK_KEYS = True
+
 #: Fault codes, in the order the checker takes a block's checks.
 EXIST, HELD, HELD_SRC, HOLDER, MOVES, OVERLAP, ORDER, STRICT, IN, OUT, PEER, GROUP = \
     range(1, 13)
@@ -264,21 +269,31 @@ def _definitions_compiled(n, nb, nkey, rank, block, compact, names, reads1, read
     keys = np.empty(n_acc, dtype=np.int64)
     ident = np.empty(n_acc, dtype=ident_t)
     what = np.empty(n_acc, dtype=np.uint8)
+    # where the keys leave room, each holds its access's number in its low bits, so
+    # that sorting the keys in place is a stable sort (no order array, no argsort)
+    bound = (int(rank.max()) + 1) * max(nb, 1) * nkey if len(rank) else 1
+    shift = max(n_acc - 1, 1).bit_length()
+    if not PACK_KEYS or bound > 2 ** (63 - shift):  # (keys are below bound)
+        shift = 0
     read_def = np.empty(n, dtype=ident_t)
     read2_def = np.empty(n, dtype=ident_t) if reads2 is not None else None
     slot = np.empty(n, dtype=index_dtype(n_acc + 1))
     _compiled.access_keys(rank, block, nb, *args, compact, nkey, keys, ident, what,
                           read_def, read_def[:0] if read2_def is None else read2_def,
-                          slot, ident_t.type(NO_READ))
+                          slot, ident_t.type(NO_READ), shift)
     del args
-    order = np.argsort(keys, kind="stable").astype(np.int64, copy=False)
-    nslots = _compiled.count_slots(keys, order)
+    if shift:
+        keys.sort()
+        order = keys[:0]
+    else:
+        order = np.argsort(keys, kind="stable").astype(np.int64, copy=False)
+    nslots = _compiled.count_slots(keys, order, shift)
     slot_rank = np.empty(nslots, dtype=rank.dtype)
     slot_block = np.empty(nslots, dtype=block.dtype)
     slot_buf = np.empty(nslots, dtype=np.int16)
     slot_last = np.empty(nslots, dtype=ident_t)
     written_before = np.zeros(n if earlier else 0, dtype=np.uint8)
-    _compiled.defs_after_sort(keys, ident, what, order, nb, nkey,
+    _compiled.defs_after_sort(keys, ident, what, order, shift, nb, nkey,
                               names if len(names) else np.zeros(1, dtype=np.int16),
                               ident_t.type(MISSING), read_def,
                               read_def[:0] if read2_def is None else read2_def, slot,
