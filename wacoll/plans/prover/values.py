@@ -8,8 +8,9 @@ the run at a step with a fault (``fault(run, f)``: the ``f``-th static fault of
 - :class:`Hops` (data movement): a block's value is its source's contribution
   wherever it is, so only the wide-area links its copy crossed differ; a receive
   adds one to the count of the write its send read when it crosses clusters. A
-  copy's count is that of the write it copies, followed back to a receive (or the
-  initial data) once, before the run. A piece keeps the most hops of its blocks,
+  copy's count is that of the write it copies (numpy follows copies back to a
+  receive, or the initial data, once before the run; the compiled pass counts a
+  copy where it meets it). A piece keeps the most hops of its blocks,
   which is all the report needs (the most on any path). No count can stop the run,
   so the counts are taken after it, over its visits in order (``finish``).
 - :class:`Reductions`: the expression of every block, step by step, with the
@@ -118,7 +119,8 @@ class Hops:
         if not len(entries):
             return
         cl = run.clusters
-        wide = (cl[run.steps.rank[e_sends]] != cl[run.steps.rank[e_rows]]).astype(np.int32)
+        rank = run.steps.rank
+        wide = (cl[rank[e_sends]] != cl[rank[e_rows]]).astype(np.int32)
         read = self.flow.read_def
         if run.steps.single or bool((src_hi - src_lo == 1).all()):
             carried = self.of(read[src_lo])
