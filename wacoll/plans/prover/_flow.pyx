@@ -9,16 +9,9 @@ accesses in the combining all-to-all on 4096 ranks.
 """
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t
 
-ctypedef fused ident_t:
-    int32_t
-    int64_t
+include "_indices.pxi"
 
 ctypedef fused slot_t:
-    int32_t
-    int64_t
-
-ctypedef fused rank_t:
-    int16_t
     int32_t
     int64_t
 

@@ -22,12 +22,12 @@ cdef extern from *:
     int __builtin_ctzll(unsigned long long) nogil
 
 
-cdef inline void _mark(uint64_t *bits, int64_t at) noexcept nogil:
-    bits[at >> 6] |= (<uint64_t>1) << (at & 63)
-
-
-cdef inline void _unmark(uint64_t *bits, int64_t at) noexcept nogil:
-    bits[at >> 6] &= ~((<uint64_t>1) << (at & 63))
+cdef inline void _flip(uint64_t *bits, int64_t at, bint on) noexcept nogil:
+    """Set (``on``) or clear bit ``at``."""
+    if on:
+        bits[at >> 6] |= (<uint64_t>1) << (at & 63)
+    else:
+        bits[at >> 6] &= ~((<uint64_t>1) << (at & 63))
 
 
 cdef inline int64_t _next_mark(const uint64_t *bits, int64_t at, int64_t stop) noexcept nogil:
@@ -67,6 +67,21 @@ cdef int _keep(_Cuts *cuts, int64_t at) noexcept nogil:
     return 0
 
 
+cdef void _edges(const index_t[::1] block, const index_t[::1] length,
+                 Py_ssize_t e0, Py_ssize_t e1, const int64_t[::1] edges,
+                 Py_ssize_t d0, Py_ssize_t d1, int64_t nb, uint64_t *bits,
+                 bint on) noexcept nogil:
+    """Mark (``on``) or clear in ``bits`` where entries ``e0..e1-1`` begin and end,
+    and the layout edges ``d0..d1-1`` within ``0..nb``."""
+    cdef Py_ssize_t e, d
+    for e in range(e0, e1):
+        _flip(bits, block[e], on)
+        _flip(bits, block[e] + length[e], on)
+    for d in range(d0, d1):
+        if 0 <= edges[d] <= nb:
+            _flip(bits, edges[d], on)
+
+
 cdef int _rank(const index_t[::1] block, const index_t[::1] length,
                Py_ssize_t e0, Py_ssize_t e1, const int64_t[::1] edges,
                Py_ssize_t d0, Py_ssize_t d1, int64_t nb, uint64_t *bits,
@@ -74,7 +89,7 @@ cdef int _rank(const index_t[::1] block, const index_t[::1] length,
     """Cut entries ``e0..e1-1`` (one rank's) at its edges: the pieces of each entry
     into ``count`` and the places it is cut at, in order, appended to ``cuts``
     (-1 when memory runs out)."""
-    cdef Py_ssize_t e, d
+    cdef Py_ssize_t e
     cdef int64_t b, end, cut
     for e in range(e0, e1):
         count[e] = 1
@@ -83,12 +98,7 @@ cdef int _rank(const index_t[::1] block, const index_t[::1] length,
             break
     else:
         return 0
-    for e in range(e0, e1):
-        _mark(bits, block[e])
-        _mark(bits, block[e] + length[e])
-    for d in range(d0, d1):
-        if 0 <= edges[d] <= nb:
-            _mark(bits, edges[d])
+    _edges(block, length, e0, e1, edges, d0, d1, nb, bits, True)
     for e in range(e0, e1):
         if length[e] == 1:
             continue
@@ -100,12 +110,7 @@ cdef int _rank(const index_t[::1] block, const index_t[::1] length,
             if _keep(cuts, cut) < 0:
                 return -1
             cut = _next_mark(bits, cut + 1, end)
-    for e in range(e0, e1):
-        _unmark(bits, block[e])
-        _unmark(bits, block[e] + length[e])
-    for d in range(d0, d1):
-        if 0 <= edges[d] <= nb:
-            _unmark(bits, edges[d])
+    _edges(block, length, e0, e1, edges, d0, d1, nb, bits, False)
     return 0
 
 

@@ -12,20 +12,13 @@ ranks has about 12,000 visits over 48 million entries.
 """
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t
 
-ctypedef fused idx_t:
-    int32_t
-    int64_t
-
-ctypedef fused rank_t:
-    int16_t
-    int32_t
-    int64_t
+include "_indices.pxi"
 
 #: The kind code of a receive (wacoll.plans.prover.encode.RECV).
 cdef int8_t RECV = 1
 
 
-cdef inline int32_t _of(const idx_t[::1] read_def, const int32_t[::1] hops,
+cdef inline int32_t _of(const ident_t[::1] read_def, const int32_t[::1] hops,
                         int64_t p) noexcept nogil:
     """The hops of the write entry ``p`` reads (0: the initial data)."""
     cdef int64_t d = read_def[p]
@@ -33,8 +26,8 @@ cdef inline int32_t _of(const idx_t[::1] read_def, const int32_t[::1] hops,
 
 
 cdef inline void _receive(int64_t row, int64_t send, int32_t wide,
-                          const idx_t[::1] first, const int64_t[::1] offsets,
-                          const idx_t[::1] read_def, int32_t[::1] hops,
+                          const ident_t[::1] first, const int64_t[::1] offsets,
+                          const ident_t[::1] read_def, int32_t[::1] hops,
                           bint single) noexcept nogil:
     """Count the hops of the entries of the receive at ``row`` from ``send``."""
     cdef int64_t e, p, p_end, at, stop_at, carried, h
@@ -61,8 +54,8 @@ def hops_in_order(const int64_t[::1] visits, const int64_t[::1] recv_rows,
                   const int64_t[::1] recv_send, const int64_t[::1] recv_at,
                   const int64_t[::1] copy_rows, const int64_t[::1] copy_at,
                   const int8_t[::1] kind, const rank_t[::1] rank,
-                  const int64_t[::1] clusters, const idx_t[::1] first,
-                  const int64_t[::1] offsets, const idx_t[::1] read_def,
+                  const int64_t[::1] clusters, const ident_t[::1] first,
+                  const int64_t[::1] offsets, const ident_t[::1] read_def,
                   const uint8_t[::1] writes, int32_t[::1] hops):
     """Fill ``hops`` for every entry of the receives and copies in the visits' rows.
 

@@ -196,13 +196,6 @@ class Steps:
         np.cumsum(self.length, out=out[1:])
         return out
 
-    def entry_step(self):
-        """The step (row) of every entry."""
-        if self.single:
-            return np.arange(self.nsteps, dtype=index_dtype(self.nsteps))
-        return np.repeat(np.arange(self.nsteps, dtype=index_dtype(self.nsteps)),
-                         np.diff(self.first))
-
     def per_entry(self, values):
         """Per-step ``values`` repeated for each entry of the step."""
         if self.single:
