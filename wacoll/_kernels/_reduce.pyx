@@ -16,6 +16,7 @@ from cpython.buffer cimport (PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_FORMAT,
                              PyBUF_SIMPLE, PyBUF_STRIDES)
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
+from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t,
                           uint8_t, uint16_t, uint32_t, uint64_t)
 
@@ -413,3 +414,11 @@ cdef extern from *:
 def cpu_has_avx2():
     """Whether this processor (and its operating system) can run AVX2 code."""
     return wacoll_cpu_has_avx2()
+
+
+def kernel_capsule():
+    """The reduction kernel as a C function pointer in a capsule named
+    ``"wacoll.reduce"``: ``int (int op, int left, int type, void *dst, const void
+    *src, Py_ssize_t n)``, returning a status code. The compiled runner of
+    :mod:`wacoll.mpi.runner` calls it without the GIL."""
+    return PyCapsule_New(<void *>_reduce, b"wacoll.reduce", NULL)

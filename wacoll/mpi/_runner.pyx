@@ -1,0 +1,525 @@
+# cython: language_level=3
+"""The compiled runner of lowered programs (private; the wrapper is
+:mod:`wacoll.mpi.runner`).
+
+A :class:`Runner` holds one rank's lowered program as two int64 tables (steps and
+byte runs, made by :func:`wacoll.mpi.runner.compile_program`) and runs it with the
+GIL released: every receive posted at the start, then the steps in program order,
+as :class:`wacoll.mpi.executor.Run` does in Python, through the MPI calls of
+``_mpicalls.h`` and the reduction kernel of :mod:`wacoll._kernels`.
+
+:func:`drive` runs a call's work and its cross-rank check (another runner, on its
+own communicator) together: beside each other, or the check first.
+"""
+from cpython.pycapsule cimport PyCapsule_GetPointer
+from libc.stdint cimport int32_t, int64_t, intptr_t
+from libc.string cimport memcpy, memmove
+
+import numpy as np
+
+cdef extern from "_mpicalls.h" nogil:
+    ctypedef struct wacoll_mpi:
+        int hsize
+        intptr_t byte_type
+        intptr_t request_null
+        void *isend
+        void *irecv
+        void *test
+        void *testany
+        void *cancel
+        void *wait
+    ctypedef int (*wacoll_reduce_fn)(int, int, int, void *, const void *,
+                                     Py_ssize_t) noexcept nogil
+    int wacoll_isend(const wacoll_mpi *m, const void *buf, int n, int peer, int tag,
+                     intptr_t comm, char *req)
+    int wacoll_irecv(const wacoll_mpi *m, void *buf, int n, int peer, int tag,
+                     intptr_t comm, char *req)
+    int wacoll_test(const wacoll_mpi *m, char *req, int *flag)
+    int wacoll_cancel(const wacoll_mpi *m, char *req)
+    int wacoll_is_null(const wacoll_mpi *m, const char *req)
+    void wacoll_set_null(const wacoll_mpi *m, char *req)
+    double wacoll_now()
+    void wacoll_nap(double seconds)
+
+# Step kinds and the columns of a step's row (see wacoll.mpi.runner.compile_program).
+cdef enum:
+    K_SEND = 0
+    K_RECV = 1
+    K_RECV_COMBINE = 2
+    K_COPY = 3
+    K_COMBINE = 4
+
+cdef enum:
+    C_KIND = 0
+    C_PEER = 1
+    C_NSRC = 2
+    C_NDST = 3
+    C_SRC0 = 4
+    C_DST0 = 5
+    C_BYTES = 6
+    C_STAGE = 7
+    C_DIRECT = 8
+    C_LEFT = 9
+    C_SLOT = 10
+    STEP_COLUMNS = 12
+    RUN_COLUMNS = 3   # buffer (0 in, 1 out, 2 work), byte offset, bytes
+
+# drive()'s outcomes
+cdef enum:
+    OK = 0
+    CHECK_FAILED = 1
+    WORK_ERROR = 2
+    CHECK_ERROR = 3
+
+COLUMNS = STEP_COLUMNS
+OUTCOMES = {"ok": OK, "check failed": CHECK_FAILED, "work error": WORK_ERROR,
+            "check error": CHECK_ERROR}
+
+# How a blocking wait polls, then naps (as wacoll.mpi.progress.wait_any does: a
+# spinning wait takes the core a peer needs when ranks share cores).
+cdef double _SPIN = 50e-6
+cdef double _SHORT_NAP = 50e-6
+cdef double _NAP_SHARE = 0.02
+cdef double _LONGEST_NAP = 1e-3
+
+cdef wacoll_mpi _M
+cdef bint _ready = False
+cdef wacoll_reduce_fn _reduce = NULL
+
+
+def set_mpi(int hsize, intptr_t byte_type, intptr_t request_null, intptr_t isend,
+            intptr_t irecv, intptr_t test, intptr_t testany, intptr_t cancel,
+            intptr_t wait, reduce_capsule):
+    """Install the MPI library's entry points and the reduction kernel (once)."""
+    global _ready, _reduce
+    if hsize not in (4, 8):
+        raise ValueError(f"an MPI handle of {hsize} bytes is not supported")
+    _M.hsize, _M.byte_type, _M.request_null = hsize, byte_type, request_null
+    _M.isend, _M.irecv, _M.test = <void *>isend, <void *>irecv, <void *>test
+    _M.testany, _M.cancel, _M.wait = <void *>testany, <void *>cancel, <void *>wait
+    _reduce = <wacoll_reduce_fn>PyCapsule_GetPointer(reduce_capsule, b"wacoll.reduce")
+    _ready = True
+
+
+def is_ready():
+    return _ready
+
+
+cdef inline double _next_nap(double nap, double waited) noexcept nogil:
+    cdef double most = _NAP_SHARE * waited
+    if most < _SHORT_NAP:
+        most = _SHORT_NAP
+    if most > _LONGEST_NAP:
+        most = _LONGEST_NAP
+    nap *= 2
+    return nap if nap < most else most
+
+
+cdef class Runner:
+    """One rank's compiled program on one communicator, run again and again.
+
+    Parameters
+    ----------
+    steps : numpy.ndarray
+        int64, ``(n, COLUMNS)``: a row per step.
+    runs : numpy.ndarray
+        int64, ``(m, 3)``: byte runs (buffer, offset, bytes) the steps name.
+    work_bytes : int
+        Bytes of the work area (scratch buffers, landing and staging areas); the
+        runner owns it and reuses it on every call.
+    comm : int
+        The communicator's handle (``MPI._handleof``).
+    op, dtype, itemsize : int
+        The kernel's operator and element type codes and the element size.
+    """
+
+    cdef object _steps, _runs, _work, _reqs
+    cdef const int64_t *st
+    cdef const int64_t *rn
+    cdef Py_ssize_t nsteps
+    cdef char *bufs[3]
+    cdef char *reqs
+    cdef object _pending
+    cdef int64_t *pending
+    cdef Py_ssize_t npending
+    cdef Py_ssize_t next
+    cdef intptr_t comm
+    cdef int tag, op, dtype, itemsize
+    cdef readonly int err
+    cdef readonly bint done
+    cdef readonly bint started
+    cdef Py_ssize_t waiting
+
+    def __init__(self, steps, runs, Py_ssize_t work_bytes, intptr_t comm, int op,
+                 int dtype, int itemsize):
+        if not _ready:
+            raise RuntimeError("set_mpi() first")
+        self._steps = np.ascontiguousarray(steps, np.int64).reshape(-1, STEP_COLUMNS)
+        self._runs = np.ascontiguousarray(runs, np.int64).reshape(-1, RUN_COLUMNS)
+        self.nsteps = self._steps.shape[0]
+        cdef const int64_t[:, ::1] sv = self._steps
+        cdef const int64_t[:, ::1] rv = self._runs
+        self.st = &sv[0, 0] if self.nsteps else NULL
+        self.rn = &rv[0, 0] if rv.shape[0] else NULL
+        # 64-byte aligned work area (kernels read whole elements of any type)
+        self._work = np.zeros(work_bytes + 64, np.uint8)
+        cdef char[::1] wv = self._work
+        cdef intptr_t base = <intptr_t>&wv[0]
+        self.bufs[2] = <char *>((base + 63) & ~(<intptr_t>63))
+        self._reqs = np.zeros(max(1, self.nsteps) * _M.hsize, np.uint8)
+        cdef char[::1] qv = self._reqs
+        self.reqs = &qv[0]
+        self._pending = np.zeros(max(1, self.nsteps), np.int64)
+        cdef int64_t[::1] pv = self._pending
+        self.pending = &pv[0]
+        self.comm, self.op, self.dtype, self.itemsize = comm, op, dtype, itemsize
+        self.done = True
+        self.started = False
+        cdef Py_ssize_t i
+        for i in range(self.nsteps):
+            wacoll_set_null(&_M, self.reqs + i * _M.hsize)
+
+    @property
+    def work(self):
+        """The work area (a uint8 array)."""
+        return self._work
+
+    # ---------------------------------------------------------------- helpers
+    cdef inline char *_run_ptr(self, Py_ssize_t r) noexcept nogil:
+        cdef const int64_t *run = self.rn + r * RUN_COLUMNS
+        return self.bufs[run[0]] + run[1]
+
+    cdef inline char *_slot(self, const int64_t *s) noexcept nogil:
+        return self.reqs + s[C_SLOT] * _M.hsize
+
+    cdef int _need(self, char *req, bint block) noexcept nogil:
+        """1 when ``req`` is complete, 0 when not (and not blocking), -1 on error."""
+        cdef int flag = 0
+        cdef double began, waited, nap = 1e-6
+        if wacoll_is_null(&_M, req):
+            return 1
+        self.err = wacoll_test(&_M, req, &flag)
+        if self.err:
+            return -1
+        if flag:
+            return 1
+        if not block:
+            self.waiting = (req - self.reqs) // _M.hsize
+            return 0
+        began = wacoll_now()
+        while True:
+            self.err = wacoll_test(&_M, req, &flag)
+            if self.err:
+                return -1
+            if flag:
+                return 1
+            waited = wacoll_now() - began
+            if waited >= _SPIN:
+                wacoll_nap(nap)
+                nap = _next_nap(nap, waited)
+
+    cdef int _clear_readers(self, const int64_t *s, bint block) noexcept nogil:
+        """Wait for the sends still reading the step's destination runs."""
+        cdef Py_ssize_t i, j, d, keep = 0
+        cdef const int64_t *send
+        cdef const int64_t *src
+        cdef const int64_t *dst
+        cdef bint hit
+        cdef int status
+        for i in range(self.npending):
+            send = self.st + self.pending[i] * STEP_COLUMNS
+            src = self.rn + send[C_SRC0] * RUN_COLUMNS
+            hit = False
+            for j in range(s[C_NDST]):
+                dst = self.rn + (s[C_DST0] + j) * RUN_COLUMNS
+                if dst[0] == src[0] and dst[1] < src[1] + src[2] and \
+                        src[1] < dst[1] + dst[2]:
+                    hit = True
+                    break
+            if hit:
+                status = self._need(self._slot(send), block)
+                if status <= 0:
+                    # keep the unchecked ones (this one included) for the next try
+                    for d in range(i, self.npending):
+                        self.pending[keep] = self.pending[d]
+                        keep += 1
+                    self.npending = keep
+                    return status
+            else:
+                self.pending[keep] = self.pending[i]
+                keep += 1
+        self.npending = keep
+        return 1
+
+    cdef void _gather(self, const int64_t *s, char *out) noexcept nogil:
+        cdef Py_ssize_t j
+        cdef const int64_t *run
+        for j in range(s[C_NSRC]):
+            run = self.rn + (s[C_SRC0] + j) * RUN_COLUMNS
+            memcpy(out, self.bufs[run[0]] + run[1], run[2])
+            out += run[2]
+
+    cdef void _scatter(self, const int64_t *s, const char *data) noexcept nogil:
+        cdef Py_ssize_t j
+        cdef const int64_t *run
+        for j in range(s[C_NDST]):
+            run = self.rn + (s[C_DST0] + j) * RUN_COLUMNS
+            memmove(self.bufs[run[0]] + run[1], data, run[2])
+            data += run[2]
+
+    cdef int _combine(self, const int64_t *s, const char *data) noexcept nogil:
+        cdef Py_ssize_t j
+        cdef const int64_t *run
+        cdef int status
+        for j in range(s[C_NDST]):
+            run = self.rn + (s[C_DST0] + j) * RUN_COLUMNS
+            status = _reduce(self.op, <int>s[C_LEFT], self.dtype,
+                             self.bufs[run[0]] + run[1], data, run[2] // self.itemsize)
+            if status:
+                return status
+            data += run[2]
+        return 0
+
+    # ---------------------------------------------------------------- running
+    cdef int start(self, char *inbuf, char *outbuf, int tag) noexcept nogil:
+        """Post every receive; 0, or -1 on an MPI error (in ``err``)."""
+        cdef Py_ssize_t i
+        cdef const int64_t *s
+        cdef char *target
+        cdef int n
+        self.bufs[0], self.bufs[1], self.tag = inbuf, outbuf, tag
+        self.next, self.npending, self.err = 0, 0, 0
+        self.done, self.started = False, True
+        for i in range(self.nsteps):
+            s = self.st + i * STEP_COLUMNS
+            if s[C_KIND] != K_RECV and s[C_KIND] != K_RECV_COMBINE:
+                continue
+            n = <int>s[C_BYTES]
+            if s[C_DIRECT]:
+                if s[C_NDST]:
+                    target = self._run_ptr(s[C_DST0])
+                else:
+                    target, n = self.bufs[2], 0
+            else:
+                target = self.bufs[2] + s[C_STAGE]
+            self.err = wacoll_irecv(&_M, target, n, <int>s[C_PEER], tag, self.comm,
+                                    self._slot(s))
+            if self.err:
+                return -1
+        return 0
+
+    cdef int advance(self, bint block) noexcept nogil:
+        """Run steps: 1 when done, 0 when a step waits (not blocking), -1 on error."""
+        cdef const int64_t *s
+        cdef int64_t kind
+        cdef char *data
+        cdef const int64_t *a
+        cdef const int64_t *b
+        cdef int status
+        cdef Py_ssize_t i
+        if self.done:
+            return 1
+        while self.next < self.nsteps:
+            s = self.st + self.next * STEP_COLUMNS
+            kind = s[C_KIND]
+            if kind == K_SEND:
+                if s[C_STAGE] < 0:  # one run: sent from the buffer itself
+                    data = self._run_ptr(s[C_SRC0]) if s[C_NSRC] else self.bufs[2]
+                    if s[C_NSRC]:
+                        self.pending[self.npending] = self.next
+                        self.npending += 1
+                else:
+                    data = self.bufs[2] + s[C_STAGE]
+                    self._gather(s, data)
+                self.err = wacoll_isend(&_M, data, <int>s[C_BYTES], <int>s[C_PEER],
+                                        self.tag, self.comm, self._slot(s))
+                if self.err:
+                    return -1
+            elif kind == K_RECV or kind == K_RECV_COMBINE:
+                status = self._need(self._slot(s), block)
+                if status <= 0:
+                    return status
+                if kind == K_RECV_COMBINE or not s[C_DIRECT]:
+                    status = self._clear_readers(s, block)
+                    if status <= 0:
+                        return status
+                    data = self.bufs[2] + s[C_STAGE]
+                    if kind == K_RECV:
+                        self._scatter(s, data)
+                    elif self._combine(s, data):
+                        self.err = -2
+                        return -1
+            else:
+                status = self._clear_readers(s, block)
+                if status <= 0:
+                    return status
+                if s[C_STAGE] < 0:
+                    data = self._run_ptr(s[C_SRC0])
+                else:
+                    data = self.bufs[2] + s[C_STAGE]
+                    self._gather(s, data)
+                if kind == K_COPY:
+                    self._scatter(s, data)
+                elif self._combine(s, data):
+                    self.err = -2
+                    return -1
+            self.next += 1
+        for i in range(self.nsteps):  # every send complete
+            s = self.st + i * STEP_COLUMNS
+            if s[C_KIND] == K_SEND:
+                status = self._need(self._slot(s), block)
+                if status <= 0:
+                    return status
+        self.npending = 0
+        self.done = True
+        return 1
+
+    cdef void cancel(self) noexcept nogil:
+        """Abandon the run: its pending receives cancelled (sends are left to finish;
+        the caller retires the communicator and keeps this runner's memory)."""
+        cdef Py_ssize_t i
+        cdef const int64_t *s
+        for i in range(self.nsteps):
+            s = self.st + i * STEP_COLUMNS
+            if (s[C_KIND] == K_RECV or s[C_KIND] == K_RECV_COMBINE) and \
+                    not wacoll_is_null(&_M, self._slot(s)):
+                wacoll_cancel(&_M, self._slot(s))
+        self.done = True
+
+    cdef inline char *waiting_slot(self) noexcept nogil:
+        return self.reqs + self.waiting * _M.hsize
+
+    # ---------------------------------------------------------------- Python
+    def run(self, intptr_t inbuf, intptr_t outbuf, int tag):
+        """Run the program once over the buffers at these addresses (blocking).
+        Raises ``RuntimeError`` carrying the MPI error code on a failed MPI call."""
+        cdef int status
+        with nogil:
+            status = self.start(<char *>inbuf, <char *>outbuf, tag)
+            if status == 0:
+                status = self.advance(True)
+            if status < 0:
+                self.cancel()
+        if status < 0:
+            raise _error(self.err)
+
+
+def _error(int code):
+    if code == -2:
+        return RuntimeError("the reduction kernel refused the operator and type")
+    from mpi4py import MPI
+    return MPI.Exception(code)
+
+
+cdef int _wait_either(Runner a, Runner b) noexcept nogil:
+    """Poll, then nap, until the request ``a`` or ``b`` waits for completes; 0, or
+    -1 (-2) on an MPI error of ``a``'s (``b``'s) request, in the runner's ``err``."""
+    cdef int flag = 0
+    cdef double began = wacoll_now(), waited, nap = 1e-6
+    while True:
+        a.err = wacoll_test(&_M, a.waiting_slot(), &flag)
+        if a.err:
+            return -1
+        if flag:
+            return 0
+        b.err = wacoll_test(&_M, b.waiting_slot(), &flag)
+        if b.err:
+            return -2
+        if flag:
+            return 0
+        waited = wacoll_now() - began
+        if waited >= _SPIN:
+            wacoll_nap(nap)
+            nap = _next_nap(nap, waited)
+
+
+cdef bint _passed(const int64_t *mine, const int64_t *flags) noexcept nogil:
+    """A MAX all-reduce of every rank's check flags passed: no rank failed and every
+    digest is this rank's (see wacoll.mpi.agreement.Check)."""
+    return flags[0] == 0 and flags[2] == -flags[3] and flags[2] == mine[2]
+
+
+def drive(Runner work, Runner check, intptr_t inbuf, intptr_t outbuf, int tag,
+          intptr_t mine, intptr_t flags, bint first):
+    """Run a call: its ``work`` (None: nothing to run) and its cross-rank ``check``
+    (a runner of a MAX all-reduce of four int64, from ``mine`` into ``flags``; None:
+    no check), beside each other, or with ``first`` the check before the work.
+
+    Returns one of :data:`OUTCOMES`. On ``"check failed"`` the work was cancelled
+    (or, with ``first``, never started); on ``"work error"`` the work's MPI error
+    code is in ``work.err`` and the check completed and passed.
+    """
+    cdef int outcome
+    if work is None and check is None:
+        return OK
+    with nogil:
+        outcome = _drive(work, check, <char *>inbuf, <char *>outbuf, tag,
+                         <char *>mine, <char *>flags, first)
+    return outcome
+
+
+cdef int _drive(Runner work, Runner check, char *inbuf, char *outbuf, int tag,
+                char *mine, char *flags, bint first) noexcept nogil:
+    cdef int w = 1, c = 1, status
+    cdef bint work_failed = False
+    cdef const int64_t *own = <const int64_t *>mine
+    cdef const int64_t *got = <const int64_t *>flags
+    if True:
+        if check is not None:
+            if check.start(mine, flags, tag) < 0:
+                return CHECK_ERROR
+            c = 0
+        if work is not None and (check is None or not first):
+            if work.start(inbuf, outbuf, tag) < 0:
+                work.cancel()
+                work_failed = True
+            else:
+                w = 0
+        if check is not None and first:
+            if check.advance(True) < 0:
+                return CHECK_ERROR
+            if not _passed(own, got):
+                return CHECK_FAILED
+            if work is None:
+                return OK
+            if work.start(inbuf, outbuf, tag) < 0 or \
+                    work.advance(True) < 0:
+                work.cancel()
+                return WORK_ERROR
+            return OK
+        while True:
+            if w == 0:
+                w = work.advance(False)
+                if w < 0:
+                    work.cancel()
+                    work_failed, w = True, 1
+            if c == 0:
+                c = check.advance(False)
+                if c < 0:
+                    if work is not None and not work.done:
+                        work.cancel()
+                    return CHECK_ERROR
+            if c == 1 or check is None:
+                if check is not None and not _passed(own, got):
+                    if work is not None and not work.done:
+                        work.cancel()
+                    return CHECK_FAILED
+                if work_failed:
+                    return WORK_ERROR
+                if w == 0:  # the check passed: no rank's part of the work is missing
+                    if work.advance(True) < 0:
+                        work.cancel()
+                        return WORK_ERROR
+                return OK
+            if w == 1:
+                if check.advance(True) < 0:
+                    return CHECK_ERROR
+                c = 1
+                continue
+            status = _wait_either(work, check)
+            if status == -1:  # the work failed: the check still decides what to raise
+                work.cancel()
+                work_failed, w = True, 1
+            elif status == -2:
+                work.cancel()
+                return CHECK_ERROR

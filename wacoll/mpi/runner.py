@@ -1,0 +1,255 @@
+"""The compiled runner: a lowered program run without Python per step.
+
+:func:`compile_program` turns one rank's :class:`~wacoll.plans.lower.Program` into
+two int64 tables, a row per step and a row per byte run, and sizes one work area
+(the program's scratch buffers, the landing areas of receives that cannot land in
+place, and the staging areas of steps that read several runs). A
+:class:`~wacoll.mpi._runner.Runner` holds them, owns the work area and runs the
+program with the GIL released, as :class:`wacoll.mpi.executor.Run` does step by step
+in Python: every receive posted at the start, then the steps in program order, a
+send posted when reached, a receive waited for when its data is needed, and a write
+waiting for the sends still reading what it overwrites. Consecutive
+``recv_combine`` steps of one arrival-order group are combined in program order
+(one of the orders the group allows).
+
+The runner calls MPI through the entry points of the library mpi4py loaded, found at
+run time (:func:`mpi_entry_points`), so the compiled part needs no ``mpi.h`` and the
+same build runs under MPICH, Open MPI and a site MPI alike: only ``MPI_Isend`` and
+``MPI_Irecv`` take handles by value, and they are called with the handle width
+mpi4py reports (``_mpicalls.h``).
+
+A program the runner does not take (:func:`compile_program` returns None) runs in
+:class:`~wacoll.mpi.executor.Run`: one on reproducible arithmetic (accumulators
+packed on the wire), one whose combines need an operator or element type the
+kernels lack (a user-defined operator, MINLOC/MAXLOC pairs), or a message of 2 GiB
+or more.
+
+Examples
+--------
+Under ``mpiexec``, or on one process::
+
+    >>> import numpy as np
+    >>> from mpi4py import MPI
+    >>> from wacoll import Topology
+    >>> from wacoll.plans import build, lower
+    >>> plan = build("allreduce", Topology.single(1), "magpie", count=4)
+    >>> compiled = compile_program(lower(plan, 0), np.dtype(float), MPI.SUM)
+    >>> runner = compiled.runner(MPI.COMM_SELF)
+    >>> send, out = np.arange(4.0), np.zeros(4)
+    >>> runner.run(send.ctypes.data, out.ctypes.data, 7)
+    >>> out.tolist()
+    [0.0, 1.0, 2.0, 3.0]
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from wacoll import _kernels
+from wacoll.mpi import _runner
+from wacoll.plans.lower import ElementRuns
+
+__all__ = ["CompiledProgram", "compile_program", "handle", "mpi_entry_points",
+           "runner_ready"]
+
+_KINDS = {"send": 0, "recv": 1, "recv_combine": 2, "copy": 3, "combine": 4}
+_ALIGN = 64
+#: The largest message the runner sends (MPI's count is an int).
+MAX_MESSAGE = 2**31 - 1
+
+
+def _aligned(n):
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+@functools.cache
+def mpi_entry_points():
+    """Install the MPI library's entry points into the runner (once per process).
+
+    The library is the one mpi4py's extension module loaded: its symbols are looked
+    up through that module (whose dependencies include the library), or, when
+    mpi4py loaded the library itself at run time, in the loaded ``libmpi`` found in
+    the process's memory map. Returns the library's path or the module's.
+    """
+    from mpi4py import MPI
+
+    names = ("MPI_Isend", "MPI_Irecv", "MPI_Test", "MPI_Testany", "MPI_Cancel",
+             "MPI_Wait")
+    for path in _candidates(MPI.__file__):
+        try:
+            lib = ctypes.CDLL(path)
+            addresses = [ctypes.cast(getattr(lib, n), ctypes.c_void_p).value
+                         for n in names]
+        except (OSError, AttributeError):
+            continue
+        _runner.set_mpi(MPI._sizeof(MPI.Comm), handle(MPI.BYTE),
+                        handle(MPI.REQUEST_NULL), *addresses,
+                        _kernels._reducer.kernel_capsule())
+        return path
+    raise ImportError("the compiled runner found no MPI library in this process")
+
+
+def handle(obj):
+    """An mpi4py object's MPI handle as a signed integer the width of a pointer
+    (mpi4py reports it unsigned)."""
+    from mpi4py import MPI
+
+    value = MPI._handleof(obj)
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _candidates(module_file):
+    yield module_file
+    try:
+        with open("/proc/self/maps") as maps:
+            seen = []
+            for line in maps:
+                path = line.split()[-1] if len(line.split()) >= 6 else ""
+                if "libmpi" in path.rsplit("/", 1)[-1] and path not in seen:
+                    seen.append(path)
+                    yield path
+    except OSError:  # not Linux: the module's dependencies are all there is
+        return
+
+
+def runner_ready():
+    """Whether the compiled runner can run here (its MPI entry points found)."""
+    try:
+        mpi_entry_points()
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class CompiledProgram:
+    """One rank's program as the runner's tables.
+
+    Attributes
+    ----------
+    steps, runs : numpy.ndarray
+        The runner's step rows and byte runs.
+    work_bytes : int
+        Bytes of the work area.
+    scratch : dict
+        Byte offset of each scratch buffer of the program in the work area.
+    op, dtype_code, itemsize : int
+        The kernel's operator and type codes (-1 when the program combines nothing)
+        and the element size.
+    in_bytes, out_bytes : int
+        The fewest bytes the input and output buffers must hold.
+    """
+
+    steps: np.ndarray
+    runs: np.ndarray
+    work_bytes: int
+    scratch: dict
+    op: int
+    dtype_code: int
+    itemsize: int
+    in_bytes: int
+    out_bytes: int
+
+    def runner(self, comm):
+        """A :class:`~wacoll.mpi._runner.Runner` of this program on ``comm`` (an
+        mpi4py communicator), with a work area of its own."""
+        mpi_entry_points()
+        return _runner.Runner(self.steps, self.runs, self.work_bytes,
+                              handle(comm), self.op, self.dtype_code,
+                              self.itemsize)
+
+
+def _kernel_codes(dtype, op):
+    """The kernel's ``(operator, type)`` codes, or None where it has no loop for them."""
+    try:
+        code = _kernels._op_code(op)
+    except Exception:  # noqa: BLE001 - an operator the kernels do not know
+        return None
+    dtype = np.dtype(dtype)
+    type_code = _kernels._TYPE_CODES.get(dtype)
+    if code < 0 or type_code is None or (code, type_code) not in \
+            _kernels._reducer.SUPPORTED:
+        return None
+    return code, type_code
+
+
+def compile_program(program, dtype, op=None):
+    """``program`` as the runner's tables, or None when the runner cannot run it.
+
+    Parameters
+    ----------
+    program : wacoll.plans.lower.Program
+        This rank's lowered program.
+    dtype : numpy.dtype
+        The element type of the call's buffers.
+    op : str or mpi4py.MPI.Op, optional
+        The reduction operator (needed when the program combines).
+    """
+    if program.arithmetic != "plain":
+        return None
+    dtype = np.dtype(dtype)
+    itemsize = dtype.itemsize
+    combines = any(s.kind in ("recv_combine", "combine") for s in program.steps)
+    codes = (-1, -1)
+    if combines:
+        codes = _kernel_codes(dtype, op)
+        if codes is None:
+            return None
+    scratch, at = {}, 0
+    for name, n in program.scratch_sizes.items():
+        scratch[name] = at
+        at = _aligned(at + n * itemsize)
+    rows, runs = [], []
+
+    def add_runs(where):
+        if where is None:
+            return 0, 0
+        name, spans = where
+        if name == "in":
+            buf, base = 0, 0
+        elif name == "out":
+            buf, base = 1, 0
+        else:
+            buf, base = 2, scratch[name]
+        first = len(runs)
+        if isinstance(spans, ElementRuns):
+            starts, lengths = spans.index()
+            for a, n in zip(starts.tolist(), lengths.tolist()):
+                runs.append((buf, base + a * itemsize, n * itemsize))
+        else:
+            for a, b in spans:
+                runs.append((buf, base + a * itemsize, (b - a) * itemsize))
+        return first, len(runs) - first
+
+    def overlap(src0, nsrc, dst0, ndst):
+        for i in range(src0, src0 + nsrc):
+            for j in range(dst0, dst0 + ndst):
+                a, b = runs[i], runs[j]
+                if a[0] == b[0] and a[1] < b[1] + b[2] and b[1] < a[1] + a[2]:
+                    return True
+        return False
+
+    for slot, step in enumerate(program.steps):
+        nbytes = step.elements * itemsize
+        if nbytes > MAX_MESSAGE:
+            return None
+        kind = _KINDS[step.kind]
+        src0, nsrc = add_runs(step.src)
+        dst0, ndst = add_runs(step.dst)
+        stage = -1
+        if kind in (1, 2):  # receives land in place, or in the work area
+            if not (kind == 1 and step.direct):
+                stage, at = at, _aligned(at + nbytes)
+        elif nsrc > 1 or (kind in (3, 4) and overlap(src0, nsrc, dst0, ndst)):
+            stage, at = at, _aligned(at + nbytes)
+        rows.append((kind, -1 if step.peer is None else step.peer, nsrc, ndst, src0,
+                     dst0, nbytes, stage, int(bool(step.direct and kind == 1)),
+                     int(step.side == "left"), slot, 0))
+    steps = np.array(rows, np.int64).reshape(-1, _runner.COLUMNS)
+    table = np.array(runs, np.int64).reshape(-1, 3)
+    return CompiledProgram(steps, table, at, scratch, codes[0], codes[1], itemsize,
+                           program.in_extent * itemsize, program.out_extent * itemsize)
