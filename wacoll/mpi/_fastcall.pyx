@@ -236,6 +236,9 @@ cdef class Recordings(dict):
     True
     """
 
+    #: The recorded call the last replay ran.
+    cdef public object last
+
     def key(self, reader, family, level, tuple args not None):
         """The key of a call: ``reader``, ``family``, ``level`` and, per argument,
         its value (None, ``int``, ``str``), its identity (``MPI.IN_PLACE``, an
@@ -248,15 +251,20 @@ cdef class Recordings(dict):
 
     def replay(self, reader, family, level, tuple args not None):
         """Run the recorded call these arguments match: True when it ran, the
-        :class:`NativeCall` when its check failed, None when none matches (read
-        the call afresh)."""
+        recorded call (a :class:`NativeCall`, or a plan's
+        :class:`~wacoll.mpi._runner.PlanCall`) when its check failed, None when none
+        matches (read the call afresh)."""
         key = _key(reader, family, level, args)
         if key is None:
             return None
         cdef PyObject *found = PyDict_GetItem(self, key)
         if found == NULL:
             return None
-        recorded = <NativeCall><object>found
+        recorded = <object>found
+        self.last = recorded
+        if type(recorded) is NativeCall:
+            return True if (<NativeCall>recorded).run(args) else recorded
+        # a call of a plan (wacoll.mpi._runner.PlanCall)
         return True if recorded.run(args) else recorded
 
 

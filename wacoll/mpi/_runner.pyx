@@ -523,3 +523,123 @@ cdef int _drive(Runner work, Runner check, char *inbuf, char *outbuf, int tag,
             elif status == -2:
                 work.cancel()
                 return CHECK_ERROR
+
+
+# ---------------------------------------------------------------------- a call
+from cpython.buffer cimport PyBUF_RECORDS_RO, PyBuffer_Release, PyObject_GetBuffer
+
+cdef object _ndarray = np.ndarray
+
+
+cdef intptr_t _address(object arg) except? -1:
+    """The address of the memory an argument (an array, or a buffer specification
+    ``[array, ...]``) describes."""
+    cdef Py_buffer view
+    cdef intptr_t at
+    if type(arg) is list or type(arg) is tuple:
+        arg = arg[0]
+    PyObject_GetBuffer(arg, &view, PyBUF_RECORDS_RO)
+    at = <intptr_t>view.buf
+    PyBuffer_Release(&view)
+    return at
+
+
+cdef class PlanCall:
+    """A blocking call that runs a plan: the compiled runner of this rank's program,
+    and the call's cross-rank check, ready to run over each call's own arrays.
+
+    Parameters
+    ----------
+    work : Runner or None
+        The program's runner (None: nothing to run, as for a checked Barrier).
+    check : Runner or None
+        The check's runner: a MAX all-reduce of four int64 on the communicator's
+        check communicator, run beside the work (or first, with ``first``).
+    blocking_check : object or None
+        Instead of ``check``, a check run before the work with ``run(flags_bytes)
+        -> bool`` and ``flags`` (one cluster's shared-memory or persistent check).
+    digest : int
+        The call's signature digest (what the check compares across ranks).
+    sig : object
+        The call's signature, for the error message of a failed check.
+    where_in, where_out : tuple
+        Where the call's input and output are, in its arguments: ``(argument
+        index, byte offset)``; ``(-1, 0)`` for none; for an input copied from the
+        output at the start of the call (in place), ``(-2, byte offset in the
+        output)`` and ``in_copy_bytes``.
+    in_copy_bytes : int
+    first : bool
+        Run the check before the work (``check="first"``).
+    tag : int
+        The tag of the call's messages.
+    keep : tuple
+        Objects the call's key names by identity, kept alive while recorded.
+    """
+
+    cdef readonly Runner work, check
+    cdef readonly object blocking_check, sig, keep
+    #: The plan the call runs, and its family.
+    cdef public object plan, family
+    cdef object _mine, _flags, _in_copy
+    cdef intptr_t mine, flags_at, in_copy_at
+    cdef Py_ssize_t in_index, in_offset, out_index, out_offset, in_copy_bytes
+    cdef bint first
+    cdef int tag
+    cdef bytes template
+
+    def __init__(self, Runner work, Runner check, blocking_check, digest, sig,
+                 tuple where_in, tuple where_out, Py_ssize_t in_copy_bytes, bint first,
+                 int tag, tuple keep=()):
+        self.work, self.check, self.blocking_check = work, check, blocking_check
+        self.sig, self.keep, self.first, self.tag = sig, keep, first, tag
+        self._mine = np.array([0, 0, digest, -digest], np.int64)
+        self.template = self._mine.tobytes()
+        self._flags = np.zeros(4, np.int64)
+        self.mine = self._mine.ctypes.data
+        self.flags_at = self._flags.ctypes.data
+        self.in_index, self.in_offset = where_in
+        self.out_index, self.out_offset = where_out
+        self.in_copy_bytes = in_copy_bytes
+        self._in_copy = np.zeros(in_copy_bytes + 64, np.uint8)
+        self.in_copy_at = (self._in_copy.ctypes.data + 63) & ~63
+
+    @property
+    def flags(self):
+        """The check's all-reduced flags of the last call (four int64)."""
+        if self.blocking_check is not None:
+            return self.blocking_check.flags.copy()
+        return self._flags.copy()
+
+    cpdef int call(self, intptr_t inbuf, intptr_t outbuf) except -1:
+        """Run the call over the buffers at these addresses: 0 when it ran, 1 when
+        its check failed (no rank's arguments are trusted: the caller raises),
+        and raises the MPI library's error when the work failed."""
+        cdef int outcome
+        if self.in_index == -2:  # in place: the input is the output as it was
+            memcpy(<void *>self.in_copy_at, <void *>(outbuf + self.in_offset),
+                   self.in_copy_bytes)
+            inbuf = self.in_copy_at
+        if self.blocking_check is not None:
+            if not self.blocking_check.run(self.template):
+                return 1
+        if self.work is None and self.check is None:
+            return 0
+        with nogil:
+            outcome = _drive(self.work, self.check, <char *>inbuf, <char *>outbuf,
+                             self.tag, <char *>self.mine, <char *>self.flags_at,
+                             self.first)
+        if outcome == OK:
+            return 0
+        if outcome == CHECK_FAILED:
+            return 1
+        raise _error(self.work.err if outcome == WORK_ERROR else self.check.err)
+
+    def run(self, tuple args):
+        """Run the call over ``args`` (a repeated call's own arguments, laid out as
+        when it was recorded): True when it ran, False when its check failed."""
+        cdef intptr_t inbuf = 0, outbuf = 0
+        if self.in_index >= 0:
+            inbuf = _address(args[self.in_index]) + self.in_offset
+        if self.out_index >= 0:
+            outbuf = _address(args[self.out_index]) + self.out_offset
+        return self.call(inbuf, outbuf) == 0

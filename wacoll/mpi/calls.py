@@ -82,6 +82,10 @@ class Prepared:
         selection policy may then run the call on reproducible arithmetic (the
         executor converts ``inbuf`` and ``outbuf``, :mod:`wacoll.mpi.accumulate`).
         0 otherwise.
+    in_copy : tuple or None
+        ``(start, n)`` when ``inbuf`` is a copy of ``outbuf[start:start + n]`` taken
+        as the call was read (an in-place call): a repeated call takes the copy
+        afresh (:class:`wacoll.mpi._runner.PlanCall`).
     """
 
     op: str
@@ -98,6 +102,7 @@ class Prepared:
     vector_info: object = None
     finish: object = None
     accumulator_itemsize: int = 0
+    in_copy: tuple | None = None
 
 
 @functools.cache
@@ -308,8 +313,10 @@ def gather(place, sendbuf, recvbuf, root=0):
         count = _elements(rmsg)
         outbuf = out.target(rmsg, 0, rmsg.count * place.size, "recvbuf",
                             keep=_in_place(sendbuf))
+    in_copy = None
     if place.rank == root and _in_place(sendbuf):
         inbuf = outbuf[root * count:(root + 1) * count].copy()
+        in_copy = (root * count, count)
     else:
         smsg = parse_buffer(sendbuf, "sendbuf")
         inbuf = smsg.typed(role="sendbuf")
@@ -319,7 +326,7 @@ def gather(place, sendbuf, recvbuf, root=0):
             _need(_elements(smsg), count, "sendbuf")
         count = _elements(smsg)
     return Prepared("gather", root=root, count=count, dtype=inbuf.dtype, inbuf=inbuf,
-                    outbuf=outbuf, finish=out.finish())
+                    outbuf=outbuf, finish=out.finish(), in_copy=in_copy)
 
 
 def gatherv(place, sendbuf, recvbuf, root=0):
@@ -349,8 +356,10 @@ def allgather(place, sendbuf, recvbuf):
     count = _elements(rmsg)
     outbuf = out.target(rmsg, 0, rmsg.count * place.size, "recvbuf",
                         keep=_in_place(sendbuf))
+    in_copy = None
     if _in_place(sendbuf):
         inbuf = outbuf[place.rank * count:(place.rank + 1) * count].copy()
+        in_copy = (place.rank * count, count)
     else:
         smsg = parse_buffer(sendbuf, "sendbuf")
         _apart(smsg, rmsg)
@@ -358,7 +367,7 @@ def allgather(place, sendbuf, recvbuf):
         _need(_elements(smsg), count, "sendbuf")
         inbuf = smsg.typed(role="sendbuf")
     return Prepared("allgather", count=count, dtype=outbuf.dtype, inbuf=inbuf,
-                    outbuf=outbuf, finish=out.finish())
+                    outbuf=outbuf, finish=out.finish(), in_copy=in_copy)
 
 
 def allgatherv(place, sendbuf, recvbuf):
@@ -389,8 +398,10 @@ def alltoall(place, sendbuf, recvbuf):
     count = _elements(rmsg)
     outbuf = out.target(rmsg, 0, rmsg.count * place.size, "recvbuf",
                         keep=_in_place(sendbuf))
+    in_copy = None
     if _in_place(sendbuf):
         inbuf = outbuf.copy()
+        in_copy = (0, outbuf.size)
     else:
         smsg = parse_buffer(sendbuf, "sendbuf", blocks=place.size)
         _apart(smsg, rmsg)
@@ -398,7 +409,7 @@ def alltoall(place, sendbuf, recvbuf):
         _need(_elements(smsg), count, "sendbuf (per rank)")
         inbuf = smsg.typed(0, smsg.count * place.size, "sendbuf")
     return Prepared("alltoall", count=count, dtype=outbuf.dtype, inbuf=inbuf,
-                    outbuf=outbuf, finish=out.finish())
+                    outbuf=outbuf, finish=out.finish(), in_copy=in_copy)
 
 
 def alltoallv(place, sendbuf, recvbuf):
@@ -514,7 +525,7 @@ def _same_reduction_type(s, r):
 def _vector_reduction(op_name, place, sendbuf, recvbuf, op, level, default_level,
                       root=None):
     out = _Out()
-    rmsg = outbuf = None
+    rmsg = outbuf = in_copy = None
     if op_name != "reduce" or place.rank == root:
         rmsg = parse_buffer(recvbuf, "recvbuf", writable=True)
         _check_reduction_type(rmsg, op, "recvbuf")
@@ -522,6 +533,7 @@ def _vector_reduction(op_name, place, sendbuf, recvbuf, op, level, default_level
                                                     place.rank == root):
         outbuf = out.target(rmsg, 0, rmsg.count, "recvbuf", keep=True)
         inbuf = outbuf.copy()
+        in_copy = (0, outbuf.size)
     else:
         smsg = parse_buffer(sendbuf, "sendbuf")
         _check_reduction_type(smsg, op, "sendbuf")
@@ -534,6 +546,7 @@ def _vector_reduction(op_name, place, sendbuf, recvbuf, op, level, default_level
     prepared.root = root
     prepared.count = inbuf.size
     prepared.finish = out.finish()
+    prepared.in_copy = in_copy
     return prepared
 
 
@@ -567,6 +580,7 @@ def reduce_scatter_block(place, sendbuf, recvbuf, op=None, *, level=None,
         inbuf = whole.copy()
         count = _elements(rmsg)
         outbuf = whole[:count]
+        in_copy = (0, whole.size)
     else:
         rmsg = parse_buffer(recvbuf, "recvbuf", writable=True)
         smsg = parse_buffer(sendbuf, "sendbuf", blocks=place.size)
@@ -581,6 +595,7 @@ def reduce_scatter_block(place, sendbuf, recvbuf, op=None, *, level=None,
                                 default_level)
     prepared.count = count
     prepared.finish = out.finish()
+    prepared.in_copy = in_copy if _in_place(sendbuf) else None
     return prepared
 
 
@@ -618,6 +633,7 @@ def reduce_scatter(place, sendbuf, recvbuf, recvcounts=None, op=None, *, level=N
         whole = out.target(rmsg, 0, rmsg.count, "recvbuf", keep=True)
         inbuf = whole.copy()
         outbuf = whole[:counts[place.rank] * f]
+        in_copy = (0, whole.size)
     else:
         smsg = parse_buffer(sendbuf, "sendbuf")
         _check_reduction_type(smsg, op, "sendbuf")
@@ -638,4 +654,5 @@ def reduce_scatter(place, sendbuf, recvbuf, recvcounts=None, op=None, *, level=N
     prepared = _reduction_parts("reduce_scatter", inbuf, outbuf, op, level, default_level)
     prepared.vector_info = (outbuf.size, _scaled(counts, f), inbuf.size)
     prepared.finish = out.finish()
+    prepared.in_copy = in_copy if _in_place(sendbuf) else None
     return prepared

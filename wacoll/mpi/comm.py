@@ -54,7 +54,8 @@ from wacoll.mpi.agreement import VECTOR_CHECKS, Check, Signature, agree, blockin
 from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi.composite import CompositeWork, cluster_communicator, rank_programs
 from wacoll.mpi.discover import topology_from_comm
-from wacoll.mpi.executor import Run, call_tag
+from wacoll.mpi.executor import BLOCKING_TAG, Run, call_tag
+from wacoll.mpi.plancall import PlanCalls
 from wacoll.mpi.fastpath import CAPACITY, NativeCall, Recordings
 from wacoll.mpi.persistent import Prequest, Request
 from wacoll.mpi.progress import engine
@@ -195,6 +196,10 @@ class Comm(MPI.Intracomm):
             self._cluster = cluster_communicator(wire, topology)
         elif check != "off":  # blocking calls check first (shared memory on one node)
             self._blocking_check = blocking_check(self._control)
+        # blocking calls of plans, compiled (wacoll.mpi.plancall)
+        self._plan_calls = PlanCalls(wire, self._control, self._check_program
+                                     if check != "off" else None, self._blocking_check,
+                                     first=check == "first")
         #: The :class:`~wacoll.Topology` (clusters and links) wacoll plans for;
         #: ``topology`` is mpi4py's own (the MPI virtual topology kind).
         self.network = topology
@@ -218,6 +223,7 @@ class Comm(MPI.Intracomm):
         self._recorded = Recordings()
         # the recorded calls, or None while calls must not replay
         self._replays = None if trace or check == "first" else self._recorded
+        self._plan_calls.recordings = self._replays
         self._seen = set()  # keys of native calls met once
         # wires of failed calls, never freed: messages the abandoned work sent may
         # still wait in a peer's queue, and the MPI library reuses a freed
@@ -616,7 +622,11 @@ class Comm(MPI.Intracomm):
             outcome = replays.replay(reader, family, level, args)
             if outcome is not None:
                 self._seq += 1
-                self.last_plan, self.last_family = None, NATIVE
+                last = replays.last
+                if type(last) is NativeCall:
+                    self.last_plan, self.last_family = None, NATIVE
+                else:
+                    self.last_plan, self.last_family = last.plan, last.family
                 if outcome is not True:
                     self._replay_failed(outcome)
                 return
@@ -635,7 +645,8 @@ class Comm(MPI.Intracomm):
         op = reader.__name__
         if op in _REDUCTIONS:
             reader = functools.partial(reader, level=level, default_level=self.level)
-        plan = native = prepared = error = None
+        plan = native = prepared = error = planned = None
+        tag = BLOCKING_TAG if mode == "call" else call_tag(seq)
         try:
             prepared = reader(self._place, *args)
         except Exception as exc:  # noqa: BLE001 - any fault in one rank's arguments
@@ -667,15 +678,32 @@ class Comm(MPI.Intracomm):
                         if len(self._seen) >= 4 * CAPACITY:
                             self._seen.clear()
                         self._seen.add(key)
-                if mode != "bind" and op == "barrier" and self.validate:
+                if mode == "call" and not native and tracer is None and \
+                        not isinstance(plan, Composite):
+                    planned = self._plan_calls.make(
+                        None if op == "barrier" and self.validate else
+                        self._program(plan, prepared), prepared, sig, args,
+                        key if vector_check is None else None,
+                        checked=self.validate and vector_check is None)
+                if planned is not None:
+                    pass
+                elif mode != "bind" and op == "barrier" and self.validate:
                     # the check is an all-reduce: it synchronises every rank already
                     work = NativeWork(lambda: MPI.REQUEST_NULL)
                 elif mode != "bind":
-                    work = self._work(prepared, plan, native, args, op, seq,
+                    work = self._work(prepared, plan, native, args, op, tag,
                                       self._scratch if mode == "call" else None,
                                       prepared.outbuf, blocking=mode == "call")
             except WacollError as exc:
-                error, work = exc, None
+                error, work, planned = exc, None, None
+        if planned is not None:  # the compiled route: check and plan in one call
+            planned.plan, planned.family = plan, plan.family
+            self.last_plan, self.last_family = plan, plan.family
+            if not self._plan_calls.run(planned, prepared):
+                self._replay_failed(planned)
+            if prepared.finish is not None:
+                prepared.finish()
+            return
         t2 = clock() if clock else 0.0
         check = None
         # on one cluster a blocking call checks first, in the communicator's
@@ -683,7 +711,7 @@ class Comm(MPI.Intracomm):
         first = self.check == "first" or (mode == "call" and self._check_program is None)
         if self.validate and vector_check is None:
             check = Check(self._control, error, sig, program=self._check_program,
-                          tag=call_tag(seq),
+                          tag=tag,
                           persistent=self._blocking_check if mode == "call" else None)
         elif error is not None:
             raise error
@@ -729,12 +757,14 @@ class Comm(MPI.Intracomm):
         return functools.partial(getattr(self._wire, name), *map(for_mpi, args))
 
     def _replay_failed(self, recorded):
-        """After a replayed call's check failed: the error every rank raises."""
+        """After a replayed (or compiled) call's check failed: the error every rank
+        raises."""
+        flags = recorded.flags if hasattr(recorded, "flags") else \
+            self._blocking_check.flags.copy()
         self._after_failure(False)
-        raise Check.completed(self._control, recorded.sig,
-                              self._blocking_check.flags.copy()).failure(True)
+        raise Check.completed(self._control, recorded.sig, flags).failure(True)
 
-    def _work(self, prepared, plan, native, args, op, seq, scratch, outbuf,
+    def _work(self, prepared, plan, native, args, op, tag, scratch, outbuf,
               blocking=False):
         """The call's work: the MPI library's own collective, or a run of the plan
         writing ``outbuf``."""
@@ -747,13 +777,13 @@ class Comm(MPI.Intracomm):
                     _blocking, self._library_call(op, args, blocking=True)))
             return NativeWork(self._library_call(op, args, blocking=False))
         if isinstance(plan, Composite):
-            return self._composite_work(plan, prepared, outbuf, scratch, seq)
+            return self._composite_work(plan, prepared, outbuf, scratch, tag)
         program = self._program(plan, prepared)
         return Run(program, self._wire, prepared.inbuf, outbuf,
                    op=prepared.reduce_op, tracer=self.tracer, scratch=scratch,
-                   tag=call_tag(seq))
+                   tag=tag)
 
-    def _composite_work(self, composite, prepared, outbuf, scratch, seq):
+    def _composite_work(self, composite, prepared, outbuf, scratch, tag):
         """This rank's part of a composed plan (its plan phases lowered once)."""
         dtype = prepared.dtype
         if composite.op in _REDUCTIONS and (dtype.fields is not None or
@@ -769,7 +799,7 @@ class Comm(MPI.Intracomm):
         cluster = self._wire if self._cluster is None else self._cluster
         return CompositeWork(composite, entry[1], self._wire, cluster,
                              prepared.inbuf, outbuf, op=for_mpi(prepared.reduce_op),
-                             scratch=scratch, tag=call_tag(seq), tracer=self.tracer)
+                             scratch=scratch, tag=tag, tracer=self.tracer)
 
     def _bind(self, prepared, plan, native, check, args, op):
         """A persistent request: the call checked, selected and lowered once."""
@@ -789,6 +819,7 @@ class Comm(MPI.Intracomm):
             self._abandoned.append(self._cluster)
             self._cluster = cluster_communicator(self._wire, self.network)
         self._recorded.clear()  # their collectives were bound to the retired wire
+        self._plan_calls.retire(self._wire)
 
     def _mark_broken(self, work_done):
         self._abandoned.append(self._wire)

@@ -55,7 +55,7 @@ from wacoll.mpi.scratch import scratch_array
 from wacoll.mpi.trace import Tracer
 from wacoll.plans.lower import ElementRuns, lower
 
-__all__ = ["execute", "run_program", "Run", "Tracer", "TAG", "call_tag"]
+__all__ = ["execute", "run_program", "Run", "Tracer", "TAG", "BLOCKING_TAG", "call_tag"]
 
 #: Messages travel as bytes: a rank whose element type differs from its peer's
 #: (an erroneous call the cross-rank check reports) then gets a short or truncated
@@ -66,6 +66,13 @@ _BYTE = MPI.BYTE
 #: that the messages of calls in flight together (non-blocking, persistent) never
 #: match each other's receives.
 TAG_BASE, TAG_SPAN = 1 << 14, 1 << 14
+#: The tag of blocking calls' messages (plan and check). A blocking call completes on
+#: a rank before its next call starts there, and MPI does not let messages between
+#: two ranks overtake each other, so successive blocking calls can share one tag; it
+#: is outside the window of the calls in flight (non-blocking, persistent), whose
+#: messages it never matches. One tag lets a repeated call run without knowing its
+#: sequence number (:class:`wacoll.mpi._runner.PlanCall`).
+BLOCKING_TAG = TAG_BASE - 1
 
 
 def call_tag(seq: int) -> int:

@@ -1,0 +1,172 @@
+"""Blocking calls of plans, compiled: one trip into C per call.
+
+A blocking collective that runs a plan becomes a :class:`~wacoll.mpi._runner.PlanCall`:
+the compiled runner of this rank's lowered program (:mod:`wacoll.mpi.runner`) and
+the call's cross-rank check, driven together in C with the GIL released. On several
+clusters the check is the communicator's wide-area optimal all-reduce of four
+int64, compiled too and run beside the work (or before it, ``check="first"``); on
+one cluster it is the communicator's blocking check (shared memory or a persistent
+all-reduce), run first. A call read afresh runs its ``PlanCall`` at once; when its
+arguments can be told apart by what they look like
+(:meth:`~wacoll.mpi._fastcall.Recordings.key`), the ``PlanCall`` is recorded, and a
+repeated call (same shapes, same or new arrays) skips reading its arguments,
+selecting and lowering: it finds its ``PlanCall`` by the key and runs it over its
+own arrays.
+
+:class:`PlanCalls` is a communicator's: it keeps the compiled runners of the
+programs it ran (bounded, :data:`RUNNERS`) and the check's runner, and makes and
+records the calls.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+from mpi4py import MPI
+
+from wacoll.mpi import _runner
+from wacoll.mpi.executor import BLOCKING_TAG
+from wacoll.mpi.fastpath import CAPACITY
+from wacoll.mpi.runner import compile_program, runner_ready
+
+__all__ = ["PlanCalls", "RUNNERS"]
+
+#: Compiled runners a communicator keeps (one per program and buffer layout; the
+#: oldest is dropped first). Each owns its work area.
+RUNNERS = 64
+
+_NOWHERE = (-1, 0)
+
+
+def _address(view):
+    return 0 if view is None or not view.size else view.__array_interface__["data"][0]
+
+
+def _where(view, args):
+    """``(argument index, byte offset)`` of ``view`` in the call's arguments,
+    ``(-1, 0)`` for no buffer, None when it is not in them (a staged copy)."""
+    if view is None or not view.size:
+        return _NOWHERE
+    at = view.__array_interface__["data"][0]
+    for i, arg in enumerate(args):
+        array = arg[0] if type(arg) in (list, tuple) and arg else arg
+        if type(array) is np.ndarray and array.size:
+            base = array.__array_interface__["data"][0]
+            if base <= at and at + view.nbytes <= base + array.nbytes:
+                return i, at - base
+    return None
+
+
+class PlanCalls:
+    """A communicator's compiled plan calls.
+
+    Parameters
+    ----------
+    wire, control : mpi4py.MPI.Intracomm
+        The communicators of the plans' and the checks' messages.
+    check_program : wacoll.plans.lower.Program or None
+        The check's lowered all-reduce on several clusters (None: one cluster, or no
+        check).
+    blocking_check : object or None
+        One cluster's blocking check (:func:`wacoll.mpi.agreement.blocking_check`).
+    first : bool
+        Complete the check before the work starts.
+    """
+
+    def __init__(self, wire, control, check_program, blocking_check, *, first=False):
+        self.wire = wire
+        self.first = first
+        self.blocking_check = blocking_check
+        self.ready = runner_ready()
+        self.check = None
+        if self.ready and check_program is not None:
+            compiled = compile_program(check_program, np.dtype(np.int64), "max")
+            self.check = compiled.runner(control)
+        self._several = check_program is not None
+        self._runners = OrderedDict()
+        self._retired = []
+
+    def _runner(self, program, prepared):
+        """The compiled runner of ``program`` for this call's buffers, or None."""
+        entry = self._runners.get(id(program))
+        if entry is None or entry[0] is not program:
+            dtype = np.dtype(np.uint8) if prepared.dtype is None else prepared.dtype
+            compiled = compile_program(program, dtype, prepared.reduce_op)
+            runner = None if compiled is None else compiled.runner(self.wire)
+            entry = (program, runner, compiled)
+            self._runners[id(program)] = entry
+            if len(self._runners) > RUNNERS:
+                self._runners.popitem(last=False)
+        else:
+            self._runners.move_to_end(id(program))
+        program, runner, compiled = entry
+        if runner is None:
+            return None
+        for view, need in ((prepared.inbuf, compiled.in_bytes),
+                           (prepared.outbuf, compiled.out_bytes)):
+            if need and (view is None or view.nbytes < need):
+                return None  # the Python executor raises the error that names it
+        return runner
+
+    def make(self, program, prepared, sig, args, key, *, checked):
+        """The :class:`~wacoll.mpi._runner.PlanCall` of a call read afresh, or None
+        when the call takes the Python route (no runner here, a program the runner
+        does not take). Recorded under ``key`` (when not None) when a repeated call
+        can find its buffers in its own arguments.
+
+        ``program`` is None for a call with nothing to run but its check (a checked
+        Barrier); ``checked`` says whether the call is checked here (not for the
+        vector calls, whose counts were agreed before).
+        """
+        if not self.ready or (checked and self._several and self.check is None):
+            return None
+        runner = None
+        if program is not None:
+            runner = self._runner(program, prepared)
+            if runner is None:
+                return None
+        check = self.check if checked and self._several else None
+        blocking = self.blocking_check if checked and not self._several else None
+        where_out = _where(prepared.outbuf, args)
+        copy_bytes = 0
+        if prepared.in_copy is not None:
+            start, n = prepared.in_copy
+            itemsize = prepared.dtype.itemsize
+            where_in, copy_bytes = (-2, start * itemsize), n * itemsize
+        else:
+            where_in = _where(prepared.inbuf, args)
+        recordable = key is not None and prepared.finish is None and \
+            where_in is not None and where_out is not None
+        keep = tuple(a for a in args if isinstance(a, MPI.Op)) + tuple(
+            a[-1] for a in args if type(a) in (list, tuple) and a)
+        planned = _runner.PlanCall(runner, check, blocking, sig.digest(), sig,
+                                   where_in or _NOWHERE, where_out or _NOWHERE,
+                                   copy_bytes, self.first, BLOCKING_TAG, keep)
+        if recordable:
+            self._record(key, planned)
+        return planned
+
+    #: Set by the communicator: its recorded calls (:class:`Recordings`).
+    recordings = None
+
+    def _record(self, key, planned):
+        recordings = self.recordings
+        if recordings is None:
+            return
+        if len(recordings) >= CAPACITY and key not in recordings:
+            del recordings[next(iter(recordings))]
+        recordings[key] = planned
+
+    def run(self, planned, prepared):
+        """Run a call read afresh over its prepared buffers: whether its check
+        passed (the MPI library's error is raised when the work failed)."""
+        return planned.call(_address(prepared.inbuf), _address(prepared.outbuf)) == 0
+
+    def retire(self, wire):
+        """After a failed call: the plans run on ``wire`` from now on. The runners
+        of the retired wire are kept (sends of the abandoned call may still read
+        their work areas)."""
+        self._retired.extend(entry[1] for entry in self._runners.values())
+        self._runners.clear()
+        self.wire = wire
