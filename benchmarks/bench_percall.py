@@ -1,5 +1,10 @@
-"""Per-call cost on one node: wacoll's blocking, non-blocking and persistent calls
-against the MPI library's own, side by side in one run.
+"""Per-call cost with no network: wacoll's blocking, non-blocking and persistent
+calls against the MPI library's own, side by side in one run.
+
+Two layouts of the same ranks on this machine: ``one`` cluster (the layout wacoll
+discovers on one node: the library's collectives after wacoll's check) and ``two``
+declared clusters (``WACOLL_CLUSTERS`` splits the ranks in halves, so every call runs
+a plan and its wide-area check, with no network to hide their costs).
 
 For each rank count (2 and 4 by default), operation (Allreduce, Bcast) and size
 (8 B and 1 MiB), the ranks time batches of calls of each configuration, interleaved
@@ -22,8 +27,9 @@ median per call of the slowest rank, in microseconds:
 
 Run::
 
-    .venv/bin/python benchmarks/bench_percall.py            # 2 and 4 ranks
+    .venv/bin/python benchmarks/bench_percall.py            # 2 and 8 ranks, both layouts
     .venv/bin/python benchmarks/bench_percall.py --quick    # 2 ranks, fewer repeats
+    .venv/bin/python benchmarks/bench_percall.py --layouts two --ranks 2,8
 
 Results: ``benchmarks/results/percall.csv`` (``percall-quick.csv`` with --quick).
 """
@@ -43,6 +49,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 SIZES = (8, 1 << 20)
+LAYOUTS = ("one", "two")
+#: Ratios printed beside the times: (name, numerator, denominator).
+RATIOS = (("default/native", "default", "native"),
+          ("no check/native", "no check", "native"),
+          ("plan persistent/native persistent", "plan persistent", "native persistent"))
 OPS = ("Allreduce", "Bcast")
 CONFIGS = ("native", "native persistent", "default", "no check", "persistent",
            "plan persistent", "plan", "non-blocking", "native, new array",
@@ -139,7 +150,9 @@ def _mpiexec():
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ranks", default="2,4")
+    parser.add_argument("--ranks", default="2,8")
+    parser.add_argument("--layouts", default=",".join(LAYOUTS),
+                        help="one (one cluster) and/or two (two declared clusters)")
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--seconds", type=float, default=0.05,
                         help="target time of one batch of calls")
@@ -150,37 +163,52 @@ def main(argv=None):
         _worker(args.repeats, args.seconds)
         return 0
     ranks = [2] if args.quick else [int(x) for x in args.ranks.split(",")]
+    layouts = [x for x in args.layouts.split(",") if x]
+    if not set(layouts) <= set(LAYOUTS):
+        parser.error(f"--layouts takes {', '.join(LAYOUTS)}")
     repeats = 3 if args.quick else args.repeats
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WACOLL_")}
     out_rows = []
-    for p in ranks:
-        cmd = [_mpiexec(), "-n", str(p), sys.executable, __file__, "--worker",
-               "--repeats", str(repeats), "--seconds", str(args.seconds)]
-        print(f"# {p} ranks: {' '.join(cmd[:3])} ...", file=sys.stderr, flush=True)
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
-        line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
-        if proc.returncode or line is None:
-            print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
-            return 1
-        for row in json.loads(line[len("RESULT "):]):
-            out_rows.append(dict(row, ranks=p))
+    for layout in layouts:
+        for p in ranks:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("WACOLL_")}
+            if layout == "two":
+                env["WACOLL_CLUSTERS"] = ",".join(str(2 * r // p) for r in range(p))
+            cmd = [_mpiexec(), "-n", str(p), sys.executable, __file__, "--worker",
+                   "--repeats", str(repeats), "--seconds", str(args.seconds)]
+            print(f"# {layout} cluster(s), {p} ranks: {' '.join(cmd[:3])} ...",
+                  file=sys.stderr, flush=True)
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                                  timeout=1800)
+            line = next((x for x in proc.stdout.splitlines()
+                         if x.startswith("RESULT ")), None)
+            if proc.returncode or line is None:
+                print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
+                return 1
+            for row in json.loads(line[len("RESULT "):]):
+                out_rows.append(dict(row, ranks=p, layout=layout))
     print(f"Per-call time, us (median of {repeats} interleaved batches; slowest rank):")
     print(f"command: {Path(sys.executable).name} benchmarks/bench_percall.py "
           + " ".join(a for a in (argv or sys.argv[1:])))
-    header = ["ranks", "op", "bytes"] + list(CONFIGS)
-    print(" | ".join(f"{h:>17}" for h in header))
-    keyed = {(r["ranks"], r["op"], r["bytes"], r["config"]): r["us"] for r in out_rows}
-    for p in ranks:
-        for op in OPS:
-            for nbytes in SIZES:
-                cells = [f"{p:>17}", f"{op:>17}", f"{nbytes:>17}"]
-                cells += [f"{keyed[(p, op, nbytes, c)]:>17.2f}" for c in CONFIGS]
-                print(" | ".join(cells))
+    keyed = {(r["layout"], r["ranks"], r["op"], r["bytes"], r["config"]): r["us"]
+             for r in out_rows}
+    for layout in layouts:
+        print(f"\n{layout} cluster(s):" if layout == "one" else
+              f"\n{layout} declared clusters (every call runs a plan):")
+        header = ["ranks", "op", "bytes"] + list(CONFIGS) + [r[0] for r in RATIOS]
+        print(" | ".join(header))
+        for p in ranks:
+            for op in OPS:
+                for nbytes in SIZES:
+                    got = {c: keyed[(layout, p, op, nbytes, c)] for c in CONFIGS}
+                    cells = [str(p), op, str(nbytes)]
+                    cells += [f"{got[c]:.2f}" for c in CONFIGS]
+                    cells += [f"{got[a] / got[b]:.2f}x" for _, a, b in RATIOS]
+                    print(" | ".join(cells))
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / ("percall-quick.csv" if args.quick else "percall.csv")
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["ranks", "op", "bytes", "config", "us",
-                                               "calls_per_batch"])
+        writer = csv.DictWriter(f, fieldnames=["layout", "ranks", "op", "bytes", "config",
+                                               "us", "calls_per_batch"])
         writer.writeheader()
         writer.writerows(out_rows)
     print(f"wrote {path.relative_to(HERE.parent)}")

@@ -235,6 +235,13 @@ class Comm(MPI.Intracomm):
         #: The family that ran the most recent collective (``"native"``: the MPI
         #: library's own).
         self.last_family = None
+        #: How the most recent blocking collective ran: ``"compiled"`` (a plan read
+        #: afresh, run by the compiled runner with its check), ``"replayed"`` (a
+        #: repeated call, found by what its arguments look like and run without
+        #: reading them again: a plan's or the library's), ``"python"`` (the Python
+        #: executor: tracing, reproducible arithmetic, a user-defined operator) or
+        #: ``"library"`` (the MPI library's collective after reading the call).
+        self.last_route = None
 
     def _adopt(self, parent, topology):
         """Fill a communicator mpi4py made (Dup, Clone) or one derived from ``parent``."""
@@ -627,6 +634,7 @@ class Comm(MPI.Intracomm):
                     self.last_plan, self.last_family = None, NATIVE
                 else:
                     self.last_plan, self.last_family = last.plan, last.family
+                self.last_route = "replayed"
                 if outcome is not True:
                     self._replay_failed(outcome)
                 return
@@ -699,6 +707,7 @@ class Comm(MPI.Intracomm):
         if planned is not None:  # the compiled route: check and plan in one call
             planned.plan, planned.family = plan, plan.family
             self.last_plan, self.last_family = plan, plan.family
+            self.last_route = "compiled"
             if not self._plan_calls.run(planned, prepared):
                 self._replay_failed(planned)
             if prepared.finish is not None:
@@ -720,6 +729,7 @@ class Comm(MPI.Intracomm):
         t3 = t2
         if error is None:
             self.last_plan, self.last_family = plan, native or plan.family
+            self.last_route = "library" if native else "python"
         task = CallTask(work, check, exchange=(mode == "call"), gated=first,
                         finish=None if native or prepared is None
                         else prepared.finish,

@@ -40,18 +40,20 @@ _NOWHERE = (-1, 0)
 
 
 def _address(view):
-    return 0 if view is None or not view.size else view.__array_interface__["data"][0]
+    return 0 if view is None else view.__array_interface__["data"][0]
 
 
 def _where(view, args):
     """``(argument index, byte offset)`` of ``view`` in the call's arguments,
-    ``(-1, 0)`` for no buffer, None when it is not in them (a staged copy)."""
-    if view is None or not view.size:
+    ``(-1, 0)`` for no buffer, None when it is not in them (a staged copy). An
+    empty view is found too: an in-place call copies its input from the memory
+    that follows it."""
+    if view is None:
         return _NOWHERE
     at = view.__array_interface__["data"][0]
     for i, arg in enumerate(args):
         array = arg[0] if type(arg) in (list, tuple) and arg else arg
-        if type(array) is np.ndarray and array.size:
+        if type(array) is np.ndarray:
             base = array.__array_interface__["data"][0]
             if base <= at and at + view.nbytes <= base + array.nbytes:
                 return i, at - base
@@ -89,18 +91,21 @@ class PlanCalls:
 
     def _runner(self, program, prepared):
         """The compiled runner of ``program`` for this call's buffers, or None."""
-        entry = self._runners.get(id(program))
-        if entry is None or entry[0] is not program:
-            dtype = np.dtype(np.uint8) if prepared.dtype is None else prepared.dtype
-            compiled = compile_program(program, dtype, prepared.reduce_op)
+        dtype = np.dtype(np.uint8) if prepared.dtype is None else prepared.dtype
+        op = prepared.reduce_op
+        # a runner is compiled for its element type and operator (the kernel's codes)
+        key = (id(program), dtype, None if op is None else id(op))
+        entry = self._runners.get(key)
+        if entry is None or entry[0] is not program or entry[3] is not op:
+            compiled = compile_program(program, dtype, op)
             runner = None if compiled is None else compiled.runner(self.wire)
-            entry = (program, runner, compiled)
-            self._runners[id(program)] = entry
+            entry = (program, runner, compiled, op)
+            self._runners[key] = entry
             if len(self._runners) > RUNNERS:
                 self._runners.popitem(last=False)
         else:
-            self._runners.move_to_end(id(program))
-        program, runner, compiled = entry
+            self._runners.move_to_end(key)
+        program, runner, compiled, _ = entry
         if runner is None:
             return None
         for view, need in ((prepared.inbuf, compiled.in_bytes),
@@ -137,7 +142,8 @@ class PlanCalls:
         else:
             where_in = _where(prepared.inbuf, args)
         recordable = key is not None and prepared.finish is None and \
-            where_in is not None and where_out is not None
+            where_in is not None and where_out is not None and \
+            (where_out != _NOWHERE or not copy_bytes)
         keep = tuple(a for a in args if isinstance(a, MPI.Op)) + tuple(
             a[-1] for a in args if type(a) in (list, tuple) and a)
         planned = _runner.PlanCall(runner, check, blocking, sig.digest(), sig,

@@ -226,11 +226,17 @@ def compile_program(program, dtype, op=None):
         return first, len(runs) - first
 
     def overlap(src0, nsrc, dst0, ndst):
+        """Whether the source runs may overlap the destination runs (then the step
+        reads a staged copy): the spans of their runs, buffer by buffer."""
+        spans = {}
         for i in range(src0, src0 + nsrc):
-            for j in range(dst0, dst0 + ndst):
-                a, b = runs[i], runs[j]
-                if a[0] == b[0] and a[1] < b[1] + b[2] and b[1] < a[1] + a[2]:
-                    return True
+            buf, at, n = runs[i]
+            low, high = spans.get(buf, (at, at + n))
+            spans[buf] = (min(low, at), max(high, at + n))
+        for j in range(dst0, dst0 + ndst):
+            buf, at, n = runs[j]
+            if buf in spans and at < spans[buf][1] and spans[buf][0] < at + n:
+                return True
         return False
 
     for slot, step in enumerate(program.steps):
