@@ -404,6 +404,43 @@ cdef class Runner:
             raise _error(self.err)
 
 
+    def begin(self, intptr_t inbuf, intptr_t outbuf, int tag):
+        """Start a run over the buffers at these addresses (receives posted, steps
+        run until one must wait): whether it is already done. Raises as
+        :meth:`run`."""
+        cdef int status
+        if self.started and not self.done:
+            raise RuntimeError("the runner is still running an earlier call")
+        with nogil:
+            status = self.start(<char *>inbuf, <char *>outbuf, tag)
+            if status == 0:
+                status = self.advance(False)
+            if status < 0:
+                self.cancel()
+        if status < 0:
+            raise _error(self.err)
+        return status == 1
+
+    def proceed(self, bint block):
+        """Advance a started run (to its end when ``block``): whether it is done."""
+        cdef int status
+        if self.done:
+            return True
+        with nogil:
+            status = self.advance(block)
+            if status < 0:
+                self.cancel()
+        if status < 0:
+            raise _error(self.err)
+        return status == 1
+
+
+def copy_bytes(intptr_t dst, intptr_t src, Py_ssize_t n):
+    """``memmove`` of ``n`` bytes between two addresses (an in-place call's input
+    copied from its output)."""
+    memmove(<void *>dst, <const void *>src, n)
+
+
 def _error(int code):
     if code == -2:
         return RuntimeError("the reduction kernel refused the operator and type")

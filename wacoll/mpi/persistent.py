@@ -26,6 +26,8 @@ from mpi4py import MPI
 from wacoll.errors import WacollError
 from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi.executor import Run, call_tag
+from wacoll.mpi.runner import array_address as _address
+from wacoll.mpi.runner import bound_runner, copy_bytes
 
 __all__ = ["Request", "Prequest"]
 
@@ -91,8 +93,14 @@ class Prequest:
         self._in_place = any(a is None or a is MPI.IN_PLACE for a in args)
         #: The plan each start runs, or None when the MPI library runs the call.
         self.plan = plan
+        #: The compiled runner of the plan (:mod:`wacoll.mpi.runner`), or None when
+        #: the Python executor runs it.
+        self._runner = None
         if program is None:
             self._native = getattr(comm.mpi_comm, _PERSISTENT[op])(*map(for_mpi, args))
+        elif comm.tracer is None and prepared.finish is None:
+            # (a derived datatype's staged buffers are read again at every start)
+            self._runner = bound_runner(program, prepared, comm.mpi_comm)
 
     def Start(self):
         """Start the collective (every rank starts its requests in the same order)."""
@@ -105,10 +113,24 @@ class Prequest:
 
         comm = self._comm
         prepared = self._prepared
-        if self._in_place:  # the reader copies the in-place operand: refresh it
-            prepared = self._reread()
         seq = comm._seq
         comm._seq += 1
+        if self._runner is not None:
+            if self._runner.started and not self._runner.done:
+                raise WacollError("this persistent collective is still active: Wait "
+                                  "for it before starting it again")
+            if prepared.in_copy is not None:  # in place: the input as the output is now
+                start, n = prepared.in_copy
+                size = prepared.dtype.itemsize
+                copy_bytes(_address(prepared.inbuf), _address(prepared.outbuf) +
+                           start * size, n * size)
+            self._finish = prepared.finish
+            if self._runner.begin(_address(prepared.inbuf), _address(prepared.outbuf),
+                                  call_tag(seq)):
+                self._complete()
+            return
+        if self._in_place:  # the reader copies the in-place operand: refresh it
+            prepared = self._reread()
         self._run = Run(self._program, comm.mpi_comm, prepared.inbuf, prepared.outbuf,
                         op=prepared.reduce_op, scratch=self._scratch, tag=call_tag(seq))
         self._finish = prepared.finish
@@ -116,11 +138,18 @@ class Prequest:
 
     def _advance(self, block):
         """Advance the started run; once it completes, unstage derived-type data."""
-        done = self._run.advance(block=block)
-        if done and self._finish is not None:
+        if self._runner is not None:
+            done = self._runner.proceed(block)
+        else:
+            done = self._run.advance(block=block)
+        if done:
+            self._complete()
+        return done
+
+    def _complete(self):
+        if self._finish is not None:
             finish, self._finish = self._finish, None
             finish()
-        return done
 
     def _reread(self):
         import functools
@@ -139,7 +168,7 @@ class Prequest:
         """Wait until the started collective is complete."""
         if self._native is not None:
             return self._native.Wait(status)
-        if self._run is not None:
+        if self._run is not None or self._runner is not None:
             self._advance(True)
         return True
 
@@ -147,6 +176,8 @@ class Prequest:
         """Whether the started collective is complete (advancing it)."""
         if self._native is not None:
             return self._native.Test(status)
+        if self._runner is not None:
+            return self._advance(False)
         return self._run is None or self._advance(False)
 
     def Free(self):
@@ -154,7 +185,7 @@ class Prequest:
         if self._native is not None:
             self._native.Free()
             self._native = None
-        self._run = None
+        self._run = self._runner = None
 
     @staticmethod
     def Startall(requests):

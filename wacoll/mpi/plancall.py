@@ -25,10 +25,10 @@ from collections import OrderedDict
 import numpy as np
 from mpi4py import MPI
 
-from wacoll.mpi import _runner
+import wacoll.mpi._runner as _runner
 from wacoll.mpi.executor import BLOCKING_TAG
 from wacoll.mpi.fastpath import CAPACITY
-from wacoll.mpi.runner import compile_program, runner_ready
+from wacoll.mpi.runner import array_address, compile_program, runner_ready
 
 __all__ = ["PlanCalls", "RUNNERS"]
 
@@ -37,10 +37,6 @@ __all__ = ["PlanCalls", "RUNNERS"]
 RUNNERS = 64
 
 _NOWHERE = (-1, 0)
-
-
-def _address(view):
-    return 0 if view is None else view.__array_interface__["data"][0]
 
 
 def _where(view, args):
@@ -167,7 +163,8 @@ class PlanCalls:
     def run(self, planned, prepared):
         """Run a call read afresh over its prepared buffers: whether its check
         passed (the MPI library's error is raised when the work failed)."""
-        return planned.call(_address(prepared.inbuf), _address(prepared.outbuf)) == 0
+        return planned.call(array_address(prepared.inbuf),
+                            array_address(prepared.outbuf)) == 0
 
     def retire(self, wire):
         """After a failed call: the plans run on ``wire`` from now on. The runners

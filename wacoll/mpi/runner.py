@@ -50,11 +50,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from wacoll import _kernels
-from wacoll.mpi import _runner
+import wacoll.mpi._runner as _runner
 from wacoll.plans.lower import ElementRuns
 
-__all__ = ["CompiledProgram", "compile_program", "handle", "mpi_entry_points",
-           "runner_ready"]
+__all__ = ["CompiledProgram", "array_address", "bound_runner", "compile_program", "copy_bytes", "handle",
+           "mpi_entry_points", "runner_ready"]
+
+copy_bytes = _runner.copy_bytes
 
 _KINDS = {"send": 0, "recv": 1, "recv_combine": 2, "copy": 3, "combine": 4}
 _ALIGN = 64
@@ -175,6 +177,37 @@ def _kernel_codes(dtype, op):
             _kernels._reducer.SUPPORTED:
         return None
     return code, type_code
+
+
+def array_address(view):
+    """The address of an array's first element (0 for None).
+
+    Examples
+    --------
+    >>> a = np.zeros(3)
+    >>> array_address(a[1:]) - array_address(a), array_address(None)
+    (8, 0)
+    """
+    return 0 if view is None else view.__array_interface__["data"][0]
+
+
+def bound_runner(program, prepared, comm):
+    """A runner of ``program`` for a call's prepared buffers (a persistent request's:
+    it runs them at every start), or None when the runner does not take the
+    program or the buffers are smaller than it needs (the Python executor then
+    raises the error that names them)."""
+    if not runner_ready():
+        return None
+    dtype = np.dtype(np.uint8) if prepared.dtype is None else prepared.dtype
+    compiled = compile_program(program, dtype, prepared.reduce_op)
+    if compiled is None:
+        return None
+    for view, need in ((prepared.inbuf, compiled.in_bytes),
+                       (prepared.outbuf, compiled.out_bytes)):
+        if need and (view is None or view.nbytes < need):
+            return None
+    return compiled.runner(comm)
+
 
 
 def compile_program(program, dtype, op=None):
