@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#include <sched.h>
 
 typedef struct {
     int hsize;                 /* bytes of a handle: 4 or 8 */

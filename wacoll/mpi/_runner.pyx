@@ -40,6 +40,7 @@ cdef extern from "_mpicalls.h" nogil:
     void wacoll_set_null(const wacoll_mpi *m, char *req)
     double wacoll_now()
     void wacoll_nap(double seconds)
+    int sched_yield()
 
 # Step kinds and the columns of a step's row (see wacoll.mpi.runner.compile_program).
 cdef enum:
@@ -75,9 +76,13 @@ COLUMNS = STEP_COLUMNS
 OUTCOMES = {"ok": OK, "check failed": CHECK_FAILED, "work error": WORK_ERROR,
             "check error": CHECK_ERROR}
 
-# How a blocking wait polls, then naps (as wacoll.mpi.progress.wait_any does: a
-# spinning wait takes the core a peer needs when ranks share cores).
-cdef double _SPIN = 50e-6
+# How a blocking wait polls: spinning for _SPIN (a few polls), then yielding the core between
+# polls until _YIELD (with ranks sharing cores, a peer that waits for this core runs
+# at once: a nap would last the kernel's timer slack, 50 us, at every step), then
+# napping, longer as the wait goes on (as wacoll.mpi.progress.wait_any does: waits
+# for a wide-area message do not take the cores with polls).
+cdef double _SPIN = 2e-6
+cdef double _YIELD = 1e-3
 cdef double _SHORT_NAP = 50e-6
 cdef double _NAP_SHARE = 0.02
 cdef double _LONGEST_NAP = 1e-3
@@ -214,9 +219,11 @@ cdef class Runner:
             if flag:
                 return 1
             waited = wacoll_now() - began
-            if waited >= _SPIN:
+            if waited >= _YIELD:
                 wacoll_nap(nap)
                 nap = _next_nap(nap, waited)
+            elif waited >= _SPIN:
+                sched_yield()
 
     cdef int _clear_readers(self, const int64_t *s, bint block) noexcept nogil:
         """Wait for the sends still reading the step's destination runs."""
@@ -465,9 +472,11 @@ cdef int _wait_either(Runner a, Runner b) noexcept nogil:
         if flag:
             return 0
         waited = wacoll_now() - began
-        if waited >= _SPIN:
+        if waited >= _YIELD:
             wacoll_nap(nap)
             nap = _next_nap(nap, waited)
+        elif waited >= _SPIN:
+            sched_yield()
 
 
 cdef bint _passed(const int64_t *mine, const int64_t *flags) noexcept nogil:
