@@ -101,6 +101,13 @@ class Prequest:
         elif comm.tracer is None and prepared.finish is None:
             # (a derived datatype's staged buffers are read again at every start)
             self._runner = bound_runner(program, prepared, comm.mpi_comm)
+            # the bound buffers' addresses, and where an in-place input is copied from
+            self._at = (_address(prepared.inbuf), _address(prepared.outbuf))
+            self._in_copy = None
+            if prepared.in_copy is not None:
+                start, n = prepared.in_copy
+                size = prepared.dtype.itemsize
+                self._in_copy = (self._at[0], self._at[1] + start * size, n * size)
 
     def Start(self):
         """Start the collective (every rank starts its requests in the same order)."""
@@ -119,14 +126,9 @@ class Prequest:
             if self._runner.started and not self._runner.done:
                 raise WacollError("this persistent collective is still active: Wait "
                                   "for it before starting it again")
-            if prepared.in_copy is not None:  # in place: the input as the output is now
-                start, n = prepared.in_copy
-                size = prepared.dtype.itemsize
-                copy_bytes(_address(prepared.inbuf), _address(prepared.outbuf) +
-                           start * size, n * size)
-            self._finish = prepared.finish
-            if self._runner.begin(_address(prepared.inbuf), _address(prepared.outbuf),
-                                  call_tag(seq)):
+            if self._in_copy is not None:  # in place: the input as the output is now
+                copy_bytes(*self._in_copy)
+            if self._runner.begin(*self._at, call_tag(seq)):
                 self._complete()
             return
         if self._in_place:  # the reader copies the in-place operand: refresh it
