@@ -120,6 +120,18 @@ cdef inline double _next_nap(double nap, double waited) noexcept nogil:
     return nap if nap < most else most
 
 
+cdef inline double _pause(double began, double nap) noexcept nogil:
+    """Between two polls of a wait that began at ``began``: nothing while it is
+    short, then yield the core, then nap; the next nap."""
+    cdef double waited = wacoll_now() - began
+    if waited >= _YIELD:
+        wacoll_nap(nap)
+        return _next_nap(nap, waited)
+    if waited >= _SPIN:
+        sched_yield()
+    return nap
+
+
 cdef class Runner:
     """One rank's compiled program on one communicator, run again and again.
 
@@ -200,7 +212,7 @@ cdef class Runner:
     cdef int _need(self, char *req, bint block) noexcept nogil:
         """1 when ``req`` is complete, 0 when not (and not blocking), -1 on error."""
         cdef int flag = 0
-        cdef double began, waited, nap = 1e-6
+        cdef double began, nap = 1e-6
         if wacoll_is_null(&_M, req):
             return 1
         self.err = wacoll_test(&_M, req, &flag)
@@ -218,12 +230,7 @@ cdef class Runner:
                 return -1
             if flag:
                 return 1
-            waited = wacoll_now() - began
-            if waited >= _YIELD:
-                wacoll_nap(nap)
-                nap = _next_nap(nap, waited)
-            elif waited >= _SPIN:
-                sched_yield()
+            nap = _pause(began, nap)
 
     cdef int _clear_readers(self, const int64_t *s, bint block) noexcept nogil:
         """Wait for the sends still reading the step's destination runs."""
@@ -459,7 +466,7 @@ cdef int _wait_either(Runner a, Runner b) noexcept nogil:
     """Poll, then nap, until the request ``a`` or ``b`` waits for completes; 0, or
     -1 (-2) on an MPI error of ``a``'s (``b``'s) request, in the runner's ``err``."""
     cdef int flag = 0
-    cdef double began = wacoll_now(), waited, nap = 1e-6
+    cdef double began = wacoll_now(), nap = 1e-6
     while True:
         a.err = wacoll_test(&_M, a.waiting_slot(), &flag)
         if a.err:
@@ -471,12 +478,7 @@ cdef int _wait_either(Runner a, Runner b) noexcept nogil:
             return -2
         if flag:
             return 0
-        waited = wacoll_now() - began
-        if waited >= _YIELD:
-            wacoll_nap(nap)
-            nap = _next_nap(nap, waited)
-        elif waited >= _SPIN:
-            sched_yield()
+        nap = _pause(began, nap)
 
 
 cdef bint _passed(const int64_t *mine, const int64_t *flags) noexcept nogil:
