@@ -15,7 +15,8 @@ from mpi4py import MPI
 
 from wacoll.errors import PlanError
 from wacoll.mpi.executor import execute
-from wacoll.mpi.runner import compile_program
+import wacoll.mpi._runner as _runner
+from wacoll.mpi.runner import compile_program, handle
 from wacoll.plans import FAMILIES, build, builders, lower
 
 W = MPI.COMM_WORLD
@@ -47,7 +48,7 @@ def test_runner_matches_executor(mpi, layout, family, operation, dtype, op):
         return  # a family that does not plan this operation on this layout
     program = lower(plan, ME)
     compiled = compile_program(program, np.dtype(dtype), op)
-    ok = compiled is not None
+    ok = W.allreduce(compiled is not None, op=MPI.LAND)  # every rank runs, or none
     if ok:
         comm = W.Dup()
         runner = compiled.runner(comm)
@@ -61,3 +62,30 @@ def test_runner_matches_executor(mpi, layout, family, operation, dtype, op):
             ok = ok and expected.tobytes() == got.tobytes()
         comm.Free()
     mpi.assert_all(ok, f"{family} {operation} on {layout}")
+
+
+@pytest.mark.mpi(min_size=1)
+def test_runner_refuses_tables_that_leave_their_memory():
+    """A runner follows its tables without checks: it refuses bad ones up front."""
+    from wacoll import Topology
+
+    plan = build("allgather", Topology.from_sizes([P]), "magpie", count=3)
+    compiled = compile_program(lower(plan, ME), np.dtype("f8"))
+    good = compiled.runner(MPI.COMM_SELF)  # the real tables are accepted
+    assert good.work.size >= compiled.work_bytes
+    bad = []
+    runs = compiled.runs.copy()
+    runs[0, 0] = 5                       # no such buffer
+    bad.append((compiled.steps, runs, compiled.work_bytes))
+    runs = compiled.runs.copy()
+    runs[:, 2] += 8                      # runs longer than the bytes moved
+    bad.append((compiled.steps, runs, compiled.work_bytes))
+    steps = compiled.steps.copy()
+    steps[0, 4] = len(compiled.runs)     # runs beyond the table
+    bad.append((steps, compiled.runs, compiled.work_bytes))
+    steps = compiled.steps.copy()
+    steps[0, 0] = 9                      # an unknown kind
+    bad.append((steps, compiled.runs, compiled.work_bytes))
+    for steps, runs, work in bad:
+        with pytest.raises(ValueError):
+            _runner.Runner(steps, runs, work, handle(MPI.COMM_SELF), -1, -1, 8)

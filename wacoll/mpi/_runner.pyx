@@ -120,6 +120,49 @@ cdef inline double _next_nap(double nap, double waited) noexcept nogil:
     return nap if nap < most else most
 
 
+def _validate(steps, runs, Py_ssize_t work_bytes):
+    """Raise ``ValueError`` unless the tables stay within themselves and the work
+    area: the runner follows them without further checks."""
+    if work_bytes < 0:
+        raise ValueError("the work area's size is negative")
+    if runs.shape[0]:
+        if ((runs[:, 0] < 0) | (runs[:, 0] > 2) | (runs[:, 1] < 0) |
+                (runs[:, 2] < 0)).any():
+            raise ValueError("a run names no buffer, or has a negative offset or size")
+        work = runs[runs[:, 0] == 2]
+        if (work[:, 1] + work[:, 2] > work_bytes).any():
+            raise ValueError("a run lies beyond the work area")
+    if not steps.shape[0]:
+        return
+    kind, nsrc, ndst = steps[:, C_KIND], steps[:, C_NSRC], steps[:, C_NDST]
+    nbytes, stage = steps[:, C_BYTES], steps[:, C_STAGE]
+    if ((kind < K_SEND) | (kind > K_COMBINE)).any():
+        raise ValueError("a step of an unknown kind")
+    if ((nsrc < 0) | (ndst < 0) | (steps[:, C_SRC0] < 0) | (steps[:, C_DST0] < 0) |
+            (steps[:, C_SRC0] + nsrc > runs.shape[0]) |
+            (steps[:, C_DST0] + ndst > runs.shape[0])).any():
+        raise ValueError("a step names runs beyond the table")
+    if ((nbytes < 0) | (nbytes > 2**31 - 1)).any():
+        raise ValueError("a step moves a negative number of bytes, or 2 GiB or more")
+    if ((stage < -1) | ((stage >= 0) & (stage + nbytes > work_bytes))).any():
+        raise ValueError("a staging area lies beyond the work area")
+    if (steps[:, C_SLOT] != np.arange(steps.shape[0])).any():
+        raise ValueError("the request slots are not the steps' own")
+    lengths = np.concatenate(([0], np.cumsum(runs[:, 2])))
+    for first, count in ((steps[:, C_SRC0], nsrc), (steps[:, C_DST0], ndst)):
+        if ((count > 0) & (lengths[first + count] - lengths[first] != nbytes)).any():
+            raise ValueError("a step's runs do not add up to the bytes it moves")
+    if (((kind == K_RECV) & (steps[:, C_DIRECT] != 0)) & (ndst > 1)).any():
+        raise ValueError("a receive that lands in place names several runs")
+    messages = (kind == K_SEND) | (kind == K_RECV) | (kind == K_RECV_COMBINE)
+    if (messages & (steps[:, C_PEER] < 0)).any():
+        raise ValueError("a message step names no peer")
+    staged = (kind == K_RECV_COMBINE) | ((kind == K_RECV) & (steps[:, C_DIRECT] == 0)) | \
+        (nsrc > 1)
+    if (staged & (stage < 0)).any():
+        raise ValueError("a step that needs a staging area has none")
+
+
 cdef inline double _pause(double began, double nap) noexcept nogil:
     """Between two polls of a wait that began at ``began``: nothing while it is
     short, then yield the core, then nap; the next nap."""
@@ -174,6 +217,7 @@ cdef class Runner:
         self._steps = np.ascontiguousarray(steps, np.int64).reshape(-1, STEP_COLUMNS)
         self._runs = np.ascontiguousarray(runs, np.int64).reshape(-1, RUN_COLUMNS)
         self.nsteps = self._steps.shape[0]
+        _validate(self._steps, self._runs, work_bytes)
         cdef const int64_t[:, ::1] sv = self._steps
         cdef const int64_t[:, ::1] rv = self._runs
         self.st = &sv[0, 0] if self.nsteps else NULL

@@ -196,10 +196,6 @@ class Comm(MPI.Intracomm):
             self._cluster = cluster_communicator(wire, topology)
         elif check != "off":  # blocking calls check first (shared memory on one node)
             self._blocking_check = blocking_check(self._control)
-        # blocking calls of plans, compiled (wacoll.mpi.plancall)
-        self._plan_calls = PlanCalls(wire, self._control, self._check_program
-                                     if check != "off" else None, self._blocking_check,
-                                     first=check == "first")
         #: The :class:`~wacoll.Topology` (clusters and links) wacoll plans for;
         #: ``topology`` is mpi4py's own (the MPI virtual topology kind).
         self.network = topology
@@ -223,7 +219,10 @@ class Comm(MPI.Intracomm):
         self._recorded = Recordings()
         # the recorded calls, or None while calls must not replay
         self._replays = None if trace or check == "first" else self._recorded
-        self._plan_calls.recordings = self._replays
+        # blocking calls of plans, compiled (wacoll.mpi.plancall)
+        self._plan_calls = PlanCalls(wire, self._control, self._check_program
+                                     if check != "off" else None, self._blocking_check,
+                                     first=check == "first", recordings=self._replays)
         self._seen = set()  # keys of native calls met once
         # wires of failed calls, never freed: messages the abandoned work sent may
         # still wait in a peer's queue, and the MPI library reuses a freed
@@ -689,23 +688,22 @@ class Comm(MPI.Intracomm):
                 if mode == "call" and not native and tracer is None and \
                         not isinstance(plan, Composite):
                     planned = self._plan_calls.make(
-                        None if op == "barrier" and self.validate else
+                        plan, None if op == "barrier" and self.validate else
                         self._program(plan, prepared), prepared, sig, args,
                         key if vector_check is None else None,
                         checked=self.validate and vector_check is None)
-                if planned is not None:
-                    pass
-                elif mode != "bind" and op == "barrier" and self.validate:
+                if planned is not None or mode == "bind":
+                    pass  # the compiled route below; a persistent request binds later
+                elif op == "barrier" and self.validate:
                     # the check is an all-reduce: it synchronises every rank already
                     work = NativeWork(lambda: MPI.REQUEST_NULL)
-                elif mode != "bind":
+                else:
                     work = self._work(prepared, plan, native, args, op, tag,
                                       self._scratch if mode == "call" else None,
                                       prepared.outbuf, blocking=mode == "call")
             except WacollError as exc:
                 error, work, planned = exc, None, None
         if planned is not None:  # the compiled route: check and plan in one call
-            planned.plan, planned.family = plan, plan.family
             self.last_plan, self.last_family = plan, plan.family
             self.last_route = "compiled"
             if not self._plan_calls.run(planned, prepared):

@@ -70,10 +70,15 @@ class PlanCalls:
         One cluster's blocking check (:func:`wacoll.mpi.agreement.blocking_check`).
     first : bool
         Complete the check before the work starts.
+    recordings : Recordings or None
+        The communicator's recorded calls, where the calls made here are recorded
+        (None: calls are not replayed, as with tracing or ``check="first"``).
     """
 
-    def __init__(self, wire, control, check_program, blocking_check, *, first=False):
+    def __init__(self, wire, control, check_program, blocking_check, *, first=False,
+                 recordings=None):
         self.wire = wire
+        self.recordings = recordings
         self.first = first
         self.blocking_check = blocking_check
         self.ready = runner_ready()
@@ -110,8 +115,9 @@ class PlanCalls:
                 return None  # the Python executor raises the error that names it
         return runner
 
-    def make(self, program, prepared, sig, args, key, *, checked):
-        """The :class:`~wacoll.mpi._runner.PlanCall` of a call read afresh, or None
+    def make(self, plan, program, prepared, sig, args, key, *, checked):
+        """The :class:`~wacoll.mpi._runner.PlanCall` of a call of ``plan`` (this
+        rank's lowered ``program`` of it) read afresh, or None
         when the call takes the Python route (no runner here, a program the runner
         does not take). Recorded under ``key`` (when not None) when a repeated call
         can find its buffers in its own arguments.
@@ -145,12 +151,10 @@ class PlanCalls:
         planned = _runner.PlanCall(runner, check, blocking, sig.digest(), sig,
                                    where_in or _NOWHERE, where_out or _NOWHERE,
                                    copy_bytes, self.first, BLOCKING_TAG, keep)
+        planned.plan, planned.family = plan, plan.family
         if recordable:
             self._record(key, planned)
         return planned
-
-    #: Set by the communicator: its recorded calls (:class:`Recordings`).
-    recordings = None
 
     def _record(self, key, planned):
         recordings = self.recordings
