@@ -1,0 +1,163 @@
+"""What a user gets on four networks: ``wacoll.Comm(MPI.COMM_WORLD)`` with no options
+against the MPI library's own collectives, side by side on the emulated testbed.
+
+The networks (cluster sizes, one-way latency and bandwidth between clusters):
+
+``lan``         4 x 2, 100 us, 12.5 MB/s (SMP nodes on a LAN, PATHS's setting)
+``metro``       4 x 2, 500 us, 100 MB/s
+``wan``         4 x 2, 10 ms, 1 MB/s (MagPIe's grid)
+``longfast``    2 x 4, 5 ms, 100 MB/s (Matsuda's long-and-fast link)
+
+For each network, Barrier, Bcast, Reduce, Allreduce, Allgather and Alltoall (float64;
+Allgather and Alltoall: the bytes are per rank's block) at the network's sizes (8 B,
+64 KiB, 1 MiB; the WAN leaves out 1 MiB, minutes per call at 1 MB/s; the long-and-fast
+link adds 16 MiB for Bcast and Allreduce), timed by :mod:`wacoll.measure`: from a
+common start instant to the last rank's finish, the two implementations interleaved,
+the median of ``--reps`` repetitions. ``native`` is the MPI library's collective;
+``default`` is ``wacoll.Comm(MPI.COMM_WORLD)`` with no options (every rank told its
+cluster by ``WACOLL_CLUSTERS``, as the testbed does: no link parameters).
+
+Run (as root, where the testbed can be built)::
+
+    .venv/bin/python benchmarks/bench_networks.py                 # all four
+    .venv/bin/python benchmarks/bench_networks.py --networks lan,metro --reps 5
+
+Prints a table of times and ratios (default / native: below 1, wacoll is faster) and
+the geometric mean per network; writes ``benchmarks/results/networks.csv`` and
+``networks.png`` (the ratios per network).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+
+KIB, MIB = 1024, 1024 * 1024
+OPS = ("barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall")
+#: name: (cluster sizes, latency s, bandwidth B/s, sizes, extra sizes for bcast and
+#: allreduce)
+NETWORKS = {
+    "lan": ((2, 2, 2, 2), 100e-6, 12.5e6, (8, 64 * KIB, MIB), ()),
+    "metro": ((2, 2, 2, 2), 500e-6, 100e6, (8, 64 * KIB, MIB), ()),
+    "wan": ((2, 2, 2, 2), 10e-3, 1e6, (8, 64 * KIB), ()),
+    "longfast": ((4, 4), 5e-3, 100e6, (8, 64 * KIB, MIB), (16 * MIB,)),
+}
+IMPLS = ("native", "default")
+
+
+def _cases(sizes, extra, reps):
+    cases = []
+    for op in OPS:
+        for nbytes in (8,) if op == "barrier" else sizes + (
+                extra if op in ("bcast", "allreduce") else ()):
+            cases.append({"label": f"{op} {nbytes}", "op": op, "bytes": nbytes,
+                          "impls": list(IMPLS)})
+    return {"reps": reps, "cases": cases, "progress": True}
+
+
+def _size(nbytes):
+    return f"{nbytes // MIB} MiB" if nbytes >= MIB else (
+        f"{nbytes // KIB} KiB" if nbytes >= KIB else f"{nbytes} B")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--networks", default=",".join(NETWORKS))
+    parser.add_argument("--reps", type=int, default=9)
+    parser.add_argument("--out", default=str(RESULTS / "networks.csv"))
+    args = parser.parse_args(argv)
+    names = [n for n in args.networks.split(",") if n]
+    unknown = set(names) - set(NETWORKS)
+    if unknown:
+        parser.error(f"unknown network(s) {sorted(unknown)}; known: {list(NETWORKS)}")
+
+    from wacoll import Topology
+    from wacoll.measure import run_on_testbed
+
+    rows = []
+    for name in names:
+        sizes, latency, bandwidth, main_sizes, extra = NETWORKS[name]
+        topology = Topology.from_sizes(list(sizes), wan_latency=latency,
+                                       wan_bandwidth=bandwidth)
+        print(f"# {name}: {'x'.join(map(str, sizes))}, {latency * 1e3:g} ms, "
+              f"{bandwidth / 1e6:g} MB/s", file=sys.stderr, flush=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            results, reason = run_on_testbed(topology, _cases(main_sizes, extra,
+                                                              args.reps),
+                                             tmp, name=f"net{name}", timeout=3600)
+        if results is None:
+            print(f"bench_networks: {name}: {reason}", file=sys.stderr)
+            return 1
+        for label, case in results.items():
+            if label.startswith("_"):
+                continue
+            if not all(case["correct"].values()):
+                print(f"bench_networks: {name} {label}: wacoll's result differs from "
+                      f"the library's", file=sys.stderr)
+                return 1
+            med = {impl: statistics.median(case["times"][impl]) for impl in IMPLS}
+            rows.append({"network": name, "op": case["op"], "bytes": case["bytes"],
+                         "native_s": med["native"], "default_s": med["default"],
+                         "ratio": med["default"] / med["native"]})
+
+    print("default = wacoll.Comm(MPI.COMM_WORLD), no options; native = the MPI "
+          f"library; median of {args.reps}; ratio = default / native (below 1: "
+          "wacoll faster)")
+    print(f"command: python benchmarks/bench_networks.py "
+          + " ".join(argv if argv is not None else sys.argv[1:]))
+    print(f"{'network':9} {'op':10} {'size':>7} {'native ms':>10} {'default ms':>11} "
+          f"{'ratio':>6}")
+    for r in rows:
+        print(f"{r['network']:9} {r['op']:10} {_size(r['bytes']):>7} "
+              f"{r['native_s'] * 1e3:10.3f} {r['default_s'] * 1e3:11.3f} "
+              f"{r['ratio']:6.2f}")
+    for name in names:
+        ratios = [r["ratio"] for r in rows if r["network"] == name]
+        worst = max(rows, key=lambda r: r["ratio"] if r["network"] == name else 0)
+        print(f"{name}: geometric mean {math.exp(statistics.fmean(map(math.log, ratios))):.2f}"
+              f", worst {worst['ratio']:.2f} ({worst['op']} {_size(worst['bytes'])})")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    _plot(rows, names, out.with_suffix(".png"))
+    print(f"wrote {out} and {out.with_suffix('.png')}")
+    return 0
+
+
+def _plot(rows, names, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 4), sharey=True,
+                             squeeze=False)
+    for ax, name in zip(axes[0], names):
+        mine = [r for r in rows if r["network"] == name]
+        labels = [f"{r['op']}\n{_size(r['bytes'])}" for r in mine]
+        colours = ["tab:green" if r["ratio"] <= 1 else "tab:red" for r in mine]
+        ax.bar(range(len(mine)), [r["ratio"] for r in mine], color=colours)
+        ax.axhline(1.0, color="black", lw=0.8)
+        ax.set_xticks(range(len(mine)), labels, rotation=90, fontsize=7)
+        ax.set_yscale("log")
+        ax.set_title(name)
+    axes[0][0].set_ylabel("default / MPI library (lower is better)")
+    fig.suptitle("wacoll.Comm(MPI.COMM_WORLD) against the MPI library's collectives")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
