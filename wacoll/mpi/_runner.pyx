@@ -73,6 +73,9 @@ cdef enum:
     CHECK_ERROR = 3
 
 COLUMNS = STEP_COLUMNS
+#: The code of each step kind in a step's row.
+KINDS = {"send": K_SEND, "recv": K_RECV, "recv_combine": K_RECV_COMBINE,
+         "copy": K_COPY, "combine": K_COMBINE}
 OUTCOMES = {"ok": OK, "check failed": CHECK_FAILED, "work error": WORK_ERROR,
             "check error": CHECK_ERROR}
 

@@ -53,12 +53,12 @@ from wacoll import _kernels
 import wacoll.mpi._runner as _runner
 from wacoll.plans.lower import ElementRuns
 
-__all__ = ["CompiledProgram", "array_address", "bound_runner", "compile_program", "copy_bytes", "handle",
-           "mpi_entry_points", "runner_ready"]
+__all__ = ["CompiledProgram", "array_address", "bound_runner", "compile_program",
+           "copy_bytes", "handle", "mpi_entry_points", "runner_ready"]
 
 copy_bytes = _runner.copy_bytes
 
-_KINDS = {"send": 0, "recv": 1, "recv_combine": 2, "copy": 3, "combine": 4}
+_KINDS = _runner.KINDS
 _ALIGN = 64
 #: The largest message the runner sends (MPI's count is an int).
 MAX_MESSAGE = 2**31 - 1
@@ -280,13 +280,15 @@ def compile_program(program, dtype, op=None):
         src0, nsrc = add_runs(step.src)
         dst0, ndst = add_runs(step.dst)
         stage = -1
-        if kind in (1, 2):  # receives land in place, or in the work area
-            if not (kind == 1 and step.direct):
+        direct = bool(step.direct and step.kind == "recv")
+        if step.kind in ("recv", "recv_combine"):  # land in place, or in the work area
+            if not direct:
                 stage, at = at, _aligned(at + nbytes)
-        elif nsrc > 1 or (kind in (3, 4) and overlap(src0, nsrc, dst0, ndst)):
+        elif nsrc > 1 or (step.kind in ("copy", "combine") and
+                          overlap(src0, nsrc, dst0, ndst)):
             stage, at = at, _aligned(at + nbytes)
         rows.append((kind, -1 if step.peer is None else step.peer, nsrc, ndst, src0,
-                     dst0, nbytes, stage, int(bool(step.direct and kind == 1)),
+                     dst0, nbytes, stage, int(direct),
                      int(step.side == "left"), slot, 0))
     steps = np.array(rows, np.int64).reshape(-1, _runner.COLUMNS)
     table = np.array(runs, np.int64).reshape(-1, 3)
