@@ -308,8 +308,14 @@ def main(argv=None) -> int:
     with open(argv[0]) as f:
         config = json.load(f)
 
+    # A signal stops the relay once: one arriving while it already winds down (after
+    # its lifeline closed, say) must not cut short the stats line its owner reads.
+    running = [True]
+
     def stop(signum, frame):
-        raise _Stop
+        if running[0]:
+            running[0] = False
+            raise _Stop
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, stop)
@@ -331,6 +337,7 @@ def main(argv=None) -> int:
     except _Stop:
         pass
     finally:
+        running[0] = False
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)
         for fd in fds:

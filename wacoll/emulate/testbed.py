@@ -371,14 +371,16 @@ class Testbed:
     def stop(self) -> None:
         """Remove everything this testbed made; safe to call again, or before start."""
         relay, self._relay = self._relay, None
-        if self._lifeline is not None:
-            os.close(self._lifeline)  # the watchdog sees EOF and cleans up
-            self._lifeline = None
+        # the relay is stopped by a signal before its lifeline closes, so that it
+        # always leaves through the one path that prints its stats
         if relay is not None:
             _terminate(relay.pid, relay)
             self._final_stats = _read_stats(relay.stdout) or self._final_stats
         elif self._relay_pid is not None:
             _terminate(self._relay_pid, None, expect=str(self.state_dir / "relay.json"))
+        if self._lifeline is not None:
+            os.close(self._lifeline)  # a watchdog still running sees EOF and cleans up
+            self._lifeline = None
         self._relay_pid = None
         was_started, self._started = self._started, False
         if was_started or self.backend is not None:
