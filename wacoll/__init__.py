@@ -13,6 +13,7 @@ first use of ``wacoll.Comm``, ``wacoll.topology_from_comm`` or ``wacoll.calibrat
 from wacoll import plans, trees
 from wacoll.errors import (
     BufferMismatchError,
+    ConfigurationError,
     OperatorError,
     PlanError,
     ScriptError,
@@ -32,6 +33,7 @@ __all__ = [
     "LinkParams",
     "WacollError",
     "TopologyError",
+    "ConfigurationError",
     "PlanError",
     "BufferMismatchError",
     "ScriptError",

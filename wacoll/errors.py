@@ -7,6 +7,7 @@ clause catches them all; each subclass names the layer at fault.
 __all__ = [
     "WacollError",
     "TopologyError",
+    "ConfigurationError",
     "PlanError",
     "BufferMismatchError",
     "BufferTypeError",
@@ -28,6 +29,11 @@ class WacollError(Exception):
 
 class TopologyError(WacollError, ValueError):
     """An invalid topology: a rank missing or twice, an empty cluster, a bad link value."""
+
+
+class ConfigurationError(WacollError, ValueError):
+    """Settings a communicator depends on (its environment variables) that differ
+    between its ranks."""
 
 
 class PlanError(WacollError):

@@ -41,7 +41,6 @@ level automatically: their results are the same bits in any order.
 from __future__ import annotations
 
 import functools
-import os
 import zlib
 
 from mpi4py import MPI
@@ -54,6 +53,7 @@ from wacoll.mpi.agreement import VECTOR_CHECKS, Check, Signature, agree, blockin
 from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi.composite import CompositeWork, cluster_communicator, rank_programs
 from wacoll.mpi.discover import topology_from_comm
+from wacoll.mpi.settings import agreed_settings
 from wacoll.mpi.executor import BLOCKING_TAG, Run, call_tag
 from wacoll.mpi.plancall import PlanCalls
 from wacoll.mpi.fastpath import CAPACITY, NativeCall, Recordings
@@ -128,10 +128,16 @@ class Comm(MPI.Intracomm):
         if comm is None:
             return
         error = None
-        family = os.environ.get("WACOLL_FAMILY") or family
-        level = os.environ.get("WACOLL_LEVEL") or level
-        check = os.environ.get("WACOLL_CHECK") or check or ("beside" if validate
-                                                             else "off")
+        wire = _private_dup(self)
+        try:  # first, before anything depends on them: the ranks' settings agree
+            settings = agreed_settings(wire)
+        except WacollError:
+            wire.Free()
+            MPI.Intracomm.Free(self)
+            raise
+        family = settings["WACOLL_FAMILY"] or family
+        level = settings["WACOLL_LEVEL"] or level
+        check = settings["WACOLL_CHECK"] or check or ("beside" if validate else "off")
         try:
             if level is not None and level not in LEVELS:
                 raise WacollError(f"level must be one of {LEVELS}, got {level!r}")
@@ -145,11 +151,10 @@ class Comm(MPI.Intracomm):
                 builders(family)
         except WacollError as exc:
             error, policy = exc, None
-        wire = _private_dup(self)
         # discovery is collective: every rank takes part, even one whose own
         # arguments are already known to be bad or that was given a topology
         try:
-            discovered = topology_from_comm(wire)
+            discovered = topology_from_comm(wire, env=settings)
         except WacollError as exc:
             discovered = exc
         if topology is None and error is None:
@@ -173,7 +178,7 @@ class Comm(MPI.Intracomm):
             MPI.Intracomm.Free(self)
             raise
         self._setup(wire, topology, family, level, policy, options, check, trace)
-        scripts = scripts or os.environ.get("WACOLL_SCRIPTS") or None
+        scripts = scripts or settings["WACOLL_SCRIPTS"]
         self._load_scripts(scripts)  # collective even without scripts: all ranks agree
         if self.family == "scripts" and not self._scripts:
             raise WacollError("family 'scripts' needs scripts= or $WACOLL_SCRIPTS")

@@ -1,7 +1,8 @@
 """Discover a communicator's topology: which rank sits in which cluster.
 
 By default each shared-memory node is a cluster (``MPI.COMM_TYPE_SHARED``). The
-environment can say otherwise, on every rank alike:
+environment can say otherwise, on every rank alike (the ranks compare these
+variables before they use them, see :mod:`wacoll.mpi.settings`):
 
 ``WACOLL_TOPOLOGY``
     A topology file (``.toml`` or ``.json``, see :meth:`wacoll.Topology.from_file`)
@@ -27,9 +28,8 @@ Examples
 
 from __future__ import annotations
 
-import os
-
 from wacoll.errors import TopologyError
+from wacoll.mpi.settings import agreed_settings
 from wacoll.topology import Topology
 
 __all__ = ["topology_from_comm"]
@@ -39,7 +39,7 @@ def _label(comm, env):
     """This rank's cluster label, or raise TopologyError."""
     from mpi4py import MPI
 
-    spec = env.get("WACOLL_CLUSTERS", "").strip()
+    spec = (env.get("WACOLL_CLUSTERS") or "").strip()
     rank = comm.Get_rank()
     if spec:
         items = [x.strip() for x in spec.split(",") if x.strip()]
@@ -74,13 +74,15 @@ def topology_from_comm(comm, *, env=None, **links) -> Topology:
     ----------
     comm : mpi4py.MPI.Intracomm
     env : mapping, optional
-        The environment to read (default ``os.environ``).
+        The settings to read, the same on every rank (default: this process's
+        environment, agreed across the ranks first by
+        :func:`wacoll.mpi.settings.agreed_settings`).
     **links
         Link parameters for :meth:`Topology.from_clusters` when the topology is
         discovered rather than read from a file.
     """
-    env = os.environ if env is None else env
-    path = env.get("WACOLL_TOPOLOGY", "").strip()
+    env = agreed_settings(comm) if env is None else env
+    path = (env.get("WACOLL_TOPOLOGY") or "").strip()
     if path:
         data = None
         if comm.Get_rank() == 0:
