@@ -64,7 +64,7 @@ from wacoll.mpi.trace import Tracer
 from wacoll.plans import LEVELS, Call, Policy, builders, select
 from wacoll.plans.rank import lower_for_rank, plan_for_rank
 from wacoll.plans.composite import Composite
-from wacoll.plans.select import HAN, NATIVE, adapt_script
+from wacoll.plans.select import HAN, NATIVE, adapt_script, plain_options
 from wacoll.topology import Topology
 
 __all__ = ["Comm"]
@@ -162,6 +162,10 @@ class Comm(MPI.Intracomm):
                 error = discovered
             else:
                 topology = discovered
+        try:
+            options = plain_options(options)
+        except WacollError as exc:
+            error = error or exc
         size = self.Get_size()
         if error is None and topology.size != size:
             error = TopologyError(f"the topology has {topology.size} ranks; the "
@@ -629,7 +633,13 @@ class Comm(MPI.Intracomm):
         see where a call's time goes.
         """
         replays = self._replays
-        if replays is not None and mode == "call" and not options:
+        bad_options = None
+        if options:  # a tree given as a graph, numpy numbers: as plain values
+            try:
+                options = plain_options(options)
+            except WacollError as exc:  # raised on every rank by the check below
+                options, bad_options = {}, exc
+        elif replays is not None and mode == "call":
             outcome = replays.replay(reader, family, level, args)
             if outcome is not None:
                 self._seq += 1
@@ -664,6 +674,8 @@ class Comm(MPI.Intracomm):
         except Exception as exc:  # noqa: BLE001 - any fault in one rank's arguments
             # goes through the check, so the other ranks raise too instead of waiting
             error = exc
+        if error is None and bad_options is not None:
+            prepared, error = None, bad_options
         sig = Signature("error") if prepared is None else Signature(
             op, prepared.root, prepared.count,
             None if prepared.dtype is None else prepared.dtype.str, prepared.level,

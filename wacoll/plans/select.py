@@ -94,14 +94,18 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+import networkx as nx
+import numpy as np
+
 from wacoll.errors import PlanError
 from wacoll.plans.composite import HAN, HAN_OPS, compose
 from wacoll.plans.families import build, builders, options as family_options
 from wacoll.plans.halving import largest_power_of_two
 from wacoll.plans.operations import ARITHMETICS, LEVELS, OPERATIONS, block_counts, spec
+from wacoll.trees.frozen import freeze_tree
 
 __all__ = ["Call", "Policy", "Selection", "select", "adapt_script", "DEFAULT_POLICY",
-           "NATIVE", "HAN", "predicted_time"]
+           "NATIVE", "HAN", "predicted_time", "plain_options"]
 
 #: The pseudo-family that hands a call to the MPI library's own collective.
 NATIVE = "native"
@@ -431,11 +435,40 @@ def _flat(counts):
             yield c
 
 
+def plain_options(options) -> dict:
+    """Builder options as plain values that compare, print and digest the same on
+    every rank: a tree given as a :class:`networkx.DiGraph` becomes a
+    :class:`~wacoll.trees.frozen.FrozenTree`, numpy numbers Python ones, lists tuples.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from wacoll.trees import chain
+    >>> plain_options({"n": np.int64(4), "tree": chain(3)})["tree"].edges
+    ((0, 1, 0), (1, 2, 0))
+    >>> plain_options({"sizes": [1, 2]})
+    {'sizes': (1, 2)}
+    """
+    return {name: _plain(value) for name, value in (options or {}).items()}
+
+
+def _plain(value):
+    if isinstance(value, nx.DiGraph):
+        return freeze_tree(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, list):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, tuple) and type(value) is tuple:
+        return tuple(_plain(v) for v in value)
+    return value
+
+
 def _select(call: Call, topology, *, family=None, options=None, comm_family=None,
             comm_options=None, policy: Policy = DEFAULT_POLICY,
             allow_native=True) -> Selection:
     """:func:`select` for one arithmetic: the family and the builder's options."""
-    options = dict(options or {})
+    options = plain_options(options)
     if family is not None:
         if family == HAN and call.op not in HAN_OPS:
             raise PlanError(f"the {HAN} family has no {call.op} plan; it has "
@@ -464,7 +497,7 @@ def _select(call: Call, topology, *, family=None, options=None, comm_family=None
     if unknown:
         raise PlanError(f"the {chosen} family's {call.op} takes no option {unknown[0]!r}; "
                         f"it takes {', '.join(accepted)}")
-    kwargs = {k: v for k, v in (comm_options or {}).items() if k in accepted}
+    kwargs = {k: v for k, v in plain_options(comm_options).items() if k in accepted}
     kwargs.update(extra)
     kwargs.update(options)
     if "threshold" in accepted:

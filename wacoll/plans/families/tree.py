@@ -21,6 +21,7 @@ from wacoll.plans.builder import PlanBuilder
 from wacoll.plans.patterns import EACH, tree_bcast, tree_reduce
 from wacoll.trees import make_tree
 from wacoll.trees.basic import validate_tree
+from wacoll.trees.frozen import FrozenTree, thaw_tree
 
 __all__ = ["bcast", "reduce", "allreduce", "BUILDERS", "OPTIONS"]
 
@@ -28,6 +29,8 @@ __all__ = ["bcast", "reduce", "allreduce", "BUILDERS", "OPTIONS"]
 def _tree(tree, topology, root, operation, group_size=4):
     if tree is None:
         tree = "binomial"
+    if isinstance(tree, FrozenTree):  # a tree given as a graph, as plain data
+        tree = thaw_tree(tree)
     if isinstance(tree, str):
         return tree, make_tree(tree, topology, root=root, operation=operation,
                                group_size=group_size)
