@@ -496,15 +496,42 @@ def _accumulator_itemsize(op, dtype, level):
 
 def _check_reduction_type(msg, op, role):
     """MPI's predefined operators take predefined datatypes only (MPI 4.1, 6.9.2);
-    a user-defined operator on a derived datatype is the MPI library's to run."""
+    a user-defined operator may take a derived datatype. Returns the derived
+    datatype's :class:`~wacoll.mpi.datatypes.TypeInfo` for such a call (the plan
+    then combines whole elements, :func:`_whole_elements`), else None."""
     if msg.info.predefined:
-        return
+        return None
     if operator_name(op if op is not None else "SUM") != "user-defined":
         raise errors.MPIError(f"{role}: MPI's predefined operators are not defined for "
                               f"derived datatype {msg.info.name}", _mpi().ERR_OP)
-    raise DatatypeError(
-        f"{role}: a user-defined operator on derived datatype {msg.info.name} is not "
-        f"run by wacoll's plans (they combine predefined elements only)")
+    return msg.info
+
+
+def _whole_elements(prepared, info):
+    """A user-defined operator on derived datatype ``info``: the plan's element
+    becomes one whole packed element (``info.size`` bytes, never split), and the
+    operator combines whole elements with the datatype
+    (:class:`~wacoll.mpi.elementop.ElementOp`). ``prepared`` was read in the
+    datatype's plan elements (:func:`plan_factor` per element); its buffers are
+    contiguous packed arrays, viewed here as whole elements."""
+    if info is None or not info.size:
+        return prepared
+    from wacoll.mpi.elementop import ElementOp, element_dtype
+
+    unit = element_dtype(info)
+    old = prepared.dtype.itemsize
+    for name in ("inbuf", "outbuf"):
+        view = getattr(prepared, name)
+        if view is not None:
+            setattr(prepared, name, view.reshape(-1).view(unit))
+    prepared.dtype = unit
+    if prepared.count is not None:
+        prepared.count = prepared.count * old // info.size
+    if prepared.in_copy is not None:
+        start, n = prepared.in_copy
+        prepared.in_copy = (start * old // info.size, n * old // info.size)
+    prepared.reduce_op = ElementOp(prepared.reduce_op, info)
+    return prepared
 
 
 def _describe(info):
@@ -525,10 +552,10 @@ def _same_reduction_type(s, r):
 def _vector_reduction(op_name, place, sendbuf, recvbuf, op, level, default_level,
                       root=None):
     out = _Out()
-    rmsg = outbuf = in_copy = None
+    rmsg = outbuf = in_copy = derived = None
     if op_name != "reduce" or place.rank == root:
         rmsg = parse_buffer(recvbuf, "recvbuf", writable=True)
-        _check_reduction_type(rmsg, op, "recvbuf")
+        derived = _check_reduction_type(rmsg, op, "recvbuf")
     if _in_place(sendbuf) and rmsg is not None and (op_name != "reduce" or
                                                     place.rank == root):
         outbuf = out.target(rmsg, 0, rmsg.count, "recvbuf", keep=True)
@@ -536,7 +563,7 @@ def _vector_reduction(op_name, place, sendbuf, recvbuf, op, level, default_level
         in_copy = (0, outbuf.size)
     else:
         smsg = parse_buffer(sendbuf, "sendbuf")
-        _check_reduction_type(smsg, op, "sendbuf")
+        derived = _check_reduction_type(smsg, op, "sendbuf") or derived
         if rmsg is not None:
             _apart(smsg, rmsg)
             _same_reduction_type(smsg, rmsg)
@@ -547,7 +574,7 @@ def _vector_reduction(op_name, place, sendbuf, recvbuf, op, level, default_level
     prepared.count = inbuf.size
     prepared.finish = out.finish()
     prepared.in_copy = in_copy
-    return prepared
+    return _whole_elements(prepared, derived)
 
 
 def reduce(place, sendbuf, recvbuf, op=None, root=0, *, level=None,
@@ -575,7 +602,7 @@ def reduce_scatter_block(place, sendbuf, recvbuf, op=None, *, level=None,
     out = _Out()
     if _in_place(sendbuf):
         rmsg = parse_buffer(recvbuf, "recvbuf", blocks=place.size, writable=True)
-        _check_reduction_type(rmsg, op, "recvbuf")
+        derived = _check_reduction_type(rmsg, op, "recvbuf")
         whole = out.target(rmsg, 0, rmsg.count * place.size, "recvbuf", keep=True)
         inbuf = whole.copy()
         count = _elements(rmsg)
@@ -584,8 +611,9 @@ def reduce_scatter_block(place, sendbuf, recvbuf, op=None, *, level=None,
     else:
         rmsg = parse_buffer(recvbuf, "recvbuf", writable=True)
         smsg = parse_buffer(sendbuf, "sendbuf", blocks=place.size)
+        derived = None
         for m, role in ((rmsg, "recvbuf"), (smsg, "sendbuf")):
-            _check_reduction_type(m, op, role)
+            derived = _check_reduction_type(m, op, role) or derived
         _apart(smsg, rmsg)
         _same_reduction_type(smsg, rmsg)
         outbuf = out.target(rmsg, 0, rmsg.count, "recvbuf")
@@ -596,7 +624,7 @@ def reduce_scatter_block(place, sendbuf, recvbuf, op=None, *, level=None,
     prepared.count = count
     prepared.finish = out.finish()
     prepared.in_copy = in_copy if _in_place(sendbuf) else None
-    return prepared
+    return _whole_elements(prepared, derived)
 
 
 def _recvcounts(values, size):
@@ -621,7 +649,7 @@ def reduce_scatter(place, sendbuf, recvbuf, recvcounts=None, op=None, *, level=N
                    default_level=None):
     out = _Out()
     rmsg = parse_buffer(recvbuf, "recvbuf", writable=True)
-    _check_reduction_type(rmsg, op, "recvbuf")
+    derived = _check_reduction_type(rmsg, op, "recvbuf")
     counts = _recvcounts(recvcounts, place.size)
     f = plan_factor(rmsg.info)
     if _in_place(sendbuf):
@@ -636,7 +664,7 @@ def reduce_scatter(place, sendbuf, recvbuf, recvcounts=None, op=None, *, level=N
         in_copy = (0, whole.size)
     else:
         smsg = parse_buffer(sendbuf, "sendbuf")
-        _check_reduction_type(smsg, op, "sendbuf")
+        derived = _check_reduction_type(smsg, op, "sendbuf") or derived
         _apart(smsg, rmsg)
         if smsg.datatype != rmsg.datatype and plan_dtype(smsg.info) != \
                 plan_dtype(rmsg.info):
@@ -652,7 +680,11 @@ def reduce_scatter(place, sendbuf, recvbuf, recvcounts=None, op=None, *, level=N
         outbuf = out.target(rmsg, 0, rmsg.count, "recvbuf")
         inbuf = smsg.typed(role="sendbuf")
     prepared = _reduction_parts("reduce_scatter", inbuf, outbuf, op, level, default_level)
-    prepared.vector_info = (outbuf.size, _scaled(counts, f), inbuf.size)
     prepared.finish = out.finish()
     prepared.in_copy = in_copy if _in_place(sendbuf) else None
+    prepared = _whole_elements(prepared, derived)
+    if prepared.dtype != inbuf.dtype:  # whole elements: counted in elements
+        f = 1
+    prepared.vector_info = (prepared.outbuf.size, _scaled(counts, f),
+                            prepared.inbuf.size)
     return prepared
