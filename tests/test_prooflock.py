@@ -17,6 +17,12 @@ from wacoll.plans.rank import plan_for_rank
 TOPO = Topology.from_sizes([24, 24, 16])
 
 
+@pytest.fixture(autouse=True)
+def own_key(tmp_path_factory, monkeypatch):
+    """A proof key of the test's own (created by the first process that needs it)."""
+    monkeypatch.setenv(proofs.KEY_ENV, str(tmp_path_factory.mktemp("key") / "k"))
+
+
 def _sel():
     return select(Call("allgather", count=4, itemsize=8), TOPO)
 
@@ -125,7 +131,7 @@ def test_a_failed_proof_releases_the_claim(tmp_path, monkeypatch):
     def refuse(*args, **kwargs):
         raise PlanError("broken on purpose")
 
-    monkeypatch.setattr(proofs, "store", refuse)
+    monkeypatch.setattr(proofs, "_store", refuse)  # (behind store() and prove())
     with pytest.raises(PlanError, match="broken on purpose"):
         plan_for_rank(_sel(), TOPO, 0, directory=tmp_path)
     prooflock.Claim.take(tmp_path, _key()).release()  # free

@@ -1,4 +1,7 @@
-"""The disk proof cache: keys, hits, misses, corrupt files, and the environment."""
+"""The disk proof cache: keys, hits, misses, corrupt files, and the environment.
+
+(Attacks by other users on the cache, its locks and the key:
+``test_proof_cache_security.py``.)"""
 
 import json
 import os
@@ -18,6 +21,20 @@ def _sel(op="allgather", **kw):
     kw.setdefault("count", 4)
     kw.setdefault("itemsize", 8)
     return select(Call(op, **kw), TOPO)
+
+
+@pytest.fixture(autouse=True)
+def own_key(tmp_path_factory, monkeypatch):
+    """A proof key of the test's own, not the user's."""
+    path = tmp_path_factory.mktemp("key") / "proof-key"
+    monkeypatch.setenv(proofs.KEY_ENV, str(path))
+    return path
+
+
+def _sign(record):
+    """``record`` (a dict, its ``mac`` dropped) signed with the test's key, as JSON."""
+    record = {k: v for k, v in record.items() if k != "mac"}
+    return json.dumps(proofs._signed(proofs.proof_key(), record)).encode()
 
 
 @pytest.fixture
@@ -97,22 +114,28 @@ def _record_path(tmp_path, sel):
     return tmp_path / f"{proofs.plan_key(sel, TOPO)}.json"
 
 
-CORRUPTIONS = {
+CORRUPTIONS = {  # (signed with the user's key, unless said: each check on its own)
     "not json": lambda r: b"{not json",
     "not utf-8": lambda r: b"\xff\xfe",
     "a list": lambda r: b"[]",
-    "extra field": lambda r: json.dumps({**r, "eval": "__import__('os')"}).encode(),
-    "other key": lambda r: json.dumps({**r, "key": "0" * 64}).encode(),
-    "other format": lambda r: json.dumps({**r, "format": 2}).encode(),
-    "bad digest": lambda r: json.dumps({**r, "plan": "xyz"}).encode(),
-    "tampered report": lambda r: json.dumps(
-        {**r, "report": {**r["report"], "max_wide_area_hops": 0}}).encode(),
-    "report types": lambda r: json.dumps(
-        {**r, "report": {**r["report"], "messages": "many"}}).encode(),
-    "huge": lambda r: b" " * 70000 + json.dumps(r).encode(),
-    "ranks short": lambda r: json.dumps({**r, "ranks": r["ranks"][:-1]}).encode(),
-    "ranks not digests": lambda r: json.dumps(
-        {**r, "ranks": ["zz" * 32] * len(r["ranks"])}).encode(),
+    "deeply nested": lambda r: b"[" * 60000,
+    "unsigned": lambda r: json.dumps({k: v for k, v in r.items()
+                                      if k != "mac"}).encode(),
+    "tampered after signing": lambda r: json.dumps(
+        {**r, "ranks": list(reversed(r["ranks"]))}).encode(),
+    "mac not a string": lambda r: json.dumps({**r, "mac": 0}).encode(),
+    "extra field": lambda r: _sign({**r, "eval": "__import__('os')"}),
+    "other key": lambda r: _sign({**r, "key": "0" * 64}),
+    "other format": lambda r: _sign({**r, "format": proofs._FORMAT + 1}),
+    "bad digest": lambda r: _sign({**r, "plan": "xyz"}),
+    "tampered report": lambda r: _sign(
+        {**r, "report": {**r["report"], "max_wide_area_hops": 0}}),
+    "report types": lambda r: _sign(
+        {**r, "report": {**r["report"], "messages": "many"}}),
+    "huge": lambda r: b" " * 70000 + _sign(r),
+    "ranks short": lambda r: _sign({**r, "ranks": r["ranks"][:-1]}),
+    "ranks not digests": lambda r: _sign(
+        {**r, "ranks": ["zz" * 32] * len(r["ranks"])}),
 }
 
 
@@ -144,7 +167,7 @@ def test_build_proved_takes_the_cached_report_only_for_the_same_plan(tmp_path,
     # a record whose (valid) plan digest is another plan's: not trusted
     path = _record_path(tmp_path, sel)
     record = json.loads(path.read_text())
-    path.write_text(json.dumps({**record, "plan": "0" * 64}))
+    path.write_bytes(_sign({**record, "plan": "0" * 64}))  # (the user's own record)
     with pytest.warns(ProofCacheWarning, match="digest mismatch"):
         plan = proofs.build_proved(sel, TOPO, directory=tmp_path)
     assert plan.checked and checks == [1]
@@ -171,7 +194,7 @@ def test_a_rank_whose_program_is_not_the_proved_one_proves_the_whole_plan(tmp_pa
     path = _record_path(tmp_path, sel)
     record = json.loads(path.read_text())
     record["ranks"][5] = "0" * 64  # a valid digest of some other program
-    path.write_text(json.dumps(record))
+    path.write_bytes(_sign(record))  # (signed: the user's own record, of other code)
     with pytest.warns(ProofCacheWarning, match="rank 5's program derived alone"):
         again = plan_for_rank(sel, TOPO, 5, directory=tmp_path)
     assert isinstance(again, Plan) and again.checked
@@ -182,7 +205,7 @@ def test_a_rank_whose_program_is_not_the_proved_one_proves_the_whole_plan(tmp_pa
 def test_unwritable_cache_warns_and_still_proves(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    with pytest.warns(ProofCacheWarning, match="cannot be written"):
+    with pytest.warns(ProofCacheWarning, match="cannot be created"):
         proof = proofs.prove(_sel(), TOPO, directory=blocker / "sub")
     assert not proof.cached and proof.report.messages > 0
 

@@ -26,6 +26,15 @@ waiter never waits forever:
 Where the directory cannot hold a lock (read-only, or no ``flock``), every process
 proves for itself, as without this module.
 
+A lock file is the user's own or it is not used. It is created readable by its owner
+only (mode 0600: no one else can open it to hold it) and opened without following a
+symbolic link at its name (a link planted there cannot make this process create or
+lock a file elsewhere). A lock file that is a symbolic link, not a regular file, a
+hard link to another file, or owned by another user is refused (:class:`LockRefused`):
+the process does not wait for it and proves the plan itself, with a
+:class:`~wacoll.errors.ProofCacheWarning`. So no one but the user's own processes
+can make a rank wait, and those at most ``WACOLL_PROOF_WAIT`` seconds per plan.
+
 Examples
 --------
 >>> import tempfile
@@ -42,13 +51,14 @@ from __future__ import annotations
 import fcntl
 import math
 import os
+import stat
 import time
 import warnings
 from pathlib import Path
 
 from wacoll.errors import ProofCacheWarning
 
-__all__ = ["Claim", "WAIT_ENV", "wait_limit", "await_proof"]
+__all__ = ["Claim", "LockRefused", "WAIT_ENV", "wait_limit", "await_proof"]
 
 #: The environment variable that bounds the wait for another process's proof.
 WAIT_ENV = "WACOLL_PROOF_WAIT"
@@ -56,6 +66,39 @@ _DEFAULT_WAIT = 300.0
 #: The longest pause (s) between two looks at the cache while waiting: thousands of
 #: ranks on a shared file system each look at most this often.
 _LONGEST_PAUSE = 0.5
+#: How often :meth:`Claim.take` tries again when the file it locked was replaced
+#: meanwhile, before it gives up (a file that keeps changing is not waited on).
+_TAKE_TRIES = 64
+#: Flags that open (and create) a lock file: never through a symbolic link at its
+#: name, never blocking (on a FIFO), never inherited by child processes.
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | \
+    getattr(os, "O_CLOEXEC", 0)
+
+
+class LockRefused(OSError):
+    """A lock file that is not the user's own: a symbolic link, not a regular file, a
+    hard link, or owned by another user. It is neither locked nor waited on."""
+
+
+def _kind(mode) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _refusal(st) -> str | None:
+    """Why the lock file of status ``st`` is not used, or None."""
+    if not stat.S_ISREG(st.st_mode):
+        return f"is {_kind(st.st_mode)}, not a regular file"
+    if st.st_uid != os.geteuid():
+        return f"is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})"
+    if st.st_nlink > 1:
+        return "is a hard link to another file"
+    return None
 
 
 def wait_limit(environ=None) -> float:
@@ -124,22 +167,43 @@ class Claim:
 
         Raises
         ------
+        LockRefused
+            The lock file is not the user's own (see the module docstring): it is
+            not locked, and the caller should not wait for it.
         OSError
             The directory cannot hold the lock (not writable, no ``flock``).
         """
         path = Path(directory) / f"{key}.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        while True:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for _ in range(_TAKE_TRIES):
             try:
+                fd = os.open(path, _LOCK_FLAGS, 0o600)
+            except OSError as exc:
+                try:
+                    there = os.lstat(path).st_mode
+                except OSError:
+                    raise exc from None
+                if not stat.S_ISREG(there):
+                    raise LockRefused(f"the proof lock {path} is {_kind(there)}, not a "
+                                      f"regular file") from None
+                raise
+            try:
+                mine = os.fstat(fd)
+                if mine.st_nlink == 0:  # (removed by a holder since we opened it)
+                    os.close(fd)
+                    continue
+                refusal = _refusal(mine)
+                if refusal is not None:
+                    raise LockRefused(f"the proof lock {path} {refusal}")
+                if stat.S_IMODE(mine.st_mode) & 0o077:  # (left by an older version)
+                    os.fchmod(fd, 0o600)
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 # a holder removes the file before it lets go: the lock is ours only
                 # if the file we locked is still the one at the path
                 try:
-                    current = os.stat(path)
+                    current = os.lstat(path)
                 except FileNotFoundError:
                     current = None
-                mine = os.fstat(fd)
             except BlockingIOError:
                 os.close(fd)
                 return None
@@ -150,6 +214,8 @@ class Claim:
                     (mine.st_dev, mine.st_ino):
                 return cls(fd, path)
             os.close(fd)  # (a removed file: lock the new one)
+        raise LockRefused(f"the proof lock {path} was replaced {_TAKE_TRIES} times "
+                          f"while it was being locked")
 
     def release(self):
         """Give the claim up (the proof, if any, is in place already)."""
@@ -188,8 +254,15 @@ def await_proof(directory, key, lookup, *, wait=None):
     (proof, claim)
         ``(proof, None)``: another process proved it. ``(None, claim)``: this process
         holds the claim and must prove, store, and release. ``(None, None)``: prove
-        without a claim (a holder gave up without a proof, the wait ran out, or the
-        directory cannot hold a lock).
+        without a claim (a holder gave up without a proof, the wait ran out, the
+        directory cannot hold a lock, or the lock file is refused: then with a
+        :class:`~wacoll.errors.ProofCacheWarning`, at once, without waiting).
+
+    Notes
+    -----
+    Every wait ends: ``lookup`` must not block (:func:`wacoll.plans.proofs.lookup`
+    reads regular files only, without blocking), and the lock is only ever tried,
+    never waited on in the kernel, so the loop ends when its deadline passes.
     """
     wait = wait_limit() if wait is None else wait
     deadline = time.monotonic() + wait
@@ -198,6 +271,10 @@ def await_proof(directory, key, lookup, *, wait=None):
     while True:
         try:
             claim = Claim.take(directory, key)
+        except LockRefused as exc:
+            warnings.warn(f"{exc}; it is not waited for: this process proves the plan",
+                          ProofCacheWarning, stacklevel=3)
+            return None, None
         except OSError:
             return None, None
         if claim is not None:

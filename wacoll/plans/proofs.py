@@ -8,8 +8,9 @@ counts, root, level, ...), the topology and the code that builds plans. This mod
 keys a proof by the digest of exactly those (:func:`plan_key`; the code is the source
 of :mod:`wacoll.plans`, :mod:`wacoll.trees` and :mod:`wacoll.topology`, and the
 package version) and stores, per key, one JSON file holding the digest of the proved
-plan (:func:`plan_digest`), its :class:`~wacoll.plans.check.CheckReport` and that
-report's digest.
+plan (:func:`plan_digest`), each rank's program digest, its
+:class:`~wacoll.plans.check.CheckReport`, that report's digest, and an authentication
+code that only the user's own processes can make (see below).
 
 - :func:`prove` returns a proof for a selection: the cached one (without building the
   plan: same key, same inputs, same code, so the same plan), or, on a miss, builds and
@@ -22,15 +23,49 @@ Where the cache lives
 ---------------------
 The environment variable ``WACOLL_PROOF_CACHE`` decides: unset or empty, the default
 directory ``$XDG_CACHE_HOME/wacoll/proofs`` (``~/.cache/wacoll/proofs`` without
-``XDG_CACHE_HOME``); ``off`` (or ``0``, ``no``, ``false``), no cache: every process
-proves the plans it runs, as without this module; any other value, that directory.
-Files are data: each is parsed as JSON, checked field by field and against its key
-and its own report digest; a file that fails is ignored with a
-:class:`~wacoll.errors.ProofCacheWarning` (and overwritten by the next proof), never
-trusted. Writes go to a temporary file renamed into place, so concurrent ranks that
+``XDG_CACHE_HOME``), created readable by its owner only (mode 0700); ``off`` (or
+``0``, ``no``, ``false``), no cache: every process proves the plans it runs, as
+without this module; any other value, that directory (created with mode 0700 when
+missing). Writes go to a temporary file renamed into place, so concurrent ranks that
 store the same proof do not corrupt it. A proof is one file per call shape (key),
 under 1 KiB plus 67 bytes per rank (the ranks' program digests); nothing evicts them:
 deleting the directory clears the cache.
+
+What a cache is trusted with
+----------------------------
+A record vouches that a plan was proved: a rank that finds one runs its own part of
+the plan without proving anything. So a record counts only if the user's own
+processes wrote it:
+
+- **Records carry an authentication code.** Each record is signed (HMAC-SHA256 over
+  its canonical JSON) with the user's *proof key*, 32 random bytes in a file only the
+  user can read: ``WACOLL_PROOF_KEY`` names it, else
+  ``$XDG_CONFIG_HOME/wacoll/proof-key`` (``~/.config/wacoll/proof-key``), created on
+  first use (mode 0600, atomically: ranks that start together end with one key). A
+  record without the user's code (written by another user, with another key, or
+  forged) is ignored with a :class:`~wacoll.errors.ProofCacheWarning` and the plan
+  proved again. A shared home gives one user's jobs on every node the same key, so
+  a shared cache serves them all; users who do not share a home may copy the key
+  file (64 hexadecimal digits) or point ``WACOLL_PROOF_KEY`` at one copy. A key file
+  that is not a regular file owned by the user, or that others can read or write,
+  is refused with a warning: the cache is then off for the process.
+- **A cache folder others can write is refused**: one that is writable by its group
+  or by everyone (``chmod 777``, ``1777``), or owned by another user, is neither
+  read nor written (a warning names the folder and the reason; the process proves
+  the plans it runs).
+- **Only regular files are read**, without following symbolic links and without
+  blocking (a FIFO, socket, device or link where a record should be is ignored with
+  a warning), and at most 64 KiB plus 80 bytes per rank of each. Each file is then
+  parsed as JSON and checked field by field, against its key and its own report
+  digest; a file that fails is ignored with a warning (and overwritten by the next
+  proof), never trusted.
+- **Waits are bounded.** Nothing here blocks on a file; the wait for another
+  process's proof (:mod:`wacoll.plans.prooflock`) ends after ``WACOLL_PROOF_WAIT``
+  seconds at most, and at once when the lock file is a link, not a regular file or
+  not the user's own; a rank whose wait ends proves the plan itself.
+
+A cache readable by others is fine: a record holds digests and counts, nothing
+secret, and the key never leaves its file.
 
 Examples
 --------
@@ -54,11 +89,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import functools
 import hashlib
+import hmac
 import json
 import os
+import secrets
+import stat
 import tempfile
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,20 +109,105 @@ from wacoll.plans.encoded import EncodedPrograms, program_digest, program_digest
 from wacoll.plans.families import build
 from wacoll.plans.prooflock import await_proof
 
-__all__ = ["ENV", "Proof", "cache_dir", "plan_key", "plan_digest", "program_digest",
-           "report_digest",
+__all__ = ["ENV", "KEY_ENV", "Proof", "cache_dir", "key_path", "proof_key", "plan_key",
+           "plan_digest", "program_digest", "report_digest",
            "lookup", "claimed", "store", "prove", "build_proved"]
 
 #: The environment variable that places the cache or turns it off.
 ENV = "WACOLL_PROOF_CACHE"
+#: The environment variable that names the user's proof key file.
+KEY_ENV = "WACOLL_PROOF_KEY"
 _OFF = ("off", "0", "no", "false")
-_FORMAT = 1
+_FORMAT = 2
 #: The package's name, the cache's directory under the user's cache directory.
 _PACKAGE = __name__.split(".")[0]
 #: Bytes beyond which a cache file is not read: a proof is under 1 KiB plus 67 bytes
 #: (a digest) per rank.
 _MAX_BYTES = 65536
 _PER_RANK_BYTES = 80
+#: The fields of a record.
+_FIELDS = ["format", "key", "mac", "plan", "ranks", "report", "report_digest"]
+#: Seconds a process waits for a key file another process is writing (where the file
+#: system cannot link, a key is written in place and may be seen half written).
+_KEY_WAIT = 2.0
+#: Permission bits that let others (group or everyone) write a cache folder, and
+#: read or write a key file.
+_OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
+_OTHERS_READ_WRITE = stat.S_IRGRP | stat.S_IWGRP | stat.S_IROTH | stat.S_IWOTH
+#: Messages of the warnings already given about a refused folder or key: each is
+#: given once per process, not once per plan.
+_WARNED: set = set()
+
+
+def _warn_once(message, stacklevel=3):
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, ProofCacheWarning, stacklevel=stacklevel)
+
+
+def _kind(mode) -> str:
+    """What a file of ``mode`` is, in words."""
+    for test, name in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _kind_at(path) -> str | None:
+    """What is at ``path`` (not following a link), or None when nothing is."""
+    try:
+        return _kind(os.lstat(path).st_mode)
+    except OSError:
+        return None
+
+
+#: Flags that open a file without following a link at its name, without blocking
+#: (on a FIFO), and without handing it to child processes.
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+def _read_regular(path, limit) -> tuple[bytes, os.stat_result]:
+    """At most ``limit + 1`` bytes of the regular file at ``path``, and its status.
+
+    Raises
+    ------
+    FileNotFoundError, NotADirectoryError
+        Nothing is there.
+    ValueError
+        Something is there that is not read: a symbolic link, a FIFO, a socket, a
+        device, a directory, or a file longer than ``limit`` bytes.
+    OSError
+        The file cannot be read.
+    """
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except (FileNotFoundError, NotADirectoryError):
+        raise
+    except OSError as exc:
+        kind = _kind_at(path)
+        if kind not in (None, "a regular file"):
+            raise ValueError(f"it is {kind}, not a regular file") from exc
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"it is {_kind(st.st_mode)}, not a regular file")
+        if st.st_size > limit:
+            raise ValueError(f"longer than {limit} bytes")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks), st
+    finally:
+        os.close(fd)
 
 
 def cache_dir(environ=None) -> Path | None:
@@ -106,6 +231,151 @@ def cache_dir(environ=None) -> Path | None:
     base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
                                                           ".cache")
     return Path(base) / _PACKAGE / "proofs"
+
+
+def key_path(environ=None) -> Path:
+    """Where the user's proof key is: ``WACOLL_PROOF_KEY``, else
+    ``$XDG_CONFIG_HOME/wacoll/proof-key`` (``~/.config/wacoll/proof-key``).
+
+    Examples
+    --------
+    >>> str(key_path({"WACOLL_PROOF_KEY": "/secure/k"}))
+    '/secure/k'
+    >>> str(key_path({"XDG_CONFIG_HOME": "/c"}))
+    '/c/wacoll/proof-key'
+    """
+    environ = os.environ if environ is None else environ
+    value = environ.get(KEY_ENV, "").strip()
+    if value:
+        return Path(value)
+    base = environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"),
+                                                           ".config")
+    return Path(base) / _PACKAGE / "proof-key"
+
+
+class _Refused(Exception):
+    """A key file that is not used (the message says why)."""
+
+
+def proof_key(environ=None) -> bytes | None:
+    """The user's secret proof key (32 bytes), created on first use; None when the
+    key file is refused.
+
+    The key signs the records this user's processes write (:func:`store`) and is
+    checked on every record read (:func:`lookup`). It lives in :func:`key_path`: a
+    file of 64 hexadecimal digits. When there is none, one is made from
+    :mod:`secrets` (mode 0600, its folder 0700) and linked into place whole, so
+    that processes that start together end with one key, the first one linked.
+    A key file is used only if it is a regular file (not followed through a
+    symbolic link), owned by this user (the effective uid) and neither readable nor
+    writable by its group or others; otherwise (or when it cannot be created or
+    read) a :class:`~wacoll.errors.ProofCacheWarning` says why, once per process,
+    and None is returned: the proof cache is then off (every plan proved here).
+
+    Parameters
+    ----------
+    environ : mapping, optional
+        The environment (default ``os.environ``).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> where = os.path.join(tempfile.mkdtemp(), "key")
+    >>> key = proof_key({"WACOLL_PROOF_KEY": where})
+    >>> len(key), oct(os.stat(where).st_mode & 0o777)
+    (32, '0o600')
+    >>> proof_key({"WACOLL_PROOF_KEY": where}) == key
+    True
+    >>> os.chmod(where, 0o644)
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as seen:
+    ...     warnings.simplefilter("always")
+    ...     proof_key({"WACOLL_PROOF_KEY": where}) is None
+    True
+    >>> "readable or writable by others (mode 644)" in str(seen[0].message)
+    True
+    """
+    path = key_path(environ)
+    try:
+        return _load_key(path)
+    except _Refused as exc:
+        _warn_once(f"the proof key {path} is refused: {exc}; the proof cache is off "
+                   f"for this process (it proves every plan it runs)")
+        return None
+
+
+def _load_key(path) -> bytes:
+    deadline = time.monotonic() + _KEY_WAIT
+    pause = 0.005
+    while True:
+        try:
+            raw, st = _read_regular(path, 4096)
+        except (FileNotFoundError, NotADirectoryError):
+            raw = st = None
+        except ValueError as exc:
+            raise _Refused(str(exc)) from None
+        except OSError as exc:
+            raise _Refused(f"it cannot be read ({exc.strerror or exc})") from None
+        if st is None:
+            _create_key(path)
+            # (read back what is there: ours, or the key of a process that won)
+        else:
+            if st.st_uid != os.geteuid():
+                raise _Refused(f"it is owned by uid {st.st_uid}, not by this user "
+                               f"(uid {os.geteuid()})")
+            if st.st_mode & _OTHERS_READ_WRITE:
+                raise _Refused(f"it is readable or writable by others (mode "
+                               f"{stat.S_IMODE(st.st_mode):o})")
+            text = raw.decode("ascii", "replace").strip()
+            hexadecimal = all(c in "0123456789abcdefABCDEF" for c in text)
+            if len(text) == 64 and hexadecimal:
+                return bytes.fromhex(text)
+            # the beginning of a key, just written in place, and not yet finished?
+            being_written = hexadecimal and len(text) < 64 and \
+                not raw.endswith(b"\n") and time.time() - st.st_mtime < _KEY_WAIT
+            if not being_written or time.monotonic() >= deadline:
+                raise _Refused("it does not hold a proof key (64 hexadecimal digits)")
+        if time.monotonic() >= deadline:
+            raise _Refused("it cannot be created")
+        time.sleep(pause)  # (a key being written in place: read it again)
+        pause = min(pause * 2, 0.1)
+
+
+def _create_key(path):
+    """Make a key file at ``path`` unless there is one; the key is linked into place
+    only once written, so no process reads half a key."""
+    text = (secrets.token_hex(32) + "\n").encode()
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".proof-key-", dir=path.parent)  # mode 0600
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            try:
+                os.link(tmp, path)  # fails if a key (or anything) is there already
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP,
+                                     errno.EMLINK, errno.EXDEV, errno.ENOSYS):
+                    raise
+                _create_key_in_place(path, text)  # no hard links on this file system
+        finally:
+            os.unlink(tmp)
+    except OSError as exc:
+        raise _Refused(f"it cannot be created ({exc})") from None
+
+
+def _create_key_in_place(path, text):
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW |
+                     getattr(os, "O_CLOEXEC", 0), 0o600)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(text)
 
 
 def _canonical(value) -> bytes:
@@ -212,7 +482,8 @@ def _report(fields) -> CheckReport:
         raise ValueError("the report's fields are not a CheckReport's")
     types = {"op": str, "messages": int, "bytes": int, "wide_area_messages": int,
              "wide_area_bytes": int, "max_wide_area_hops": int, "single_latency": bool,
-             "no_repeated_data": bool, "repeated": list, "steps": int, "max_sends": int}
+             "no_repeated_data": bool, "repeated": list, "steps": int, "max_sends": int,
+             "arithmetic": str}
     for name, kind in types.items():
         value = fields[name]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
@@ -235,40 +506,115 @@ def _path(directory, key) -> Path:
     return Path(directory) / f"{key}.json"
 
 
+@dataclass(frozen=True)
+class _Cache:
+    """A cache folder this process trusts, and the key that signs its records."""
+
+    path: Path
+    secret: bytes
+
+
 def _default(directory):
     return cache_dir() if directory is None else (None if directory is False
                                                    else Path(directory))
 
 
+def _open_cache(directory, *, create) -> _Cache | None:
+    """The cache ``directory`` names (default :func:`cache_dir`), if it is on and
+    trusted, with the user's key; else None (with a warning, once per process, when
+    it is refused).
+
+    ``create``: make the folder (mode 0700) when missing; without it, a missing
+    folder is None silently (nothing cached yet).
+    """
+    path = _default(directory)
+    if path is None:
+        return None
+    try:
+        if create:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.stat(path)
+    except OSError as exc:
+        if not create and isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+            return None  # (nothing cached yet)
+        _warn_once(f"the proof cache {path} cannot be created or used ({exc}); the "
+                   f"plans are proved here and their proofs not kept")
+        return None
+    reason = None
+    if not stat.S_ISDIR(st.st_mode):
+        reason = f"it is {_kind(st.st_mode)}, not a directory"
+    elif st.st_uid != os.geteuid():
+        reason = f"it is owned by uid {st.st_uid}, not by this user " \
+                 f"(uid {os.geteuid()})"
+    elif st.st_mode & _OTHERS_WRITE:
+        reason = f"it is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+    if reason is not None:
+        _warn_once(f"the proof cache {path} is refused: {reason}; proofs are neither "
+                   f"read from it nor kept in it (the plans are proved here)")
+        return None
+    secret = proof_key()
+    return None if secret is None else _Cache(path, secret)
+
+
+def _mac(secret, record) -> str:
+    """The authentication code of ``record`` (without its ``mac`` field)."""
+    return hmac.new(secret, _canonical(record), hashlib.sha256).hexdigest()
+
+
+def _signed(secret, record) -> dict:
+    """``record`` with its authentication code."""
+    return {**record, "mac": _mac(secret, record)}
+
+
 def lookup(selection, topology, *, directory=None) -> Proof | None:
     """The cached proof of the plan ``selection`` builds on ``topology``, or None.
 
-    ``directory``: the cache (default :func:`cache_dir`; ``False``: none). A file
-    that is not a valid proof of this key is ignored with a
-    :class:`~wacoll.errors.ProofCacheWarning`.
+    ``directory``: the cache (default :func:`cache_dir`; ``False``: none). A cache
+    folder that others can write, or a refused proof key, gives None (see the module
+    docstring); a file that is not a regular file, not signed with the user's proof
+    key, or not a valid proof of this key is ignored with a
+    :class:`~wacoll.errors.ProofCacheWarning`. Never blocks.
     """
-    directory = _default(directory)
-    if directory is None:
-        return None
+    cache = _open_cache(directory, create=False)
+    return None if cache is None else _lookup(cache, selection, topology)
+
+
+def _lookup(cache, selection, topology, seen=None) -> Proof | None:
+    """:func:`lookup` in an open cache; ``seen``: a set of the warnings given already
+    (a waiter that looks again and again warns once)."""
     key = plan_key(selection, topology)
-    path = _path(directory, key)
+    path = _path(cache.path, key)
     limit = _MAX_BYTES + _PER_RANK_BYTES * topology.size
+
+    def ignore(message):
+        if seen is None or message not in seen:
+            if seen is not None:
+                seen.add(message)
+            warnings.warn(message, ProofCacheWarning, stacklevel=4)
+
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(limit + 1)
+        raw, _ = _read_regular(path, limit)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except ValueError as exc:
+        ignore(f"proof cache file {path} is not read ({exc}); ignored")
+        return None
     except OSError as exc:
-        warnings.warn(f"proof cache file {path} cannot be read ({exc}); ignored",
-                      ProofCacheWarning, stacklevel=2)
+        ignore(f"proof cache file {path} cannot be read ({exc}); ignored")
         return None
     try:
         if len(raw) > limit:
             raise ValueError(f"longer than {limit} bytes")
         data = json.loads(raw.decode("utf-8"))
-        if not isinstance(data, dict) or sorted(data) != ["format", "key", "plan",
-                                                           "ranks", "report",
-                                                           "report_digest"]:
+        if not isinstance(data, dict):
+            raise ValueError("not a proof record")
+        mac = data.pop("mac", None)
+        if not isinstance(mac, str):
+            raise _Untrusted("it carries no authentication code")
+        if not hmac.compare_digest(mac.encode(), _mac(cache.secret, data).encode()):
+            raise _Untrusted("its authentication code was not made with this user's "
+                             "proof key: written by another user, or forged")
+        if sorted(data) != sorted(f for f in _FIELDS if f != "mac"):
             raise ValueError("not a proof record")
         if data["format"] != _FORMAT or data["key"] != key:
             raise ValueError("a record of another format or key")
@@ -283,39 +629,48 @@ def lookup(selection, topology, *, directory=None) -> Proof | None:
             raise ValueError("the report does not match its digest")
         if report.op != selection.op:
             raise ValueError("the report is of another operation")
-    except (ValueError, UnicodeDecodeError, TypeError) as exc:
-        warnings.warn(f"proof cache file {path} is not a valid proof ({exc}); ignored",
-                      ProofCacheWarning, stacklevel=2)
+    except _Untrusted as exc:
+        ignore(f"proof cache file {path} is not trusted ({exc}); ignored")
+        return None
+    except (ValueError, UnicodeDecodeError, TypeError, RecursionError) as exc:
+        ignore(f"proof cache file {path} is not a valid proof ({exc}); ignored")
         return None
     return Proof(key, digest, report, cached=True, rank_digests=tuple(ranks))
 
 
+class _Untrusted(ValueError):
+    """A record not signed with the user's proof key."""
+
+
 def store(selection, topology, plan, *, directory=None) -> Proof:
     """Prove ``plan`` (the one ``selection`` builds on ``topology``) if it is not yet,
-    and write its proof to the cache (when there is one); return the proof."""
+    and write its proof, signed with the user's proof key, to the cache (when there
+    is one, trusted: see :func:`lookup`); return the proof."""
+    return _store(_open_cache(directory, create=True), selection, topology, plan)
+
+
+def _store(cache, selection, topology, plan) -> Proof:
     report = plan.check()
     key = plan_key(selection, topology)
     digest, ranks = _digests(plan)
     proof = Proof(key, digest, report, cached=False, plan=plan, rank_digests=ranks)
-    directory = _default(directory)
-    if directory is None:
+    if cache is None:
         return proof
-    record = {"format": _FORMAT, "key": key, "plan": proof.plan_digest,
-              "ranks": list(ranks),
-              "report": _report_fields(report), "report_digest": report_digest(report)}
+    record = _signed(cache.secret, {
+        "format": _FORMAT, "key": key, "plan": proof.plan_digest, "ranks": list(ranks),
+        "report": _report_fields(report), "report_digest": report_digest(report)})
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".proof-", suffix=".tmp", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=".proof-", suffix=".tmp", dir=cache.path)
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(_canonical(record))
-            os.replace(tmp, _path(directory, key))
+            os.replace(tmp, _path(cache.path, key))
         except BaseException:
             os.unlink(tmp)
             raise
     except OSError as exc:
-        warnings.warn(f"the proof cache {directory} cannot be written ({exc}); the "
-                      f"proof is not kept", ProofCacheWarning, stacklevel=2)
+        warnings.warn(f"the proof cache {cache.path} cannot be written ({exc}); the "
+                      f"proof is not kept", ProofCacheWarning, stacklevel=3)
     return proof
 
 
@@ -328,11 +683,10 @@ def prove(selection, topology, *, directory=None) -> Proof:
     PlanError
         The plan cannot be built or fails its check (nothing is stored).
     """
-    with claimed(selection, topology, directory=directory) as found:
+    with _claimed(selection, topology, directory) as (cache, found):
         if found is not None:
             return found
-        return store(selection, topology, _whole(selection, topology),
-                     directory=directory)
+        return _store(cache, selection, topology, _whole(selection, topology))
 
 
 def _whole(selection, topology):
@@ -349,8 +703,10 @@ def claimed(selection, topology, *, directory=None):
     Yields the proof on a hit (possibly after waiting for another process that was
     proving the same plan, see :mod:`wacoll.plans.prooflock`), else None: the body
     must then prove the plan and :func:`store` it, and the claim on it (when there is
-    one: a cache, and no other process gave up on it) is held until the body ends,
-    whether it returns or raises.
+    one: a trusted cache, a lock file that is the user's own, and no other process
+    gave up on it) is held until the body ends, whether it returns or raises. The
+    wait is bounded (``WACOLL_PROOF_WAIT``); when it runs out, or the lock file is
+    refused, this yields None without a claim: the body proves the plan here.
 
     Examples
     --------
@@ -368,15 +724,25 @@ def claimed(selection, topology, *, directory=None):
     ...     print(found.cached)
     True
     """
-    found = lookup(selection, topology, directory=directory)
-    directory = _default(directory)
-    claim = None
-    if found is None and directory is not None:
-        found, claim = await_proof(
-            directory, plan_key(selection, topology),
-            lambda: lookup(selection, topology, directory=directory))
-    try:
+    with _claimed(selection, topology, directory) as (_, found):
         yield found
+
+
+@contextlib.contextmanager
+def _claimed(selection, topology, directory):
+    """:func:`claimed`, yielding ``(cache, found)``: the open cache (None: off or
+    refused) with the proof."""
+    cache = _open_cache(directory, create=True)
+    found = claim = None
+    if cache is not None:
+        seen = set()
+        found = _lookup(cache, selection, topology, seen)
+        if found is None:
+            found, claim = await_proof(
+                cache.path, plan_key(selection, topology),
+                lambda: _lookup(cache, selection, topology, seen))
+    try:
+        yield cache, found
     finally:
         if claim is not None:
             claim.release()
@@ -398,7 +764,8 @@ def build_proved(selection, topology, *, directory=None):
     2
     """
     plan = _whole(selection, topology)
-    found = lookup(selection, topology, directory=directory)
+    cache = _open_cache(directory, create=True)
+    found = None if cache is None else _lookup(cache, selection, topology)
     if found is not None and found.plan_digest == plan_digest(plan):
         plan._cache["report"] = found.report
         return plan
@@ -406,5 +773,5 @@ def build_proved(selection, topology, *, directory=None):
         warnings.warn(f"the proof cached for this {selection.op} plan is of another "
                       f"plan (digest mismatch); proving it again", ProofCacheWarning,
                       stacklevel=2)
-    store(selection, topology, plan, directory=directory)
+    _store(cache, selection, topology, plan)
     return plan
