@@ -26,6 +26,7 @@ from mpi4py import MPI
 from wacoll.errors import WacollError
 from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi.executor import Run, call_tag
+from wacoll.mpi.plancall import _where
 from wacoll.mpi.runner import array_address as _address
 from wacoll.mpi.runner import bound_runner, copy_bytes
 
@@ -91,6 +92,14 @@ class Prequest:
         self._scratch = {}
         self._native = None
         self._in_place = any(a is None or a is MPI.IN_PLACE for a in args)
+        # an input the reader copied (a derived datatype's data, packed: a send
+        # buffer, a broadcast root's buffer; an in-place operand whose copy a start
+        # cannot take afresh) goes stale once the application changes its buffer:
+        # every start then reads the call again
+        copied = prepared is not None and prepared.in_copy is None and (
+            _where(prepared.inbuf, args) is None or (
+                prepared.finish is None and _where(prepared.outbuf, args) is None))
+        self._reread_each = self._in_place or copied
         #: The plan each start runs, or None when the MPI library runs the call.
         self.plan = plan
         #: The compiled runner of the plan (:mod:`wacoll.mpi.runner`), or None when
@@ -98,7 +107,7 @@ class Prequest:
         self._runner = None
         if program is None:
             self._native = getattr(comm.mpi_comm, _PERSISTENT[op])(*map(for_mpi, args))
-        elif comm.tracer is None and prepared.finish is None:
+        elif comm.tracer is None and prepared.finish is None and not copied:
             # (a derived datatype's staged buffers are read again at every start)
             self._runner = bound_runner(program, prepared, comm.mpi_comm)
             # the bound buffers' addresses, and where an in-place input is copied from
@@ -131,7 +140,7 @@ class Prequest:
             if self._runner.begin(*self._at, call_tag(seq)):
                 self._complete()
             return
-        if self._in_place:  # the reader copies the in-place operand: refresh it
+        if self._reread_each:  # the reader copied an input: take it afresh
             prepared = self._reread()
         self._run = Run(self._program, comm.mpi_comm, prepared.inbuf, prepared.outbuf,
                         op=prepared.reduce_op, scratch=self._scratch, tag=call_tag(seq))

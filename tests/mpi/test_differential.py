@@ -1,0 +1,95 @@
+"""Faults that random differential trials against the MPI library found, each
+pinned against the library's own results:
+
+* a persistent collective read a derived datatype's send data (packed as the call
+  was read) and the in-place operand of ``Gatherv_init`` / ``Allgatherv_init`` once:
+  a second ``Start`` after the application changed its buffers sent the old data.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+WORLD = MPI.COMM_WORLD
+P = WORLD.Get_size()
+ME = WORLD.Get_rank()
+
+
+# ---------------------------------------------------------------- persistent calls
+def _persistent_cases():
+    """``{name: (make, inputs)}``: ``make()`` gives fresh arrays and the ``_init``
+    call's arguments; ``inputs`` names the arrays a second start reads anew."""
+    vec = MPI.INT.Create_vector(2, 1, 2).Commit()  # ints 0 and 2 of 3
+    counts = [r % 3 + 1 for r in range(P)]
+    displs = [sum(counts[:r]) + r for r in range(P)]  # a gap after each block
+    size = displs[-1] + counts[-1] + 1
+
+    def allgather_derived():
+        send, recv = np.arange(6, dtype="i") + 10 * ME, np.full(4 * P, -1, "i")
+        return {"send": send, "recv": recv}, ("Allgather_init",
+                                              ([send, 2, vec], [recv, MPI.INT]), {})
+
+    def bcast_derived():
+        buf = np.arange(9, dtype="i") + (100 if ME == P - 1 else 0)
+        return {"buf": buf}, ("Bcast_init", ([buf, 3, vec], P - 1), {})
+
+    def gatherv_in_place():
+        send = np.arange(counts[ME], dtype="d") + ME
+        recv = np.full(size, -1.0)
+        if ME == 0:
+            recv[displs[0]:displs[0] + counts[0]] = send
+        args = (MPI.IN_PLACE if ME == 0 else send,
+                [recv, counts, displs, MPI.DOUBLE] if ME == 0 else None, 0)
+        return {"send": send, "recv": recv}, ("Gatherv_init", args, {})
+
+    def allgatherv_in_place():
+        recv = np.full(size, -1.0)
+        recv[displs[ME]:displs[ME] + counts[ME]] = np.arange(counts[ME]) + ME
+        return {"recv": recv}, ("Allgatherv_init", (MPI.IN_PLACE, [recv, counts, displs,
+                                                                   MPI.DOUBLE]), {})
+
+    cases = {"Allgather vector send": (allgather_derived, ("send",)),
+             "Bcast vector": (bcast_derived, ("buf",)),
+             "Gatherv in place": (gatherv_in_place, ("send", "recv")),
+             "Allgatherv in place": (allgatherv_in_place, ("recv",))}
+    return cases, vec
+
+
+def _start_twice(comm, make, inputs):
+    """Start a persistent call, change its inputs in place, start it again: the
+    arrays after each start."""
+    arrays, (method, args, kwargs) = make()
+    request = getattr(comm, method)(*args, **kwargs)
+    seen = []
+    for round_ in range(2):
+        if round_:
+            for name in inputs:
+                arrays[name] += 1000
+        request.Start()
+        request.Wait()
+        seen.append({k: a.copy() for k, a in arrays.items()})
+    request.Free()
+    return seen
+
+
+@pytest.mark.mpi(min_size=2)
+def test_persistent_calls_read_changed_inputs(mpi):
+    """A second start sends the data the buffers hold then, as the library's does."""
+    cases, vec = _persistent_cases()
+    problems = []
+    try:
+        for layout in ["single"] + mpi.multi[:1]:
+            comm = mpi.comm(layout)  # strict: plans run on one cluster too
+            for name, (make, inputs) in cases.items():
+                got, exc = mpi.outcome(lambda: _start_twice(comm, make, inputs))
+                want = _start_twice(WORLD, make, inputs)
+                if exc is not None:
+                    problems.append(f"{name} on {layout}: raised {exc!r}")
+                elif any(g[k].tobytes() != w[k].tobytes() for g, w in zip(got, want)
+                         for k in w):
+                    problems.append(f"{name} on {layout}: got {got}, want {want}")
+    finally:
+        vec.Free()
+    mpi.assert_all(not problems, "; ".join(problems[:3]))
