@@ -3,7 +3,10 @@ pinned against the library's own results:
 
 * a persistent collective read a derived datatype's send data (packed as the call
   was read) and the in-place operand of ``Gatherv_init`` / ``Allgatherv_init`` once:
-  a second ``Start`` after the application changed its buffers sent the old data.
+  a second ``Start`` after the application changed its buffers sent the old data;
+* a strict ``Exscan`` on reproducible arithmetic converted rank 0's never-written
+  accumulators into its receive buffer (MPI leaves that buffer alone), or raised
+  ``AccumulatorOverflowError`` over what the scratch memory held.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from mpi4py import MPI
+
+import wacoll
 
 WORLD = MPI.COMM_WORLD
 P = WORLD.Get_size()
@@ -92,4 +97,41 @@ def test_persistent_calls_read_changed_inputs(mpi):
                     problems.append(f"{name} on {layout}: got {got}, want {want}")
     finally:
         vec.Free()
+    mpi.assert_all(not problems, "; ".join(problems[:3]))
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("form", ["blocking", "nonblocking", "persistent"])
+def test_reproducible_exscan_leaves_rank0(mpi, form):
+    """Rank 0 of an exscan receives nothing: its buffer keeps what it held, and a
+    scratch area holding large accumulators from an earlier call raises nothing."""
+    problems = []
+    for layout in ["single"] + mpi.multi[:1]:
+        comm = wacoll.Comm(WORLD, mpi.topology(layout), level="strict",
+                           arithmetic="reproducible")
+        try:
+            # an earlier call leaves big accumulators in the scratch memory
+            big = np.full(64, 1e300)
+            comm.Allreduce(big, np.empty(64))
+            send = np.arange(5.0) + ME
+            recv = np.full(5, 7.0)
+            if form == "blocking":
+                call = lambda: comm.Exscan(send, recv)  # noqa: E731
+            elif form == "nonblocking":
+                call = lambda: comm.Iexscan(send, recv).Wait()  # noqa: E731
+            else:
+                def call():
+                    request = comm.Exscan_init(send, recv)
+                    request.Start()
+                    request.Wait()
+                    request.Free()
+            _, exc = mpi.outcome(call)
+            want = np.full(5, 7.0) if ME == 0 else \
+                sum(np.arange(5.0) + r for r in range(ME))
+            if exc is not None:
+                problems.append(f"{layout}: raised {exc!r}")
+            elif not np.array_equal(recv, want):
+                problems.append(f"{layout}: got {recv}, want {want}")
+        finally:
+            comm.Free()
     mpi.assert_all(not problems, "; ".join(problems[:3]))

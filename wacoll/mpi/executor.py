@@ -227,6 +227,12 @@ class Run:
             from wacoll.mpi.accumulate import stage
 
             t0 = tracer.clock() if tracer else 0.0
+            # a rank whose program writes no result (rank 0 of an exscan) leaves its
+            # receive buffer as it was, as the library does: nothing to unstage
+            if outbuf is not None and not any(
+                    step.dst is not None and step.dst[0] == "out"
+                    for step in program.steps):
+                outbuf = None
             inbuf, outbuf, self._unstage = stage(inbuf, outbuf, scratch)
             op = _kernels.REPRO_SUM
             if tracer:
