@@ -2,6 +2,30 @@
 
 Every error a user can trigger derives from :class:`WacollError`, so one ``except``
 clause catches them all; each subclass names the layer at fault.
+
+An error :class:`wacoll.Comm` raises for bad arguments is also an instance of the
+class mpi4py raises for the same arguments (or the MPI library through mpi4py), so
+code written for mpi4py catches it unchanged:
+
+=====================================  ================================================
+mpi4py raises                          wacoll raises
+=====================================  ================================================
+``ValueError``                         :class:`BufferMismatchError` (and subclasses)
+``TypeError``                          :class:`BufferTypeError`, :class:`RootTypeError`,
+                                       :class:`OperatorTypeError`
+``KeyError``                           :class:`DatatypeError`
+``BufferError``                        :class:`BufferAccessError`
+``MPI.Exception``, ``ERR_BUFFER``      :class:`BufferAliasError`
+``MPI.Exception``, ``ERR_ROOT``        :class:`RootError`
+``MPI.Exception``, ``ERR_COUNT``       :class:`CountError`
+``MPI.Exception``, ``ERR_OP``          :class:`UndefinedOperatorError`
+``MPI.Exception``, another class       :class:`MPIError`
+=====================================  ================================================
+
+The classes that derive from ``MPI.Exception`` (:class:`MPIError` and its
+subclasses, :class:`RootError`) are built when first asked for, since the plan world
+imports this module without MPI; they report their MPI error class through
+``Get_error_class()`` and carry wacoll's message.
 """
 
 __all__ = [
@@ -11,10 +35,17 @@ __all__ = [
     "PlanError",
     "BufferMismatchError",
     "BufferTypeError",
+    "BufferAccessError",
     "DatatypeError",
+    "RootTypeError",
     "MPIError",
+    "BufferAliasError",
+    "CountError",
+    "RootError",
+    "UndefinedOperatorError",
     "ScriptError",
     "OperatorError",
+    "OperatorTypeError",
     "AccumulatorOverflowError",
     "TestbedError",
     "TestbedUnavailable",
@@ -52,45 +83,71 @@ class PlanError(WacollError):
 
 
 class BufferMismatchError(WacollError, ValueError):
-    """A buffer whose dtype, size, shape or contiguity does not fit the operation."""
+    """A buffer whose dtype, size, count or shape does not fit the operation, where
+    mpi4py raises ValueError (a count that does not match, a specification of five
+    items, a displacement beyond the buffer).
+
+    Its subclasses say more, and are also the class mpi4py raises for the same
+    fault: :class:`BufferTypeError` (TypeError), :class:`BufferAccessError`
+    (BufferError), :class:`DatatypeError` (KeyError) and :class:`MPIError`
+    (``MPI.Exception``).
+    """
 
 
 class BufferTypeError(BufferMismatchError, TypeError):
-    """A buffer argument of the wrong kind (not a buffer, list or tuple), where mpi4py
-    raises TypeError."""
+    """A buffer argument of the wrong kind (not a buffer, list or tuple; a count or
+    displacement that is not an integer; a datatype that is not hashable), where
+    mpi4py raises TypeError."""
+
+
+class BufferAccessError(BufferMismatchError, BufferError):
+    """A buffer whose memory cannot be used as the call needs it, where mpi4py's
+    buffer reading raises BufferError: memory that is not contiguous, a receive
+    buffer that is read-only (``bytes``, a read-only array or memoryview), a format
+    of non-native byte order, a numpy dtype that exports no buffer (datetime), a
+    DLPack tensor outside host memory."""
 
 
 class DatatypeError(BufferMismatchError, KeyError):
-    """A type code or buffer format with no MPI datatype (mpi4py raises KeyError), or
-    an MPI datatype wacoll cannot lay out."""
+    """A type code, buffer format or numpy dtype with no MPI datatype (an array of
+    ``dtype=object``, a datatype given as a number), where mpi4py raises KeyError;
+    or an MPI datatype wacoll cannot lay out."""
 
     __str__ = Exception.__str__  # KeyError would quote the message
 
 
+class RootTypeError(WacollError, TypeError):
+    """A root that is not an integer (a string, None, a float, a bool), where mpi4py
+    raises TypeError; a root out of range raises :class:`RootError`."""
+
+
+#: The classes built on first use (they derive from mpi4py's ``MPI.Exception``).
+_MPI_CLASSES = ("MPIError", "BufferAliasError", "CountError", "RootError",
+                "UndefinedOperatorError")
+
+
 def __getattr__(name):
-    # MPIError derives from mpi4py's MPI.Exception, so it is built when first asked
-    # for: the plan world imports this module without MPI.
-    if name == "MPIError":
-        global MPIError
-        MPIError = _mpi_error_class()
-        return MPIError
+    # These derive from mpi4py's MPI.Exception, so they are built when first asked
+    # for (importing mpi4py.MPI initialises MPI): the plan world imports this module
+    # without MPI.
+    if name in _MPI_CLASSES:
+        built = _mpi_error_classes()
+        globals().update(built)
+        return built[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _mpi_error_class():
+def _mpi_error_classes():
     from mpi4py import MPI
 
-    class MPIError(BufferMismatchError, MPI.Exception):
-        """A call the MPI library would refuse with an ``MPI.Exception`` (an operator
-        not defined for the datatype, a datatype MPI cannot combine): both a
-        :class:`BufferMismatchError` and an ``MPI.Exception`` that reports MPI's
-        error class (``mpi_error_class``, e.g. ``MPI.ERR_OP``) with wacoll's message.
-        """
+    class _MPIFlavour(MPI.Exception):
+        """An ``MPI.Exception`` that carries wacoll's message and reports the MPI
+        error class ``mpi_error_class`` (``Get_error_class()``, ``int(exc)``)."""
 
         #: The MPI error class the MPI library would report.
         mpi_error_class = MPI.ERR_ARG
 
-        def __init__(self, message, error_class=None):
+        def __init__(self, message="", error_class=None):
             Exception.__init__(self, message)
             if error_class is not None:
                 self.mpi_error_class = error_class
@@ -112,8 +169,60 @@ def _mpi_error_class():
         def __ne__(self, other):
             return self is not other
 
-    MPIError.__module__ = __name__
-    return MPIError
+    class MPIError(_MPIFlavour, BufferMismatchError):
+        """A call the MPI library would refuse with an ``MPI.Exception``: both a
+        :class:`BufferMismatchError` and an ``MPI.Exception`` that reports MPI's
+        error class (``mpi_error_class``; ``Get_error_class()``) with wacoll's
+        message.
+
+        Parameters
+        ----------
+        message : str
+        error_class : int, optional
+            The MPI error class (``MPI.ERR_TYPE`` for a datatype the library
+            refused, ...); the class's own ``mpi_error_class`` by default
+            (``MPI.ERR_ARG``; each subclass names its own).
+        """
+
+    class BufferAliasError(MPIError):
+        """A send buffer that is the receive buffer (not ``MPI.IN_PLACE``), which
+        MPI forbids: the MPI library raises ``MPI.Exception`` with ``ERR_BUFFER``
+        (MPICH; Open MPI checks it in some collectives only)."""
+
+        mpi_error_class = MPI.ERR_BUFFER
+
+    class CountError(MPIError):
+        """A negative count: mpi4py raises ValueError for a buffer's count, the MPI
+        library ``MPI.Exception`` with ``ERR_COUNT`` for a vector variant's."""
+
+        mpi_error_class = MPI.ERR_COUNT
+
+    class RootError(_MPIFlavour, WacollError):
+        """A root that is not a rank of the communicator: the MPI library raises
+        ``MPI.Exception`` with ``ERR_ROOT``."""
+
+        mpi_error_class = MPI.ERR_ROOT
+
+    class UndefinedOperatorError(MPIError, OperatorError):
+        """An operator MPI does not define for the call (MAX on complex numbers,
+        BAND on floats, MAXLOC on a type without (value, index) pairs, a predefined
+        operator on a derived datatype, ``MPI.REPLACE`` or ``MPI.NO_OP`` in a
+        reduction): the MPI library raises ``MPI.Exception`` with ``ERR_OP``. Also an
+        :class:`OperatorError` and a :class:`BufferMismatchError`."""
+
+        mpi_error_class = MPI.ERR_OP
+
+    built = {}
+    for cls in (MPIError, BufferAliasError, CountError, RootError,
+                UndefinedOperatorError):
+        # importable by name, so that pickle (the object collectives send errors
+        # as pickled classes) and the agreement (by name) find them
+        cls.__module__, cls.__qualname__ = __name__, cls.__name__
+        built[cls.__name__] = cls
+    _MPIFlavour.__module__ = __name__
+    _MPIFlavour.__qualname__ = "_MPIFlavour"
+    built["_MPIFlavour"] = _MPIFlavour
+    return built
 
 
 class ScriptError(WacollError, ValueError):
@@ -127,12 +236,20 @@ class ScriptError(WacollError, ValueError):
 
 
 class OperatorError(WacollError, ValueError):
-    """A reduction operator wacoll cannot apply: an unknown name, MAXLOC/MINLOC on a
-    type without pairs, or a bad ``side``.
+    """A reduction operator wacoll cannot apply: an unknown name, an operator its
+    kernels do not run, MAXLOC/MINLOC on a type without pairs, or a bad ``side``.
 
-    An operator applied to a type MPI does not define it for raises
-    :class:`BufferMismatchError` instead.
+    A collective raises a subclass that is also mpi4py's class for the same
+    operator: :class:`OperatorTypeError` (TypeError) for what is not an operator,
+    :class:`UndefinedOperatorError` (``MPI.Exception``, ``ERR_OP``) for an operator
+    MPI does not define for the datatype.
     """
+
+
+class OperatorTypeError(OperatorError, TypeError):
+    """Not a reduction operator: an unknown name, or an object that is neither a
+    name nor an ``MPI.Op`` (nor, for the object collectives, a callable), where
+    mpi4py raises TypeError."""
 
 
 class AccumulatorOverflowError(WacollError, OverflowError):

@@ -95,16 +95,22 @@ def _digest(sig):
 
 
 def _portable(error):
-    """An error as plain data: class name, message and its located fields."""
-    return (type(error).__name__, str(error),
-            {k: getattr(error, k) for k in _FIELDS if getattr(error, k, None) is not None})
+    """An error as plain data: class name, message and its located fields (and the
+    MPI error class of an :class:`~wacoll.errors.MPIError` that names its own)."""
+    fields = {k: getattr(error, k) for k in _FIELDS if getattr(error, k, None) is not None}
+    own = getattr(error, "__dict__", {}).get("mpi_error_class")
+    if own is not None:
+        fields["mpi_error_class"] = int(own)
+    return (type(error).__name__, str(error), fields)
 
 
 def rebuild_error(rank, data):
     """The error another rank reported (as :func:`_portable` data), to raise here.
 
     It has the reporting rank's class, its message prefixed with ``rank N:``, and its
-    located fields (``rank``, ``step``, ``line``, ``column``; None where absent).
+    located fields (``rank``, ``step``, ``line``, ``column``; None where absent); an
+    :class:`~wacoll.errors.MPIError` keeps its MPI error class
+    (``Get_error_class()``), so every rank raises what the reporting rank would.
     """
     name, message, fields = data
     cls = _ERRORS.get(name, WacollError)
@@ -112,6 +118,8 @@ def rebuild_error(rank, data):
     Exception.__init__(exc, f"rank {rank}: {message}")
     for k in _FIELDS:
         setattr(exc, k, fields.get(k))
+    if "mpi_error_class" in fields:
+        exc.mpi_error_class = fields["mpi_error_class"]
     return exc
 
 

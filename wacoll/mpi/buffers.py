@@ -45,7 +45,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wacoll.errors import BufferMismatchError, BufferTypeError, DatatypeError
+from wacoll import errors
+from wacoll.errors import BufferAccessError, BufferMismatchError, BufferTypeError, \
+    DatatypeError
 from wacoll.mpi.datatypes import TypeInfo, datatype_of_format, resolve_datatype, \
     type_info
 
@@ -181,7 +183,7 @@ def _from_dlpack(obj, role):
     except AttributeError:
         device_type = 1
     if device_type not in (1, 3):  # kDLCPU, kDLCUDAHost
-        raise BufferMismatchError(f"{role}: a DLPack tensor on device type "
+        raise BufferAccessError(f"{role}: a DLPack tensor on device type "
                                   f"{device_type} is not in host memory")
     try:
         capsule, name = obj.__dlpack__(max_version=(1, 0), copy=False), \
@@ -210,7 +212,7 @@ def _from_dlpack(obj, role):
         expect = 1
         for i in reversed(range(tensor.ndim)):
             if shape[i] != 1 and tensor.strides[i] != expect:
-                raise BufferMismatchError(f"{role}: the DLPack tensor is not contiguous")
+                raise BufferAccessError(f"{role}: the DLPack tensor is not contiguous")
             expect *= shape[i]
     order = "<" if np.little_endian else ">"
     typestr = f"|b1" if kind == "b" else f"{order}{kind}{itemsize}"
@@ -223,7 +225,14 @@ def _from_dlpack(obj, role):
 
 def as_bytes(obj, role, writable=False):
     """``(raw, format)``: the bytes of a buffer object as a 1-D uint8 array (no copy)
-    and its element format (a numpy dtype, or a buffer-protocol format string)."""
+    and its element format (a numpy dtype, or a buffer-protocol format string).
+
+    Raises :class:`~wacoll.errors.BufferTypeError` for an object that is not a
+    buffer, :class:`~wacoll.errors.BufferAccessError` (a BufferError, as mpi4py's)
+    for memory that is not contiguous or, with ``writable``, read-only, and
+    :class:`~wacoll.errors.DatatypeError` (a KeyError, as mpi4py's) for elements
+    that are Python objects.
+    """
     host = _host_array(obj, role)
     if host is None:
         raise BufferTypeError(f"{role} of type {type(obj).__name__} is not a buffer: it "
@@ -231,19 +240,22 @@ def as_bytes(obj, role, writable=False):
     if isinstance(host, memoryview):
         mem = host
         if not mem.contiguous:
-            raise BufferMismatchError(f"{role} must be contiguous memory")
+            raise BufferAccessError(f"{role} must be contiguous memory")
         if writable and mem.readonly:
-            raise BufferMismatchError(f"{role} is read-only")
+            raise BufferAccessError(f"{role} is read-only")
         fmt = mem.format
         if mem.nbytes and not mem.c_contiguous:
-            raise BufferMismatchError(f"{role} must be C-contiguous memory")
+            raise BufferAccessError(f"{role} must be C-contiguous memory")
         raw = np.asarray(mem.cast("B")) if mem.nbytes else np.empty(0, np.uint8)
         return raw, fmt
     arr = host
     if not (arr.flags.c_contiguous or arr.flags.f_contiguous):
-        raise BufferMismatchError(f"{role} must be a contiguous array")
+        raise BufferAccessError(f"{role} must be a contiguous array")
     if writable and not arr.flags.writeable:
-        raise BufferMismatchError(f"{role} is read-only")
+        raise BufferAccessError(f"{role} is read-only")
+    if arr.dtype.hasobject:
+        raise DatatypeError(f"{role}: numpy dtype {arr.dtype} holds Python objects; "
+                            f"it has no MPI datatype")
     flat = arr.reshape(-1, order="A")
     return (flat.view(np.uint8) if flat.dtype.itemsize else
             np.empty(0, np.uint8)), arr.dtype
@@ -255,10 +267,14 @@ def _datatype_of(fmt, role):
             raise DatatypeError(f"{role}: numpy dtype {fmt} holds Python objects")
         if fmt.byteorder not in "=|" and fmt.byteorder != ("<" if np.little_endian
                                                              else ">"):
-            raise BufferMismatchError(f"{role}: dtype {fmt} has non-native byte order")
+            raise BufferAccessError(f"{role}: dtype {fmt} has non-native byte order")
         if fmt == np.uint8:
             return _mpi().BYTE
-        fmt = memoryview(np.empty(0, fmt)).format
+        try:
+            fmt = memoryview(np.empty(0, fmt)).format
+        except (ValueError, TypeError, BufferError):  # datetime64, ...: no format
+            raise BufferAccessError(f"{role}: numpy dtype {fmt} exports no buffer "
+                                    f"format") from None
     return datatype_of_format(fmt, role)
 
 
@@ -392,7 +408,7 @@ def _read(data, dt, role, writable):
         info = _ARRAY_INFO.get(data.dtype)
         if info is not None:
             if writable and not data.flags.writeable:
-                raise BufferMismatchError(f"{role} is read-only")
+                raise BufferAccessError(f"{role} is read-only")
             return data.reshape(-1).view(np.uint8), info
         raw, info = _read_any(data, dt, role, writable)
         if info.predefined and data.dtype.itemsize:
@@ -418,7 +434,9 @@ def parse_buffer(spec, role: str, blocks: int = 0, writable: bool = False) -> Me
     ``blocks`` >= 2 reads a block-variant buffer: an inferred count is divided by
     ``blocks``. Raises :class:`BufferMismatchError` (a ValueError) where mpi4py raises
     ValueError, :class:`BufferTypeError` where it raises TypeError,
-    :class:`DatatypeError` where it raises KeyError.
+    :class:`DatatypeError` where it raises KeyError, :class:`BufferAccessError`
+    where it raises BufferError, and :class:`~wacoll.errors.CountError` (a ValueError
+    and an ``MPI.Exception``) for a negative count.
     """
     MPI = _mpi()
     if isinstance(spec, (list, tuple)):
@@ -447,7 +465,7 @@ def parse_buffer(spec, role: str, blocks: int = 0, writable: bool = False) -> Me
     if count is not None:
         count = _index(count, role, "count")
         if count < 0:
-            raise BufferMismatchError(f"{role}: negative count {count}")
+            raise errors.CountError(f"{role}: negative count {count}")
     elif raw.size:
         if info.extent <= 0:
             raise BufferMismatchError(f"{role}: cannot infer the count with datatype "
@@ -531,8 +549,10 @@ def parse_vbuffer(spec, size: int, role: str, writable: bool = False) -> VBuffer
         displs = _int_list(displs, size, role, "displacements")
     for r, (c, d) in enumerate(zip(counts, displs)):
         if c < 0 or d < 0:
-            raise BufferMismatchError(f"{role}: block {r} has count {c} and "
-                                      f"displacement {d}; both must be >= 0")
+            # a negative count: the MPI library's MPI_ERR_COUNT
+            raise (errors.CountError if c < 0 else BufferMismatchError)(
+                f"{role}: block {r} has count {c} and displacement {d}; both must be "
+                f">= 0")
         if c:
             msg.check_fits(d, c, f"{role} block {r}")
     if writable:

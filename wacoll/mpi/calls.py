@@ -5,7 +5,9 @@ one collective, checks them as far as this rank can, and returns a :class:`Prepa
 the operation, its counts, the numpy views of the user's buffers and where each
 block sits in them. What only the ranks together can check (the v-variants' counts)
 travels as ``Prepared.vector_info`` to :mod:`wacoll.mpi.agreement`. A reader raises a
-:class:`~wacoll.errors.WacollError` for a fault in this rank's own arguments.
+:class:`~wacoll.errors.WacollError` for a fault in this rank's own arguments, of a
+class that is also the one mpi4py (or the MPI library through it) raises for the
+same fault (see :mod:`wacoll.errors`).
 
 Examples
 --------
@@ -26,7 +28,8 @@ import numpy as np
 
 from wacoll import _kernels, errors
 from wacoll._kernels import repro
-from wacoll.errors import BufferMismatchError, BufferTypeError, DatatypeError, WacollError
+from wacoll.errors import BufferAccessError, BufferMismatchError, BufferTypeError, \
+    DatatypeError, OperatorError, RootTypeError, WacollError
 from wacoll.mpi.buffers import parse_buffer, parse_vbuffer, plan_dtype, plan_factor
 from wacoll.plans.operations import LEVELS
 
@@ -113,16 +116,21 @@ def _mpi():
 
 
 def check_root(place, root):
-    """Raise unless ``root`` is a rank of the communicator."""
-    if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or not (
-            0 <= root < place.size):
-        raise WacollError(f"root {root!r} is not a rank of 0..{place.size - 1}")
+    """Raise unless ``root`` is a rank of the communicator: a
+    :class:`~wacoll.errors.RootTypeError` (a TypeError) for one that is not an
+    integer, a :class:`~wacoll.errors.RootError` (``MPI.Exception``, ``ERR_ROOT``)
+    for one out of range."""
+    if isinstance(root, bool) or not isinstance(root, (int, np.integer)):
+        raise RootTypeError(f"root {root!r} is not an integer rank of "
+                            f"0..{place.size - 1}")
+    if not 0 <= root < place.size:
+        raise errors.RootError(f"root {root!r} is not a rank of 0..{place.size - 1}")
     return int(root)
 
 
 def _writable(view, role):
     if not view.flags.writeable:
-        raise BufferMismatchError(f"{role} is read-only")
+        raise BufferAccessError(f"{role} is read-only")
     return view
 
 
@@ -182,7 +190,7 @@ class _Out:
 
 def _need_finish(msg, role):
     if not msg.raw.flags.writeable:
-        raise BufferMismatchError(f"{role} is read-only")
+        raise BufferAccessError(f"{role} is read-only")
     if not FINISH_HONOURED:
         raise DatatypeError(
             f"{role}: receiving into derived datatype {msg.info.name} needs a call path "
@@ -196,13 +204,15 @@ def _elements(msg):
 
 def _apart(send, recv):
     """MPI forbids a send buffer that is the receive buffer (in place is
-    ``MPI.IN_PLACE``). The library refuses it on the rank that passes it, and the
-    other ranks would wait for that rank forever: say so on every rank instead."""
+    ``MPI.IN_PLACE``). The library refuses it on the rank that passes it (MPICH:
+    ``MPI_ERR_BUFFER``), and the other ranks would wait for that rank forever: say so
+    on every rank instead, with :class:`~wacoll.errors.BufferAliasError` (an
+    ``MPI.Exception``, as the library's)."""
     if send.raw.size and recv.raw.size and send.raw.__array_interface__["data"][0] == \
             recv.raw.__array_interface__["data"][0]:
-        raise BufferMismatchError("sendbuf and recvbuf are the same memory, which MPI "
-                                  "forbids; pass MPI.IN_PLACE as sendbuf to work in "
-                                  "place")
+        raise errors.BufferAliasError("sendbuf and recvbuf are the same memory, which "
+                                      "MPI forbids; pass MPI.IN_PLACE as sendbuf to "
+                                      "work in place")
 
 
 def _same_type(a, b, what="sendbuf and recvbuf"):
@@ -463,13 +473,38 @@ def _exact(op, dtype):
     return name in EXACT_OPS or (name in ("SUM", "PROD") and dtype.kind in "biu")
 
 
-def _reduction_parts(op_name, inbuf, out, op, level, default_level):
-    op = _mpi().SUM if op is None else op
+def check_operator(op, dtype):
+    """Raise unless ``op`` reduces elements of ``dtype``, with mpi4py's class for the
+    fault: :class:`~wacoll.errors.OperatorTypeError` (a TypeError) for what is not
+    an operator (mpi4py takes ``MPI.Op`` objects only; wacoll also takes names),
+    :class:`~wacoll.errors.UndefinedOperatorError` (``MPI.Exception``, ``ERR_OP``)
+    for an operator MPI does not define for ``dtype`` or does not reduce with
+    (``MPI.REPLACE``, ``MPI.NO_OP``).
+
+    Examples
+    --------
+    >>> from mpi4py import MPI
+    >>> check_operator(MPI.BAND, np.dtype("i4"))
+    >>> try:
+    ...     check_operator(MPI.MAX, np.dtype(complex))
+    ... except MPI.Exception as exc:
+    ...     exc.Get_error_class() == MPI.ERR_OP
+    True
+    """
     try:
-        _kernels.check_op(op, inbuf.dtype)
+        _kernels.check_op(op, dtype)
+    except OperatorError as exc:
+        if isinstance(op, _mpi().Op):  # MAXLOC without pairs, REPLACE, NO_OP
+            raise errors.UndefinedOperatorError(str(exc)) from None
+        raise errors.OperatorTypeError(str(exc)) from None
     except BufferMismatchError as exc:
         # MPI refuses an operator on a type it is not defined for with MPI_ERR_OP
-        raise errors.MPIError(str(exc), _mpi().ERR_OP) from None
+        raise errors.UndefinedOperatorError(str(exc)) from None
+
+
+def _reduction_parts(op_name, inbuf, out, op, level, default_level):
+    op = _mpi().SUM if op is None else op
+    check_operator(op, inbuf.dtype)
     level = default_level if level is None else level
     commutes = _kernels.is_commutative(op)
     if level is None:  # MPI's own promise: any grouping, any order if it commutes
@@ -502,8 +537,9 @@ def _check_reduction_type(msg, op, role):
     if msg.info.predefined:
         return None
     if operator_name(op if op is not None else "SUM") != "user-defined":
-        raise errors.MPIError(f"{role}: MPI's predefined operators are not defined for "
-                              f"derived datatype {msg.info.name}", _mpi().ERR_OP)
+        raise errors.UndefinedOperatorError(f"{role}: MPI's predefined operators are "
+                                            f"not defined for derived datatype "
+                                            f"{msg.info.name}")
     return msg.info
 
 
@@ -635,13 +671,14 @@ def _recvcounts(values, size):
     except TypeError:
         raise BufferTypeError(f"recvcounts must be a sequence of {size} counts, got "
                               f"{values!r}") from None
+    # mpi4py reads the items as integers first (TypeError), then counts them
+    if any(isinstance(c, bool) or not isinstance(c, (int, np.integer)) for c in counts):
+        raise BufferTypeError(f"recvcounts needs {size} integer counts")
     if len(counts) != size:
         raise BufferMismatchError(f"recvcounts: expecting {size} items, got "
                                   f"{len(counts)}")
-    if any(isinstance(c, bool) or not isinstance(c, (int, np.integer)) for c in counts):
-        raise BufferTypeError(f"recvcounts needs {size} integer counts")
-    if any(c < 0 for c in counts):
-        raise BufferMismatchError(f"recvcounts needs {size} counts >= 0")
+    if any(c < 0 for c in counts):  # the MPI library's MPI_ERR_COUNT
+        raise errors.CountError(f"recvcounts needs {size} counts >= 0")
     return tuple(int(c) for c in counts)
 
 

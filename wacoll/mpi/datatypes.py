@@ -33,7 +33,8 @@ import functools
 
 import numpy as np
 
-from wacoll.errors import BufferMismatchError, DatatypeError, WacollError
+from wacoll.errors import BufferAccessError, BufferMismatchError, BufferTypeError, \
+    DatatypeError, WacollError
 
 __all__ = ["TypeInfo", "type_info", "resolve_datatype", "datatype_of_format",
            "PAIR_TYPES", "pair_dtype", "register_pair_formats"]
@@ -146,7 +147,12 @@ def register_pair_formats():
 
 
 def resolve_datatype(datatype, role="buffer"):
-    """An ``MPI.Datatype`` from a datatype or a type code such as ``"i"``."""
+    """An ``MPI.Datatype`` from a datatype or a type code such as ``"i"``.
+
+    Anything else raises what mpi4py's lookup of it raises: :class:`DatatypeError`
+    (a KeyError) for an unknown type code or another hashable object (a number),
+    :class:`BufferTypeError` (a TypeError) for an unhashable one (a list).
+    """
     MPI = _mpi()
     if isinstance(datatype, MPI.Datatype):
         return datatype
@@ -156,7 +162,13 @@ def resolve_datatype(datatype, role="buffer"):
         except KeyError:
             raise DatatypeError(f"{role}: cannot map type code {datatype!r} to an MPI "
                                 f"datatype") from None
-    raise BufferMismatchError(f"{role}: expected an MPI datatype, got {datatype!r}")
+    try:
+        hash(datatype)
+    except TypeError:
+        raise BufferTypeError(f"{role}: expected an MPI datatype or a type code, got "
+                              f"{datatype!r}") from None
+    raise DatatypeError(f"{role}: expected an MPI datatype or a type code, got "
+                        f"{datatype!r}")
 
 
 def datatype_of_format(fmt, role="buffer"):
@@ -167,8 +179,8 @@ def datatype_of_format(fmt, role="buffer"):
         return MPI.BYTE
     if fmt[:1] in "@=<>!":
         if fmt[:1] in "<>!" and (fmt[:1] == "<") != (np.little_endian):
-            raise BufferMismatchError(f"{role}: format {fmt!r} has non-native byte "
-                                      f"order")
+            raise BufferAccessError(f"{role}: format {fmt!r} has non-native byte "
+                                    f"order")
         fmt = fmt[1:]
     try:
         return MPI._typedict[fmt]
