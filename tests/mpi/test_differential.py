@@ -1,5 +1,11 @@
-"""Faults that random differential trials against the MPI library found, each
-pinned against the library's own results:
+"""Random differential trials against the MPI library, and the faults they found.
+
+:func:`test_differential_trials` runs a few hundred trials of
+``tests/mpi/differential.py`` (random collective calls, each run on
+``MPI.COMM_WORLD`` and on a ``wacoll.Comm`` with declared clusters, every buffer
+compared byte for byte) and asserts that none mismatched and none was refused. The
+larger runs are ``benchmarks/probe_differential.py``'s. The other tests pin what
+the trials found, each against the library's own results:
 
 * a persistent collective read a derived datatype's send data (packed as the call
   was read) and the in-place operand of ``Gatherv_init`` / ``Allgatherv_init`` once:
@@ -11,15 +17,50 @@ pinned against the library's own results:
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from mpi4py import MPI
 
 import wacoll
+from wacoll import Topology
 
 WORLD = MPI.COMM_WORLD
 P = WORLD.Get_size()
 ME = WORLD.Get_rank()
+
+
+def _differential():
+    name = "wacoll_tests_differential"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(
+            name, Path(__file__).with_name("differential.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+def _declared():
+    """The declared clusters: ``WACOLL_CLUSTERS``'s, else two of consecutive ranks."""
+    if os.environ.get("WACOLL_CLUSTERS"):
+        return wacoll.topology_from_comm(WORLD)
+    return Topology.from_sizes([P - P // 2, P // 2] if P > 1 else [1])
+
+
+@pytest.mark.mpi(min_size=1)
+def test_differential_trials():
+    """A few hundred random calls: the library's bytes every time, no refusal."""
+    differential = _differential()
+    tally = differential.run_trials(300, 2600 + P, _declared())
+    report = "\n".join(tally.summary(10))
+    assert tally.trials == 300
+    assert tally.mismatches == 0 and tally.refusals == 0, report
 
 
 # ---------------------------------------------------------------- persistent calls
