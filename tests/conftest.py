@@ -5,8 +5,9 @@
 so a plain run does not collect them at all rather than reporting them as skipped.
 
 The proof cache (:mod:`wacoll.plans.proofs`) of every run of the suite is a temporary
-directory of its own, unless ``WACOLL_PROOF_CACHE`` names one: tests neither read nor
-fill the user's cache.
+directory of its own, unless ``WACOLL_PROOF_CACHE`` names one, and its records are
+signed with a key of the run's own (``WACOLL_PROOF_KEY``): tests neither read nor
+fill the user's cache, nor make or use the user's key.
 """
 
 import atexit
@@ -23,6 +24,10 @@ def pytest_configure(config):
         where = tempfile.mkdtemp(prefix="wacoll-proofs-")
         atexit.register(shutil.rmtree, where, True)
         os.environ["WACOLL_PROOF_CACHE"] = where
+    if not os.environ.get("WACOLL_PROOF_KEY"):  # nor use the user's key
+        where = tempfile.mkdtemp(prefix="wacoll-proof-key-")
+        atexit.register(shutil.rmtree, where, True)
+        os.environ["WACOLL_PROOF_KEY"] = os.path.join(where, "proof-key")
 
 
 def pytest_ignore_collect(collection_path, config):

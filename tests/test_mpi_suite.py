@@ -98,6 +98,8 @@ def _clean_env() -> dict:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_", "WACOLL_"))}
     env["WACOLL_PROOF_CACHE"] = PROOF_CACHE
+    if os.environ.get("WACOLL_PROOF_KEY"):  # the session's own key (tests/conftest.py)
+        env["WACOLL_PROOF_KEY"] = os.environ["WACOLL_PROOF_KEY"]
     return env
 
 

@@ -50,6 +50,7 @@ from wacoll.errors import PlanError, TopologyError, WacollError
 from wacoll.mpi import calls
 from wacoll.mpi import objects
 from wacoll.mpi.agreement import VECTOR_CHECKS, Check, Signature, agree, blocking_check
+from wacoll.mpi.bounded import SHAPES, BoundedCache
 from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi.composite import CompositeWork, cluster_communicator, rank_programs
 from wacoll.mpi.discover import topology_from_comm
@@ -222,8 +223,8 @@ class Comm(MPI.Intracomm):
         #: The trace of this rank's calls (a :class:`~wacoll.mpi.trace.Tracer`), or None.
         self.tracer = Tracer() if trace else None
         self._scripts = dict(scripts or {})
-        self._plans = {}
-        self._programs = {}
+        self._plans = BoundedCache(SHAPES)
+        self._programs = BoundedCache(SHAPES)
         self._scratch = {}
         self._recorded = Recordings()
         # the recorded calls, or None while calls must not replay

@@ -97,8 +97,10 @@ import weakref
 from mpi4py import MPI
 
 from wacoll.errors import WacollError
+from wacoll.mpi.bounded import SHAPES, BoundedCache
 from wacoll.mpi.executor import call_tag
 from wacoll.plans import LEVELS, Call, select
+from wacoll.plans.select import plain_options
 from wacoll.plans.builder import RankPlan
 from wacoll.plans.rank import lower_for_rank, plan_for_rank
 from wacoll.plans import operations as ops
@@ -468,10 +470,11 @@ def _plan(comm, op, root, level, family, options):
     """The proved plan (or, when the proof cache holds its proof, this rank's part:
     :func:`~wacoll.plans.rank.plan_for_rank`) and this rank's lowered program of an
     object call (cached)."""
+    options = plain_options(options)
     key = (op, root, level, family, tuple(sorted(options.items())))
     cache = _CACHE.get(id(comm))
     if cache is None:
-        cache = _CACHE[id(comm)] = {}
+        cache = _CACHE[id(comm)] = BoundedCache(SHAPES)
         weakref.finalize(comm, _CACHE.pop, id(comm), None)
     entry = cache.get(key)
     if entry is None:

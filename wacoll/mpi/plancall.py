@@ -20,12 +20,11 @@ records the calls.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import numpy as np
 from mpi4py import MPI
 
 import wacoll.mpi._runner as _runner
+from wacoll.mpi.bounded import BoundedCache
 from wacoll.mpi.executor import BLOCKING_TAG
 from wacoll.mpi.fastpath import CAPACITY
 from wacoll.mpi.runner import array_address, compile_program, runner_ready
@@ -87,7 +86,7 @@ class PlanCalls:
             compiled = compile_program(check_program, np.dtype(np.int64), "max")
             self.check = compiled.runner(control)
         self._several = check_program is not None
-        self._runners = OrderedDict()
+        self._runners = BoundedCache(RUNNERS)
         self._retired = []
 
     def _runner(self, program, prepared):
@@ -102,10 +101,6 @@ class PlanCalls:
             runner = None if compiled is None else compiled.runner(self.wire)
             entry = (program, runner, compiled, op)
             self._runners[key] = entry
-            if len(self._runners) > RUNNERS:
-                self._runners.popitem(last=False)
-        else:
-            self._runners.move_to_end(key)
         program, runner, compiled, _ = entry
         if runner is None:
             return None

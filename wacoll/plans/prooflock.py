@@ -54,7 +54,6 @@ import os
 import stat
 import time
 import warnings
-from pathlib import Path
 
 from wacoll.errors import ProofCacheWarning
 
@@ -149,11 +148,11 @@ class Claim:
     ----------
     fd : int
         The open lock file, locked.
-    path : Path
+    path : str
         Where it is (removed on release).
     """
 
-    def __init__(self, fd: int, path: Path):
+    def __init__(self, fd: int, path: str):
         self.fd, self.path = fd, path
 
     @classmethod
@@ -173,8 +172,9 @@ class Claim:
         OSError
             The directory cannot hold the lock (not writable, no ``flock``).
         """
-        path = Path(directory) / f"{key}.lock"
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # a string, not a Path: pathlib interns every part (see proofs._path)
+        path = os.path.join(os.fspath(directory), key + ".lock")
+        os.makedirs(os.fspath(directory), mode=0o700, exist_ok=True)
         for _ in range(_TAKE_TRIES):
             try:
                 fd = os.open(path, _LOCK_FLAGS, 0o600)

@@ -502,8 +502,10 @@ def _is_digest(value) -> bool:
         all(c in "0123456789abcdef" for c in value)
 
 
-def _path(directory, key) -> Path:
-    return Path(directory) / f"{key}.json"
+def _path(directory, key) -> str:
+    # a string, not a Path: pathlib interns every part it parses, and a loop over
+    # many call shapes would fill the interpreter's table of interned strings
+    return os.path.join(os.fspath(directory), key + ".json")
 
 
 @dataclass(frozen=True)
