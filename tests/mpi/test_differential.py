@@ -12,7 +12,10 @@ the trials found, each against the library's own results:
   a second ``Start`` after the application changed its buffers sent the old data;
 * a strict ``Exscan`` on reproducible arithmetic converted rank 0's never-written
   accumulators into its receive buffer (MPI leaves that buffer alone), or raised
-  ``AccumulatorOverflowError`` over what the scratch memory held.
+  ``AccumulatorOverflowError`` over what the scratch memory held;
+* a communicator of family ``"han"`` raised ``AttributeError`` on every object
+  call, and ``PlanError`` on reductions its library phases cannot combine (MINLOC
+  pairs, a user operator on a derived type) where the library runs them.
 """
 
 from __future__ import annotations
@@ -175,4 +178,61 @@ def test_reproducible_exscan_leaves_rank0(mpi, form):
                 problems.append(f"{layout}: got {recv}, want {want}")
         finally:
             comm.Free()
+    mpi.assert_all(not problems, "; ".join(problems[:3]))
+
+
+# ---------------------------------------------------------------- family "han"
+@pytest.mark.mpi(min_size=2)
+def test_han_communicator_runs_what_its_library_phases_cannot(mpi):
+    """A communicator of family ``"han"`` runs object calls and reductions the MPI
+    library cannot combine (MINLOC pairs, a user operator on a derived type) on
+    whole plans, with the library's results; forced per call, ``"han"`` refuses
+    them alike on every rank."""
+    from wacoll.errors import PlanError
+
+    vec = MPI.INT.Create_vector(2, 1, 2).Commit()
+    pair = np.dtype([("v", "f8"), ("i", "i4")], align=True)
+
+    def last(a, b, t):  # b = the right operand where it is nonzero (not commutative)
+        x = np.frombuffer(a, "i")
+        y = np.frombuffer(b, "i")
+        y[...] = np.where(y != 0, y, x)
+
+    op = MPI.Op.Create(last, commute=False)
+
+    def derived(comm, **kwargs):
+        send = (np.arange(9, dtype="i") * (ME + 1)) % 3
+        recv = np.full(9, -1, "i")
+        comm.Allreduce([send, 3, vec], [recv, 3, vec], op=op, **kwargs)
+        return recv.tolist()
+
+    def pairs(comm, **kwargs):
+        send = np.zeros(4, pair)
+        send["v"], send["i"] = (np.arange(4) + ME) % 3, ME
+        recv = np.zeros(4, pair)
+        comm.Allreduce([send, MPI.DOUBLE_INT], [recv, MPI.DOUBLE_INT], op=MPI.MAXLOC,
+                       **kwargs)
+        return recv[["v", "i"]].tolist()
+
+    def objects(comm, **kwargs):
+        return comm.gather((ME, "x" * ME), root=P - 1, **kwargs), \
+            comm.allreduce(str(ME), op=MPI.SUM, **kwargs)
+
+    problems = []
+    try:
+        for layout in ["single"] + mpi.multi[:1]:
+            comm = mpi.comm(layout, family="han")
+            for name, run in (("derived", derived), ("pairs", pairs),
+                              ("objects", objects)):
+                got, exc = mpi.outcome(lambda: run(comm))
+                want = run(WORLD)
+                if exc is not None or got != want:
+                    problems.append(f"{name} on {layout}: got {got!r} ({exc!r}), "
+                                    f"want {want!r}")
+                _, exc = mpi.outcome(lambda: run(comm, family="han"))
+                if not isinstance(exc, PlanError):
+                    problems.append(f"{name} on {layout} forced to han: raised {exc!r}")
+    finally:
+        op.Free()
+        vec.Free()
     mpi.assert_all(not problems, "; ".join(problems[:3]))

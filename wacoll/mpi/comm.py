@@ -812,8 +812,7 @@ class Comm(MPI.Intracomm):
     def _composite_work(self, composite, prepared, outbuf, scratch, tag):
         """This rank's part of a composed plan (its plan phases lowered once)."""
         dtype = prepared.dtype
-        if composite.op in _REDUCTIONS and (dtype.fields is not None or
-                                            dtype.kind not in "biufc"):
+        if not _library_reduces(prepared):
             raise PlanError(f"the {HAN} family runs the MPI library's reductions on "
                             f"numpy's own element types; this call's are {dtype}")
         key = ("composite", id(composite))
@@ -859,9 +858,10 @@ class Comm(MPI.Intracomm):
         and cached; a :class:`~wacoll.plans.composite.Composite` for family
         ``"han"``), or ``(None, "native")`` when the MPI library runs it.
 
-        Composites run blocking calls only (:mod:`wacoll.mpi.composite`): a
-        non-blocking call forced to ``"han"`` raises, and a communicator-wide
-        ``"han"`` leaves it to the default."""
+        Composites run blocking calls only (:mod:`wacoll.mpi.composite`), and
+        reductions of numpy's own element types only (their library phases reduce
+        the call's buffers): such a call forced to ``"han"`` raises, and a
+        communicator-wide ``"han"`` leaves it to the default."""
         call = Call(prepared.op, count=prepared.count, counts=prepared.counts,
                     root=prepared.root, level=prepared.level,
                     itemsize=1 if prepared.dtype is None else prepared.dtype.itemsize,
@@ -882,7 +882,8 @@ class Comm(MPI.Intracomm):
                             f"non-blocking calls could start its library collectives in "
                             f"different orders on different ranks")
         comm_family = None if self.family == "scripts" or (
-            self.family == HAN and not blocking) else self.family
+            self.family == HAN and not (blocking and _library_reduces(prepared))) \
+            else self.family
         key = (call, family, tuple(sorted(options.items())), comm_family)
         found = self._plans.get(key)
         if found is None:
@@ -948,6 +949,16 @@ _NATIVE = {"barrier": "Ibarrier", "bcast": "Ibcast", "scatter": "Iscatter",
 
 #: The MPI library's blocking collective for each operation (a replayed call).
 _BLOCKING = {op: name[1].upper() + name[2:] for op, name in _NATIVE.items()}
+
+
+def _library_reduces(prepared):
+    """Whether the MPI library's collectives can combine the call's elements (the
+    library phases of a composed plan, :meth:`Comm._composite_work`): not a
+    reduction, or one of numpy's own element types (not MINLOC/MAXLOC pairs, nor
+    the packed elements of a derived datatype)."""
+    dtype = prepared.dtype
+    return prepared.op not in _REDUCTIONS or dtype is None or (
+        dtype.fields is None and dtype.kind in "biufc")
 
 
 def _blocking(call):

@@ -96,11 +96,11 @@ import weakref
 
 from mpi4py import MPI
 
-from wacoll.errors import WacollError
+from wacoll.errors import PlanError, WacollError
 from wacoll.mpi.bounded import SHAPES, BoundedCache
 from wacoll.mpi.executor import call_tag
 from wacoll.plans import LEVELS, Call, select
-from wacoll.plans.select import plain_options
+from wacoll.plans.select import HAN, plain_options
 from wacoll.plans.builder import RankPlan
 from wacoll.plans.rank import lower_for_rank, plan_for_rank
 from wacoll.plans import operations as ops
@@ -481,9 +481,14 @@ def _plan(comm, op, root, level, family, options):
         call = Call(op, count=None if op == "barrier" else 1, root=root, itemsize=1,
                     level=level)
         scripts = "scripts"
+        if family == HAN:
+            raise PlanError(f"the {HAN} family composes the MPI library's buffer "
+                            f"collectives; object collectives run whole plans")
+        # a communicator's han leaves object calls to the default, as its scripts do
         selection = select(call, comm.network,
                            family=None if family == scripts else family, options=options,
-                           comm_family=None if comm.family == scripts else comm.family,
+                           comm_family=None if comm.family in (scripts, HAN) else
+                           comm.family,
                            comm_options=comm.options, policy=comm.policy,
                            allow_native=False)
         rank = comm.Get_rank()
