@@ -78,8 +78,9 @@ def main(argv=None):
     size, rank = world.Get_size(), world.Get_rank()
     topology = _topology(args, size)
     configs = differential.CONFIGS
-    if args.configs:
-        configs = {name: configs[name] for name in args.configs.split(",")}
+    if args.configs:  # the chosen ones, those of weight 0 too
+        configs = {name: (max(configs[name][0], 1), configs[name][1])
+                   for name in args.configs.split(",")}
     only = [int(x) for x in args.only.split(",")] if args.only else None
     faulthandler.dump_traceback_later(args.hang, exit=True)
     started = time.perf_counter()
