@@ -17,6 +17,7 @@ The shared lines are written and read with C11-style acquire/release atomics
 from cpython.buffer cimport PyBUF_RECORDS_RO, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.dict cimport PyDict_GetItem
+from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
@@ -50,6 +51,19 @@ cdef enum:
     _LINE = 8
     _PAUSES = 100  # spins that pause the core (about a microsecond), then yield it
     _SPINS = 1000  # spins before handing back to Python
+
+
+cdef int _signals() except -1:
+    """Run the process's pending signal handlers (a check waiting for a late rank
+    must not keep Ctrl-C from it): raise what one raised, marked as raised in a
+    wait (:mod:`wacoll.mpi.interrupts`)."""
+    try:
+        PyErr_CheckSignals()
+    except BaseException as exc:
+        from wacoll.mpi.interrupts import mark
+        mark(exc)
+        raise
+    return 0
 
 
 cdef class NodeFlags:
@@ -98,10 +112,12 @@ cdef class NodeFlags:
 
         While some rank has not published, ``progress()`` is called every few
         microseconds (it lets the MPI library progress: a peer may be waiting in
-        the library for this rank's part of an earlier operation).
+        the library for this rank's part of an earlier operation), and the signal
+        handlers run (:func:`_signals`).
         """
         cdef int status = self.start(mine if type(mine) is bytes else mine.tobytes())
         while status < 0:
+            _signals()
             self.progress()
             status = self.resume()
         return status == 1
@@ -202,6 +218,7 @@ cdef class NativeCall:
         if self.node is not None:
             status = self.node.start(self.template)
             while status < 0:
+                _signals()
                 self.node.progress()
                 status = self.node.resume()
             if status != 1:

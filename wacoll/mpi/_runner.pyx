@@ -10,7 +10,12 @@ as :class:`wacoll.mpi.executor.Run` does in Python, through the MPI calls of
 
 :func:`drive` runs a call's work and its cross-rank check (another runner, on its
 own communicator) together: beside each other, or the check first.
+
+A wait that lasts runs the process's signal handlers now and then (with the GIL, in
+the main thread): when one raises (Ctrl-C), the run is cancelled and the exception
+raised (see :mod:`wacoll.mpi.interrupts`).
 """
+from cpython.exc cimport PyErr_CheckSignals
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from libc.stdint cimport int32_t, int64_t, intptr_t
 from libc.string cimport memcpy, memmove
@@ -71,13 +76,18 @@ cdef enum:
     CHECK_FAILED = 1
     WORK_ERROR = 2
     CHECK_ERROR = 3
+    INTERRUPTED = 4
+
+# A runner's ``err`` when a signal handler raised while it waited (-2: the kernel)
+cdef enum:
+    E_INTERRUPTED = -3
 
 COLUMNS = STEP_COLUMNS
 #: The code of each step kind in a step's row.
 KINDS = {"send": K_SEND, "recv": K_RECV, "recv_combine": K_RECV_COMBINE,
          "copy": K_COPY, "combine": K_COMBINE}
 OUTCOMES = {"ok": OK, "check failed": CHECK_FAILED, "work error": WORK_ERROR,
-            "check error": CHECK_ERROR}
+            "check error": CHECK_ERROR, "interrupted": INTERRUPTED}
 
 # How a blocking wait polls: spinning for _SPIN (a few polls), then yielding the core between
 # polls until _YIELD (with ranks sharing cores, a peer that waits for this core runs
@@ -89,6 +99,11 @@ cdef double _YIELD = 1e-3
 cdef double _SHORT_NAP = 50e-6
 cdef double _NAP_SHARE = 0.02
 cdef double _LONGEST_NAP = 1e-3
+# A wait past _YIELD runs the signal handlers every _SIGNALS seconds: Ctrl-C is
+# noticed within that, and a wait for the wide area costs a GIL round trip per 50 ms.
+cdef double _SIGNALS = 0.05
+# What a signal handler raised in a wait, until _error hands it to the caller.
+cdef object _interrupt = None
 
 cdef wacoll_mpi _M
 cdef bint _ready = False
@@ -166,11 +181,30 @@ def _validate(steps, runs, Py_ssize_t work_bytes):
         raise ValueError("a step that needs a staging area has none")
 
 
-cdef inline double _pause(double began, double nap) noexcept nogil:
+cdef int _signalled() noexcept nogil:
+    """Run the process's pending signal handlers (only the main thread runs any): 1
+    when one raised, its exception kept in ``_interrupt`` for :func:`_error`."""
+    global _interrupt
+    with gil:
+        try:
+            PyErr_CheckSignals()
+        except BaseException as exc:
+            _interrupt = exc
+            return 1
+    return 0
+
+
+cdef inline double _pause(double began, double nap, double *due) noexcept nogil:
     """Between two polls of a wait that began at ``began``: nothing while it is
-    short, then yield the core, then nap; the next nap."""
+    short, then yield the core, then nap; the next nap. Past ``_YIELD``, once
+    ``due`` seconds have passed, the signal handlers run (the next time is kept in
+    ``due``, 0 at the start of a wait): -1 when one raised."""
     cdef double waited = wacoll_now() - began
     if waited >= _YIELD:
+        if waited >= due[0]:
+            due[0] = waited + _SIGNALS
+            if _signalled():
+                return -1
         wacoll_nap(nap)
         return _next_nap(nap, waited)
     if waited >= _SPIN:
@@ -257,9 +291,10 @@ cdef class Runner:
         return self.reqs + s[C_SLOT] * _M.hsize
 
     cdef int _need(self, char *req, bint block) noexcept nogil:
-        """1 when ``req`` is complete, 0 when not (and not blocking), -1 on error."""
+        """1 when ``req`` is complete, 0 when not (and not blocking), -1 on error
+        (``err``: the MPI error, or ``E_INTERRUPTED``)."""
         cdef int flag = 0
-        cdef double began, nap = 1e-6
+        cdef double began, nap = 1e-6, due = 0
         if wacoll_is_null(&_M, req):
             return 1
         self.err = wacoll_test(&_M, req, &flag)
@@ -277,7 +312,10 @@ cdef class Runner:
                 return -1
             if flag:
                 return 1
-            nap = _pause(began, nap)
+            nap = _pause(began, nap, &due)
+            if nap < 0:
+                self.err = E_INTERRUPTED
+                return -1
 
     cdef int _clear_readers(self, const int64_t *s, bint block) noexcept nogil:
         """Wait for the sends still reading the step's destination runs."""
@@ -503,6 +541,11 @@ def copy_bytes(intptr_t dst, intptr_t src, Py_ssize_t n):
 
 
 def _error(int code):
+    global _interrupt
+    if code == E_INTERRUPTED:  # what the signal handler raised, marked as such
+        from wacoll.mpi.interrupts import mark
+        exc, _interrupt = _interrupt, None
+        return mark(exc if exc is not None else KeyboardInterrupt())
     if code == -2:
         return RuntimeError("the reduction kernel refused the operator and type")
     from mpi4py import MPI
@@ -511,9 +554,10 @@ def _error(int code):
 
 cdef int _wait_either(Runner a, Runner b) noexcept nogil:
     """Poll, then nap, until the request ``a`` or ``b`` waits for completes; 0, or
-    -1 (-2) on an MPI error of ``a``'s (``b``'s) request, in the runner's ``err``."""
+    -1 (-2) on an MPI error of ``a``'s (``b``'s) request, in the runner's ``err``,
+    or -3 when a signal handler raised."""
     cdef int flag = 0
-    cdef double began = wacoll_now(), nap = 1e-6
+    cdef double began = wacoll_now(), nap = 1e-6, due = 0
     while True:
         a.err = wacoll_test(&_M, a.waiting_slot(), &flag)
         if a.err:
@@ -525,7 +569,9 @@ cdef int _wait_either(Runner a, Runner b) noexcept nogil:
             return -2
         if flag:
             return 0
-        nap = _pause(began, nap)
+        nap = _pause(began, nap, &due)
+        if nap < 0:
+            return -3
 
 
 cdef bint _passed(const int64_t *mine, const int64_t *flags) noexcept nogil:
@@ -542,7 +588,9 @@ def drive(Runner work, Runner check, intptr_t inbuf, intptr_t outbuf, int tag,
 
     Returns one of :data:`OUTCOMES`. On ``"check failed"`` the work was cancelled
     (or, with ``first``, never started); on ``"work error"`` the work's MPI error
-    code is in ``work.err`` and the check completed and passed.
+    code is in ``work.err`` and the check completed and passed; on
+    ``"interrupted"`` a signal handler raised while it waited (both runners are
+    cancelled; ``_error(-3)`` is the exception).
     """
     cdef int outcome
     if work is None and check is None:
@@ -550,6 +598,18 @@ def drive(Runner work, Runner check, intptr_t inbuf, intptr_t outbuf, int tag,
     with nogil:
         outcome = _drive(work, check, <char *>inbuf, <char *>outbuf, tag,
                          <char *>mine, <char *>flags, first)
+    return outcome
+
+
+cdef int _stopped(Runner runner, int outcome, bint cancel) noexcept nogil:
+    """After ``runner`` failed: ``outcome`` (the runner cancelled when ``cancel``),
+    or ``INTERRUPTED`` (the runner cancelled) when a signal handler raised in its
+    wait."""
+    if runner.err == E_INTERRUPTED:
+        runner.cancel()
+        return INTERRUPTED
+    if cancel:
+        runner.cancel()
     return outcome
 
 
@@ -572,15 +632,14 @@ cdef int _drive(Runner work, Runner check, char *inbuf, char *outbuf, int tag,
                 w = 0
         if check is not None and first:
             if check.advance(True) < 0:
-                return CHECK_ERROR
+                return _stopped(check, CHECK_ERROR, False)
             if not _passed(own, got):
                 return CHECK_FAILED
             if work is None:
                 return OK
             if work.start(inbuf, outbuf, tag) < 0 or \
                     work.advance(True) < 0:
-                work.cancel()
-                return WORK_ERROR
+                return _stopped(work, WORK_ERROR, True)
             return OK
         while True:
             if w == 0:
@@ -603,12 +662,11 @@ cdef int _drive(Runner work, Runner check, char *inbuf, char *outbuf, int tag,
                     return WORK_ERROR
                 if w == 0:  # the check passed: no rank's part of the work is missing
                     if work.advance(True) < 0:
-                        work.cancel()
-                        return WORK_ERROR
+                        return _stopped(work, WORK_ERROR, True)
                 return OK
             if w == 1:
                 if check.advance(True) < 0:
-                    return CHECK_ERROR
+                    return _stopped(check, CHECK_ERROR, False)
                 c = 1
                 continue
             status = _wait_either(work, check)
@@ -618,6 +676,10 @@ cdef int _drive(Runner work, Runner check, char *inbuf, char *outbuf, int tag,
             elif status == -2:
                 work.cancel()
                 return CHECK_ERROR
+            elif status == -3:  # a signal handler raised: abandon both
+                work.cancel()
+                check.cancel()
+                return INTERRUPTED
 
 
 # ---------------------------------------------------------------------- a call
@@ -727,6 +789,8 @@ cdef class PlanCall:
             return 0
         if outcome == CHECK_FAILED:
             return 1
+        if outcome == INTERRUPTED:
+            raise _error(E_INTERRUPTED)
         raise _error(self.work.err if outcome == WORK_ERROR else self.check.err)
 
     def run(self, tuple args):

@@ -56,6 +56,7 @@ from wacoll.mpi.composite import CompositeWork, cluster_communicator, rank_progr
 from wacoll.mpi.discover import topology_from_comm
 from wacoll.mpi.settings import agreed_settings
 from wacoll.mpi.executor import BLOCKING_TAG, Run, call_tag
+from wacoll.mpi.interrupts import collective_name, interrupted
 from wacoll.mpi.plancall import PlanCalls
 from wacoll.mpi.fastpath import CAPACITY, NativeCall, Recordings
 from wacoll.mpi.persistent import Prequest, Request
@@ -641,7 +642,11 @@ class Comm(MPI.Intracomm):
             except WacollError as exc:  # raised on every rank by the check below
                 options, bad_options = {}, exc
         elif replays is not None and mode == "call":
-            outcome = replays.replay(reader, family, level, args)
+            try:
+                outcome = replays.replay(reader, family, level, args)
+            except BaseException as exc:  # an interrupt ends the job (by default)
+                interrupted(exc, collective_name(reader.__name__), self)
+                raise
             if outcome is not None:
                 self._seq += 1
                 last = replays.last
@@ -653,6 +658,16 @@ class Comm(MPI.Intracomm):
                 if outcome is not True:
                     self._replay_failed(outcome)
                 return
+        try:
+            return self._afresh(reader, args, family, options, level, mode, bad_options)
+        except BaseException as exc:  # an interrupt ends the job (by default)
+            interrupted(exc, collective_name(reader.__name__, mode), self)
+            raise
+
+    def _afresh(self, reader, args, family, options, level, mode, bad_options):
+        """:meth:`_collective` for a call that is not replayed. An interrupt inside
+        it ends the job (:mod:`wacoll.mpi.interrupts`)."""
+        replays = self._replays
         if getattr(self, "_wire", None) is None:
             raise WacollError("this wacoll.Comm has been freed")
         if self._broken is not None:
@@ -752,7 +767,7 @@ class Comm(MPI.Intracomm):
                         on_failure=self._after_failure if mode == "call" else
                         self._mark_broken)
         if mode == "start":
-            return _start(task)
+            return _start(task, collective_name(op, mode))
         task.advance(block=True)
         if tracer:
             t4 = clock()
@@ -967,10 +982,11 @@ def _blocking(call):
     return MPI.REQUEST_NULL
 
 
-def _start(task):
-    """Hand ``task`` to the progress engine; the request the application waits on."""
+def _start(task, name=None):
+    """Hand ``task`` to the progress engine; the request the application waits on
+    (``name``: the call's, for the message of an interrupted ``Wait``)."""
     grequest, entry = engine().submit(task)
-    return Request(grequest, entry)
+    return Request(grequest, entry, name)
 
 
 def _private_dup(comm):

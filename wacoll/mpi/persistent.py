@@ -27,6 +27,7 @@ from wacoll.errors import WacollError
 from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi.executor import Run, call_tag
 from wacoll.mpi.plancall import _where
+from wacoll.mpi.interrupts import collective_name, interrupted, wait_request
 from wacoll.mpi.runner import array_address as _address
 from wacoll.mpi.runner import bound_runner, copy_bytes
 
@@ -36,9 +37,10 @@ __all__ = ["Request", "Prequest"]
 class Request(MPI.Grequest):
     """The request of a non-blocking wacoll collective (see the module docstring)."""
 
-    def __new__(cls, grequest=None, entry=None):
+    def __new__(cls, grequest=None, entry=None, name=None):
         self = super().__new__(cls, grequest)
         self._entry = entry
+        self._name = name or "a non-blocking collective"
         return self
 
     @property
@@ -51,11 +53,15 @@ class Request(MPI.Grequest):
             raise self._entry.error
 
     def Wait(self, status=None):
-        """Wait for the call; raise its wacoll error, if any."""
+        """Wait for the call; raise its wacoll error, if any. An interrupt (Ctrl-C)
+        in the wait ends the job (:mod:`wacoll.mpi.interrupts`)."""
         try:
-            super().Wait(status)
+            wait_request(self, status)  # the library's own Wait ignores signals
         except MPI.Exception:
             self._raise()
+            raise
+        except BaseException as exc:
+            interrupted(exc, f"Wait of {self._name}")
             raise
         self._raise()
         return True
@@ -120,6 +126,8 @@ class Prequest:
 
     def Start(self):
         """Start the collective (every rank starts its requests in the same order)."""
+        if self._comm._broken is not None:  # e.g. an interrupted call
+            raise WacollError(self._comm._broken)
         if self._native is not None:
             self._native.Start()
             return
@@ -176,12 +184,17 @@ class Prequest:
         return fresh
 
     def Wait(self, status=None):
-        """Wait until the started collective is complete."""
-        if self._native is not None:
-            return self._native.Wait(status)
-        if self._run is not None or self._runner is not None:
-            self._advance(True)
-        return True
+        """Wait until the started collective is complete. An interrupt (Ctrl-C) in
+        the wait ends the job (:mod:`wacoll.mpi.interrupts`)."""
+        try:
+            if self._native is not None:
+                return self._native.Wait(status)
+            if self._run is not None or self._runner is not None:
+                self._advance(True)
+            return True
+        except BaseException as exc:
+            interrupted(exc, f"Wait of {collective_name(self._op, 'bind')}", self._comm)
+            raise
 
     def Test(self, status=None):
         """Whether the started collective is complete (advancing it)."""

@@ -27,6 +27,7 @@ import time
 from mpi4py import MPI
 
 from wacoll.errors import WacollError
+from wacoll.mpi.interrupts import mark
 
 __all__ = ["ProgressEngine", "engine", "Task", "advance_request", "wait_any", "next_nap"]
 
@@ -206,7 +207,11 @@ def wait_any(requests, longest_nap=None):
             return index
         waited = clock() - began
         if waited >= _SPIN_SECONDS:
-            time.sleep(nap)
+            try:
+                time.sleep(nap)
+            except BaseException as exc:  # a signal's handler raised (Ctrl-C):
+                mark(exc)  # an interrupt, whatever its class (wacoll.mpi.interrupts)
+                raise
             nap = next_nap(nap, waited, longest_nap)
 
 
