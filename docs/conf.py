@@ -1,9 +1,8 @@
 """Sphinx configuration: the user guide, the papers' algorithms and the API reference.
 
-Build (warnings are errors, as in CI)::
+Build (warnings are errors, as in CI), in the README's environment::
 
-    .venv/bin/pip install -e '.[docs]'
-    .venv/bin/sphinx-build -W -b html docs docs/_build/html
+    .venv/bin/sphinx-build -W -q -b html docs docs/_build/html
 
 The figures of ``algorithms.rst`` are drawn at build time by ``make_figures.py``
 from the simulator and the tree builders.
