@@ -158,15 +158,23 @@ def _in_place(buf):
 
 class _Out:
     """Where a plan writes a receive buffer: the user's memory, or (derived
-    datatypes) a packed staging array that ``Prepared.finish`` unpacks."""
+    datatypes) a packed staging array that ``Prepared.finish`` unpacks.
+
+    The plans move whole numpy elements; MPI's pair types ``DOUBLE_INT``,
+    ``LONG_INT``, ``SHORT_INT`` and ``LONG_DOUBLE_INT`` have padding between their
+    fields that MPI never writes (``DOUBLE_INT``: 12 data bytes in 16): the padding
+    of the receive buffer is kept as it was read and put back by
+    ``Prepared.finish``."""
 
     def __init__(self):
         self.stores = []
+        self.paddings = []
 
     def target(self, msg, start, n, role, keep=False):
         """Plan elements ``start .. start+n`` of ``msg`` to write into."""
         if msg.info.predefined:
-            return _writable(msg.typed(start, n, role), role)
+            return self.keep_padding(msg.info, _writable(msg.typed(start, n, role),
+                                                         role))
         _need_finish(msg, role)
         if keep:
             staged = np.ascontiguousarray(msg.typed(start, n, role))
@@ -176,16 +184,36 @@ class _Out:
         self.stores.append((msg, staged, start, n))
         return staged
 
+    def keep_padding(self, info, view):
+        """``view`` (elements of predefined ``info`` in the user's memory), its
+        padding bytes kept for ``finish`` to put back (pair types only)."""
+        if info.size < info.extent and info.dtype.names is not None and view.size:
+            mask = _padding(info.dtype)
+            raw = view.reshape(-1).view(np.uint8).reshape(-1, info.extent)
+            self.paddings.append((raw, mask, raw[:, mask].copy()))
+        return view
+
     def finish(self):
-        if not self.stores:
+        if not self.stores and not self.paddings:
             return None
-        stores = self.stores
+        stores, paddings = self.stores, self.paddings
 
         def finish():
             for msg, staged, start, n in stores:
                 msg.store(staged, start, n)
+            for raw, mask, saved in paddings:
+                raw[:, mask] = saved
 
         return finish
+
+
+def _padding(dtype):
+    """The bytes of an element of structured ``dtype`` no field holds, as a mask."""
+    mask = np.ones(dtype.itemsize, bool)
+    for name in dtype.names or ():
+        field, offset = dtype.fields[name][:2]
+        mask[offset:offset + field.itemsize] = False
+    return mask
 
 
 def _need_finish(msg, role):
@@ -240,7 +268,8 @@ def _vector_target(vb, out, role):
     """``(outbuf, offsets)`` of a vector receive buffer, in plan elements."""
     msg, f = vb.message, plan_factor(vb.info)
     if msg.info.predefined:
-        return _writable(msg.untyped_view(role), role), dict(enumerate(vb.displs))
+        return out.keep_padding(msg.info, _writable(msg.untyped_view(role), role)), \
+            dict(enumerate(vb.displs))
     total = sum(vb.counts) * f
     staged = np.empty(total, plan_dtype(vb.info))
     offsets, at = {}, 0

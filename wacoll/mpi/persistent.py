@@ -100,12 +100,14 @@ class Prequest:
         self._in_place = any(a is None or a is MPI.IN_PLACE for a in args)
         # an input the reader copied (a derived datatype's data, packed: a send
         # buffer, a broadcast root's buffer; an in-place operand whose copy a start
-        # cannot take afresh) goes stale once the application changes its buffer:
-        # every start then reads the call again
+        # cannot take afresh) goes stale once the application changes its buffer,
+        # and so does what a finish keeps of a receive buffer (a pair type's
+        # padding): every start then reads the call again
         copied = prepared is not None and prepared.in_copy is None and (
             _where(prepared.inbuf, args) is None or (
                 prepared.finish is None and _where(prepared.outbuf, args) is None))
-        self._reread_each = self._in_place or copied
+        self._reread_each = self._in_place or copied or (
+            prepared is not None and prepared.finish is not None)
         #: The plan each start runs, or None when the MPI library runs the call.
         self.plan = plan
         #: The compiled runner of the plan (:mod:`wacoll.mpi.runner`), or None when
