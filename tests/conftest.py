@@ -16,6 +16,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
+
 MPI_TESTS = Path(__file__).parent / "mpi"
 
 
@@ -28,6 +30,24 @@ def pytest_configure(config):
         where = tempfile.mkdtemp(prefix="wacoll-proof-key-")
         atexit.register(shutil.rmtree, where, True)
         os.environ["WACOLL_PROOF_KEY"] = os.path.join(where, "proof-key")
+
+
+MPI_DOCTESTS = Path(__file__).parent.parent / "wacoll" / "mpi"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """The MPI world's doctests (``wacoll/mpi/``), which pytest-mpi would skip as
+    "need --with-mpi option to run", say what they need and where they run."""
+    if config.getoption("--only-mpi", default=False) or \
+            config.getoption("--with-mpi", default=False):
+        return
+    reason = ("an MPI-world doctest (wacoll/mpi/): needs processes started by mpiexec; "
+              "tests/test_mpi_suite.py runs it under mpiexec at 1, 2, 3, 5 and 8 ranks")
+    for item in items:
+        path = Path(str(item.path))
+        if MPI_DOCTESTS in path.parents and "mpi" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 def pytest_ignore_collect(collection_path, config):

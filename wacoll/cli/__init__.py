@@ -20,6 +20,7 @@ messages ... 3
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from wacoll.topology import Topology
 
 from wacoll.cli.args import parse_clusters, parse_duration, parse_option, parse_rate
 
-__all__ = ["main", "parse_clusters", "parse_option"]
+__all__ = ["main", "join_units", "parse_clusters", "parse_option"]
 
 
 def _topology(args) -> Topology:
@@ -264,14 +265,65 @@ def _parser():
     return parser
 
 
+#: Options whose value is a duration or a rate, in every subcommand.
+_UNIT_OPTIONS = ("--intra-latency", "--intra-bandwidth", "--wan-latency",
+                 "--wan-bandwidth", "--latency", "--bandwidth", "--node-bandwidth",
+                 "--time-limit", "--timeout")
+
+
+def join_units(argv) -> list:
+    """``--wan-latency 10 ms`` read as ``--wan-latency 10ms``: a number and a unit
+    written as two words after an option that takes a duration or a rate (the
+    command's own arguments only: nothing after ``--``).
+
+    Examples
+    --------
+    >>> join_units(["plan", "--wan-latency", "10", "ms", "--wan-bandwidth", "1", "MB/s"])
+    ['plan', '--wan-latency', '10ms', '--wan-bandwidth', '1MB/s']
+    >>> join_units(["plan", "--wan-latency=10", "ms"])
+    ['plan', '--wan-latency=10ms']
+    >>> join_units(["testbed", "run", "--", "app", "--timeout", "5", "s"])
+    ['testbed', 'run', '--', 'app', '--timeout', '5', 's']
+    """
+    from wacoll.emulate.units import DURATIONS, RATES
+
+    units = set(DURATIONS) | set(RATES)
+    number = re.compile(r"[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?|\.[0-9]+")
+    out, i = [], 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            return out + list(argv[i:])
+        option, eq, value = word.partition("=")
+        if option in _UNIT_OPTIONS:
+            if eq and number.fullmatch(value) and i + 1 < len(argv) \
+                    and argv[i + 1] in units:
+                out.append(f"{word}{argv[i + 1]}")
+                i += 2
+                continue
+            if not eq and i + 2 < len(argv) and number.fullmatch(argv[i + 1]) \
+                    and argv[i + 2] in units:
+                out += [word, argv[i + 1] + argv[i + 2]]
+                i += 3
+                continue
+        out.append(word)
+        i += 1
+    return out
+
+
 def main(argv=None) -> int:
     """Run the ``wacoll`` command; return its exit status."""
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(join_units(sys.argv[1:] if argv is None else list(argv)))
     try:
         return args.run(args)
     except WacollError as exc:
         print(f"wacoll: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (wacoll plan ... | head): stop quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 

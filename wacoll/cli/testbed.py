@@ -302,8 +302,12 @@ def _cmd_down(args) -> int:
 def _cmd_list(args) -> int:
     from wacoll.emulate import list_testbeds
 
-    for name in list_testbeds():
+    names = list_testbeds()
+    for name in names:
         print(name)
+    if not names:
+        print("no wacoll testbed on this machine; 'wacoll testbed up --clusters 2x2 "
+              "--latency 10ms --bandwidth 1MB/s --detach' starts one")
     return 0
 
 

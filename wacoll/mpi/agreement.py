@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import zlib
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ _ERRORS = {name: getattr(errors, name) for name in errors.__all__
            if isinstance(getattr(errors, name), type)
            and issubclass(getattr(errors, name), WacollError)}
 _FIELDS = ("rank", "step", "line", "column")
+_RANK_PREFIX = re.compile(r"rank \d+: ")
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,9 @@ def rebuild_error(rank, data):
     name, message, fields = data
     cls = _ERRORS.get(name, WacollError)
     exc = cls.__new__(cls)
-    Exception.__init__(exc, f"rank {rank}: {message}")
+    # a message that already names its rank (an error agreed on before) keeps it
+    located = _RANK_PREFIX.match(message)
+    Exception.__init__(exc, message if located else f"rank {rank}: {message}")
     for k in _FIELDS:
         setattr(exc, k, fields.get(k))
     if "mpi_error_class" in fields:

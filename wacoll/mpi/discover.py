@@ -56,8 +56,10 @@ def _label(comm, env):
             return mapping[host]
         world = MPI.COMM_WORLD
         if len(items) != world.Get_size():
+            n = world.Get_size()
             raise TopologyError(f"WACOLL_CLUSTERS lists {len(items)} labels for "
-                                f"{world.Get_size()} processes of MPI.COMM_WORLD")
+                                f"{n} process{'es' if n != 1 else ''} of MPI.COMM_WORLD"
+                                + _launch_hint(len(items), world.Get_size()))
         return items[world.Get_rank()]
     node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
     try:
@@ -65,6 +67,23 @@ def _label(comm, env):
     finally:
         node.Free()
     return f"node-of-{leader}"
+
+
+def _launch_hint(wanted: int, world: int) -> str:
+    """For a program started as one process (without ``mpiexec``) that the
+    environment describes as several: how to start it.
+
+    Examples
+    --------
+    >>> _launch_hint(4, 1)
+    ': this program runs as 1 process (started without mpiexec?); run it under mpiexec -n 4, e.g. mpiexec -n 4 python app.py'
+    >>> _launch_hint(4, 2)
+    ''
+    """
+    if world != 1 or wanted <= 1:
+        return ""
+    return (f": this program runs as 1 process (started without mpiexec?); run it "
+            f"under mpiexec -n {wanted}, e.g. mpiexec -n {wanted} python app.py")
 
 
 def topology_from_comm(comm, *, env=None, **links) -> Topology:
@@ -103,7 +122,8 @@ def topology_from_comm(comm, *, env=None, **links) -> Topology:
             return topo.restrict(members)  # a file for the world, by world rank
         raise TopologyError(f"{path} describes {topo.size} ranks; the communicator "
                             f"has {comm.Get_size()} and MPI.COMM_WORLD "
-                            f"{MPI.COMM_WORLD.Get_size()}")
+                            f"{MPI.COMM_WORLD.Get_size()}"
+                            + _launch_hint(topo.size, MPI.COMM_WORLD.Get_size()))
     try:
         mine = ("ok", _label(comm, env))
     except TopologyError as exc:
