@@ -15,7 +15,9 @@ the trials found, each against the library's own results:
   ``AccumulatorOverflowError`` over what the scratch memory held;
 * a communicator of family ``"han"`` raised ``AttributeError`` on every object
   call, and ``PlanError`` on reductions its library phases cannot combine (MINLOC
-  pairs, a user operator on a derived type) where the library runs them.
+  pairs, a user operator on a derived type) where the library runs them;
+* receive buffers of MPI's pair types (``DOUBLE_INT``: 12 data bytes in 16) got
+  the senders' padding bytes, which MPI never writes.
 """
 
 from __future__ import annotations
