@@ -71,9 +71,10 @@ def _halving(b, ranks, blocks, src, acc, result):
     """
     p = len(ranks)
     if p == 1:  # one rank: its contribution is the range's partial
-        return {ranks[0]: blocks}, src
+        return {ranks[0]: blocks}, src[ranks[0]] if isinstance(src, dict) else src
     held = dict.fromkeys(ranks, blocks)
-    where, d, level = src, 1, 1
+    where = src if isinstance(src, dict) else dict.fromkeys(ranks, src)
+    d, level = 1, 1
     while d < p:
         target = result if 2 * d == p else f"{acc}{level}"
         for i, r in enumerate(ranks):
@@ -81,13 +82,13 @@ def _halving(b, ranks, blocks, src, acc, result):
             partner = ranks[i ^ d]
             keep, give = _split(held[r], lower), _split(held[r], not lower)
             if give:
-                b.send(r, partner, give, where)
+                b.send(r, partner, give, where[r])
             if keep:
                 b.recv(r, partner, keep, target)
-                b.combine(r, keep, where, target, "left" if lower else "right")
+                b.combine(r, keep, where[r], target, "left" if lower else "right")
             held[r] = keep
-        where, d, level = target, 2 * d, level + 1
-    return held, where
+        where, d, level = dict.fromkeys(ranks, target), 2 * d, level + 1
+    return held, target
 
 
 def halving_reduce_scatter(b, ranks, blocks, *, src="in", acc="acc", result="out"):

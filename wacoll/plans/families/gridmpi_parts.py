@@ -205,14 +205,15 @@ def binomial_gather(b, order, sets, buf="out"):
     join(0, len(order))
 
 
-def allgather(b, order, sets, buf="out", held=None):
+def allgather(b, order, sets, buf="out", held=None, method=None):
     """Every rank of ``order`` gets every ``sets[j]``: van de Geijn's ``merge_copy``.
 
     Recursive doubling (partners at distance 1, 2, 4, ... in position order, so each
     message is one contiguous part when ``sets`` are) for power-of-two groups; a ring
     of ``len(order) - 1`` steps otherwise. ``held`` (rank -> blocks, default each
     rank's own set) says what ranks already hold, such as the root of a scatter: a
-    rank is never sent a block it holds.
+    rank is never sent a block it holds. ``method`` (``"doubling"`` or ``"ring"``)
+    forces one of the two (doubling needs a power-of-two group).
 
     Examples
     --------
@@ -229,8 +230,12 @@ def allgather(b, order, sets, buf="out", held=None):
     if held is None:
         held = {}
     has = {r: set(held.get(r, ())) | set(sets[j]) for j, r in enumerate(order)}
+    if method not in (None, "doubling", "ring"):
+        raise PlanError(f"allgather method must be 'doubling' or 'ring', got {method!r}")
+    if method == "doubling" and not _is_pow2(p):
+        raise PlanError(f"recursive doubling needs a power of two of ranks, not {p}")
     moves = []  # (step, from position, to position, blocks) before filtering
-    if _is_pow2(p):
+    if _is_pow2(p) if method is None else method == "doubling":
         mask, step = 1, 0
         while mask < p:
             for j in range(p):
