@@ -27,6 +27,7 @@ import pytest
 from mpi4py import MPI
 
 import wacoll
+import wacoll.errors
 from wacoll.errors import PlanError, WacollError
 from wacoll.mpi import objects
 
@@ -370,11 +371,36 @@ def test_root_out_of_range(mpi, method, bad):
     root = P if bad == "size" else bad
     args = {"bcast": (1,), "gather": (1,), "scatter": (None,), "reduce": (1, MPI.SUM)}
     call = getattr(comm, method)
-    mpi.same_error(lambda: call(*args[method], root=root), MPI.Exception)
+    mpi.same_error(lambda: call(*args[method], root=root), wacoll.errors.RootError)
     _, exc = mpi.outcome(lambda: call(*args[method], root=root))
     _, ref = mpi.outcome(lambda: getattr(W, method)(*args[method], root=root))
-    ok = isinstance(ref, MPI.Exception) and exc.Get_error_class() == MPI.ERR_ROOT
+    ok = isinstance(ref, MPI.Exception) and isinstance(exc, MPI.Exception) and \
+        exc.Get_error_class() == ref.Get_error_class() == MPI.ERR_ROOT
     mpi.assert_all(ok, f"{exc!r} / MPI's {ref!r}")
+
+
+@pytest.mark.mpi(min_size=1)
+@pytest.mark.parametrize("method", ["bcast", "gather", "scatter", "reduce"])
+def test_root_of_the_wrong_type(mpi, method):
+    """A named wacoll error that is also mpi4py's TypeError, on every rank."""
+    comm = _comm(mpi)
+    args = {"bcast": (1,), "gather": (1,), "scatter": (None,), "reduce": (1, MPI.SUM)}
+    call = getattr(comm, method)
+    _, ref = mpi.outcome(lambda: getattr(MPI.COMM_SELF, method)(*args[method],
+                                                                root="0"))
+    mpi.same_error(lambda: call(*args[method], root="0"), wacoll.errors.RootTypeError)
+    _, exc = mpi.outcome(lambda: call(*args[method], root="0"))
+    mpi.assert_all(isinstance(exc, type(ref)) and isinstance(ref, TypeError),
+                   f"{exc!r} / mpi4py's {ref!r}")
+
+
+@pytest.mark.mpi(min_size=1)
+def test_an_operator_that_is_not_callable(mpi):
+    """A named wacoll error that is also the TypeError mpi4py's object reduction
+    meets when it applies the operator (at any size: wacoll checks it first)."""
+    comm = _comm(mpi)
+    mpi.same_error(lambda: comm.allreduce(1, op=5), wacoll.errors.OperatorTypeError)
+    assert issubclass(wacoll.errors.OperatorTypeError, TypeError)
 
 
 @pytest.mark.mpi(min_size=1)
@@ -385,8 +411,11 @@ def test_wrong_sequence_length_at_the_root(mpi):
     for root in sorted({0, LAST}):
         for seq, kind in (([1] * (P + 1), ValueError), (list(range(P - 1)), ValueError),
                           (5, TypeError)):
+            named = wacoll.BufferMismatchError if kind is ValueError else \
+                wacoll.errors.BufferTypeError
             msg = mpi.same_error(lambda: comm.scatter(seq if ME == root else None, root),
-                                 kind, match=f"rank {root}")
+                                 named, match=f"rank {root}")
+            assert issubclass(named, kind)
             if kind is ValueError:
                 assert type(ref) is ValueError and "items" in msg
     bad = [0] * (P + 1) if ME == LAST else [0] * P

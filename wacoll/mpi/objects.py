@@ -73,13 +73,16 @@ Where every rank depends on every other (``allgather``, ``alltoall``,
 rank at fault, so, when the communicator validates (``validate=True``, the
 default), they run the ``barrier`` plan after their own as a status round; with
 ``validate=False`` a rank raises only the faults that reached it. A root out of
-range is found by every rank alone and raises ``MPI.Exception`` (``ERR_ROOT``)
-at once, as mpi4py does.
+range is found by every rank alone and raises
+:class:`~wacoll.errors.RootError` (an ``MPI.Exception`` with ``ERR_ROOT``, as
+mpi4py's) at once; a root that is not an integer
+:class:`~wacoll.errors.RootTypeError` (a TypeError).
 
 The faults: a ``scatter`` / ``alltoall`` sequence that is not exactly ``size``
-items (``ValueError``, as mpi4py; ``TypeError`` if it is not iterable), an
+items (:class:`~wacoll.errors.BufferMismatchError`, a ValueError as mpi4py's;
+:class:`~wacoll.errors.BufferTypeError`, a TypeError, if it is not iterable), an
 object ``MPI.pickle`` cannot pickle (its exception), a non-callable operator
-(``TypeError``), a bad level (:class:`~wacoll.errors.WacollError`), an
+(:class:`~wacoll.errors.OperatorTypeError`, a TypeError), a bad level (:class:`~wacoll.errors.WacollError`), an
 exception raised by the operator or by unpickling, a frame over
 :data:`MAX_MESSAGE` (:class:`~wacoll.errors.WacollError`).
 
@@ -96,7 +99,9 @@ import weakref
 
 from mpi4py import MPI
 
-from wacoll.errors import PlanError, WacollError
+from wacoll import errors
+from wacoll.errors import (BufferMismatchError, BufferTypeError, OperatorTypeError,
+                           PlanError, RootTypeError, WacollError)
 from wacoll.mpi.bounded import SHAPES, BoundedCache
 from wacoll.mpi.executor import call_tag
 from wacoll.plans import LEVELS, Call, select
@@ -443,17 +448,26 @@ def execute(program, plan, wire, slots, *, op=None, faults=None, local=None,
 
 # ------------------------------------------------------------------ the calls
 def _root(comm, root):
-    root = operator.index(root)
-    if not 0 <= root < comm.Get_size():
-        raise MPI.Exception(MPI.ERR_ROOT)
+    try:
+        root = operator.index(root)
+    except TypeError:
+        raise RootTypeError(f"root must be an integer rank, got {root!r}") from None
+    size = comm.Get_size()
+    if not 0 <= root < size:
+        raise errors.RootError(f"root {root} is not a rank of this communicator "
+                               f"(0..{size - 1})")
     return root
 
 
 def _sequence(obj, size):
     """The ``size`` items of a scatter / alltoall sequence, as mpi4py reads them."""
-    items = [None] * size if obj is None else list(obj)
+    try:
+        items = [None] * size if obj is None else list(obj)
+    except TypeError:
+        raise BufferTypeError(f"expecting a sequence of {size} items, got "
+                              f"{type(obj).__name__}") from None
     if len(items) != size:
-        raise ValueError(f"expecting {size} items, got {len(items)}")
+        raise BufferMismatchError(f"expecting {size} items, got {len(items)}")
     return items
 
 
@@ -623,7 +637,7 @@ def _reduction(comm, opname, sendobj, op, root, level, family, options):
     def build():
         nonlocal level
         if not callable(op):
-            raise TypeError(f"op must be an MPI.Op or a callable, got {op!r}")
+            raise OperatorTypeError(f"op must be an MPI.Op or a callable, got {op!r}")
         if level is None:
             # any grouping, operands in rank order: a predefined operator applied to
             # Python objects is their ``+``/``*``..., which need not commute (str, list)
