@@ -328,11 +328,11 @@ def _derived(g):
     dt.Commit()
     lb, extent = dt.Get_extent()
     if lb != 0 or extent < max(o + f.itemsize for f, o in fields):
-        raise AssertionError(f"{kind}({desc}): lb {lb}, extent {extent}")
+        raise RuntimeError(f"{kind}({desc}): lb {lb}, extent {extent}")
     layout = _layout(fields, extent)
     _LAYOUTS[dt.handle] = layout
     name = f"{kind}({base_name if not hetero else ''}{';' if desc else ''}{desc})"
-    equiv = None if hetero or kind == "struct" and hetero else (base, len(fields))
+    equiv = None if hetero else (base, len(fields))
     return Elem(name, dt, layout, predefined=False, base=None if hetero else bt,
                 equiv=equiv, owned=True)
 
@@ -646,7 +646,7 @@ def draw(g, size, rank, *, seed=0, trial=0, configs=None, methods=None, forms=No
     return case
 
 
-def _element(case, g, reduction):
+def _element(case, g):
     """Draw the trial's element type (derived about a quarter of the time)."""
     if g.random() < 0.27:
         elem = _derived(g)
@@ -702,7 +702,7 @@ def _build_barrier(case, g, d, size, rank):
 
 
 def _build_bcast(case, g, d, size, rank):
-    elem = _element(case, g, False)
+    elem = _element(case, g)
     n = _count(g, elem)
     root = int(g.integers(size))
     style = _style(d, elem)
@@ -713,7 +713,7 @@ def _build_bcast(case, g, d, size, rank):
 
 
 def _build_scatter(case, g, d, size, rank):
-    elem = _element(case, g, False)
+    elem = _element(case, g)
     relem, k = _recv_side(case, g, elem)
     n = _count(g, elem, big=False)
     root = int(g.integers(size))
@@ -746,7 +746,7 @@ def _block_send(elem, arr, n, style, displ):
 
 
 def _build_gather(case, g, d, size, rank):
-    elem = _element(case, g, False)
+    elem = _element(case, g)
     relem, k = _recv_side(case, g, elem)
     n = _count(g, elem, big=False)
     root = int(g.integers(size))
@@ -775,7 +775,7 @@ def _build_gather(case, g, d, size, rank):
 
 
 def _build_allgather(case, g, d, size, rank):
-    elem = _element(case, g, False)
+    elem = _element(case, g)
     relem, k = _recv_side(case, g, elem)
     n = _count(g, elem, big=False)
     in_place = _in_place(g) and relem is elem
@@ -796,7 +796,7 @@ def _build_allgather(case, g, d, size, rank):
 
 
 def _build_alltoall(case, g, d, size, rank):
-    elem = _element(case, g, False)
+    elem = _element(case, g)
     relem, k = _recv_side(case, g, elem)
     n = _count(g, elem, big=False)
     in_place = _in_place(g) and relem is elem
@@ -843,7 +843,7 @@ def _counts(g, size, elem):
 
 
 def _build_scatterv(case, g, d, size, rank):
-    elem = _element(case, g, False)
+    elem = _element(case, g)
     relem, k = _recv_side(case, g, elem)
     counts = _counts(g, size, elem)
     root = int(g.integers(size))
@@ -870,7 +870,7 @@ def _build_scatterv(case, g, d, size, rank):
 
 
 def _build_gatherv(case, g, d, size, rank):
-    elem = _element(case, g, False)
+    elem = _element(case, g)
     relem, k = _recv_side(case, g, elem)
     counts = _counts(g, size, elem)
     root = int(g.integers(size))
@@ -897,7 +897,7 @@ def _build_gatherv(case, g, d, size, rank):
 
 
 def _build_allgatherv(case, g, d, size, rank):
-    elem = _element(case, g, False)
+    elem = _element(case, g)
     relem, k = _recv_side(case, g, elem)
     counts = _counts(g, size, elem)
     in_place = _in_place(g) and relem is elem
@@ -919,7 +919,7 @@ def _build_allgatherv(case, g, d, size, rank):
 
 
 def _build_alltoallv(case, g, d, size, rank):
-    elem = _element(case, g, False)
+    elem = _element(case, g)
     relem, k = _recv_side(case, g, elem)
     hi = 7 if g.random() < 0.8 else 30
     matrix = g.integers(0, hi, (size, size))  # matrix[i, j]: i sends to j
@@ -951,7 +951,7 @@ def _padded(datatype):
 
 
 def _reduction_setup(case, g):
-    elem = _element(case, g, True)
+    elem = _element(case, g)
     opname, op = _operator(g, elem)
     if opname == "ncomm" and case.method == "Reduce_scatter_block" and \
             not elem.predefined and _padded(elem.datatype):
