@@ -342,12 +342,7 @@ CASES = [
 ]
 
 #: Runs that fail for a known reason outside the readers: ``(case, form) -> reason``.
-KNOWN_FAILURES = {
-    ("datetime64 buffer", "blocking"):
-        "the replay key of a blocking call (wacoll/mpi/_fastcall.pyx, _array_key) lets "
-        "numpy's ValueError for a dtype without a buffer format escape before the "
-        "call is read and checked",
-}
+KNOWN_FAILURES = {}  # (case, form): reason, for a case that fails for a known cause
 
 RUNS = [pytest.param(case, form, id=f"{case.name} ({form})",
                      marks=[pytest.mark.xfail(reason=KNOWN_FAILURES[case.name, form],

@@ -296,7 +296,10 @@ cdef bytes _array_key(object a, Py_ssize_t index, Py_ssize_t *starts):
     cdef Py_buffer view
     cdef Py_ssize_t words[64]
     cdef Py_ssize_t i, n, alias = -1
-    PyObject_GetBuffer(a, &view, PyBUF_RECORDS_RO)
+    try:
+        PyObject_GetBuffer(a, &view, PyBUF_RECORDS_RO)
+    except Exception:  # no buffer (a datetime64 array): no key; the call is read
+        return None    # afresh, and its error raised on every rank by the check
     try:
         if view.ndim > 30:  # pragma: no cover - numpy allows at most 64 dimensions
             return None
