@@ -130,4 +130,4 @@ def test_the_demo_names_the_files_it_writes():
 
     assert demo.MEASURED_FILE == "demo-measured.json"
     source = Path(demo.__file__).read_text()
-    assert "'measured.json'" not in source and "x native = " in source
+    assert "'measured.json'" not in source and "speed-up = " in source

@@ -3,19 +3,24 @@
 The demo builds the default testbed (4 clusters of 2 ranks, 10 ms one-way and 1 MB/s
 between clusters: MagPIe's setting), runs Barrier, Bcast (1 B and 64 KiB), Allgather,
 Reduce and Allreduce with the MPI library's native collectives and with wacoll, and
-prints one table: median completion time, speedup over the native collective,
-wide-area messages and bytes (from the checker), the simulator's prediction and the
-physical lower bound. It writes the raw numbers (CSV, JSON) and a plot. Where the
-testbed cannot run (not root, no ``/dev/net/tun``), it says why and shows the
-simulator's table instead.
+prints one table: median completion time (ms), speed-up over the library's own
+collective, wide-area messages and bytes (from the checker), the simulator's
+prediction and the physical lower bound (ms); then a one-line verdict per case and
+one overall (:func:`case_verdict`, :func:`overall_verdict`). The native row names the
+library and its version (``MPICH 5.0.2 (native)``); ``wacoll mpich-1.1`` is MPICH
+1.1's algorithms of 1999 built as wacoll plans, MagPIe's baseline. It writes the
+report (``demo.txt``), the rows (``demo.csv``), the raw times (JSON) and a picture
+(``demo.png``: a panel per case, each with its own scale). Where the testbed cannot
+run (not root, no ``/dev/net/tun``), it says why and shows the simulator's table.
 
 wacoll runs in three configurations (:data:`IMPLS`), timed in this order:
 
 - ``default``: what the README tells users to write, ``wacoll.Comm(MPI.COMM_WORLD)``
   with no options (arguments validated, MPI's own level, the selection policy's
   family: magpie on several clusters);
-- ``magpie`` and ``mpich``: the family forced, ``validate=False`` (arguments trusted,
-  as MPI does) and level ``"associative"`` (the data are integers, exact in any order).
+- ``magpie`` and ``mpich`` (shown as ``wacoll magpie`` and ``wacoll mpich-1.1``): the
+  family forced, ``validate=False`` (arguments trusted, as MPI does) and level
+  ``"associative"`` (the data are integers, exact in any order).
 
 Every plan (and so every checker metric and prediction) is the one
 :func:`wacoll.plans.select` chooses for that configuration, as ``wacoll.Comm`` does.
@@ -42,7 +47,9 @@ from wacoll.plans.bounds import physical_bound
 from wacoll.plans.sim import LinkModel, simulate
 from wacoll.topology import Topology
 
-__all__ = ["CASES", "FAMILIES", "IMPLS", "default_topology", "simulated_rows", "run_demo"]
+__all__ = ["CASES", "FAMILIES", "IMPLS", "LABELS", "default_topology", "simulated_rows",
+           "run_demo", "label", "case_verdict", "overall_verdict", "table_lines", "read_csv",
+           "plot"]
 
 #: (label, operation, bytes per rank) of the demo's cases.
 CASES = [
@@ -126,13 +133,115 @@ def _say(text):
     print(text, flush=True)
 
 
-def _fmt_ms(seconds):
-    return "-" if seconds is None else f"{seconds * 1e3:8.2f}"
+def _ms(seconds, width=0):
+    return ("-" if seconds is None else f"{seconds * 1e3:.2f}").rjust(width)
+
+
+#: How each configuration is named in the table and the picture (the native row
+#: gets the library's name and version when it was measured).
+LABELS = {"native": "MPI library", "default": "wacoll default", "magpie": "wacoll magpie",
+          "mpich": "wacoll mpich-1.1"}
+KEY = ("wacoll default = wacoll.Comm(MPI.COMM_WORLD), no options, as the README writes it "
+       "(arguments checked\n  across ranks, MPI's own reduction level); wacoll magpie = "
+       "MagPIe's algorithms forced; wacoll mpich-1.1 =\n  MPICH 1.1's algorithms of 1999 "
+       "(MagPIe's baseline) built as wacoll plans, not the MPICH library;\n  both forced "
+       f"with validate=False and level {LEVEL!r}.")
+#: Within this ratio of each other, two times are "on par".
+PAR = 1.05
+
+
+def label(impl, library=None):
+    """The name a configuration has in the demo's table and picture.
+
+    Examples
+    --------
+    >>> label("native", "MPICH 5.0.2"), label("mpich")
+    ('MPICH 5.0.2 (native)', 'wacoll mpich-1.1')
+    """
+    if impl == "native":
+        return f"{library} (native)" if library else "MPI library (native)"
+    return LABELS.get(impl, impl)
+
+
+def case_verdict(rows, library=None) -> str:
+    """One line on one case: how wacoll as the README writes it did against the MPI
+    library (measured), or against the physical bound (predicted only).
+
+    Examples
+    --------
+    >>> rows = [{"impl": "native", "median": 0.020}, {"impl": "default", "median": 0.010,
+    ...         "predicted": 0.0101, "bound": 0.010, "correct": True}]
+    >>> case_verdict(rows, "MPICH 5.0.2")
+    "wacoll default 2.00x faster than MPICH 5.0.2's own (10.00 ms vs 20.00 ms)"
+    >>> case_verdict([{"impl": "default", "predicted": 0.012, "bound": 0.010}])
+    'wacoll default predicted 12.00 ms; 1.20x the physical lower bound (10.00 ms)'
+    """
+    by = {r["impl"]: r for r in rows}
+    mine, native = by.get("default", {}), by.get("native")
+    lib = library or "the MPI library"
+    if mine.get("correct") is False:
+        return "wacoll default gave a WRONG RESULT"
+    if native is None or not native.get("median") or not mine.get("median"):
+        pred, bound = mine.get("predicted"), mine.get("bound")
+        if pred is None:
+            return "no figures"
+        old = by.get("mpich", {}).get("predicted")
+        versus = f", {old / pred:.2f}x faster than wacoll mpich-1.1 ({_ms(old)} ms)" \
+            if old and pred else ""
+        tail = f"; {pred / bound:.2f}x the physical lower bound ({_ms(bound)} ms)" \
+            if bound else ""
+        return f"wacoll default predicted {_ms(pred)} ms{versus}{tail}"
+    ratio = native["median"] / mine["median"]
+    times = f"({_ms(mine['median'])} ms vs {_ms(native['median'])} ms)"
+    if ratio >= PAR:
+        return f"wacoll default {ratio:.2f}x faster than {lib}'s own {times}"
+    if ratio <= 1 / PAR:
+        return f"wacoll default {1 / ratio:.2f}x slower than {lib}'s own {times}"
+    return f"wacoll default on par with {lib}'s own {times}"
+
+
+def overall_verdict(rows, library=None) -> str:
+    """One line on every case together.
+
+    Examples
+    --------
+    >>> rows = [{"case": "A", "impl": "native", "median": 0.02},
+    ...         {"case": "A", "impl": "default", "median": 0.01, "predicted": 0.01},
+    ...         {"case": "B", "impl": "native", "median": 0.01},
+    ...         {"case": "B", "impl": "default", "median": 0.02, "predicted": 0.02}]
+    >>> overall_verdict(rows, "MPICH 5.0.2")
+    'overall: wacoll default faster than MPICH 5.0.2 in 1 of 2 cases, slower in 1; geometric mean speed-up 1.00x'
+    """
+    cases = list(dict.fromkeys(r["case"] for r in rows))
+    ratios, wrong = [], 0
+    for case in cases:
+        by = {r["impl"]: r for r in rows if r["case"] == case}
+        mine, native = by.get("default", {}), by.get("native", {})
+        wrong += mine.get("correct") is False
+        if native.get("median") and mine.get("median"):
+            ratios.append(native["median"] / mine["median"])
+    lib = library or "the MPI library"
+    if not ratios:
+        slack = [r["predicted"] / r["bound"] for r in rows
+                 if r["impl"] == "default" and r.get("predicted") and r.get("bound")]
+        if not slack:
+            return "overall: no figures"
+        return (f"overall (predicted, nothing measured): wacoll default within "
+                f"{max(slack):.2f}x of the physical lower bound in every case")
+    faster = sum(r >= PAR for r in ratios)
+    slower = sum(r <= 1 / PAR for r in ratios)
+    par = len(ratios) - faster - slower
+    gmean = statistics.geometric_mean(ratios)
+    line = (f"overall: wacoll default faster than {lib} in {faster} of {len(ratios)} "
+            f"cases" + (f", on par in {par}" if par else "")
+            + (f", slower in {slower}" if slower else "")
+            + f"; geometric mean speed-up {gmean:.2f}x")
+    return line + (f"; {wrong} WRONG RESULT(S)" if wrong else "")
 
 
 def run_demo(out="wacoll-demo", *, reps=5, simulate_only=False, timeout=240.0,
              topology=None) -> int:
-    """Run the demo; print the table; write CSV, JSON and PNG under ``out``."""
+    """Run the demo; print the table; write CSV, JSON, PNG and the text under ``out``."""
     t0 = time.monotonic()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -142,34 +251,44 @@ def run_demo(out="wacoll-demo", *, reps=5, simulate_only=False, timeout=240.0,
     sim = simulated_rows(topology)
     measured, reason = (None, "--simulate-only was given") if simulate_only else (
         None, None)
+    report = []
     if not simulate_only:
         _say(f"measuring on an emulated testbed: {len(CASES)} cases x "
-             f"{len(IMPLS) + 1} implementations x {reps} runs ...")
+             f"{len(IMPLS) + 1} configurations x {reps} runs ...")
         measured, reason = run_on_testbed(topology, _measure_spec(CASES, reps, 0.1), out,
                                           name=RUN_NAME, timeout=timeout)
         if measured is not None:
-            _say("testbed self-check: " + _check_line(measured["_meta"].get("check")))
+            report.append("testbed self-check: "
+                          + _check_line(measured["_meta"].get("check")))
     rows = _merge(sim, measured)
+    library = measured["_meta"].get("library") if measured else None
+    report.append(f"{_title(topology)}; {_load()}")
+    if Path(sys.argv[0]).name == "wacoll" and sys.argv[1:2] == ["demo"]:
+        report.append("command: wacoll " + " ".join(sys.argv[1:]))
     if measured is None:
-        _say(f"\nno measurements: {reason}; the table shows the simulator's "
-             f"predictions.\n")
+        report.append(f"no measurements ({reason}): the table shows the simulator's "
+                      f"predictions")
     else:
         meta = measured["_meta"]
-        _say(f"\nmedian of {meta['reps']} runs, {topology.size} ranks, transport "
-             f"{meta['transport']}")
-    _say("default = wacoll.Comm(MPI.COMM_WORLD), no options (as the README: arguments "
-         "validated, level MPI's own); magpie, mpich = family forced, validate=False, "
-         f"level {LEVEL}\n")
-    _print_table(rows, measured is not None)
+        report.append(f"measured: median of {meta['reps']} runs from a common start, "
+                      f"{library or 'the MPI library'}, transport {meta['transport']}")
+    report += ["", *table_lines(rows, measured is not None, library), "",
+               overall_verdict(rows, library), "", KEY]
     if measured is not None:
-        _say("\nx native = the MPI library's median / this row's median: how many times "
-             "faster than the\nlibrary's own collective (above 1: faster, below 1: "
-             "slower); WAN msgs, bytes, hops:\nthe checker's wide-area traffic; predicted: "
-             "the simulator (of the plan\nalone: the default row also runs "
-             "the cross-rank argument check beside the call);\nbound: the physical "
-             "lower bound")
-    _write(out, rows, measured)
-    _say(f"\nwrote {out / 'demo.csv'}, {out / 'demo.png'}"
+        report.append("speed-up = the MPI library's median / this row's (above 1: "
+                      "faster than the library); WAN msgs,\n  bytes, hops: the "
+                      "checker's wide-area traffic; predicted: the simulator, of the "
+                      "plan alone\n  (the default row also runs the cross-rank argument "
+                      "check beside the call); bound: the\n  physical lower bound. "
+                      "Lower times are better.")
+    else:
+        report.append("WAN msgs, bytes, hops: the checker's wide-area traffic; "
+                      "predicted: the simulator; bound: the\n  physical lower bound. "
+                      "Lower times are better.")
+    _say("\n" + "\n".join(report))
+    (out / "demo.txt").write_text("\n".join(report) + "\n")
+    _write(out, rows, measured, library, title=_title(topology))
+    _say(f"\nwrote {out / 'demo.txt'}, {out / 'demo.csv'}, {out / 'demo.png'}"
          + (f", {out / MEASURED_FILE}" if measured else "")
          + f" in {time.monotonic() - t0:.0f} s")
     return 0
@@ -177,18 +296,19 @@ def run_demo(out="wacoll-demo", *, reps=5, simulate_only=False, timeout=240.0,
 
 def _merge(sim, measured):
     rows = []
-    for label, op, nbytes in CASES:
+    for label_, op, nbytes in CASES:
         native = None
         if measured is not None:
-            times = measured[label]["times"]
+            times = measured[label_]["times"]
             native = _median(times.get("native"))
-            rows.append({"case": label, "impl": "native", "median": native,
-                         "speedup": 1.0 if native else None})
-        for row in (r for r in sim if r["case"] == label):
+            rows.append({"case": label_, "impl": "native", "algorithm": "library's own",
+                         "median": native, "speedup": 1.0 if native else None,
+                         "correct": True})
+        for row in (r for r in sim if r["case"] == label_):
             row = dict(row)
             if measured is not None:
-                row["median"] = _median(measured[label]["times"].get(row["impl"]))
-                row["correct"] = measured[label]["correct"].get(row["impl"])
+                row["median"] = _median(measured[label_]["times"].get(row["impl"]))
+                row["correct"] = measured[label_]["correct"].get(row["impl"])
                 row["speedup"] = (native / row["median"]) if native and row["median"] \
                     else None
             rows.append(row)
@@ -200,69 +320,156 @@ def _median(values):
     return statistics.median(values) if values else None
 
 
-def _print_table(rows, measured):
-    head = f"{'case':16s} {'impl':7s} {'algorithm':18s}"
+def table_lines(rows, measured, library=None) -> list:
+    """The demo's table: a block of rows per case, then that case's verdict."""
+    names = {impl: label(impl, library) for impl in ["native", *IMPLS]}
+    wide = max(len(n) for n in names.values())
+    head = f"{'case':16s} {'configuration':{wide}s} {'algorithm':18s}"
     if measured:
-        head += f" {'median ms':>9s} {'x native':>8s}"
-    head += f" {'WAN msgs':>8s} {'WAN bytes':>9s} {'hops':>4s} {'predicted':>9s} " \
-            f"{'bound':>8s}"
-    _say(head)
-    _say("-" * len(head))
-    for r in rows:
-        line = f"{r['case']:16s} {r['impl']:7s} {r.get('algorithm', 'MPI library'):18s}"
-        if measured:
-            sp = r.get("speedup")
-            line += f" {_fmt_ms(r.get('median')):>9s} {'-' if sp is None else f'{sp:.2f}':>8s}"
-        if r["impl"] == "native":
-            line += f" {'-':>8s} {'-':>9s} {'-':>4s} {'-':>9s} {'-':>8s}"
-        else:
-            line += (f" {r['wide_area_messages']:8d} {r['wide_area_bytes']:9d} "
-                     f"{r['hops']:4d} {_fmt_ms(r['predicted']):>9s} "
-                     f"{_fmt_ms(r['bound']):>8s}")
-        _say(line)
+        head += f" {'median ms':>9s} {'speed-up':>8s}"
+    head += (f" {'WAN msgs':>8s} {'WAN bytes':>9s} {'hops':>4s} {'predicted ms':>12s} "
+             f"{'bound ms':>8s}")
+    lines = [head, "-" * len(head)]
+    for case, _, _ in CASES:
+        block = [r for r in rows if r["case"] == case]
+        for k, r in enumerate(block):
+            line = (f"{case if k == 0 else '':16s} {names[r['impl']]:{wide}s} "
+                    f"{r.get('algorithm', ''):18s}")
+            if measured:
+                sp = r.get("speedup")
+                line += f" {_ms(r.get('median'), 9)} {'-' if sp is None else f'{sp:.2f}x':>8s}"
+            if r["impl"] == "native":
+                line += f" {'-':>8s} {'-':>9s} {'-':>4s} {'-':>12s} {'-':>8s}"
+            else:
+                line += (f" {r['wide_area_messages']:8d} {r['wide_area_bytes']:9d} "
+                         f"{r['hops']:4d} {_ms(r['predicted'], 12)} {_ms(r['bound'], 8)}")
+            if r.get("correct") is False:
+                line += "  WRONG RESULT"
+            lines.append(line)
+        lines.append(f"{'':16s} verdict: {case_verdict(block, library)}")
+    return lines
 
 
-def _write(out, rows, measured):
-    fields = ["case", "impl", "algorithm", "median", "speedup", "correct",
-              "wide_area_messages", "wide_area_bytes", "hops", "predicted", "bound"]
+FIELDS = ["case", "impl", "label", "algorithm", "median", "speedup", "correct",
+          "wide_area_messages", "wide_area_bytes", "hops", "predicted", "bound"]
+
+
+def _title(topology):
+    sizes = sorted({len(c) for c in topology.clusters})
+    shape = (f"{topology.nclusters} clusters x {sizes[0]} ranks" if len(sizes) == 1
+             else f"{topology.size} ranks in {topology.nclusters} clusters")
+    return (f"wacoll demo: {shape}, {topology.wan.latency * 1e3:g} ms one-way and "
+            f"{topology.wan.bandwidth / 1e6:g} MB/s between clusters")
+
+
+def _load():
+    import os
+
+    try:
+        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return f"{os.cpu_count()} cores"
+    return f"load average {load} (1, 5, 15 min) on {os.cpu_count()} cores"
+
+
+def _write(out, rows, measured, library=None, title=None):
     with open(out / "demo.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fields, extrasaction="ignore")
+        writer = csv.DictWriter(fh, FIELDS, extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(rows)
-    _plot(out / "demo.png", rows, measured is not None)
+        writer.writerows({**r, "label": label(r["impl"], library)} for r in rows)
+    plot(rows, out / "demo.png", measured is not None, library, title=title)
 
 
-def _plot(path, rows, measured):
+def read_csv(path) -> tuple:
+    """``(rows, measured, library)`` from a ``demo.csv`` the demo wrote, to draw again.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> out = Path(tempfile.mkdtemp())
+    >>> _ = run_demo(out, simulate_only=True)  # doctest: +ELLIPSIS
+    wacoll demo: ...
+    >>> rows, measured, library = read_csv(out / "demo.csv")
+    >>> len(rows), measured, library
+    (18, False, None)
+    """
+    rows = []
+    with open(path, newline="") as fh:
+        for raw in csv.DictReader(fh):
+            row = {"case": raw["case"], "impl": raw["impl"],
+                   "algorithm": raw.get("algorithm", "")}
+            for key in ("median", "speedup", "predicted", "bound"):
+                row[key] = float(raw[key]) if raw.get(key) else None
+            for key in ("wide_area_messages", "wide_area_bytes", "hops"):
+                row[key] = int(raw[key]) if raw.get(key) else None
+            row["correct"] = {"True": True, "False": False}.get(raw.get("correct"))
+            if row["impl"] == "native":
+                text = raw.get("label", "")
+                row["library"] = text[:-len(" (native)")] if text.endswith(
+                    " (native)") and text != "MPI library (native)" else None
+            rows.append(row)
+    measured = any(r["median"] is not None for r in rows)
+    library = next((r.get("library") for r in rows if r.get("library")), None)
+    return rows, measured, library
+
+
+def plot(rows, path, measured, library=None, *, title=None):
+    """The demo's picture: one panel per case, each with its own scale in ms.
+
+    A bar per configuration (the measured median, or the simulator's prediction when
+    nothing was measured), a black diamond for the simulator's prediction of each
+    wacoll configuration, a red dashed line for the physical lower bound, and above the
+    default bar its speed-up over the MPI library. Lower is better.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     impls = ["native", *IMPLS] if measured else list(IMPLS)
-    fig, ax = plt.subplots(figsize=(10, 4.5))
-    width = 0.8 / len(impls)
-    for k, impl in enumerate(impls):
-        xs, ys, preds = [], [], []
-        for i, (label, _, _) in enumerate(CASES):
-            row = next((r for r in rows if r["case"] == label and r["impl"] == impl), None)
-            if row is None:
-                continue
-            value = row.get("median") if measured else row.get("predicted")
-            xs.append(i + (k - (len(impls) - 1) / 2) * width)
-            ys.append((value or 0) * 1e3)
-            preds.append((row.get("predicted") or 0) * 1e3)
-        ax.bar(xs, ys, width, label=impl + (" (measured)" if measured else " (predicted)"))
-        if measured and impl != "native":
-            ax.plot(xs, preds, "k_", markersize=12)
-    bounds = [next(r["bound"] for r in rows if r["case"] == label and r["impl"] != "native")
-              * 1e3 for label, _, _ in CASES]
-    ax.plot(range(len(CASES)), bounds, "r.", label="physical bound")
-    ax.set_xticks(range(len(CASES)), [c[0] for c in CASES], rotation=15)
-    ax.set_ylabel("completion time (ms)")
-    ax.set_title("wacoll demo: 4 clusters x 2 ranks, 10 ms / 1 MB/s wide-area links"
-                 + ("  (black: simulator)" if measured else ""))
-    ax.legend()
-    fig.tight_layout()
+    colors = {"native": "0.55", "default": "tab:green", "magpie": "tab:blue",
+              "mpich": "tab:orange"}
+    fig, axes = plt.subplots(2, 3, figsize=(12, 6.8), layout="constrained")
+    for ax, (case, _, _) in zip(axes.flat, CASES):
+        block = {r["impl"]: r for r in rows if r["case"] == case}
+        xs = range(len(impls))
+        for x, impl in zip(xs, impls):
+            r = block.get(impl, {})
+            value = r.get("median") if measured else r.get("predicted")
+            ax.bar(x, (value or 0) * 1e3, 0.7, color=colors[impl],
+                   hatch=None if measured else "//", edgecolor="white")
+            if measured and impl != "native" and r.get("predicted") is not None:
+                ax.plot(x, r["predicted"] * 1e3, "kD", markersize=6)
+            if measured and impl == "default" and r.get("speedup"):
+                ax.annotate(f"{r['speedup']:.2f}x", (x, (value or 0) * 1e3),
+                            xytext=(0, 3), textcoords="offset points", ha="center",
+                            fontsize=8, fontweight="bold")
+        bound = next((r["bound"] for r in block.values() if r.get("bound")), None)
+        if bound:
+            ax.axhline(bound * 1e3, color="tab:red", ls="--", lw=1.2)
+        ax.set_title(case, fontsize="medium")
+        ax.set_xticks([])
+        ax.set_ylabel("ms")
+        ax.set_ylim(bottom=0, top=ax.get_ylim()[1] * 1.12)
+        ax.grid(axis="y", alpha=0.3)
+    what = "measured median" if measured else "predicted (nothing measured)"
+    handles = [Patch(facecolor=colors[i], edgecolor="white",
+                     hatch=None if measured else "//",
+                     label=f"{label(i, library)}: {what}") for i in impls]
+    if measured:
+        handles.append(Line2D([], [], color="k", marker="D", ls="none",
+                              label="the simulator's prediction"))
+    handles.append(Line2D([], [], color="tab:red", ls="--",
+                          label="physical lower bound"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize="small",
+               frameon=False)
+    fig.suptitle((title or "wacoll demo: 4 clusters x 2 ranks, 10 ms one-way and 1 MB/s "
+                  "between clusters") + "\ncompletion time per collective, each panel "
+                 "its own scale: lower is better"
+                 + ("; in bold, wacoll default's speed-up over the MPI library"
+                    if measured else ""), fontsize="medium")
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

@@ -202,7 +202,8 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
     comms = {}
     results = {"_meta": {"size": size, "clusters": [list(c) for c in topology.clusters],
                          "transport": os.environ.get("UCX_TLS", "default"),
-                         "reps": reps, "validate": validate}}
+                         "reps": reps, "validate": validate,
+                         "library": library_name(MPI.Get_library_version())}}
     for raw in spec["cases"]:
         case = normalise_case(raw)
         op, level = case["op"], case.get("level")
@@ -241,6 +242,30 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
             medians = ", ".join(f"{name} {_median_ms(ts)}" for name, ts in times.items())
             progress.step(f"{case['label']}: {medians}")
     return results
+
+
+def library_name(version: str) -> str:
+    """The MPI library's name and version, short, from ``MPI.Get_library_version()``.
+
+    Examples
+    --------
+    >>> library_name("MPICH Version:      5.0.2\\nMPICH Release date: ...")
+    'MPICH 5.0.2'
+    >>> library_name("Open MPI v5.0.11, package: Open MPI user@localhost ...")
+    'Open MPI 5.0.11'
+    >>> library_name("Some MPI 3.1 (build 7)")
+    'Some MPI 3.1 (build 7)'
+    """
+    import re
+
+    first = (version.splitlines() or [""])[0].strip().rstrip("\x00")
+    m = re.match(r"(MPICH|Intel\(R\) MPI Library|MVAPICH\d*)\s+Version:\s*(\S+)", first)
+    if m:
+        return f"{m.group(1)} {m.group(2)}"
+    m = re.match(r"Open MPI v(\S+?),", first)
+    if m:
+        return f"Open MPI {m.group(1)}"
+    return first[:40] or "the MPI library"
 
 
 def _median_ms(times):

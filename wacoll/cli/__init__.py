@@ -250,8 +250,10 @@ def _parser():
                        description="Build a 4x2 emulated wide-area testbed (10 ms, 1 MB/s), "
                                    "time Barrier, Bcast, Allgather, Reduce and Allreduce "
                                    "with the MPI library's own collectives, wacoll.Comm "
-                                   "as the README writes it (default), and the magpie "
-                                   "and mpich families forced, and print one table.")
+                                   "as the README writes it (default), and MagPIe's and "
+                                   "MPICH 1.1's algorithms as wacoll plans, forced; "
+                                   "print one table with a verdict per case and "
+                                   "overall, and draw a picture.")
     d.add_argument("--out", default="wacoll-demo", help="output folder (default wacoll-demo)")
     d.add_argument("--reps", type=int, default=5, help="runs per case (default 5)")
     d.add_argument("--simulate-only", action="store_true",
