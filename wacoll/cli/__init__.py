@@ -2,7 +2,8 @@
 
 ``wacoll plan`` builds a plan for an operation, one or more algorithm families and a
 topology, proves it, and prints its metrics and simulated completion time;
-``--export DIR`` writes its scripts.
+``--export DIR`` writes its scripts, ``--export-goal FILE`` a GOAL schedule for
+LogGOPSim (:mod:`wacoll.plans.goal`).
 
 Examples
 --------
@@ -158,7 +159,21 @@ def _cmd_plan(args) -> int:
             print(plan.describe())
         if args.export:
             _export(plan, Path(args.export) / family, args.format)
+        if args.export_goal:
+            _export_goal(plan, Path(args.export_goal), family if len(args.family) > 1
+                         else None, args.goal_order)
     return 0
+
+
+def _export_goal(plan, path, family, order):
+    from wacoll.plans.goal import save_goal
+
+    if family is not None:
+        path = path.with_name(f"{path.stem}-{family}{path.suffix}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_goal(plan, path, order=order)
+    print(f"wrote {path} (GOAL; for LogGOPSim: txt2bin -i {path} -o "
+          f"{path.with_suffix('.bin')}, then LogGOPSim -f {path.with_suffix('.bin')})")
 
 
 def _level_hint(args, topology, family, common, options) -> str:
@@ -245,6 +260,12 @@ def _parser():
     p.add_argument("--show", action="store_true", help="print every rank's program")
     p.add_argument("--export", metavar="DIR", help="write the plan's scripts under DIR")
     p.add_argument("--format", choices=["sexpr", "json", "both"], default="both")
+    p.add_argument("--export-goal", metavar="FILE",
+                   help="write the plan as a GOAL schedule for LogGOPSim (several "
+                        "families: FILE's name gets -FAMILY before its suffix)")
+    p.add_argument("--goal-order", choices=["program", "data"], default="program",
+                   help="GOAL dependencies: program order, as wacoll's executor runs "
+                        "the plan (default), or the blocks' data flow only")
     p.set_defaults(run=_cmd_plan)
     d = sub.add_parser("demo", help="wacoll vs native MPI on an emulated grid",
                        description="Build a 4x2 emulated wide-area testbed (10 ms, 1 MB/s), "

@@ -8,8 +8,9 @@
 
 Families: ``magpie`` (MagPIe's wide-area algorithms), ``mpich`` (the MPICH 1.1
 algorithms MagPIe compares against), ``tree`` (any tree, PATHS/LAM), ``gridmpi``
-(Matsuda's multi-sender broadcast and allreduce) and ``combining`` (Plaat's
-cluster-combining alltoall).
+(Matsuda's multi-sender broadcast and allreduce), ``combining`` (Plaat's
+cluster-combining alltoall) and ``modern`` (the algorithms MPICH 4 and Open MPI 5
+select today).
 
 The steps after building, each a plain function over plain data:
 
@@ -22,7 +23,8 @@ The steps after building, each a plain function over plain data:
 - :mod:`~wacoll.plans.rank` derives one rank's program alone (a builder focused on
   that rank), for a plan whose proof :mod:`~wacoll.plans.proofs` keeps on disk;
 - :mod:`wacoll.plans.sim` predicts a plan's time; :mod:`wacoll.plans.scripts` reads
-  and writes plans as PATHS-style scripts and JSON.
+  and writes plans as PATHS-style scripts and JSON; :mod:`wacoll.plans.goal` writes
+  them as GOAL schedules for the LogGOPSim simulator.
 
 Examples
 --------
