@@ -111,6 +111,8 @@ def bruck_allgather(b, order, sets, buf="out"):
     while d < size:
         c = min(d, size - d)
         for i, r in enumerate(order):
+            if not b.keeps(r):
+                continue
             mine = tuple(x for j in range(i, i + c) for x in sets[j % size])
             theirs = tuple(x for j in range(i + d, i + d + c) for x in sets[j % size])
             b.send(r, order[(i - d) % size], mine, buf)
@@ -119,10 +121,25 @@ def bruck_allgather(b, order, sets, buf="out"):
 
 
 def ring_allgather(b, order, sets, held=None, buf="out"):
-    """The ring allgather: ``P - 1`` rounds, each position forwarding to its
-    successor the set it received last (:func:`~wacoll.plans.families.gridmpi_parts.
-    allgather`; a rank is never sent a block ``held`` says it has)."""
-    _gridmpi_allgather(b, tuple(order), tuple(sets), buf=buf, held=held, method="ring")
+    """The ring allgather: ``P - 1`` rounds; in round ``s`` position ``j`` sends
+    ``sets[j - s]`` to its successor and receives ``sets[j - 1 - s]`` from its
+    predecessor. A rank is never sent a block ``held`` (rank -> blocks) says it has
+    (the messages :func:`~wacoll.plans.families.gridmpi_parts.allgather`'s ring
+    sends, written rank by rank so that a focused build costs one rank's steps)."""
+    size = len(order)
+    held = held or {}
+    has = [set(held.get(r, ())) | set(sets[j]) for j, r in enumerate(order)]
+    for j, r in enumerate(order):
+        if not b.keeps(r):
+            continue
+        right, left = (j + 1) % size, (j - 1) % size
+        for s in range(size - 1):
+            out = tuple(x for x in sets[(j - s) % size] if x not in has[right])
+            inc = tuple(x for x in sets[(j - 1 - s) % size] if x not in has[j])
+            if out:
+                b.send(r, order[right], out, buf)
+            if inc:
+                b.recv(r, order[left], inc, buf)
 
 
 def doubling_allgather_fold(b, order, sets, held=None, buf="out"):
@@ -172,12 +189,13 @@ def bruck_alltoall(b):
     last; its block to itself goes ``in -> out``.
     """
     size = b.size
-    for r in range(size):
+    ranks = [r for r in range(size) if b.keeps(r)]  # (a focused build: one rank)
+    for r in ranks:
         b.copy(r, (r * size + r,), "in", "out")
         b.copy(r, tuple(r * size + (r + k) % size for k in range(1, size)), "in", "tmp")
     d = 1
     while d < size:
-        for r in range(size):
+        for r in ranks:
             # the blocks at r in this round: from source s = r - (the bits of their
             # distance below d that are set), distance k with bit d set
             out = []
@@ -194,7 +212,7 @@ def bruck_alltoall(b):
             b.send(r, (r + d) % size, tuple(sorted(out)), "tmp")
             b.recv(r, src, tuple(sorted(inc)), "tmp")
         d <<= 1
-    for r in range(size):
+    for r in ranks:
         b.copy(r, tuple(s * size + r for s in range(size) if s != r), "tmp", "out")
 
 
@@ -206,6 +224,8 @@ def pairwise_alltoall(b):
     size = b.size
     pof2 = size & (size - 1) == 0
     for r in range(size):
+        if not b.keeps(r):
+            continue
         b.copy(r, (r * size + r,), "in", "out")
         for i in range(1, size):
             dst = r ^ i if pof2 else (r + i) % size
@@ -344,6 +364,8 @@ def ring_allreduce(b, chunks):
     size = b.size
     every = tuple(x for c in chunks for x in c)
     for r in range(size):
+        if not b.keeps(r):
+            continue
         b.copy(r, every, "in", "out")
         if size == 1:
             continue
