@@ -262,7 +262,8 @@ def bcast(topology, *, root=0, count=1, segments=1, itemsize=1, algorithm="auto"
     ``"scatter_doubling"`` cut the vector into ``P`` chunks (``segments`` rounded up
     to a multiple of ``P``; relative rank ``j`` owns chunk ``j``), scatter them down
     a binomial tree and allgather them by a ring or by recursive doubling
-    (:mod:`wacoll.plans.families.gridmpi_parts`), sending no rank a chunk it holds.
+    (:mod:`wacoll.plans.families.modern_parts`, on
+    :mod:`wacoll.plans.families.gridmpi_parts`), sending no rank a chunk it holds.
 
     Examples
     --------

@@ -5,9 +5,10 @@ Each function appends the steps of one communication pattern to a
 composes them into plans. Where wacoll already had a pattern it is reused:
 Rabenseifner's reduce-scatter is :func:`wacoll.plans.halving.halving_reduce_scatter`
 and its allgather :func:`wacoll.plans.halving.doubling_allgather`; van de Geijn's
-binomial scatter and the ring and recursive-doubling allgathers of a broadcast are
+binomial scatter and the recursive-doubling allgather of a broadcast are
 :func:`wacoll.plans.families.gridmpi_parts.binomial_scatter` and
-:func:`~wacoll.plans.families.gridmpi_parts.allgather`.
+:func:`~wacoll.plans.families.gridmpi_parts.allgather` (whose ring
+:func:`ring_allgather` writes again rank by rank, for focused builds).
 
 MPICH's non-power-of-two *fold* (Thakur, Rabenseifner & Gropp 2005, Section 4):
 with ``p`` the largest power of two ``<= P`` and ``rem = P - p``, the first
