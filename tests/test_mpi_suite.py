@@ -98,6 +98,7 @@ def _clean_env() -> dict:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_", "WACOLL_"))}
     env["WACOLL_PROOF_CACHE"] = PROOF_CACHE
+    env["WACOLL_LEARN"] = "off"  # learning is tested on its own (tests/mpi/test_learning.py)
     if os.environ.get("WACOLL_PROOF_KEY"):  # the session's own key (tests/conftest.py)
         env["WACOLL_PROOF_KEY"] = os.environ["WACOLL_PROOF_KEY"]
     return env

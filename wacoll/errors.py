@@ -32,6 +32,7 @@ __all__ = [
     "WacollError",
     "TopologyError",
     "ConfigurationError",
+    "TuningError",
     "PlanError",
     "BufferMismatchError",
     "BufferTypeError",
@@ -65,6 +66,11 @@ class TopologyError(WacollError, ValueError):
 class ConfigurationError(WacollError, ValueError):
     """Settings a communicator depends on (its environment variables) that differ
     between its ranks."""
+
+
+class TuningError(WacollError, ValueError):
+    """A tuning file (``WACOLL_TUNING``, :mod:`wacoll.mpi.learning`) that cannot be
+    read or is not one."""
 
 
 class PlanError(WacollError):

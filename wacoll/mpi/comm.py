@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import functools
 import zlib
+from time import perf_counter
 
 from mpi4py import MPI
 
@@ -57,6 +58,7 @@ from wacoll.mpi.discover import topology_from_comm
 from wacoll.mpi.settings import agreed_settings
 from wacoll.mpi.executor import BLOCKING_TAG, Run, call_tag
 from wacoll.mpi.interrupts import collective_name, interrupted
+from wacoll.mpi.learning import Tuning, TuningError, read_tuning, shape_of
 from wacoll.mpi.plancall import PlanCalls
 from wacoll.mpi.fastpath import CAPACITY, NativeCall, Recordings
 from wacoll.mpi.persistent import Prequest, Request
@@ -110,6 +112,13 @@ class Comm(MPI.Intracomm):
     trace : bool
         Record every operation and step (:attr:`tracer`); write them with
         :meth:`write_trace`.
+    learn : {"auto", "on", "off"} or bool, optional
+        Whether repeated blocking calls try their candidates (the selection's plan,
+        the MPI library's collective, the other families with a plan) and keep the
+        fastest measured (:mod:`wacoll.mpi.learning`; :attr:`tuning` says what was
+        learned). Default ``$WACOLL_LEARN``, else ``"auto"``: on several clusters.
+        ``$WACOLL_TUNING`` names a file of choices learned before
+        (:meth:`write_tuning`).
     **options
         Family options, e.g. ``tree="lam"`` or ``n=4``.
     """
@@ -126,7 +135,8 @@ class Comm(MPI.Intracomm):
 
     def __init__(self, comm=None, topology=None, *, family=None, level=None,
                  threshold=512, segment_size=262144, scripts=None, check=None,
-                 validate=True, trace=False, arithmetic="auto", **options):
+                 validate=True, trace=False, arithmetic="auto", learn=None,
+                 **options):
         if comm is None:
             return
         error = None
@@ -140,7 +150,11 @@ class Comm(MPI.Intracomm):
         family = settings["WACOLL_FAMILY"] or family
         level = settings["WACOLL_LEVEL"] or level
         check = settings["WACOLL_CHECK"] or check or ("beside" if validate else "off")
+        learn = _learn_mode(settings["WACOLL_LEARN"] if learn is None else learn)
         try:
+            if learn not in LEARN_MODES:
+                raise WacollError(f"learn must be one of {LEARN_MODES} (or True, False), "
+                                  f"got {learn!r}")
             if level is not None and level not in LEVELS:
                 raise WacollError(f"level must be one of {LEVELS}, got {level!r}")
             if check not in CHECK_MODES:
@@ -168,6 +182,9 @@ class Comm(MPI.Intracomm):
             options = plain_options(options)
         except WacollError as exc:
             error = error or exc
+        fixed = _tuning_choices(wire, settings["WACOLL_TUNING"])
+        if isinstance(fixed, WacollError):
+            error, fixed = error or fixed, None
         size = self.Get_size()
         if error is None and topology.size != size:
             error = TopologyError(f"the topology has {topology.size} ranks; the "
@@ -176,23 +193,31 @@ class Comm(MPI.Intracomm):
                    else None),
                   ("family", family), ("level", level), ("threshold", threshold),
                   ("segment_size", segment_size), ("arithmetic", arithmetic),
-                  ("options", repr(sorted(options.items()))), ("check", check))
+                  ("options", repr(sorted(options.items()))), ("check", check),
+                  ("learn", learn))
         try:
             agree(wire, error, Signature("constructor", options=fields), validate=True)
         except WacollError:
             wire.Free()
             MPI.Intracomm.Free(self)
             raise
-        self._setup(wire, topology, family, level, policy, options, check, trace)
+        self._setup(wire, topology, family, level, policy, options, check, trace,
+                    learn=learn, tuning=fixed)
         scripts = scripts or settings["WACOLL_SCRIPTS"]
         self._load_scripts(scripts)  # collective even without scripts: all ranks agree
         if self.family == "scripts" and not self._scripts:
             raise WacollError("family 'scripts' needs scripts= or $WACOLL_SCRIPTS")
 
     def _setup(self, wire, topology, family, level, policy, options, check, trace,
-               scripts=None):
+               scripts=None, learn="auto", tuning=None):
         self._wire = wire
         self._control = _private_dup(wire)
+        self._learn, self._fixed_tuning = learn, tuning
+        # on several clusters, repeated calls learn their fastest candidate
+        # (wacoll.mpi.learning); the ranks agree on it over the control communicator
+        learning = learn == "on" or (learn == "auto" and topology.nclusters > 1)
+        self._tuning = Tuning(self._control, fixed=tuning) if learning and \
+            family is None else None
         self._seq = 0
         self._broken = None
         self._place = calls.Place(wire.Get_rank(), wire.Get_size())
@@ -258,7 +283,8 @@ class Comm(MPI.Intracomm):
         wire = _private_dup(self)
         self._setup(wire, topology, parent.family, parent.level, parent.policy,
                     parent.options, parent.check, parent.tracer is not None,
-                    {k: v for k, v in parent._scripts.items() if k[1] == wire.Get_size()})
+                    {k: v for k, v in parent._scripts.items() if k[1] == wire.Get_size()},
+                    learn=parent._learn, tuning=parent._fixed_tuning)
         return self
 
     # ------------------------------------------------------------ communicators
@@ -668,6 +694,7 @@ class Comm(MPI.Intracomm):
         """:meth:`_collective` for a call that is not replayed. An interrupt inside
         it ends the job (:mod:`wacoll.mpi.interrupts`)."""
         replays = self._replays
+        started = perf_counter()
         if getattr(self, "_wire", None) is None:
             raise WacollError("this wacoll.Comm has been freed")
         if self._broken is not None:
@@ -704,9 +731,19 @@ class Comm(MPI.Intracomm):
             prepared.counts = vector_check(prepared.root, infos)
         t1 = clock() if clock else 0.0
         work = None
+        shape, chosen = None, family
+        if self._tuning is not None and error is None and mode == "call" and \
+                family is None and not options and vector_check is None:
+            shape = shape_of(prepared)
+            if shape is not None:
+                chosen, explore = self._tuning.family_for(shape, self._candidates(op))
+                if explore:
+                    key = None  # an explored call is not recorded for replay
+                else:
+                    shape = None
         if error is None:
             try:
-                plan, native = self._plan(prepared, family, options,
+                plan, native = self._plan(prepared, chosen, options,
                                           blocking=mode == "call")
                 if native and key is not None and vector_check is None and \
                         self._check_program is None:
@@ -743,6 +780,8 @@ class Comm(MPI.Intracomm):
                 self._replay_failed(planned)
             if prepared.finish is not None:
                 prepared.finish()
+            if shape is not None:
+                self._tuning.observe(shape, perf_counter() - started)
             return
         t2 = clock() if clock else 0.0
         check = None
@@ -769,6 +808,8 @@ class Comm(MPI.Intracomm):
         if mode == "start":
             return _start(task, collective_name(op, mode))
         task.advance(block=True)
+        if shape is not None:
+            self._tuning.observe(shape, perf_counter() - started)
         if tracer:
             t4 = clock()
             for name, start, end in (("arguments", t0, t1), ("plan and lower", t1, t2),
@@ -778,6 +819,26 @@ class Comm(MPI.Intracomm):
             if plan is not None and plan.arithmetic != "plain":
                 label += f", {plan.arithmetic} arithmetic"
             tracer.record(f"{op} ({label})", "operation", t0, t4)
+
+    def _candidates(self, op):
+        """The candidates a repeated call of ``op`` explores: the selection policy's
+        choice (None), the MPI library's own collective, and the other families
+        with a plan for it that the model may misjudge."""
+        return [None, NATIVE] + [f for f in LEARNED_FAMILIES if op in builders(f)]
+
+    @property
+    def tuning(self):
+        """What this communicator learned (:mod:`wacoll.mpi.learning`): per call
+        shape, the candidates, the slowest rank's fastest time of each (seconds) and
+        the one chosen; empty where nothing is learned (one cluster, a family
+        forced, ``learn="off"``)."""
+        return [] if self._tuning is None else list(self._tuning.table)
+
+    def write_tuning(self, path):
+        """Write the choices learned so far to ``path`` (rank 0 writes; read back
+        with ``WACOLL_TUNING``)."""
+        if self._tuning is not None and self.Get_rank() == 0:
+            self._tuning.dump(path)
 
     def _record(self, key, args, sig, op):
         """Keep a blocking native call for replay (:mod:`wacoll.mpi.fastpath`)."""
@@ -944,6 +1005,42 @@ class Comm(MPI.Intracomm):
         agree(self._wire, error, Signature("scripts", options=tuple(digest)),
               validate=True)
         self._scripts = found
+
+
+#: The learning modes (see :class:`Comm`'s ``learn``).
+LEARN_MODES = ("auto", "on", "off")
+#: Families a repeated call explores beside the selection's choice and the library's
+#: collective, where they have a plan for the operation.
+LEARNED_FAMILIES = ("gridmpi",)
+
+
+def _learn_mode(value):
+    """``learn=`` or ``$WACOLL_LEARN`` as one of :data:`LEARN_MODES` (unknown values
+    pass through, to be refused by the constructor's check)."""
+    if value is None:
+        return "auto"
+    if value is True or value is False:
+        return "on" if value else "off"
+    if isinstance(value, str):
+        low = value.strip().lower()
+        return {"1": "on", "yes": "on", "true": "on", "0": "off", "no": "off",
+                "false": "off"}.get(low, low)
+    return value
+
+
+def _tuning_choices(wire, path):
+    """The choices of the tuning file ``path`` (read on rank 0 and shared), None
+    without one, or the TuningError every rank raises."""
+    if not path:
+        return None
+    outcome = None
+    if wire.Get_rank() == 0:
+        try:
+            outcome = ("ok", read_tuning(path))
+        except TuningError as exc:
+            outcome = ("error", str(exc))
+    status, payload = wire.bcast(outcome, root=0)
+    return payload if status == "ok" else TuningError(payload)
 
 
 #: The cross-rank check modes (see :class:`Comm`'s ``check``).

@@ -36,7 +36,7 @@ Where a rank notices a signal
     handlers every 50 ms), the Python executor's polls
     (:func:`wacoll.mpi.progress.wait_any`), the shared-memory check of one node's
     blocking calls, and the ``Wait`` of a non-blocking call's request
-    (:func:`wait_request`). The MPI library's own blocking calls do not return on a
+    (:func:`wacoll.mpi.progress.wait_request`). The MPI library's own blocking calls do not return on a
     signal: a collective the library runs (one cluster), a persistent request the
     library runs, ``MPI.Request.Waitall`` over wacoll requests and the Python
     executor's wait for its last messages once every rank has joined the call
@@ -76,7 +76,7 @@ import time
 from wacoll.errors import WacollError
 
 __all__ = ["ENV", "POLICIES", "policy", "set_policy", "is_interrupt", "mark",
-           "exit_code", "collective_name", "message", "interrupted", "wait_request"]
+           "exit_code", "collective_name", "message", "interrupted"]
 
 #: The environment variable that chooses what an interrupt does.
 ENV = "WACOLL_ON_INTERRUPT"
@@ -243,43 +243,5 @@ def _abort(exc, where):
     os._exit(code)  # pragma: no cover - MPI_Abort does not return
 
 
-def wait_request(request, status=None) -> None:
-    """Wait until an ``MPI.Request`` completes, polling ``MPI.Request.Test``: between
-    polls yielding the processor for a millisecond, then napping as
-    :func:`wacoll.mpi.progress.wait_any` does, so that a signal's handler runs in
-    the wait (the MPI library's own ``Wait`` does not return on a signal). An
-    exception a handler raises here is :func:`mark`-ed.
-
-    The request of a non-blocking wacoll collective is completed by the progress
-    engine's thread (:mod:`wacoll.mpi.progress`): a poll is a test of a flag, and
-    yielding leaves the processor to that thread and to the peers.
-    """
-    from mpi4py import MPI
-
-    from wacoll.mpi import progress
-
-    test = MPI.Request.Test
-    clock = time.perf_counter
-    began = clock()
-    nap = 1e-6
-    try:
-        while not test(request, status):
-            waited = clock() - began
-            if waited < _YIELD_SECONDS:
-                os.sched_yield()
-            else:
-                time.sleep(nap)
-                nap = progress.next_nap(nap, waited)
-    except MPI.Exception:
-        raise
-    except BaseException as exc:  # a signal's handler raised
-        mark(exc)
-        raise
-
-
 #: The pause between the line on standard error and ``MPI_Abort``.
 _LINE_SECONDS = 0.1
-
-#: How long :func:`wait_request` yields the processor between polls before it naps
-#: (as the compiled runner's waits do).
-_YIELD_SECONDS = 1e-3

@@ -27,7 +27,8 @@ from wacoll.errors import WacollError
 from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi.executor import Run, call_tag
 from wacoll.mpi.plancall import _where
-from wacoll.mpi.interrupts import collective_name, interrupted, wait_request
+from wacoll.mpi.interrupts import collective_name, interrupted
+from wacoll.mpi.progress import wait_request
 from wacoll.mpi.runner import array_address as _address
 from wacoll.mpi.runner import bound_runner, copy_bytes
 

@@ -21,6 +21,7 @@ Examples
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -29,7 +30,8 @@ from mpi4py import MPI
 from wacoll.errors import WacollError
 from wacoll.mpi.interrupts import mark
 
-__all__ = ["ProgressEngine", "engine", "Task", "advance_request", "wait_any", "next_nap"]
+__all__ = ["ProgressEngine", "engine", "Task", "advance_request", "wait_any", "next_nap",
+           "wait_request"]
 
 
 class Task:
@@ -225,3 +227,38 @@ def engine() -> ProgressEngine:
     if _ENGINE is None:
         _ENGINE = ProgressEngine()
     return _ENGINE
+
+
+#: How long :func:`wait_request` yields the processor between polls before it naps
+#: (as the compiled runner's waits do).
+_YIELD_SECONDS = 1e-3
+
+
+def wait_request(request, status=None) -> None:
+    """Wait until an ``MPI.Request`` completes, polling ``MPI.Request.Test``: between
+    polls yielding the processor for a millisecond, then napping as
+    :func:`wait_any` does, so that a signal's handler runs in
+    the wait (the MPI library's own ``Wait`` does not return on a signal). An
+    exception a handler raises here is :func:`mark`-ed.
+
+    The request of a non-blocking wacoll collective is completed by the progress
+    engine's thread: a poll is a test of a flag, and
+    yielding leaves the processor to that thread and to the peers.
+    """
+    test = MPI.Request.Test
+    clock = time.perf_counter
+    began = clock()
+    nap = 1e-6
+    try:
+        while not test(request, status):
+            waited = clock() - began
+            if waited < _YIELD_SECONDS:
+                os.sched_yield()
+            else:
+                time.sleep(nap)
+                nap = next_nap(nap, waited)
+    except MPI.Exception:
+        raise
+    except BaseException as exc:  # a signal's handler raised
+        mark(exc)
+        raise

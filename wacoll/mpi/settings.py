@@ -41,6 +41,8 @@ SHARED = {
     "WACOLL_LEVEL": "the reduction level asserted for every call",
     "WACOLL_CHECK": "the cross-rank check mode",
     "WACOLL_SCRIPTS": "the plan scripts",
+    "WACOLL_LEARN": "whether repeated calls learn their fastest candidate",
+    "WACOLL_TUNING": "the file of learned choices",
 }
 
 

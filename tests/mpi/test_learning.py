@@ -1,0 +1,131 @@
+"""Repeated calls learn their fastest candidate (wacoll.mpi.learning): every rank
+explores the same candidates in the same order, agrees on the same choice, and every
+call, explored or not, gives the MPI library's result."""
+
+import json
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import wacoll
+from wacoll import Topology
+from wacoll.mpi.learning import ROUNDS, TuningError
+
+from .conftest import RANK, SIZE, WORLD
+
+pytestmark = [pytest.mark.mpi(min_size=2),
+              pytest.mark.skipif(SIZE < 2, reason="learning needs two clusters: two ranks")]
+
+
+def _two_clusters(**kwargs):
+    return wacoll.Comm(WORLD, Topology.from_sizes([SIZE // 2, SIZE - SIZE // 2]),
+                       **kwargs)
+
+
+def _family(name, default):
+    return default if name == "default" else name
+
+
+@pytest.mark.parametrize("op", ["Allreduce", "Bcast", "Reduce"])
+def test_exploration_then_one_choice_everywhere(mpi, op):
+    comm = _two_clusters(learn="on")
+    try:
+        n = 3
+        candidates = comm._candidates(op.lower())
+        ran, wrong = [], []
+        for i in range(len(candidates) * ROUNDS + 4):
+            send = mpi.ints(n, seed=i)
+            got, want = np.zeros(n, np.int64), np.zeros(n, np.int64)
+            if op == "Allreduce":
+                comm.Allreduce(send, got)
+                WORLD.Allreduce(send, want)
+            elif op == "Bcast":
+                got[:] = want[:] = send if RANK == SIZE - 1 else 0
+                comm.Bcast(got, root=SIZE - 1)
+                WORLD.Bcast(want, root=SIZE - 1)
+            else:
+                comm.Reduce(send, got, op=MPI.MAX, root=0)
+                WORLD.Reduce(send, want, op=MPI.MAX, root=0)
+            ran.append(comm.last_family)
+            if not np.array_equal(got, want):
+                wrong.append(i)
+        mpi.assert_all(not wrong, f"calls {wrong} differ from the library's")
+        explored = ran[:len(candidates) * ROUNDS]
+        default = explored[0]
+        want_order = [default if c is None else c for c in candidates] * ROUNDS
+        mpi.assert_all(explored == want_order, f"explored {explored}")
+        table = comm.tuning
+        mpi.assert_all(len(table) == 1, f"tuning {table}")
+        chosen = _family(table[0]["chosen"], default)
+        later = set(ran[len(candidates) * ROUNDS:])
+        mpi.assert_all(later == {chosen}, f"chose {chosen}, then ran {later}")
+        everyone = WORLD.allgather((table[0]["chosen"], table[0]["seconds"]))
+        mpi.assert_all(all(e == everyone[0] for e in everyone), f"ranks differ: {everyone}")
+    finally:
+        comm.Free()
+
+
+def test_a_tuning_file_is_used_without_exploring(mpi, monkeypatch, tmp_path_factory):
+    comm = _two_clusters(learn="on")
+    path = None
+    try:
+        got = np.zeros(2)
+        for _ in range(len(comm._candidates("allreduce")) * ROUNDS):
+            comm.Allreduce(np.ones(2), got)
+        chosen = comm.tuning[0]["chosen"]
+        where = tmp_path_factory.mktemp("tuning") if RANK == 0 else None
+        path = WORLD.bcast(None if where is None else str(where / "tuning.json"))
+        comm.write_tuning(path)
+        WORLD.Barrier()
+    finally:
+        comm.Free()
+    monkeypatch.setenv("WACOLL_TUNING", path)
+    again = _two_clusters(learn="on")
+    try:
+        got = np.zeros(2)
+        again.Allreduce(np.ones(2), got)
+        first = again.last_family
+        mpi.assert_all(np.all(got == SIZE), str(got))
+        mpi.assert_all(chosen == "default" or first == chosen,
+                       f"the file chose {chosen}; the first call ran {first}")
+        mpi.assert_all(again.tuning == [], "a shape from the file was explored again")
+    finally:
+        again.Free()
+
+
+def test_a_bad_tuning_file_raises_everywhere(mpi, monkeypatch, tmp_path_factory):
+    where = tmp_path_factory.mktemp("bad") if RANK == 0 else None
+    path = WORLD.bcast(None if where is None else str(where / "tuning.json"))
+    if RANK == 0:
+        with open(path, "w") as fh:
+            json.dump({"format": 1, "choices": [{"op": "allreduce"}]}, fh)
+    WORLD.Barrier()
+    monkeypatch.setenv("WACOLL_TUNING", path)
+    mpi.same_error(lambda: _two_clusters(learn="on"), TuningError, match="choice 0")
+
+
+def test_a_bad_learn_mode_raises_everywhere(mpi):
+    mpi.same_error(lambda: _two_clusters(learn="sometimes"), wacoll.WacollError,
+                   match="learn must be one of")
+
+
+def test_what_is_not_learned(mpi):
+    comm = _two_clusters(learn="on")
+    try:
+        got = np.zeros(4)
+        for _ in range(12):
+            comm.Allreduce(np.ones(4), got, level="strict")  # the library cannot
+            comm.Allreduce(np.ones(4), got, family="magpie")  # forced
+        mpi.assert_all(comm.tuning == [] and comm.last_family == "magpie",
+                       f"{comm.tuning}, {comm.last_family}")
+    finally:
+        comm.Free()
+    one = wacoll.Comm(WORLD, Topology.from_sizes([SIZE]), learn="auto")
+    try:
+        for _ in range(12):
+            one.Allreduce(np.ones(4), got)
+        mpi.assert_all(one.tuning == [] and one.last_family == "native",
+                       "one cluster learned")
+    finally:
+        one.Free()

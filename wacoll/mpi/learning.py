@@ -1,0 +1,215 @@
+"""A selection that learns from the calls it runs.
+
+The cost model that chooses a call's plan (:func:`wacoll.plans.select`) is only as
+good as the link parameters and per-call costs it is given. So, on several clusters,
+a communicator also *measures*: for a repeated call of one **shape** (operation,
+size class, element type, operator, level and root), its first calls try the
+candidates in turn (the selection policy's choice, the MPI library's own collective,
+and the families that have another plan for the operation), each
+:data:`ROUNDS` times; then every rank contributes the fastest time it saw of each
+candidate, the ranks agree on the slowest rank's figure (one ``Allreduce``), and the
+fastest candidate runs the shape's later calls.
+
+- The size class of a call of ``n`` bytes per rank is ``n.bit_length()``: counts
+  within a factor of two share what was learned (a loop whose counts vary still
+  converges).
+- Exploration is bounded (``len(candidates) * ROUNDS`` calls per shape) and
+  visible: :attr:`Tuning.table` lists, per shape, the candidates, the times
+  measured and the choice (``comm.tuning``), and traced calls say which family ran.
+- Every rank explores in the same order and decides at the same call, from the
+  same agreed figures, so all run the same plan.
+- The choices can be written to a file (:meth:`Tuning.dump`, ``comm.write_tuning``)
+  and read back (``WACOLL_TUNING``, :func:`read_tuning`), so a production run starts
+  from what a test run learned: a shape found there is not explored.
+
+Not learned: calls with a family or options forced (by the call or the
+communicator), strict reductions (the library does not keep the canonical order),
+vector variants, and non-blocking or persistent calls (they use what blocking calls
+of their shape learned).
+
+Examples
+--------
+>>> tuning = Tuning(None, rounds=1)
+>>> shape = ("allreduce", 4, "<f8", "SUM", None, None)
+>>> [tuning.family_for(shape, [None, "native"]) for _ in range(1)]
+[(None, True)]
+>>> tuning.observe(shape, 0.003)
+>>> tuning.family_for(shape, [None, "native"])
+('native', True)
+>>> tuning.observe(shape, 0.001)      # one rank: its own figures decide
+>>> tuning.family_for(shape, [None, "native"])
+('native', False)
+>>> tuning.table[0]["chosen"]
+'native'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from wacoll.errors import TuningError
+from wacoll.mpi.bounded import SHAPES, BoundedCache
+from wacoll.strict_json import loads_strict
+
+__all__ = ["ROUNDS", "DEFAULT", "Tuning", "TuningError", "shape_of", "read_tuning"]
+
+#: How many calls of each candidate a shape's exploration makes (the fastest counts:
+#: the first call of a plan also proves and compiles it).
+ROUNDS = 3
+#: The candidate "the selection policy's choice", as written in tables and files.
+DEFAULT = "default"
+_FORMAT = 1
+_FIELDS = ("op", "size_class", "dtype", "operator", "level", "root")
+
+
+def shape_of(prepared):
+    """The shape a call's choice is learned for, or None when it is not learned
+    (a strict reduction, a vector variant, a call without a count)."""
+    if prepared.level == "strict" or prepared.counts is not None or \
+            prepared.count is None:
+        return None
+    from wacoll.mpi.calls import operator_name
+
+    itemsize = 1 if prepared.dtype is None else prepared.dtype.itemsize
+    return (prepared.op, int(prepared.count * itemsize).bit_length(),
+            None if prepared.dtype is None else prepared.dtype.str,
+            operator_name(prepared.reduce_op), prepared.level, prepared.root)
+
+
+class _Exploration:
+    __slots__ = ("candidates", "times", "calls", "chosen")
+
+    def __init__(self, candidates):
+        self.candidates = list(candidates)
+        self.times = [[] for _ in self.candidates]
+        self.calls = 0
+        self.chosen = None
+
+
+class Tuning:
+    """A communicator's learned choices.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Intracomm or None
+        Where the ranks agree on the measured times (None: this process alone).
+    rounds : int
+        Calls of each candidate before choosing.
+    fixed : mapping, optional
+        Shape to family: choices read from a tuning file, not explored.
+    """
+
+    def __init__(self, comm, *, rounds: int = ROUNDS, fixed=None):
+        self._comm = comm
+        self.rounds = rounds
+        self._fixed = dict(fixed or {})
+        self._shapes = BoundedCache(SHAPES)
+        self._current = None
+        #: One row per decided shape: the shape's fields, ``candidates``,
+        #: ``seconds`` (the slowest rank's fastest call of each) and ``chosen``.
+        self.table = []
+
+    def family_for(self, shape, candidates):
+        """``(family, exploring)`` for the next call of ``shape``: the family to run
+        (None: the selection policy's choice) and whether the call is explored
+        (its time is then wanted: :meth:`observe`)."""
+        if shape in self._fixed:
+            return _family(self._fixed[shape]), False
+        state = self._shapes.get(shape)
+        if state is None:
+            state = self._shapes[shape] = _Exploration(candidates)
+        if state.chosen is not None:
+            return _family(state.chosen), False
+        self._current = state
+        return state.candidates[state.calls % len(state.candidates)], True
+
+    def observe(self, shape, seconds: float) -> None:
+        """The time of the explored call of ``shape`` just made; after the last
+        exploring call the ranks agree on the choice (collective: every rank reaches
+        it at the same call)."""
+        state = self._shapes.get(shape)
+        if state is None or state.chosen is not None:
+            return
+        state.times[state.calls % len(state.candidates)].append(seconds)
+        state.calls += 1
+        if state.calls < len(state.candidates) * self.rounds:
+            return
+        mine = np.array([min(t) for t in state.times], dtype=np.float64)
+        if self._comm is not None:
+            from mpi4py import MPI
+
+            self._comm.Allreduce(MPI.IN_PLACE, mine, op=MPI.MAX)
+        best = int(np.argmin(mine))
+        state.chosen = _name(state.candidates[best])
+        self.table.append({**dict(zip(_FIELDS, shape)),
+                           "candidates": [_name(c) for c in state.candidates],
+                           "seconds": [float(x) for x in mine],
+                           "chosen": state.chosen})
+
+    def choices(self) -> dict:
+        """Shape to family name of every decided or fixed shape."""
+        out = dict(self._fixed)
+        for row in self.table:
+            out[tuple(row[f] for f in _FIELDS)] = row["chosen"]
+        return out
+
+    def dump(self, path) -> None:
+        """Write the choices as a tuning file (JSON; :func:`read_tuning` reads it)."""
+        rows = [{**dict(zip(_FIELDS, shape)), "family": family}
+                for shape, family in sorted(self.choices().items(), key=repr)]
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "w") as fh:
+            json.dump({"format": _FORMAT, "choices": rows}, fh, indent=1)
+            fh.write("\n")
+        os.replace(tmp, path)
+
+
+def _name(family):
+    return DEFAULT if family is None else family
+
+
+def _family(name):
+    return None if name == DEFAULT else name
+
+
+def read_tuning(path) -> dict:
+    """The choices of a tuning file: shape to family name.
+
+    Raises
+    ------
+    TuningError
+        The file cannot be read, is not JSON, or is not a tuning file of this
+        format (every field is checked; the file is data, never evaluated).
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read(1 << 20)
+    except OSError as exc:
+        raise TuningError(f"the tuning file {path} cannot be read ({exc})") from None
+    try:
+        data = loads_strict(text, TuningError)
+    except (ValueError, RecursionError) as exc:
+        raise TuningError(f"the tuning file {path} is not JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != _FORMAT or \
+            not isinstance(data.get("choices"), list) or sorted(data) != ["choices",
+                                                                           "format"]:
+        raise TuningError(f"the tuning file {path} is not a wacoll tuning file of "
+                          f"format {_FORMAT}")
+    out = {}
+    for i, row in enumerate(data["choices"]):
+        if not isinstance(row, dict) or sorted(row) != sorted((*_FIELDS, "family")):
+            raise TuningError(f"the tuning file {path}: choice {i} does not have the "
+                              f"fields {', '.join((*_FIELDS, 'family'))}")
+        kinds = {"op": str, "size_class": int, "dtype": (str, type(None)),
+                 "operator": (str, type(None)), "level": (str, type(None)),
+                 "root": (int, type(None)), "family": str}
+        for name, kind in kinds.items():
+            value = row[name]
+            if isinstance(value, bool) or not isinstance(value, kind):
+                raise TuningError(f"the tuning file {path}: choice {i}'s {name} is "
+                                  f"{value!r}")
+        out[tuple(row[f] for f in _FIELDS)] = row["family"]
+    return out
