@@ -422,9 +422,11 @@ class Testbed:
         netmod : {"ucx", "ofi"}, optional
             MPICH's transport (default: the testbed's); recorded in the result.
         env : dict, optional
-            Extra environment variables for every rank. ``WACOLL_TOPOLOGY`` is
-            removed from the inherited environment (it would override the
-            testbed's ``WACOLL_CLUSTERS``); give it here to use a topology file.
+            Extra environment variables for every rank. The ranks are given
+            ``WACOLL_TOPOLOGY``, a file of the testbed's topology (its clusters and
+            its links' configured latencies and rates, so that their selection
+            chooses with the real links), and ``WACOLL_CLUSTERS``; give either here
+            to override it.
         capture : bool
             Capture stdout/stderr into the result (else they pass through).
 
@@ -453,7 +455,11 @@ class Testbed:
             "WACOLL_TESTBED_HOSTS": " ".join(f"{e.ctl_addr}={e.ns}"
                                              for e in self.layout.endpoints),
         })
-        full_env.pop("WACOLL_TOPOLOGY", None)
+        # the ranks are told the network they run on: its clusters and the links'
+        # configured latencies and rates, so that their selection chooses with them
+        topology_file = self.state_dir / "topology.json"
+        self.topology.save(topology_file)
+        full_env["WACOLL_TOPOLOGY"] = str(topology_file)
         # the ranks' output reaches no terminal of their own: pass them this process's
         # decision on progress lines
         full_env.update(progress.child_env())
