@@ -14,8 +14,10 @@ Allgather and Alltoall: the bytes are per rank's block) at the network's sizes (
 link adds 16 MiB for Bcast and Allreduce), timed by :mod:`wacoll.measure`: from a
 common start instant to the last rank's finish, the two implementations interleaved,
 the median of ``--reps`` repetitions. ``native`` is the MPI library's collective;
-``default`` is ``wacoll.Comm(MPI.COMM_WORLD)`` with no options (every rank told its
-cluster by ``WACOLL_CLUSTERS``, as the testbed does: no link parameters).
+``default`` is ``wacoll.Comm(MPI.COMM_WORLD)`` with no options (every rank told the
+testbed's topology, its clusters and configured links, by ``WACOLL_TOPOLOGY``, as the
+testbed does), after :data:`WARMUP` untimed calls, in which it learns the fastest of
+its candidates (:mod:`wacoll.mpi.learning`).
 
 Run (as root, where the testbed can be built)::
 
@@ -51,6 +53,8 @@ NETWORKS = {
     "longfast": ((4, 4), 5e-3, 100e6, (8, 64 * KIB, MIB), (16 * MIB,)),
 }
 IMPLS = ("native", "default")
+#: Untimed calls of each implementation per case before the timed ones.
+WARMUP = 10
 
 
 def _cases(sizes, extra, reps):
@@ -60,7 +64,9 @@ def _cases(sizes, extra, reps):
                 extra if op in ("bcast", "allreduce") else ()):
             cases.append({"label": f"{op} {nbytes}", "op": op, "bytes": nbytes,
                           "impls": list(IMPLS)})
-    return {"reps": reps, "cases": cases, "progress": True}
+    # a user's loop: the communicator has explored its candidates (wacoll.mpi.learning:
+    # three calls of each of at most three) before the timed calls
+    return {"reps": reps, "cases": cases, "progress": True, "warmup": WARMUP}
 
 
 def _size(nbytes):
