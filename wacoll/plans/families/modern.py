@@ -7,32 +7,32 @@ Gropp's "Optimization of collective communication operations in MPICH" (IJHPCA
 MPI 5's ``coll/tuned`` still choose. This family puts them on wacoll's plan model,
 so that they are proved, simulated, exported and run like the 1999 ones:
 
-==========  ====================  ==================================================
-operation   algorithm             origin
-==========  ====================  ==================================================
-barrier     ``dissemination``     Hensgen, Finkel & Manber (IJPP 1988); MPICH's
-                                  k-dissemination with k = 2, Open MPI's "bruck"
-bcast       ``binomial``          MPICH's binomial tree over any ``P``
-            ``scatter_doubling``  van de Geijn (Barnett et al., SHPCC 1994): binomial
-                                  scatter + recursive-doubling allgather
-            ``scatter_ring``      the same with a ring allgather (MPICH for long
-                                  vectors, Open MPI's ``scatter_allgather_ring``)
-            ``chain``             Open MPI's pipelined chain
-            ``knomial``           Open MPI's k-nomial tree (``radix``)
-allgather   ``bruck``             Bruck et al. (IEEE TPDS 8(11), 1997), any ``P``
+==========  ======================  ==================================================
+operation   algorithm               origin
+==========  ======================  ==================================================
+barrier     ``dissemination``       Hensgen, Finkel & Manber (IJPP 1988); MPICH's
+                                    k-dissemination with k = 2, Open MPI's "bruck"
+bcast       ``binomial``            MPICH's binomial tree over any ``P``
+            ``scatter_doubling``    van de Geijn (Barnett et al., SHPCC 1994): binomial
+                                    scatter + recursive-doubling allgather
+            ``scatter_ring``        the same with a ring allgather (MPICH for long
+                                    vectors, Open MPI's ``scatter_allgather_ring``)
+            ``chain``               Open MPI's pipelined chain
+            ``knomial``             Open MPI's k-nomial tree (``radix``)
+allgather   ``bruck``               Bruck et al. (IEEE TPDS 8(11), 1997), any ``P``
             ``recursive_doubling``  partners at distance 1, 2, 4, ...
-            ``ring``              ``P - 1`` rounds to the successor
-alltoall    ``bruck``             Bruck et al. 1997, ``ceil(log2 P)`` rounds
-            ``scattered``         every send and receive posted at once, rotated
-            ``pairwise``          ``P - 1`` exchanges (XOR partners on 2**k ranks)
+            ``ring``                ``P - 1`` rounds to the successor
+alltoall    ``bruck``               Bruck et al. 1997, ``ceil(log2 P)`` rounds
+            ``scattered``           every send and receive posted at once, rotated
+            ``pairwise``            ``P - 1`` exchanges (XOR partners on 2**k ranks)
 allreduce   ``recursive_doubling``  whole vectors, partners at distance 1, 2, 4, ...
-            ``rabenseifner``      Rabenseifner (ICCS 2004): reduce-scatter by
-                                  recursive halving + allgather by recursive doubling
-            ``ring``              ring reduce-scatter + ring allgather (Patarasuk &
-                                  Yuan, JPDC 2009; Open MPI's and MPICH's ``ring``)
-reduce      ``binomial``          MPICH's binomial tree (as in 1997)
-            ``rabenseifner``      reduce-scatter by recursive halving + binomial gather
-==========  ====================  ==================================================
+            ``rabenseifner``        Rabenseifner (ICCS 2004): reduce-scatter by
+                                    recursive halving + allgather by recursive doubling
+            ``ring``                ring reduce-scatter + ring allgather (Patarasuk &
+                                    Yuan, JPDC 2009; Open MPI's and MPICH's ``ring``)
+reduce      ``binomial``            MPICH's binomial tree (as in 1997)
+            ``rabenseifner``        reduce-scatter by recursive halving + binomial gather
+==========  ======================  ==================================================
 
 ``algorithm="auto"`` (the default) chooses as MPICH 4's ``coll_selection.json``
 does, by the vector's bytes ``n = count * itemsize`` and ``P``:
