@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt
 from wacoll import Topology, trees
 from wacoll.plans import build
 from wacoll.plans.sim import simulate, LinkModel, TiniModel
-from wacoll.viz import draw_tree, draw_plan, draw_timeline"""),
+from wacoll.viz import draw_tree, draw_plan, draw_timeline, hops"""),
     new_markdown_cell("""## Heterogeneous nodes: binomial, SPOC, FNF and optimal trees
 
 Banikazemi's Figure 1: eight workstations, the source and one other node fast
@@ -36,10 +36,14 @@ shapes = {
     "FNF": trees.fnf(costs),
     "optimal": trees.optimal(costs),
 }
-fig, axes = plt.subplots(1, 4, figsize=(16, 4), layout="constrained")
+speed = [0 if c == 100 else 1 for c in costs]
+fig, axes = plt.subplots(1, 4, figsize=(16, 4.6), layout="constrained")
 for ax, (name, t) in zip(axes, shapes.items()):
-    draw_tree(t, ax=ax, costs=costs, title=f"{name}: {trees.bcast_time(t, costs):g} µs")
-fig.suptitle("t_ini under each node (µs), send order on the edges")
+    draw_tree(t, ax=ax, costs=costs, clusters=speed,
+              names={0: "fast node (100 µs)", 1: "slow node (300 µs)"},
+              title=f"{name}: {trees.bcast_time(t, costs):g} µs")
+fig.suptitle("Broadcast from node 0: the tree each builder makes and its completion "
+             "(lower is better)")
 times = {name: trees.bcast_time(t, costs) for name, t in shapes.items()}
 times"""),
     new_code_cell("""assert times == {"binomial": 700, "SPOC": 500, "FNF": 400, "optimal": 400}"""),
@@ -64,16 +68,19 @@ for fam, plan in plans.items():
     r = plan.check()
     print(f"{fam:7s} wide-area messages {r.wide_area_messages:2d}  hops {r.max_wide_area_hops}"
           f"  optimal: {r.optimality}")
-fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), layout="constrained")
+fig, axes = plt.subplots(1, 2, figsize=(12, 5), layout="constrained")
 for ax, (fam, plan) in zip(axes, plans.items()):
-    draw_plan(plan, ax=ax, title=f"{fam}: one column per cluster, wide-area dashed red")"""),
+    r = plan.check()
+    draw_plan(plan, ax=ax, title=f"{fam} broadcast of 64 KiB\\n{r.wide_area_messages} "
+                                 f"wide-area messages, at most {hops(r.max_wide_area_hops)}")"""),
     new_code_cell("""results = {fam: simulate(plan, LinkModel(topo)) for fam, plan in plans.items()}
 for fam, res in results.items():
     print(f"{fam:7s} predicted completion {res.completion * 1e3:7.1f} ms")
-fig, axes = plt.subplots(2, 1, figsize=(12, 8), sharex=True, layout="constrained")
-for ax, (fam, res) in zip(axes, results.items()):
-    draw_timeline(res, ax=ax, unit="ms",
-                  title=f"{fam} broadcast of 64 KiB: {res.completion * 1e3:.1f} ms predicted")
+fig, axes = plt.subplots(2, 1, figsize=(12, 8.5), sharex=True, layout="constrained")
+for ax, res in zip(axes, results.values()):
+    draw_timeline(res, ax=ax, unit="ms")   # the title names the call and its level
+fig.suptitle("Simulated timelines on 4 x 4 ranks, 10 ms / 1 MB/s wide area: each "
+             "message in flight under its sender's steps")
 assert results["magpie"].completion < results["mpich"].completion"""),
     new_markdown_cell("""## Every operation, side by side
 
@@ -130,9 +137,10 @@ times = {name: trees.bcast_time(t, costs) for name, t in shapes.items()}
 fig, axes = plt.subplots(1, 4, figsize=(16, 4.2), layout="constrained")
 for ax, (name, t) in zip(axes, shapes.items()):
     fast = [0 if c == 100 else 1 for c in costs]
-    draw_tree(t, ax=ax, costs=costs, clusters=fast, title=f"{name}: {times[name]:g} µs")
-fig.suptitle("Figure 1: broadcast from node 0; t_ini (µs) under each node, "
-             "send order on the edges; fast nodes blue")
+    draw_tree(t, ax=ax, costs=costs, clusters=fast, title=f"{name}: {times[name]:g} µs",
+              names={0: "fast node (100 µs)", 1: "slow node (300 µs)"})
+fig.suptitle("Figure 1: broadcast from node 0, completion in each title "
+             "(lower is better)")
 assert times == {"binomial": 700, "SPOC": 500, "FNF": 400, "optimal": 400}
 times"""),
     new_markdown_cell("""## Table 2 in small: FNF against the optimal tree
@@ -179,10 +187,11 @@ import numpy as np
 from wacoll import Topology
 from wacoll.plans import build
 from wacoll.plans.sim import simulate, LinkModel
-from wacoll.viz import draw_plan
+from wacoll.viz import draw_plan, hops
 
 topo = Topology.from_sizes([4, 4, 4, 4], wan_latency=0.010, wan_bandwidth=1e6)
-OPS = ("barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall")"""),
+OPS = ("barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall")
+NAMES = {"magpie": "magpie (MagPIe's algorithms)", "mpich": "mpich (MPICH 1.1's algorithms)"}"""),
     new_code_cell("""metrics = {}
 for op in OPS:
     for fam in ("magpie", "mpich"):
@@ -200,17 +209,18 @@ assert all(metrics[op, "magpie"][1] <= 1 for op in OPS if op != "barrier")"""),
     new_code_cell("""fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.2), layout="constrained")
 x = np.arange(len(OPS))
 for k, fam in enumerate(("magpie", "mpich")):
-    ax1.bar(x + (k - 0.5) * 0.38, [metrics[op, fam][0] for op in OPS], 0.38, label=fam)
+    ax1.bar(x + (k - 0.5) * 0.38, [metrics[op, fam][0] for op in OPS], 0.38,
+            label=NAMES[fam])
     ax2.bar(x + (k - 0.5) * 0.38, [metrics[op, fam][2] * 1e3 for op in OPS], 0.38,
-            label=fam)
+            label=NAMES[fam])
 for ax, label in ((ax1, "wide-area messages"), (ax2, "predicted completion (ms)")):
     ax.set_xticks(x, OPS)
     ax.set_ylabel(label)
     ax.legend(loc="upper left")
     ax.grid(axis="y", alpha=0.3)
 ax1.set_yscale("log")
-ax1.set_title("wide-area messages per call (1 KiB per rank, log scale)")
-ax2.set_title("simulated time, 10 ms / 1 MB/s between clusters")"""),
+ax1.set_title("wide-area messages per call (1 KiB per rank, log scale): fewer is better")
+ax2.set_title("simulated time, 10 ms / 1 MB/s between clusters: lower is better")"""),
     new_markdown_cell("""## How the broadcasts cross the wide area
 
 One column per cluster; wide-area messages dashed red. MagPIe's coordinator sends
@@ -220,8 +230,8 @@ cluster boundaries deeper in the tree."""),
 for ax, fam in zip(axes, ("magpie", "mpich")):
     plan = build("bcast", topo, fam, count=1024)
     r = plan.check()
-    draw_plan(plan, ax=ax, title=f"{fam}: {r.wide_area_messages} wide-area messages, "
-                                 f"at most {r.max_wide_area_hops} hops")"""),
+    draw_plan(plan, ax=ax, title=f"{fam} broadcast of 1 KiB\\n{r.wide_area_messages} "
+                                 f"wide-area messages, at most {hops(r.max_wide_area_hops)}")"""),
     new_markdown_cell("""## Message size sweep
 
 Broadcast completion from 1 B to 1 MiB: at small sizes the wide-area latency
@@ -232,10 +242,10 @@ curves = {fam: [simulate(build("bcast", topo, fam, count=s), LinkModel(topo)).co
                 for s in sizes] for fam in ("magpie", "mpich")}
 fig, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
 for fam, ts in curves.items():
-    ax.loglog(sizes, [t * 1e3 for t in ts], "o-", label=fam)
+    ax.loglog(sizes, [t * 1e3 for t in ts], "o-", label=NAMES[fam])
 ax.set_xlabel("message size (bytes)")
 ax.set_ylabel("predicted completion (ms)")
-ax.set_title("broadcast on 4 x 4 ranks, 10 ms / 1 MB/s wide area")
+ax.set_title("broadcast on 4 x 4 ranks, 10 ms / 1 MB/s wide area: lower is better")
 ax.legend(loc="upper left")
 ax.grid(alpha=0.3, which="both")
 assert all(m <= p for m, p in zip(curves["magpie"], curves["mpich"]))"""),
@@ -280,7 +290,7 @@ for ax, op in zip(axes, ("bcast", "allreduce")):
     ax.set_xlabel("wide-area senders per cluster, n")
     ax.set_ylabel("predicted completion (ms)")
     ax.set_ylim(bottom=0)
-    ax.set_title(f"{op} of 16 MiB, 2 x 8 ranks")
+    ax.set_title(f"{op} of 16 MiB, 2 x 8 ranks: lower is better")
     ax.legend(loc="lower left")
     ax.grid(alpha=0.3)"""),
 ]
@@ -289,24 +299,29 @@ TESTBED = [
     new_markdown_cell("""# A run on the emulated testbed, traced
 
 This notebook builds a small emulated wide-area grid on this machine (2 clusters of
-2 ranks, 10 ms and 1 MB/s between them), measures it with `wacoll calibrate`, runs a
-traced MagPIe allreduce on it, and draws the trace as a timeline next to the
-simulator's prediction. The testbed needs root and `/dev/net/tun`; where they are
-missing the notebook says why and draws the prediction only."""),
-    new_code_cell("""import json, sys, tempfile, textwrap
+2 ranks, 10 ms and 1 MB/s between them), measures it with `wacoll calibrate`, and
+runs an application on it: `wacoll.Comm(MPI.COMM_WORLD, family="magpie",
+trace=True)` and three `Allreduce` calls of 64 KiB (8192 float64 values, summed at
+MPI's own level: for a float SUM, *commutative*). It draws the last call as traced,
+under the simulator's prediction of the same plan, on the same time axis. The testbed
+needs root and `/dev/net/tun`; where they are missing the notebook says why and
+draws the prediction only."""),
+    new_code_cell("""import json, os, sys, tempfile, textwrap
 from pathlib import Path
 import matplotlib.pyplot as plt
 from wacoll import Topology
 from wacoll.emulate import Testbed, unavailable_reason
-from wacoll.plans import build
+from wacoll.plans import Call, select
 from wacoll.plans.sim import simulate, LinkModel
-from wacoll.viz import draw_timeline, draw_trace
+from wacoll.viz import call_title, draw_timeline, draw_trace
 
 topo = Topology.from_sizes([2, 2], wan_latency=0.010, wan_bandwidth=1e6)
 work = Path(tempfile.mkdtemp())
 reason = unavailable_reason()
 print("testbed:", "available" if reason is None else f"skipped: {reason}")"""),
     new_code_cell("""APP = textwrap.dedent('''
+    import json
+    from pathlib import Path
     import numpy as np
     from mpi4py import MPI
     import wacoll
@@ -315,11 +330,15 @@ print("testbed:", "available" if reason is None else f"skipped: {reason}")"""),
     for _ in range(3):
         comm.Allreduce(x, y, op=MPI.SUM)
     comm.write_trace("trace.json")
+    plan = comm.last_plan   # the plan the calls ran, to simulate the same one
+    if comm.Get_rank() == 0:
+        Path("plan.json").write_text(json.dumps({k: getattr(plan, k) for k in (
+            "family", "algorithm", "level", "arithmetic")}))
 ''')
 (work / "app.py").write_text(APP)
-calibration = trace = None
+calibration = trace = ran = None
 if reason is None:
-    with Testbed(topo, name="nbtrace", netem="relay") as tb:
+    with Testbed(topo, name=f"nbtl{os.getpid() % 100000}", netem="relay") as tb:
         cal = tb.run([sys.executable, "-m", "wacoll.cli", "calibrate", "--out",
                       str(work / "measured.toml"), "--report", str(work / "report.json"),
                       "--reps", "5", "--bandwidth-pairs", "0", "--no-progress"],
@@ -329,27 +348,45 @@ if reason is None:
     print(cal.stdout)
     calibration = json.loads((work / "report.json").read_text())
     trace = json.loads((work / "trace.json").read_text())
+    ran = json.loads((work / "plan.json").read_text())
     assert calibration["clusters"] == [[0, 1], [2, 3]]"""),
     new_code_cell("""import numpy as np
 from wacoll.calibration import plot_latency_heatmap
+fig, ax = plt.subplots(figsize=(5.5, 4.5), layout="constrained")
 if calibration is not None:
     lat = np.array([[np.nan if v is None else v for v in row]
                     for row in calibration["latency"]])
-    fig, ax = plt.subplots(figsize=(5.5, 4.5), layout="constrained")
     plot_latency_heatmap(lat, clusters=calibration["clusters"], ax=ax,
                          title="measured one-way latency on the testbed")
 else:
-    print("no testbed, no measurement:", reason)"""),
-    new_code_cell("""plan = build("allreduce", topo, "magpie", count=8192, itemsize=8, level="strict")
+    ax.axis("off")
+    ax.text(0.5, 0.5, f"no testbed here, nothing measured:\\n{reason}", ha="center",
+            va="center", wrap=True)"""),
+    new_code_cell("""# the call as wacoll.Comm reads it: 8192 float64 values, SUM at MPI's own level
+call = Call("allreduce", count=8192, itemsize=8, level="commutative")
+plan = select(call, topo, family="magpie").build(topo)
+if ran is not None:   # the simulated plan is the one the traced calls ran
+    assert ran == {k: getattr(plan, k) for k in ran}, (ran, plan)
 predicted = simulate(plan, LinkModel(topo))
 rows = 2 if trace is not None else 1
-fig, axes = plt.subplots(rows, 1, figsize=(10, 3.4 * rows), layout="constrained",
+fig, axes = plt.subplots(rows, 1, figsize=(11, 3.8 * rows), layout="constrained",
                          squeeze=False)
 draw_timeline(predicted, ax=axes[0, 0], unit="ms",
-              title=f"simulated: {predicted.completion * 1e3:.1f} ms")
+              title=f"simulated: {call_title(plan)}: {predicted.completion * 1e3:.1f} ms")
 if trace is not None:
-    draw_trace(trace, ax=axes[1, 0], clusters=topo.cluster_ids,
-               title="traced on the testbed: three allreduce calls")"""),
+    ops = {}
+    for e in trace["traceEvents"]:
+        if e.get("cat") == "operation":
+            ops.setdefault(e["tid"], []).append((e["ts"], e["ts"] + e["dur"]))
+    last = [spans[-1] for spans in ops.values()]
+    took = (max(b for _, b in last) - min(a for a, _ in last)) / 1e3
+    draw_trace(trace, ax=axes[1, 0], clusters=topo.cluster_ids, call=-1,
+               title=f"traced on the testbed: the same call, the last of three: "
+                     f"{took:.1f} ms")
+    right = max(predicted.completion * 1e3, took) * 1.03   # one time axis for both
+    axes[0, 0].set_xlim(0, right / 1e3)   # draw_timeline draws seconds, shown in ms
+    axes[1, 0].set_xlim(0, right)         # draw_trace draws milliseconds
+    print(f"simulated {predicted.completion * 1e3:.1f} ms, traced {took:.1f} ms")"""),
 ]
 
 

@@ -128,12 +128,18 @@ class SimResult:
         return out
 
     def plot(self, ax=None, *, messages=None):
-        """Draw the timeline: one row per rank, a bar per step.
+        """Draw the timeline: one row per rank, every step with its real duration.
 
-        Sends within a cluster are blue, wide-area sends red, receive processing
-        green (the wait before a message arrives is light grey), local copy and
-        combine steps orange. With ``messages`` (default: when there are at most 200)
-        a line joins each send's start to its arrival. Needs matplotlib.
+        Each rank's row shows its steps (the upper bar): sending (the sender busy,
+        blue), waiting for a message (light grey), receiving (green), receiving and
+        combining (orange), local copies and combines (gold). Below them, in thin
+        lanes, each message it sent is drawn in flight from the send's start to its
+        arrival at the receiver: blue within a cluster, red across the wide area, so a
+        sender that hands a long message to the network and is free at once still
+        shows it. With ``messages`` (default: when there are at most 200) a line joins
+        each send's start to its arrival on the receiver's row. A step too short to
+        see at the drawing's scale is a tick at its start; the legend lists only what
+        is drawn. Needs matplotlib.
 
         Returns
         -------
@@ -152,53 +158,100 @@ class SimResult:
         ('rank', 'time (s)')
         >>> all(float(t).is_integer() for t in ax.get_yticks())
         True
+        >>> [t.get_text() for t in ax.get_legend().get_texts()]  # doctest: +NORMALIZE_WHITESPACE
+        ['sending (sender busy)', 'waiting for a message', 'receiving',
+         'message in flight, in a cluster', 'message in flight, wide area',
+         'a step too short to draw at this scale (tick)']
         """
         import matplotlib.pyplot as plt
         from matplotlib.collections import LineCollection
+        from matplotlib.lines import Line2D
         from matplotlib.patches import Patch
-
-        if ax is None:
-            _, ax = plt.subplots(figsize=(8, min(12.0, max(2.0, 0.3 * self.plan.size + 1))))
-        styles = {
-            "wait": ("#dddddd", "waiting"),
-            "send": ("tab:blue", "send"),
-            "wide": ("tab:red", "wide-area send"),
-            "recv": ("tab:green", "receive"),
-            "local": ("tab:orange", "copy/combine"),
-        }
-        bars = {k: ([], [], []) for k in styles}
-
-        def add(cat, rank, start, end):
-            if end > start:
-                y, left, width = bars[cat]
-                y.append(rank)
-                left.append(start)
-                width.append(end - start)
-
-        lines = []
-        for e in self.events:
-            if e.kind == "send":
-                add("wide" if e.wide_area else "send", e.rank, e.start, e.end)
-                lines.append(((e.start, e.rank), (e.arrival, e.peer)))
-            elif e.kind in ("recv", "recv_combine"):
-                ready = max(e.start, e.arrival)
-                add("wait", e.rank, e.start, ready)
-                add("recv", e.rank, ready, e.end)
-            else:
-                add("local", e.rank, e.start, e.end)
-        for cat, (y, left, width) in bars.items():
-            if y:
-                ax.barh(y, width, left=left, height=0.7, color=styles[cat][0],
-                        edgecolor="none")
-        if messages is None:
-            messages = len(lines) <= 200
-        if messages and lines:
-            ax.add_collection(LineCollection(lines, colors="0.4", linewidths=0.6,
-                                             alpha=0.6))
         from matplotlib.ticker import MaxNLocator
 
         from wacoll.plans.sim.models import LinkModel
 
+        if ax is None:
+            _, ax = plt.subplots(figsize=(8, min(12.0, max(2.0, 0.4 * self.plan.size + 1))))
+        styles = {
+            "send": ("tab:blue", "sending (sender busy)"),
+            "wait": ("#dddddd", "waiting for a message"),
+            "recv": ("tab:green", "receiving"),
+            "recv_combine": ("tab:orange", "receiving and combining"),
+            "local": ("gold", "copying / combining"),
+            "flight": ("#9ecae1", "message in flight, in a cluster"),
+            "flight_wide": ("tab:red", "message in flight, wide area"),
+        }
+        span = self.completion if self.completion > 0 else 1.0
+        shortest = span * 0.004  # narrower than this is drawn as a tick
+        bars = {k: ([], [], [], []) for k in styles}  # y, left, width, height
+        ticks = {k: ([], []) for k in styles}
+        step_y, step_h = -0.22, 0.4  # a rank's steps: the upper part of its row
+
+        def add(cat, y, start, end, height):
+            if end <= start and cat in ("wait", "flight", "flight_wide"):
+                return
+            if end - start < shortest and cat not in ("wait", "flight", "flight_wide"):
+                ticks[cat][0].append(start)
+                ticks[cat][1].append(y)
+                return
+            ys, left, width, heights = bars[cat]
+            ys.append(y)
+            left.append(start)
+            width.append(end - start)
+            heights.append(height)
+
+        lines, wide_lines, flights = [], [], {}
+        for e in self.events:
+            if e.kind == "send":
+                add("send", e.rank + step_y, e.start, e.end, step_h)
+                flights.setdefault(e.rank, []).append((e.start, e.arrival, e.wide_area))
+                (wide_lines if e.wide_area else lines).append(
+                    ((e.start, e.rank), (e.arrival, e.peer)))
+            elif e.kind in ("recv", "recv_combine"):
+                ready = max(e.start, e.arrival)
+                add("wait", e.rank + step_y, e.start, ready, step_h)
+                add(e.kind, e.rank + step_y, ready, e.end, step_h)
+            else:
+                add("local", e.rank + step_y, e.start, e.end, step_h)
+        # messages in flight: thin lanes below the steps, so overlapping ones all show
+        for rank, spans in flights.items():
+            lane_ends = []
+            placed = []
+            for start, arrival, wide in sorted(spans):
+                lane = next((k for k, end in enumerate(lane_ends) if end <= start), None)
+                if lane is None:
+                    lane = len(lane_ends)
+                    lane_ends.append(arrival)
+                else:
+                    lane_ends[lane] = arrival
+                placed.append((lane, start, max(arrival, start + shortest), wide))
+            height = 0.44 / max(1, len(lane_ends))  # the lower part of the row
+            for lane, start, end, wide in placed:
+                y = rank + 0.02 + height * (lane + 0.5)
+                add("flight_wide" if wide else "flight", y, start, end, height * 0.8)
+        handles = []
+        for cat, (color, text) in styles.items():
+            ys, left, width, heights = bars[cat]
+            if ys:
+                ax.barh(ys, width, left=left, height=heights, color=color,
+                        edgecolor="none")
+            if ticks[cat][0]:
+                ax.plot(ticks[cat][0], ticks[cat][1], ls="none", marker="|",
+                        markersize=9, markeredgewidth=1.6, color=color)
+            if ys or ticks[cat][0]:
+                handles.append(Patch(color=color, label=text))
+        if any(ts for ts, _ in ticks.values()):
+            handles.append(Line2D([], [], ls="none", marker="|", markersize=9,
+                                  markeredgewidth=1.6, color="0.3",
+                                  label="a step too short to draw at this scale (tick)"))
+        if messages is None:
+            messages = len(lines) + len(wide_lines) <= 200
+        if messages:
+            for group, color in ((lines, "0.45"), (wide_lines, "tab:red")):
+                if group:
+                    ax.add_collection(LineCollection(group, colors=color, linewidths=0.6,
+                                                     alpha=0.5))
         ax.set_ylim(self.plan.size - 0.5, -0.5)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # no rank 2.5
         ax.set_xlim(0, self.completion * 1.02 if self.completion > 0 else 1)
@@ -210,8 +263,6 @@ class SimResult:
         name = f"{plan.op} {plan.family}/{plan.algorithm}".strip()
         ax.set_title(f"{name}: {self.completion:.6g} ({type(self.model).__name__})")
         # outside the axes, so that it never covers a bar
-        ax.legend(handles=[Patch(color=c, label=label) for c, label in styles.values()],
-                  loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small",
-                  frameon=False)
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  fontsize="small", frameon=False)
         return ax
-
