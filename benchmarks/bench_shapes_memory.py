@@ -65,11 +65,9 @@ def _worker(config, counts):
             marks.append((i, _resident_mib()))
     everyone = world.gather(marks, root=0)
     oks = world.gather(ok, root=0)
-    kept = None if config == "native" else len(comm._programs)
     if world.Get_rank() == 0:
         points = [(marks[j][0], max(m[j][1] for m in everyone)) for j in range(len(marks))]
-        print(json.dumps({"config": config, "points": points, "correct": all(oks),
-                          "programs_kept": kept}))
+        print(json.dumps({"config": config, "points": points, "correct": all(oks)}))
 
 
 def main(argv=None):
@@ -112,7 +110,6 @@ def main(argv=None):
         table += [{"ranks": args.ranks, "counts": args.counts, "config": row["config"],
                    "calls": i, "resident_mib": round(v, 2), "correct": row["correct"]}
                   for i, v in row["points"]]
-    say(f"programs kept at the end (default): {rows[1]['programs_kept']}")
     _harness.write_csv(_harness.RESULTS / "shapes_memory.csv",
                        ["ranks", "counts", "config", "calls", "resident_mib", "correct"],
                        table)
