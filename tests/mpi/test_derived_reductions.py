@@ -153,6 +153,7 @@ def _cases(lay, dt, n, in_place):
         recv = whole(9, counts[ME])
         return ([whole(1, total), total, dt], [recv, counts[ME], dt], counts), recv, {}
 
+    rsb.datatype = dt  # (see _library_is_reference)
     return {"Reduce": rooted("Reduce"), "Allreduce": unrooted(), "Scan": unrooted(),
             "Exscan": unrooted(), "Reduce_scatter_block": rsb, "Reduce_scatter": rs}
 
@@ -173,8 +174,24 @@ def _run(comm, method, make, op, kwargs, form="blocking"):
     return recv
 
 
+def _library_is_reference(make, op):
+    """Whether the MPI library's result can be trusted for this call. MPICH 5.0's
+    Reduce_scatter_block with a non-commutative operator on a datatype whose extent
+    exceeds its true extent (a resized type, a struct padded to its alignment)
+    returns wrong blocks on a power of two of ranks and corrupts its heap (the
+    process aborts), so such calls are not compared (as in tests/mpi/differential.py)."""
+    dt = getattr(make, "datatype", None)
+    if dt is None or op.Is_commutative() or P & (P - 1):
+        return True
+    lb, extent = dt.Get_extent()
+    true_lb, true_extent = dt.Get_true_extent()
+    return lb + extent <= true_lb + true_extent
+
+
 def _check(mpi, comm, method, make, op, kwargs, what, form="blocking", plan=True):
     """Run on both communicators; ``problems`` for this rank (empty: agreed)."""
+    if not _library_is_reference(make, op):
+        return []
     want = _run(WORLD, method, make, op, {k: v for k, v in kwargs.items()
                                           if k == "root"})
     got, exc = mpi.outcome(lambda: _run(comm, method, make, op, kwargs, form))
