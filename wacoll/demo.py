@@ -65,6 +65,9 @@ FAMILIES = ("magpie", "mpich")
 IMPLS = {"default": (None, None), "magpie": ("magpie", "associative"),
          "mpich": ("mpich", "associative")}
 LEVEL = "associative"  # the demo's data are integers: any order gives the same sums
+#: Untimed calls of the default communicator per case before the timed ones: a loop's
+#: first calls explore the candidates (three calls of each of at most three).
+WARMUP = 10
 #: The testbed run's name; wacoll.measure's raw results are ``<out>/demo-measured.json``.
 RUN_NAME = "demo"
 MEASURED_FILE = f"{RUN_NAME}-measured.json"
@@ -114,7 +117,8 @@ def simulated_rows(topology, cases=CASES):
 def _measure_spec(cases, reps, margin):
     # "default" is wacoll.measure's name for wacoll.Comm(MPI.COMM_WORLD), no options;
     # the forced families get the case's level and validate=False
-    return {"reps": reps, "margin": margin, "progress": True, "cases": [
+    # warm-up: the default communicator learns (wacoll.mpi.learning) in its first calls
+    return {"reps": reps, "margin": margin, "progress": True, "warmup": WARMUP, "cases": [
         {"label": label, "op": op, "bytes": nbytes, "level": LEVEL,
          "impls": ["native", *IMPLS]} for label, op, nbytes in cases]}
 

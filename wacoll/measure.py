@@ -187,8 +187,8 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
     world = world or MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
     reps = int(spec.get("reps", 7))
-    # calls of each implementation before the timed ones: plans are built, proved
-    # and compiled there, and a communicator that learns explores its candidates
+    # calls before the timed ones: plans are built, proved and compiled in the first,
+    # and the default communicator, which learns, explores its candidates in the rest
     warmup = max(1, int(spec.get("warmup", 1)))
     margin = float(spec.get("margin", 0.05)) if margin is None else margin
     # a line per case on rank 0, to stderr, on a terminal only (wacoll.progress;
@@ -233,9 +233,10 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
             runs.append((name, _runner(op, comm, send, recv, None if default else level),
                          recv))
         times = {name: [] for name, _, _ in runs}
-        for _ in range(warmup):
+        for i in range(warmup):
             for name, fn, _ in runs:
-                fn()
+                if i == 0 or name == "default":  # (only the default learns)
+                    fn()
         agree = _agree_with_first(runs, op, rank, world)
         for _ in range(reps):
             for name, fn, _ in runs:
