@@ -522,6 +522,9 @@ class Buffer:
     elem: Elem
     tolerance: float = 0.0
     compare: bool = True
+    #: ``(start, stop)``: elements MPI leaves undefined after the call (an in-place
+    #: reduce-scatter's input beyond this rank's result: Open MPI works there)
+    undefined: tuple = ()
 
 
 class Case:
@@ -1024,6 +1027,7 @@ def _build_reduce_scatter_block(case, g, d, size, rank):
         rbuf, rdispl = _region(case, d, elem, n * size, rstyle, "inout", mode=mode,
                                rounds=rounds)
         rbuf.tolerance = tol
+        rbuf.undefined = (rdispl + n, rdispl + n * size)
         case.make_args = lambda a: ((MPI.IN_PLACE, _block_send(
             elem, a[0], n, rstyle, rdispl)), {"op": op})
         return
@@ -1049,6 +1053,7 @@ def _build_reduce_scatter(case, g, d, size, rank):
         rbuf, rdispl = _region(case, d, elem, total, rstyle, "inout", mode=mode,
                                rounds=rounds)
         rbuf.tolerance = tol
+        rbuf.undefined = (rdispl + counts[rank], rdispl + total)
         case.make_args = lambda a: ((MPI.IN_PLACE, _spec(elem, a[0], total, rstyle,
                                                          rdispl), counts), {"op": op})
         return
@@ -1218,6 +1223,12 @@ def compare(case, mine, theirs):
         for k, (buf, got, want) in enumerate(zip(case.buffers, got_round, want_round)):
             if not buf.compare:
                 continue
+            if buf.undefined:
+                start, stop = buf.undefined
+                got = _copy(got)
+                size = max(buf.elem.extent, 1)  # bytes (a structured copy skips padding)
+                got.view(np.uint8).reshape(-1)[start * size:stop * size] = \
+                    want.view(np.uint8).reshape(-1)[start * size:stop * size]
             if case.zero_sign and buf.role != "in":
                 got, want = _unsigned_zeros(buf.elem, got), _unsigned_zeros(buf.elem, want)
             detail = _same_buffer(buf, got, want)
