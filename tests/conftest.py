@@ -29,6 +29,9 @@ def pytest_configure(config):
     # the tests say which route a call takes: repeated calls do not explore
     # candidates unless a test asks (tests/mpi/test_learning.py)
     os.environ.setdefault("WACOLL_LEARN", "off")
+    # nor measure the links of discovered clusters (tests/mpi/test_measured_links.py
+    # turns it on): plans would depend on noise, and every constructor would be slower
+    os.environ.setdefault("WACOLL_MEASURE", "off")
     if not os.environ.get("WACOLL_PROOF_KEY"):  # nor use the user's key
         where = tempfile.mkdtemp(prefix="wacoll-proof-key-")
         atexit.register(shutil.rmtree, where, True)

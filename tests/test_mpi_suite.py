@@ -99,6 +99,7 @@ def _clean_env() -> dict:
            if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_", "WACOLL_"))}
     env["WACOLL_PROOF_CACHE"] = PROOF_CACHE
     env["WACOLL_LEARN"] = "off"  # learning is tested on its own (tests/mpi/test_learning.py)
+    env["WACOLL_MEASURE"] = "off"  # so are measured links (tests/mpi/test_measured_links.py)
     if os.environ.get("WACOLL_PROOF_KEY"):  # the session's own key (tests/conftest.py)
         env["WACOLL_PROOF_KEY"] = os.environ["WACOLL_PROOF_KEY"]
     return env

@@ -52,6 +52,7 @@ __all__ = [
     "TestbedUnavailable",
     "TestbedWarning",
     "ProofCacheWarning",
+    "LinksWarning",
 ]
 
 
@@ -282,6 +283,11 @@ class TestbedWarning(UserWarning):
     """The testbed works, but its self-check measured figures off by more than 10 %."""
 
     __test__ = False
+
+
+class LinksWarning(UserWarning):
+    """A record of measured links (:mod:`wacoll.mpi.links`) that was too old or could
+    not be read, parsed or trusted (the links are measured again), or written."""
 
 
 class ProofCacheWarning(UserWarning):

@@ -57,6 +57,7 @@ from wacoll.mpi.bounded import SHAPES, BoundedCache
 from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi.composite import CompositeWork, cluster_communicator, rank_programs
 from wacoll.mpi.discover import topology_from_comm
+from wacoll.mpi.links import MEASURE_MODES, links_for, measure_mode
 from wacoll.mpi.settings import agreed_settings
 from wacoll.mpi.executor import BLOCKING_TAG, Run, call_tag
 from wacoll.mpi.interrupts import collective_name, interrupted
@@ -84,7 +85,9 @@ class Comm(MPI.Intracomm):
     comm : mpi4py.MPI.Intracomm
         The communicator to wrap; wacoll works on duplicates of it.
     topology : Topology, optional
-        Which rank is in which cluster; by default :func:`wacoll.topology_from_comm`.
+        Which rank is in which cluster, and its links (used as given); by default
+        :func:`wacoll.topology_from_comm` (a ``WACOLL_TOPOLOGY`` file is used as
+        given too).
     family : str, optional
         Plan family for every call (default: the selection policy's choice, see
         :mod:`wacoll.plans.select`); ``"scripts"`` selects loaded script plans.
@@ -121,6 +124,14 @@ class Comm(MPI.Intracomm):
         learned). Default ``$WACOLL_LEARN``, else ``"auto"``: on several clusters.
         ``$WACOLL_TUNING`` names a file of choices learned before
         (:meth:`write_tuning`).
+    measure : {"auto", "on", "fresh", "off"} or bool, optional
+        Whether a discovered topology (no ``topology``, no ``WACOLL_TOPOLOGY``)
+        gets measured links instead of MagPIe's defaults (:mod:`wacoll.mpi.links`):
+        the coordinators' latency and bandwidth per cluster pair and the links
+        inside the clusters, measured once and kept on disk for a day. Default
+        ``$WACOLL_MEASURE``, else ``"auto"``: on several clusters; ``"on"`` on one
+        too; ``"fresh"`` measures now even where a young record exists; ``"off"``:
+        the defaults. :attr:`links_source` says where the links came from.
     **options
         Family options, e.g. ``tree="lam"`` or ``n=4``.
     """
@@ -138,7 +149,7 @@ class Comm(MPI.Intracomm):
     def __init__(self, comm=None, topology=None, *, family=None, level=None,
                  threshold=512, segment_size=262144, scripts=None, check=None,
                  validate=True, trace=False, arithmetic="auto", learn=None,
-                 **options):
+                 measure=None, **options):
         if comm is None:
             return
         error = None
@@ -153,7 +164,12 @@ class Comm(MPI.Intracomm):
         level = settings["WACOLL_LEVEL"] or level
         check = settings["WACOLL_CHECK"] or check or ("beside" if validate else "off")
         learn = _learn_mode(settings["WACOLL_LEARN"] if learn is None else learn)
+        measure = measure_mode(settings["WACOLL_MEASURE"] if measure is None else measure)
+        given = topology is not None or bool(settings["WACOLL_TOPOLOGY"])
         try:
+            if measure not in MEASURE_MODES:
+                raise WacollError(f"measure must be one of {MEASURE_MODES} (or True, "
+                                  f"False), got {measure!r}")
             if learn not in LEARN_MODES:
                 raise WacollError(f"learn must be one of {LEARN_MODES} (or True, False), "
                                   f"got {learn!r}")
@@ -196,23 +212,34 @@ class Comm(MPI.Intracomm):
                   ("family", family), ("level", level), ("threshold", threshold),
                   ("segment_size", segment_size), ("arithmetic", arithmetic),
                   ("options", repr(sorted(options.items()))), ("check", check),
-                  ("learn", learn))
+                  ("learn", learn), ("measure", measure))
         try:
             agree(wire, error, Signature("constructor", options=fields), validate=True)
         except WacollError:
             wire.Free()
             MPI.Intracomm.Free(self)
             raise
+        # collective, after the agreement: every rank has the same topology and mode
+        source, measured_at = "given", None
+        if not given:
+            topology, source, measured_at = links_for(wire, topology, measure)
         self._setup(wire, topology, family, level, policy, options, check, trace,
-                    learn=learn, tuning=fixed)
+                    learn=learn, tuning=fixed, links=(source, measured_at))
         scripts = scripts or settings["WACOLL_SCRIPTS"]
         self._load_scripts(scripts)  # collective even without scripts: all ranks agree
         if self.family == "scripts" and not self._scripts:
             raise WacollError("family 'scripts' needs scripts= or $WACOLL_SCRIPTS")
 
     def _setup(self, wire, topology, family, level, policy, options, check, trace,
-               scripts=None, learn="auto", tuning=None):
+               scripts=None, learn="auto", tuning=None, links=("given", None)):
         self._wire = wire
+        #: Where :attr:`network`'s links came from: ``"given"`` (``topology=`` or a
+        #: ``WACOLL_TOPOLOGY`` file), ``"measured"`` (by this constructor),
+        #: ``"cached"`` (a young record of an earlier measurement) or ``"defaults"``
+        #: (MagPIe's); see ``measure=``.
+        self.links_source = links[0]
+        #: When the links were measured (seconds since the epoch), or None.
+        self.links_measured_at = links[1]
         self._control = _private_dup(wire)
         self._learn, self._fixed_tuning = learn, tuning
         # on several clusters, repeated calls learn their fastest candidate
@@ -286,7 +313,8 @@ class Comm(MPI.Intracomm):
         self._setup(wire, topology, parent.family, parent.level, parent.policy,
                     parent.options, parent.check, parent.tracer is not None,
                     {k: v for k, v in parent._scripts.items() if k[1] == wire.Get_size()},
-                    learn=parent._learn, tuning=parent._fixed_tuning)
+                    learn=parent._learn, tuning=parent._fixed_tuning,
+                    links=(parent.links_source, parent.links_measured_at))
         return self
 
     # ------------------------------------------------------------ communicators

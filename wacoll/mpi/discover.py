@@ -19,6 +19,10 @@ split, a subset); the members' labels are exchanged, so all ranks build the same
 topology; a fault on any rank raises the same error on every rank.
 Clusters are numbered by their lowest rank.
 
+Discovery gives no link parameters (MagPIe's defaults stand in);
+:class:`wacoll.Comm` measures them where it discovers several clusters
+(:mod:`wacoll.mpi.links`).
+
 Examples
 --------
 >>> from mpi4py import MPI

@@ -43,6 +43,7 @@ SHARED = {
     "WACOLL_SCRIPTS": "the plan scripts",
     "WACOLL_LEARN": "whether repeated calls learn their fastest candidate",
     "WACOLL_TUNING": "the file of learned choices",
+    "WACOLL_MEASURE": "whether discovered links are measured",
 }
 
 

@@ -1,0 +1,220 @@
+"""A communicator measures the links it is not told (wacoll.mpi.links): on clusters
+discovered without link parameters, every rank gets the same measured topology; a
+young record on disk is reused without measuring, a stale or corrupted one is
+measured again with a warning; an explicit topology wins; collectives still give the
+MPI library's results.
+
+The test session sets ``WACOLL_MEASURE=off`` (tests/conftest.py); these tests turn it
+on with ``measure=`` and give the ranks a private ``XDG_CACHE_HOME``.
+"""
+
+import json
+import math
+import shutil
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import wacoll
+from wacoll import Topology
+from wacoll.errors import LinksWarning
+
+from .conftest import RANK, SIZE, WORLD
+
+pytestmark = [pytest.mark.mpi(min_size=2),
+              pytest.mark.skipif(SIZE < 2, reason="measured links need two clusters")]
+
+LABELS = ",".join("0" if r < (SIZE + 1) // 2 else "1" for r in range(SIZE))
+
+
+@pytest.fixture
+def links_env(monkeypatch):
+    """Two declared clusters, a private cache directory (the same on every rank)."""
+    where = WORLD.bcast(tempfile.mkdtemp(prefix="wacoll-links-") if RANK == 0 else None)
+    monkeypatch.setenv("XDG_CACHE_HOME", where)
+    monkeypatch.setenv("WACOLL_CLUSTERS", LABELS)
+    monkeypatch.delenv("WACOLL_TOPOLOGY", raising=False)
+    yield Path(where)
+    WORLD.Barrier()
+    if RANK == 0:
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def _record(where: Path) -> Path:
+    found = sorted((where / "wacoll" / "links").glob("*.json"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _made(**kwargs):
+    """A communicator and the LinksWarnings its construction raised on this rank."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", LinksWarning)
+        comm = wacoll.Comm(WORLD, **kwargs)
+    return comm, [str(w.message) for w in seen if w.category is LinksWarning]
+
+
+def _links(topo: Topology) -> list:
+    out = [topo.intra.latency, topo.intra.bandwidth, topo.wan.latency, topo.wan.bandwidth]
+    for _, link in topo.wan_pairs:
+        out += [link.latency, link.bandwidth]
+    return out
+
+
+def test_measured_then_reused_equal_everywhere(mpi, links_env):
+    comm, said = _made(measure="on")
+    try:
+        topo = comm.network
+        everyone = WORLD.allgather(topo.to_dict())
+        mpi.assert_all(all(d == everyone[0] for d in everyone), "topologies differ")
+        mpi.assert_all(comm.links_source == "measured", comm.links_source)
+        mpi.assert_all(topo.nclusters == 2 and not said, f"{topo} {said}")
+        values = _links(topo)
+        mpi.assert_all(all(math.isfinite(v) and v > 0 for v in values), values)
+        mpi.assert_all(len(topo.wan_pairs) == 2, topo.wan_pairs)
+        mpi.assert_all(topo != Topology.from_clusters(topo.clusters), "the defaults")
+        when = comm.links_measured_at
+        mpi.assert_all(when is not None and abs(time.time() - when) < 600, when)
+        if RANK == 0:
+            data = json.loads(_record(links_env).read_text())
+            assert data["clusters"] == [list(c) for c in topo.clusters]
+            assert data["measured_at"] == when
+        WORLD.Barrier()
+
+        begin = time.perf_counter()
+        again, said = _made(measure="on")
+        took = time.perf_counter() - begin
+        try:
+            mpi.assert_all(again.links_source == "cached" and not said,
+                           f"{again.links_source} {said}")
+            mpi.assert_all(again.network == topo and again.links_measured_at == when,
+                           f"{again.network}")
+            mpi.assert_all(took < 30, took)
+            dup = again.Dup()
+            mpi.assert_all(dup.links_source == "cached" and dup.network == topo,
+                           dup.links_source)
+            dup.Free()
+        finally:
+            again.Free()
+        fresh, said = _made(measure="fresh")
+        mpi.assert_all(fresh.links_source == "measured" and not said,
+                       f"{fresh.links_source} {said}")
+        mpi.assert_all(fresh.links_measured_at >= when, "not measured again")
+        fresh.Free()
+    finally:
+        comm.Free()
+
+
+@pytest.mark.parametrize("damage", ["stale", "corrupted", "not-a-file"])
+def test_a_bad_record_is_measured_again_with_a_warning(mpi, links_env, damage):
+    wacoll.Comm(WORLD, measure="on").Free()
+    if RANK == 0:
+        path = _record(links_env)
+        if damage == "stale":
+            data = json.loads(path.read_text())
+            data["measured_at"] -= 2 * 86400
+            path.write_text(json.dumps(data))
+        elif damage == "corrupted":
+            path.write_text('{"version": 1, "rtt": NaN')
+        else:
+            path.unlink()
+            path.mkdir()
+    WORLD.Barrier()
+    comm, said = _made(measure="on")
+    try:
+        mpi.assert_all(comm.links_source == "measured", comm.links_source)
+        want = {"stale": "old", "corrupted": "not JSON",
+                "not-a-file": "not a regular file"}[damage]
+        if RANK == 0:
+            ok = len(said) >= 1 and want in said[0]
+        else:
+            ok = not said
+        mpi.assert_all(ok, said)
+    finally:
+        comm.Free()
+
+
+def test_a_cache_that_cannot_be_written_only_warns(mpi, links_env, monkeypatch):
+    blocker = links_env / "file"
+    if RANK == 0:
+        blocker.write_text("not a directory")
+    WORLD.Barrier()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    comm, said = _made(measure="on")
+    try:
+        mpi.assert_all(comm.links_source == "measured", comm.links_source)
+        ok = (len(said) == 1 and "could not be kept" in said[0]) if RANK == 0 else not said
+        mpi.assert_all(ok, said)
+    finally:
+        comm.Free()
+
+
+def test_given_links_win(mpi, links_env, monkeypatch):
+    topo = Topology.from_sizes([(SIZE + 1) // 2, SIZE // 2], wan_latency=0.5,
+                               wan_bandwidth=123.0)
+    comm = wacoll.Comm(WORLD, topo, measure="fresh")
+    try:
+        mpi.assert_all(comm.network == topo and comm.links_source == "given",
+                       comm.links_source)
+    finally:
+        comm.Free()
+    if RANK == 0:
+        topo.save(links_env / "topo.json")
+    WORLD.Barrier()
+    monkeypatch.setenv("WACOLL_TOPOLOGY", str(links_env / "topo.json"))
+    comm = wacoll.Comm(WORLD, measure="on")
+    try:
+        mpi.assert_all(comm.network == topo and comm.links_source == "given",
+                       comm.links_source)
+    finally:
+        comm.Free()
+    nothing = not (links_env / "wacoll").exists() if RANK == 0 else True
+    mpi.assert_all(nothing, "a record was written for given links")
+
+
+def test_off_keeps_the_defaults(mpi, links_env):
+    comm = wacoll.Comm(WORLD, measure="off")
+    try:
+        mpi.assert_all(comm.links_source == "defaults" and
+                       comm.network == Topology.from_clusters(comm.network.clusters),
+                       comm.links_source)
+    finally:
+        comm.Free()
+    with pytest.raises(wacoll.WacollError, match="measure must be one of"):
+        wacoll.Comm(WORLD, measure="sometimes")
+
+
+def test_collectives_on_measured_links_equal_the_library(mpi, links_env):
+    comm = wacoll.Comm(WORLD, measure="on")
+    try:
+        wrong = []
+        for n in (1, 7, 3000):
+            send = mpi.ints(n, seed=n)
+            got, want = np.zeros(n, np.int64), np.zeros(n, np.int64)
+            comm.Allreduce(send, got)
+            WORLD.Allreduce(send, want)
+            if not np.array_equal(got, want):
+                wrong.append(("Allreduce", n))
+            got[:] = want[:] = send if RANK == SIZE - 1 else 0
+            comm.Bcast(got, root=SIZE - 1)
+            WORLD.Bcast(want, root=SIZE - 1)
+            if not np.array_equal(got, want):
+                wrong.append(("Bcast", n))
+            got, want = np.zeros(n * SIZE, np.int64), np.zeros(n * SIZE, np.int64)
+            comm.Allgather(send, got)
+            WORLD.Allgather(send, want)
+            if not np.array_equal(got, want):
+                wrong.append(("Allgather", n))
+            got, want = np.zeros(n, np.int64), np.zeros(n, np.int64)
+            comm.Reduce(send, got, op=MPI.MAX, root=0)
+            WORLD.Reduce(send, want, op=MPI.MAX, root=0)
+            if not np.array_equal(got, want):
+                wrong.append(("Reduce", n))
+        mpi.assert_all(not wrong, wrong)
+    finally:
+        comm.Free()

@@ -1,0 +1,370 @@
+"""Measured link parameters for a discovered topology, kept on disk for reuse.
+
+Discovery (:mod:`wacoll.mpi.discover`) says which rank is in which cluster, not how
+fast the links are. Where nothing gives the links (no ``topology=``, no
+``WACOLL_TOPOLOGY`` file), a :class:`wacoll.Comm` on several clusters measures the
+ones its plans depend on (:func:`links_for`), with the ping-pongs of
+:mod:`wacoll.mpi.calibrate`:
+
+* the one-way latency (half the fastest of ``reps`` short round trips) and the
+  bandwidth (one burst of ``window`` messages of ``large`` bytes, after one burst that
+  warms the connection up) between the coordinators (lowest ranks) of every pair of
+  clusters; both directions of a pair get the same figures;
+* the same between each cluster's coordinator and its next rank, for the links inside
+  the clusters (their median; MagPIe's defaults where every cluster is one rank).
+
+Latency pairs run in rounds of disjoint pairs, bandwidth pairs one at a time. Every
+rank builds the identical :class:`~wacoll.Topology` (rank 0 computes it from what the
+pairs measured and broadcasts it), so all ranks choose the same plans.
+
+The record is kept by rank 0 as JSON in ``$XDG_CACHE_HOME/wacoll/links/`` (default
+``~/.cache/wacoll/links/``), one file per set of hosts and cluster layout (the name is
+a digest of the sorted host names, each cluster's hosts and its ranks), with the time
+of the measurement. A record younger than :data:`MAX_AGE` (one day) is used instead
+of measuring; an older one, or one that cannot be trusted (not a regular file, larger
+than :data:`MAX_RECORD_BYTES`, not the JSON this module writes, another layout, a
+parameter that is not a positive finite number), is measured again with a
+:class:`~wacoll.errors.LinksWarning` on rank 0. A record that cannot be written only
+warns. Records are read strictly as data (JSON, never code).
+
+Examples
+--------
+>>> from wacoll import Topology
+>>> measured_topology(Topology.from_sizes([2, 1]).clusters,
+...                   {"rtt": {"0,1": 0.02, "0,0": 2e-5}, "rate": {"0,1": 1e6, "0,0": 1e9}}
+...                   ).wan_link(1, 0)
+LinkParams(latency=0.01, bandwidth=1000000.0)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import stat
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from wacoll.errors import LinksWarning
+from wacoll.mpi.calibrate import _pingpong, _stream, rounds
+from wacoll.topology import DEFAULT_INTRA_BANDWIDTH, DEFAULT_INTRA_LATENCY, Topology
+
+__all__ = ["MEASURE_MODES", "MAX_AGE", "MAX_RECORD_BYTES", "links_for", "measure_links",
+           "measured_topology", "cache_dir", "record_key"]
+
+#: The measurement modes (:class:`wacoll.Comm`'s ``measure=``, ``$WACOLL_MEASURE``):
+#: ``"auto"`` measures (or reuses a young record) where the topology was discovered
+#: with several clusters; ``"on"`` also on one cluster (its inside links);
+#: ``"fresh"`` measures now whatever the record says; ``"off"`` keeps MagPIe's
+#: default links.
+MEASURE_MODES = ("auto", "on", "fresh", "off")
+#: Seconds a record stays good (one day).
+MAX_AGE = 86400.0
+#: The largest record file read (bytes).
+MAX_RECORD_BYTES = 1 << 20
+_VERSION = 1
+_TAG = 7321
+
+
+def measure_mode(value) -> str:
+    """``measure=`` or ``$WACOLL_MEASURE`` as a mode name (unknown values pass through,
+    to be refused by the constructor's check).
+
+    Examples
+    --------
+    >>> measure_mode(None), measure_mode(True), measure_mode(" OFF "), measure_mode("0")
+    ('auto', 'on', 'off', 'off')
+    """
+    if value is None:
+        return "auto"
+    if value is True or value is False:
+        return "on" if value else "off"
+    if isinstance(value, str):
+        low = value.strip().lower()
+        return {"1": "on", "yes": "on", "true": "on", "0": "off", "no": "off",
+                "false": "off"}.get(low, low)
+    return value
+
+
+def cache_dir(environ=None) -> Path:
+    """Where records are kept: ``$XDG_CACHE_HOME/wacoll/links`` (default
+    ``~/.cache/wacoll/links``).
+
+    Examples
+    --------
+    >>> str(cache_dir({"XDG_CACHE_HOME": "/tmp/c"}))
+    '/tmp/c/wacoll/links'
+    """
+    environ = os.environ if environ is None else environ
+    base = (environ.get("XDG_CACHE_HOME") or "").strip()
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
+    return root / "wacoll" / "links"
+
+
+def record_key(hosts, clusters) -> str:
+    """The digest naming the record of ``clusters`` (rank lists) whose ranks run on
+    ``hosts`` (one host name per rank).
+
+    Examples
+    --------
+    >>> a = record_key(["x", "x", "y"], ((0, 1), (2,)))
+    >>> a == record_key(["x", "x", "y"], ((0,), (1, 2)))
+    False
+    >>> len(a)
+    32
+    """
+    layout = {"hosts": sorted(set(hosts)),
+              "clusters": [sorted(hosts[r] for r in c) for c in clusters],
+              "ranks": [list(c) for c in clusters]}
+    text = json.dumps(layout, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _pair_name(a, b):
+    return f"{a},{b}"
+
+
+def measured_topology(clusters, figures) -> Topology:
+    """The topology of ``clusters`` with the links of ``figures``.
+
+    ``figures`` maps ``"rtt"`` and ``"rate"`` to ``{"a,b": value}`` for cluster pairs
+    ``a <= b`` (``"a,a"``: inside cluster ``a``): round trip seconds and bytes/s.
+    Latency is half the round trip; the wide-area default is the median of the pairs,
+    and each pair gets its own link in both directions.
+    """
+    rtt, rate = figures["rtt"], figures["rate"]
+    inside = [(rtt[k] / 2, rate[k]) for k in rtt
+              if k.split(",")[0] == k.split(",")[1] and k in rate]
+    across = {}
+    for k in rtt:
+        a, b = (int(x) for x in k.split(","))
+        if a != b and k in rate:
+            across[(a, b)] = (max(rtt[k] / 2, 1e-9), max(rate[k], 1.0))
+    links = {}
+    if inside:
+        links["intra_latency"] = max(float(np.median([x[0] for x in inside])), 1e-9)
+        links["intra_bandwidth"] = max(float(np.median([x[1] for x in inside])), 1.0)
+    else:
+        links["intra_latency"] = DEFAULT_INTRA_LATENCY
+        links["intra_bandwidth"] = DEFAULT_INTRA_BANDWIDTH
+    if across:
+        links["wan_latency"] = float(np.median([v[0] for v in across.values()]))
+        links["wan_bandwidth"] = float(np.median([v[1] for v in across.values()]))
+        pairs = {}
+        for (a, b), v in across.items():
+            pairs[(a, b)] = pairs[(b, a)] = v
+        links["wan_pairs"] = pairs
+    return Topology.from_clusters(clusters, **links)
+
+
+def measure_links(comm, clusters, *, small: int = 8, large: int = 1 << 16,
+                  reps: int = 5, warmup: int = 2, window: int = 4) -> dict:
+    """Measure the links between the clusters' coordinators and inside each cluster
+    (collective; every rank gets the same figures, see :func:`measured_topology`).
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Intracomm
+    clusters : sequence of sequence of int
+        The ranks of each cluster, each sorted.
+    small, large : int
+        Bytes of the latency and of the bandwidth messages.
+    reps, warmup : int
+        Timed and untimed short round trips per pair.
+    window : int
+        Messages of the bandwidth burst.
+
+    Examples
+    --------
+    >>> from mpi4py import MPI
+    >>> measure_links(MPI.COMM_SELF, ((0,),))
+    {'rtt': {}, 'rate': {}}
+    """
+    rank = comm.Get_rank()
+    coords = [c[0] for c in clusters]
+    pairs = {}  # (i, j) ranks -> "a,b" cluster pair
+    for a in range(len(clusters)):
+        if len(clusters[a]) > 1:
+            pairs[(clusters[a][0], clusters[a][1])] = _pair_name(a, a)
+        for b in range(a + 1, len(clusters)):
+            pairs[(coords[a], coords[b])] = _pair_name(a, b)
+    buf = np.zeros(max(int(small), 1), dtype=np.uint8)
+    rtt = {}
+    comm.Barrier()
+    for this in rounds(list(pairs)):
+        for i, j in this:
+            if rank in (i, j):
+                times = _pingpong(comm, j if rank == i else i, rank == i, buf,
+                                  int(reps), int(warmup))
+                if times:
+                    rtt[pairs[(i, j)]] = float(np.min(times))
+        comm.Barrier()
+    big = np.zeros(int(large), dtype=np.uint8)
+    ack = np.zeros(1, dtype=np.uint8)
+    rate = {}
+    for (i, j), name in pairs.items():
+        if rank in (i, j):
+            times = _stream(comm, j if rank == i else i, rank == i, big, ack,
+                            int(window), 1)
+            if times:
+                base = rtt.get(name, 0.0)
+                rate[name] = float(window * large / max(times[0] - base, 1e-9))
+        comm.Barrier()
+    figures = {"rtt": {}, "rate": {}}
+    for part in comm.allgather((rtt, rate)):
+        figures["rtt"].update(part[0])
+        figures["rate"].update(part[1])
+    return figures
+
+
+def _positive(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value) and value > 0
+
+
+def _read_record(path: Path, key: str, clusters):
+    """The figures and measurement time of the record at ``path``: ``(figures, when)``;
+    ``None`` when there is none; a reason (str) when it cannot be used."""
+    try:
+        info = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):  # no record, or no directory
+        return None
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if not stat.S_ISREG(info.st_mode):
+        return "is not a regular file"
+    if info.st_size > MAX_RECORD_BYTES:
+        return f"is larger than {MAX_RECORD_BYTES} bytes"
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as f:
+            raw = f.read(MAX_RECORD_BYTES + 1)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if len(raw) > MAX_RECORD_BYTES:
+        return f"is larger than {MAX_RECORD_BYTES} bytes"
+
+    def no_constants(name):
+        raise ValueError(f"{name} is not a number JSON allows")
+
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=no_constants)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return f"is not JSON ({exc})"
+    try:
+        if not isinstance(data, dict) or data.get("version") != _VERSION:
+            return "is not a links record of this version"
+        if data.get("key") != key or data.get("clusters") != [list(c) for c in clusters]:
+            return "describes another layout"
+        when = data.get("measured_at")
+        if not _positive(when):
+            return "has no measurement time"
+        figures = {}
+        for part in ("rtt", "rate"):
+            values = data.get(part)
+            if not isinstance(values, dict) or \
+                    not all(isinstance(k, str) and _positive(v) for k, v in values.items()):
+                return f"has a bad {part!r} table"
+            figures[part] = dict(values)
+        measured_topology(clusters, figures)  # the names and values must make a topology
+    except Exception as exc:  # noqa: BLE001 - anything odd in the data: not trusted
+        return f"cannot be used ({exc})"
+    return figures, float(when)
+
+
+def _write_record(path: Path, key, clusters, hosts, figures, when, elapsed):
+    data = {"version": _VERSION, "key": key, "measured_at": when,
+            "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when)),
+            "seconds": elapsed, "hosts": sorted(set(hosts)),
+            "clusters": [list(c) for c in clusters],
+            "rtt": figures["rtt"], "rate": figures["rate"]}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".links-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(data, f, indent=1, allow_nan=False)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except (OSError, ValueError) as exc:
+        warnings.warn(f"wacoll: the measured links could not be kept in {path} "
+                      f"({exc}); they will be measured again next time",
+                      LinksWarning, stacklevel=4)
+
+
+def links_for(comm, topology: Topology, mode: str = "auto", *, environ=None,
+              max_age: float = MAX_AGE, **options):
+    """``topology`` with measured links, the source of its links, and the time they
+    were measured (collective; the same on every rank).
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Intracomm
+    topology : Topology
+        The discovered topology (its links are MagPIe's defaults).
+    mode : {"auto", "on", "fresh", "off"}
+        See :data:`MEASURE_MODES`; the same on every rank.
+    environ : mapping, optional
+        Rank 0's environment, for ``XDG_CACHE_HOME`` (default ``os.environ``).
+    max_age : float
+        Seconds a record stays good.
+    **options
+        For :func:`measure_links`.
+
+    Returns
+    -------
+    (Topology, str, float or None)
+        The topology, ``"measured"``, ``"cached"`` or ``"defaults"``, and the
+        measurement time (seconds since the epoch; None for the defaults).
+
+    Examples
+    --------
+    >>> from mpi4py import MPI
+    >>> from wacoll import Topology
+    >>> links_for(MPI.COMM_SELF, Topology.single(1))[1:]
+    ('defaults', None)
+    """
+    from mpi4py import MPI
+
+    if mode == "off" or (mode == "auto" and topology.nclusters < 2) or \
+            topology.size != comm.Get_size():
+        return topology, "defaults", None
+    if mode == "on" and topology.nclusters < 2 and topology.size < 2:
+        return topology, "defaults", None
+    clusters = topology.clusters
+    hosts = comm.allgather(MPI.Get_processor_name())
+    key = record_key(hosts, clusters)
+    path = cache_dir(environ) / f"{key}.json"
+    found = None
+    if comm.Get_rank() == 0 and mode != "fresh":
+        record = _read_record(path, key, clusters)
+        if isinstance(record, str):
+            warnings.warn(f"wacoll: the links record {path} {record}; measuring the "
+                          f"links again", LinksWarning, stacklevel=3)
+        elif record is not None:
+            figures, when = record
+            age = time.time() - when
+            if 0 <= age < max_age:
+                found = record
+            else:
+                warnings.warn(f"wacoll: the links record {path} is {age / 3600:.1f} h "
+                              f"old (older than {max_age / 3600:g} h); measuring the "
+                              f"links again", LinksWarning, stacklevel=3)
+    found = comm.bcast(found, root=0)
+    if found is not None:
+        figures, when = found
+        return measured_topology(clusters, figures), "cached", when
+    begin = MPI.Wtime()
+    figures = measure_links(comm, clusters, **options)
+    elapsed = MPI.Wtime() - begin
+    when = comm.bcast(time.time(), root=0)
+    if comm.Get_rank() == 0:
+        _write_record(path, key, clusters, hosts, figures, when, elapsed)
+    return measured_topology(clusters, figures), "measured", when
