@@ -58,7 +58,7 @@ from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi.composite import CompositeWork, cluster_communicator, rank_programs
 from wacoll.mpi.discover import topology_from_comm
 from wacoll.mpi.links import MEASURE_MODES, links_for, measure_mode
-from wacoll.mpi.settings import agreed_settings
+from wacoll.mpi.settings import agreed_settings, switch
 from wacoll.mpi.executor import BLOCKING_TAG, Run, call_tag
 from wacoll.mpi.interrupts import collective_name, interrupted
 from wacoll.mpi.learning import Tuning, TuningError, read_tuning, shape_of
@@ -163,7 +163,7 @@ class Comm(MPI.Intracomm):
         family = settings["WACOLL_FAMILY"] or family
         level = settings["WACOLL_LEVEL"] or level
         check = settings["WACOLL_CHECK"] or check or ("beside" if validate else "off")
-        learn = _learn_mode(settings["WACOLL_LEARN"] if learn is None else learn)
+        learn = switch(settings["WACOLL_LEARN"] if learn is None else learn)
         measure = measure_mode(settings["WACOLL_MEASURE"] if measure is None else measure)
         given = topology is not None or bool(settings["WACOLL_TOPOLOGY"])
         try:
@@ -1042,20 +1042,6 @@ LEARN_MODES = ("auto", "on", "off")
 #: Families a repeated call explores beside the selection's choice and the library's
 #: collective, where they have a plan for the operation.
 LEARNED_FAMILIES = ("gridmpi",)
-
-
-def _learn_mode(value):
-    """``learn=`` or ``$WACOLL_LEARN`` as one of :data:`LEARN_MODES` (unknown values
-    pass through, to be refused by the constructor's check)."""
-    if value is None:
-        return "auto"
-    if value is True or value is False:
-        return "on" if value else "off"
-    if isinstance(value, str):
-        low = value.strip().lower()
-        return {"1": "on", "yes": "on", "true": "on", "0": "off", "no": "off",
-                "false": "off"}.get(low, low)
-    return value
 
 
 def _tuning_choices(wire, path):

@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from wacoll.errors import LinksWarning
+from wacoll.mpi.settings import switch
 from wacoll.mpi.calibrate import _pingpong, _stream, rounds
 from wacoll.topology import DEFAULT_INTRA_BANDWIDTH, DEFAULT_INTRA_LATENCY, Topology
 
@@ -84,15 +85,7 @@ def measure_mode(value) -> str:
     >>> measure_mode(None), measure_mode(True), measure_mode(" OFF "), measure_mode("0")
     ('auto', 'on', 'off', 'off')
     """
-    if value is None:
-        return "auto"
-    if value is True or value is False:
-        return "on" if value else "off"
-    if isinstance(value, str):
-        low = value.strip().lower()
-        return {"1": "on", "yes": "on", "true": "on", "0": "off", "no": "off",
-                "false": "off"}.get(low, low)
-    return value
+    return switch(value)
 
 
 def cache_dir(environ=None) -> Path:

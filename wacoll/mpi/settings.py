@@ -31,7 +31,7 @@ import os
 
 from wacoll.errors import ConfigurationError
 
-__all__ = ["SHARED", "read_settings", "agreed_settings"]
+__all__ = ["SHARED", "read_settings", "agreed_settings", "switch"]
 
 #: The variables every rank of a communicator must agree on, with what each decides.
 SHARED = {
@@ -96,3 +96,26 @@ def agreed_settings(comm, environ=None) -> dict:
                     f"give every rank the same environment (for example "
                     f"mpiexec -genv {name} ...)")
     return mine
+
+
+def switch(value) -> str:
+    """A three-way setting (``learn=``, ``measure=`` or their variables) as ``"auto"``,
+    ``"on"`` or ``"off"``: None is ``"auto"``; booleans and ``1``/``0``,
+    ``yes``/``no``, ``true``/``false`` (any case) are ``"on"``/``"off"``; other
+    strings pass through lower-cased, other values unchanged, to be refused by the
+    caller, which knows its modes.
+
+    Examples
+    --------
+    >>> switch(None), switch(True), switch(" OFF "), switch("0"), switch("fresh")
+    ('auto', 'on', 'off', 'off', 'fresh')
+    """
+    if value is None:
+        return "auto"
+    if value is True or value is False:
+        return "on" if value else "off"
+    if isinstance(value, str):
+        low = value.strip().lower()
+        return {"1": "on", "yes": "on", "true": "on", "0": "off", "no": "off",
+                "false": "off"}.get(low, low)
+    return value
