@@ -109,3 +109,36 @@ def test_a_replayed_call_that_disagrees_raises_everywhere(mpi):
     comm.Bcast(buf, root=0)  # the communicator works on
     mpi.assert_all(np.array_equal(buf, np.zeros(4)), "after the failed call")
     comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_library_calls_on_several_clusters_run_compiled(mpi):
+    """The MPI library's collective on several clusters: its non-blocking call and
+    the compiled check waited for together (first call ``compiled``, repeats
+    ``replayed``), with the library's results; a disagreeing call raises the same
+    error everywhere and the communicator works on."""
+    problems = []
+    for layout in mpi.multi:
+        comm = wacoll.Comm(W, mpi.topology(layout), family="native")
+        for fn in _calls(5):
+            want = fn(W, True)
+            want = None if want is None else want.copy()
+            routes = []
+            for fresh in (False, False, True):
+                got = fn(comm, fresh)
+                routes.append((comm.last_route, comm.last_family))
+                if want is not None and got.tobytes() != want.tobytes():
+                    problems.append(f"{layout} {fn.__name__}: {got} != {want}")
+            if fn.__name__ != "barrier" and routes != [
+                    ("compiled", "native"), ("replayed", "native"),
+                    ("replayed", "native")]:
+                problems.append(f"{layout} {fn.__name__}: routes {routes}")
+        buf = np.zeros(4)
+        mpi.same_error(lambda: comm.Bcast(np.zeros(4 + (ME == 1)), root=0),
+                       match="disagree")
+        buf[:] = ME
+        comm.Bcast(buf, root=0)
+        if not np.array_equal(buf, np.zeros(4)):
+            problems.append(f"{layout}: after the failed call {buf}")
+        comm.Free()
+    mpi.assert_all(not problems, "; ".join(problems[:3]))

@@ -802,3 +802,245 @@ cdef class PlanCall:
         if self.out_index >= 0:
             outbuf = _address(args[self.out_index]) + self.out_offset
         return self.call(inbuf, outbuf) == 0
+
+
+# ------------------------------------------------------- a library call, checked
+cdef int _drive_library(Runner check, char *req, char *mine, char *flags, int tag,
+                        int *err) noexcept nogil:
+    """Run the cross-rank ``check`` beside the MPI library's non-blocking collective
+    whose request is at ``req`` (started by the caller): one of :data:`OUTCOMES`,
+    the collective's MPI error in ``err`` on ``WORK_ERROR``. A failed check leaves
+    the collective's request as it is (a collective cannot be cancelled: the caller
+    retires its communicator)."""
+    cdef int c = 0, flag = 0, done = 0
+    cdef bint work_failed = False
+    cdef double began = wacoll_now(), nap = 1e-6, due = 0
+    cdef const int64_t *own = <const int64_t *>mine
+    cdef const int64_t *got = <const int64_t *>flags
+    if check.start(mine, flags, tag) < 0:
+        return CHECK_ERROR
+    while True:
+        if not done:
+            err[0] = wacoll_test(&_M, req, &flag)
+            if err[0]:
+                work_failed, done = True, 1
+            elif flag:
+                done = 1
+        c = check.advance(False)
+        if c < 0:
+            return _stopped(check, CHECK_ERROR, False)
+        if c == 1:
+            if not _passed(own, got):
+                return CHECK_FAILED
+            if work_failed:
+                return WORK_ERROR
+            break
+        nap = _pause(began, nap, &due)
+        if nap < 0:
+            check.cancel()
+            return INTERRUPTED
+    # the check passed: every rank takes part in the collective
+    while not done:
+        err[0] = wacoll_test(&_M, req, &flag)
+        if err[0]:
+            return WORK_ERROR
+        if flag:
+            return OK
+        nap = _pause(began, nap, &due)
+        if nap < 0:
+            return INTERRUPTED
+    return OK
+
+
+cdef class LibraryCall:
+    """A blocking call the MPI library runs on several clusters: its non-blocking
+    collective and the call's cross-rank check (a compiled wide-area all-reduce of
+    four int64), waited for together in C with the GIL released.
+
+    The one-cluster replay (:class:`wacoll.mpi._fastcall.NativeCall`) checks first
+    and calls the library's blocking collective: no latency to hide. Across a wide
+    area the check's round trip costs as much as the call, so here the two overlap;
+    the library's non-blocking collective is used on every such call (it never
+    matches a blocking one).
+
+    Parameters
+    ----------
+    check : Runner
+        The check's runner on the communicator's check communicator.
+    digest : int
+        The call's signature digest.
+    method : callable or None
+        The library's non-blocking collective (a bound method of the wire, returning
+        its request); None for a Barrier (the check synchronises the ranks).
+    replace : tuple of (int, object)
+        Arguments to pass instead of the caller's (an ``MPI.Op`` for a name).
+    sig : object
+        The call's signature, for the error message of a failed check.
+    keep : tuple
+        Objects the call's key names by identity, kept alive while recorded.
+    tag : int
+        The tag of the check's messages.
+    """
+
+    cdef readonly Runner check
+    cdef readonly object method, sig, keep
+    cdef public object plan, family
+    cdef tuple replace
+    cdef object _mine, _flags
+    cdef intptr_t mine, flags_at
+    cdef int tag
+    #: Requests of calls whose check failed (never completed: kept, not freed).
+    cdef readonly list abandoned
+
+    def __init__(self, Runner check not None, digest, method, tuple replace not None,
+                 sig, tuple keep not None, int tag):
+        global _addressof
+        if _addressof is None:
+            from mpi4py import MPI
+            _addressof = MPI._addressof
+        self.check, self.method, self.replace, self.sig, self.keep = \
+            check, method, replace, sig, keep
+        self.tag = tag
+        self.plan, self.family = None, "native"
+        self._mine = np.array([0, 0, digest, -digest], np.int64)
+        self._flags = np.zeros(4, np.int64)
+        self.mine, self.flags_at = self._mine.ctypes.data, self._flags.ctypes.data
+        self.abandoned = []
+
+    @property
+    def flags(self):
+        """The check's all-reduced flags of the last call (four int64)."""
+        return self._flags.copy()
+
+    def run(self, tuple args):
+        """Run the call over ``args``: True when it ran, False when its check failed
+        (the caller raises the agreed error and retires the communicator)."""
+        cdef int outcome, err = 0
+        cdef char *req = NULL
+        request = None
+        if self.method is not None:
+            if self.replace:
+                given = list(args)
+                for i, value in self.replace:
+                    given[i] = value
+                args = tuple(given)
+            request = self.method(*args)
+            req = <char *><intptr_t>_addressof(request)
+        with nogil:
+            if req == NULL:
+                outcome = _drive_check(self.check, <char *>self.mine,
+                                       <char *>self.flags_at, self.tag)
+            else:
+                outcome = _drive_library(self.check, req, <char *>self.mine,
+                                         <char *>self.flags_at, self.tag, &err)
+        if outcome == OK:
+            return True
+        if outcome == CHECK_FAILED:
+            if request is not None:
+                self.abandoned.append(request)
+            return False
+        if request is not None and outcome != WORK_ERROR:
+            self.abandoned.append(request)
+        if outcome == INTERRUPTED:
+            raise _error(E_INTERRUPTED)
+        raise _error(err if outcome == WORK_ERROR else self.check.err)
+
+
+cdef int _drive_check(Runner check, char *mine, char *flags, int tag) noexcept nogil:
+    if check.start(mine, flags, tag) < 0 or check.advance(True) < 0:
+        return _stopped(check, CHECK_ERROR, True)
+    return OK if _passed(<const int64_t *>mine, <const int64_t *>flags) \
+        else CHECK_FAILED
+
+
+# mpi4py's MPI._addressof: where a request object keeps its handle
+cdef object _addressof = None
+
+
+# ------------------------------------------------------------- a persistent start
+cdef class PersistentRun:
+    """The compiled half of a persistent wacoll collective
+    (:class:`wacoll.mpi.persistent.Prequest` derives from it).
+
+    Once a runner is bound (:meth:`bind_runner`), ``Start``, ``Wait`` and ``Test``
+    run it directly: a start posts the plan's messages over the bound buffers with
+    the call's own tag and runs the steps it can; nothing is read or checked again
+    (the call was agreed on when the request was made). Otherwise they hand over to
+    the subclass's ``_start``, ``_wait`` and ``_test`` (the MPI library's persistent
+    request, or a plan the Python executor runs); so do the starts that must raise
+    (a broken communicator, a request still active).
+    """
+
+    cdef Runner _bound
+    cdef object _owner
+    cdef intptr_t _in_at, _out_at, _copy_dst, _copy_src
+    cdef Py_ssize_t _copy_n
+    cdef int64_t _tag_base, _tag_span
+
+    def bind_runner(self, Runner runner, owner, intptr_t inbuf, intptr_t outbuf,
+                    tuple in_copy, int64_t tag_base, int64_t tag_span):
+        """Run the starts with ``runner`` over the buffers at ``inbuf`` and
+        ``outbuf``; ``owner`` is the ``wacoll.Comm`` (its ``_seq`` numbers the
+        calls, ``tag_base + seq % tag_span`` tags their messages); ``in_copy``,
+        ``(dst, src, bytes)`` or ``()``, is copied at each start (an in-place
+        input). ``runner=None`` unbinds."""
+        self._bound, self._owner = runner, owner
+        self._in_at, self._out_at = inbuf, outbuf
+        self._copy_dst, self._copy_src, self._copy_n = in_copy if in_copy else (0, 0, 0)
+        self._tag_base, self._tag_span = tag_base, tag_span
+
+    def Start(self):
+        """Start the collective (every rank starts its requests in the same order)."""
+        cdef Runner r = self._bound
+        cdef int status
+        cdef int tag
+        if r is None:
+            return self._start()
+        owner = self._owner
+        if owner._broken is not None or (r.started and not r.done):
+            return self._start()  # raises the error that names it
+        seq = owner._seq
+        owner._seq = seq + 1
+        tag = <int>(self._tag_base + (<int64_t>seq) % self._tag_span)
+        with nogil:
+            if self._copy_n:  # in place: the input as the output is now
+                memmove(<void *>self._copy_dst, <const void *>self._copy_src,
+                        self._copy_n)
+            status = r.start(<char *>self._in_at, <char *>self._out_at, tag)
+            if status == 0:
+                status = r.advance(False)
+            if status < 0:
+                r.cancel()
+        if status < 0:
+            raise _error(r.err)
+
+    def Wait(self, status=None):
+        """Wait until the started collective is complete. An interrupt (Ctrl-C) in
+        the wait ends the job (:mod:`wacoll.mpi.interrupts`)."""
+        cdef Runner r = self._bound
+        cdef int outcome = 1
+        if r is None:
+            return self._wait(status)
+        if r.started and not r.done:
+            with nogil:
+                outcome = r.advance(True)
+                if outcome < 0:
+                    r.cancel()
+            if outcome < 0:
+                self._failed(_error(r.err))
+        return True
+
+    def Test(self, status=None):
+        """Whether the started collective is complete (advancing it)."""
+        cdef Runner r = self._bound
+        cdef int outcome = 1
+        if r is None:
+            return self._test(status)
+        if r.started and not r.done:
+            with nogil:
+                outcome = r.advance(False)
+                if outcome < 0:
+                    r.cancel()
+            if outcome < 0:
+                raise _error(r.err)
+        return outcome == 1

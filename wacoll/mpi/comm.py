@@ -740,7 +740,7 @@ class Comm(MPI.Intracomm):
         op = reader.__name__
         if op in _REDUCTIONS:
             reader = functools.partial(reader, level=level, default_level=self.level)
-        plan = native = prepared = error = planned = None
+        plan = native = prepared = error = planned = library = None
         tag = BLOCKING_TAG if mode == "call" else call_tag(seq)
         try:
             prepared = reader(self._place, *args)
@@ -785,6 +785,9 @@ class Comm(MPI.Intracomm):
                         if len(self._seen) >= 4 * CAPACITY:
                             self._seen.clear()
                         self._seen.add(key)
+                if native and mode == "call" and tracer is None and self.validate \
+                        and vector_check is None:
+                    library = self._library(op, args, sig, key)
                 if mode == "call" and not native and tracer is None and \
                         not isinstance(plan, Composite):
                     planned = self._plan_calls.make(
@@ -792,7 +795,7 @@ class Comm(MPI.Intracomm):
                         self._program(plan, prepared), prepared, sig, args,
                         key if vector_check is None else None,
                         checked=self.validate and vector_check is None)
-                if planned is not None or mode == "bind":
+                if planned is not None or library is not None or mode == "bind":
                     pass  # the compiled route below; a persistent request binds later
                 elif op == "barrier" and self.validate:
                     # the check is an all-reduce: it synchronises every rank already
@@ -810,6 +813,13 @@ class Comm(MPI.Intracomm):
                 self._replay_failed(planned)
             if prepared.finish is not None:
                 prepared.finish()
+            if shape is not None:
+                self._tuning.observe(shape, perf_counter() - started)
+            return
+        if library is not None:  # the library's collective, checked in C beside it
+            self.last_plan, self.last_family, self.last_route = None, NATIVE, "compiled"
+            if not library.run(tuple(map(for_mpi, args))):
+                self._replay_failed(library)
             if shape is not None:
                 self._tuning.observe(shape, perf_counter() - started)
             return
@@ -881,6 +891,15 @@ class Comm(MPI.Intracomm):
             del self._recorded[next(iter(self._recorded))]
         self._recorded[key] = NativeCall(sig.digest(), method, replace, sig,
                                          self._blocking_check, keep)
+
+    def _library(self, op, args, sig, key):
+        """The compiled blocking call of the library's collective on several
+        clusters (:meth:`PlanCalls.library`), or None where it does not apply."""
+        if self._check_program is None:
+            return None  # one cluster: the check runs first (wacoll.mpi.fastpath)
+        method = None if op == "barrier" else getattr(self._wire, _NATIVE[op])
+        replace = tuple((i, for_mpi(a)) for i, a in enumerate(args) if type(a) is str)
+        return self._plan_calls.library(method, replace, sig, args, key)
 
     def _library_call(self, op, args, blocking):
         """The MPI library's collective for ``op`` over ``args`` on the wire, ready

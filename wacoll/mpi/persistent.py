@@ -25,12 +25,13 @@ from mpi4py import MPI
 
 from wacoll.errors import WacollError
 from wacoll.mpi.buffers import for_mpi
-from wacoll.mpi.executor import Run, call_tag
+from wacoll.mpi.executor import TAG_BASE, TAG_SPAN, Run, call_tag
 from wacoll.mpi.plancall import _where
 from wacoll.mpi.interrupts import collective_name, interrupted
 from wacoll.mpi.progress import wait_request
 from wacoll.mpi.runner import array_address as _address
 from wacoll.mpi.runner import bound_runner, copy_bytes
+from wacoll.mpi._runner import PersistentRun
 
 __all__ = ["Request", "Prequest"]
 
@@ -82,10 +83,12 @@ class Request(MPI.Grequest):
     test = Test
 
 
-class Prequest:
+class Prequest(PersistentRun):
     """A persistent wacoll collective (see the module docstring).
 
     Not created directly: ``comm.Bcast_init(buf, root)`` and friends return one.
+    A plan the compiled runner runs starts, waits and tests in C
+    (:class:`wacoll.mpi._runner.PersistentRun`); the methods here run the rest.
     """
 
     def __init__(self, comm, prepared, plan, program, args, op):
@@ -126,9 +129,12 @@ class Prequest:
                 start, n = prepared.in_copy
                 size = prepared.dtype.itemsize
                 self._in_copy = (self._at[0], self._at[1] + start * size, n * size)
+            if self._runner is not None:
+                self.bind_runner(self._runner, comm, *self._at, self._in_copy or (),
+                                 TAG_BASE, TAG_SPAN)
 
-    def Start(self):
-        """Start the collective (every rank starts its requests in the same order)."""
+    def _start(self):
+        """:meth:`Start` outside the compiled route (and its errors)."""
         if self._comm._broken is not None:  # e.g. an interrupted call
             raise WacollError(self._comm._broken)
         if self._native is not None:
@@ -186,9 +192,8 @@ class Prequest:
         fresh.counts = self._prepared.counts
         return fresh
 
-    def Wait(self, status=None):
-        """Wait until the started collective is complete. An interrupt (Ctrl-C) in
-        the wait ends the job (:mod:`wacoll.mpi.interrupts`)."""
+    def _wait(self, status=None):
+        """:meth:`Wait` outside the compiled route."""
         try:
             if self._native is not None:
                 return self._native.Wait(status)
@@ -196,11 +201,15 @@ class Prequest:
                 self._advance(True)
             return True
         except BaseException as exc:
-            interrupted(exc, f"Wait of {collective_name(self._op, 'bind')}", self._comm)
-            raise
+            self._failed(exc)
 
-    def Test(self, status=None):
-        """Whether the started collective is complete (advancing it)."""
+    def _failed(self, exc):
+        """Raise what ended a wait (an interrupt ends the job first)."""
+        interrupted(exc, f"Wait of {collective_name(self._op, 'bind')}", self._comm)
+        raise exc
+
+    def _test(self, status=None):
+        """:meth:`Test` outside the compiled route."""
         if self._native is not None:
             return self._native.Test(status)
         if self._runner is not None:
@@ -213,6 +222,7 @@ class Prequest:
             self._native.Free()
             self._native = None
         self._run = self._runner = None
+        self.bind_runner(None, None, 0, 0, (), TAG_BASE, TAG_SPAN)
 
     @staticmethod
     def Startall(requests):
@@ -232,9 +242,9 @@ class Prequest:
         """Whether every request in ``requests`` is complete (advancing each)."""
         return all([request.Test() for request in requests])
 
-    wait = Wait
-    test = Test
-    start = Start
+    wait = PersistentRun.Wait
+    test = PersistentRun.Test
+    start = PersistentRun.Start
 
 
 #: The MPI library's persistent collective for each operation (the native family).

@@ -151,6 +151,25 @@ class PlanCalls:
             self._record(key, planned)
         return planned
 
+    def library(self, method, replace, sig, args, key):
+        """The :class:`~wacoll.mpi._runner.LibraryCall` of a blocking call the MPI
+        library runs on several clusters (``method``: its non-blocking collective on
+        the wire, None for a Barrier), or None without the compiled check (one
+        cluster, no check, ``check="first"``, no runner). Recorded under ``key``
+        (when not None), like a plan's call.
+
+        ``replace`` lists the arguments a replayed call passes differently (an
+        ``MPI.Op`` for an operator named by a string)."""
+        if not self.ready or self.check is None or self.first:
+            return None
+        keep = tuple(a for a in args if isinstance(a, MPI.Op)) + tuple(
+            a[-1] for a in args if type(a) in (list, tuple) and a)
+        call = _runner.LibraryCall(self.check, sig.digest(), method, replace, sig,
+                                   keep, BLOCKING_TAG)
+        if key is not None:
+            self._record(key, call)
+        return call
+
     def _record(self, key, planned):
         recordings = self.recordings
         if recordings is None:
