@@ -51,6 +51,7 @@ __all__ = [
     "TestbedError",
     "TestbedUnavailable",
     "TestbedWarning",
+    "SimGridUnavailable",
     "ProofCacheWarning",
     "LinksWarning",
 ]
@@ -277,6 +278,11 @@ class TestbedError(WacollError):
 
 class TestbedUnavailable(TestbedError):
     """This machine cannot host a testbed (not root, no TUN device, no ``ip``)."""
+
+
+class SimGridUnavailable(WacollError, ImportError):
+    """SimGrid's Python bindings cannot be imported, or a SimGrid simulation failed
+    (:mod:`wacoll.plans.sim.simgrid`); the message says how to install them."""
 
 
 class TestbedWarning(UserWarning):
