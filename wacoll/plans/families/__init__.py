@@ -6,8 +6,10 @@ each takes, and :func:`build`, the one entry point that picks a builder by name:
 Families: ``magpie`` (MagPIe's wide-area algorithms), ``mpich`` (the MPICH 1.1
 algorithms MagPIe compares against), ``tree`` (any tree, PATHS/LAM), ``gridmpi``
 (Matsuda's multi-sender broadcast and allreduce), ``combining`` (Plaat's
-cluster-combining alltoall) and ``modern`` (the algorithms MPICH 4 and Open MPI 5
-select: Bruck, recursive doubling, ring, Rabenseifner, van de Geijn, dissemination).
+cluster-combining alltoall), ``modern`` (the algorithms MPICH 4 and Open MPI 5
+select: Bruck, recursive doubling, ring, Rabenseifner, van de Geijn, dissemination)
+and ``hierarchical`` (any of these inside each cluster and any between the clusters'
+coordinators, composed into one plan).
 
 Each family module defines ``BUILDERS`` (operation -> builder function) and, next to
 it, ``OPTIONS`` (operation -> the keyword options that builder takes, in its
@@ -18,7 +20,7 @@ first time it is asked for.
 Examples
 --------
 >>> sorted(FAMILIES)
-['combining', 'gridmpi', 'magpie', 'modern', 'mpich', 'tree']
+['combining', 'gridmpi', 'hierarchical', 'magpie', 'modern', 'mpich', 'tree']
 >>> options("mpich", "alltoall")
 ('count', 'itemsize', 'order')
 """
@@ -40,6 +42,7 @@ FAMILIES = {
     "gridmpi": "wacoll.plans.families.gridmpi",
     "combining": "wacoll.plans.families.combining",
     "modern": "wacoll.plans.families.modern",
+    "hierarchical": "wacoll.plans.families.hierarchical",
 }
 
 
