@@ -45,6 +45,7 @@ MPI_DOCTESTS = Path(__file__).parent.parent / "wacoll" / "mpi"
 def pytest_collection_modifyitems(config, items):
     """The MPI world's doctests (``wacoll/mpi/``), which pytest-mpi would skip as
     "need --with-mpi option to run", say what they need and where they run."""
+    _skip_simgrid_doctests(items)
     if config.getoption("--only-mpi", default=False) or \
             config.getoption("--with-mpi", default=False):
         return
@@ -54,6 +55,23 @@ def pytest_collection_modifyitems(config, items):
         path = Path(str(item.path))
         if MPI_DOCTESTS in path.parents and "mpi" in item.keywords:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+SIMGRID_MODULE = Path(__file__).parent.parent / "wacoll" / "plans" / "sim" / "simgrid.py"
+
+
+def _skip_simgrid_doctests(items):
+    """The doctests of wacoll/plans/sim/simgrid.py that run SimGrid skip, saying why,
+    where its Python bindings are not installed (tools/install_simgrid.sh)."""
+    needs = [item for item in items if Path(str(item.path)) == SIMGRID_MODULE
+             and any(call in ex.source for ex in getattr(item, "dtest", None).examples
+                     for call in ("simulate_simgrid(", "routes("))]
+    if needs:
+        from wacoll.plans.sim.simgrid import simgrid_unavailable
+
+        reason = simgrid_unavailable()
+        for item in needs if reason else ():
+            item.add_marker(pytest.mark.skip(reason=f"needs SimGrid: {reason}"))
 
 
 def pytest_ignore_collect(collection_path, config):

@@ -1,0 +1,108 @@
+"""wacoll.plans.sim.simgrid: plans on SimGrid, held against wacoll's LinkModel.
+
+The tests that run SimGrid skip, saying why, where its Python bindings are not
+installed (``tools/install_simgrid.sh``); the platform's description and the error
+without SimGrid are tested everywhere.
+"""
+
+import pytest
+
+from wacoll import Topology
+from wacoll.errors import PlanError, SimGridUnavailable
+from wacoll.plans import build
+from wacoll.plans.sim import LinkModel, TsTrModel, simulate
+from wacoll.plans.sim import simgrid as sgsim
+
+REASON = sgsim.simgrid_unavailable()
+needs_simgrid = pytest.mark.skipif(REASON is not None, reason=f"needs SimGrid: {REASON}")
+
+
+def test_platform_description_has_the_topologys_links():
+    topo = Topology.from_sizes([2, 3], intra_latency=2e-5, intra_bandwidth=5e8,
+                               wan_latency=0.005, wan_bandwidth=1e8,
+                               node_bandwidth=[1e8, 2e8, 1e8, 1e8, 3e8])
+    p = sgsim.platform_description(topo)
+    assert p["clusters"] == [[0, 1], [2, 3, 4]]
+    assert p["up"] == [1e8, 2e8, 1e8, 1e8, 3e8]  # node rates cap each rank
+    assert p["lan"] == [[2e-5, 3e8], [2e-5, 3e8]]  # fat pipes: never the bottleneck
+    # the wide-area link's latency plus the receiver's LAN is the topology's
+    assert [w[:2] for w in p["wan"]] == [[0, 1], [1, 0]]
+    for a, b, lat, bw in p["wan"]:
+        assert lat + 2e-5 == pytest.approx(topo.wan_link(a, b).latency)
+        assert bw == topo.wan_link(a, b).bandwidth
+
+
+def test_errors_name_the_fault():
+    topo = Topology.from_sizes([2, 2])
+    plan = build("bcast", topo, "magpie", count=8)
+    with pytest.raises(PlanError, match="needs a LinkModel"):
+        sgsim.simulate_simgrid(plan, TsTrModel(1, 2))
+    with pytest.raises(PlanError, match="needs a wacoll Plan"):
+        sgsim.simulate_simgrid("plan")
+    with pytest.raises(PlanError, match="other clusters"):
+        sgsim.simulate_simgrid(plan, LinkModel(Topology.from_sizes([1, 3])))
+
+
+def test_without_simgrid_the_error_says_how_to_install(monkeypatch):
+    # as a child process without SimGrid answers
+    monkeypatch.setattr(sgsim, "_PROBE", None)
+
+    def broken(request, timeout):
+        raise SimGridUnavailable("SimGrid's Python bindings are not importable; "
+                                 + sgsim.INSTALL_HINT)
+
+    monkeypatch.setattr(sgsim, "_child", broken)
+    reason = sgsim.simgrid_unavailable()
+    assert "tools/install_simgrid.sh" in reason and "wacoll[simgrid]" in reason
+    plan = build("bcast", Topology.from_sizes([1, 1]), "magpie", count=8)
+    with pytest.raises(SimGridUnavailable, match="install_simgrid"):
+        sgsim.simulate_simgrid(plan)
+    assert isinstance(SimGridUnavailable("x"), ImportError)
+
+
+@needs_simgrid
+@pytest.mark.parametrize("wide", [False, True])
+def test_one_message_takes_latency_plus_size_over_bandwidth(wide):
+    topo = Topology.from_sizes([1, 1] if wide else [2], intra_latency=3e-5,
+                               intra_bandwidth=2e8, wan_latency=0.01, wan_bandwidth=1e6)
+    plan = build("bcast", topo, "tree", tree="flat", count=50_000)
+    link = topo.link(0, 1)
+    result = sgsim.simulate_simgrid(plan, LinkModel(topo))
+    assert result.finish[1] == pytest.approx(link.latency + 50_000 / link.bandwidth,
+                                             rel=1e-9)
+    assert result.finish[0] == pytest.approx(50_000 / 2e8)  # the sender's node rate
+    assert result.messages == 1 and result.version
+
+
+@needs_simgrid
+def test_the_platform_routes_have_the_topologys_links():
+    topo = Topology.from_sizes([2, 1, 1], wan_latency=0.02, wan_bandwidth=3e6)
+    got = sgsim.routes(topo, [(0, 1), (1, 3), (3, 2)])
+    assert got[0, 1] == (["up0", "lan0"], pytest.approx(1e-5), 1e9)
+    assert got[1, 3] == (["up1", "wan0-2", "lan2"], pytest.approx(0.02), 3e6)
+    assert got[3, 2] == (["up3", "wan2-1", "lan1"], pytest.approx(0.02), 3e6)
+
+
+@needs_simgrid
+@pytest.mark.parametrize("op,family", [("bcast", "magpie"), ("allreduce", "mpich"),
+                                       ("alltoall", "magpie"), ("allreduce", "gridmpi")])
+def test_a_small_plan_matches_wacolls_simulator(op, family):
+    topo = Topology.from_sizes([2, 2, 2], wan_latency=0.01, wan_bandwidth=1e6)
+    level = {"level": "commutative"} if "reduce" in op else {}
+    plan = build(op, topo, family, count=4096, **level)
+    model = LinkModel(topo, overhead=2e-5)
+    ours = simulate(plan, model).completion
+    theirs = sgsim.simulate_simgrid(plan, model).completion
+    assert theirs == pytest.approx(ours, rel=0.02)
+
+
+@needs_simgrid
+def test_wide_area_flows_share_their_link():
+    # both ranks of a cluster send 1e5 bytes to each rank of the other at once: the
+    # 1 MB/s link in each direction carries four messages
+    topo = Topology.from_sizes([2, 2], wan_latency=0.01, wan_bandwidth=1e6)
+    plan = build("alltoall", topo, "mpich", count=100_000)
+    ours = simulate(plan, LinkModel(topo))
+    theirs = sgsim.simulate_simgrid(plan, LinkModel(topo))
+    assert theirs.completion == pytest.approx(ours.completion, rel=1e-3)
+    assert ours.completion > 0.4  # the link was shared
