@@ -8,8 +8,9 @@ algorithms MagPIe compares against), ``tree`` (any tree, PATHS/LAM), ``gridmpi``
 (Matsuda's multi-sender broadcast and allreduce), ``combining`` (Plaat's
 cluster-combining alltoall), ``modern`` (the algorithms MPICH 4 and Open MPI 5
 select: Bruck, recursive doubling, ring, Rabenseifner, van de Geijn, dissemination)
-and ``hierarchical`` (any of these inside each cluster and any between the clusters'
-coordinators, composed into one plan).
+``hierarchical`` (any of these inside each cluster and any between the clusters'
+coordinators, composed into one plan) and ``recent`` (algorithms published since
+2019: NCCL's double binary tree and PAT, Swing, Bine trees).
 
 Each family module defines ``BUILDERS`` (operation -> builder function) and, next to
 it, ``OPTIONS`` (operation -> the keyword options that builder takes, in its
@@ -20,7 +21,7 @@ first time it is asked for.
 Examples
 --------
 >>> sorted(FAMILIES)
-['combining', 'gridmpi', 'hierarchical', 'magpie', 'modern', 'mpich', 'tree']
+['combining', 'gridmpi', 'hierarchical', 'magpie', 'modern', 'mpich', 'recent', 'tree']
 >>> options("mpich", "alltoall")
 ('count', 'itemsize', 'order')
 """
@@ -43,6 +44,7 @@ FAMILIES = {
     "combining": "wacoll.plans.families.combining",
     "modern": "wacoll.plans.families.modern",
     "hierarchical": "wacoll.plans.families.hierarchical",
+    "recent": "wacoll.plans.families.recent",
 }
 
 
