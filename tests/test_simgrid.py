@@ -24,7 +24,8 @@ def test_platform_description_has_the_topologys_links():
     p = sgsim.platform_description(topo)
     assert p["clusters"] == [[0, 1], [2, 3, 4]]
     assert p["up"] == [1e8, 2e8, 1e8, 1e8, 3e8]  # node rates cap each rank
-    assert p["lan"] == [[2e-5, 3e8], [2e-5, 3e8]]  # fat pipes: never the bottleneck
+    # a LAN carries its ranks' node rates and the wide-area links in: never the bottleneck
+    assert p["lan"] == [[2e-5, 2 * (3e8 + 1e8)], [2e-5, 2 * (5e8 + 1e8)]]
     # the wide-area link's latency plus the receiver's LAN is the topology's
     assert [w[:2] for w in p["wan"]] == [[0, 1], [1, 0]]
     for a, b, lat, bw in p["wan"]:
@@ -78,7 +79,7 @@ def test_one_message_takes_latency_plus_size_over_bandwidth(wide):
 def test_the_platform_routes_have_the_topologys_links():
     topo = Topology.from_sizes([2, 1, 1], wan_latency=0.02, wan_bandwidth=3e6)
     got = sgsim.routes(topo, [(0, 1), (1, 3), (3, 2)])
-    assert got[0, 1] == (["up0", "lan0"], pytest.approx(1e-5), 1e9)
+    assert got[0, 1] == (["up0", "lan0"], pytest.approx(1e-5), 1e9)  # the node rate
     assert got[1, 3] == (["up1", "wan0-2", "lan2"], pytest.approx(0.02), 3e6)
     assert got[3, 2] == (["up3", "wan2-1", "lan1"], pytest.approx(0.02), 3e6)
 

@@ -23,10 +23,13 @@ The platform mirrors :class:`~wacoll.plans.sim.LinkModel`'s assumptions:
 * one host per rank, with its own outgoing link ``up<r>`` (latency 0, bandwidth the
   rank's node rate, :meth:`~wacoll.plans.sim.LinkModel.nodecheck_rate`), shared by
   the messages it has in flight;
-* per cluster a LAN link ``lan<c>`` (the intra-cluster latency) shared as a *fat
-  pipe*: every message crossing it gets its full bandwidth (a non-blocking switch,
-  receivers not a bottleneck), which is the largest node rate, so a rank's node rate
-  is what limits it;
+* per cluster a LAN link ``lan<c>`` (the intra-cluster latency), the cluster's
+  switch: non-blocking, as LinkModel takes it, so its bandwidth is the sum of
+  every rate that can cross it (its ranks' node rates and the wide-area links into
+  the cluster) and it is never the bottleneck; receivers are not one either.
+  (SimGrid's *fat pipe* sharing would say the same, but its max-min weights flows
+  by their routes' latencies: a short intra-cluster message crossing a fat pipe
+  would all but stop the wide-area flows crossing it too);
 * per directed cluster pair ``(a, b)`` a wide-area link ``wan<a>-<b>`` with the
   topology's bandwidth (:meth:`~wacoll.Topology.wan_link`), shared max-min fairly
   between the messages on it. Within a cluster a route is ``up<r>, lan<c>``; across
@@ -114,6 +117,9 @@ class SimGridResult:
         When each rank finished its program (a sender is done when its last message
         is handed over and its node rate has passed its bytes, as under
         :class:`~wacoll.plans.sim.LinkModel`).
+    arrivals : tuple of float
+        When each message (in :meth:`~wacoll.plans.Plan.messages` order) was
+        delivered, as :attr:`wacoll.plans.sim.SimResult.arrivals`.
     messages : int
         Messages simulated.
     wall : float
@@ -124,6 +130,7 @@ class SimGridResult:
 
     completion: float
     finish: tuple
+    arrivals: tuple
     messages: int
     wall: float
     version: str
@@ -158,41 +165,45 @@ def platform_description(topology: Topology, model: LinkModel | None = None) -> 
     -------
     dict
         ``clusters`` (the ranks of each), ``up`` (per rank: bandwidth), ``lan`` (per
-        cluster: ``[latency, bandwidth]``), ``wan`` (``[a, b, latency, bandwidth]``
-        per directed pair of clusters; the latency less the LAN's), all in seconds
-        and bytes/s.
+        cluster: ``[latency, bandwidth]``; twice what can cross it), ``wan``
+        (``[a, b, latency, bandwidth]`` per directed pair of clusters; the latency
+        less the LAN's), all in seconds and bytes/s.
 
     Examples
     --------
     >>> from wacoll import Topology
     >>> p = platform_description(Topology.from_sizes([1, 2], wan_latency=0.01,
     ...                                              wan_bandwidth=1e6))
-    >>> p["clusters"], p["up"], p["lan"][0], p["wan"][0]
-    ([[0], [1, 2]], [1000000000.0, 1000000000.0, 1000000000.0], [1e-05, 1000000000.0], [0, 1, 0.00999, 1000000.0])
+    >>> p["clusters"], p["up"], p["wan"][0]
+    ([[0], [1, 2]], [1000000000.0, 1000000000.0, 1000000000.0], [0, 1, 0.00999, 1000000.0])
+    >>> p["lan"]  # 2 x (node rates + wide-area links in): never the bottleneck
+    [[1e-05, 2002000000.0], [1e-05, 4002000000.0]]
     """
     if not isinstance(topology, Topology):
         raise PlanError("platform_description needs a wacoll.Topology")
     model = model or LinkModel(topology)
     rates = [model.nodecheck_rate(r) for r in range(topology.size)]
-    lan_bw = max(rates)
     lat = topology.intra.latency
     m = topology.nclusters
-    wan = []
+    wan, into = [], [0.0] * m
     for a in range(m):
         for b in range(m):
             if a != b:
                 link = topology.wan_link(a, b)
                 wan.append([a, b, max(0.0, link.latency - lat), float(link.bandwidth)])
+                into[b] += link.bandwidth
+    lan = [[lat, 2.0 * (sum(rates[r] for r in members) + into[c])]
+           for c, members in enumerate(topology.clusters)]
     return {"clusters": [list(c) for c in topology.clusters], "up": rates,
-            "lan": [[lat, lan_bw] for _ in range(m)], "wan": wan}
+            "lan": lan, "wan": wan}
 
 
 def _programs(plan, model):
     """Per rank, its steps as JSON-ready rows (see :func:`_actor`)."""
     messages = plan.messages()
     by_send, by_recv = {}, {}
-    for m in messages:
-        by_send[m.src, m.send_step] = m
+    for k, m in enumerate(messages):
+        by_send[m.src, m.send_step] = k, m
         by_recv[m.dst, m.recv_step] = m
     ro, rate = model.recv_overhead, model.compute_rate
     rates = [model.nodecheck_rate(r) for r in range(plan.size)]
@@ -206,8 +217,8 @@ def _programs(plan, model):
         while i < len(prog):
             s = prog[i]
             if s.kind == "send":
-                b = by_send[r, i].nbytes
-                rows.append(["s", s.peer, b, b / rates[r]])
+                k, m = by_send[r, i]
+                rows.append(["s", s.peer, m.nbytes, m.nbytes / rates[r], k])
             elif s.kind in ("recv", "recv_combine"):
                 j = i + 1
                 if s.group:
@@ -288,7 +299,8 @@ def simulate_simgrid(plan, model: LinkModel | None = None, *,
     t0 = time.monotonic()
     out = _child(request, timeout=timeout)
     finish = tuple(out["finish"])
-    return SimGridResult(completion=max(finish), finish=finish, messages=nmsg,
+    return SimGridResult(completion=max(finish), finish=finish,
+                         arrivals=tuple(out["arrivals"]), messages=nmsg,
                          wall=time.monotonic() - t0, version=out["version"])
 
 
@@ -370,8 +382,8 @@ def _child_main():
                         min(x.bandwidth for x in links)])
         print(json.dumps({"routes": out, "version": version}))
         return
-    finish = _run(sg, engine, hosts, request)
-    print(json.dumps({"finish": finish, "version": version}))
+    finish, arrivals = _run(sg, engine, hosts, request)
+    print(json.dumps({"finish": finish, "arrivals": arrivals, "version": version}))
 
 
 def _build_platform(sg, p):
@@ -383,7 +395,6 @@ def _build_platform(sg, p):
         zone.set_parent(root)
         lat, bw = p["lan"][c]
         lan = zone.create_link(f"lan{c}", bw).set_latency(lat)
-        lan.set_sharing_policy(sg.Link.SharingPolicy.FATPIPE, None)
         down = [sg.LinkInRoute(lan)]
         for r in members:
             host = zone.create_host(f"r{r}", 1e9)
@@ -410,6 +421,7 @@ def _run(sg, engine, hosts, request):
     programs, overhead, buffered = request["programs"], request["overhead"], \
         request["buffered"]
     finish = [0.0] * len(programs)
+    arrivals = [None] * sum(row[0] == "s" for rows in programs for row in rows)
     boxes = {}
 
     def box(a, b):
@@ -423,12 +435,12 @@ def _run(sg, engine, hosts, request):
         for row in rows:
             kind = row[0]
             if kind == "s":
-                _, peer, nbytes, busy = row
+                _, peer, nbytes, busy, k = row
                 if overhead:
                     sleep(overhead)
                 comm = box(rank, peer).put_async(rank, nbytes)
+                pending.append((k, comm))
                 if buffered:
-                    pending.append(comm)
                     if busy:
                         sleep(busy)
                 else:
@@ -451,8 +463,9 @@ def _run(sg, engine, hosts, request):
             elif row[1]:
                 sleep(row[1])
         finish[rank] = engine.clock
-        if pending:
-            sg.Comm.wait_all(pending)
+        for k, comm in pending:
+            comm.wait()
+            arrivals[k] = comm.finish_time
 
     actors = [sg.Actor.create(f"rank{r}", hosts[r], actor, r, rows)
               for r, rows in enumerate(programs)]
@@ -462,4 +475,4 @@ def _run(sg, engine, hosts, request):
             if row[0] == "s":
                 box(r, row[1]).set_receiver(actors[row[1]])
     engine.run()
-    return finish
+    return finish, arrivals
