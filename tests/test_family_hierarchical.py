@@ -239,8 +239,7 @@ def test_selected_by_name():
     ({"inner_algorithm": "knomial"}, "magpie family's reduce takes no algorithm"),
     ({"inner": "modern", "inner_algorithm": "knomial"},
      "modern reduce algorithm must be"),
-    ({"inner_options": {"radix": 2}}, "no inner phase of the hierarchical allreduce "
-                                      "takes 'radix'"),
+    ({"inner_options": {"radix": 2}}, "the magpie family takes no option 'radix'"),
     ({"outer_options": {"count": 2}}, "may not set 'count'"),
     ({"outer_options": {"algorithm": "ring"}}, "outer_algorithm sets it"),
     ({"outer_options": 5}, "pairs or a mapping"),
@@ -252,6 +251,20 @@ def test_bad_options(kw, match):
     with pytest.raises(PlanError, match=match):
         build("allreduce", Topology.from_sizes([2, 2]), "hierarchical",
               **dict({"level": "commutative"}, **kw))
+
+
+def test_options_apply_where_a_builder_takes_them():
+    """One set of options serves every operation: the k-nomial radix reaches the
+    broadcasts and is no error for a reduce, which has none."""
+    topo = Topology.from_sizes([5, 5])
+    kw = dict(inner="modern", inner_algorithm=(("bcast", "knomial"),),
+              inner_options={"radix": 2})
+    assert build("reduce", topo, "hierarchical", inner="modern", level="commutative",
+                 inner_options={"radix": 2}).check()
+    binary = build("allreduce", topo, "hierarchical", level="commutative", **kw)
+    quad = build("allreduce", topo, "hierarchical", level="commutative",
+                 **dict(kw, inner_options={"radix": 4}))
+    assert binary.check().max_sends < quad.check().max_sends  # wider tree, more children
 
 
 def test_bad_options_of_other_operations():

@@ -45,7 +45,9 @@ and ``outer_algorithm`` are passed as the phases' ``algorithm`` option (``None``
 the family's default; a string: every phase of that level; ``(("bcast",
 "knomial"), ("reduce", "binomial"))``: per operation); ``inner_options`` and
 ``outer_options`` are more options, as ``(name, value)`` pairs (or a mapping), each
-passed to the phases of its level whose builders take it, and refused if none does.
+passed to the phases of its level whose builders take it (so that one set serves
+every operation, as a communicator's options do), and refused if no builder of
+that family takes it.
 
 Reduction levels: the composite keeps the level asked for only if every part does
 (each part is built at that level and refuses what it cannot keep) and the
@@ -168,10 +170,9 @@ class _Level:
             if key in _LAYOUT or key == "algorithm":
                 which = f"{name}_algorithm" if key == "algorithm" else "the composite"
                 raise PlanError(f"{name}_options may not set {key!r}: {which} sets it")
-            if not any(key in self.module.OPTIONS[o] for o in self.ops):
-                raise PlanError(f"{name}_options: no {name} phase of the hierarchical "
-                                f"{op} takes {key!r} (the {family} family's "
-                                f"{', '.join(self.ops)})")
+            if not any(key in taken for taken in self.module.OPTIONS.values()):
+                raise PlanError(f"{name}_options: the {family} family takes no option "
+                                f"{key!r} for any operation")
 
     def kwargs(self, op, **layout):
         """The builder options of this level's ``op`` phase."""
