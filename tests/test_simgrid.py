@@ -54,7 +54,7 @@ def test_without_simgrid_the_error_says_how_to_install(monkeypatch):
 
     monkeypatch.setattr(sgsim, "_child", broken)
     reason = sgsim.simgrid_unavailable()
-    assert "tools/install_simgrid.sh" in reason and "wacoll[simgrid]" in reason
+    assert "tools/install_simgrid.sh" in reason and "pip install simgrid" in reason
     plan = build("bcast", Topology.from_sizes([1, 1]), "magpie", count=8)
     with pytest.raises(SimGridUnavailable, match="install_simgrid"):
         sgsim.simulate_simgrid(plan)

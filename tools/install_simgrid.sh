@@ -6,8 +6,9 @@
 #
 #   tools/install_simgrid.sh [VENV]      (default .venv; as root, or with sudo)
 #
-# Elsewhere (another Python, no apt): pip install 'wacoll[simgrid]' builds SimGrid
-# from source (cmake, a C++ compiler and Boost; many minutes).
+# Elsewhere (another Python, no apt): pip install simgrid builds SimGrid from source
+# (cmake, a C++ compiler and Boost; many minutes; SimGrid 4.1's bindings did not build
+# against pybind11 3 here).
 set -euo pipefail
 venv=${1:-.venv}
 python="$venv/bin/python"
@@ -15,11 +16,11 @@ python="$venv/bin/python"
 abi=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 if [ "$abi" != "3.11" ]; then
     echo "install_simgrid: Debian's python3-simgrid is built for Python 3.11, $python is" \
-         "$abi; use pip install 'wacoll[simgrid]' instead" >&2
+         "$abi; use pip install simgrid instead" >&2
     exit 1
 fi
 command -v apt-get >/dev/null || {
-    echo "install_simgrid: no apt-get; use pip install 'wacoll[simgrid]'" >&2; exit 1; }
+    echo "install_simgrid: no apt-get; use pip install simgrid" >&2; exit 1; }
 sudo=""
 [ "$(id -u)" = 0 ] || sudo=sudo
 if ! dpkg -s python3-simgrid >/dev/null 2>&1; then

@@ -11,8 +11,8 @@ when each rank finished: a prediction made without any of
 against (``benchmarks/bench_simgrid.py``).
 
 Install SimGrid's Python bindings with ``tools/install_simgrid.sh`` (Debian's
-``python3-simgrid``, made importable from the project's environment), or
-``pip install simgrid`` (built from source). This module imports without them; using
+``python3-simgrid``, made importable from the project's environment, in seconds),
+or elsewhere with ``pip install simgrid`` (built from source, in many minutes). This module imports without them; using
 it without them raises :class:`~wacoll.errors.SimGridUnavailable`, which says how to
 install them. A SimGrid engine runs once per process, so each simulation runs in a
 child Python process (``sys.executable``), which gets the platform and the programs
@@ -94,8 +94,8 @@ __all__ = ["simulate_simgrid", "platform_description", "routes", "simgrid_unavai
 #: How to install SimGrid's Python bindings for wacoll.
 INSTALL_HINT = ("install SimGrid's Python bindings: tools/install_simgrid.sh (Debian's "
                 "python3-simgrid, for Python 3.11, made importable from the project's "
-                "environment) or pip install 'wacoll[simgrid]' (SimGrid built from "
-                "source; needs cmake, a C++ compiler and Boost)")
+                "environment; seconds), or elsewhere SimGrid's own pip install simgrid "
+                "(built from source: cmake, a C++ compiler, Boost; many minutes)")
 
 #: SimGrid's configuration: the plain max-min model, TCP corrections off, quiet.
 CONFIG = ("network/model:CM02", "network/latency-factor:1", "network/bandwidth-factor:1",
