@@ -277,3 +277,26 @@ def test_bad_options_of_other_operations():
         build("reduce", TOPOLOGIES["reordered"], "hierarchical", level="associative")
     with pytest.raises(PlanError, match="takes no option 'intra'"):
         build("barrier", topo, "hierarchical", intra="binary")
+
+
+# ------------------------------------------------------------------ the policy
+def test_a_candidate_of_the_policy_when_asked():
+    """Policy.hierarchical_from prices the pairs against MagPIe's plan; off by
+    default, and below the threshold the rule alone decides."""
+    from wacoll.plans import Policy
+    from wacoll.plans.select import HIERARCHICAL_PAIRS, predicted_time
+
+    topo = Topology.from_sizes([2, 2, 2, 2], wan_latency=5e-4, wan_bandwidth=1.25e9)
+    call = Call("allreduce", count=1 << 17, itemsize=8, level="commutative")
+    assert select(call, topo).family == "magpie"
+    on = Policy(hierarchical_from=1 << 16)
+    chosen = select(call, topo, policy=on)
+    assert chosen.family == "hierarchical"
+    assert {k: v for k, v in chosen.options if k in ("inner", "outer")} in \
+        HIERARCHICAL_PAIRS
+    assert predicted_time(chosen, topo, call) < predicted_time(select(call, topo), topo,
+                                                               call)
+    small = Call("allreduce", count=16, itemsize=8, level="commutative")
+    assert select(small, topo, policy=on) == select(small, topo)
+    strict = Call("allreduce", count=1 << 17, itemsize=8, level="strict")
+    assert select(strict, topo, policy=on) == select(strict, topo)

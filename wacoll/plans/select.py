@@ -105,10 +105,15 @@ from wacoll.plans.operations import ARITHMETICS, LEVELS, OPERATIONS, block_count
 from wacoll.trees.frozen import freeze_tree
 
 __all__ = ["Call", "Policy", "Selection", "select", "adapt_script", "DEFAULT_POLICY",
-           "NATIVE", "HAN", "predicted_time", "plain_options"]
+           "NATIVE", "HAN", "HIERARCHICAL_PAIRS", "predicted_time", "plain_options"]
 
 #: The pseudo-family that hands a call to the MPI library's own collective.
 NATIVE = "native"
+#: The hierarchical family's candidates (:attr:`Policy.hierarchical_from`): MPICH
+#: 4's choice inside clusters and between coordinators, and MagPIe's trees inside
+#: with Matsuda's multi-sender algorithms between.
+HIERARCHICAL_PAIRS = ({"inner": "modern", "outer": "modern"},
+                      {"inner": "magpie", "outer": "gridmpi"})
 #: The options of the ``"han"`` pseudo-family (:func:`wacoll.plans.composite.compose`).
 HAN_OPTIONS = ("root", "count", "itemsize", "level", "segments", "inter")
 
@@ -214,6 +219,19 @@ class Policy:
         at 8 KiB, and 1.26x for 1 KiB. The halving reduce: 0.25-0.42x the
         binomial one from 64 KiB on 4 and 8 ranks, 0.73-0.78x on 3, 0.42x
         MagPIe's on the grid at 64 KiB.
+    hierarchical_from : int
+        On several clusters, a bcast or allreduce of at least this many bytes,
+        whose default is the magpie family, is priced by the simulator
+        (:func:`predicted_time`) against the hierarchical family's pairs of
+        :data:`HIERARCHICAL_PAIRS`, and the fastest runs (0, the default: never).
+        Each candidate is built and proved: such a selection took 6-28 ms on 8
+        ranks and 26-121 ms on 64 (4 us without), once per call shape, so the
+        default leaves it off. The simulator predicts, for 1 MiB on 8 clusters of
+        8 ranks joined by 0.5 ms, 1.25 GB/s links, 8.6 ms for the allreduce
+        (Rabenseifner's inside and between coordinators) against MagPIe's 16.1
+        ms, and 7.2 against 10.5 ms for the bcast (van de Geijn's scatter and
+        ring); on MagPIe's 10 ms, 1 MB/s links 1069 against 1102 ms for the
+        allreduce (Matsuda's between coordinators), and MagPIe's bcast.
     """
 
     threshold: int = 512
@@ -225,10 +243,11 @@ class Policy:
     combine_time: float = 1.5e-8
     stage_time: float = 3e-5
     halving_from: int = 65536
+    hierarchical_from: int = 0
 
     def __post_init__(self):
         for name in ("threshold", "segment_size", "max_segments", "reproducible_below",
-                     "halving_from"):
+                     "halving_from", "hierarchical_from"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise PlanError(f"{name} must be an integer >= 0, got {value!r}")
@@ -484,6 +503,10 @@ def _select(call: Call, topology, *, family=None, options=None, comm_family=None
         chosen, extra = _default_family(call, topology, policy)
         if chosen == NATIVE and not allow_native:
             chosen, extra = ("magpie" if topology.nclusters > 1 else "mpich"), {}
+        if chosen == "magpie" and policy.hierarchical_from and call.op in (
+                "bcast", "allreduce") and call.count and not options and \
+                call.nbytes >= policy.hierarchical_from:
+            return _fastest(call, topology, policy, comm_options)
     if chosen == NATIVE:
         if options:
             raise PlanError(f"the native family takes no options; got "
@@ -517,6 +540,25 @@ def _select(call: Call, topology, *, family=None, options=None, comm_family=None
         kwargs["segments"] = max(1, min(call.count, policy.max_segments,
                                         math.ceil(call.nbytes / policy.segment_size)))
     return Selection(call.op, chosen, tuple(sorted(kwargs.items())))
+
+
+def _fastest(call, topology, policy, comm_options):
+    """The magpie family's plan or a hierarchical pair's, whichever the simulator
+    predicts faster (see :attr:`Policy.hierarchical_from`); pairs that cannot keep
+    the call's level are left out."""
+    rule = dataclasses.replace(policy, hierarchical_from=0)
+    best = _select(call, topology, comm_options=comm_options, policy=rule)
+    seconds = predicted_time(best, topology, call, rule)
+    for pair in HIERARCHICAL_PAIRS:
+        try:
+            candidate = _select(call, topology, family="hierarchical", options=pair,
+                                policy=rule)
+            guess = predicted_time(candidate, topology, call, rule)
+        except PlanError:
+            continue
+        if guess < seconds:
+            best, seconds = candidate, guess
+    return best
 
 
 def _composes(call: Call, family) -> bool:

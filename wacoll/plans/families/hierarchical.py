@@ -62,8 +62,11 @@ each, ...). Elsewhere the builder raises :class:`~wacoll.errors.PlanError`.
 Every phase runs to its end on a rank before the next starts: a coordinator does
 not forward a segment into its cluster while it still receives the next one over
 the wide area (MagPIe's broadcast does). The plan is priced by the simulator like
-any other (:mod:`wacoll.plans.sim`); it is not a default of the selection policy
-(:mod:`wacoll.plans.select`): ask for it by name.
+any other (:mod:`wacoll.plans.sim`). The selection policy
+(:mod:`wacoll.plans.select`) prices a few pairs against MagPIe's plan for large
+broadcasts and allreduces when :attr:`Policy.hierarchical_from
+<wacoll.plans.select.Policy.hierarchical_from>` asks it to (off by default: the
+pricing builds every candidate); otherwise ask for the family by name.
 
 Examples
 --------
