@@ -72,8 +72,8 @@ Examples
 --------
 >>> from wacoll import Topology
 >>> topo = Topology.from_sizes([4, 4, 4, 4])
->>> plan = allreduce(topo, count=64, level="associative", outer_algorithm="recursive_doubling",
-...                  inner="modern", inner_algorithm="binomial")
+>>> plan = allreduce(topo, count=64, level="associative", inner="modern",
+...                  inner_algorithm="binomial", outer_algorithm="recursive_doubling")
 >>> plan.algorithm
 'inner:modern/binomial+outer:modern/recursive_doubling+inner:modern/binomial'
 >>> report = plan.check()
@@ -619,13 +619,12 @@ def barrier(topology, *, itemsize=1, inner="magpie", inner_algorithm=None,
     clusters = topology.clusters
     coords = topology.coordinators()
 
-    def local(phase):
-        return [_Part(_sub(inner, "barrier", topology.restrict(members),
-                           _local(members, b.focus), focused, itemsize=itemsize),
-                      members, phase, _scratch(phase))
-                for members in clusters if len(members) > 1]
-
-    parts = [("inner", local(0)), ("outer", []), ("inner", local(2))]
+    local = [(_sub(inner, "barrier", topology.restrict(members), _local(members, b.focus),
+                   focused, itemsize=itemsize), members)
+             for members in clusters if len(members) > 1]  # (run twice: arrival, release)
+    parts = [("inner", [_Part(plan, members, 0, _scratch(0)) for plan, members in local]),
+             ("outer", []),
+             ("inner", [_Part(plan, members, 2, _scratch(2)) for plan, members in local])]
     if len(clusters) > 1:
         plan = _sub(outer, "barrier", topology.restrict(coords), _local(coords, b.focus),
                     focused, itemsize=itemsize)
