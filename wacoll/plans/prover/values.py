@@ -181,7 +181,7 @@ class Reductions:
         self.group_key = group_key[order][starts]
         self.pairs = {}
         self.send_of = None
-        self.holding = {}  # (group, expression) -> slots holding it
+        self.widest = int(self.group_size.max()) if nslots else 0
 
     # ------------------------------------------------------------ values
     def value(self, defs, leaf):
@@ -230,35 +230,32 @@ class Reductions:
         its block (in any buffer)."""
         flow = self.flow
         groups, sizes = self._groups(r, entries)
-        holding = self.holding
-        found = np.array([n > 0 and (g, x) in holding for g, n, x in
-                          zip(groups.tolist(), sizes.tolist(), incoming.tolist())],
-                         dtype=bool)
+        found = np.zeros(len(entries), dtype=bool)
+        for k in range(self.widest):  # the k-th slot of each entry's group
+            has = np.flatnonzero(sizes > k)
+            if not len(has):
+                break
+            defs = self.current[self.group_slots[self.group_start[groups[has]] + k]]
+            held = np.where(defs >= 0, self.expr[np.maximum(defs, 0)], -1)
+            found[has] |= (defs >= 0) & (held == incoming[has])
         blocks = self.steps.block[entries]
         ins = flow.layout.in_held(np.full(len(entries), r), blocks) & \
             (incoming == r) & (blocks < self.steps.nblocks)
         return found | ins
 
     def _write(self, entries, exprs):
-        """Make ``entries`` the current values of their slots, keeping count of the
-        expressions each (rank, block) holds."""
-        slots = self.flow.slot[entries]
-        current, expr, holding = self.current, self.expr, self.holding
-        olds = current[slots]
-        old_exprs = expr[np.maximum(olds, 0)]
-        groups = self.slot_group[slots]
-        for g, old, was, new in zip(groups.tolist(), olds.tolist(), old_exprs.tolist(),
-                                    exprs.tolist()):
-            if old >= 0:
-                key = (g, was)
-                left = holding[key] - 1
-                if left:
-                    holding[key] = left
-                else:
-                    del holding[key]
-            key = (g, new)
-            holding[key] = holding.get(key, 0) + 1
-        current[slots] = entries
+        """Make ``entries`` the current values of their slots (what a (rank, block)
+        holds is read from its slots' current values: :meth:`holders`)."""
+        self.current[self.flow.slot[entries]] = entries
+
+    def _holds(self, g, x):
+        """Whether a slot of (rank, block) group ``g`` holds expression ``x`` now."""
+        start = int(self.group_start[g])
+        for s in self.group_slots[start:start + int(self.group_size[g])].tolist():
+            d = int(self.current[s])
+            if d >= 0 and int(self.expr[d]) == x:
+                return True
+        return False
 
     def _groups(self, r, entries):
         """The (rank, block) group of the slots of each entry's block, and its size
@@ -401,7 +398,7 @@ class Reductions:
             if slot < 0:
                 return None
             new = incoming
-            if (int(self.slot_group[slot]), new[0]) in self.holding or (
+            if self._holds(int(self.slot_group[slot]), new[0]) or (
                     new[0] == r and flow.layout.in_held(
                         np.array([r]), np.array([int(steps.block[e])]))[0]):
                 code, held = HOLDER, self.held_name(r, e, new[0])
@@ -415,19 +412,7 @@ class Reductions:
             code, made = self.combine_pair(a[0], c[0])
             new = (made, max(a[1], c[1]))
             operands = ([a[0]], [c[0]])
-        slot = int(flow.slot[e])
-        old, holding = int(self.current[slot]), self.holding
-        g = int(self.slot_group[slot])
-        if old >= 0:
-            key = (g, int(expr[old]))
-            left = holding[key] - 1
-            if left:
-                holding[key] = left
-            else:
-                del holding[key]
-        key = (g, new[0])
-        holding[key] = holding.get(key, 0) + 1
-        self.current[slot] = e
+        self.current[int(flow.slot[e])] = e
         expr[e], hops[e] = new
         return code, operands, held
 
