@@ -421,3 +421,28 @@ def test_a_wrong_side_is_refused_at_level_strict_at_1024_ranks():
     associative = dataclasses.replace(flipped, level="associative")
     with pytest.raises(PlanError, match=f"rank {r} step {i} .*breaking rank order"):
         associative.check()
+
+
+# ------------------------------------------------------- the recent family at 4096
+#: Every recent algorithm proved at 4096 ranks (one cluster, a block per rank or a
+#: chunk per rank): minutes in all, so run with ``WACOLL_TEST_SCALE=1`` only.
+RECENT_4096 = [(op, name) for op, names in sorted(
+    __import__("wacoll.plans.families.recent", fromlist=["ALGORITHMS"]).ALGORITHMS.items())
+    for name in names]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("os").environ.get("WACOLL_TEST_SCALE") != "1",
+                    reason="set WACOLL_TEST_SCALE=1 to prove the 4096-rank plans")
+@pytest.mark.parametrize("op,name", RECENT_4096, ids=lambda x: str(x))
+def test_every_recent_algorithm_is_proved_at_4096_ranks(op, name):
+    size = 4096
+    kw = {"algorithm": name}
+    if op not in ("bcast", "allgather"):
+        kw["level"] = "commutative"
+    if op == "reduce_scatter":
+        kw["counts"] = [1 + r % 2 for r in range(size)]
+    else:
+        kw["count"] = size
+    report = build(op, Topology.single(size), "recent", **kw).check()
+    assert report.messages >= size - 1

@@ -1,0 +1,160 @@
+"""The recent family (Swing, Bine trees, NCCL's double binary tree, PAT) against the
+MPI library.
+
+Every algorithm of every operation runs on every layout through ``wacoll.Comm``
+with ``family="recent", algorithm=...``; each result is compared with the same
+collective of ``MPI.COMM_WORLD`` (integer data at level ``"commutative"``, so any
+order of combination gives the library's bits), and the plan that ran must be the
+one asked for. Levels the algorithms do not keep raise the same PlanError on every
+rank. Run at 3, 5, 6, 7 and 8 ranks, e.g.::
+
+    mpiexec -n 6 python -m pytest --only-mpi -p no:cacheprovider -q \\
+        tests/mpi/test_family_recent.py
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from wacoll.errors import PlanError
+from wacoll.plans.families.recent import ALGORITHMS, keeps
+
+P = MPI.COMM_WORLD.Get_size()
+ME = MPI.COMM_WORLD.Get_rank()
+W = MPI.COMM_WORLD
+
+#: Elements: a few (chunks of 0 and 1 element) and enough for segments.
+COUNTS = (3, 70001)
+
+
+def _ran(comm, name):
+    plan = comm.last_plan
+    return comm.last_family == "recent" and plan is not None and plan.algorithm == name
+
+
+def _run(mpi, comm, what, call, got, want, name, problems):
+    _, exc = mpi.outcome(call)
+    if exc is not None:
+        problems.append(f"{what} raised {exc!r}")
+    elif not _ran(comm, name):
+        problems.append(f"{what} ran {comm.last_family}/"
+                        f"{getattr(comm.last_plan, 'algorithm', None)}")
+    elif want is not None and got.tobytes() != want.tobytes():
+        bad = np.flatnonzero(got != want)
+        problems.append(f"{what}: {bad.size} elements differ, first at {bad[0]}")
+
+
+@pytest.mark.mpi(min_size=1)
+@pytest.mark.parametrize("name", ALGORITHMS["bcast"])
+def test_bcast(mpi, layout, name):
+    comm = mpi.comm(layout)
+    problems = []
+    for n in COUNTS:
+        for root in sorted({0, P - 1, P // 2}):
+            want = mpi.ints(n, seed=root, rank=root)
+            buf = want.copy() if ME == root else np.full(n, -1, np.int64)
+            _run(mpi, comm, f"Bcast n={n} root={root} {layout}",
+                 lambda: comm.Bcast(buf, root=root, family="recent", algorithm=name,
+                                    segments=3),
+                 buf, want, name, problems)
+    mpi.assert_all(not problems, "; ".join(problems[:3]))
+
+
+@pytest.mark.mpi(min_size=1)
+@pytest.mark.parametrize("name", ALGORITHMS["allgather"])
+def test_allgather(mpi, layout, name):
+    comm = mpi.comm(layout)
+    problems = []
+    for n in (1, 5):
+        send = mpi.ints(n, seed=n)
+        want = np.empty(n * P, np.int64)
+        W.Allgather(send, want)
+        got = np.full(n * P, -1, np.int64)
+        _run(mpi, comm, f"Allgather n={n} {layout}",
+             lambda: comm.Allgather(send, got, family="recent", algorithm=name),
+             got, want, name, problems)
+    mpi.assert_all(not problems, "; ".join(problems[:3]))
+
+
+@pytest.mark.mpi(min_size=1)
+@pytest.mark.parametrize("name", ALGORITHMS["allreduce"])
+def test_allreduce(mpi, layout, name):
+    comm = mpi.comm(layout, level="commutative")
+    problems = []
+    for n in COUNTS:
+        for op in (MPI.SUM, MPI.MAX, MPI.BOR):
+            send = mpi.ints(n, seed=7)
+            want = np.empty(n, np.int64)
+            W.Allreduce(send, want, op=op)
+            got = np.full(n, -1, np.int64)
+            _run(mpi, comm, f"Allreduce n={n} {op} {layout}",
+                 lambda: comm.Allreduce(send, got, op=op, family="recent",
+                                        algorithm=name), got, want, name, problems)
+    mpi.assert_all(not problems, "; ".join(problems[:3]))
+
+
+@pytest.mark.mpi(min_size=1)
+@pytest.mark.parametrize("name", ALGORITHMS["reduce"])
+def test_reduce(mpi, layout, name):
+    comm = mpi.comm(layout, level="commutative")
+    problems = []
+    for n in COUNTS:
+        for root in sorted({0, P - 1, P // 2}):
+            send = mpi.ints(n, seed=root)
+            want = np.empty(n, np.int64) if ME == root else None
+            W.Reduce(send, want, op=MPI.SUM, root=root)
+            got = np.full(n, -1, np.int64) if ME == root else None
+            _run(mpi, comm, f"Reduce n={n} root={root} {layout}",
+                 lambda: comm.Reduce(send, got, op=MPI.SUM, root=root, family="recent",
+                                     algorithm=name), got, want, name, problems)
+    mpi.assert_all(not problems, "; ".join(problems[:3]))
+
+
+@pytest.mark.mpi(min_size=1)
+@pytest.mark.parametrize("name", ALGORITHMS["reduce_scatter_block"])
+def test_reduce_scatter(mpi, layout, name):
+    """Reduce_scatter_block and Reduce_scatter (uneven counts, some empty)."""
+    comm = mpi.comm(layout, level="commutative")
+    problems = []
+    for n in (1, 4):
+        send = mpi.ints(n * P, seed=n)
+        want = np.empty(n, np.int64)
+        W.Reduce_scatter_block(send, want, op=MPI.SUM)
+        got = np.full(n, -1, np.int64)
+        _run(mpi, comm, f"Reduce_scatter_block n={n} {layout}",
+             lambda: comm.Reduce_scatter_block(send, got, op=MPI.SUM, family="recent",
+                                               algorithm=name), got, want, name, problems)
+    counts = [(r * 5) % 3 for r in range(P)]
+    send = mpi.ints(sum(counts), seed=11)
+    want = np.empty(counts[ME], np.int64)
+    W.Reduce_scatter(send, want, counts, op=MPI.SUM)
+    got = np.full(counts[ME], -1, np.int64)
+    _run(mpi, comm, f"Reduce_scatter counts={counts} {layout}",
+         lambda: comm.Reduce_scatter(send, got, counts, op=MPI.SUM, family="recent",
+                                     algorithm=name), got, want, name, problems)
+    mpi.assert_all(not problems, "; ".join(problems[:3]))
+
+
+@pytest.mark.mpi(min_size=1)
+def test_levels_not_kept_raise_everywhere(mpi, layout):
+    """A strict or associative float sum (plain arithmetic: the order matters) with
+    an algorithm that does not keep the level: one PlanError on every rank; where it
+    keeps it (the double binary tree, 'associative' on an even number of ranks) the
+    plan runs."""
+    problems = []
+    n = 11
+    send = mpi.random(n, seed=3)
+    for level in ("strict", "associative"):
+        comm = mpi.comm(layout, level=level)
+        for name in ALGORITHMS["allreduce"]:
+            got = np.full(n, np.nan)
+            call = lambda: comm.Allreduce(send, got, op=MPI.SUM,  # noqa: E731
+                                          family="recent", algorithm=name)
+            if keeps("allreduce", name, P, level):
+                _run(mpi, comm, f"Allreduce {name} {level} {layout}", call, got, None,
+                     name, problems)
+            else:
+                mpi.same_error(call, PlanError, match="level")
+    mpi.assert_all(not problems, "; ".join(problems[:3]))
