@@ -20,6 +20,9 @@ median per call of the slowest rank, in microseconds:
 ``persistent``        ``wacoll.Comm(...).Allreduce_init`` + ``Start``/``Wait``
 ``plan persistent``   the same with ``family="mpich"``: a wacoll plan bound once
 ``plan``              a blocking call with ``family="mpich"``
+``library, checked``  a blocking call with ``family="native"``: the MPI library's
+                      collective with wacoll's check (on two clusters: the library's
+                      non-blocking call and the compiled wide-area check, together)
 ``non-blocking``      ``Iallreduce`` + ``Wait`` (the progress thread)
 ``native, new array`` ``native`` with a new receive buffer (``np.empty``) each call
 ``default, new array`` ``default`` with a new receive buffer each call (a call that
@@ -53,10 +56,11 @@ LAYOUTS = ("one", "two")
 #: Ratios printed beside the times: (name, numerator, denominator).
 RATIOS = (("default/native", "default", "native"),
           ("no check/native", "no check", "native"),
+          ("library, checked/native", "library, checked", "native"),
           ("plan persistent/native persistent", "plan persistent", "native persistent"))
 OPS = ("Allreduce", "Bcast")
 CONFIGS = ("native", "native persistent", "default", "no check", "persistent",
-           "plan persistent", "plan", "non-blocking", "native, new array",
+           "plan persistent", "plan", "library, checked", "non-blocking", "native, new array",
            "default, new array")
 
 
@@ -110,6 +114,7 @@ def _worker(repeats, seconds):
                 "persistent": started(bound(comms["default"])),
                 "plan persistent": started(bound(comms["default"], family="mpich")),
                 "plan": blocking(comms["default"], family="mpich"),
+                "library, checked": blocking(comms["default"], family="native"),
                 "non-blocking": nonblocking(comms["default"]),
                 "native, new array": fresh(world),
                 "default, new array": fresh(comms["default"]),

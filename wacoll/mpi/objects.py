@@ -6,6 +6,12 @@ over wacoll plans.
 ``exscan`` have mpi4py's signatures and results, but run the plan the selection
 policy chooses (:func:`wacoll.plans.select`), as the buffer collectives do.
 
+``allgather`` and ``bcast`` without a family or options run as one buffer
+collective of pickles in agreed blocks (:mod:`wacoll.mpi.pickled`): the
+communicator's compiled and replayed route, with its plan or the MPI library's
+collective as the selection chooses. The rest of this page describes the plans over
+pickled objects that the other calls run, and these two when a family is asked for.
+
 Blocks are pickled objects
 --------------------------
 The plan is selected for one element per block: one block per rank for ``gather``,
@@ -103,7 +109,9 @@ from wacoll import errors
 from wacoll.errors import (BufferMismatchError, BufferTypeError, OperatorTypeError,
                            PlanError, RootTypeError, WacollError)
 from wacoll.mpi.bounded import SHAPES, BoundedCache
+from wacoll.mpi import pickled
 from wacoll.mpi.executor import call_tag
+from wacoll.mpi.faults import fault_of, raise_fault
 from wacoll.plans import LEVELS, Call, select
 from wacoll.plans.select import HAN, plain_options
 from wacoll.plans.builder import RankPlan
@@ -128,13 +136,7 @@ _CACHE = {}
 
 
 # --------------------------------------------------------------------- pickles
-def _dumps(obj):
-    return MPI.pickle.dumps(obj)
-
-
-def _loads(data):
-    # as mpi4py: an empty pickle is None
-    return None if len(data) == 0 else MPI.pickle.loads(data)
+_dumps, _loads = pickled.dumps, pickled.loads
 
 
 class _Item:
@@ -174,38 +176,9 @@ def _user(obj):
 
 
 # ---------------------------------------------------------------------- faults
-def _fault(rank, exc):
-    """A fault as plain data: (rank, the pickled class or None, message)."""
-    try:
-        cls = _pickle.dumps(type(exc))
-    except Exception:  # noqa: BLE001 -- a class other ranks cannot import
-        cls = None
-    return (rank, cls, f"{type(exc).__name__}: {exc}" if cls is None else str(exc))
-
-
-def _rebuild(fault):
-    """The exception to raise for a fault: its class, message ``rank N: ...``."""
-    rank, cls, message = fault
-    text = f"rank {rank}: {message}"
-    try:
-        kind = _pickle.loads(cls)
-        exc = kind.__new__(kind)
-        BaseException.__init__(exc, text)
-        if text not in str(exc):  # KeyError quotes its message
-            raise TypeError
-    except Exception:  # noqa: BLE001 -- an exotic class: fall back to ours
-        exc = WacollError(text)
-    try:
-        exc.rank = rank
-    except AttributeError:
-        pass
-    return exc
-
-
 def _raise(faults, local):
     """Raise the lowest rank's fault (chained to this rank's own exception)."""
-    fault = min(faults.values(), key=lambda f: f[0])
-    raise _rebuild(fault) from local.get(fault[0])
+    raise_fault(min(faults.values(), key=lambda f: f[0]), local)
 
 
 # ---------------------------------------------------------------------- frames
@@ -313,7 +286,7 @@ def execute(program, plan, wire, slots, *, op=None, faults=None, local=None,
 
     def fail(exc):
         local.setdefault(me, exc)
-        faults.setdefault(me, _fault(me, exc))
+        faults.setdefault(me, fault_of(me, exc))
 
     def slot(buf):
         return slots.setdefault(buf, {})
@@ -561,7 +534,7 @@ def _prepare(comm, build):
     except Exception as exc:  # noqa: BLE001 -- every rank learns of it
         me = comm.Get_rank()
         local[me] = exc
-        faults[me] = _fault(me, exc)
+        faults[me] = fault_of(me, exc)
         slots = {}
     return slots, faults, local
 
@@ -574,6 +547,8 @@ def barrier(comm, *, family=None, **options):
 def bcast(comm, obj, root=0, *, family=None, **options):
     """``obj`` of the root, on every rank (a new object everywhere)."""
     root = _root(comm, root)
+    if family is None and not options:  # the buffer collective's route
+        return pickled.bcast(comm, obj, root)
     me = comm.Get_rank()
     slots, faults, local = _prepare(
         comm, lambda: {"out": {0: _user(obj)}} if me == root else {})
@@ -610,6 +585,8 @@ def scatter(comm, sendobj, root=0, *, family=None, **options):
 
 def allgather(comm, sendobj, *, family=None, **options):
     """The list of every rank's ``sendobj``, on every rank."""
+    if family is None and not options:  # the buffer collective's route
+        return pickled.allgather(comm, sendobj)
     me, size = comm.Get_rank(), comm.Get_size()
     slots, faults, local = _prepare(comm, lambda: {"in": {me: _user(sendobj)}})
     out = _run(comm, "allgather", None, slots, faults=faults, local=local,
