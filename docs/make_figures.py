@@ -36,6 +36,7 @@ NOTEBOOK_FIGURES = {
     "magpie_vs_mpich": ["magpie_metrics", "magpie_plans", "magpie_size_sweep"],
     "matsuda_sweep": ["matsuda_senders"],
     "testbed_timeline": ["testbed_heatmap", "testbed_timelines"],
+    "modern_vs_1999": ["modern_predicted", "modern_wide_area", "modern_measured"],
 }
 #: Every figure the documentation has (``_figures/NAME.png``).
 FIGURES = ALGORITHM_FIGURES + DEMO_FIGURES + [

@@ -390,6 +390,288 @@ if trace is not None:
 ]
 
 
+MODERN = [
+    new_markdown_cell("""# The 1999 algorithms and those of 2019-2025, side by side
+
+MagPIe (1999) compared its wide-area algorithms with MPICH 1.1's. Since then MPI
+libraries have taken up Thakur, Rabenseifner & Gropp's algorithms (the `modern`
+family: recursive doubling, Rabenseifner, ring, Bruck, van de Geijn), and since 2019
+new ones have appeared for large flat machines (the `recent` family: NCCL's double
+binary tree, Swing, Bine trees and butterflies, PAT). The `hierarchical` family
+composes any family inside clusters with any between their coordinators. This
+notebook sets them side by side on three networks:
+
+- **MagPIe's grid**: 4 clusters of 2 ranks, 10 ms and 1 MB/s between clusters
+  (`wacoll.demo.default_topology()`);
+- **a LAN of SMP nodes**: 16 nodes of 4 ranks, 100 µs and 12.5 MB/s between nodes;
+- **a long-and-fast network**: 2 clusters of 4 ranks, 5 ms and 100 MB/s between them.
+
+For allreduce, allgather and bcast of 8 B, 64 KiB and 1 MiB (per rank's block for
+allgather) it predicts each plan's completion with the simulator (`LinkModel`),
+counts its wide-area messages and bytes with the checker (the metric Bine's paper
+reports as *global-link traffic*), and shows what the testbed measured for the grid
+and for one cluster of 8 ranks (`benchmarks/bench_recent.py`, loaded from its saved
+run; the notebook does not start a testbed)."""),
+    new_code_cell("""import csv
+from pathlib import Path
+import matplotlib.pyplot as plt
+import numpy as np
+import wacoll
+from wacoll import Topology
+from wacoll.demo import default_topology
+from wacoll.plans import Call, select
+from wacoll.plans.sim import LinkModel, simulate
+
+NETWORKS = {
+    "grid": default_topology(),                        # 4 x 2, 10 ms, 1 MB/s
+    "LAN": Topology.from_sizes([4] * 16, wan_latency=100e-6, wan_bandwidth=12.5e6),
+    "long-fast": Topology.from_sizes([4, 4], wan_latency=5e-3, wan_bandwidth=100e6),
+}
+SIZES = (8, 64 << 10, 1 << 20)
+OPS = ("allreduce", "allgather", "bcast")
+H = "hierarchical"
+# (name, era, family, the communicator's options), per operation
+ALGORITHMS = {
+    "allreduce": [
+        ("magpie", "1999", "magpie", {}), ("mpich", "1999", "mpich", {}),
+        ("recursive_doubling", "modern", "modern", {"algorithm": "recursive_doubling"}),
+        ("rabenseifner", "modern", "modern", {"algorithm": "rabenseifner"}),
+        ("ring", "modern", "modern", {"algorithm": "ring"}),
+        ("swing", "recent", "recent", {"algorithm": "swing"}),
+        ("swing_latency", "recent", "recent", {"algorithm": "swing_latency"}),
+        ("bine", "recent", "recent", {"algorithm": "bine"}),
+        ("double_binary_tree", "recent", "recent", {"algorithm": "double_binary_tree"}),
+        ("hier modern|modern", H, H, {"inner": "modern", "outer": "modern"}),
+        ("hier magpie|gridmpi", H, H, {"inner": "magpie", "outer": "gridmpi"})],
+    "allgather": [
+        ("magpie", "1999", "magpie", {}), ("mpich", "1999", "mpich", {}),
+        ("bruck", "modern", "modern", {"algorithm": "bruck"}),
+        ("recursive_doubling", "modern", "modern", {"algorithm": "recursive_doubling"}),
+        ("ring", "modern", "modern", {"algorithm": "ring"}),
+        ("swing", "recent", "recent", {"algorithm": "swing"}),
+        ("bine", "recent", "recent", {"algorithm": "bine"}),
+        ("pat", "recent", "recent", {"algorithm": "pat"}),
+        ("hier mpich|modern", H, H, {"inner": "mpich", "outer": "modern"}),
+        ("hier magpie|modern", H, H, {"inner": "magpie", "outer": "modern"})],
+    "bcast": [
+        ("magpie", "1999", "magpie", {}), ("mpich", "1999", "mpich", {}),
+        ("binomial", "modern", "modern", {"algorithm": "binomial"}),
+        ("scatter_doubling", "modern", "modern", {"algorithm": "scatter_doubling"}),
+        ("scatter_ring", "modern", "modern", {"algorithm": "scatter_ring"}),
+        ("bine", "recent", "recent", {"algorithm": "bine"}),
+        ("hier modern|modern", H, H, {"inner": "modern", "outer": "modern"}),
+        ("hier magpie|gridmpi", H, H, {"inner": "magpie", "outer": "gridmpi"})],
+}
+ERA_COLOURS = {"1999": "tab:orange", "modern": "tab:blue", "recent": "tab:green",
+               H: "tab:purple"}
+
+
+def human(nbytes):
+    return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else (
+        f"{nbytes >> 10} KiB" if nbytes >= 1 << 10 else f"{nbytes} B")"""),
+    new_markdown_cell("""## Predicted completion
+
+Each plan is the one `wacoll.Comm(comm, topology, family=..., **options)` runs for
+the call (`wacoll.plans.select`: float64 vectors, a SUM at level `"commutative"`,
+MPI's own for a float sum and the only one Swing, Bine and PAT keep; broadcasts
+from rank 0), proved by the checker as it is built, then simulated. The LAN's 64
+ranks make this the slow cell (a few seconds)."""),
+    new_code_cell("""def call(op, nbytes):
+    return Call(op, count=nbytes // 8, itemsize=8,
+                level="commutative" if op == "allreduce" else None,
+                root=0 if op == "bcast" else None)
+
+
+rows = []
+for net, topo in NETWORKS.items():
+    model = LinkModel(topo)
+    for op in OPS:
+        for nbytes in SIZES:
+            for name, era, family, options in ALGORITHMS[op]:
+                plan = select(call(op, nbytes), topo, comm_family=family,
+                              comm_options=options).build(topo)
+                report = plan.check()
+                rows.append({"network": net, "op": op, "bytes": nbytes, "name": name,
+                             "era": era, "seconds": simulate(plan, model).completion,
+                             "wan_messages": report.wide_area_messages,
+                             "wan_bytes": report.wide_area_bytes})
+
+
+def case(net, op, nbytes):
+    return {r["name"]: r for r in rows
+            if (r["network"], r["op"], r["bytes"]) == (net, op, nbytes)}
+
+
+print(f"{'network':10s}{'op':10s}{'size':>8s}  fastest predicted (ms), then the next two")
+for net in NETWORKS:
+    for op in OPS:
+        for nbytes in SIZES:
+            best = sorted(case(net, op, nbytes).values(), key=lambda r: r["seconds"])[:3]
+            print(f"{net:10s}{op:10s}{human(nbytes):>8s}  " + ", ".join(
+                f"{r['name']} {r['seconds'] * 1e3:.1f}" for r in best))"""),
+    new_code_cell("""fig, axes = plt.subplots(1, 3, figsize=(18, 5.6), layout="constrained")
+columns = [(net, nbytes) for net in NETWORKS for nbytes in SIZES]
+for ax, op in zip(axes, OPS):
+    names = [a[0] for a in ALGORITHMS[op]]
+    ratio = np.array([[case(net, op, nbytes)[name]["seconds"] /
+                       min(r["seconds"] for r in case(net, op, nbytes).values())
+                       for net, nbytes in columns] for name in names])
+    ax.imshow(np.log10(ratio), cmap="RdYlGn_r", vmin=0, vmax=1.3, aspect="auto")
+    for i in range(len(names)):
+        for j in range(len(columns)):
+            ax.text(j, i, f"{ratio[i, j]:.1f}" if ratio[i, j] < 10 else ">10",
+                    ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(len(columns)), [f"{net}\\n{human(n)}" for net, n in columns],
+                  fontsize=7)
+    ax.set_yticks(range(len(names)), names, fontsize=8)
+    for tick, (name, era, _, _) in zip(ax.get_yticklabels(), ALGORITHMS[op]):
+        tick.set_color(ERA_COLOURS[era])
+    for x in (2.5, 5.5):
+        ax.axvline(x, color="black", lw=1)
+    ax.set_title(f"{op}: predicted time / the fastest plan's (1.0 = fastest)")
+fig.suptitle("Simulated completion relative to the best plan of each network and size "
+             "(names coloured by era: orange 1999, blue modern, green 2019-2025, "
+             "purple hierarchical)")
+# MagPIe's single wide-area latency wins the small messages on the grid
+assert all(case("grid", op, 8)["magpie"]["seconds"] <=
+           min(r["seconds"] for r in case("grid", op, 8).values()) + 1e-9 for op in OPS)
+# Swing's bandwidth-optimal allreduce beats MagPIe's at 1 MiB on the grid and the LAN
+assert all(case(net, "allreduce", 1 << 20)["swing"]["seconds"] <
+           case(net, "allreduce", 1 << 20)["magpie"]["seconds"] for net in ("grid", "LAN"))"""),
+    new_markdown_cell("""What the simulator says:
+
+- **Small messages (8 B)** are wide-area latencies. MagPIe's plans cross the wide
+  area once on every path, so on the grid and the LAN they finish in one
+  wide-area latency; every flat algorithm, old or new, pays two or more (NCCL's
+  double binary tree, a pipeline down two trees whose edges cross clusters, pays
+  eight on the grid). The hierarchical pair with MagPIe inside matches MagPIe.
+- **Large allreduce (1 MiB)**: Swing's bandwidth-optimal allreduce is the
+  fastest on the grid and on the LAN: it sends half the wide-area bytes of
+  MagPIe's allreduce, whose coordinators each send their cluster's whole partial
+  vector to every other coordinator. Rabenseifner's algorithm (2004) sends no more
+  wide-area bytes than Swing but takes twice as long: on the grid its partners at
+  distance 2 and 4 put both ranks of a cluster on the same remote cluster, so they
+  share one wide-area link, where the partners of a cluster's two ranks in Swing
+  lie in two different clusters and use two links at once. On the long-and-fast
+  network the hierarchical pair magpie|gridmpi wins: Matsuda's multi-sender
+  allreduce fills the fast wide-area link.
+- **Allgather**: MagPIe's allgather (every block crosses once, gathered at each
+  coordinator) is the best on the grid and the LAN; Swing's butterfly is the best
+  flat one, Bine's and PAT's send more bytes across. On the long-and-fast network
+  the hierarchical pairs (an MPICH gather inside, MPICH 4's allgather between two
+  coordinators) edge out MagPIe.
+- **Bcast**: MagPIe's coordinator broadcast is the best or tied everywhere; the
+  scatter-allgather broadcasts (van de Geijn) send more messages across clusters
+  and lose. Bine's tree ties MPICH's binomial tree on the grid and the LAN; on the
+  long-and-fast network it crosses twice where the others cross once.
+- On the long-and-fast network (two clusters) most plans cross the wide area once
+  and small messages tie: the differences there are bandwidth."""),
+    new_markdown_cell("""## Wide-area messages and bytes
+
+The checker counts the messages that cross between clusters and their bytes: what
+the 1999 papers minimised, and what Bine's paper reports as global-link traffic on
+dragonflies and fat trees. At 64 KiB (log scales; lower is better):"""),
+    new_code_cell("""fig, axes = plt.subplots(2, 3, figsize=(18, 7.5), layout="constrained")
+for col, op in enumerate(OPS):
+    names = [a[0] for a in ALGORITHMS[op]]
+    x = np.arange(len(names))
+    for k, net in enumerate(NETWORKS):
+        c = case(net, op, 64 << 10)
+        for row, key in enumerate(("wan_messages", "wan_bytes")):
+            axes[row, col].bar(x + (k - 1) * 0.27, [c[n][key] for n in names], 0.27,
+                               label=net)
+    for row, label in enumerate(("wide-area messages", "wide-area bytes")):
+        ax = axes[row, col]
+        ax.set_yscale("log")
+        ax.set_xticks(x, names, rotation=35, ha="right", fontsize=8)
+        for tick, (name, era, _, _) in zip(ax.get_xticklabels(), ALGORITHMS[op]):
+            tick.set_color(ERA_COLOURS[era])
+        ax.set_ylabel(label)
+        ax.grid(axis="y", alpha=0.3, which="both")
+        ax.set_title(f"{op} of 64 KiB: {label} per call")
+        ax.legend(fontsize=7, loc="upper left")
+print(f"{'op':10s}{'algorithm':21s}" + "".join(f"{n:>18s}" for n in NETWORKS))
+for op in OPS:
+    for name, *_ in ALGORITHMS[op]:
+        print(f"{op:10s}{name:21s}" + "".join(
+            f"{case(n, op, 64 << 10)[name]['wan_messages']:7d} {case(n, op, 64 << 10)[name]['wan_bytes'] >> 10:7d} KiB"
+            for n in NETWORKS))
+# MagPIe's bcast sends one message to each other cluster
+assert all(case(net, "bcast", 64 << 10)["magpie"]["wan_messages"] ==
+           NETWORKS[net].nclusters - 1 for net in NETWORKS)"""),
+    new_markdown_cell("""Fewer wide-area messages do not mean fewer wide-area bytes: MagPIe's allreduce
+sends few messages but whole vectors (on the LAN 15 MiB per 64 KiB call), where
+Rabenseifner's algorithm, the hierarchical modern|modern pair and MPICH 1.1's
+reduce-then-broadcast send 1.9 MiB. Swing sends a little more (2.4 MiB) in many
+small messages and Bine 7.4 MiB: wacoll's Bine butterfly runs its reduce-scatter
+distance-halving (farthest partner first, when the messages are largest), Swing's
+nearest partner first, so with clusters that are contiguous rank ranges Bine's
+largest messages are the ones that cross. For allgather, every plan must bring each block into each cluster once
+(MagPIe and the hierarchical pairs do just that); Bruck's, recursive doubling's
+and Bine's butterflies bring many blocks in more than once."""),
+    new_markdown_cell("""## Measured on the testbed
+
+`benchmarks/bench_recent.py` times the MPI library's collectives, MagPIe's plans,
+each recent algorithm and the hierarchical pairs side by side on the emulated
+testbed (one cluster of 8 ranks, and MagPIe's 4 x 2 grid), with the simulator's
+prediction beside each median. Its saved run is in
+`benchmarks/results/recent.{csv,txt,png}`; here it is read back, not rerun."""),
+    new_code_cell("""saved = Path(wacoll.__file__).resolve().parents[1] / "benchmarks" / "results" / "recent.csv"
+measured = []
+if saved.exists():
+    with open(saved) as fh:
+        measured = [r for r in csv.DictReader(fh) if r["median_ms"]]
+    for r in measured:
+        for key in ("median_ms", "predicted_ms", "ratio_native"):
+            r[key] = float(r[key])
+        r["bytes"] = int(r["bytes"])
+    print(f"{len(measured)} measurements from {saved.name}")
+else:
+    print("no saved run of benchmarks/bench_recent.py here: nothing measured to show")
+
+FAMILY_COLOURS = {"native": "black", "magpie": "tab:orange", "recent": "tab:green",
+                  H: "tab:purple"}
+fig, axes = plt.subplots(1, 2, figsize=(16, 5.2), layout="constrained",
+                         gridspec_kw={"width_ratios": [2.2, 1]})
+if measured:
+    cases = list(dict.fromkeys((r["network"], r["op"], r["bytes"]) for r in measured))
+    for r in measured:
+        i = cases.index((r["network"], r["op"], r["bytes"]))
+        colour = FAMILY_COLOURS.get(r["family"], "grey")
+        axes[0].plot(i, r["ratio_native"], "o", color=colour, ms=5,
+                     mfc="none" if r["fastest"] != "True" else colour)
+        axes[1].loglog(r["predicted_ms"], r["median_ms"], "o", color=colour, ms=4)
+    axes[0].axhline(1, color="black", lw=0.8)
+    axes[0].set_yscale("log")
+    axes[0].set_xticks(range(len(cases)), [f"{n}\\n{op}\\n{human(b)}"
+                                          for n, op, b in cases], fontsize=6)
+    axes[0].set_ylabel("measured median / the MPI library's")
+    axes[0].set_title("measured: each implementation against the MPI library "
+                      "(filled: fastest of the case; below 1 is faster)")
+    lo, hi = 0.01, 2 * max(r["median_ms"] for r in measured)
+    axes[1].plot([lo, hi], [lo, hi], color="grey", lw=0.8)
+    axes[1].set_xlabel("predicted (ms)")
+    axes[1].set_ylabel("measured median (ms)")
+    axes[1].set_title("predicted against measured (grey: equal)")
+    for family, colour in FAMILY_COLOURS.items():
+        axes[1].plot([], [], "o", color=colour, label=family)
+    axes[1].legend(fontsize=8, loc="upper left")
+    for ax in axes:
+        ax.grid(alpha=0.3, which="both")
+    print("fastest measured per case:")
+    for n, op, b in cases:
+        best = min((r for r in measured if (r["network"], r["op"], r["bytes"]) ==
+                    (n, op, b)), key=lambda r: r["median_ms"])
+        print(f"  {n:8s}{op:10s}{human(b):>8s}  {best['impl']:20s}"
+              f"{best['median_ms']:9.2f} ms ({best['ratio_native']:.2f} x the library)")
+else:
+    for ax in axes:
+        ax.axis("off")
+    axes[0].text(0.5, 0.5, f"nothing measured: run benchmarks/bench_recent.py "
+                 f"(as root) to write {saved.name}", ha="center", va="center")"""),
+]
+
+
 def write(name, cells):
     nb = new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
@@ -403,3 +685,4 @@ if __name__ == "__main__":
     write("magpie_vs_mpich.ipynb", MAGPIE)
     write("matsuda_sweep.ipynb", MATSUDA)
     write("testbed_timeline.ipynb", TESTBED)
+    write("modern_vs_1999.ipynb", MODERN)

@@ -14,7 +14,7 @@ from nbclient import NotebookClient
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 GALLERY = {"explore_plans", "heterogeneous_trees", "magpie_vs_mpich", "matsuda_sweep",
-           "testbed_timeline"}
+           "testbed_timeline", "modern_vs_1999"}
 
 
 def test_there_are_notebooks():
