@@ -40,6 +40,7 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -50,10 +51,12 @@ from wacoll.plans.prover.flow import analyse
 from wacoll.plans.prover.layout import Layout
 from wacoll.plans.prover.pairing import pair
 from wacoll.plans.prover.pieces import split
-from wacoll.plans.prover.results import (_Verdicts, final_out, max_hops, measures,
-                                         verify)
+from wacoll.plans.prover import values as _values
+from wacoll.plans.prover.results import (_first_failing, _Verdicts, final_out,
+                                         max_hops, measures, verify)
 from wacoll.plans.prover.run import Run
-from wacoll.plans.prover.values import Hops, Knowledge, Reductions, Repeats, Uneven
+from wacoll.plans.prover.values import (BlockReductions, Hops, Knowledge, Reductions,
+                                        Repeats, Uneven, Unproved)
 
 __all__ = ["CheckReport", "check_plan", "canonical_expression"]
 
@@ -237,16 +240,27 @@ def check_plan(plan) -> CheckReport:
     cluster_ids, clusters = np.unique(np.asarray(plan.clusters), return_inverse=True)
     clusters = clusters.ravel().astype(np.int64)
     layout = Layout(plan.op, plan.size, plan.root, plan.nblocks)
+    cut = split(steps, layout)
+    args = (layout, pairing, kind, level, clusters, cluster_ids.tolist())
+    if kind == "reduction" and _values._compiled is not None:
+        # the compiled pass proves a correct plan block by block; anything else is
+        # left to the exact pass below, which names the fault
+        try:
+            return _prove(plan, cut, *args, by_blocks=True)
+        except (Unproved, PlanError):
+            pass
     try:
-        return _prove(plan, split(steps, layout), layout, pairing, kind, level,
-                      clusters, cluster_ids.tolist())
+        return _prove(plan, cut, *args)
     except Uneven:  # a received piece's blocks differ: take every block alone
-        return _prove(plan, split(steps, layout, blocks=True), layout, pairing, kind,
-                      level, clusters, cluster_ids.tolist())
+        return _prove(plan, split(steps, layout, blocks=True), *args)
 
 
-def _prove(plan, steps, layout, pairing, kind, level, clusters, cluster_ids):
-    """The run and the report of :func:`check_plan`, on ``steps`` cut into pieces."""
+def _prove(plan, steps, layout, pairing, kind, level, clusters, cluster_ids, *,
+           by_blocks=False):
+    """The run and the report of :func:`check_plan`, on ``steps`` cut into pieces
+    (``by_blocks``: a reduction's values kept per block by the compiled pass of
+    :class:`~wacoll.plans.prover.values.BlockReductions`, which raises
+    :class:`~wacoll.plans.prover.values.Unproved` where it does not prove the plan)."""
     flow = analyse(plan, steps, layout=layout, level=level)
     verdicts = None
     if kind == "reduction":
@@ -256,7 +270,8 @@ def _prove(plan, steps, layout, pairing, kind, level, clusters, cluster_ids):
             expecting = flow.layout.expected_count() > 0
             forms = {flow.layout.form(r) for r in np.flatnonzero(expecting).tolist()}
         canonical, parts = _canonical(exprs, forms)
-        values = Reductions(steps, flow, exprs, level, parts)
+        values = (BlockReductions if by_blocks else Reductions)(steps, flow, exprs,
+                                                                 level, parts)
         verdicts = _Verdicts(exprs, level, canonical)
     elif kind == "barrier":
         values = Knowledge(plan.size)
@@ -268,8 +283,14 @@ def _prove(plan, steps, layout, pairing, kind, level, clusters, cluster_ids):
                           kind == "reduction")
     Run(plan, steps, pairing, flow, clusters, values, repeats).run()
     final = None if kind == "barrier" else final_out(plan, steps, flow)
-    verify(plan, steps, flow, values, verdicts, final=final)
-    hops = max_hops(plan, steps, flow, values, final=final)
+    if by_blocks:
+        if _first_failing(plan, steps, flow, SimpleNamespace(expr=values.val),
+                          verdicts, values.final(final)) is not None:
+            raise Unproved(None)
+        hops = int(values.hops[final[3]].max()) if len(final[3]) else 0
+    else:
+        verify(plan, steps, flow, values, verdicts, final=final)
+        hops = max_hops(plan, steps, flow, values, final=final)
     found = repeats.items if repeats is not None else []
     return CheckReport(
         op=plan.op, level=plan.level, **measures(plan, steps, pairing, clusters),

@@ -20,7 +20,7 @@ import numpy as np
 
 from wacoll.errors import PlanError
 from wacoll.plans import operations as ops
-from wacoll.plans.prover.encode import distinct, ranges
+from wacoll.plans.prover.encode import ranges
 from wacoll.plans.prover.run import _fmt_ranks, _ranks
 from wacoll.plans.prover.values import UNKNOWN, Knowledge, Reductions
 
@@ -97,7 +97,7 @@ def _first_failing(plan, steps, flow, values, verdicts, final):
                 bad[ranks[mark]] = True
         else:
             form = layout.form(0)
-            for e in distinct(exprs).tolist():
+            for e in np.flatnonzero(np.bincount(exprs)).tolist():
                 if verdicts(e, form):
                     bad[ranks[exprs == e]] = True
     failing = np.flatnonzero(bad)

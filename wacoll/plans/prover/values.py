@@ -47,7 +47,7 @@ try:
 except ImportError:  # not built: numpy does the same, a visit at a time
     _compiled = None
 
-__all__ = ["Hops", "Reductions", "Uneven", "Knowledge", "Repeats", "UNKNOWN"]
+__all__ = ["Hops", "Reductions", "BlockReductions", "Unproved", "Uneven", "Knowledge", "Repeats", "UNKNOWN"]
 
 #: Knowledge rows: a rank not heard of (any count from here up).
 UNKNOWN = 2**30
@@ -143,6 +143,22 @@ class Uneven(Exception):
     checker then takes every block as a piece of its own)."""
 
 
+def _slot_groups(flow, nblocks):
+    """The slots of each (rank, block) group side by side: the slots in group order,
+    each slot's group, each group's first place and size, and its key
+    ``rank * nblocks + block``."""
+    nslots = len(flow.slot_rank)
+    group_key = flow.slot_rank.astype(np.int64) * max(nblocks, 1) + flow.slot_block
+    order = np.argsort(group_key, kind="stable")
+    head = np.ones(nslots, dtype=bool)
+    head[1:] = group_key[order][1:] != group_key[order][:-1]
+    slot_group = np.empty(nslots, dtype=np.int64)
+    slot_group[order] = np.cumsum(head) - 1
+    starts = np.flatnonzero(head)
+    return (order, slot_group, starts, np.diff(np.append(starts, nslots)),
+            group_key[order][starts])
+
+
 class Reductions:
     """Reduction expressions, checked at every combination and receive.
 
@@ -166,19 +182,8 @@ class Reductions:
         nslots = len(flow.slot_rank)
         self.current = np.full(nslots, -1, dtype=np.int64)
         self.mark = np.full(nslots, -1, dtype=np.int64)
-        group_key = flow.slot_rank.astype(np.int64) * max(steps.nblocks, 1) + \
-            flow.slot_block
-        order = np.argsort(group_key, kind="stable")
-        head = np.ones(nslots, dtype=bool)
-        head[1:] = group_key[order][1:] != group_key[order][:-1]
-        self.group_slots = order
-        group = np.cumsum(head) - 1
-        self.slot_group = np.empty(nslots, dtype=np.int64)
-        self.slot_group[order] = group
-        starts = np.flatnonzero(head)
-        self.group_start = starts
-        self.group_size = np.diff(np.append(starts, nslots))
-        self.group_key = group_key[order][starts]
+        (self.group_slots, self.slot_group, self.group_start, self.group_size,
+         self.group_key) = _slot_groups(flow, steps.nblocks)
         self.pairs = {}
         self.send_of = None
         self.widest = int(self.group_size.max()) if nslots else 0
@@ -460,6 +465,82 @@ class Reductions:
         if code in (PEER, GROUP) or self.steps.kind[row] == SEND:
             run.fail(row, code, int(flow.fault_positions[f]))
         self.take(run, row, static=True)
+
+
+class Unproved(Exception):
+    """What :class:`BlockReductions` does not prove: a fault, or a step its compiled
+    pass does not take. The checker then runs :class:`Reductions`, which decides
+    and names the fault (``args[0]``: the row where the pass stopped, or None)."""
+
+
+class BlockReductions(Reductions):
+    """Reduction expressions block by block, in one compiled pass after the run.
+
+    :class:`Reductions` keeps one expression per piece, checks a step at a time in
+    Python (some twenty numpy calls a step), and gives up when a received piece's
+    blocks hold different expressions (:class:`Uneven`: the whole proof runs again
+    with every block a piece, every array as long as the blocks). Here every block
+    of a written piece has its own expression, so that pieces never need cutting
+    again, and :func:`wacoll.plans.prover._values.reductions_in_order` carries them
+    over the run's visits in its order with the same checks (a contribution
+    combined twice, rank order, the canonical expression, a value received again).
+    It proves a correct plan; at anything else (a static or dynamic fault, a
+    deadlock, a failing result) it raises :class:`Unproved` and the checker's exact
+    pass refuses the plan with its usual error. Its values: ``val`` (an expression
+    per block of each written piece ``e``, from ``woff[e]`` on) and ``hops`` (the
+    most wide-area hops of a piece's blocks).
+    """
+
+    def __init__(self, steps, flow, exprs, level, canonical):
+        self.steps, self.flow, self.exprs = steps, flow, exprs
+        self.level, self.canonical = level, canonical
+        self.pairs = {}
+        self.hops = np.zeros(steps.nentries, dtype=np.int32)
+        (self.group_slots, self.slot_group, self.group_start, self.group_size,
+         self.group_key) = _slot_groups(flow, steps.nblocks)
+        lengths = np.where(flow.writes, steps.length, 0).astype(np.int64)
+        self.woff = np.zeros(steps.nentries + 1, dtype=np.int64)
+        np.cumsum(lengths, out=self.woff[1:])
+        self.val = np.zeros(int(self.woff[-1]), dtype=np.int32)
+        self.visits = []
+
+    def visit(self, run, r, lo, stop):
+        self.visits.append((lo, stop))
+
+    def fault(self, run, f):
+        raise Unproved(int(run.flow.fault_rows[f]))
+
+    def finish(self, run):
+        """Carry the expressions over the visits in the run's order."""
+        visits, self.visits = self.visits, []
+        if not visits:
+            return
+        steps, flow = self.steps, self.flow
+        bounds = np.array(visits, dtype=np.int64)
+        recv_rows = run.recv_rows.astype(np.int64, copy=False)
+        offsets = np.arange(steps.nentries + 1, dtype=np.int64) if steps.single \
+            else run.offsets
+        read2 = flow.read2_def if flow.read2_def is not None else flow.read_def[:0]
+        row = _compiled.reductions_in_order(
+            bounds.ravel(), recv_rows,
+            run.pairing.recv_send.astype(np.int64, copy=False),
+            np.searchsorted(recv_rows, bounds[:, 0]).astype(np.int64),
+            steps.kind, steps.rank, steps.left.view(np.uint8), run.clusters,
+            steps.first.astype(np.int64, copy=False), offsets, flow.read_def, read2,
+            flow.slot.astype(np.int64, copy=False), self.slot_group, self.group_slots,
+            self.group_start, self.group_size, self.woff, self.val, self.hops,
+            np.full(len(flow.slot_rank), -1, dtype=np.int64), self.combine_pair)
+        if row >= 0:
+            raise Unproved(row)
+
+    def final(self, final):
+        """The ``"out"`` slots of :func:`wacoll.plans.prover.results.final_out` a
+        block each: ranks, blocks, ones and each block's place in ``val``."""
+        ranks, blocks, lengths, last = final
+        lengths = lengths.astype(np.int64)
+        return (np.repeat(ranks, lengths), ranges(blocks, lengths),
+                np.ones(int(lengths.sum()), dtype=np.int32),
+                ranges(self.woff[last], lengths))
 
 
 class Knowledge:
