@@ -7,8 +7,11 @@ Run under ``mpiexec`` (on a testbed or not)::
 ``cases.json`` holds ``{"reps": 7, "cases": [{"label": ..., "op": "bcast",
 "bytes": 65536, "impls": ["native", "magpie", "mpich"], "level": "associative"},
 ...]}``; an impl is ``"native"`` or a plan family name, optionally with options as
-``{"family": "gridmpi", "n": 4}``; ``"progress": true`` has rank 0 print a line per
-case to stderr where progress is shown (:mod:`wacoll.progress`: a terminal, or
+``{"family": "gridmpi", "n": 4}`` or ``{"family": "recent", "algorithm": "swing"}``
+(the options are the communicator's, so ``algorithm=`` forces one algorithm of the
+family), named ``gridmpi+n=4`` unless the impl gives a ``"name"``. ``"progress":
+true`` has rank 0 print a line per case to stderr where progress is shown
+(:mod:`wacoll.progress`: a terminal, or
 ``WACOLL_PROGRESS=1``, which the testbed sets for its ranks when it runs on a
 terminal). The impl ``"default"`` is what a user gets from
 the README: ``wacoll.Comm(MPI.COMM_WORLD)`` with no options (its topology discovered,
