@@ -41,12 +41,15 @@ Run (as root, where the testbed can be built)::
 
     .venv/bin/python benchmarks/bench_recent.py --reps 5
     .venv/bin/python benchmarks/bench_recent.py --networks grid --sizes 8,64K
+    .venv/bin/python benchmarks/bench_recent.py --replot    # the .png from the .csv
 
 Prints a table (median ms, predicted ms, ratio to native; the fastest measured per
 case marked ``*``) and the cases where a new family is the fastest measured; writes
 ``benchmarks/results/recent.csv``, ``recent.txt`` and ``recent.png``. The machine
 is shared: the report states the load average before and after, and the ratios
-come from one run (interleaved), so load hits every implementation alike.
+come from one run (interleaved), so load hits every implementation alike. On the
+grid a 1 MiB call takes 1-12 s (5 repetitions and a warm-up of every implementation
+at every size: about 12 minutes for the grid, half a minute for the cluster).
 """
 
 from __future__ import annotations
@@ -168,7 +171,11 @@ def main(argv=None):
                         help="message sizes, comma-separated (8,64K,1M)")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--out", default=str(RESULTS / "recent.csv"))
+    parser.add_argument("--replot", action="store_true",
+                        help="redraw the .png from the saved .csv; run nothing")
     args = parser.parse_args(argv)
+    if args.replot:
+        return _replot(Path(args.out))
     argv = sys.argv[1:] if argv is None else argv
     names = [n for n in args.networks.split(",") if n]
     unknown = set(names) - set(NETWORKS)
@@ -260,6 +267,27 @@ def _report(say, rows, names, sizes, reps, library):
         say("  nowhere")
 
 
+def _replot(out):
+    """Redraw ``out``'s picture from its rows (the library's name from its .txt)."""
+    import csv
+
+    with open(out) as fh:
+        rows = list(csv.DictReader(fh))
+    for r in rows:
+        r["bytes"] = int(r["bytes"])
+        r["fastest"] = r["fastest"] == "True"
+        for key in ("median_ms", "predicted_ms"):
+            r[key] = float(r[key]) if r[key] else None
+    names = list(dict.fromkeys(r["network"] for r in rows))
+    sizes = tuple(dict.fromkeys(r["bytes"] for r in rows))
+    text = out.with_suffix(".txt").read_text() if out.with_suffix(".txt").exists() else ""
+    library = text.split("native = ", 1)[-1].split("'s collective", 1)[0] \
+        if "'s collective" in text else "the MPI library"
+    _plot(rows, names, sizes, out.with_suffix(".png"), library)
+    print(f"redrew {out.with_suffix('.png')}", file=sys.stderr)
+    return 0
+
+
 def _short(algorithm):
     """A hierarchical plan's algorithm as its phases' algorithms, ``a|b|c``.
 
@@ -274,8 +302,13 @@ def _plot(rows, names, sizes, path, library):
     fig, axes = plt.subplots(len(names), len(OPS), figsize=(5.2 * len(OPS),
                                                               3.8 * len(names)),
                              squeeze=False, layout="constrained")
-    colours = {}
-    palette = plt.get_cmap("tab10").colors
+    # tab10 without its grey (the library's), then tab20's light shades
+    palette = [c for i, c in enumerate(plt.get_cmap("tab10").colors) if i != 7] + \
+        list(plt.get_cmap("tab20").colors[1::2])
+    others = [n for n in dict.fromkeys(name for op in OPS for name, _, _ in IMPLS[op])
+              if n != "native"]
+    colours = {name: palette[k % len(palette)] for k, name in enumerate(others)}
+    colours["native"] = "dimgray"
     for i, network in enumerate(names):
         for j, op in enumerate(OPS):
             ax = axes[i][j]
@@ -284,7 +317,7 @@ def _plot(rows, names, sizes, path, library):
                             r["op"] == op for r in rows)]
             width = 0.8 / max(len(impls), 1)
             for k, name in enumerate(impls):
-                colour = colours.setdefault(name, palette[len(colours) % len(palette)])
+                colour = colours[name]
                 for s, nbytes in enumerate(sizes):
                     r = [x for x in rows if (x["network"], x["op"], x["bytes"],
                                              x["impl"]) == (network, op, nbytes, name)]
@@ -293,7 +326,8 @@ def _plot(rows, names, sizes, path, library):
                     x = s + (k - (len(impls) - 1) / 2) * width
                     ax.bar(x, r[0]["median_ms"], width, color=colour,
                            label=name if s == 0 else None,
-                           edgecolor="black" if r[0]["fastest"] else "none")
+                           edgecolor="black" if r[0]["fastest"] else "none",
+                           linewidth=1.5)
                     ax.plot(x, r[0]["predicted_ms"], "D", color="black", ms=3)
             ax.set_yscale("log")
             ax.set_xticks(range(len(sizes)), [human(n) for n in sizes])
