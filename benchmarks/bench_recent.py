@@ -8,6 +8,8 @@ The networks:
 ``cluster``   one cluster of 8 ranks (the testbed's namespace, no emulated link)
 ``grid``      MagPIe's grid: 4 x 2 ranks, 10 ms one-way and 1 MB/s between clusters
               (``wacoll.demo.default_topology()``)
+``longfast``  2 x 4 ranks, 5 ms and 100 MB/s (a long-and-fast link; only when
+              ``--networks`` names it: not in the saved run)
 
 For each network, Allreduce, Allgather and Bcast at 8 B, 64 KiB and 1 MiB (float64;
 Allgather: the bytes are each rank's block; Allreduce: a SUM at level
@@ -69,7 +71,10 @@ OPS = ("allreduce", "allgather", "bcast")
 NETWORKS = {
     "cluster": ((8,), None, None),
     "grid": ((2, 2, 2, 2), 10e-3, 1e6),
+    "longfast": ((4, 4), 5e-3, 100e6),
 }
+#: The networks run unless ``--networks`` says otherwise.
+DEFAULT_NETWORKS = ("cluster", "grid")
 #: Per operation: (name, family, options) of every implementation timed.
 IMPLS = {
     "allreduce": [
@@ -166,7 +171,8 @@ def predicted(topology, op, nbytes, family, options):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--networks", default=",".join(NETWORKS))
+    parser.add_argument("--networks", default=",".join(DEFAULT_NETWORKS),
+                        help=f"comma-separated, of {', '.join(NETWORKS)}")
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)),
                         help="message sizes, comma-separated (8,64K,1M)")
     parser.add_argument("--reps", type=int, default=5)
