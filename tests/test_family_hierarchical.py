@@ -288,15 +288,16 @@ def test_a_candidate_of_the_policy_when_asked():
 
     topo = Topology.from_sizes([2, 2, 2, 2], wan_latency=5e-4, wan_bandwidth=1.25e9)
     call = Call("allreduce", count=1 << 17, itemsize=8, level="commutative")
-    assert select(call, topo).family == "magpie"
-    on = Policy(hierarchical_from=1 << 16)
+    rule = Policy(priced_from=0)  # (the other families' pricing: see test_select)
+    assert select(call, topo, policy=rule).family == "magpie"
+    on = Policy(hierarchical_from=1 << 16, priced_from=0)
     chosen = select(call, topo, policy=on)
     assert chosen.family == "hierarchical"
     assert {k: v for k, v in chosen.options if k in ("inner", "outer")} in \
         HIERARCHICAL_PAIRS
-    assert predicted_time(chosen, topo, call) < predicted_time(select(call, topo), topo,
-                                                               call)
+    assert predicted_time(chosen, topo, call) < predicted_time(
+        select(call, topo, policy=rule), topo, call)
     small = Call("allreduce", count=16, itemsize=8, level="commutative")
-    assert select(small, topo, policy=on) == select(small, topo)
+    assert select(small, topo, policy=on) == select(small, topo, policy=rule)
     strict = Call("allreduce", count=1 << 17, itemsize=8, level="strict")
-    assert select(strict, topo, policy=on) == select(strict, topo)
+    assert select(strict, topo, policy=on) == select(strict, topo, policy=rule)

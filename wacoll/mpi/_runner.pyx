@@ -90,10 +90,11 @@ OUTCOMES = {"ok": OK, "check failed": CHECK_FAILED, "work error": WORK_ERROR,
             "check error": CHECK_ERROR, "interrupted": INTERRUPTED}
 
 # How a blocking wait polls: spinning for _SPIN (a few polls), then yielding the core between
-# polls until _YIELD (with ranks sharing cores, a peer that waits for this core runs
-# at once: a nap would last the kernel's timer slack, 50 us, at every step), then
-# napping, longer as the wait goes on (as wacoll.mpi.progress.wait_any does: waits
-# for a wide-area message do not take the cores with polls).
+# polls until _YIELD (a peer that waits for this core runs at once: a nap would last
+# the kernel's timer slack, 50 us, at every step), then napping, longer as the wait
+# goes on (as wacoll.mpi.progress.wait_any does: waits for a wide-area message do
+# not take the cores with polls). wacoll.mpi.runner sets them (set_waits): where
+# ranks outnumber the cores, waits nap from the first miss.
 cdef double _SPIN = 2e-6
 cdef double _YIELD = 1e-3
 cdef double _SHORT_NAP = 50e-6
@@ -122,6 +123,13 @@ def set_mpi(int hsize, intptr_t byte_type, intptr_t request_null, intptr_t isend
     _M.testany, _M.cancel, _M.wait = <void *>testany, <void *>cancel, <void *>wait
     _reduce = <wacoll_reduce_fn>PyCapsule_GetPointer(reduce_capsule, b"wacoll.reduce")
     _ready = True
+
+
+def set_waits(double spin, double yield_for):
+    """How a blocking wait polls (seconds): spinning for ``spin``, then yielding the
+    core between polls until ``yield_for``, then napping (see :data:`_pause`)."""
+    global _SPIN, _YIELD
+    _SPIN, _YIELD = spin, yield_for
 
 
 def is_ready():

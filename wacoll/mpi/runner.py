@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +67,39 @@ MAX_MESSAGE = 2**31 - 1
 
 def _aligned(n):
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+#: How a blocking wait of the runner polls (seconds): it spins for ``SPIN``, then
+#: yields the core between polls until ``YIELD`` (a peer that shares the core runs
+#: at once), then naps. Where ranks outnumber the cores it naps from the first
+#: miss instead (:func:`cores_shared`): ranks that yield still take turns on the
+#: cores, and a rank whose message has arrived waits behind them (on 4 clusters of
+#: 2 ranks on 2 cores, 100 us apart, a MagPIe bcast of 8 B took 2.0 ms beside the
+#: MPI library's 0.9 ms).
+SPIN, YIELD = 2e-6, 1e-3
+
+
+def cores_shared(environ) -> bool:
+    """Whether this node's ranks outnumber its cores, or the MPI library was asked
+    to give up idle cores (MPICH's ``MPIR_CVAR_ENABLE_HEAVY_YIELD``, Open MPI's
+    ``mpi_yield_when_idle``): then the runner's waits nap instead of yielding.
+
+    Examples
+    --------
+    >>> cores_shared({"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"})
+    True
+    >>> cores_shared({"MPI_LOCALNRANKS": "1"})
+    False
+    """
+    if environ.get("MPIR_CVAR_ENABLE_HEAVY_YIELD") == "1" or \
+            environ.get("OMPI_MCA_mpi_yield_when_idle") == "1":
+        return True
+    local = environ.get("MPI_LOCALNRANKS") or environ.get("OMPI_COMM_WORLD_LOCAL_SIZE")
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return local is not None and local.isdigit() and int(local) > cores
 
 
 @functools.cache
@@ -91,6 +125,7 @@ def mpi_entry_points():
         _runner.set_mpi(MPI._sizeof(MPI.Comm), handle(MPI.BYTE),
                         handle(MPI.REQUEST_NULL), *addresses,
                         _kernels._reducer.kernel_capsule())
+        _runner.set_waits(SPIN, 0.0 if cores_shared(os.environ) else YIELD)
         return path
     raise ImportError("the compiled runner found no MPI library in this process")
 

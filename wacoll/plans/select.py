@@ -105,7 +105,9 @@ from wacoll.plans.operations import ARITHMETICS, LEVELS, OPERATIONS, block_count
 from wacoll.trees.frozen import freeze_tree
 
 __all__ = ["Call", "Policy", "Selection", "select", "adapt_script", "DEFAULT_POLICY",
-           "NATIVE", "HAN", "HIERARCHICAL_PAIRS", "predicted_time", "plain_options"]
+           "NATIVE", "HAN", "HIERARCHICAL_PAIRS", "PRICED_FAMILIES", "PRICED_AFTER",
+           "PRICE_TIE", "COMBINE_RATE",
+           "predicted_time", "plain_options"]
 
 #: The pseudo-family that hands a call to the MPI library's own collective.
 NATIVE = "native"
@@ -114,6 +116,19 @@ NATIVE = "native"
 #: with Matsuda's multi-sender algorithms between.
 HIERARCHICAL_PAIRS = ({"inner": "modern", "outer": "modern"},
                       {"inner": "magpie", "outer": "gridmpi"})
+#: The families a long vector's default is priced against
+#: (:attr:`Policy.priced_from`), in the order that breaks a tie; MagPIe's comes after
+#: them.
+PRICED_FAMILIES = ("modern",)
+#: Priced too, after MagPIe's (Matsuda's multi-sender algorithms).
+PRICED_AFTER = ("gridmpi",)
+#: Predicted times within this share of the fastest are a tie (the simulator sees
+#: no memory traffic nor combining work).
+PRICE_TIE = 0.03
+#: Bytes per second of combining and copying work in a priced selection (a memory
+#: bound vector add on one core; a plan that combines half the vector per rank
+#: beats one that combines all of it where the links are as fast as memory).
+COMBINE_RATE = 2e9
 #: The options of the ``"han"`` pseudo-family (:func:`wacoll.plans.composite.compose`).
 HAN_OPTIONS = ("root", "count", "itemsize", "level", "segments", "inter")
 
@@ -232,6 +247,21 @@ class Policy:
         ms, and 7.2 against 10.5 ms for the bcast (van de Geijn's scatter and
         ring); on MagPIe's 10 ms, 1 MB/s links 1069 against 1102 ms for the
         allreduce (Matsuda's between coordinators), and MagPIe's bcast.
+    priced_from : int
+        On several clusters of at most :attr:`priced_up_to` ranks, a bcast or
+        allreduce of at least this many bytes (0: never), whose default is the
+        magpie family, is priced by the simulator (with combining work at
+        :data:`COMBINE_RATE`) against the families that move long vectors well:
+        the modern family's choice (:data:`PRICED_FAMILIES`, as MPICH's) and
+        Matsuda's multi-sender ``gridmpi`` (:data:`PRICED_AFTER`); the fastest
+        runs, and within :data:`PRICE_TIE` of it the earliest of the modern
+        family, MagPIe's and gridmpi. On 2 ranks as 2 declared clusters a 2 GiB
+        allreduce by the modern family's Rabenseifner algorithm took 0.70 s with
+        10 MiB of scratch; MagPIe's 1.2-5.8 s with 2 GiB; the MPI library's 1.9 s
+        with 1 GiB. Each candidate is built and proved, once per call shape.
+    priced_up_to : int
+        The largest number of ranks :attr:`priced_from` applies to (pricing builds
+        every candidate).
     """
 
     threshold: int = 512
@@ -244,10 +274,12 @@ class Policy:
     stage_time: float = 3e-5
     halving_from: int = 65536
     hierarchical_from: int = 0
+    priced_from: int = 65536
+    priced_up_to: int = 256
 
     def __post_init__(self):
         for name in ("threshold", "segment_size", "max_segments", "reproducible_below",
-                     "halving_from", "hierarchical_from"):
+                     "halving_from", "hierarchical_from", "priced_from", "priced_up_to"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise PlanError(f"{name} must be an integer >= 0, got {value!r}")
@@ -406,14 +438,15 @@ def _reproducible_candidate(call, family, comm_family, policy):
     return comm_family != NATIVE
 
 
-def predicted_time(selection, topology, call, policy=DEFAULT_POLICY):
+def predicted_time(selection, topology, call, policy=DEFAULT_POLICY, compute_rate=None):
     """The predicted seconds of ``selection``'s plan for ``call`` on ``topology``.
 
     The simulator's completion time (:func:`wacoll.plans.sim.simulate` with the
     topology's :class:`~wacoll.plans.sim.LinkModel`), plus, for reproducible
     arithmetic, the work on accumulators the simulator does not see: converting
     each element there and back, and one combination per level of a binary tree
-    over the ranks, and a fixed staging cost per call.
+    over the ranks, and a fixed staging cost per call. ``compute_rate`` (bytes per
+    second) charges the copies and combinations (default: free).
 
     Examples
     --------
@@ -430,7 +463,8 @@ def predicted_time(selection, topology, call, policy=DEFAULT_POLICY):
 
     if selection.native:
         raise PlanError("the native family has no plan to predict")
-    seconds = simulate(selection.build(topology), LinkModel(topology)).completion
+    model = LinkModel(topology, compute_rate=compute_rate)
+    seconds = simulate(selection.build(topology), model).completion
     if selection.arithmetic == "reproducible":
         elements = _vector_bytes(call) // call.itemsize
         scale = call.itemsize / 8  # the costs are per float64 value
@@ -503,9 +537,8 @@ def _select(call: Call, topology, *, family=None, options=None, comm_family=None
         chosen, extra = _default_family(call, topology, policy)
         if chosen == NATIVE and not allow_native:
             chosen, extra = ("magpie" if topology.nclusters > 1 else "mpich"), {}
-        if chosen == "magpie" and policy.hierarchical_from and call.op in (
-                "bcast", "allreduce") and call.count and not options and \
-                call.nbytes >= policy.hierarchical_from:
+        if chosen == "magpie" and call.op in ("bcast", "allreduce") and \
+                call.count and not options and _priced(call, topology, policy):
             return _fastest(call, topology, policy, comm_options)
     if chosen == NATIVE:
         if options:
@@ -542,23 +575,48 @@ def _select(call: Call, topology, *, family=None, options=None, comm_family=None
     return Selection(call.op, chosen, tuple(sorted(kwargs.items())))
 
 
+def _hierarchical_priced(call, policy):
+    return bool(policy.hierarchical_from) and call.nbytes >= policy.hierarchical_from
+
+
+def _families_priced(call, topology, policy):
+    return bool(policy.priced_from) and call.nbytes >= policy.priced_from and \
+        topology.size <= policy.priced_up_to
+
+
+def _priced(call, topology, policy):
+    """Whether the default of ``call`` is priced against other families (see
+    :attr:`Policy.priced_from` and :attr:`Policy.hierarchical_from`)."""
+    return _hierarchical_priced(call, policy) or _families_priced(call, topology, policy)
+
+
 def _fastest(call, topology, policy, comm_options):
-    """The magpie family's plan or a hierarchical pair's, whichever the simulator
-    predicts faster (see :attr:`Policy.hierarchical_from`); pairs that cannot keep
-    the call's level are left out."""
-    rule = dataclasses.replace(policy, hierarchical_from=0)
-    best = _select(call, topology, comm_options=comm_options, policy=rule)
-    seconds = predicted_time(best, topology, call, rule)
-    for pair in HIERARCHICAL_PAIRS:
+    """The plan the simulator predicts fastest among the :data:`PRICED_FAMILIES`'
+    (see :attr:`Policy.priced_from`), MagPIe's and the hierarchical pairs' (see
+    :attr:`Policy.hierarchical_from`); candidates that cannot keep the call's
+    level are left out; on a tie (within :data:`PRICE_TIE`) the earlier wins."""
+    rule = dataclasses.replace(policy, hierarchical_from=0, priced_from=0)
+    candidates = [(f, {}) for f in PRICED_FAMILIES] \
+        if _families_priced(call, topology, policy) else []
+    candidates.append((None, {}))  # MagPIe's, with the communicator's options
+    if _families_priced(call, topology, policy):
+        candidates += [(f, {}) for f in PRICED_AFTER]
+    if _hierarchical_priced(call, policy):
+        candidates += [("hierarchical", pair) for pair in HIERARCHICAL_PAIRS]
+    priced = []
+    for family, options in candidates:
+        if family is not None and call.op not in builders(family):
+            continue
         try:
-            candidate = _select(call, topology, family="hierarchical", options=pair,
+            candidate = _select(call, topology, family=family, options=options,
+                                comm_options=comm_options if family is None else None,
                                 policy=rule)
-            guess = predicted_time(candidate, topology, call, rule)
+            priced.append((predicted_time(candidate, topology, call, rule,
+                                          compute_rate=COMBINE_RATE), candidate))
         except PlanError:
             continue
-        if guess < seconds:
-            best, seconds = candidate, guess
-    return best
+    fastest = min(seconds for seconds, _ in priced)
+    return next(c for seconds, c in priced if seconds <= fastest * (1 + PRICE_TIE))
 
 
 def _composes(call: Call, family) -> bool:
