@@ -409,9 +409,10 @@ notebook sets them side by side on three networks:
 For allreduce, allgather and bcast of 8 B, 64 KiB and 1 MiB (per rank's block for
 allgather) it predicts each plan's completion with the simulator (`LinkModel`),
 counts its wide-area messages and bytes with the checker (the metric Bine's paper
-reports as *global-link traffic*), and shows what the testbed measured for the grid
-and for one cluster of 8 ranks (`benchmarks/bench_recent.py`, loaded from its saved
-run; the notebook does not start a testbed)."""),
+reports as *global-link traffic*), and shows what the testbed measured on the grid,
+on the long-and-fast network and on one cluster of 8 ranks
+(`benchmarks/bench_recent.py`, loaded from its saved runs; the notebook does not
+start a testbed; the LAN's 64 ranks are too many for the machine they ran on)."""),
     new_code_cell("""import csv
 from pathlib import Path
 import matplotlib
@@ -614,28 +615,34 @@ and Bine's butterflies bring many blocks in more than once."""),
 
 `benchmarks/bench_recent.py` times the MPI library's collectives, MagPIe's plans,
 each recent algorithm and the hierarchical pairs side by side on the emulated
-testbed (one cluster of 8 ranks, and MagPIe's 4 x 2 grid), with the simulator's
-prediction beside each median. Its saved run is in
-`benchmarks/results/recent.{csv,txt,png}`; here it is read back, not rerun."""),
-    new_code_cell("""saved = Path(wacoll.__file__).resolve().parents[1] / "benchmarks" / "results" / "recent.csv"
+testbed, with the simulator's prediction beside each median: one cluster of 8 ranks
+and MagPIe's 4 x 2 grid in one run (`benchmarks/results/recent.{csv,txt,png}`), the
+2 x 4 long-and-fast network in another (`recent-longfast.*`). Here they are read
+back, not rerun."""),
+    new_code_cell("""results = Path(wacoll.__file__).resolve().parents[1] / "benchmarks" / "results"
+saved = sorted(results.glob("recent*.csv"))   # recent.csv, recent-longfast.csv
 measured = []
-if saved.exists():
-    with open(saved) as fh:
-        measured = [r for r in csv.DictReader(fh) if r["median_ms"]]
-    for r in measured:
-        for key in ("median_ms", "predicted_ms", "ratio_native"):
-            r[key] = float(r[key])
-        r["bytes"] = int(r["bytes"])
-    print(f"{len(measured)} measurements from {saved.name}")
+for path in saved:
+    with open(path) as fh:
+        measured += [r for r in csv.DictReader(fh) if r["median_ms"]]
+for r in measured:
+    for key in ("median_ms", "predicted_ms", "ratio_native"):
+        r[key] = float(r[key])
+    r["bytes"] = int(r["bytes"])
+if measured:
+    print(f"{len(measured)} measurements from {', '.join(p.name for p in saved)}")
 else:
     print("no saved run of benchmarks/bench_recent.py here: nothing measured to show")
 
 FAMILY_COLOURS = {"native": "black", "magpie": "tab:orange", "recent": "tab:green",
                   H: "tab:purple"}
-fig, axes = plt.subplots(1, 2, figsize=(16, 5.2), layout="constrained",
+fig, axes = plt.subplots(1, 2, figsize=(17, 5.8), layout="constrained",
                          gridspec_kw={"width_ratios": [2.2, 1]})
 if measured:
-    cases = list(dict.fromkeys((r["network"], r["op"], r["bytes"]) for r in measured))
+    order = ["cluster", "grid", "longfast"]
+    cases = sorted(dict.fromkeys((r["network"], r["op"], r["bytes"]) for r in measured),
+                   key=lambda c: (order.index(c[0]) if c[0] in order else len(order),
+                                  OPS.index(c[1]), c[2]))
     for r in measured:
         i = cases.index((r["network"], r["op"], r["bytes"]))
         colour = FAMILY_COLOURS.get(r["family"], "grey")
@@ -646,11 +653,17 @@ if measured:
     axes[0].set_yscale("log")
     for axis in (axes[0].yaxis.set_major_formatter, axes[0].yaxis.set_minor_formatter):
         axis(matplotlib.ticker.FormatStrFormatter("%g"))
-    axes[0].set_xticks(range(len(cases)), [f"{n}\\n{op}\\n{human(b)}"
-                                          for n, op, b in cases], fontsize=6)
+    axes[0].set_xticks(range(len(cases)), [f"{op} {human(b)}" for n, op, b in cases],
+                       fontsize=7, rotation=90)
+    nets = list(dict.fromkeys(n for n, _, _ in cases))
+    for net in nets:
+        where = [i for i, c in enumerate(cases) if c[0] == net]
+        axes[0].axvline(where[0] - 0.5, color="grey", lw=0.8)
+        axes[0].text((where[0] + where[-1]) / 2, 1.01, net, ha="center", va="bottom",
+                     transform=axes[0].get_xaxis_transform(), fontsize=9)
     axes[0].set_ylabel("measured median / the MPI library's")
     axes[0].set_title("measured: each implementation against the MPI library "
-                      "(filled: fastest of the case; below 1 is faster)")
+                      "(filled: fastest of the case; below 1 is faster)", pad=18)
     lo, hi = 0.01, 2 * max(r["median_ms"] for r in measured)
     axes[1].plot([lo, hi], [lo, hi], color="grey", lw=0.8)
     axes[1].set_xlabel("predicted (ms)")
@@ -665,15 +678,16 @@ if measured:
     for n, op, b in cases:
         best = min((r for r in measured if (r["network"], r["op"], r["bytes"]) ==
                     (n, op, b)), key=lambda r: r["median_ms"])
-        print(f"  {n:8s}{op:10s}{human(b):>8s}  {best['impl']:20s}"
+        print(f"  {n:9s}{op:10s}{human(b):>8s}  {best['impl']:20s}"
               f"{best['median_ms']:9.2f} ms ({best['ratio_native']:.2f} x the library)")
 else:
     for ax in axes:
         ax.axis("off")
     axes[0].text(0.5, 0.5, f"nothing measured: run benchmarks/bench_recent.py "
-                 f"(as root) to write {saved.name}", ha="center", va="center")"""),
-    new_markdown_cell("""What the saved run measured (`recent.txt` states its command and the load: about
-9 on 2 cores, so 8 ranks wait for a core most of the time):
+                 f"(as root) to write recent.csv", ha="center", va="center")"""),
+    new_markdown_cell("""What the saved runs measured (`recent.txt` and `recent-longfast.txt` state their
+commands and the load: about 9 and 13 on 2 cores, so 8 ranks wait for a core
+most of the time):
 
 - **One cluster of 8 ranks**: the MPI library is the fastest in every case, the
   others 1.1 to 6.2 times slower. Its collectives are compiled C over shared
@@ -694,6 +708,16 @@ else:
   best flat one (0.49 and 0.52 times the library at 64 KiB and 1 MiB), and
   Bine's and PAT's butterflies, which bring blocks into a cluster more than once,
   are slower than the library's ring at 1 MiB.
+- **The long-and-fast network**: the hierarchical pair magpie|gridmpi (MagPIe's
+  trees inside, Matsuda's multi-sender allreduce between the two coordinators) is
+  the fastest measured allreduce at every size: 22.5 ms for 1 MiB, 0.71 times the
+  library's and 0.59 times MagPIe's, as predicted (18.9 ms, the best predicted);
+  Swing and the modern|modern pair follow (0.91 and 0.92 times the library).
+  For allgather and bcast the fastest few are within a few percent of each other
+  (Bine's and Swing's 8 B allgathers, a gather | MPICH 4 allgather pair at
+  64 KiB, MagPIe's plans at 1 MiB and for the larger broadcasts); the library's
+  binomial broadcast wins at 8 B. Bine's and PAT's 1 MiB allgathers are the
+  slowest, 1.7 and 2.3 times the library's ring.
 - Where the two disagree: the binomial and Bine broadcasts of 1 MiB took 1.34 s,
   the simulator says 2.1 s, and Bine's allgather of 1 MiB took 10.9 s against a
   predicted 6.3 s."""),
