@@ -41,8 +41,13 @@ What each does (the patterns are in :mod:`~wacoll.plans.families.recent_parts` a
   ``r - rho(s)`` (odd), ``rho(s) = 1, -1, 3, -5, 11, ...``; the bandwidth-optimal
   allreduce is a reduce-scatter with the steps in that order (nearest partner
   first, half the vector to it) and an allgather in the reverse order, each rank
-  owning one chunk (``segments`` rounded up to a multiple of the ranks); its
-  allgather and reduce-scatter are the two halves alone.
+  owning one chunk (``segments`` rounded up to a multiple of the ranks), rank
+  ``r`` the chunk at ``r``'s bits reversed
+  (:func:`~wacoll.plans.families.recent_parts.bit_reversal`: the same messages
+  as with chunk ``r``, but each a run or two of blocks on a power of two, as
+  Swing's code remaps them, so that the checker holds the plan in few pieces);
+  its allgather and reduce-scatter are the two halves alone (there rank ``r``'s
+  block is ``r``: the operation says so).
 - ``swing_latency``: whole vectors exchanged with the same partners, ``log2 P``
   steps.
 - ``bine``: Bine trees. The broadcast runs down the distance-halving Bine tree (the
@@ -108,7 +113,8 @@ from wacoll.plans.builder import PlanBuilder
 from wacoll.plans.families.modern_parts import chunks_of
 from wacoll.plans.families.recent_nccl import (double_tree_allreduce, pat_allgather,
                                                pat_reduce_scatter)
-from wacoll.plans.families.recent_parts import (bine_tree, butterfly_allgather,
+from wacoll.plans.families.recent_parts import (bine_tree, bit_reversal,
+                                                butterfly_allgather,
                                                 butterfly_reduce_scatter,
                                                 butterfly_rounds, odd_fold, steps_of,
                                                 swing_latency_allreduce)
@@ -277,6 +283,8 @@ def _butterfly_allreduce(b, blocks, ranks, host, extra, orders):
         b.send(extra, host, blocks, "in")
         b.recv_combine(host, extra, blocks, "acc", side="left")
     chunks = chunks_of(blocks, m)
+    if orders == _ORDERS["swing"]:  # chunks in bit-reversed order: runs of blocks
+        chunks = [chunks[i] for i in bit_reversal(m)]
     # the reduce-scatter is the allgather's exchanges in reverse: one set of rounds
     rounds = butterfly_rounds(m, steps_of(m, orders[1])) if m > 1 else ()
     butterfly_reduce_scatter(b, ranks, chunks, rounds)

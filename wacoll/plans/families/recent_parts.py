@@ -59,7 +59,8 @@ import numpy as np
 from wacoll.errors import PlanError
 from wacoll.plans.halving import largest_power_of_two
 
-__all__ = ["rho", "swing_peers", "steps_of", "butterfly_rounds", "butterfly_allgather",
+__all__ = ["rho", "swing_peers", "steps_of", "bit_reversal", "butterfly_rounds",
+           "butterfly_allgather",
            "butterfly_reduce_scatter", "odd_fold", "swing_latency_allreduce",
            "bine_tree"]
 
@@ -81,6 +82,32 @@ def steps_of(m: int, order: str) -> list:
     partner first) or ``"halving"`` (farthest first)."""
     steps = list(range((m - 1).bit_length()))
     return steps if order == "doubling" else steps[::-1]
+
+
+def bit_reversal(m: int) -> list:
+    """Each position's place when positions ``0 .. m - 1`` are sorted by their
+    ``ceil(log2 m)`` bits read backwards: the bit-reversal permutation on a power of
+    two.
+
+    Swing's allreduce gives position ``i`` chunk ``bit_reversal(m)[i]`` instead of
+    chunk ``i``: the same messages (peers, steps, sizes), but on a power of two each
+    message's chunks are then one or two runs of consecutive blocks, where they are
+    scattered over the vector otherwise (Swing's code remaps its blocks for the same
+    reason), so that the checker holds the plan in few pieces.
+
+    Examples
+    --------
+    >>> bit_reversal(8)
+    [0, 4, 2, 6, 1, 5, 3, 7]
+    >>> bit_reversal(6)  # keys 0, 4, 2, 6, 1, 5 sorted
+    [0, 3, 2, 5, 1, 4]
+    """
+    bits = (m - 1).bit_length()
+    keys = [int(format(i, f"0{bits}b")[::-1], 2) if bits else 0 for i in range(m)]
+    place = [0] * m
+    for at, i in enumerate(sorted(range(m), key=keys.__getitem__)):
+        place[i] = at
+    return place
 
 
 def butterfly_rounds(m: int, order):
@@ -113,11 +140,12 @@ def butterfly_rounds(m: int, order):
 
 
 def _blocks_of(groups):
-    """A function from an array of group indices to their blocks, as a tuple."""
+    """A function from an array of group indices to their blocks, as a sorted tuple
+    (a message's blocks in the vector's order, however the groups are placed)."""
     if all(len(g) == 1 for g in groups):
         flat = np.array([g[0] for g in groups], dtype=np.int64)
-        return lambda idx: tuple(flat[idx].tolist())
-    return lambda idx: tuple(x for i in idx.tolist() for x in groups[i])
+        return lambda idx: tuple(np.sort(flat[idx]).tolist())
+    return lambda idx: tuple(sorted(x for i in idx.tolist() for x in groups[i]))
 
 
 def butterfly_allgather(b, ranks, groups, rounds, buf="out"):
