@@ -57,3 +57,24 @@ def test_short_vectors_and_large_communicators_keep_the_rule():
 def test_bad_policy_values_are_refused(name):
     with pytest.raises(PlanError, match=name):
         Policy(**{name: -1})
+
+
+def test_the_new_families_are_candidates():
+    grid = Topology.from_sizes([2, 2, 2, 2])  # MagPIe's: Swing's allreduce wins
+    assert dict(select(_allreduce(1 << 20), grid).options).get("algorithm") == "swing"
+    # Swing's allreduce keeps level commutative only: an associative call prices
+    # without it
+    call = Call("allreduce", count=1 << 17, itemsize=8, level="associative")
+    assert select(call, grid).family != "recent"
+
+
+@pytest.mark.parametrize("sizes", [[2, 2, 2, 2], [1, 1], [3, 2, 2], [4, 4]])
+def test_every_count_of_a_priced_octave_builds(sizes):
+    """The choice is kept per octave of bytes; every count in it builds and proves."""
+    topo = Topology.from_sizes(sizes, wan_latency=5e-4, wan_bandwidth=1e8)
+    for count in (8192, 8193, 12345, 16383, 131071, 131072, 200001):
+        for op, level in (("allreduce", "commutative"), ("allreduce", "associative"),
+                          ("bcast", None)):
+            call = Call(op, count=count, itemsize=8, level=level,
+                        root=len(sizes) - 1 if op == "bcast" else None)
+            select(call, topo).build(topo).check()

@@ -120,8 +120,15 @@ HIERARCHICAL_PAIRS = ({"inner": "modern", "outer": "modern"},
 #: (:attr:`Policy.priced_from`), in the order that breaks a tie; MagPIe's comes after
 #: them.
 PRICED_FAMILIES = ("modern",)
-#: Priced too, after MagPIe's (Matsuda's multi-sender algorithms).
-PRICED_AFTER = ("gridmpi",)
+#: Priced too, after MagPIe's, as ``(family, options)``: Matsuda's multi-sender
+#: algorithms, Swing's allreduce (De Sensi et al. 2024: on MagPIe's grid a 1 MiB
+#: allreduce measured 0.51x MPICH's and 0.76x MagPIe's, predicted so) and MagPIe's
+#: trees inside clusters with gridmpi between coordinators (on 2 x 4 ranks over
+#: 5 ms, 100 MB/s the fastest measured allreduce at 8 B, 64 KiB and 1 MiB: 0.71x
+#: MPICH's at 1 MiB; benchmarks/results/recent*.txt). A candidate without a plan
+#: for the call, or that cannot keep its level, is left out.
+PRICED_AFTER = (("gridmpi", ()), ("recent", (("algorithm", "swing"),)),
+                ("hierarchical", (("inner", "magpie"), ("outer", "gridmpi"))))
 #: Predicted times within this share of the fastest are a tie (the simulator sees
 #: no memory traffic nor combining work).
 PRICE_TIE = 0.03
@@ -252,10 +259,11 @@ class Policy:
         allreduce of at least this many bytes (0: never), whose default is the
         magpie family, is priced by the simulator (with combining work at
         :data:`COMBINE_RATE`) against the families that move long vectors well:
-        the modern family's choice (:data:`PRICED_FAMILIES`, as MPICH's) and
-        Matsuda's multi-sender ``gridmpi`` (:data:`PRICED_AFTER`); the fastest
-        runs, and within :data:`PRICE_TIE` of it the earliest of the modern
-        family, MagPIe's and gridmpi. On 2 ranks as 2 declared clusters a 2 GiB
+        the modern family's choice (:data:`PRICED_FAMILIES`, as MPICH's), then
+        Matsuda's multi-sender ``gridmpi``, Swing's allreduce and MagPIe's trees
+        under gridmpi (:data:`PRICED_AFTER`); the fastest runs, and within
+        :data:`PRICE_TIE` of it the earliest of the modern family, MagPIe's and
+        :data:`PRICED_AFTER`. On 2 ranks as 2 declared clusters a 2 GiB
         allreduce by the modern family's Rabenseifner algorithm took 0.70 s with
         10 MiB of scratch; MagPIe's 1.2-5.8 s with 2 GiB; the MPI library's 1.9 s
         with 1 GiB. Each candidate is built and proved, once per call shape.
@@ -594,13 +602,41 @@ def _fastest(call, topology, policy, comm_options):
     """The plan the simulator predicts fastest among the :data:`PRICED_FAMILIES`'
     (see :attr:`Policy.priced_from`), MagPIe's and the hierarchical pairs' (see
     :attr:`Policy.hierarchical_from`); candidates that cannot keep the call's
-    level are left out; on a tie (within :data:`PRICE_TIE`) the earlier wins."""
+    level are left out; on a tie (within :data:`PRICE_TIE`) the earlier wins.
+
+    The choice is kept per power of two of the vector's bytes (a call of another
+    count in the same octave takes the same family and options, built for its own
+    count), so an application that varies its counts prices each octave once."""
     rule = dataclasses.replace(policy, hierarchical_from=0, priced_from=0)
+    comm_options = plain_options(comm_options)
+    octave = (dataclasses.replace(call, count=1 << (call.nbytes.bit_length() - 1)),
+              topology, rule, tuple(sorted(comm_options.items())))
+    known = _PRICED.get(octave)
+    if known is not None:
+        family, options = known
+        return _select(call, topology, family=family, options=dict(options),
+                       comm_options=comm_options if family is None else None,
+                       policy=rule)
+    chosen = _price(call, topology, policy, rule, comm_options)
+    if len(_PRICED) >= _PRICED_KEPT:
+        del _PRICED[next(iter(_PRICED))]
+    _PRICED[octave] = chosen[0]
+    return chosen[1]
+
+
+#: Priced choices kept (see :func:`_fastest`); the oldest is dropped first.
+_PRICED_KEPT = 256
+_PRICED = {}
+
+
+def _price(call, topology, policy, rule, comm_options):
+    """``((family or None for MagPIe's, options), selection)`` of the fastest
+    predicted candidate (see :func:`_fastest`)."""
     candidates = [(f, {}) for f in PRICED_FAMILIES] \
         if _families_priced(call, topology, policy) else []
     candidates.append((None, {}))  # MagPIe's, with the communicator's options
     if _families_priced(call, topology, policy):
-        candidates += [(f, {}) for f in PRICED_AFTER]
+        candidates += [(f, dict(o)) for f, o in PRICED_AFTER]
     if _hierarchical_priced(call, policy):
         candidates += [("hierarchical", pair) for pair in HIERARCHICAL_PAIRS]
     priced = []
@@ -611,12 +647,14 @@ def _fastest(call, topology, policy, comm_options):
             candidate = _select(call, topology, family=family, options=options,
                                 comm_options=comm_options if family is None else None,
                                 policy=rule)
-            priced.append((predicted_time(candidate, topology, call, rule,
-                                          compute_rate=COMBINE_RATE), candidate))
+            seconds = predicted_time(candidate, topology, call, rule,
+                                     compute_rate=COMBINE_RATE)
         except PlanError:
             continue
-    fastest = min(seconds for seconds, _ in priced)
-    return next(c for seconds, c in priced if seconds <= fastest * (1 + PRICE_TIE))
+        priced.append((seconds, (family, tuple(sorted(options.items()))), candidate))
+    fastest = min(seconds for seconds, _, _ in priced)
+    return next((key, c) for seconds, key, c in priced
+                if seconds <= fastest * (1 + PRICE_TIE))
 
 
 def _composes(call: Call, family) -> bool:
