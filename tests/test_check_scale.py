@@ -446,3 +446,90 @@ def test_every_recent_algorithm_is_proved_at_4096_ranks(op, name):
         kw["count"] = size
     report = build(op, Topology.single(size), "recent", **kw).check()
     assert report.messages >= size - 1
+
+
+# ------------------------------------------- Swing and Bine: values block by block
+def recent_plans():
+    """Swing's, Bine's and PAT's reductions on a few sizes (level commutative)."""
+    for size in (2, 7, 8, 12):
+        for op, name in (("allreduce", "swing"), ("allreduce", "bine"),
+                         ("reduce_scatter_block", "swing"),
+                         ("reduce_scatter_block", "bine"),
+                         ("reduce_scatter", "pat")):
+            yield build(op, Topology.single(size), "recent", algorithm=name,
+                        level="commutative", count=size)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_mutated_swing_and_bine_plans_get_the_same_report_or_error(seed):
+    # their received pieces hold blocks of different expressions: the compiled pass
+    # keeps a value per block, and must refuse (through the exact pass) what the
+    # reference refuses
+    rng = random.Random(seed)
+    plans = list(recent_plans())
+    for plan in plans:
+        same(plan)
+    for _ in range(300):
+        plan = rng.choice(plans)
+        for _ in range(rng.choice([1, 1, 2])):
+            plan = mutate(plan, rng)
+        same(plan)
+
+
+def exact_outcome(plan, monkeypatch):
+    """The outcome of the checker without its compiled pass of reductions."""
+    from types import SimpleNamespace
+
+    from wacoll.plans import check
+    with monkeypatch.context() as patch:
+        patch.setattr(check, "_values", SimpleNamespace(_compiled=None))
+        return outcome(check_plan, plan)
+
+
+@pytest.fixture(scope="module")
+def swing_256():
+    return build("allreduce", Topology.single(256), "recent", algorithm="swing",
+                 level="commutative", count=256)
+
+
+def test_a_swing_allreduce_at_256_ranks_combining_twice_is_refused(swing_256,
+                                                                    monkeypatch):
+    plan = swing_256
+    r = 5
+    i, step = next((i, s) for i, s in enumerate(plan.programs[r])
+                   if s.kind == "recv_combine")
+    j = next(j for j, s in enumerate(plan.programs[step.peer])
+             if s.kind == "send" and s.peer == r)
+    broken = replace(plan, {(r, i): [step, step],
+                            (step.peer, j): [plan.programs[step.peer][j]] * 2})
+    with pytest.raises(PlanError, match=f"rank {r} step {i + 1} .*combines the "
+                                        f"contribution of rank") as e:
+        broken.check()
+    assert (e.value.rank, e.value.step) == (r, i + 1)
+    assert outcome(check_plan, broken) == exact_outcome(broken, monkeypatch)
+
+
+def test_a_block_dropped_from_a_swing_allgather_message_is_refused(swing_256,
+                                                                  monkeypatch):
+    plan = swing_256
+    r = 9
+    i, step = [(i, s) for i, s in enumerate(plan.programs[r]) if s.kind == "recv"][-1]
+    j = next(j for j, s in enumerate(plan.programs[step.peer])
+             if s.kind == "send" and s.peer == r and s.blocks == step.blocks)
+    kept = step.blocks[:-1]
+    broken = replace(plan, {
+        (r, i): [dataclasses.replace(step, blocks=kept)],
+        (step.peer, j): [dataclasses.replace(plan.programs[step.peer][j],
+                                             blocks=kept)]})
+    with pytest.raises(PlanError, match=f"rank {r} ends without block "
+                                        f"{step.blocks[-1]}"):
+        broken.check()
+    # a block received twice: the copy it already holds is found block by block
+    twice = replace(plan, {
+        (r, i): [step, step],
+        (step.peer, j): [plan.programs[step.peer][j]] * 2})
+    with pytest.raises(PlanError, match=f"rank {r} step {i + 1} .*already holds"):
+        twice.check()
+    for broken_plan in (broken, twice):
+        assert outcome(check_plan, broken_plan) == exact_outcome(broken_plan,
+                                                                 monkeypatch)

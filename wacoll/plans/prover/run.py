@@ -169,8 +169,10 @@ class Run:
         woken = peers[self.waiting[peers] == r]
         if not len(woken):
             return
-        _, first = np.unique(woken, return_index=True)
-        for q in woken[np.sort(first)].tolist():
+        if len(woken) > 1:  # each once, in the order of the sends
+            _, first = np.unique(woken, return_index=True)
+            woken = woken[np.sort(first)]
+        for q in woken.tolist():
             self.waiting[q] = -1
             self.waiters[r] -= 1
             self.queue.append(q)

@@ -14,7 +14,9 @@ the run at a step with a fault (``fault(run, f)``: the ``f``-th static fault of
   which is all the report needs (the most on any path). No count can stop the run,
   so the counts are taken after it, over its visits in order (``finish``).
 - :class:`Reductions`: the expression of every block, step by step, with the
-  checks of each combination and of each receive.
+  checks of each combination and of each receive; :class:`BlockReductions`: the
+  same, a value per block, in one compiled pass after the run, for plans it
+  proves (it raises :class:`Unproved` at anything else).
 - :class:`Knowledge` (barrier): which ranks each rank has heard of, and over how
   many wide-area links.
 - :class:`Repeats`: MagPIe's second condition, in the run's order for its examples.
