@@ -239,7 +239,8 @@ def _expected(op, nbytes, size, rank):
     return None
 
 
-def _call(op, comm, send, recv, rank):
+def _call(op, comm, send, recv, rank, level=LEVEL):
+    """The timed call of ``op`` on ``comm`` (root 0, SUM at ``level``)."""
     from mpi4py import MPI
 
     if op == "barrier":
@@ -248,9 +249,9 @@ def _call(op, comm, send, recv, rank):
         buf = send if rank == 0 else recv
         return lambda: comm.Bcast(buf, root=0)
     if op == "reduce":
-        return lambda: comm.Reduce(send, recv, op=MPI.SUM, root=0, level=LEVEL)
+        return lambda: comm.Reduce(send, recv, op=MPI.SUM, root=0, level=level)
     if op == "allreduce":
-        return lambda: comm.Allreduce(send, recv, op=MPI.SUM, level=LEVEL)
+        return lambda: comm.Allreduce(send, recv, op=MPI.SUM, level=level)
     return lambda: comm.Allgather(send, recv)
 
 
