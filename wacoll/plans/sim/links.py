@@ -6,6 +6,11 @@ the send, shares its link with the other flows on it (water-filling, each capped
 its sender's node rate), and finishes when its last byte has crossed; then the
 message arrives a latency later, which may wake ranks, which may start flows.
 
+By default (``LinkModel(ordered=True)``) the messages of one pair of ranks cross one
+after the other, in the order sent, as on the one connection MPI keeps per pair: a
+message whose pair has a flow on the link waits, and starts when that flow's last
+byte has crossed.
+
 Events are ``(time, seq, x)``, taken in ``(time, seq)`` order from one
 :class:`_Events` queue: ``x >= 0`` is the message whose flow starts, ``x < 0`` says
 link ``~x`` may have a flow done. ``seq``, from one counter, orders events of equal
@@ -248,6 +253,11 @@ def run_links(engine):
     wait, ends, pcs, clocks = flows.wait, engine.ends, engine.pc, engine.time
     prog, limits, st, overhead = engine.progs, structure.limits, engine.starts, flows.overhead
     hpop = heapq.heappop
+    # ordered: a pair of ranks has one flow on its link at a time; the others wait
+    # in ``queued[(sender, receiver)]`` (present while the pair has a flow), and a
+    # message let go when its predecessor has crossed is in ``granted``
+    ordered = flows.ordered
+    queued, granted = {}, set()
 
     while True:
         e = pop()
@@ -255,6 +265,16 @@ def run_links(engine):
             return
         now, s, x = e
         if x >= 0:  # the flow of message x joins its link
+            if ordered:
+                if x in granted:
+                    granted.discard(x)
+                else:
+                    key = (src[x], dst[x])
+                    q = queued.get(key)
+                    if q is not None:
+                        q.append(x)
+                        continue
+                    queued[key] = deque()
             link = links[flow[x]]
             c = link.single
             cap = rates[src[x]]
@@ -334,6 +354,15 @@ def run_links(engine):
         # the last byte of message `done` crossed at `now`: deliver it, and free
         # its sender unless the network buffered the message
         arrival[done] = now + link.latency
+        if ordered:  # the pair's next message starts crossing
+            key = (src[done], dst[done])
+            q = queued[key]
+            if q:
+                x = q.popleft()
+                granted.add(x)
+                add((now, next(seq), x))
+            else:
+                del queued[key]
         if wait:
             if blocked[done]:
                 blocked[done] = False

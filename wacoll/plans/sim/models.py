@@ -221,8 +221,16 @@ class LinkModel(_Model):
 
     Receivers are not modelled as a bottleneck: a rank may receive any number of
     messages at once, at full speed. Messages of 0 bytes take only the overhead and
-    the latency. Messages of one sender on one link share it like any others, so a
-    short message may overtake a long one sent before it.
+    the latency.
+
+    ``ordered`` says how the wide-area messages of one pair of ranks share a link:
+
+    * ``True`` (default): one after the other, in the order sent. MPI keeps one
+      connection per pair of ranks and its messages do not overtake each other, so
+      the segments of a pipelined plan cross one by one and the first can be
+      forwarded while the next crosses. Messages of different pairs share the link.
+    * ``False``: like any others, at once (a short message may overtake a long one
+      sent before it; the segments of a pipeline all finish together).
 
     Parameters
     ----------
@@ -237,6 +245,9 @@ class LinkModel(_Model):
     buffered : bool
         Whether the network buffers wide-area messages (default) or the sender
         waits for them to cross (see above).
+    ordered : bool
+        Whether the wide-area messages of one pair of ranks cross in order, one at a
+        time (default), or share their link at once (see above).
 
     Examples
     --------
@@ -265,12 +276,15 @@ class LinkModel(_Model):
     recv_overhead: float = 0.0
     compute_rate: float | None = None
     buffered: bool = True
+    ordered: bool = True
 
     def __post_init__(self):
         if not isinstance(self.topology, Topology):
             raise TopologyError("LinkModel needs a wacoll.Topology")
-        if not isinstance(self.buffered, bool):
-            raise TopologyError(f"buffered must be True or False, got {self.buffered!r}")
+        for name in ("buffered", "ordered"):
+            if not isinstance(getattr(self, name), bool):
+                raise TopologyError(f"{name} must be True or False, got "
+                                    f"{getattr(self, name)!r}")
         object.__setattr__(self, "overhead", _seconds("overhead", self.overhead))
         self._check_local_costs()
 
@@ -326,10 +340,11 @@ class _Flows:
     number their directed cluster pairs ``a * m + b``. ``links`` and ``latency`` map
     each pair in use to its :class:`~wacoll.topology.LinkParams` and its latency;
     ``rates`` is each rank's node rate, the cap of its flows; ``wait``: the sender
-    waits for its flow to cross (``buffered=False``).
+    waits for its flow to cross (``buffered=False``); ``ordered``: a pair's flows
+    cross one at a time.
     """
 
-    __slots__ = ("links", "latency", "rates", "wait", "overhead")
+    __slots__ = ("links", "latency", "rates", "wait", "overhead", "ordered")
 
     def __init__(self, model, columns, rates):
         topo, m = model.topology, columns.m
@@ -338,3 +353,4 @@ class _Flows:
         self.rates = rates
         self.wait = not model.buffered
         self.overhead = model.overhead
+        self.ordered = model.ordered
