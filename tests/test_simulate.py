@@ -246,6 +246,10 @@ def test_bad_models_and_parameters_are_refused():
         LinkModel(Topology.single(2), overhead=-1)
     with pytest.raises(TopologyError, match="buffered"):
         LinkModel(Topology.single(2), buffered="yes")
+    with pytest.raises(TopologyError, match="ordered"):
+        LinkModel(Topology.single(2), ordered=1)
+    with pytest.raises(TopologyError, match="window"):
+        LinkModel(Topology.single(2), window=0)
     with pytest.raises(PlanError, match="3 ranks"):
         simulate(plan, LinkModel(Topology.single(3)))
     with pytest.raises(PlanError, match="other clusters"):
@@ -401,6 +405,33 @@ def test_link_model_matches_a_naive_fluid_simulation(buffered):
         expected = reference_fluid(topo, sends, buffered)
         got = {key: arrival(result, *key) for key in expected}
         assert got == pytest.approx(expected, rel=1e-9), trial
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_messages_of_one_pair_cross_in_order(ordered):
+    # two 1000-byte segments from rank 0 to rank 1 over 1 MB/s, 10 ms: on one
+    # connection the first arrives after 1 ms of transfer, the second after 2 ms;
+    # shared at once, both after 2 ms (the first a byte's time earlier)
+    topo = Topology.from_sizes([1, 1], intra_latency=0.0, wan_latency=0.01,
+                               wan_bandwidth=1e6)
+    plan = build("bcast", topo, "tree", tree="flat", count=2000, itemsize=1, segments=2)
+    result = simulate(plan, LinkModel(topo, ordered=ordered))
+    first = 0.011 if ordered else 0.012 - 1e-6
+    assert result.arrivals == pytest.approx((first, 0.012), abs=1e-12)
+
+
+@pytest.mark.parametrize("window, expected", [(None, (0.026, 0.026)),
+                                              (10_000, (0.018, 0.026)),
+                                              (5_000, (0.026, 0.026))])
+def test_bursts_cross_first_come_first_served(window, expected):
+    # ranks 0 and 1 send 8000 bytes each over one 1 MB/s link at once: as bursts
+    # (at most `window` bytes) the link serves them one after the other; else they
+    # share it and both take 16 ms
+    topo = Topology.from_sizes([2, 2], intra_latency=0.0, wan_latency=0.01,
+                               wan_bandwidth=1e6)
+    plan = exchange(topo, {0: [(2, 8000)], 1: [(3, 8000)]})
+    result = simulate(plan, LinkModel(topo, window=window))
+    assert (arrival(result, 0, 2), arrival(result, 1, 3)) == pytest.approx(expected)
 
 
 def test_distinct_links_do_not_share():

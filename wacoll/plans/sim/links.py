@@ -9,7 +9,9 @@ message arrives a latency later, which may wake ranks, which may start flows.
 By default (``LinkModel(ordered=True)``) the messages of one pair of ranks cross one
 after the other, in the order sent, as on the one connection MPI keeps per pair: a
 message whose pair has a flow on the link waits, and starts when that flow's last
-byte has crossed.
+byte has crossed. With ``LinkModel(window=w)``, a message of at most ``w`` bytes is
+one burst: it waits for the link's earlier bursts, whichever pair sent them, and
+crosses alone (first come, first served), beside the longer flows.
 
 Events are ``(time, seq, x)``, taken in ``(time, seq)`` order from one
 :class:`_Events` queue: ``x >= 0`` is the message whose flow starts, ``x < 0`` says
@@ -241,6 +243,18 @@ class _Events:
         return cur.popleft()
 
 
+def _queue_key(ordered, window, src, dst, flow, fbytes):
+    """``key(message)``: the queue a flow waits in before it joins its link (see
+    :func:`run_links`), or None when no flow waits."""
+    if window is None:
+        if not ordered:
+            return None
+        return lambda x: (src[x], dst[x])
+    if not ordered:
+        return lambda x: flow[x] if fbytes[x] <= window else ~x
+    return lambda x: flow[x] if fbytes[x] <= window else (src[x], dst[x])
+
+
 def run_links(engine):
     """Run the link model's events until no flow is left (see the module notes)."""
     events, seq = engine.events, engine.seq
@@ -255,8 +269,11 @@ def run_links(engine):
     hpop = heapq.heappop
     # ordered: a pair of ranks has one flow on its link at a time; the others wait
     # in ``queued[(sender, receiver)]`` (present while the pair has a flow), and a
-    # message let go when its predecessor has crossed is in ``granted``
-    ordered = flows.ordered
+    # message let go when its predecessor has crossed is in ``granted``. A burst (a
+    # message of at most ``window`` bytes) waits for the link's earlier bursts
+    # instead, in ``queued[link]``.
+    ordered, window = flows.ordered, flows.window
+    queue_of = _queue_key(ordered, window, src, dst, flow, fbytes)
     queued, granted = {}, set()
 
     while True:
@@ -265,11 +282,11 @@ def run_links(engine):
             return
         now, s, x = e
         if x >= 0:  # the flow of message x joins its link
-            if ordered:
+            if queue_of is not None:
                 if x in granted:
                     granted.discard(x)
                 else:
-                    key = (src[x], dst[x])
+                    key = queue_of(x)
                     q = queued.get(key)
                     if q is not None:
                         q.append(x)
@@ -354,8 +371,8 @@ def run_links(engine):
         # the last byte of message `done` crossed at `now`: deliver it, and free
         # its sender unless the network buffered the message
         arrival[done] = now + link.latency
-        if ordered:  # the pair's next message starts crossing
-            key = (src[done], dst[done])
+        if queue_of is not None:  # the pair's (or the link's) next message starts
+            key = queue_of(done)
             q = queued[key]
             if q:
                 x = q.popleft()
