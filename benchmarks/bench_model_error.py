@@ -33,9 +33,14 @@ communicator's family, on the measured topology) is simulated under
 
 * ``measured``: the measured topology, as it is;
 * ``configured``: the testbed's configured links;
-* ``mended``: the measured topology with the mends of :func:`mended_model` (the
-  per-message and per-call software costs measured in the same run, fed in), plus
-  the run's start skew.
+* ``mended``: :func:`mended_model`: the best of the run's two link measurements
+  (a loaded machine only ever lowers a measured rate), the runner's cost per
+  receive (a call ping-pong through ``wacoll.Comm`` against a raw MPI one, in the
+  same run), short messages as TCP bursts served first come, first served, plus
+  the case's start skew.
+
+All three use the simulator as it is now (wide-area messages of one pair of ranks
+cross their link in order: ``LinkModel(ordered=True)``, the default).
 
 The error of a case is ``(predicted - measured) / measured``. The report gives the
 median |error| per family and network and overall (goal: the measured topology's
@@ -73,6 +78,7 @@ RAW = RESULTS / "model_error_measured.json"
 STEM = "model_error"
 MARGIN = 0.1
 PINGPONG_REPS = 20
+WAKE_REPS = 25
 
 
 # ------------------------------------------------------------------ cases and plans
@@ -118,6 +124,46 @@ def _pairs(clusters):
     return {"intra": intra, "wan": wan}
 
 
+def _call_pingpong(w, wacoll, pairs, reps=PINGPONG_REPS):
+    """The one-way time of a 1-element Bcast between the two ranks of each pair, the
+    root alternating, through ``wacoll.Comm`` (its call path and the runner's waits):
+    every pair at once; the median per pair, gathered on every rank."""
+    import numpy as np
+
+    rank = w.Get_rank()
+    color = next((k for k, p in enumerate(pairs) if rank in p), len(pairs))
+    sub = w.Split(color, rank)
+    mine = []
+    if color < len(pairs):
+        comm = wacoll.Comm(sub, wacoll.Topology.single(2), family="mpich",
+                           validate=False)
+        buf = np.zeros(1)
+        times = []
+        for i in range(2 * (reps + 3)):
+            if i % 2 == 0:
+                t0 = now()
+            comm.Bcast(buf, root=i % 2)
+            if i % 2 == 1 and i >= 6:  # three round trips to warm up
+                times.append((now() - t0) / 2)
+        if sub.Get_rank() == 0:
+            mine = [statistics.median(times)]
+    sub.Free()
+    return sorted(x for part in w.allgather(mine) for x in part)
+
+
+def _wake_delays(w, reps=WAKE_REPS):
+    """How late each rank runs after a common start instant it slept until (the
+    delay of a rank that wakes on this loaded machine): every rank's, ``reps``
+    times, gathered on every rank."""
+    from _rankside import common_start
+
+    out = []
+    for _ in range(reps):
+        start, _ = common_start(w, 0.02)
+        out.extend(w.allgather(now() - start))
+    return out
+
+
 def worker(spec_path, out_path):
     """Measure the links, ping-pong, time every case; rank 0 writes ``out_path``."""
     import numpy as np
@@ -143,6 +189,8 @@ def worker(spec_path, out_path):
         first = next((a for a, b in pairs if rank in (a, b)), None)
         mine = [got[0]] if got and rank == first else []
         pingpong[what] = sorted(x for part in w.allgather(mine) for x in part)
+    pingpong["wacoll"] = _call_pingpong(w, wacoll, _pairs(clusters)["intra"])
+    pingpong["wake"] = _wake_delays(w)
     comms = {f: wacoll.Comm(w, topology, family=f, validate=False) for f in FAMILIES}
     results = {"_meta": {"size": size, "reps": reps, "clusters": clusters,
                          "figures": figures, "link_seconds": link_seconds,
@@ -246,21 +294,64 @@ def run_network(network, reps, say):
 
 
 # ------------------------------------------------------------------ models
-def calibration(raw):
-    """What the run measured besides the collectives: per-message overhead ``o``
-    (the median loaded intra one-way time minus the configured intra cost), and the
-    start skew per case (median of the null operation)."""
-    pp = raw["_meta"]["pingpong"]
-    intra = statistics.median(pp["intra"]) if pp.get("intra") else None
-    return {"intra_one_way": intra,
-            "wan_one_way": statistics.median(pp["wan"]) if pp.get("wan") else None}
+def best_links(raw):
+    """The links of the run's two measurements (start and end), per pair the
+    shortest round trip and the highest rate: a busy machine only ever adds delay
+    and takes bandwidth, so the best figure is the one load disturbed least."""
+    meta = raw["_meta"]
+    out = {"rtt": dict(meta["figures"]["rtt"]), "rate": dict(meta["figures"]["rate"])}
+    for key, better in (("rtt", min), ("rate", max)):
+        for pair, value in meta.get("figures_after", {}).get(key, {}).items():
+            out[key][pair] = better(out[key].get(pair, value), value)
+    return out
 
 
-def mended_model(topology, raw):
-    """The mended model for a network's run: see :mod:`wacoll.plans.sim`."""
+def software_cost(raw):
+    """Seconds the runner adds to each receive beyond MPI's own: the median one-way
+    time of a call ping-pong through ``wacoll.Comm`` minus that of a raw MPI
+    ping-pong, both loaded (every rank in a pair); 0 when the run did not time it."""
+    pp = raw["_meta"].get("pingpong", {})
+    if not pp.get("wacoll") or not pp.get("intra"):
+        return 0.0
+    return max(0.0, statistics.median(pp["wacoll"]) - statistics.median(pp["intra"]))
+
+
+def wake_cost(raw):
+    """The median delay of a rank that slept until an instant (every rank, several
+    times, in the run): what a rank that naps while it waits for a message loses
+    before it goes on, on this machine under its load (the median: the typical
+    run's, as the measured times are medians); 0 when the run did not time it."""
+    wake = raw["_meta"].get("pingpong", {}).get("wake")
+    return statistics.median(wake) if wake else 0.0
+
+
+def burst_window(network):
+    """Bytes TCP sends at once on ``network``'s testbed: its initial congestion window,
+    ten packets of the MTU the testbed picks (:func:`wacoll.emulate.layout.auto_mtu`)
+    less 52 bytes of IP and TCP headers."""
+    from wacoll.emulate.layout import auto_mtu
+
+    return 10 * (auto_mtu(NETWORKS[network][2]) - 52)
+
+
+def mended_model(network, raw):
+    """The mended model of a network's run: :class:`wacoll.plans.sim.LinkModel` on the
+    best of the run's two link measurements (:func:`best_links`), with
+
+    * the runner's cost per receive (:func:`software_cost`) and a waking rank's
+      delay (:func:`wake_cost`) as ``recv_overhead``;
+    * the short wide-area messages as bursts (``window``: :func:`burst_window`);
+    * (the default) the wide-area messages of one pair of ranks in order;
+
+    :func:`rows_of` adds the case's start skew (a cost of the timing protocol, not of
+    the collective)."""
+    from wacoll.mpi.links import measured_topology
     from wacoll.plans.sim import LinkModel
 
-    return LinkModel(topology)
+    clusters = [tuple(c) for c in raw["_meta"]["clusters"]]
+    return LinkModel(measured_topology(clusters, best_links(raw)),
+                     recv_overhead=software_cost(raw) + wake_cost(raw),
+                     window=burst_window(network))
 
 
 def measured_topology_of(raw, key="figures"):
@@ -277,7 +368,7 @@ def rows_of(network, raw):
     configured = topology_of(network)
     topo = measured_topology_of(raw)
     models = {"measured": LinkModel(topo), "configured": LinkModel(configured),
-              "mended": mended_model(topo, raw)}
+              "mended": mended_model(network, raw)}
     rows = []
     for label, op, nbytes in case_list(network):
         m = raw.get(label)
@@ -302,6 +393,55 @@ def rows_of(network, raw):
                 row[f"err_{name}"] = (pred - meas) / meas if meas else None
             rows.append(row)
     return rows
+
+
+def _steps():
+    """The mends one after the other: ``(label, model(network, raw), add skew)``."""
+    from wacoll.mpi.links import measured_topology
+    from wacoll.plans.sim import LinkModel
+
+    def best(raw):
+        return measured_topology([tuple(c) for c in raw["_meta"]["clusters"]],
+                                 best_links(raw))
+
+    return [
+        ("measured topology, pairs' messages sharing (the simulator before)",
+         lambda n, raw: LinkModel(measured_topology_of(raw), ordered=False), False),
+        ("measured topology (a pair's messages in order)",
+         lambda n, raw: LinkModel(measured_topology_of(raw)), False),
+        ("+ the start skew", lambda n, raw: LinkModel(measured_topology_of(raw)), True),
+        ("+ the best of two link measurements", lambda n, raw: LinkModel(best(raw)), True),
+        ("+ the runner's and waking cost per receive",
+         lambda n, raw: LinkModel(best(raw), recv_overhead=software_cost(raw)
+                                  + wake_cost(raw)), True),
+        ("+ short messages as bursts (= mended)", lambda n, raw: mended_model(n, raw), True),
+    ]
+
+
+def ablation(say, raws):
+    """The overall and per-network median |error| after each mend (:func:`_steps`)."""
+    from wacoll.plans.sim import simulate
+
+    say("\nthe mends one after the other: median |error| overall and per network")
+    for label, model_of, skewed in _steps():
+        errs = {}
+        for network, raw in raws.items():
+            model, topo = model_of(network, raw), measured_topology_of(raw)
+            for case, op, nbytes in case_list(network):
+                m = raw.get(case)
+                if m is None:
+                    continue
+                skew = median(m["times"]["null"]) or 0.0
+                for family in families_for(op):
+                    meas = median(m["times"].get(family))
+                    if not meas:
+                        continue
+                    pred = simulate(plan_of(topo, op, nbytes, family), model).completion
+                    pred += skew if skewed else 0.0
+                    errs.setdefault(network, []).append(abs(pred - meas) / meas)
+        every = [e for v in errs.values() for e in v]
+        say(f"  {label:66} {statistics.median(every):6.1%}  (" + ", ".join(
+            f"{n} {statistics.median(v):.0%}" for n, v in errs.items()) + ")")
 
 
 # ------------------------------------------------------------------ report
@@ -337,9 +477,19 @@ def links_text(network, raw):
                    f"{configured.intra.bandwidth / 1e6:.0f} MB/s)")
     pp = raw["_meta"].get("pingpong", {})
     if pp:
-        out.append("  loaded 1 B ping-pong one-way (median per pair): " + "; ".join(
+        out.append("  loaded 1 B one-way times (median per pair): " + "; ".join(
             f"{k} " + ", ".join(f"{x * 1e6:.0f}" for x in v) + " us"
-            for k, v in pp.items() if v))
+            for k, v in pp.items() if v and k in ("intra", "wan", "wacoll")))
+    wake = pp.get("wake")
+    if wake:
+        wake = sorted(wake)
+        out.append(f"  a sleeping rank wakes late by {statistics.median(wake) * 1e6:.0f} us "
+                   f"(median; mean {statistics.fmean(wake) * 1e6:.0f}, 90th percentile "
+                   f"{wake[int(0.9 * len(wake))] * 1e6:.0f}, max {wake[-1] * 1e6:.0f}; "
+                   f"{len(wake)} wake-ups)")
+    out.append(f"  mended model: recv_overhead {software_cost(raw) * 1e6:.0f} us (runner) + "
+               f"{wake_cost(raw) * 1e6:.0f} us (waking), window "
+               f"{burst_window(network)} bytes")
     return out
 
 
@@ -450,10 +600,13 @@ def plot(path, rows, table):
     ax.axhline(GOAL * 100, color="k", ls="--", lw=0.8, label=f"goal {GOAL:.0%}")
     ticks = [j * (len(families) + 1) + i for j in range(len(networks) + 1)
              for i in range(len(families))]
-    ax.set_xticks(ticks, [f"{f}\n{n}" if i == 0 else f for n in networks + ["all"]
-                          for i, f in enumerate(families)], rotation=90, fontsize=6)
+    ax.set_xticks(ticks, [f for _ in networks + ["all"] for f in families], rotation=90,
+                  fontsize=6)
+    for j, network in enumerate(networks + ["all networks"]):
+        ax.text(j * (len(families) + 1) + (len(families) - 1) / 2, 1.0, network,
+                transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=8)
     ax.set_ylabel("median |error| (%)")
-    ax.set_title("median |error| per family and network")
+    ax.set_title("median |error| per family and network", pad=16)
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fig.suptitle("simulator (LinkModel) against the emulated testbed")
@@ -496,6 +649,7 @@ def main(argv=None):
         return 1
     rows = [r for network, raw in raws.items() for r in rows_of(network, raw)]
     table = report(say, raws, rows)
+    ablation(say, raws)
     write_csv(RESULTS / f"{STEM}.csv", FIELDS, rows)
     plot(RESULTS / f"{STEM}.png", rows, table)
     say(f"\nwrote {RESULTS.relative_to(ROOT)}/{STEM}.csv, .png, .txt")
