@@ -250,6 +250,8 @@ def test_bad_models_and_parameters_are_refused():
         LinkModel(Topology.single(2), ordered=1)
     with pytest.raises(TopologyError, match="window"):
         LinkModel(Topology.single(2), window=0)
+    with pytest.raises(TopologyError, match="wan_capacity"):
+        LinkModel(Topology.single(2), wan_capacity=-1)
     with pytest.raises(PlanError, match="3 ranks"):
         simulate(plan, LinkModel(Topology.single(3)))
     with pytest.raises(PlanError, match="other clusters"):
@@ -432,6 +434,44 @@ def test_bursts_cross_first_come_first_served(window, expected):
     plan = exchange(topo, {0: [(2, 8000)], 1: [(3, 8000)]})
     result = simulate(plan, LinkModel(topo, window=window))
     assert (arrival(result, 0, 2), arrival(result, 1, 3)) == pytest.approx(expected)
+
+
+def test_busy_links_share_the_wide_area_capacity():
+    # three 1 MB/s links that carry 1.5 MB/s together: while two carry flows, each
+    # gets 0.75 MB/s; the second flow, alone after 1 s, gets its link's 1 MB/s
+    topo = Topology.from_sizes([1, 1, 1], intra_latency=0.0, wan_latency=0.0,
+                               wan_bandwidth=1e6)
+    plan = exchange(topo, {0: [(1, 750_000)], 2: [(0, 1_500_000)]})
+    shared = simulate(plan, LinkModel(topo, wan_capacity=1.5e6))
+    assert (arrival(shared, 0, 1), arrival(shared, 2, 0)) == pytest.approx((1.0, 1.75))
+    ample = simulate(plan, LinkModel(topo, wan_capacity=1e9))
+    assert (arrival(ample, 0, 1), arrival(ample, 2, 0)) == pytest.approx((0.75, 1.5))
+
+
+def test_a_link_that_starts_later_slows_the_busy_ones():
+    # rank 0 sends 1 MB alone at 1 MB/s; after 0.5 s rank 1 (a 0.5 s local message
+    # first) joins on another link, and from then on each has 0.75 MB/s
+    topo = Topology.from_clusters([[0, 1, 2], [3], [4]], intra_latency=0.0,
+                                  wan_latency=0.0, wan_bandwidth=1e6,
+                                  node_bandwidth=[1e6] * 5)
+    plan = exchange(topo, {0: [(3, 1_000_000)], 1: [(2, 500_000), (4, 1_000_000)]})
+    result = simulate(plan, LinkModel(topo, wan_capacity=1.5e6))
+    assert arrival(result, 0, 3) == pytest.approx(0.5 + 0.5 / 0.75)
+    # rank 1's flow: 0.75 MB/s until rank 0's is done, then 1 MB/s
+    left = 1.0 - 0.75 * (0.5 / 0.75)
+    assert arrival(result, 1, 4) == pytest.approx(0.5 + 0.5 / 0.75 + left)
+
+
+@pytest.mark.parametrize("family, op", [("magpie", "allgather"), ("mpich", "allreduce"),
+                                        ("modern", "bcast")])
+def test_an_ample_wide_area_capacity_changes_nothing(family, op):
+    topo = Topology.from_sizes([2, 2, 2, 2], wan_latency=0.01, wan_bandwidth=1e6)
+    plan = build(op, topo, family, count=4096)
+    free = simulate(plan, LinkModel(topo))
+    ample = simulate(plan, LinkModel(topo, wan_capacity=1e12))
+    assert ample.arrivals == pytest.approx(free.arrivals, rel=1e-12)
+    tight = simulate(plan, LinkModel(topo, wan_capacity=1e6))
+    assert tight.completion > free.completion
 
 
 def test_distinct_links_do_not_share():

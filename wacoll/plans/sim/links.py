@@ -9,7 +9,10 @@ message arrives a latency later, which may wake ranks, which may start flows.
 By default (``LinkModel(ordered=True)``) the messages of one pair of ranks cross one
 after the other, in the order sent, as on the one connection MPI keeps per pair: a
 message whose pair has a flow on the link waits, and starts when that flow's last
-byte has crossed. With ``LinkModel(window=w)``, a message of at most ``w`` bytes is
+byte has crossed. With ``LinkModel(wan_capacity=c)`` the links that carry flows
+share ``c`` bytes/s equally (each at most its own bandwidth): their capacities are
+set again, and their completions moved, whenever a link starts or stops carrying
+flows. With ``LinkModel(window=w)``, a message of at most ``w`` bytes is
 one burst: it waits for the link's earlier bursts, whichever pair sent them, and
 crosses alone (first come, first served), beside the longer flows.
 
@@ -275,6 +278,30 @@ def run_links(engine):
     ordered, window = flows.ordered, flows.window
     queue_of = _queue_key(ordered, window, src, dst, flow, fbytes)
     queued, granted = {}, set()
+    # wan_capacity: the links with flows share it equally (each at most its own
+    # bandwidth); ``busy`` holds them, ``full`` their own bandwidths
+    total = flows.wan_capacity
+    busy, full = set(), {link: link.capacity for link in links.values()}
+
+    def rebalance(now):
+        """Give every busy link its share of ``total`` from ``now`` on."""
+        share = total / len(busy) if busy else total
+        for link in busy:
+            capacity = min(full[link], share)
+            if capacity == link.capacity:
+                continue
+            if link.stale:
+                link.refresh()
+            link.advance(now)
+            link.capacity = capacity
+            t = link.key_t = link.settle()
+            k = link.key_s = next(seq)
+            if link.rep_s < 0 or t < link.rep_t:  # earlier: a new entry
+                link.rep_t, link.rep_s = t, k
+                add((t, k, link.tag))
+        for link in links.values():
+            if link not in busy:
+                link.capacity = min(full[link], share)
 
     while True:
         e = pop()
@@ -310,6 +337,7 @@ def run_links(engine):
             if link.stale:
                 link.refresh()
             link.advance(now)
+            idle = not link.classes
             link.add(x, fbytes[x], cap, next(seq))
             t = link.key_t = link.settle()
             link.stale = False
@@ -317,6 +345,9 @@ def run_links(engine):
             if link.rep_s < 0 or t < link.rep_t:
                 link.rep_t, link.rep_s = t, k
                 add((t, k, link.tag))
+            if total is not None and idle:
+                busy.add(link)
+                rebalance(now)
             continue
 
         link = links[~x]
@@ -364,6 +395,9 @@ def run_links(engine):
             t = link.settle()
         if t is None:
             link.key_s = link.rep_s = -1
+            if total is not None:
+                busy.discard(link)
+                rebalance(now)
         else:
             k = link.key_s = link.rep_s = next(seq)
             link.key_t = link.rep_t = t

@@ -261,6 +261,11 @@ class LinkModel(_Model):
     window : float, optional
         Bytes up to which a wide-area message is a burst, served first come, first
         served on its link (see above); default None (every message shares).
+    wan_capacity : float, optional
+        Bytes per second that all wide-area links together carry (a shared gateway
+        or backbone; on wacoll's emulated testbed, the relay that forwards every
+        wide-area packet): the links that carry flows share it equally, each at
+        most its own bandwidth; default None (the links are independent).
 
     Examples
     --------
@@ -291,6 +296,7 @@ class LinkModel(_Model):
     buffered: bool = True
     ordered: bool = True
     window: float | None = None
+    wan_capacity: float | None = None
 
     def __post_init__(self):
         if not isinstance(self.topology, Topology):
@@ -307,6 +313,8 @@ class LinkModel(_Model):
                 raise TopologyError(f"window must be a number of bytes > 0 or None, "
                                     f"got {w!r}")
             object.__setattr__(self, "window", float(w))
+        object.__setattr__(self, "wan_capacity", check_rate("wan_capacity",
+                                                            self.wan_capacity))
         self._check_local_costs()
 
     def nodecheck_rate(self, rank: int) -> float:
@@ -362,10 +370,12 @@ class _Flows:
     each pair in use to its :class:`~wacoll.topology.LinkParams` and its latency;
     ``rates`` is each rank's node rate, the cap of its flows; ``wait``: the sender
     waits for its flow to cross (``buffered=False``); ``ordered``: a pair's flows
-    cross one at a time; ``window``: the bytes up to which a flow is a burst.
+    cross one at a time; ``window``: the bytes up to which a flow is a burst;
+    ``wan_capacity``: what all links together carry (None: no limit).
     """
 
-    __slots__ = ("links", "latency", "rates", "wait", "overhead", "ordered", "window")
+    __slots__ = ("links", "latency", "rates", "wait", "overhead", "ordered", "window",
+                 "wan_capacity")
 
     def __init__(self, model, columns, rates):
         topo, m = model.topology, columns.m
@@ -376,3 +386,4 @@ class _Flows:
         self.overhead = model.overhead
         self.ordered = model.ordered
         self.window = model.window
+        self.wan_capacity = model.wan_capacity
