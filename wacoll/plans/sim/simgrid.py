@@ -60,6 +60,10 @@ Where the two simulators differ by design (see ``docs/guide/simgrid.rst``):
   takes the bytes as buffered beyond the sender (MagPIe's assumption);
 * with ``buffered=False`` a SimGrid sender waits until its message is delivered
   (one latency later than LinkModel's, which waits for the last byte to cross).
+* SimGrid's flows of one pair of ranks share their route like any others, as
+  ``LinkModel(ordered=False)`` has them (LinkModel's default sends a pair's
+  messages one after the other); LinkModel's ``window`` (bursts) and
+  ``wan_capacity`` (the links' capacity together) have no counterpart here.
 
 Examples
 --------
@@ -250,7 +254,8 @@ def simulate_simgrid(plan, model: LinkModel | None = None, *,
         Checked first (:meth:`~wacoll.plans.Plan.check`).
     model : LinkModel, optional
         Its topology, ``overhead``, ``recv_overhead``, ``compute_rate`` and
-        ``buffered`` are used (see the module notes). Default: ``LinkModel`` over
+        ``buffered`` are used; ``ordered``, ``window`` and ``wan_capacity`` are not
+        (see the module notes). Default: ``LinkModel`` over
         the plan's clusters with :class:`~wacoll.Topology`'s default links, as
         :func:`~wacoll.plans.sim.simulate` does.
     timeout : float, optional
