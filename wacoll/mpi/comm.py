@@ -776,7 +776,7 @@ class Comm(MPI.Intracomm):
                 plan, native = self._plan(prepared, chosen, options,
                                           blocking=mode == "call")
                 if native and key is not None and vector_check is None and \
-                        self._check_program is None:
+                        (self._check_program is None or not self.validate):
                     # record a call the second time it looks the same (a loop),
                     # not a call met once
                     if key in self._seen:
@@ -920,10 +920,10 @@ class Comm(MPI.Intracomm):
         """The call's work: the MPI library's own collective, or a run of the plan
         writing ``outbuf``."""
         if native:
-            if blocking and self._check_program is None:
-                # a blocking call on one cluster: the library's blocking collective,
-                # as a replay runs it (the library never matches a blocking
-                # collective with a non-blocking one)
+            if blocking and (self._check_program is None or not self.validate):
+                # a blocking call on one cluster, or unchecked: the library's
+                # blocking collective, as a replay runs it (the library never
+                # matches a blocking collective with a non-blocking one)
                 return NativeWork(functools.partial(
                     _blocking, self._library_call(op, args, blocking=True)))
             return NativeWork(self._library_call(op, args, blocking=False))
