@@ -6,6 +6,8 @@ Run from the repository root, as root (the testbed needs network namespaces)::
     .venv/bin/python benchmarks/bench_model_error.py --networks lan --reps 5
     .venv/bin/python benchmarks/bench_model_error.py --networks metro,wan,longfast
     .venv/bin/python benchmarks/bench_model_error.py --predict-only   # no testbed
+    .venv/bin/python benchmarks/bench_model_error.py --predict-only \
+        --raw benchmarks/results/model_error-loaded_measured.json --stem model_error-loaded
 
 The networks are :data:`bench_networks.NETWORKS`' (LAN 4x2 100 us 12.5 MB/s, metro
 4x2 500 us 100 MB/s, MagPIe's WAN 4x2 10 ms 1 MB/s, long-and-fast 2x4 5 ms
@@ -18,14 +20,18 @@ in one testbed run, the ranks
    topology* (:func:`wacoll.mpi.links.measured_topology`);
 2. time a 1 B ping-pong inside the clusters and across them, every rank in a pair at
    once (the per-message software cost under load, as in
-   ``bench_sim_vs_testbed.py``);
+   ``bench_sim_vs_testbed.py``), the same inside through ``wacoll.Comm`` (a
+   1-element Bcast, the root alternating), and how late each rank runs after an
+   instant it slept until (a waking rank's delay on the loaded machine);
 3. time Bcast, Allreduce (SUM at level ``"commutative"``) and Allgather of every
    family that has the operation (:data:`FAMILIES`), each run by
    ``wacoll.Comm(world, measured_topology, family=f, validate=False)``, and a *null*
    operation (nothing: the start skew of the timing protocol), interleaved per
    repetition, from a common start instant to the last rank's finish
    (:func:`wacoll.measure.timed`); the median of ``--reps``;
-4. measure the links once more, to see how much they moved during the run.
+4. measure the links once more, to see how much they moved during the run, and
+   once with bursts of 2 MiB instead of 256 KiB; then time 4 MiB sent by every
+   cluster's coordinator to every other's at once (what the links carry together).
 
 Each case's plan (the one ``wacoll.Comm`` runs: :func:`wacoll.plans.select` with the
 communicator's family, on the measured topology) is simulated under
@@ -33,11 +39,12 @@ communicator's family, on the measured topology) is simulated under
 
 * ``measured``: the measured topology, as it is;
 * ``configured``: the testbed's configured links;
-* ``mended``: :func:`mended_model`: the best of the run's two link measurements
+* ``mended``: :func:`mended_model`: the best of the run's link measurements
   (a loaded machine only ever lowers a measured rate), the runner's cost per
   receive (a call ping-pong through ``wacoll.Comm`` against a raw MPI one, in the
-  same run), short messages as TCP bursts served first come, first served, plus
-  the case's start skew.
+  same run) and a waking rank's median delay, short messages as TCP bursts served first come, first served, the
+  links' measured capacity together (the testbed's relay shares the machine's two
+  cores), plus the case's start skew.
 
 All three use the simulator as it is now (wide-area messages of one pair of ranks
 cross their link in order: ``LinkModel(ordered=True)``, the default).
@@ -48,6 +55,9 @@ median within 15 %), the load before and after each network's run (``uptime``),
 and writes ``benchmarks/results/model_error.{csv,txt,png}`` and the raw
 ``model_error_measured.json`` (one entry per network, kept across runs of single
 networks; ``--predict-only`` redoes the predictions and the report from it).
+``model_error-loaded.*`` are the same report for a run on a machine busy with other
+work (load 10-12 on 2 cores), made before the run measured long bursts and the
+links' capacity together.
 """
 
 from __future__ import annotations
@@ -79,6 +89,7 @@ STEM = "model_error"
 MARGIN = 0.1
 PINGPONG_REPS = 20
 WAKE_REPS = 25
+LONG_BURST = 2 << 20
 
 
 # ------------------------------------------------------------------ cases and plans
@@ -164,6 +175,30 @@ def _wake_delays(w, reps=WAKE_REPS):
     return out
 
 
+def _aggregate(w, clusters, nbytes, reps=2):
+    """Every cluster's coordinator sends ``nbytes`` to every other's at once, from a
+    common start (after one untimed round): ``(bytes, [seconds to the last finish,
+    ...])``, the wide-area traffic all links carry together."""
+    import numpy as np
+    from mpi4py import MPI
+
+    rank = w.Get_rank()
+    coords = [c[0] for c in clusters]
+    peers = [c for c in coords if c != rank] if rank in coords else []
+    out = np.zeros(nbytes, np.uint8)
+    into = {p: np.empty(nbytes, np.uint8) for p in peers}
+    times = []
+    for k in range(reps + 1):
+        def burst():
+            reqs = [w.Irecv(into[p], source=p, tag=7411) for p in peers]
+            reqs += [w.Isend(out, dest=p, tag=7411) for p in peers]
+            MPI.Request.Waitall(reqs)
+        t = timed(w, MARGIN, burst)
+        if k and t is not None:
+            times.append(t)
+    return {"bytes": nbytes * len(coords) * (len(coords) - 1), "seconds": times}
+
+
 def worker(spec_path, out_path):
     """Measure the links, ping-pong, time every case; rank 0 writes ``out_path``."""
     import numpy as np
@@ -221,6 +256,11 @@ def worker(spec_path, out_path):
                 f"{n} {(median(ts) or 0) * 1e3:.2f} ms" for n, ts in times.items()),
                 flush=True)
     results["_meta"]["figures_after"] = measure_links(w, configured.clusters)
+    # the same measurement with bursts of 2 MiB instead of 256 KiB: a rate the
+    # machine's load disturbs less (a short burst on a fast link lasts ~3 ms)
+    results["_meta"]["figures_long"] = measure_links(w, configured.clusters,
+                                                     large=LONG_BURST // 2, window=2)
+    results["_meta"]["aggregate"] = _aggregate(w, clusters, 2 * LONG_BURST)
     if rank == 0:
         Path(out_path).write_text(json.dumps(results, indent=1))
 
@@ -295,14 +335,18 @@ def run_network(network, reps, say):
 
 # ------------------------------------------------------------------ models
 def best_links(raw):
-    """The links of the run's two measurements (start and end), per pair the
-    shortest round trip and the highest rate: a busy machine only ever adds delay
-    and takes bandwidth, so the best figure is the one load disturbed least."""
+    """The links of the run's link measurements, per pair the shortest round trip
+    (of the two at the start and the end of the run) and the highest rate (of those
+    two and the one with long bursts, when the run made it): a busy machine only
+    ever adds delay and takes bandwidth, so the best figure is the one load
+    disturbed least."""
     meta = raw["_meta"]
     out = {"rtt": dict(meta["figures"]["rtt"]), "rate": dict(meta["figures"]["rate"])}
-    for key, better in (("rtt", min), ("rate", max)):
-        for pair, value in meta.get("figures_after", {}).get(key, {}).items():
-            out[key][pair] = better(out[key].get(pair, value), value)
+    for key, better, sources in (("rtt", min, ("figures_after",)),
+                                 ("rate", max, ("figures_after", "figures_long"))):
+        for source in sources:
+            for pair, value in meta.get(source, {}).get(key, {}).items():
+                out[key][pair] = better(out[key].get(pair, value), value)
     return out
 
 
@@ -325,6 +369,18 @@ def wake_cost(raw):
     return statistics.median(wake) if wake else 0.0
 
 
+def wan_capacity(raw):
+    """What the run's wide-area links carried together (bytes/s), every pair of
+    clusters at once: the bytes over the fastest round's time less one wide-area
+    round trip (the first bytes' latency and MPI's handshake); None when the run
+    did not time it."""
+    agg = raw["_meta"].get("aggregate")
+    if not agg or not agg["seconds"]:
+        return None
+    rtt = 2 * measured_topology_of(raw).wan.latency
+    return agg["bytes"] / max(min(agg["seconds"]) - rtt, 1e-9)
+
+
 def burst_window(network):
     """Bytes TCP sends at once on ``network``'s testbed: its initial congestion window,
     ten packets of the MTU the testbed picks (:func:`wacoll.emulate.layout.auto_mtu`)
@@ -336,11 +392,13 @@ def burst_window(network):
 
 def mended_model(network, raw):
     """The mended model of a network's run: :class:`wacoll.plans.sim.LinkModel` on the
-    best of the run's two link measurements (:func:`best_links`), with
+    best of the run's link measurements (:func:`best_links`), with
 
     * the runner's cost per receive (:func:`software_cost`) and a waking rank's
       delay (:func:`wake_cost`) as ``recv_overhead``;
     * the short wide-area messages as bursts (``window``: :func:`burst_window`);
+    * what the wide-area links carry together (``wan_capacity``:
+      :func:`wan_capacity`, the relay's share of this machine's cores);
     * (the default) the wide-area messages of one pair of ranks in order;
 
     :func:`rows_of` adds the case's start skew (a cost of the timing protocol, not of
@@ -351,7 +409,7 @@ def mended_model(network, raw):
     clusters = [tuple(c) for c in raw["_meta"]["clusters"]]
     return LinkModel(measured_topology(clusters, best_links(raw)),
                      recv_overhead=software_cost(raw) + wake_cost(raw),
-                     window=burst_window(network))
+                     window=burst_window(network), wan_capacity=wan_capacity(raw))
 
 
 def measured_topology_of(raw, key="figures"):
@@ -410,11 +468,16 @@ def _steps():
         ("measured topology (a pair's messages in order)",
          lambda n, raw: LinkModel(measured_topology_of(raw)), False),
         ("+ the start skew", lambda n, raw: LinkModel(measured_topology_of(raw)), True),
-        ("+ the best of two link measurements", lambda n, raw: LinkModel(best(raw)), True),
+        ("+ the best of the run's link measurements", lambda n, raw: LinkModel(best(raw)),
+         True),
         ("+ the runner's and waking cost per receive",
          lambda n, raw: LinkModel(best(raw), recv_overhead=software_cost(raw)
                                   + wake_cost(raw)), True),
-        ("+ short messages as bursts (= mended)", lambda n, raw: mended_model(n, raw), True),
+        ("+ short messages as bursts",
+         lambda n, raw: LinkModel(best(raw), recv_overhead=software_cost(raw)
+                                  + wake_cost(raw), window=burst_window(n)), True),
+        ("+ the links' capacity together (= mended)",
+         lambda n, raw: mended_model(n, raw), True),
     ]
 
 
@@ -458,15 +521,24 @@ def _pct(e):
     return "-" if e is None else f"{e:+.0%}"
 
 
+def _link_sum(raw):
+    """The sum of the wide-area links' measured bandwidths (bytes/s)."""
+    topo = measured_topology_of(raw)
+    k = topo.nclusters
+    return sum(topo.wan_link(a, b).bandwidth for a in range(k) for b in range(k) if a != b)
+
+
 def links_text(network, raw):
     """The measured links beside the configured ones."""
     configured = topology_of(network)
     out = []
-    for key in ("figures", "figures_after"):
+    names = {"figures": "start of run", "figures_after": "end of run",
+             "figures_long": f"end, {human(LONG_BURST)} bursts"}
+    for key, name in names.items():
         if key not in raw["_meta"]:
             continue
         topo = measured_topology_of(raw, key)
-        out.append(f"  measured links ({'start' if key == 'figures' else 'end'} of run): "
+        out.append(f"  measured links ({name}): "
                    f"wide area {topo.wan.latency * 1e3:.3f} ms, "
                    f"{topo.wan.bandwidth / 1e6:.2f} MB/s (configured "
                    f"{configured.wan.latency * 1e3:g} ms, "
@@ -487,9 +559,12 @@ def links_text(network, raw):
                    f"(median; mean {statistics.fmean(wake) * 1e6:.0f}, 90th percentile "
                    f"{wake[int(0.9 * len(wake))] * 1e6:.0f}, max {wake[-1] * 1e6:.0f}; "
                    f"{len(wake)} wake-ups)")
+    cap = wan_capacity(raw)
     out.append(f"  mended model: recv_overhead {software_cost(raw) * 1e6:.0f} us (runner) + "
                f"{wake_cost(raw) * 1e6:.0f} us (waking), window "
-               f"{burst_window(network)} bytes")
+               f"{burst_window(network)} bytes, wan_capacity "
+               + ("-" if cap is None else f"{cap / 1e6:.1f} MB/s (the links' sum "
+                  f"{_link_sum(raw) / 1e6:.1f} MB/s)"))
     return out
 
 
@@ -622,6 +697,10 @@ def main(argv=None):
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--predict-only", action="store_true",
                    help="no testbed: the predictions and report from the saved raw file")
+    p.add_argument("--raw", default=str(RAW),
+                   help="the raw measurements (read, and updated by a run)")
+    p.add_argument("--stem", default=STEM,
+                   help="the result files' name in benchmarks/results (.csv, .txt, .png)")
     p.add_argument("--worker", nargs=2, metavar=("SPEC", "OUT"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
@@ -634,7 +713,8 @@ def main(argv=None):
     say = Report()
     say("wacoll's simulator against the emulated testbed, from the measured topology")
     say(f"command: {command_line(__file__, argv)}")
-    raws = json.loads(RAW.read_text()) if RAW.exists() else {}
+    raw_path = Path(args.raw)
+    raws = json.loads(raw_path.read_text()) if raw_path.exists() else {}
     if not args.predict_only:
         for network in names:
             raw = run_network(network, args.reps, say)
@@ -642,7 +722,7 @@ def main(argv=None):
                 return 1
             raw["_meta"]["command"] = command_line(__file__, argv)
             raws[network] = raw
-            RAW.write_text(json.dumps(raws, indent=1))
+            raw_path.write_text(json.dumps(raws, indent=1))
     raws = {n: raws[n] for n in NETWORKS if n in raws}
     if not raws:
         say("no measurements saved yet")
@@ -650,10 +730,10 @@ def main(argv=None):
     rows = [r for network, raw in raws.items() for r in rows_of(network, raw)]
     table = report(say, raws, rows)
     ablation(say, raws)
-    write_csv(RESULTS / f"{STEM}.csv", FIELDS, rows)
-    plot(RESULTS / f"{STEM}.png", rows, table)
-    say(f"\nwrote {RESULTS.relative_to(ROOT)}/{STEM}.csv, .png, .txt")
-    say.write(RESULTS / f"{STEM}.txt")
+    write_csv(RESULTS / f"{args.stem}.csv", FIELDS, rows)
+    plot(RESULTS / f"{args.stem}.png", rows, table)
+    say(f"\nwrote {RESULTS.relative_to(ROOT)}/{args.stem}.csv, .png, .txt")
+    say.write(RESULTS / f"{args.stem}.txt")
     return 0
 
 
