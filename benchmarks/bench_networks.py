@@ -53,8 +53,9 @@ NETWORKS = {
     "longfast": ((4, 4), 5e-3, 100e6, (8, 64 * KIB, MIB), (16 * MIB,)),
 }
 IMPLS = ("native", "default")
-#: Untimed calls of each implementation per case before the timed ones.
-WARMUP = 10
+#: Untimed calls of each implementation per case before the timed ones (the default
+#: communicator explores 3 calls of each of its 4 candidates: wacoll.mpi.learning).
+WARMUP = 12
 
 
 def _cases(sizes, extra, reps):

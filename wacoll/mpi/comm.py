@@ -1060,7 +1060,7 @@ class Comm(MPI.Intracomm):
 LEARN_MODES = ("auto", "on", "off")
 #: Families a repeated call explores beside the selection's choice and the library's
 #: collective, where they have a plan for the operation.
-LEARNED_FAMILIES = ("gridmpi",)
+LEARNED_FAMILIES = ("modern", "gridmpi")
 
 
 def _tuning_choices(wire, path):
