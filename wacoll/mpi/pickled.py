@@ -104,13 +104,14 @@ def _buffers(state, block, rows):
 
 
 def _fill(send, payload, word):
-    send[:_WORD] = np.frombuffer(np.int64(word).tobytes(), np.uint8)
+    send.view(np.int64)[0] = word
     if len(payload) + _WORD <= send.shape[0]:
-        send[_WORD:_WORD + len(payload)] = np.frombuffer(payload, np.uint8)
+        memoryview(send)[_WORD:_WORD + len(payload)] = payload
 
 
 def _lengths(out):
-    return np.ascontiguousarray(out[:, :_WORD]).view(np.int64)[:, 0]
+    """Each row's length word, as Python integers (a block is a multiple of 8)."""
+    return out.view(np.int64)[:, 0].tolist()
 
 
 def _size(word):
@@ -147,7 +148,7 @@ def allgather(comm, sendobj):
         _fill(send, payload, word)
         comm.Allgather(send, out)
         words = _lengths(out)
-        largest = max(_size(w) for w in words)
+        largest = max(w if w >= 0 else -1 - w for w in words)
         if largest + _WORD <= block:
             break
         state[0] = block_for(largest)  # the same on every rank: the same lengths
