@@ -266,6 +266,22 @@ def worker(spec_path, out_path):
 
 
 # ------------------------------------------------------------------ testbed (driver)
+def source_state():
+    """The checkout the ranks ran: its commit, and the wacoll files changed in the
+    working tree (the tree is shared; the ranks import what it holds)."""
+    def git(*args):
+        try:
+            return subprocess.run(["git", *args], capture_output=True, text=True,
+                                  cwd=ROOT, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return "?"
+
+    changed = [line.split(maxsplit=1)[-1]
+               for line in git("status", "--porcelain", "wacoll").splitlines()]
+    return f"commit {git('rev-parse', '--short', 'HEAD')}" + (
+        f", changed in the working tree: {', '.join(changed)}" if changed else "")
+
+
 def uptime():
     """The machine's ``uptime`` line (the load of the other work sharing it)."""
     try:
@@ -328,6 +344,7 @@ def run_network(network, reps, say):
     after = uptime()
     say(f"  after:  {after} ({time.monotonic() - t0:.0f} s)")
     raw["_meta"].update({"uptime_before": before, "uptime_after": after,
+                         "source": source_state(),
                          "seconds": time.monotonic() - t0, "when": time.strftime(
                              "%Y-%m-%d %H:%M:%S")})
     return raw
@@ -574,6 +591,8 @@ def report(say, raws, rows):
         say(f"\n{network}: measured {meta.get('when', '?')}, {meta['reps']} runs per "
             f"case, transport {meta.get('transport', '?')}")
         say(f"  command: {meta.get('command', '?')}")
+        if meta.get("source"):
+            say(f"  source: {meta['source']}")
         say(f"  load before: {meta.get('uptime_before', '?')}")
         say(f"  load after:  {meta.get('uptime_after', '?')}")
         for line in links_text(network, raw):
