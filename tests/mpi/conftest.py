@@ -165,6 +165,23 @@ class Mpi:
         return prediction[0] == "plan" and plan is not None and \
             (plan.op, plan.root, plan.counts, plan.programs) == prediction[1]
 
+    def family_run(self, comm, what, call, got, want, problems, family,
+                   algorithm=None):
+        """Run ``call()`` on this rank and add to ``problems`` what went wrong: it
+        raised, the last call did not run ``family``'s plan (of ``algorithm`` when
+        given), or ``got`` differs from ``want`` (None: not compared)."""
+        _, exc = self.outcome(call)
+        plan = comm.last_plan
+        if exc is not None:
+            problems.append(f"{what} raised {exc!r}")
+        elif comm.last_family != family or plan is None or plan.family != family or (
+                algorithm is not None and plan.algorithm != algorithm):
+            problems.append(f"{what} ran {comm.last_family}/"
+                            f"{getattr(plan, 'algorithm', None)}")
+        elif want is not None and got.tobytes() != want.tobytes():
+            bad = np.flatnonzero(got != want)
+            problems.append(f"{what}: {bad.size} elements differ, first at {bad[0]}")
+
     def first_time(self, key) -> bool:
         """True the first time ``key`` is seen this session (identically everywhere).
 

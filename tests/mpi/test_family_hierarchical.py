@@ -63,22 +63,8 @@ def _options(op, pair):
     return out
 
 
-def _ran(comm):
-    plan = comm.last_plan
-    return comm.last_family == "hierarchical" and plan is not None and \
-        plan.family == "hierarchical"
-
-
 def _run(mpi, comm, what, call, got, want, problems):
-    _, exc = mpi.outcome(call)
-    if exc is not None:
-        problems.append(f"{what} raised {exc!r}")
-    elif not _ran(comm):
-        problems.append(f"{what} ran {comm.last_family}/"
-                        f"{getattr(comm.last_plan, 'algorithm', None)}")
-    elif want is not None and got.tobytes() != want.tobytes():
-        bad = np.flatnonzero(got != want)
-        problems.append(f"{what}: {bad.size} elements differ, first at {bad[0]}")
+    mpi.family_run(comm, what, call, got, want, problems, "hierarchical")
 
 
 @pytest.mark.mpi(min_size=1)

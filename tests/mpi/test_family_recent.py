@@ -29,21 +29,8 @@ W = MPI.COMM_WORLD
 COUNTS = (3, 70001)
 
 
-def _ran(comm, name):
-    plan = comm.last_plan
-    return comm.last_family == "recent" and plan is not None and plan.algorithm == name
-
-
 def _run(mpi, comm, what, call, got, want, name, problems):
-    _, exc = mpi.outcome(call)
-    if exc is not None:
-        problems.append(f"{what} raised {exc!r}")
-    elif not _ran(comm, name):
-        problems.append(f"{what} ran {comm.last_family}/"
-                        f"{getattr(comm.last_plan, 'algorithm', None)}")
-    elif want is not None and got.tobytes() != want.tobytes():
-        bad = np.flatnonzero(got != want)
-        problems.append(f"{what}: {bad.size} elements differ, first at {bad[0]}")
+    mpi.family_run(comm, what, call, got, want, problems, "recent", name)
 
 
 @pytest.mark.mpi(min_size=1)

@@ -542,12 +542,6 @@ cdef class Runner:
         return status == 1
 
 
-def copy_bytes(intptr_t dst, intptr_t src, Py_ssize_t n):
-    """``memmove`` of ``n`` bytes between two addresses (an in-place call's input
-    copied from its output)."""
-    memmove(<void *>dst, <const void *>src, n)
-
-
 def _error(int code):
     global _interrupt
     if code == E_INTERRUPTED:  # what the signal handler raised, marked as such
@@ -935,9 +929,9 @@ cdef class LibraryCall:
             request = self.method(*args)
             req = <char *><intptr_t>_addressof(request)
         with nogil:
-            if req == NULL:
-                outcome = _drive_check(self.check, <char *>self.mine,
-                                       <char *>self.flags_at, self.tag)
+            if req == NULL:  # a Barrier: the check alone
+                outcome = _drive(None, self.check, NULL, NULL, self.tag,
+                                 <char *>self.mine, <char *>self.flags_at, False)
             else:
                 outcome = _drive_library(self.check, req, <char *>self.mine,
                                          <char *>self.flags_at, self.tag, &err)
@@ -952,13 +946,6 @@ cdef class LibraryCall:
         if outcome == INTERRUPTED:
             raise _error(E_INTERRUPTED)
         raise _error(err if outcome == WORK_ERROR else self.check.err)
-
-
-cdef int _drive_check(Runner check, char *mine, char *flags, int tag) noexcept nogil:
-    if check.start(mine, flags, tag) < 0 or check.advance(True) < 0:
-        return _stopped(check, CHECK_ERROR, True)
-    return OK if _passed(<const int64_t *>mine, <const int64_t *>flags) \
-        else CHECK_FAILED
 
 
 # mpi4py's MPI._addressof: where a request object keeps its handle
@@ -1025,30 +1012,30 @@ cdef class PersistentRun:
     def Wait(self, status=None):
         """Wait until the started collective is complete. An interrupt (Ctrl-C) in
         the wait ends the job (:mod:`wacoll.mpi.interrupts`)."""
-        cdef Runner r = self._bound
-        cdef int outcome = 1
-        if r is None:
+        if self._bound is None:
             return self._wait(status)
-        if r.started and not r.done:
-            with nogil:
-                outcome = r.advance(True)
-                if outcome < 0:
-                    r.cancel()
-            if outcome < 0:
-                self._failed(_error(r.err))
+        if self._proceed(True) < 0:
+            self._failed(_error(self._bound.err))
         return True
 
     def Test(self, status=None):
         """Whether the started collective is complete (advancing it)."""
+        cdef int outcome
+        if self._bound is None:
+            return self._test(status)
+        outcome = self._proceed(False)
+        if outcome < 0:
+            raise _error(self._bound.err)
+        return outcome == 1
+
+    cdef int _proceed(self, bint block):
+        """Advance the bound runner's started run: 1 done (or never started), 0
+        waiting, -1 failed (the run cancelled, its error in ``err``)."""
         cdef Runner r = self._bound
         cdef int outcome = 1
-        if r is None:
-            return self._test(status)
         if r.started and not r.done:
             with nogil:
-                outcome = r.advance(False)
+                outcome = r.advance(block)
                 if outcome < 0:
                     r.cancel()
-            if outcome < 0:
-                raise _error(r.err)
-        return outcome == 1
+        return outcome

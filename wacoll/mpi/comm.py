@@ -62,7 +62,7 @@ from wacoll.mpi.settings import agreed_settings, switch
 from wacoll.mpi.executor import BLOCKING_TAG, Run, call_tag
 from wacoll.mpi.interrupts import collective_name, interrupted
 from wacoll.mpi.learning import Tuning, TuningError, read_tuning, shape_of
-from wacoll.mpi.plancall import PlanCalls
+from wacoll.mpi.plancall import PlanCalls, kept_alive
 from wacoll.mpi.fastpath import CAPACITY, NativeCall, Recordings
 from wacoll.mpi.persistent import Prequest, Request
 from wacoll.mpi.progress import engine
@@ -885,8 +885,7 @@ class Comm(MPI.Intracomm):
         method = None if op == "barrier" and self.validate else \
             getattr(self._wire, _BLOCKING[op])
         replace = tuple((i, for_mpi(a)) for i, a in enumerate(args) if type(a) is str)
-        keep = tuple(a for a in args if isinstance(a, MPI.Op)) + tuple(
-            a[-1] for a in args if type(a) in (list, tuple) and a)
+        keep = kept_alive(args)
         if len(self._recorded) >= CAPACITY:
             del self._recorded[next(iter(self._recorded))]
         self._recorded[key] = NativeCall(sig.digest(), method, replace, sig,

@@ -30,7 +30,7 @@ from wacoll.mpi.plancall import _where
 from wacoll.mpi.interrupts import collective_name, interrupted
 from wacoll.mpi.progress import wait_request
 from wacoll.mpi.runner import array_address as _address
-from wacoll.mpi.runner import bound_runner, copy_bytes
+from wacoll.mpi.runner import bound_runner
 from wacoll.mpi._runner import PersistentRun
 
 __all__ = ["Request", "Prequest"]
@@ -123,14 +123,14 @@ class Prequest(PersistentRun):
             # (a derived datatype's staged buffers are read again at every start)
             self._runner = bound_runner(program, prepared, comm.mpi_comm)
             # the bound buffers' addresses, and where an in-place input is copied from
-            self._at = (_address(prepared.inbuf), _address(prepared.outbuf))
-            self._in_copy = None
+            at = (_address(prepared.inbuf), _address(prepared.outbuf))
+            in_copy = ()
             if prepared.in_copy is not None:
                 start, n = prepared.in_copy
                 size = prepared.dtype.itemsize
-                self._in_copy = (self._at[0], self._at[1] + start * size, n * size)
+                in_copy = (at[0], at[1] + start * size, n * size)
             if self._runner is not None:
-                self.bind_runner(self._runner, comm, *self._at, self._in_copy or (),
+                self.bind_runner(self._runner, comm, *at, in_copy,
                                  TAG_BASE, TAG_SPAN)
 
     def _start(self):
@@ -140,7 +140,8 @@ class Prequest(PersistentRun):
         if self._native is not None:
             self._native.Start()
             return
-        if self._run is not None and not self._run.done:
+        if (self._run is not None and not self._run.done) or self._runner is not None:
+            # (a bound runner starts here only while it is still active)
             raise WacollError("this persistent collective is still active: Wait for it "
                               "before starting it again")
 
@@ -148,15 +149,6 @@ class Prequest(PersistentRun):
         prepared = self._prepared
         seq = comm._seq
         comm._seq += 1
-        if self._runner is not None:
-            if self._runner.started and not self._runner.done:
-                raise WacollError("this persistent collective is still active: Wait "
-                                  "for it before starting it again")
-            if self._in_copy is not None:  # in place: the input as the output is now
-                copy_bytes(*self._in_copy)
-            if self._runner.begin(*self._at, call_tag(seq)):
-                self._complete()
-            return
         if self._reread_each:  # the reader copied an input: take it afresh
             prepared = self._reread()
         self._run = Run(self._program, comm.mpi_comm, prepared.inbuf, prepared.outbuf,
@@ -166,10 +158,7 @@ class Prequest(PersistentRun):
 
     def _advance(self, block):
         """Advance the started run; once it completes, unstage derived-type data."""
-        if self._runner is not None:
-            done = self._runner.proceed(block)
-        else:
-            done = self._run.advance(block=block)
+        done = self._run.advance(block=block)
         if done:
             self._complete()
         return done
@@ -197,7 +186,7 @@ class Prequest(PersistentRun):
         try:
             if self._native is not None:
                 return self._native.Wait(status)
-            if self._run is not None or self._runner is not None:
+            if self._run is not None:
                 self._advance(True)
             return True
         except BaseException as exc:
@@ -212,8 +201,6 @@ class Prequest(PersistentRun):
         """:meth:`Test` outside the compiled route."""
         if self._native is not None:
             return self._native.Test(status)
-        if self._runner is not None:
-            return self._advance(False)
         return self._run is None or self._advance(False)
 
     def Free(self):

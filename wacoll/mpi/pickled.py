@@ -148,7 +148,7 @@ def allgather(comm, sendobj):
         _fill(send, payload, word)
         comm.Allgather(send, out)
         words = _lengths(out)
-        largest = max(w if w >= 0 else -1 - w for w in words)
+        largest = max(map(_size, words))
         if largest + _WORD <= block:
             break
         state[0] = block_for(largest)  # the same on every rank: the same lengths

@@ -29,7 +29,7 @@ from wacoll.mpi.executor import BLOCKING_TAG
 from wacoll.mpi.fastpath import CAPACITY
 from wacoll.mpi.runner import array_address, compile_program, runner_ready
 
-__all__ = ["PlanCalls", "RUNNERS"]
+__all__ = ["PlanCalls", "RUNNERS", "kept_alive"]
 
 #: Compiled runners a communicator keeps (one per program and buffer layout; the
 #: oldest is dropped first). Each owns its work area.
@@ -53,6 +53,13 @@ def _where(view, args):
             if base <= at and at + view.nbytes <= base + array.nbytes:
                 return i, at - base
     return None
+
+
+def kept_alive(args):
+    """What a recorded call's key names by identity in ``args`` (operators, and the
+    datatypes of buffer specifications), to keep alive while it is recorded."""
+    return tuple(a for a in args if isinstance(a, MPI.Op)) + tuple(
+        a[-1] for a in args if type(a) in (list, tuple) and a)
 
 
 class PlanCalls:
@@ -141,8 +148,7 @@ class PlanCalls:
         recordable = key is not None and prepared.finish is None and \
             where_in is not None and where_out is not None and \
             (where_out != _NOWHERE or not copy_bytes)
-        keep = tuple(a for a in args if isinstance(a, MPI.Op)) + tuple(
-            a[-1] for a in args if type(a) in (list, tuple) and a)
+        keep = kept_alive(args)
         planned = _runner.PlanCall(runner, check, blocking, sig.digest(), sig,
                                    where_in or _NOWHERE, where_out or _NOWHERE,
                                    copy_bytes, self.first, BLOCKING_TAG, keep)
@@ -162,8 +168,7 @@ class PlanCalls:
         ``MPI.Op`` for an operator named by a string)."""
         if not self.ready or self.check is None or self.first:
             return None
-        keep = tuple(a for a in args if isinstance(a, MPI.Op)) + tuple(
-            a[-1] for a in args if type(a) in (list, tuple) and a)
+        keep = kept_alive(args)
         call = _runner.LibraryCall(self.check, sig.digest(), method, replace, sig,
                                    keep, BLOCKING_TAG)
         if key is not None:

@@ -55,9 +55,8 @@ import wacoll.mpi._runner as _runner
 from wacoll.plans.lower import ElementRuns
 
 __all__ = ["CompiledProgram", "array_address", "bound_runner", "compile_program",
-           "copy_bytes", "handle", "mpi_entry_points", "runner_ready"]
+           "handle", "mpi_entry_points", "runner_ready"]
 
-copy_bytes = _runner.copy_bytes
 
 _KINDS = _runner.KINDS
 _ALIGN = 64

@@ -632,10 +632,10 @@ _PRICED = {}
 def _price(call, topology, policy, rule, comm_options):
     """``((family or None for MagPIe's, options), selection)`` of the fastest
     predicted candidate (see :func:`_fastest`)."""
-    candidates = [(f, {}) for f in PRICED_FAMILIES] \
-        if _families_priced(call, topology, policy) else []
+    families = _families_priced(call, topology, policy)
+    candidates = [(f, {}) for f in PRICED_FAMILIES] if families else []
     candidates.append((None, {}))  # MagPIe's, with the communicator's options
-    if _families_priced(call, topology, policy):
+    if families:
         candidates += [(f, dict(o)) for f, o in PRICED_AFTER]
     if _hierarchical_priced(call, policy):
         candidates += [("hierarchical", pair) for pair in HIERARCHICAL_PAIRS]
