@@ -363,12 +363,15 @@ def test_policy_from_the_environment(monkeypatch):
 def test_an_ordinary_error_passes_through(monkeypatch):
     monkeypatch.setenv("WACOLL_ON_INTERRUPT", "raise")
 
-    class Comm:
-        _broken = None
-        _replays = object()
+    class Route:
+        broken = None
+        replays = object()
 
-    comm = Comm()
-    interrupted(ValueError("bad"), "Allreduce", comm)  # returns: the caller re-raises
-    assert comm._broken is None
-    interrupted(KeyboardInterrupt(), "Allreduce", comm)
-    assert comm._replays is None and "was interrupted" in comm._broken
+        def stop(self, reason):
+            self.replays, self.broken = None, reason
+
+    route = Route()
+    interrupted(ValueError("bad"), "Allreduce", route)  # returns: the caller re-raises
+    assert route.broken is None
+    interrupted(KeyboardInterrupt(), "Allreduce", route)
+    assert route.replays is None and "was interrupted" in route.broken

@@ -70,7 +70,7 @@ def test_an_equal_graph_finds_the_plan_already_made(mpi, comm):
     buf = np.zeros(3)
     for _ in range(3):
         comm.Bcast(buf, root=0, family="tree", tree=_star_then_chain(SIZE))
-    plans = [k for k in comm._plans if k[1] == "tree"]
+    plans = [k for k in comm.route.dispatcher.plans if k[1] == "tree"]
     mpi.assert_all(len(plans) == 1, f"{len(plans)} plans kept for one tree")
 
 

@@ -26,9 +26,9 @@ W = MPI.COMM_WORLD
 @pytest.mark.mpi(min_size=1)
 def test_one_node_checks_in_shared_memory(mpi):
     comm = wacoll.Comm(W)
-    mpi.assert_all(isinstance(comm._blocking_check, NodeCheck))
+    mpi.assert_all(isinstance(comm.route.argcheck.blocking, NodeCheck))
     off = wacoll.Comm(W, check="off")
-    mpi.assert_all(off._blocking_check is None)
+    mpi.assert_all(off.route.argcheck.blocking is None)
     off.Free()
     comm.Free()
 

@@ -30,7 +30,7 @@ def _single():
 
 
 def _recorded(comm):
-    return len(comm._recorded)
+    return len(comm.route.recorded)
 
 
 @pytest.mark.mpi(min_size=1)

@@ -975,8 +975,9 @@ cdef class PersistentRun:
     def bind_runner(self, Runner runner, owner, intptr_t inbuf, intptr_t outbuf,
                     tuple in_copy, int64_t tag_base, int64_t tag_span):
         """Run the starts with ``runner`` over the buffers at ``inbuf`` and
-        ``outbuf``; ``owner`` is the ``wacoll.Comm`` (its ``_seq`` numbers the
-        calls, ``tag_base + seq % tag_span`` tags their messages); ``in_copy``,
+        ``outbuf``; ``owner`` is the communicator's
+        :class:`~wacoll.mpi.route.Route` (its ``seq`` numbers the calls,
+        ``tag_base + seq % tag_span`` tags their messages); ``in_copy``,
         ``(dst, src, bytes)`` or ``()``, is copied at each start (an in-place
         input). ``runner=None`` unbinds."""
         self._bound, self._owner = runner, owner
@@ -992,10 +993,10 @@ cdef class PersistentRun:
         if r is None:
             return self._start()
         owner = self._owner
-        if owner._broken is not None or (r.started and not r.done):
+        if owner.broken is not None or (r.started and not r.done):
             return self._start()  # raises the error that names it
-        seq = owner._seq
-        owner._seq = seq + 1
+        seq = owner.seq
+        owner.seq = seq + 1
         tag = <int>(self._tag_base + (<int64_t>seq) % self._tag_span)
         with nogil:
             if self._copy_n:  # in place: the input as the output is now

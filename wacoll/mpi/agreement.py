@@ -317,7 +317,7 @@ class Check:
     def ok(self) -> bool:
         """Every rank's arguments were valid and the signatures agree."""
         f = self.flags
-        return f[0] == 0 and f[2] == -f[3]
+        return bool(f[0] == 0 and f[2] == -f[3])
 
     def failure(self, exchange=True):
         """The error every rank raises after a failed check.

@@ -42,36 +42,27 @@ costs is measured by ``benchmarks/bench_strict.py`` (``benchmarks/results/strict
 
 from __future__ import annotations
 
-import functools
 import zlib
 from time import perf_counter
 
 from mpi4py import MPI
 
-from wacoll._kernels.repro_wire import wire_bytes
-from wacoll.errors import PlanError, TopologyError, WacollError
+from wacoll.errors import TopologyError, WacollError
 from wacoll.mpi import calls
 from wacoll.mpi import objects
-from wacoll.mpi.agreement import VECTOR_CHECKS, Check, Signature, agree, blocking_check
-from wacoll.mpi.bounded import SHAPES, BoundedCache
-from wacoll.mpi.buffers import for_mpi
-from wacoll.mpi.composite import CompositeWork, cluster_communicator, rank_programs
+from wacoll.mpi.agreement import Signature, agree
+from wacoll.mpi.argcheck import CHECK_MODES, ArgumentCheck
+from wacoll.mpi.described import describe
 from wacoll.mpi.discover import topology_from_comm
-from wacoll.mpi.links import MEASURE_MODES, links_for, measure_mode
-from wacoll.mpi.settings import agreed_settings, switch
-from wacoll.mpi.executor import BLOCKING_TAG, Run, call_tag
+from wacoll.mpi.dispatch import Dispatcher
 from wacoll.mpi.interrupts import collective_name, interrupted
 from wacoll.mpi.learning import Tuning, TuningError, read_tuning, shape_of
-from wacoll.mpi.plancall import PlanCalls, kept_alive
-from wacoll.mpi.fastpath import CAPACITY, NativeCall, Recordings
-from wacoll.mpi.persistent import Prequest, Request
-from wacoll.mpi.progress import engine
-from wacoll.mpi.task import CallTask, NativeWork
+from wacoll.mpi.links import MEASURE_MODES, links_for, measure_mode
+from wacoll.mpi.route import Route, private_dup
+from wacoll.mpi.settings import agreed_settings, switch
 from wacoll.mpi.trace import Tracer
-from wacoll.plans import LEVELS, Call, Policy, builders, select
-from wacoll.plans.rank import lower_for_rank, plan_for_rank
-from wacoll.plans.composite import Composite
-from wacoll.plans.select import HAN, NATIVE, adapt_script, plain_options
+from wacoll.plans import LEVELS, Policy, builders
+from wacoll.plans.select import NATIVE, PSEUDO_FAMILIES, SCRIPTS, plain_options
 from wacoll.topology import Topology
 
 __all__ = ["Comm"]
@@ -153,7 +144,7 @@ class Comm(MPI.Intracomm):
         if comm is None:
             return
         error = None
-        wire = _private_dup(self)
+        wire = private_dup(self)
         try:  # first, before anything depends on them: the ranks' settings agree
             settings = agreed_settings(wire)
         except WacollError:
@@ -181,7 +172,7 @@ class Comm(MPI.Intracomm):
                             arithmetic=arithmetic)
             if topology is not None and not isinstance(topology, Topology):
                 raise TopologyError("topology must be a wacoll.Topology")
-            if family not in (None, "scripts", NATIVE, HAN):
+            if family is not None and family not in PSEUDO_FAMILIES:
                 builders(family)
         except WacollError as exc:
             error, policy = exc, None
@@ -227,12 +218,11 @@ class Comm(MPI.Intracomm):
                     learn=learn, tuning=fixed, links=(source, measured_at))
         scripts = scripts or settings["WACOLL_SCRIPTS"]
         self._load_scripts(scripts)  # collective even without scripts: all ranks agree
-        if self.family == "scripts" and not self._scripts:
+        if self.family == SCRIPTS and not self._dispatch.scripts:
             raise WacollError("family 'scripts' needs scripts= or $WACOLL_SCRIPTS")
 
     def _setup(self, wire, topology, family, level, policy, options, check, trace,
                scripts=None, learn="auto", tuning=None, links=("given", None)):
-        self._wire = wire
         #: Where :attr:`network`'s links came from: ``"given"`` (``topology=`` or a
         #: ``WACOLL_TOPOLOGY`` file), ``"measured"`` (by this constructor),
         #: ``"cached"`` (a young record of an earlier measurement) or ``"defaults"``
@@ -240,27 +230,13 @@ class Comm(MPI.Intracomm):
         self.links_source = links[0]
         #: When the links were measured (seconds since the epoch), or None.
         self.links_measured_at = links[1]
-        self._control = _private_dup(wire)
+        control = private_dup(wire)
         self._learn, self._fixed_tuning = learn, tuning
         # on several clusters, repeated calls learn their fastest candidate
         # (wacoll.mpi.learning); the ranks agree on it over the control communicator
         learning = learn == "on" or (learn == "auto" and topology.nclusters > 1)
-        self._tuning = Tuning(self._control, fixed=tuning) if learning and \
+        self._tuning = Tuning(control, fixed=tuning) if learning and \
             family is None else None
-        self._seq = 0
-        self._broken = None
-        self._place = calls.Place(wire.Get_rank(), wire.Get_size())
-        self._check_program = self._blocking_check = None
-        self._cluster = None
-        if topology.nclusters > 1:  # the check runs as a wide-area optimal all-reduce
-            selection = select(Call("allreduce", count=4, itemsize=8,
-                                    level="commutative"), topology, family="magpie")
-            self._check_program = lower_for_rank(
-                plan_for_rank(selection, topology, self._place.rank), self._place.rank)
-            # the library phases of composed plans (family "han") run on it
-            self._cluster = cluster_communicator(wire, topology)
-        elif check != "off":  # blocking calls check first (shared memory on one node)
-            self._blocking_check = blocking_check(self._control)
         #: The :class:`~wacoll.Topology` (clusters and links) wacoll plans for;
         #: ``topology`` is mpi4py's own (the MPI virtual topology kind).
         self.network = topology
@@ -277,42 +253,18 @@ class Comm(MPI.Intracomm):
         self.validate = check != "off"
         #: The trace of this rank's calls (a :class:`~wacoll.mpi.trace.Tracer`), or None.
         self.tracer = Tracer() if trace else None
-        self._scripts = dict(scripts or {})
-        self._plans = BoundedCache(SHAPES)
-        self._programs = BoundedCache(SHAPES)
-        self._scratch = {}
-        self._recorded = Recordings()
-        # the recorded calls, or None while calls must not replay
-        self._replays = None if trace or check == "first" else self._recorded
-        # blocking calls of plans, compiled (wacoll.mpi.plancall)
-        self._plan_calls = PlanCalls(wire, self._control, self._check_program
-                                     if check != "off" else None, self._blocking_check,
-                                     first=check == "first", recordings=self._replays)
-        self._seen = set()  # keys of native calls met once
-        # wires of failed calls, never freed: messages the abandoned work sent may
-        # still wait in a peer's queue, and the MPI library reuses a freed
-        # communicator's context for a new one, whose receives would match them
-        self._abandoned = []
-        #: The plan the most recent collective ran (for inspection and drawing), or
-        #: None when the MPI library's own collective ran it (see :attr:`last_family`).
-        self.last_plan = None
-        #: The family that ran the most recent collective (``"native"``: the MPI
-        #: library's own).
-        self.last_family = None
-        #: How the most recent blocking collective ran: ``"compiled"`` (a plan read
-        #: afresh, run by the compiled runner with its check), ``"replayed"`` (a
-        #: repeated call, found by what its arguments look like and run without
-        #: reading them again: a plan's or the library's), ``"python"`` (the Python
-        #: executor: tracing, reproducible arithmetic, a user-defined operator) or
-        #: ``"library"`` (the MPI library's collective after reading the call).
-        self.last_route = None
+        place = calls.Place(wire.Get_rank(), wire.Get_size())
+        self._dispatch = Dispatcher(topology, place, policy, family, options, scripts)
+        self._route = Route(wire, ArgumentCheck(control, topology, check),
+                            self._dispatch, self.tracer)
 
     def _adopt(self, parent, topology):
         """Fill a communicator mpi4py made (Dup, Clone) or one derived from ``parent``."""
-        wire = _private_dup(self)
+        wire = private_dup(self)
         self._setup(wire, topology, parent.family, parent.level, parent.policy,
                     parent.options, parent.check, parent.tracer is not None,
-                    {k: v for k, v in parent._scripts.items() if k[1] == wire.Get_size()},
+                    {k: v for k, v in parent._dispatch.scripts.items()
+                     if k[1] == wire.Get_size()},
                     learn=parent._learn, tuning=parent._fixed_tuning,
                     links=(parent.links_source, parent.links_measured_at))
         return self
@@ -321,21 +273,46 @@ class Comm(MPI.Intracomm):
     @property
     def mpi_comm(self):
         """The private duplicate wacoll's plans run on (None once freed)."""
-        return getattr(self, "_wire", None)
+        route = getattr(self, "_route", None)
+        return None if route is None else route.wire
+
+    @property
+    def route(self):
+        """How this communicator runs its calls (:class:`wacoll.mpi.route.Route`):
+        its caches, its argument check, its wire; for wacoll's own modules and for
+        inspection."""
+        return self._route
+
+    @property
+    def last_plan(self):
+        """The plan the most recent collective ran (for inspection and drawing), or
+        None when the MPI library's own collective ran it (see :attr:`last_family`)."""
+        return self._route.last_plan
+
+    @property
+    def last_family(self):
+        """The family that ran the most recent collective (``"native"``: the MPI
+        library's own)."""
+        return self._route.last_family
+
+    @property
+    def last_route(self):
+        """How the most recent blocking collective ran: ``"compiled"`` (read afresh
+        and run from C: a plan in the compiled runner, or the MPI library's
+        collective, each with its check), ``"replayed"`` (a repeated call, found by
+        what its arguments look like and run without reading them again),
+        ``"python"`` (the Python executor: tracing, reproducible arithmetic, a
+        user-defined operator, a composite) or ``"library"`` (the MPI library's
+        collective beside a check driven from Python)."""
+        return self._route.last_route
 
     def Free(self):
         """Free this communicator and wacoll's private duplicate (twice is harmless)."""
-        wire = getattr(self, "_wire", None)
-        if wire is None:
+        route = getattr(self, "_route", None)
+        if route is None or route.wire is None:
             return
-        if wire not in self._abandoned:
-            wire.Free()
-        if self._cluster is not None and self._cluster not in self._abandoned:
-            self._cluster.Free()
-        if self._blocking_check is not None:
-            self._blocking_check.free()
-        self._control.Free()
-        self._wire = self._replays = None
+        route.free()
+        route.control.Free()
         MPI.Intracomm.Free(self)
 
     def Dup(self, info=None):
@@ -674,191 +651,94 @@ class Comm(MPI.Intracomm):
 
         if self.tracer is None:
             raise WacollError("tracing is off: create the Comm with trace=True")
-        records = self._wire.gather(self.tracer.records, root=0)
+        records = self._route.wire.gather(self.tracer.records, root=0)
         if self.Get_rank() == 0:
             write_chrome_trace(records, path)
 
     # ------------------------------------------------------------- the machinery
     def _collective(self, reader, args, family, options, level=None, mode="call"):
-        """Read, check, select, lower and run one collective call.
+        """Run one collective call on the communicator's route
+        (:mod:`wacoll.mpi.route`): replay it, or describe, dispatch and run it.
 
         ``mode`` is ``"call"`` (blocking), ``"start"`` (non-blocking: returns a
         request) or ``"bind"`` (persistent: returns a :class:`Prequest`).
-
-        With tracing on, each phase is recorded as a ``phase`` event (``arguments``,
-        ``plan and lower``, ``execute``; ``execute`` includes waiting for the
-        cross-rank check) inside the call's ``operation`` event: the public way to
-        see where a call's time goes.
         """
-        replays = self._replays
+        route = self._route
         bad_options = None
         if options:  # a tree given as a graph, numpy numbers: as plain values
             try:
                 options = plain_options(options)
-            except WacollError as exc:  # raised on every rank by the check below
+            except WacollError as exc:  # raised on every rank by the check
                 options, bad_options = {}, exc
-        elif replays is not None and mode == "call":
+        elif mode == "call" and route.replays is not None:
             try:
-                outcome = replays.replay(reader, family, level, args)
+                if route.replay(reader, family, level, args):
+                    return None
             except BaseException as exc:  # an interrupt ends the job (by default)
-                interrupted(exc, collective_name(reader.__name__), self)
+                interrupted(exc, collective_name(reader.__name__), route)
                 raise
-            if outcome is not None:
-                self._seq += 1
-                last = replays.last
-                if type(last) is NativeCall:
-                    self.last_plan, self.last_family = None, NATIVE
-                else:
-                    self.last_plan, self.last_family = last.plan, last.family
-                self.last_route = "replayed"
-                if outcome is not True:
-                    self._replay_failed(outcome)
-                return
         try:
             return self._afresh(reader, args, family, options, level, mode, bad_options)
         except BaseException as exc:  # an interrupt ends the job (by default)
-            interrupted(exc, collective_name(reader.__name__, mode), self)
+            interrupted(exc, collective_name(reader.__name__, mode), route)
             raise
 
     def _afresh(self, reader, args, family, options, level, mode, bad_options):
-        """:meth:`_collective` for a call that is not replayed. An interrupt inside
-        it ends the job (:mod:`wacoll.mpi.interrupts`)."""
-        replays = self._replays
+        """Describe, dispatch and run a call that is not replayed.
+
+        With tracing on, each stage is recorded as a ``phase`` event (``arguments``,
+        ``plan and lower``, ``execute``; ``execute`` includes waiting for the
+        cross-rank check) inside the call's ``operation`` event: the public way to
+        see where a call's time goes.
+        """
+        route = self._route
         started = perf_counter()
-        if getattr(self, "_wire", None) is None:
-            raise WacollError("this wacoll.Comm has been freed")
-        if self._broken is not None:
-            raise WacollError(self._broken)
+        route.usable()
         tracer = self.tracer
-        key = None
-        if replays is not None and mode == "call" and not options:
-            key = replays.key(reader, family, level, args)
-        clock = tracer.clock if tracer else None
-        t0 = clock() if clock else 0.0
-        seq = self._seq
-        self._seq += 1
-        op = reader.__name__
-        if op in _REDUCTIONS:
-            reader = functools.partial(reader, level=level, default_level=self.level)
-        plan = native = prepared = error = planned = library = None
-        tag = BLOCKING_TAG if mode == "call" else call_tag(seq)
-        try:
-            prepared = reader(self._place, *args)
-        except Exception as exc:  # noqa: BLE001 - any fault in one rank's arguments
-            # goes through the check, so the other ranks raise too instead of waiting
-            error = exc
-        if error is None and bad_options is not None:
-            prepared, error = None, bad_options
-        sig = Signature("error") if prepared is None else Signature(
-            op, prepared.root, prepared.count,
-            None if prepared.dtype is None else prepared.dtype.str, prepared.level,
-            calls.operator_name(prepared.reduce_op), family,
-            tuple(sorted(options.items())))
-        vector_check = VECTOR_CHECKS.get(op)
-        if vector_check is not None:  # the plan needs every rank's counts: exchange
-            infos = agree(self._control, error, sig, None if prepared is None else
-                          prepared.vector_info, exchange=True)
-            prepared.counts = vector_check(prepared.root, infos)
-        t1 = clock() if clock else 0.0
-        work = None
-        shape, chosen = None, family
-        if self._tuning is not None and error is None and mode == "call" and \
-                family is None and not options and vector_check is None:
-            shape = shape_of(prepared)
-            if shape is not None:
-                chosen, explore = self._tuning.family_for(shape, self._candidates(op))
-                if explore:
-                    key = None  # an explored call is not recorded for replay
-                else:
-                    shape = None
-        if error is None:
+        t0 = tracer.clock() if tracer else 0.0
+        desc = describe(reader, args, place=route.place, mode=mode, family=family,
+                        options=options, level=level, default_level=self.level,
+                        bad_options=bad_options, control=route.control,
+                        recordings=route.replays)
+        t1 = tracer.clock() if tracer else 0.0
+        chosen = self._learned_family(desc)
+        exe = None
+        if desc.error is None:
             try:
-                plan, native = self._plan(prepared, chosen, options,
-                                          blocking=mode == "call")
-                if native and key is not None and vector_check is None and \
-                        (self._check_program is None or not self.validate):
-                    # record a call the second time it looks the same (a loop),
-                    # not a call met once
-                    if key in self._seen:
-                        self._record(key, args, sig, op)
-                    else:
-                        if len(self._seen) >= 4 * CAPACITY:
-                            self._seen.clear()
-                        self._seen.add(key)
-                if native and mode == "call" and tracer is None and self.validate \
-                        and vector_check is None:
-                    library = self._library(op, args, sig, key)
-                if mode == "call" and not native and tracer is None and \
-                        not isinstance(plan, Composite):
-                    planned = self._plan_calls.make(
-                        plan, None if op == "barrier" and self.validate else
-                        self._program(plan, prepared), prepared, sig, args,
-                        key if vector_check is None else None,
-                        checked=self.validate and vector_check is None)
-                if planned is not None or library is not None or mode == "bind":
-                    pass  # the compiled route below; a persistent request binds later
-                elif op == "barrier" and self.validate:
-                    # the check is an all-reduce: it synchronises every rank already
-                    work = NativeWork(lambda: MPI.REQUEST_NULL)
-                else:
-                    work = self._work(prepared, plan, native, args, op, tag,
-                                      self._scratch if mode == "call" else None,
-                                      prepared.outbuf, blocking=mode == "call")
-            except WacollError as exc:
-                error, work, planned = exc, None, None
-        if planned is not None:  # the compiled route: check and plan in one call
-            self.last_plan, self.last_family = plan, plan.family
-            self.last_route = "compiled"
-            if not self._plan_calls.run(planned, prepared):
-                self._replay_failed(planned)
-            if prepared.finish is not None:
-                prepared.finish()
-            if shape is not None:
-                self._tuning.observe(shape, perf_counter() - started)
-            return
-        if library is not None:  # the library's collective, checked in C beside it
-            self.last_plan, self.last_family, self.last_route = None, NATIVE, "compiled"
-            if not library.run(tuple(map(for_mpi, args))):
-                self._replay_failed(library)
-            if shape is not None:
-                self._tuning.observe(shape, perf_counter() - started)
-            return
-        t2 = clock() if clock else 0.0
-        check = None
-        # on one cluster a blocking call checks first, in the communicator's
-        # blocking check, as a replayed call does (see wacoll.mpi.fastpath)
-        first = self.check == "first" or (mode == "call" and self._check_program is None)
-        if self.validate and vector_check is None:
-            check = Check(self._control, error, sig, program=self._check_program,
-                          tag=tag,
-                          persistent=self._blocking_check if mode == "call" else None)
-        elif error is not None:
-            raise error
-        if mode == "bind":
-            return self._bind(prepared, plan, native, check, args, op)
-        t3 = t2
-        if error is None:
-            self.last_plan, self.last_family = plan, native or plan.family
-            self.last_route = "library" if native else "python"
-        task = CallTask(work, check, exchange=(mode == "call"), gated=first,
-                        finish=None if native or prepared is None
-                        else prepared.finish,
-                        on_failure=self._after_failure if mode == "call" else
-                        self._mark_broken)
-        if mode == "start":
-            return _start(task, collective_name(op, mode))
-        task.advance(block=True)
-        if shape is not None:
-            self._tuning.observe(shape, perf_counter() - started)
-        if tracer:
-            t4 = clock()
+                exe = self._dispatch.executable(desc, chosen)
+            except WacollError as exc:  # raised on every rank by the check
+                desc.fail(exc)
+        t2 = tracer.clock() if tracer else 0.0
+        result = route.run(desc, exe)
+        if desc.shape is not None:
+            self._tuning.observe(desc.shape, perf_counter() - started)
+        if tracer and mode == "call":
+            t3 = tracer.clock()
             for name, start, end in (("arguments", t0, t1), ("plan and lower", t1, t2),
-                                     ("execute", t3, t4)):
+                                     ("execute", t2, t3)):
                 tracer.record(name, "phase", start, end)
-            label = "native" if native else f"{plan.family}/{plan.algorithm}"
-            if plan is not None and plan.arithmetic != "plain":
-                label += f", {plan.arithmetic} arithmetic"
-            tracer.record(f"{op} ({label})", "operation", t0, t4)
+            label = "native" if exe.plan is None else \
+                f"{exe.plan.family}/{exe.plan.algorithm}"
+            if exe.plan is not None and exe.plan.arithmetic != "plain":
+                label += f", {exe.plan.arithmetic} arithmetic"
+            tracer.record(f"{desc.op} ({label})", "operation", t0, t3)
+        return result
+
+    def _learned_family(self, desc):
+        """The family a call runs with: its own, or, where this communicator learns
+        (:mod:`wacoll.mpi.learning`), the one learned for its shape or the candidate
+        its exploration tries next (then ``desc.shape`` is set, and the call is not
+        recorded for replay)."""
+        if self._tuning is None or desc.error is not None or not desc.blocking or \
+                desc.family is not None or desc.options or desc.vector:
+            return desc.family
+        shape = shape_of(desc.prepared)
+        if shape is None:
+            return desc.family
+        chosen, explore = self._tuning.family_for(shape, self._candidates(desc.op))
+        if explore:
+            desc.shape, desc.replay_key = shape, None
+        return chosen
 
     def _candidates(self, op):
         """The candidates a repeated call of ``op`` explores: the selection policy's
@@ -880,161 +760,6 @@ class Comm(MPI.Intracomm):
         if self._tuning is not None and self.Get_rank() == 0:
             self._tuning.dump(path)
 
-    def _record(self, key, args, sig, op):
-        """Keep a blocking native call for replay (:mod:`wacoll.mpi.fastpath`)."""
-        method = None if op == "barrier" and self.validate else \
-            getattr(self._wire, _BLOCKING[op])
-        replace = tuple((i, for_mpi(a)) for i, a in enumerate(args) if type(a) is str)
-        keep = kept_alive(args)
-        if len(self._recorded) >= CAPACITY:
-            del self._recorded[next(iter(self._recorded))]
-        self._recorded[key] = NativeCall(sig.digest(), method, replace, sig,
-                                         self._blocking_check, keep)
-
-    def _library(self, op, args, sig, key):
-        """The compiled blocking call of the library's collective on several
-        clusters (:meth:`PlanCalls.library`), or None where it does not apply."""
-        if self._check_program is None:
-            return None  # one cluster: the check runs first (wacoll.mpi.fastpath)
-        method = None if op == "barrier" else getattr(self._wire, _NATIVE[op])
-        replace = tuple((i, for_mpi(a)) for i, a in enumerate(args) if type(a) is str)
-        return self._plan_calls.library(method, replace, sig, args, key)
-
-    def _library_call(self, op, args, blocking):
-        """The MPI library's collective for ``op`` over ``args`` on the wire, ready
-        to call: blocking, or non-blocking (returning its request)."""
-        name = _BLOCKING[op] if blocking else _NATIVE[op]
-        return functools.partial(getattr(self._wire, name), *map(for_mpi, args))
-
-    def _replay_failed(self, recorded):
-        """After a replayed (or compiled) call's check failed: the error every rank
-        raises."""
-        flags = recorded.flags if hasattr(recorded, "flags") else \
-            self._blocking_check.flags.copy()
-        self._after_failure(False)
-        raise Check.completed(self._control, recorded.sig, flags).failure(True)
-
-    def _work(self, prepared, plan, native, args, op, tag, scratch, outbuf,
-              blocking=False):
-        """The call's work: the MPI library's own collective, or a run of the plan
-        writing ``outbuf``."""
-        if native:
-            if blocking and (self._check_program is None or not self.validate):
-                # a blocking call on one cluster, or unchecked: the library's
-                # blocking collective, as a replay runs it (the library never
-                # matches a blocking collective with a non-blocking one)
-                return NativeWork(functools.partial(
-                    _blocking, self._library_call(op, args, blocking=True)))
-            return NativeWork(self._library_call(op, args, blocking=False))
-        if isinstance(plan, Composite):
-            return self._composite_work(plan, prepared, outbuf, scratch, tag)
-        program = self._program(plan, prepared)
-        return Run(program, self._wire, prepared.inbuf, outbuf,
-                   op=prepared.reduce_op, tracer=self.tracer, scratch=scratch,
-                   tag=tag)
-
-    def _composite_work(self, composite, prepared, outbuf, scratch, tag):
-        """This rank's part of a composed plan (its plan phases lowered once)."""
-        dtype = prepared.dtype
-        if not _library_reduces(prepared):
-            raise PlanError(f"the {HAN} family runs the MPI library's reductions on "
-                            f"numpy's own element types; this call's are {dtype}")
-        key = ("composite", id(composite))
-        entry = self._programs.get(key)
-        if entry is None or entry[0] is not composite:
-            entry = self._programs[key] = (composite, rank_programs(composite,
-                                                                    self._place.rank))
-        # one cluster: its communicator is the wire itself (same ranks, same order)
-        cluster = self._wire if self._cluster is None else self._cluster
-        return CompositeWork(composite, entry[1], self._wire, cluster,
-                             prepared.inbuf, outbuf, op=for_mpi(prepared.reduce_op),
-                             scratch=scratch, tag=tag, tracer=self.tracer)
-
-    def _bind(self, prepared, plan, native, check, args, op):
-        """A persistent request: the call checked, selected and lowered once."""
-        if check is not None:  # agree once, now, on everything the request binds
-            CallTask(None if check.error else NativeWork(lambda: MPI.REQUEST_NULL), check,
-                     on_failure=self._after_failure).advance(block=True)
-        program = None if native else self._program(plan, prepared)
-        return Prequest(self, prepared, plan, program, args, op)
-
-    def _after_failure(self, work_done):
-        """After a failed check in a blocking call: retire the call's communicator
-        (messages or a native collective of the abandoned call may still be in flight
-        on it) and continue on a fresh duplicate. Collective: every rank gets here."""
-        self._abandoned.append(self._wire)
-        self._wire = _private_dup(self._control)
-        if self._cluster is not None:  # a library phase may be pending on it
-            self._abandoned.append(self._cluster)
-            self._cluster = cluster_communicator(self._wire, self.network)
-        self._recorded.clear()  # their collectives were bound to the retired wire
-        self._plan_calls.retire(self._wire)
-
-    def _mark_broken(self, work_done):
-        self._abandoned.append(self._wire)
-        self._replays = None
-        self._broken = ("a non-blocking collective on this wacoll.Comm failed its "
-                        "cross-rank check; its messages may still be in flight, so the "
-                        "communicator cannot run further collectives: Free it")
-
-    def _plan(self, prepared, family, options, blocking=True):
-        """``(plan, None)`` for a call (a script's, or the selection policy's, proved
-        and cached; a :class:`~wacoll.plans.composite.Composite` for family
-        ``"han"``), or ``(None, "native")`` when the MPI library runs it.
-
-        Composites run blocking calls only (:mod:`wacoll.mpi.composite`), and
-        reductions of numpy's own element types only (their library phases reduce
-        the call's buffers): such a call forced to ``"han"`` raises, and a
-        communicator-wide ``"han"`` leaves it to the default."""
-        call = Call(prepared.op, count=prepared.count, counts=prepared.counts,
-                    root=prepared.root, level=prepared.level,
-                    itemsize=1 if prepared.dtype is None else prepared.dtype.itemsize,
-                    accumulator_itemsize=wire_bytes(prepared.dtype, self._place.size)
-                    if prepared.accumulator_itemsize else 0,
-                    user_op=isinstance(prepared.reduce_op, MPI.Op) and
-                    not prepared.reduce_op.is_predefined)
-        if (family or self.family) == "scripts":
-            script = self._scripts.get((call.op, self._place.size))
-            if script is not None:
-                key = ("script", call)
-                if key not in self._plans:
-                    self._plans[key] = adapt_script(script, call)
-                if self._plans[key] is not None:
-                    return self._plans[key], None
-        if family == HAN and not blocking:
-            raise PlanError(f"the {HAN} family runs blocking calls only: concurrent "
-                            f"non-blocking calls could start its library collectives in "
-                            f"different orders on different ranks")
-        comm_family = None if self.family == "scripts" or (
-            self.family == HAN and not (blocking and _library_reduces(prepared))) \
-            else self.family
-        key = (call, family, tuple(sorted(options.items())), comm_family)
-        found = self._plans.get(key)
-        if found is None:
-            selection = select(call, self.network,
-                               family=None if family == "scripts" else family,
-                               options=options, comm_family=comm_family,
-                               comm_options=self.options, policy=self.policy)
-            if selection.native:
-                found = NATIVE
-            elif selection.family == HAN:
-                found = selection.build(self.network)
-            else:
-                found = plan_for_rank(selection, self.network, self._place.rank)
-            self._plans[key] = found
-        return (None, NATIVE) if found == NATIVE else (found, None)
-
-    def _program(self, plan, prepared):
-        """This rank's lowered program of ``plan`` for the call's buffer layout (cached)."""
-        key = (id(plan), _layout_key(prepared.in_offsets),
-               _layout_key(prepared.out_offsets))
-        entry = self._programs.get(key)
-        if entry is None or entry[0] is not plan:
-            entry = self._programs[key] = (plan, lower_for_rank(plan, self._place.rank,
-                                                                prepared.in_offsets,
-                                                                prepared.out_offsets))
-        return entry[1]
-
     # ------------------------------------------------------------- scripts
     def _load_scripts(self, path):
         from wacoll.plans import scripts
@@ -1050,9 +775,9 @@ class Comm(MPI.Intracomm):
         # the same plans everywhere: compare their text, not just their names
         digest = [(f"{op}/{size}", zlib.crc32(scripts.to_sexpr(plan).encode()))
                   for (op, size), plan in sorted(found.items())]
-        agree(self._wire, error, Signature("scripts", options=tuple(digest)),
+        agree(self._route.wire, error, Signature("scripts", options=tuple(digest)),
               validate=True)
-        self._scripts = found
+        self._dispatch.scripts = found
 
 
 #: The learning modes (see :class:`Comm`'s ``learn``).
@@ -1075,57 +800,3 @@ def _tuning_choices(wire, path):
             outcome = ("error", str(exc))
     status, payload = wire.bcast(outcome, root=0)
     return payload if status == "ok" else TuningError(payload)
-
-
-#: The cross-rank check modes (see :class:`Comm`'s ``check``).
-CHECK_MODES = ("beside", "first", "off")
-
-_REDUCTIONS = ("reduce", "allreduce", "scan", "exscan", "reduce_scatter_block",
-               "reduce_scatter")
-
-
-#: The MPI library's non-blocking collective for each operation (the native family).
-_NATIVE = {"barrier": "Ibarrier", "bcast": "Ibcast", "scatter": "Iscatter",
-           "scatterv": "Iscatterv", "gather": "Igather", "gatherv": "Igatherv",
-           "allgather": "Iallgather", "allgatherv": "Iallgatherv",
-           "alltoall": "Ialltoall", "alltoallv": "Ialltoallv", "reduce": "Ireduce",
-           "allreduce": "Iallreduce", "scan": "Iscan", "exscan": "Iexscan",
-           "reduce_scatter_block": "Ireduce_scatter_block",
-           "reduce_scatter": "Ireduce_scatter"}
-
-#: The MPI library's blocking collective for each operation (a replayed call).
-_BLOCKING = {op: name[1].upper() + name[2:] for op, name in _NATIVE.items()}
-
-
-def _library_reduces(prepared):
-    """Whether the MPI library's collectives can combine the call's elements (the
-    library phases of a composed plan, :meth:`Comm._composite_work`): not a
-    reduction, or one of numpy's own element types (not MINLOC/MAXLOC pairs, nor
-    the packed elements of a derived datatype)."""
-    dtype = prepared.dtype
-    return prepared.op not in _REDUCTIONS or dtype is None or (
-        dtype.fields is None and dtype.kind in "biufc")
-
-
-def _blocking(call):
-    """Run a blocking collective as a :class:`NativeWork`'s start: done at once."""
-    call()
-    return MPI.REQUEST_NULL
-
-
-def _start(task, name=None):
-    """Hand ``task`` to the progress engine; the request the application waits on
-    (``name``: the call's, for the message of an interrupted ``Wait``)."""
-    grequest, entry = engine().submit(task)
-    return Request(grequest, entry, name)
-
-
-def _private_dup(comm):
-    """A duplicate of ``comm`` as a plain ``MPI.Intracomm`` (mpi4py's Dup keeps the
-    subclass, whose collectives would call back into wacoll)."""
-    return MPI.Intracomm(MPI.Intracomm.Dup(comm))
-
-
-def _layout_key(offsets):
-    return None if offsets is None else tuple(sorted(offsets.items()))
-

@@ -174,12 +174,13 @@ def message(rank: int, where: str, exc: BaseException) -> str:
             f"as its peers would wait forever")
 
 
-def interrupted(exc: BaseException, where: str, comm=None) -> None:
+def interrupted(exc: BaseException, where: str, route=None) -> None:
     """Handle an exception leaving a collective (call it in an ``except`` clause,
     then re-raise). Returns at once for an exception that is not an interrupt
     (:func:`is_interrupt`). For an interrupt, by default prints :func:`message` and
-    aborts the job (it does not return); with the ``"raise"`` policy marks ``comm``
-    (a :class:`wacoll.Comm`, if given) broken and returns.
+    aborts the job (it does not return); with the ``"raise"`` policy stops the
+    communicator's ``route`` (if given: its collectives raise from now on) and
+    returns.
 
     Parameters
     ----------
@@ -187,8 +188,8 @@ def interrupted(exc: BaseException, where: str, comm=None) -> None:
         What left the call.
     where : str
         The call, as the message names it (``"Allreduce"``, ``"Wait of Iallreduce"``).
-    comm : wacoll.Comm, optional
-        The communicator the call ran on.
+    route : wacoll.mpi.route.Route, optional
+        The route of the communicator the call ran on.
     """
     if not is_interrupt(exc):
         return
@@ -198,18 +199,18 @@ def interrupted(exc: BaseException, where: str, comm=None) -> None:
         sys.stderr.write(f"wacoll: {bad}; aborting\n")
         chosen = "abort"
     if chosen == "raise":
-        if comm is not None:
-            _break(comm, where)
+        if route is not None:
+            _break(route, where)
         return
     _abort(exc, where)
 
 
-def _break(comm, where):
-    """The communicator's collectives raise from now on (see ``Comm._collective``)."""
-    comm._replays = None
-    comm._broken = (f"a collective on this wacoll.Comm ({where}) was interrupted; its "
-                    f"peers may still wait for its messages, so the communicator cannot "
-                    f"run further collectives: Free it")
+def _break(route, where):
+    """The communicator's collectives raise from now on (:meth:`Route.stop
+    <wacoll.mpi.route.Route.stop>`)."""
+    route.stop(f"a collective on this wacoll.Comm ({where}) was interrupted; its "
+               f"peers may still wait for its messages, so the communicator cannot "
+               f"run further collectives: Free it")
 
 
 def _abort(exc, where):

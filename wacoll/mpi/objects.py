@@ -101,22 +101,17 @@ from __future__ import annotations
 import operator
 import pickle as _pickle
 import struct
-import weakref
 
 from mpi4py import MPI
 
 from wacoll import errors
 from wacoll.errors import (BufferMismatchError, BufferTypeError, OperatorTypeError,
-                           PlanError, RootTypeError, WacollError)
-from wacoll.mpi.bounded import SHAPES, BoundedCache
+                           RootTypeError, WacollError)
 from wacoll.mpi import pickled
-from wacoll.mpi.executor import call_tag
 from wacoll.mpi.faults import fault_of, raise_fault
-from wacoll.plans import LEVELS, Call, select
-from wacoll.plans.select import HAN, plain_options
+from wacoll.plans import LEVELS
+from wacoll.plans.select import plain_options
 from wacoll.plans.builder import RankPlan
-from wacoll.plans.rank import lower_for_rank, plan_for_rank
-from wacoll.plans import operations as ops
 
 __all__ = ["barrier", "bcast", "gather", "scatter", "allgather", "alltoall", "reduce",
            "allreduce", "scan", "exscan", "execute", "TAG", "MAX_MESSAGE"]
@@ -130,9 +125,6 @@ _DATA, _ERRORS = 0, 1
 _HEAD = struct.Struct("<BI")
 _ENTRY = struct.Struct("<IQ")
 
-# the plans and lowered programs of each communicator (by id: mpi4py communicators
-# are not hashable), per call shape; dropped when the communicator goes
-_CACHE = {}
 
 
 # --------------------------------------------------------------------- pickles
@@ -453,66 +445,26 @@ def _commutes(op):
     return False
 
 
-def _plan(comm, op, root, level, family, options):
-    """The proved plan (or, when the proof cache holds its proof, this rank's part:
-    :func:`~wacoll.plans.rank.plan_for_rank`) and this rank's lowered program of an
-    object call (cached)."""
-    options = plain_options(options)
-    key = (op, root, level, family, tuple(sorted(options.items())))
-    cache = _CACHE.get(id(comm))
-    if cache is None:
-        cache = _CACHE[id(comm)] = BoundedCache(SHAPES)
-        weakref.finalize(comm, _CACHE.pop, id(comm), None)
-    entry = cache.get(key)
-    if entry is None:
-        call = Call(op, count=None if op == "barrier" else 1, root=root, itemsize=1,
-                    level=level)
-        scripts = "scripts"
-        if family == HAN:
-            raise PlanError(f"the {HAN} family composes the MPI library's buffer "
-                            f"collectives; object collectives run whole plans")
-        # a communicator's han leaves object calls to the default, as its scripts do
-        selection = select(call, comm.network,
-                           family=None if family == scripts else family, options=options,
-                           comm_family=None if comm.family in (scripts, HAN) else
-                           comm.family,
-                           comm_options=comm.options, policy=comm.policy,
-                           allow_native=False)
-        rank = comm.Get_rank()
-        plan = plan_for_rank(selection, comm.network, rank)
-        size, nb = plan.size, plan.nblocks
-        ins = {b: b for b in ops.in_blocks(op, size, root, nb, rank)}
-        outs = {b: b for b in ops.out_blocks(op, size, root, nb, rank)}
-        entry = cache[key] = (plan, lower_for_rank(plan, rank, ins, outs))
-    return entry
-
-
-def _next_tag(comm):
-    """The tag of the communicator's next call (shared with its buffer collectives,
-    so that an object call never matches a non-blocking call still in flight)."""
-    seq = comm._seq
-    comm._seq += 1
-    return call_tag(seq)
-
-
 def _run(comm, opname, root, slots, *, level=None, reduce_op=None, faults=None,
          local=None, family=None, options=None):
     """Select, lower and execute one object call; raise any fault everywhere."""
-    wire = comm.mpi_comm
-    if wire is None:
-        raise WacollError("this wacoll.Comm has been freed")
+    route = comm.route
+    route.usable()
+    wire = route.wire
     tracer = comm.tracer
     t0 = tracer.clock() if tracer else 0.0
     faults = {} if faults is None else faults
     local = {} if local is None else local
-    plan, program = _plan(comm, opname, root, level, family, dict(options or {}))
-    comm.last_plan, comm.last_family = plan, plan.family
-    execute(program, plan, wire, slots, op=reduce_op, faults=faults, local=local,
-            tracer=tracer, tag=_next_tag(comm))
+    run = route.dispatcher.object_run(opname, root, level, family,
+                                      plain_options(dict(options or {})))
+    plan = run.plan
+    route.ran(plan, plan.family, "python")
+    execute(run.program, plan, wire, slots, op=reduce_op, faults=faults, local=local,
+            tracer=tracer, tag=route.next_tag())
     if comm.validate and opname in _STATUS and plan.size > 1:
-        bplan, bprogram = _plan(comm, "barrier", None, None, None, {})
-        execute(bprogram, bplan, wire, {}, faults=faults, local=local, tracer=tracer,
-                tag=_next_tag(comm))
+        status = route.dispatcher.object_run("barrier", None, None, None, {})
+        execute(status.program, status.plan, wire, {}, faults=faults, local=local,
+                tracer=tracer, tag=route.next_tag())
     if tracer:
         tracer.record(f"{plan.op} ({plan.family}/{plan.algorithm})", "operation", t0,
                       tracer.clock(), objects=True)

@@ -25,7 +25,10 @@ from mpi4py import MPI
 
 from wacoll.errors import WacollError
 from wacoll.mpi.buffers import for_mpi
-from wacoll.mpi.executor import TAG_BASE, TAG_SPAN, Run, call_tag
+from wacoll.mpi import calls
+from wacoll.mpi.described import read_call
+from wacoll.mpi.dispatch import library_method
+from wacoll.mpi.executor import TAG_BASE, TAG_SPAN, Run
 from wacoll.mpi.plancall import _where
 from wacoll.mpi.interrupts import collective_name, interrupted
 from wacoll.mpi.progress import wait_request
@@ -91,8 +94,8 @@ class Prequest(PersistentRun):
     (:class:`wacoll.mpi._runner.PersistentRun`); the methods here run the rest.
     """
 
-    def __init__(self, comm, prepared, plan, program, args, op):
-        self._comm = comm
+    def __init__(self, route, prepared, plan, program, args, op):
+        self._route = route
         self._prepared = prepared
         self._program = program
         self._args = args
@@ -118,10 +121,11 @@ class Prequest(PersistentRun):
         #: the Python executor runs it.
         self._runner = None
         if program is None:
-            self._native = getattr(comm.mpi_comm, _PERSISTENT[op])(*map(for_mpi, args))
-        elif comm.tracer is None and prepared.finish is None and not copied:
+            self._native = library_method(route.wire, op, "persistent")(
+                *map(for_mpi, args))
+        elif route.tracer is None and prepared.finish is None and not copied:
             # (a derived datatype's staged buffers are read again at every start)
-            self._runner = bound_runner(program, prepared, comm.mpi_comm)
+            self._runner = bound_runner(program, prepared, route.wire)
             # the bound buffers' addresses, and where an in-place input is copied from
             at = (_address(prepared.inbuf), _address(prepared.outbuf))
             in_copy = ()
@@ -130,13 +134,14 @@ class Prequest(PersistentRun):
                 size = prepared.dtype.itemsize
                 in_copy = (at[0], at[1] + start * size, n * size)
             if self._runner is not None:
-                self.bind_runner(self._runner, comm, *at, in_copy,
+                self.bind_runner(self._runner, route, *at, in_copy,
                                  TAG_BASE, TAG_SPAN)
 
     def _start(self):
         """:meth:`Start` outside the compiled route (and its errors)."""
-        if self._comm._broken is not None:  # e.g. an interrupted call
-            raise WacollError(self._comm._broken)
+        route = self._route
+        if route.broken is not None:  # e.g. an interrupted call
+            raise WacollError(route.broken)
         if self._native is not None:
             self._native.Start()
             return
@@ -145,14 +150,12 @@ class Prequest(PersistentRun):
             raise WacollError("this persistent collective is still active: Wait for it "
                               "before starting it again")
 
-        comm = self._comm
         prepared = self._prepared
-        seq = comm._seq
-        comm._seq += 1
+        tag = route.next_tag()
         if self._reread_each:  # the reader copied an input: take it afresh
             prepared = self._reread()
-        self._run = Run(self._program, comm.mpi_comm, prepared.inbuf, prepared.outbuf,
-                        op=prepared.reduce_op, scratch=self._scratch, tag=call_tag(seq))
+        self._run = Run(self._program, route.wire, prepared.inbuf, prepared.outbuf,
+                        op=prepared.reduce_op, scratch=self._scratch, tag=tag)
         self._finish = prepared.finish
         self._advance(False)
 
@@ -169,15 +172,8 @@ class Prequest(PersistentRun):
             finish()
 
     def _reread(self):
-        import functools
-
-        from wacoll.mpi import calls
-
-        reader = getattr(calls, self._op)
-        if self._op in ("reduce", "allreduce", "scan", "exscan", "reduce_scatter_block",
-                        "reduce_scatter"):
-            reader = functools.partial(reader, level=self._prepared.level)
-        fresh = reader(self._comm._place, *self._args)
+        fresh = read_call(getattr(calls, self._op), self._route.place, self._args,
+                          level=self._prepared.level)
         fresh.counts = self._prepared.counts
         return fresh
 
@@ -194,7 +190,7 @@ class Prequest(PersistentRun):
 
     def _failed(self, exc):
         """Raise what ended a wait (an interrupt ends the job first)."""
-        interrupted(exc, f"Wait of {collective_name(self._op, 'bind')}", self._comm)
+        interrupted(exc, f"Wait of {collective_name(self._op, 'bind')}", self._route)
         raise exc
 
     def _test(self, status=None):
@@ -232,15 +228,3 @@ class Prequest(PersistentRun):
     wait = PersistentRun.Wait
     test = PersistentRun.Test
     start = PersistentRun.Start
-
-
-#: The MPI library's persistent collective for each operation (the native family).
-_PERSISTENT = {"barrier": "Barrier_init", "bcast": "Bcast_init",
-               "scatter": "Scatter_init", "scatterv": "Scatterv_init",
-               "gather": "Gather_init", "gatherv": "Gatherv_init",
-               "allgather": "Allgather_init", "allgatherv": "Allgatherv_init",
-               "alltoall": "Alltoall_init", "alltoallv": "Alltoallv_init",
-               "reduce": "Reduce_init", "allreduce": "Allreduce_init",
-               "scan": "Scan_init", "exscan": "Exscan_init",
-               "reduce_scatter_block": "Reduce_scatter_block_init",
-               "reduce_scatter": "Reduce_scatter_init"}

@@ -67,32 +67,24 @@ class PlanCalls:
 
     Parameters
     ----------
-    wire, control : mpi4py.MPI.Intracomm
-        The communicators of the plans' and the checks' messages.
-    check_program : wacoll.plans.lower.Program or None
-        The check's lowered all-reduce on several clusters (None: one cluster, or no
-        check).
-    blocking_check : object or None
-        One cluster's blocking check (:func:`wacoll.mpi.agreement.blocking_check`).
-    first : bool
-        Complete the check before the work starts.
+    wire : mpi4py.MPI.Intracomm
+        The communicator of the plans' messages.
+    argcheck : wacoll.mpi.argcheck.ArgumentCheck
+        The communicator's argument check: its compiled all-reduce on several
+        clusters, its blocking check on one.
     recordings : Recordings or None
         The communicator's recorded calls, where the calls made here are recorded
         (None: calls are not replayed, as with tracing or ``check="first"``).
     """
 
-    def __init__(self, wire, control, check_program, blocking_check, *, first=False,
-                 recordings=None):
+    def __init__(self, wire, argcheck, *, recordings=None):
         self.wire = wire
         self.recordings = recordings
-        self.first = first
-        self.blocking_check = blocking_check
+        self.first = argcheck.first
+        self.blocking_check = argcheck.blocking
         self.ready = runner_ready()
-        self.check = None
-        if self.ready and check_program is not None:
-            compiled = compile_program(check_program, np.dtype(np.int64), "max")
-            self.check = compiled.runner(control)
-        self._several = check_program is not None
+        self.check = argcheck.compiled
+        self._several = argcheck.several and argcheck.enabled
         self._runners = BoundedCache(RUNNERS)
         self._retired = []
 
@@ -188,6 +180,11 @@ class PlanCalls:
         passed (the MPI library's error is raised when the work failed)."""
         return planned.call(array_address(prepared.inbuf),
                             array_address(prepared.outbuf)) == 0
+
+    @property
+    def runners(self) -> int:
+        """How many compiled runners are kept (at most :data:`RUNNERS`)."""
+        return len(self._runners)
 
     def retire(self, wire):
         """After a failed call: the plans run on ``wire`` from now on. The runners

@@ -105,12 +105,18 @@ from wacoll.plans.operations import ARITHMETICS, LEVELS, OPERATIONS, block_count
 from wacoll.trees.frozen import freeze_tree
 
 __all__ = ["Call", "Policy", "Selection", "select", "adapt_script", "DEFAULT_POLICY",
-           "NATIVE", "HAN", "HIERARCHICAL_PAIRS", "PRICED_FAMILIES", "PRICED_AFTER",
+           "NATIVE", "HAN", "SCRIPTS", "PSEUDO_FAMILIES", "HIERARCHICAL_PAIRS",
+           "PRICED_FAMILIES", "PRICED_AFTER",
            "PRICE_TIE", "COMBINE_RATE",
            "predicted_time", "plain_options"]
 
 #: The pseudo-family that hands a call to the MPI library's own collective.
 NATIVE = "native"
+#: The pseudo-family of a communicator's loaded plan scripts (``family="scripts"``).
+SCRIPTS = "scripts"
+#: The names a communicator or a call may give as a family besides the plan families
+#: of :func:`wacoll.plans.builders`.
+PSEUDO_FAMILIES = (NATIVE, HAN, SCRIPTS)
 #: The hierarchical family's candidates (:attr:`Policy.hierarchical_from`): MPICH
 #: 4's choice inside clusters and between coordinators, and MagPIe's trees inside
 #: with Matsuda's multi-sender algorithms between.

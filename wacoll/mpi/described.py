@@ -1,0 +1,184 @@
+"""A collective call read once, into the one description every decision derives from.
+
+A buffer collective's arguments are read once (:mod:`wacoll.mpi.calls`) into a
+:class:`CallDescription`. Everything later is a function of it:
+
+- the argument check's :class:`~wacoll.mpi.agreement.Signature` (:attr:`sig`),
+- the key under which a repeated call finds its recorded form (:attr:`replay_key`),
+- the selection's question (:meth:`CallDescription.selection_call`, a
+  :class:`wacoll.plans.Call`), whose answer the dispatcher caches
+  (:mod:`wacoll.mpi.dispatch`),
+- the shape a learning communicator measures it under (:attr:`shape`).
+
+A rank whose own arguments are invalid gets a description too, with the fault in
+:attr:`error`: it still takes part in the check, so that every rank raises the same
+error instead of some waiting.
+
+Examples
+--------
+>>> import numpy as np
+>>> from wacoll.mpi import calls
+>>> d = describe(calls.bcast, (np.zeros(4), 0), place=calls.Place(0, 2), mode="call")
+>>> d.op, d.sig.describe(), d.error is None
+('bcast', 'bcast(root=0, count=4, dtype=<f8)', True)
+>>> d.selection_call(2).count
+4
+>>> bad = describe(calls.bcast, (np.zeros(4), 5), place=calls.Place(0, 2), mode="call")
+>>> bad.sig.kind, type(bad.error).__name__
+('error', 'RootError')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mpi4py import MPI
+
+from wacoll._kernels.repro_wire import wire_bytes
+from wacoll.mpi.agreement import VECTOR_CHECKS, Signature, agree
+from wacoll.mpi.calls import Prepared, operator_name
+from wacoll.plans import Call
+from wacoll.plans.operations import spec
+
+__all__ = ["CallDescription", "describe", "is_reduction", "read_call"]
+
+
+def is_reduction(op: str) -> bool:
+    """Whether the operation ``op`` combines values (takes an operator and a level).
+
+    Examples
+    --------
+    >>> is_reduction("allreduce"), is_reduction("bcast")
+    (True, False)
+    """
+    return spec(op).kind == "reduction"
+
+
+@dataclass(eq=False)
+class CallDescription:
+    """One rank's reading of one collective call.
+
+    Attributes
+    ----------
+    op : str
+        The operation (``"bcast"``, ``"allreduce"``, ...).
+    mode : {"call", "start", "bind"}
+        Blocking, non-blocking, or persistent.
+    args : tuple
+        The arguments as the application gave them.
+    family : str or None
+        The family the call forces (``family=``), None: the communicator's choice.
+    options : dict
+        The family options the call gives.
+    prepared : wacoll.mpi.calls.Prepared or None
+        The call's buffers and what chooses its plan; None when :attr:`error`.
+    error : Exception or None
+        This rank's fault with its own arguments (raised on every rank by the check).
+    sig : Signature
+        What the check compares across ranks.
+    replay_key : object or None
+        The recorded-call key of a blocking call whose arguments can be told apart
+        by what they look like (:meth:`~wacoll.mpi._fastcall.Recordings.key`); None:
+        not recordable.
+    vector : bool
+        A vector variant, whose counts were agreed on as it was read (it is not
+        checked again).
+    shape : tuple or None
+        The learned shape (:func:`wacoll.mpi.learning.shape_of`) while the call
+        explores its candidates; None otherwise.
+    """
+
+    op: str
+    mode: str
+    args: tuple
+    family: str | None
+    options: dict
+    prepared: Prepared | None
+    error: Exception | None
+    sig: Signature
+    replay_key: object = None
+    vector: bool = False
+    shape: tuple | None = field(default=None)
+
+    @property
+    def blocking(self) -> bool:
+        """Whether the call is blocking (``mode == "call"``)."""
+        return self.mode == "call"
+
+    def fail(self, exc):
+        """Record a fault found after reading (no plan, a bad option): the check
+        raises it on every rank."""
+        self.error, self.replay_key = exc, None
+
+    def selection_call(self, size) -> Call:
+        """The selection policy's question for this call on ``size`` ranks."""
+        p = self.prepared
+        op = p.reduce_op
+        return Call(p.op, count=p.count, counts=p.counts, root=p.root, level=p.level,
+                    itemsize=1 if p.dtype is None else p.dtype.itemsize,
+                    accumulator_itemsize=wire_bytes(p.dtype, size)
+                    if p.accumulator_itemsize else 0,
+                    user_op=isinstance(op, MPI.Op) and not op.is_predefined)
+
+
+def read_call(reader, place, args, level=None, default_level=None):
+    """The call's :class:`~wacoll.mpi.calls.Prepared` (``reader``: the operation's
+    reader in :mod:`wacoll.mpi.calls`; ``level``: a reduction's); raises this rank's
+    fault with its arguments."""
+    if is_reduction(reader.__name__):
+        return reader(place, *args, level=level, default_level=default_level)
+    return reader(place, *args)
+
+
+def describe(reader, args, *, place, mode, family=None, options=None, level=None,
+             default_level=None, bad_options=None, control=None, recordings=None):
+    """Read one call into its :class:`CallDescription`.
+
+    Parameters
+    ----------
+    reader : callable
+        The operation's reader in :mod:`wacoll.mpi.calls` (its name is the
+        operation's).
+    args : tuple
+        The call's arguments.
+    place : wacoll.mpi.calls.Place
+    mode : {"call", "start", "bind"}
+    family, options, level
+        What the call asks for (``level``: reductions only).
+    default_level : str, optional
+        The communicator's reduction level.
+    bad_options : WacollError, optional
+        A fault found in the options before reading: the call fails with it.
+    control : mpi4py.MPI.Intracomm, optional
+        Where a vector variant exchanges its counts (collective then).
+    recordings : wacoll.mpi._fastcall.Recordings, optional
+        The communicator's recorded calls, whose key a recordable blocking call gets.
+    """
+    op = reader.__name__
+    options = {} if options is None else options
+    key = None
+    if recordings is not None and mode == "call" and not options:
+        key = recordings.key(reader, family, level, args)
+    prepared = error = None
+    try:
+        prepared = read_call(reader, place, args, level, default_level)
+    except Exception as exc:  # noqa: BLE001 - any fault in one rank's arguments
+        # goes through the check, so the other ranks raise too instead of waiting
+        error = exc
+    if error is None and bad_options is not None:
+        prepared, error = None, bad_options
+    if prepared is None:
+        sig = Signature("error")
+    else:
+        sig = Signature(op, prepared.root, prepared.count,
+                        None if prepared.dtype is None else prepared.dtype.str,
+                        prepared.level, operator_name(prepared.reduce_op), family,
+                        tuple(sorted(options.items())))
+    vector_check = VECTOR_CHECKS.get(op)
+    if vector_check is not None:  # the plan needs every rank's counts: exchange
+        infos = agree(control, error, sig, None if prepared is None else
+                      prepared.vector_info, exchange=True)
+        prepared.counts = vector_check(prepared.root, infos)
+        key = None
+    return CallDescription(op, mode, args, family, options, prepared, error, sig,
+                           None if error is not None else key, vector_check is not None)

@@ -1,0 +1,236 @@
+"""From a call's description to the one thing that runs it.
+
+A communicator's :class:`Dispatcher` answers one question per call: what runs it? It
+asks the selection policy (:func:`wacoll.plans.select`) once per call shape, keeps
+the answer and this rank's lowered programs in one bounded cache shared by the
+buffer and the object collectives, and hands back an *executable*:
+
+:class:`LibraryCollective`
+    the MPI library's own collective (the ``native`` family, or a learned choice);
+:class:`PlanRun`
+    a proved plan and this rank's lowered program of it for the call's buffers;
+:class:`CompositeRun`
+    a composed plan (family ``han``): library collectives inside the clusters, a
+    plan between them.
+
+The route (:mod:`wacoll.mpi.route`) runs any of them the same way: compiled where
+it can, beside the communicator's argument check (:mod:`wacoll.mpi.argcheck`).
+
+Examples
+--------
+>>> import numpy as np
+>>> from wacoll import Topology
+>>> from wacoll.plans import Policy
+>>> from wacoll.mpi import calls
+>>> from wacoll.mpi.described import describe
+>>> topology = Topology.from_sizes([2, 2])
+>>> dispatcher = Dispatcher(topology, calls.Place(0, 4), Policy(), None, {})
+>>> d = describe(calls.bcast, (np.zeros(4), 0), place=calls.Place(0, 4), mode="call")
+>>> run = dispatcher.executable(d, None)
+>>> type(run).__name__, run.family, run.program.rank
+('PlanRun', 'magpie', 0)
+>>> dispatcher.executable(d, "native").family
+'native'
+"""
+
+from __future__ import annotations
+
+from wacoll.errors import PlanError
+from wacoll.mpi.bounded import SHAPES, BoundedCache
+from wacoll.mpi.composite import rank_programs
+from wacoll.plans import Call, select
+from wacoll.plans import operations as ops
+from wacoll.plans.composite import Composite
+from wacoll.plans.rank import lower_for_rank, plan_for_rank
+from wacoll.plans.select import HAN, NATIVE, SCRIPTS, adapt_script
+
+__all__ = ["CompositeRun", "Dispatcher", "LibraryCollective", "PlanRun",
+           "library_method", "library_reduces"]
+
+
+class LibraryCollective:
+    """The MPI library's own collective runs the call."""
+
+    __slots__ = ()
+    family = NATIVE
+    plan = None
+
+
+class PlanRun:
+    """A plan runs the call: ``plan`` and this rank's lowered ``program`` of it."""
+
+    __slots__ = ("plan", "program")
+
+    def __init__(self, plan, program):
+        self.plan, self.program = plan, program
+
+    @property
+    def family(self):
+        return self.plan.family
+
+
+class CompositeRun:
+    """A composed plan runs the call: ``composite`` and this rank's lowered program
+    of each of its plan phases (:func:`~wacoll.mpi.composite.rank_programs`)."""
+
+    __slots__ = ("plan", "programs")
+
+    def __init__(self, composite, programs):
+        self.plan, self.programs = composite, programs
+
+    @property
+    def family(self):
+        return self.plan.family
+
+
+def library_method(wire, op, kind):
+    """The MPI library's collective for ``op`` on ``wire``: ``kind`` is
+    ``"blocking"``, ``"nonblocking"`` or ``"persistent"``.
+
+    Examples
+    --------
+    >>> from mpi4py import MPI
+    >>> library_method(MPI.COMM_SELF, "reduce_scatter_block", "persistent").__name__
+    'Reduce_scatter_block_init'
+    """
+    name = op[0].upper() + op[1:]
+    name = {"blocking": name, "nonblocking": "I" + op, "persistent": name + "_init"}[kind]
+    return getattr(wire, name)
+
+
+def library_reduces(prepared):
+    """Whether the MPI library's collectives can combine the call's elements (the
+    library phases of a composed plan): not a reduction, or one of numpy's own
+    element types (not MINLOC/MAXLOC pairs, nor the packed elements of a derived
+    datatype)."""
+    dtype = prepared.dtype
+    return ops.spec(prepared.op).kind != "reduction" or dtype is None or (
+        dtype.fields is None and dtype.kind in "biufc")
+
+
+class Dispatcher:
+    """A communicator's plans: chosen once per call shape, kept in one bounded
+    cache for its buffer and object collectives.
+
+    Parameters
+    ----------
+    network : wacoll.Topology
+    place : wacoll.mpi.calls.Place
+        This rank's place.
+    policy : wacoll.plans.Policy
+    family : str or None
+        The family the communicator forces (``"scripts"``: its loaded scripts).
+    options : dict
+        The communicator's family options.
+    scripts : dict, optional
+        Loaded script plans by ``(operation, size)``.
+    """
+
+    def __init__(self, network, place, policy, family, options, scripts=None):
+        self.network, self.place, self.policy = network, place, policy
+        self.family, self.options = family, dict(options)
+        self.scripts = dict(scripts or {})
+        #: Plans (or NATIVE, or composites) by call shape; lowered programs by plan
+        #: and buffer layout. Both bounded (:data:`~wacoll.mpi.bounded.SHAPES`).
+        self.plans = BoundedCache(SHAPES)
+        self.programs = BoundedCache(SHAPES)
+
+    # ------------------------------------------------------------ buffer calls
+    def executable(self, desc, family):
+        """What runs the call described by ``desc`` with ``family`` (the call's
+        own, or the one a learning communicator tries; None: the selection's)."""
+        prepared = desc.prepared
+        found = self.plan(desc.selection_call(self.place.size), family, desc.options,
+                          blocking=desc.blocking, reducible=library_reduces(prepared))
+        if found == NATIVE:
+            return LibraryCollective()
+        if isinstance(found, Composite):
+            if not library_reduces(prepared):
+                raise PlanError(f"the {HAN} family runs the MPI library's reductions "
+                                f"on numpy's own element types; this call's are "
+                                f"{prepared.dtype}")
+            return CompositeRun(found, self.composite_programs(found))
+        return PlanRun(found, self.program(found, prepared.in_offsets,
+                                           prepared.out_offsets))
+
+    def plan(self, call, family, options, *, blocking=True, reducible=True,
+             objects=False):
+        """The plan of ``call`` (a script's, or the selection policy's, proved and
+        cached; a :class:`~wacoll.plans.composite.Composite` for family ``"han"``),
+        or NATIVE when the MPI library runs it.
+
+        Composites run blocking calls only (concurrent non-blocking calls could start
+        their library collectives in different orders on different ranks), and
+        reductions the library can combine (``reducible``): such a call forced to
+        ``"han"`` raises, and a communicator-wide ``"han"`` leaves it to the
+        default. Object calls (``objects``) run whole plans: never the library's
+        collective, a composite or a script (scripts are written for buffers)."""
+        if not objects and (family or self.family) == SCRIPTS:
+            script = self.scripts.get((call.op, self.place.size))
+            if script is not None:
+                key = (SCRIPTS, call)
+                if key not in self.plans:
+                    self.plans[key] = adapt_script(script, call)
+                if self.plans[key] is not None:
+                    return self.plans[key]
+        if family == HAN and objects:
+            raise PlanError(f"the {HAN} family composes the MPI library's buffer "
+                            f"collectives; object collectives run whole plans")
+        if family == HAN and not blocking:
+            raise PlanError(f"the {HAN} family runs blocking calls only: concurrent "
+                            f"non-blocking calls could start its library collectives in "
+                            f"different orders on different ranks")
+        comm_family = None if self.family == SCRIPTS or (
+            self.family == HAN and not (blocking and reducible and not objects)) \
+            else self.family
+        key = (call, family, tuple(sorted(options.items())), comm_family, objects)
+        found = self.plans.get(key)
+        if found is None:
+            selection = select(call, self.network,
+                               family=None if family == SCRIPTS else family,
+                               options=options, comm_family=comm_family,
+                               comm_options=self.options, policy=self.policy,
+                               allow_native=not objects)
+            if selection.native:
+                found = NATIVE
+            elif selection.family == HAN:
+                found = selection.build(self.network)
+            else:
+                found = plan_for_rank(selection, self.network, self.place.rank)
+            self.plans[key] = found
+        return found
+
+    def program(self, plan, in_offsets=None, out_offsets=None):
+        """This rank's lowered program of ``plan`` for a buffer layout (where each
+        block sits in the input and output; None: packed in block order), cached."""
+        key = (id(plan), _layout_key(in_offsets), _layout_key(out_offsets))
+        entry = self.programs.get(key)
+        if entry is None or entry[0] is not plan:
+            entry = self.programs[key] = (plan, lower_for_rank(
+                plan, self.place.rank, in_offsets, out_offsets))
+        return entry[1]
+
+    def composite_programs(self, composite):
+        """This rank's lowered programs of a composite's plan phases (cached)."""
+        key = ("composite", id(composite))
+        entry = self.programs.get(key)
+        if entry is None or entry[0] is not composite:
+            entry = self.programs[key] = (composite,
+                                          rank_programs(composite, self.place.rank))
+        return entry[1]
+
+    # ------------------------------------------------------------ object calls
+    def object_run(self, op, root, level, family, options):
+        """The :class:`PlanRun` of an object collective (mpi4py's lower-case
+        methods): always a whole plan, one block per rank, never the library's."""
+        call = Call(op, count=None if op == "barrier" else 1, root=root, itemsize=1,
+                    level=level)
+        plan = self.plan(call, family, options, objects=True)
+        rank, size, nb = self.place.rank, plan.size, plan.nblocks
+        ins = {b: b for b in ops.in_blocks(op, size, root, nb, rank)}
+        outs = {b: b for b in ops.out_blocks(op, size, root, nb, rank)}
+        return PlanRun(plan, self.program(plan, ins, outs))
+
+
+def _layout_key(offsets):
+    return None if offsets is None else tuple(sorted(offsets.items()))

@@ -1,0 +1,341 @@
+"""The one route of a communicator's collective calls.
+
+Every buffer collective of a :class:`wacoll.Comm` takes the same steps, whatever its
+mode, its family or the number of clusters:
+
+1. **replay**: a blocking call that looks like one recorded before (same shapes,
+   same or new arrays) runs its recorded form at once, in one trip into C
+   (:meth:`Route.replay`; :mod:`wacoll.mpi.fastpath`, :mod:`wacoll.mpi.plancall`);
+2. **describe**: otherwise the call is read once (:mod:`wacoll.mpi.described`);
+3. **dispatch**: its description becomes one executable, the MPI library's
+   collective, a plan or a composite (:mod:`wacoll.mpi.dispatch`);
+4. **run** (:meth:`Route.run`): a blocking call runs compiled where it can: a plan
+   in the compiled runner, the library's collective called from C, each beside or
+   after the communicator's argument check (:mod:`wacoll.mpi.argcheck`), and is
+   recorded for replay; the rest (tracing, non-blocking calls, a plan the runner
+   does not take, a rank whose own arguments are invalid) runs on the Python route,
+   the executable's work and the same check advanced together
+   (:class:`~wacoll.mpi.task.CallTask`); a persistent call checks once and binds
+   (:class:`~wacoll.mpi.persistent.Prequest`).
+
+A failed check raises the same error on every rank; a blocking call's route then
+retires its wire (:meth:`Route.retire`), a non-blocking one's stops the
+communicator (:meth:`Route.stop`).
+
+The route also holds what a communicator's calls share: the call counter that tags
+non-blocking calls' messages (:meth:`Route.next_tag`), the wire, and what the last
+call ran (:attr:`Route.last_plan`, :attr:`Route.last_family`,
+:attr:`Route.last_route`).
+"""
+
+from __future__ import annotations
+
+import functools
+
+from mpi4py import MPI
+
+from wacoll.errors import WacollError
+from wacoll.mpi._fastcall import NativeCall, Recordings
+from wacoll.mpi.buffers import for_mpi
+from wacoll.mpi.composite import CompositeWork, cluster_communicator
+from wacoll.mpi.dispatch import CompositeRun, LibraryCollective, library_method
+from wacoll.mpi.executor import BLOCKING_TAG, Run, call_tag
+from wacoll.mpi.fastpath import CAPACITY
+from wacoll.mpi.interrupts import collective_name
+from wacoll.mpi.persistent import Prequest, Request
+from wacoll.mpi.plancall import PlanCalls, kept_alive
+from wacoll.mpi.progress import engine
+from wacoll.mpi.task import CallTask, NativeWork
+from wacoll.plans.select import NATIVE
+
+__all__ = ["Route", "private_dup"]
+
+
+def private_dup(comm):
+    """A duplicate of ``comm`` as a plain ``MPI.Intracomm`` (mpi4py's Dup keeps the
+    subclass, whose collectives would call back into wacoll)."""
+    return MPI.Intracomm(MPI.Intracomm.Dup(comm))
+
+
+class Route:
+    """How one communicator runs its calls (see the module docstring).
+
+    Parameters
+    ----------
+    wire : mpi4py.MPI.Intracomm
+        The private duplicate the calls' messages travel on.
+    argcheck : wacoll.mpi.argcheck.ArgumentCheck
+        The communicator's argument check (its ``control`` carries the checks).
+    dispatcher : wacoll.mpi.dispatch.Dispatcher
+    tracer : wacoll.mpi.trace.Tracer or None
+
+    Attributes
+    ----------
+    wire : mpi4py.MPI.Intracomm
+        The current wire (a failed blocking call retires it for a fresh one).
+    seq : int
+        Calls started so far (numbers the tags of non-blocking calls).
+    broken : str or None
+        Why the communicator can run no more collectives, or None.
+    last_plan, last_family, last_route
+        What the most recent collective ran (see :class:`wacoll.Comm`).
+    """
+
+    def __init__(self, wire, argcheck, dispatcher, tracer=None):
+        self.wire = wire
+        self.argcheck = argcheck
+        self.control = argcheck.control
+        self.dispatcher = dispatcher
+        self.network = dispatcher.network
+        self.place = dispatcher.place
+        self.tracer = tracer
+        # the library phases of composed plans (family "han") run on it
+        self.cluster = cluster_communicator(wire, self.network) if argcheck.several \
+            else None
+        self.recorded = Recordings()
+        #: The recorded calls, or None while calls must not replay.
+        self.replays = None if tracer is not None or argcheck.first else self.recorded
+        self.plan_calls = PlanCalls(wire, argcheck, recordings=self.replays)
+        self.scratch = {}
+        self.seen = set()  # keys of library calls met once
+        # wires of failed calls, never freed: messages the abandoned work sent may
+        # still wait in a peer's queue, and the MPI library reuses a freed
+        # communicator's context for a new one, whose receives would match them
+        self.abandoned = []
+        self.seq = 0
+        self.broken = None
+        self.last_plan = self.last_family = self.last_route = None
+
+    # ------------------------------------------------------------ shared state
+    def next_tag(self) -> int:
+        """Count a call started outside :meth:`run` (an object call, a persistent
+        start): the tag of its messages."""
+        seq = self.seq
+        self.seq = seq + 1
+        return call_tag(seq)
+
+    def usable(self):
+        """Raise when the communicator can run no collective (freed, or stopped)."""
+        if self.wire is None:
+            raise WacollError("this wacoll.Comm has been freed")
+        if self.broken is not None:
+            raise WacollError(self.broken)
+
+    def ran(self, plan, family, route):
+        """Note what the most recent collective ran."""
+        self.last_plan, self.last_family, self.last_route = plan, family, route
+
+    # ------------------------------------------------------------ 1. replay
+    def replay(self, reader, family, level, args):
+        """Run the recorded call these arguments match: True when one ran, None
+        when none matches (describe the call afresh). A failed check raises."""
+        outcome = self.replays.replay(reader, family, level, args)
+        if outcome is None:
+            return None
+        self.seq += 1
+        last = self.replays.last
+        if type(last) is NativeCall:
+            self.ran(None, NATIVE, "replayed")
+        else:
+            self.ran(last.plan, last.family, "replayed")
+        if outcome is not True:
+            self.failed(outcome)
+        return True
+
+    # ------------------------------------------------------------ 4. run
+    def run(self, desc, exe):
+        """Run the call ``desc`` describes by ``exe`` (None: this rank's arguments
+        are invalid, and it only takes part in the check): None for a blocking
+        call, a :class:`~wacoll.mpi.persistent.Request` for a non-blocking one, a
+        :class:`~wacoll.mpi.persistent.Prequest` for a persistent one."""
+        mode = desc.mode
+        seq = self.seq
+        self.seq = seq + 1
+        if exe is not None and mode == "call" and self.tracer is None:
+            try:
+                compiled = self._compiled(desc, exe)
+            except WacollError as exc:  # raised on every rank by the check
+                desc.fail(exc)
+                exe = compiled = None
+            if compiled is not None:
+                recorded, go = compiled
+                self.ran(exe.plan, exe.family, "compiled")
+                if not go():
+                    self.failed(recorded)
+                if type(exe) is not LibraryCollective and \
+                        desc.prepared.finish is not None:
+                    desc.prepared.finish()
+                return None
+        tag = BLOCKING_TAG if mode == "call" else call_tag(seq)
+        work = None
+        if exe is not None and mode != "bind":
+            try:
+                work = self._work(desc, exe, tag)
+            except WacollError as exc:  # raised on every rank by the check
+                desc.fail(exc)
+                exe = None
+        check = None if desc.vector else self.argcheck.of_call(
+            desc.error, desc.sig, tag=tag, blocking=mode == "call")
+        if check is None and desc.error is not None:
+            raise desc.error
+        if mode == "bind":
+            return self._bind(desc, exe, check)
+        if exe is not None:
+            self.ran(exe.plan, exe.family,
+                     "library" if type(exe) is LibraryCollective else "python")
+        task = CallTask(work, check, exchange=mode == "call",
+                        gated=self.argcheck.gated(mode == "call"),
+                        finish=None if exe is None or type(exe) is LibraryCollective
+                        else desc.prepared.finish,
+                        on_failure=self.retire if mode == "call" else self._stopped)
+        if mode == "start":
+            grequest, entry = engine().submit(task)
+            return Request(grequest, entry, collective_name(desc.op, mode))
+        task.advance(block=True)
+        return None
+
+    def _compiled(self, desc, exe):
+        """The blocking call's compiled form ready to run over its buffers, as
+        ``(call, go)``: ``go()`` runs it and says whether the check passed (``call``
+        names the failure); None for the Python route."""
+        prepared, args, key = desc.prepared, desc.args, desc.replay_key
+        checked = self.argcheck.enabled and not desc.vector
+        if type(exe) is LibraryCollective:
+            given = tuple(map(for_mpi, args))
+            if checked and self.argcheck.several:  # the check beside it, in C
+                method = None if desc.op == "barrier" else \
+                    library_method(self.wire, desc.op, "nonblocking")
+                call = self.plan_calls.library(method, _replaced(args), desc.sig,
+                                               args, key)
+                return None if call is None else (call, functools.partial(call.run,
+                                                                          given))
+            # one cluster, or unchecked: the check first, then the library's
+            # blocking collective, as a replay runs it (the library never matches a
+            # blocking collective with a non-blocking one)
+            call = self._native_call(desc, checked)
+            return call, functools.partial(call.run, given)
+        if isinstance(exe, CompositeRun):
+            return None
+        program = None if desc.op == "barrier" and checked else exe.program
+        planned = self.plan_calls.make(exe.plan, program, prepared, desc.sig, args,
+                                       key, checked=checked)
+        if planned is None:
+            return None
+        return planned, functools.partial(self.plan_calls.run, planned, prepared)
+
+    def _native_call(self, desc, checked):
+        """The library's blocking call with the one-cluster check before it,
+        recorded for replay the second time a call looks the same (a loop, not a
+        call met once)."""
+        method = None if desc.op == "barrier" and checked else \
+            library_method(self.wire, desc.op, "blocking")
+        call = NativeCall(desc.sig.digest(), method, _replaced(desc.args), desc.sig,
+                          self.argcheck.blocking if checked else None,
+                          kept_alive(desc.args))
+        key = desc.replay_key
+        if key is not None and self.replays is not None:
+            if key in self.seen:
+                if len(self.recorded) >= CAPACITY:
+                    del self.recorded[next(iter(self.recorded))]
+                self.recorded[key] = call
+            else:
+                if len(self.seen) >= 4 * CAPACITY:
+                    self.seen.clear()
+                self.seen.add(key)
+        return call
+
+    def _work(self, desc, exe, tag):
+        """The executable's work on the Python route."""
+        prepared = desc.prepared
+        blocking = desc.mode == "call"
+        if desc.op == "barrier" and self.argcheck.enabled:
+            # the check is an all-reduce: it synchronises every rank already
+            return NativeWork(lambda: MPI.REQUEST_NULL)
+        scratch = self.scratch if blocking else None
+        if type(exe) is LibraryCollective:
+            given = tuple(map(for_mpi, desc.args))
+            if blocking and not (self.argcheck.several and self.argcheck.enabled):
+                # as on the compiled route: the blocking collective after the check
+                method = library_method(self.wire, desc.op, "blocking")
+                return NativeWork(functools.partial(_blocking, method, given))
+            method = library_method(self.wire, desc.op, "nonblocking")
+            return NativeWork(functools.partial(method, *given))
+        if isinstance(exe, CompositeRun):
+            # one cluster: its communicator is the wire itself (same ranks, order)
+            cluster = self.wire if self.cluster is None else self.cluster
+            return CompositeWork(exe.plan, exe.programs, self.wire, cluster,
+                                 prepared.inbuf, prepared.outbuf,
+                                 op=for_mpi(prepared.reduce_op), scratch=scratch,
+                                 tag=tag, tracer=self.tracer)
+        return Run(exe.program, self.wire, prepared.inbuf, prepared.outbuf,
+                   op=prepared.reduce_op, tracer=self.tracer, scratch=scratch, tag=tag)
+
+    def _bind(self, desc, exe, check):
+        """A persistent request: the call checked, selected and lowered once."""
+        if check is not None:  # agree once, now, on everything the request binds
+            CallTask(None if check.error else NativeWork(lambda: MPI.REQUEST_NULL),
+                     check, on_failure=self.retire).advance(block=True)
+        self.ran(exe.plan, exe.family, "library" if type(exe) is LibraryCollective
+                 else "python")
+        program = None if type(exe) is LibraryCollective else exe.program
+        return Prequest(self, desc.prepared, exe.plan, program, desc.args, desc.op)
+
+    # ------------------------------------------------------------ failures
+    def failed(self, recorded):
+        """After a compiled or replayed call's check failed: retire the wire and
+        raise the error every rank raises."""
+        flags = getattr(recorded, "flags", None)
+        if flags is None:
+            flags = self.argcheck.blocking.flags.copy()
+        self.retire(False)
+        raise self.argcheck.failure(recorded.sig, flags)
+
+    def retire(self, work_done=False):
+        """After a failed check in a blocking call: retire the call's wire (messages
+        or a library collective of the abandoned call may still be in flight on it)
+        and continue on a fresh duplicate. Collective: every rank gets here."""
+        self.abandoned.append(self.wire)
+        self.wire = private_dup(self.control)
+        if self.cluster is not None:  # a library phase may be pending on it
+            self.abandoned.append(self.cluster)
+            self.cluster = cluster_communicator(self.wire, self.network)
+        self.recorded.clear()  # their collectives were bound to the retired wire
+        self.plan_calls.retire(self.wire)
+
+    def _stopped(self, work_done):
+        """After a failed check in a non-blocking call: its work may still be in
+        flight on the wire, which is never freed."""
+        self.abandoned.append(self.wire)
+        self.stop("a non-blocking collective on this wacoll.Comm failed its "
+                  "cross-rank check; its messages may still be in flight, so the "
+                  "communicator cannot run further collectives: Free it")
+
+    def stop(self, reason):
+        """No further collective runs on this communicator: each raises ``reason``
+        (an interrupted call, a failed non-blocking one)."""
+        self.replays = None
+        self.broken = reason
+
+    def free(self):
+        """Free the wire and the cluster communicator (twice is harmless)."""
+        if self.wire is None:
+            return
+        if self.wire not in self.abandoned:
+            self.wire.Free()
+        if self.cluster is not None and self.cluster not in self.abandoned:
+            self.cluster.Free()
+        self.argcheck.free()
+        self.wire = self.replays = None
+
+
+def _replaced(args):
+    """The arguments a library collective is given otherwise than as the
+    application wrote them: position and value (an ``MPI.Op`` for an operator named
+    by a string)."""
+    return tuple((i, for_mpi(a)) for i, a in enumerate(args) if type(a) is str)
+
+
+def _blocking(method, args):
+    """Run a blocking collective as a :class:`NativeWork`'s start: done at once."""
+    method(*args)
+    return MPI.REQUEST_NULL
