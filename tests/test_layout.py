@@ -141,3 +141,55 @@ def test_the_plan_world_works_without_mpi_and_kernels():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def _environment_reads(tree) -> list:
+    """The ``WACOLL_*`` names a module reads from ``os.environ`` itself
+    (``environ.get(NAME)``, ``environ[NAME]``; NAME a string or a module constant)."""
+    constants = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign)
+                 and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)
+                 for t in n.targets if isinstance(t, ast.Name)}
+
+    def named(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.Name):
+            return constants.get(node.id)
+        return None
+
+    def is_environ(node):
+        return (isinstance(node, ast.Attribute) and node.attr == "environ") or \
+            (isinstance(node, ast.Name) and node.id == "environ")
+
+    found = []
+    for node in ast.walk(tree):
+        key = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "get" and is_environ(node.func.value) and node.args:
+            key = named(node.args[0])
+        elif isinstance(node, ast.Subscript) and is_environ(node.value):
+            key = named(node.slice)
+        if key and key.startswith("WACOLL_"):
+            found.append(key)
+    return found
+
+
+def test_wacoll_variables_are_read_in_one_place():
+    """Every ``WACOLL_*`` variable wacoll reads goes through :mod:`wacoll.settings`,
+    whose table names it."""
+    from wacoll.settings import VARIABLES
+
+    own = ROOT / "settings.py"
+    readers = {str(path.relative_to(ROOT.parent)): reads
+               for path in sorted(ROOT.rglob("*.py")) if path != own
+               for reads in [_environment_reads(ast.parse(path.read_text()))] if reads}
+    assert readers == {}, f"read WACOLL_* variables outside wacoll.settings: {readers}"
+    text = own.read_text()
+    for name in VARIABLES:
+        assert f'"{name}"' in text
+
+
+def test_the_environment_check_finds_a_reader():
+    tree = ast.parse('import os\nENV = "WACOLL_X"\nos.environ.get(ENV, "")\n'
+                     'environ["WACOLL_Y"]\n')
+    assert _environment_reads(tree) == ["WACOLL_X", "WACOLL_Y"]

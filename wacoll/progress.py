@@ -29,11 +29,12 @@ Examples
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
 from contextlib import contextmanager
+
+from wacoll.settings import setting
 
 __all__ = ["ENV", "enabled", "child_env", "format_elapsed", "Progress"]
 
@@ -44,7 +45,7 @@ ENV = "WACOLL_PROGRESS"
 def enabled(stream=None) -> bool:
     """Whether progress lines should be shown: ``$WACOLL_PROGRESS`` if it is set,
     else whether ``stream`` (default: stderr) is a terminal."""
-    forced = os.environ.get(ENV, "").strip().lower()
+    forced = (setting(ENV) or "").lower()
     if forced in ("1", "yes", "true", "on"):
         return True
     if forced in ("0", "no", "false", "off"):

@@ -294,14 +294,17 @@ def test_last_plan_names_the_family_used(mpi):
 
 @pytest.mark.mpi(min_size=1)
 def test_check_modes_and_their_environment_variable(mpi, monkeypatch):
-    """``check=`` chooses the mode; ``WACOLL_CHECK`` overrides it; ``validate=False``
-    is ``check="off"``; every mode gives the library's results."""
+    """``check=`` chooses the mode, else ``WACOLL_CHECK`` (an argument beats the
+    environment); ``validate=False`` is ``check="off"``; every mode gives the
+    library's results."""
     topo = wacoll.Topology.from_sizes([P - P // 2, P // 2] if P > 1 else [1])
     send, want = np.arange(4.0) + ME, np.zeros(4)
     W.Allreduce(send, want, op=MPI.SUM)
     for kwargs, env, mode in (({}, None, "beside"), ({"check": "first"}, None, "first"),
                               ({"validate": False}, None, "off"),
-                              ({"check": "beside"}, "first", "first")):
+                              ({}, "first", "first"),
+                              ({"check": "beside"}, "first", "beside"),
+                              ({"validate": False}, "first", "off")):
         if env is None:
             monkeypatch.delenv("WACOLL_CHECK", raising=False)
         else:

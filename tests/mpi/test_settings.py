@@ -8,7 +8,7 @@ from mpi4py import MPI
 
 import wacoll
 from wacoll.errors import ConfigurationError
-from wacoll.mpi.settings import SHARED
+from wacoll.settings import SHARED
 
 from .conftest import RANK, SIZE, WORLD
 

@@ -44,7 +44,6 @@ No MPI call is made here, and this package never imports mpi4py: it looks at
 mpi4py only when the caller passes an ``MPI.Op``.
 """
 
-import os
 import sys
 
 import numpy as np
@@ -79,6 +78,7 @@ try:
 except ImportError as _exc:
     raise _not_built(_exc) from None
 from wacoll.errors import BufferMismatchError, OperatorError  # noqa: E402
+from wacoll.settings import setting  # noqa: E402
 
 __all__ = [
     "KERNEL_VARIANT",
@@ -98,7 +98,7 @@ __all__ = [
 def _load_variant():
     """The fastest reduction module this processor runs ($WACOLL_KERNELS=baseline
     forces the portable one)."""
-    if os.environ.get("WACOLL_KERNELS", "").lower() != "baseline" and \
+    if (setting("WACOLL_KERNELS") or "").lower() != "baseline" and \
             _reduce.cpu_has_avx2():
         try:
             from wacoll._kernels import _reduce_avx2

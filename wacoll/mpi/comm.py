@@ -59,7 +59,7 @@ from wacoll.mpi.interrupts import collective_name, interrupted
 from wacoll.mpi.learning import Tuning, TuningError, read_tuning, shape_of
 from wacoll.mpi.links import MEASURE_MODES, links_for, measure_mode
 from wacoll.mpi.route import Route, private_dup
-from wacoll.mpi.settings import agreed_settings, switch
+from wacoll.settings import agreed_settings, switch
 from wacoll.mpi.trace import Tracer
 from wacoll.plans import LEVELS, Policy, builders
 from wacoll.plans.select import NATIVE, PSEUDO_FAMILIES, SCRIPTS, plain_options
@@ -71,6 +71,9 @@ __all__ = ["Comm"]
 class Comm(MPI.Intracomm):
     """An mpi4py intracommunicator whose collectives run wacoll plans.
 
+    Every setting below an argument can give is also read from its ``WACOLL_*``
+    variable (:mod:`wacoll.settings`); an argument given here beats the variable.
+
     Parameters
     ----------
     comm : mpi4py.MPI.Intracomm
@@ -80,10 +83,12 @@ class Comm(MPI.Intracomm):
         :func:`wacoll.topology_from_comm` (a ``WACOLL_TOPOLOGY`` file is used as
         given too).
     family : str, optional
-        Plan family for every call (default: the selection policy's choice, see
+        Plan family for every call (default ``$WACOLL_FAMILY``, else the selection
+        policy's choice, see
         :mod:`wacoll.plans.select`); ``"scripts"`` selects loaded script plans.
-    level : {"strict", "associative", "commutative"}
-        Reduction level asserted for the whole communicator.
+    level : {"strict", "associative", "commutative"}, optional
+        Reduction level asserted for the whole communicator (default
+        ``$WACOLL_LEVEL``, else MPI's own promise).
     threshold, segment_size : int
         The selection policy's tunables (:class:`wacoll.plans.Policy`).
     arithmetic : {"auto", "fastest", "plain", "reproducible"}
@@ -151,9 +156,11 @@ class Comm(MPI.Intracomm):
             wire.Free()
             MPI.Intracomm.Free(self)
             raise
-        family = settings["WACOLL_FAMILY"] or family
-        level = settings["WACOLL_LEVEL"] or level
-        check = settings["WACOLL_CHECK"] or check or ("beside" if validate else "off")
+        # an argument given in the code beats the environment
+        family = settings["WACOLL_FAMILY"] if family is None else family
+        level = settings["WACOLL_LEVEL"] if level is None else level
+        if check is None:
+            check = "off" if not validate else settings["WACOLL_CHECK"] or "beside"
         learn = switch(settings["WACOLL_LEARN"] if learn is None else learn)
         measure = measure_mode(settings["WACOLL_MEASURE"] if measure is None else measure)
         given = topology is not None or bool(settings["WACOLL_TOPOLOGY"])

@@ -2,7 +2,7 @@
 
 By default each shared-memory node is a cluster (``MPI.COMM_TYPE_SHARED``). The
 environment can say otherwise, on every rank alike (the ranks compare these
-variables before they use them, see :mod:`wacoll.mpi.settings`):
+variables before they use them, see :mod:`wacoll.settings`):
 
 ``WACOLL_TOPOLOGY``
     A topology file (``.toml`` or ``.json``, see :meth:`wacoll.Topology.from_file`)
@@ -33,7 +33,7 @@ Examples
 from __future__ import annotations
 
 from wacoll.errors import TopologyError
-from wacoll.mpi.settings import agreed_settings
+from wacoll.settings import agreed_settings
 from wacoll.topology import Topology
 
 __all__ = ["topology_from_comm"]
@@ -99,7 +99,7 @@ def topology_from_comm(comm, *, env=None, **links) -> Topology:
     env : mapping, optional
         The settings to read, the same on every rank (default: this process's
         environment, agreed across the ranks first by
-        :func:`wacoll.mpi.settings.agreed_settings`).
+        :func:`wacoll.settings.agreed_settings`).
     **links
         Link parameters for :meth:`Topology.from_clusters` when the topology is
         discovered rather than read from a file.

@@ -74,6 +74,7 @@ import sys
 import time
 
 from wacoll.errors import WacollError
+from wacoll.settings import setting
 
 __all__ = ["ENV", "POLICIES", "policy", "set_policy", "is_interrupt", "mark",
            "exit_code", "collective_name", "message", "interrupted"]
@@ -98,9 +99,10 @@ def policy() -> str:
     """
     if _chosen is not None:
         return _chosen
-    value = os.environ.get(ENV, "").strip().lower() or "abort"
+    given = setting(ENV)
+    value = (given or "").lower() or "abort"
     if value not in POLICIES:
-        raise WacollError(f"{ENV}={os.environ[ENV]!r}: expected one of "
+        raise WacollError(f"{ENV}={given!r}: expected one of "
                           f"{', '.join(POLICIES)}")
     return value
 

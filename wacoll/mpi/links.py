@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from wacoll.errors import LinksWarning
-from wacoll.mpi.settings import switch
+from wacoll.settings import switch
 from wacoll.mpi.calibrate import _pingpong, _stream, rounds
 from wacoll.topology import DEFAULT_INTRA_BANDWIDTH, DEFAULT_INTRA_LATENCY, Topology
 

@@ -56,6 +56,7 @@ import time
 import warnings
 
 from wacoll.errors import ProofCacheWarning
+from wacoll.settings import setting
 
 __all__ = ["Claim", "LockRefused", "WAIT_ENV", "wait_limit", "await_proof"]
 
@@ -126,8 +127,7 @@ def wait_limit(environ=None) -> float:
     ...     wait_limit({"WACOLL_PROOF_WAIT": "soon"}), str(seen[0].message)
     (300.0, "WACOLL_PROOF_WAIT must be a number of seconds >= 0, got 'soon'; waiting 300 s")
     """
-    environ = os.environ if environ is None else environ
-    value = environ.get(WAIT_ENV, "").strip()
+    value = setting(WAIT_ENV, environ)
     if not value:
         return _DEFAULT_WAIT
     try:

@@ -108,6 +108,7 @@ from wacoll.plans.check import CheckReport
 from wacoll.plans.encoded import EncodedPrograms, program_digest, program_digests
 from wacoll.plans.families import build
 from wacoll.plans.prooflock import await_proof
+from wacoll.settings import setting
 
 __all__ = ["ENV", "KEY_ENV", "Proof", "cache_dir", "key_path", "proof_key", "plan_key",
            "plan_digest", "program_digest", "report_digest",
@@ -223,7 +224,7 @@ def cache_dir(environ=None) -> Path | None:
     '/c/wacoll/proofs'
     """
     environ = os.environ if environ is None else environ
-    value = environ.get(ENV, "").strip()
+    value = setting(ENV, environ) or ""
     if value.lower() in _OFF:
         return None
     if value:
@@ -245,7 +246,7 @@ def key_path(environ=None) -> Path:
     '/c/wacoll/proof-key'
     """
     environ = os.environ if environ is None else environ
-    value = environ.get(KEY_ENV, "").strip()
+    value = setting(KEY_ENV, environ)
     if value:
         return Path(value)
     base = environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"),

@@ -1,18 +1,21 @@
-"""The environment settings that shape a communicator, read in one place and agreed
-across its ranks before anything depends on them.
+"""Every ``WACOLL_*`` environment variable, read in one place.
+
+wacoll reads its environment only through :func:`setting` (and :func:`read_settings`
+for a communicator's shared ones): :data:`VARIABLES` lists each variable with what it
+decides, so the documentation, the readers and the tests work from one table. An
+argument given in the code always beats the environment (``wacoll.Comm(comm,
+check="first")`` runs ``"first"`` whatever ``WACOLL_CHECK`` says).
 
 A launcher does not always give every rank the same environment (``mpiexec -genv``
 against ``-env``, a module file loaded on some nodes only). A rank that reads
 ``WACOLL_CLUSTERS`` where another does not would take a different path through
 discovery, and the two would wait for each other forever. So
 :func:`agreed_settings` reads the variables of :data:`SHARED` on every rank and
-compares them in one exchange, before any other collective of the constructor; where
-they differ, every rank raises the same :class:`~wacoll.errors.ConfigurationError`,
-naming the variable and the ranks.
-
-Variables that may differ between ranks are not compared: ``WACOLL_PROOF_CACHE`` and
-``WACOLL_PROOF_WAIT`` (a node-local cache is fine), ``WACOLL_KERNELS`` (a node's own
-instruction set), ``WACOLL_PROGRESS`` (output only).
+compares them in one exchange, before any other collective of a communicator's
+constructor; where they differ, every rank raises the same
+:class:`~wacoll.errors.ConfigurationError`, naming the variable and the ranks. The
+others may differ between ranks: a node-local proof cache, a node's own instruction
+set, output only.
 
 Examples
 --------
@@ -20,6 +23,8 @@ Examples
 '0,0,1,1'
 >>> read_settings({})["WACOLL_FAMILY"] is None
 True
+>>> setting("WACOLL_KERNELS", {"WACOLL_KERNELS": "baseline"})
+'baseline'
 >>> from mpi4py import MPI
 >>> agreed_settings(MPI.COMM_SELF, {"WACOLL_CHECK": "off"})["WACOLL_CHECK"]
 'off'
@@ -31,7 +36,8 @@ import os
 
 from wacoll.errors import ConfigurationError
 
-__all__ = ["SHARED", "read_settings", "agreed_settings", "switch"]
+__all__ = ["VARIABLES", "SHARED", "setting", "read_settings", "agreed_settings",
+           "switch"]
 
 #: The variables every rank of a communicator must agree on, with what each decides.
 SHARED = {
@@ -46,6 +52,40 @@ SHARED = {
     "WACOLL_MEASURE": "whether discovered links are measured",
 }
 
+#: Every variable wacoll reads, with what it decides: :data:`SHARED`, then those that
+#: may differ between ranks.
+VARIABLES = {
+    **SHARED,
+    "WACOLL_PROOF_CACHE": "where proofs of plans are kept (\"off\": nowhere)",
+    "WACOLL_PROOF_KEY": "the file of the key that signs the proof cache's records",
+    "WACOLL_PROOF_WAIT": "seconds a rank waits for another process's proof",
+    "WACOLL_KERNELS": "\"baseline\": the portable reduction kernels, not AVX2's",
+    "WACOLL_PROGRESS": "progress lines of long commands forced on (1) or off (0)",
+    "WACOLL_ON_INTERRUPT": "what an interrupt inside a collective does",
+}
+
+
+def setting(name, environ=None):
+    """The value of the variable ``name`` (one of :data:`VARIABLES`), stripped, or
+    None where it is unset or blank.
+
+    Parameters
+    ----------
+    name : str
+    environ : mapping, optional
+        The environment (default ``os.environ``).
+
+    Raises
+    ------
+    KeyError
+        ``name`` is not one of :data:`VARIABLES` (a misspelt name in wacoll's code).
+    """
+    if name not in VARIABLES:
+        raise KeyError(f"{name} is not a wacoll setting; add it to "
+                       f"wacoll.settings.VARIABLES")
+    environ = os.environ if environ is None else environ
+    return (environ.get(name) or "").strip() or None
+
 
 def read_settings(environ=None) -> dict:
     """This rank's values of the :data:`SHARED` variables (None: unset or blank).
@@ -55,8 +95,7 @@ def read_settings(environ=None) -> dict:
     environ : mapping, optional
         The environment (default ``os.environ``).
     """
-    environ = os.environ if environ is None else environ
-    return {name: (environ.get(name) or "").strip() or None for name in SHARED}
+    return {name: setting(name, environ) for name in SHARED}
 
 
 def _shown(value) -> str:
