@@ -10,7 +10,7 @@ from mpi4py import MPI
 
 import wacoll
 from wacoll import Topology
-from wacoll.mpi.learning import ROUNDS, TuningError
+from wacoll.mpi.learning import ROUNDS, TuningError, candidates
 
 from .conftest import RANK, SIZE, WORLD
 
@@ -32,9 +32,9 @@ def test_exploration_then_one_choice_everywhere(mpi, op):
     comm = _two_clusters(learn="on")
     try:
         n = 3
-        candidates = comm._candidates(op.lower())
+        tried = candidates(op.lower())
         ran, wrong = [], []
-        for i in range(len(candidates) * ROUNDS + 4):
+        for i in range(len(tried) * ROUNDS + 4):
             send = mpi.ints(n, seed=i)
             got, want = np.zeros(n, np.int64), np.zeros(n, np.int64)
             if op == "Allreduce":
@@ -51,14 +51,14 @@ def test_exploration_then_one_choice_everywhere(mpi, op):
             if not np.array_equal(got, want):
                 wrong.append(i)
         mpi.assert_all(not wrong, f"calls {wrong} differ from the library's")
-        explored = ran[:len(candidates) * ROUNDS]
+        explored = ran[:len(tried) * ROUNDS]
         default = explored[0]
-        want_order = [default if c is None else c for c in candidates] * ROUNDS
+        want_order = [default if c is None else c for c in tried] * ROUNDS
         mpi.assert_all(explored == want_order, f"explored {explored}")
         table = comm.tuning
         mpi.assert_all(len(table) == 1, f"tuning {table}")
         chosen = _family(table[0]["chosen"], default)
-        later = set(ran[len(candidates) * ROUNDS:])
+        later = set(ran[len(tried) * ROUNDS:])
         mpi.assert_all(later == {chosen}, f"chose {chosen}, then ran {later}")
         everyone = WORLD.allgather((table[0]["chosen"], table[0]["seconds"]))
         mpi.assert_all(all(e == everyone[0] for e in everyone), f"ranks differ: {everyone}")
@@ -71,7 +71,7 @@ def test_a_tuning_file_is_used_without_exploring(mpi, monkeypatch, tmp_path_fact
     path = None
     try:
         got = np.zeros(2)
-        for _ in range(len(comm._candidates("allreduce")) * ROUNDS):
+        for _ in range(len(candidates("allreduce")) * ROUNDS):
             comm.Allreduce(np.ones(2), got)
         chosen = comm.tuning[0]["chosen"]
         where = tmp_path_factory.mktemp("tuning") if RANK == 0 else None

@@ -56,13 +56,13 @@ from wacoll.mpi.described import describe
 from wacoll.mpi.discover import topology_from_comm
 from wacoll.mpi.dispatch import Dispatcher
 from wacoll.mpi.interrupts import collective_name, interrupted
-from wacoll.mpi.learning import Tuning, TuningError, read_tuning, shape_of
+from wacoll.mpi.learning import Tuning, TuningError, candidates, read_tuning, shape_of
 from wacoll.mpi.links import MEASURE_MODES, links_for, measure_mode
 from wacoll.mpi.route import Route, private_dup
 from wacoll.settings import agreed_settings, switch
 from wacoll.mpi.trace import Tracer
 from wacoll.plans import LEVELS, Policy, builders
-from wacoll.plans.select import NATIVE, PSEUDO_FAMILIES, SCRIPTS, plain_options
+from wacoll.plans.select import PSEUDO_FAMILIES, SCRIPTS, plain_options
 from wacoll.topology import Topology
 
 __all__ = ["Comm"]
@@ -742,16 +742,10 @@ class Comm(MPI.Intracomm):
         shape = shape_of(desc.prepared)
         if shape is None:
             return desc.family
-        chosen, explore = self._tuning.family_for(shape, self._candidates(desc.op))
+        chosen, explore = self._tuning.family_for(shape, candidates(desc.op))
         if explore:
             desc.shape, desc.replay_key = shape, None
         return chosen
-
-    def _candidates(self, op):
-        """The candidates a repeated call of ``op`` explores: the selection policy's
-        choice (None), the MPI library's own collective, and the other families
-        with a plan for it that the model may misjudge."""
-        return [None, NATIVE] + [f for f in LEARNED_FAMILIES if op in builders(f)]
 
     @property
     def tuning(self):
@@ -789,9 +783,6 @@ class Comm(MPI.Intracomm):
 
 #: The learning modes (see :class:`Comm`'s ``learn``).
 LEARN_MODES = ("auto", "on", "off")
-#: Families a repeated call explores beside the selection's choice and the library's
-#: collective, where they have a plan for the operation.
-LEARNED_FAMILIES = ("modern", "gridmpi")
 
 
 def _tuning_choices(wire, path):

@@ -54,13 +54,38 @@ from wacoll.errors import TuningError
 from wacoll.mpi.bounded import SHAPES, BoundedCache
 from wacoll.strict_json import loads_strict
 
-__all__ = ["ROUNDS", "DEFAULT", "Tuning", "TuningError", "shape_of", "read_tuning"]
+__all__ = ["ROUNDS", "DEFAULT", "LEARNED_FAMILIES", "Tuning", "TuningError", "candidates",
+           "shape_of", "read_tuning"]
 
 #: How many calls of each candidate a shape's exploration makes (the fastest counts:
 #: the first call of a plan also proves and compiles it).
 ROUNDS = 3
 #: The candidate "the selection policy's choice", as written in tables and files.
 DEFAULT = "default"
+#: Families a repeated call explores beside the selection's choice and the library's
+#: collective, where they have a plan for the operation: today's flat algorithms
+#: (MPICH's and Open MPI's choices, and the 2019-2025 ones), Matsuda's wide-area
+#: multi-sender algorithms, and a modern family composed inside and between
+#: clusters, whose costs the model may misjudge on a network it measured.
+LEARNED_FAMILIES = ("modern", "gridmpi", "recent", "hierarchical")
+
+
+def candidates(op):
+    """The candidates a repeated call of ``op`` explores, in order: the selection
+    policy's choice (None), the MPI library's own collective (``"native"``), and the
+    :data:`LEARNED_FAMILIES` with a plan for ``op``.
+
+    Examples
+    --------
+    >>> candidates("allreduce")
+    [None, 'native', 'modern', 'gridmpi', 'recent', 'hierarchical']
+    >>> candidates("alltoall")
+    [None, 'native', 'modern']
+    """
+    from wacoll.plans import builders
+    from wacoll.plans.select import NATIVE
+
+    return [None, NATIVE] + [f for f in LEARNED_FAMILIES if op in builders(f)]
 _FORMAT = 1
 _FIELDS = ("op", "size_class", "dtype", "operator", "level", "root")
 
