@@ -335,7 +335,7 @@ def report_check(say, check, caught=()):
     Parameters
     ----------
     say : Report
-    check : wacoll.emulate.CheckReport
+    check : wacoll.emulate.ProbeReport
     caught : list of warnings.WarningMessage, optional
         Warnings of the testbed's start (from :func:`started_testbed`), printed after.
     """

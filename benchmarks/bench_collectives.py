@@ -612,7 +612,7 @@ def small_analysis(args, world, native, wacoll, topology, out):
     out(f"Small messages: Allreduce of 8 B on {P} ranks, configuration {config}, "
         + ("the MPI library's own collective (the executor and replay rows: the mpich "
            "family's " if ran_natively else "plan ")
-        + f"{plan.family}/{plan.algorithm} ({plan.check().messages} messages"
+        + f"{plan.family}/{plan.algorithm} ({plan.prove().messages} messages"
         + ("))" if ran_natively else ")")
         + f", median of {reps} interleaved reps, max over ranks"
         + ("" if ok else "  (RESULT MISMATCH)") + ":")
@@ -644,7 +644,7 @@ def small_analysis(args, world, native, wacoll, topology, out):
         if not chosen.native:  # else the MPI library runs it: nothing to build
             res["Selection.build (build + prove, uncached)"] = best_per_call(
                 lambda: chosen.build(wv.network), min_calls=3)
-        res["plan.check() (cached)"] = best_per_call(plan.check)
+        res["plan.prove() (cached)"] = best_per_call(plan.prove)
         res["lower(plan, rank) (uncached)"] = best_per_call(lambda: lower(plan, me))
         a, b = np.ones(1), np.ones(1)
         from wacoll._kernels import reduce_into

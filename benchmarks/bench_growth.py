@@ -11,7 +11,7 @@ For every plan family of :data:`wacoll.plans.FAMILIES` and every operation it bu
     options the builder takes): one element per block, 8-byte elements, root 0,
     reductions at ``--level`` (default ``commutative``). Building does not prove.
 ``check_s``
-    ``plan.check()``: :func:`wacoll.plans.check_plan` on the plan, the whole proof
+    ``plan.prove()``: :func:`wacoll.plans.prove_plan` on the plan, the whole proof
     (matching every message and symbolic execution of every rank), with its report
     cached on the plan, as ``wacoll.Comm`` does before its first call.
 ``lower_first_s``, ``lower_last_s``
@@ -294,7 +294,7 @@ def run_case(conn, family, op, ranks, clusters, level, max_memory, whole=True):
         plan, times = _timed("build", lambda: build(op, topo, family, **kwargs))
         conn.send({**times, "algorithm": plan.algorithm,
                    "steps": plan.nsteps})
-        report, times = _timed("check", plan.check)
+        report, times = _timed("check", plan.prove)
         conn.send({**times, "messages": report.messages})
         for step, rank in (("lower_first", 0), ("lower_last", plan.size - 1)):
             conn.send(_timed(step, lower, plan, rank)[1])

@@ -145,7 +145,7 @@ class Metrics:
         if key not in self.cache:
             plan = selection(family, op, root, count, itemsize,
                              self.topology).build(self.topology)
-            rep = plan.check()
+            rep = plan.prove()
             packets = sum(max(1, math.ceil(m.nbytes / FRAGMENT))
                           for m in plan.messages() if m.wide_area)
             self.cache[key] = {"msgs": rep.wide_area_messages, "packets": packets,

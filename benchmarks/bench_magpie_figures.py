@@ -160,7 +160,7 @@ def model_rows(topo, clusters):
     for _, label, op, nbytes in CASES:
         for fam in FAMILIES:
             plan = plan_for(topo, op, nbytes, fam)
-            rep = plan.check()
+            rep = plan.prove()
             paper_pred = None
             if paper_topo is not None:
                 paper_pred = simulate(plan_for(paper_topo, op, nbytes, fam),

@@ -161,7 +161,7 @@ def simulated(topology, impl, overhead):
     if impl["family"] == "native":
         return None, None
     plan = plan_for(topology, impl)
-    report = plan.check()
+    report = plan.prove()
     return (simulate(plan, LinkModel(topology, overhead=overhead)).completion,
             report.wide_area_messages)
 

@@ -164,7 +164,7 @@ def predicted(topology, op, nbytes, family, options):
         family, options = "modern", {"algorithm": "auto"}
     plan = select(_call(op, nbytes), topology, comm_family=family,
                   comm_options=options).build(topology)
-    report = plan.check()
+    report = plan.prove()
     return (plan.algorithm, simulate(plan, LinkModel(topology)).completion,
             report.wide_area_messages, report.wide_area_bytes)
 

@@ -131,7 +131,7 @@ def predictions(topology, case_list, calibration):
     for label, op, nbytes in case_list:
         for family in FAMILIES:
             plan = comm_plan(topology, op, nbytes, family)
-            report = plan.check()
+            report = plan.prove()
             out[label, family] = {
                 "algorithm": plan.algorithm, "blocks": plan.nblocks,
                 "messages": len(plan.messages()),

@@ -74,14 +74,14 @@ def timed(plan, model):
 def run(ranks, repeat):
     rows = []
     for name, plan, topo in plans(ranks):
-        plan.check()  # proved once; simulate() reuses the cached report
+        plan.prove()  # proved once; simulate() reuses the cached report
         nmsg = len(plan.messages())
-        nwide = plan.check().wide_area_messages
+        nwide = plan.prove().wide_area_messages
         for mname, model in models(topo):
             # cold: a fresh copy of the plan (nothing simulate() precompiled on it),
             # proved before timing as the plan itself was
             fresh = dataclasses.replace(plan)
-            fresh.check()
+            fresh.prove()
             result, cold_wall, cold_cpu = timed(fresh, model)
             warm = [timed(fresh, model) for _ in range(repeat)]
             warm_wall = min(w for _, w, _ in warm)

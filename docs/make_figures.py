@@ -142,7 +142,7 @@ def algorithm_figures(out) -> list:
     fig, axes = plt.subplots(1, 2, figsize=(12, 5), layout="constrained")
     for ax, fam in zip(axes, ("magpie", "mpich")):
         plan = build("bcast", topo, fam, count=65536)
-        r = plan.check()
+        r = plan.prove()
         draw_plan(plan, ax=ax, title=f"{fam} broadcast of 64 KiB\n{r.wide_area_messages} "
                                      f"wide-area messages, at most "
                                      f"{hops(r.max_wide_area_hops)}")

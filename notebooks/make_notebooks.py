@@ -65,12 +65,12 @@ crosses the wide area once per remote cluster, with a single wide-area latency."
     new_code_cell("""topo = Topology.from_sizes([4, 4, 4, 4], wan_latency=0.010, wan_bandwidth=1e6)
 plans = {fam: build("bcast", topo, fam, root=0, count=65536) for fam in ("magpie", "mpich")}
 for fam, plan in plans.items():
-    r = plan.check()
+    r = plan.prove()
     print(f"{fam:7s} wide-area messages {r.wide_area_messages:2d}  hops {r.max_wide_area_hops}"
           f"  optimal: {r.optimality}")
 fig, axes = plt.subplots(1, 2, figsize=(12, 5), layout="constrained")
 for ax, (fam, plan) in zip(axes, plans.items()):
-    r = plan.check()
+    r = plan.prove()
     draw_plan(plan, ax=ax, title=f"{fam} broadcast of 64 KiB\\n{r.wide_area_messages} "
                                  f"wide-area messages, at most {hops(r.max_wide_area_hops)}")"""),
     new_code_cell("""results = {fam: simulate(plan, LinkModel(topo)) for fam, plan in plans.items()}
@@ -93,7 +93,7 @@ for op in ("barrier", "bcast", "allgather", "reduce", "allreduce", "alltoall"):
         if op != "barrier":
             kw["count"] = 1024
         plan = build(op, topo, fam, **kw)
-        r = plan.check()
+        r = plan.prove()
         t = simulate(plan, LinkModel(topo)).completion
         rows.append((op, fam, r.wide_area_messages, r.max_wide_area_hops, r.optimality, t))
 print(f"{'op':10s}{'family':8s}{'WAN msgs':>9s}{'hops':>6s}  {'optimal':8s}{'time':>10s}")
@@ -199,7 +199,7 @@ for op in OPS:
         if op in ("reduce", "allreduce"):
             kw["level"] = "associative"
         plan = build(op, topo, fam, **kw)
-        r = plan.check()
+        r = plan.prove()
         metrics[op, fam] = (r.wide_area_messages, r.max_wide_area_hops,
                             simulate(plan, LinkModel(topo)).completion)
 print(f"{'operation':10s}{'family':8s}{'WAN msgs':>9s}{'hops':>6s}{'time (ms)':>11s}")
@@ -229,7 +229,7 @@ cluster boundaries deeper in the tree."""),
     new_code_cell("""fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), layout="constrained")
 for ax, fam in zip(axes, ("magpie", "mpich")):
     plan = build("bcast", topo, fam, count=1024)
-    r = plan.check()
+    r = plan.prove()
     draw_plan(plan, ax=ax, title=f"{fam} broadcast of 1 KiB\\n{r.wide_area_messages} "
                                  f"wide-area messages, at most {hops(r.max_wide_area_hops)}")"""),
     new_markdown_cell("""## Message size sweep
@@ -492,7 +492,7 @@ for net, topo in NETWORKS.items():
             for name, era, family, options in ALGORITHMS[op]:
                 plan = select(call(op, nbytes), topo, comm_family=family,
                               comm_options=options).build(topo)
-                report = plan.check()
+                report = plan.prove()
                 rows.append({"network": net, "op": op, "bytes": nbytes, "name": name,
                              "era": era, "seconds": simulate(plan, model).completion,
                              "wan_messages": report.wide_area_messages,

@@ -2,7 +2,7 @@
 
 Every rank's program is run on symbolic values, one dictionary entry per (rank,
 buffer, block), in the order of a work queue of ranks. The tests run it beside
-:func:`wacoll.plans.check_plan` on many plans, correct and broken, and require the
+:func:`wacoll.plans.prove_plan` on many plans, correct and broken, and require the
 same report or the same error (message, rank and step), so that the faster checker
 proves exactly what this one proved.
 """
@@ -13,9 +13,9 @@ from collections import deque
 
 from wacoll.errors import PlanError
 from wacoll.plans import operations as ops
-from wacoll.plans.check import CheckReport
+from wacoll.plans.prove import ProofReport
 
-__all__ = ["check_plan", "canonical_expression"]
+__all__ = ["prove_plan", "canonical_expression"]
 
 
 class _Exprs:
@@ -383,7 +383,7 @@ class _Checker:
 
     def report(self):
         hops = self.max_hops()
-        return CheckReport(
+        return ProofReport(
             op=self.plan.op, level=self.plan.level, messages=self.messages, bytes=self.bytes,
             wide_area_messages=self.wan_messages, wide_area_bytes=self.wan_bytes,
             max_wide_area_hops=hops, single_latency=hops <= 1,
@@ -393,10 +393,10 @@ class _Checker:
         )
 
 
-def check_plan(plan) -> CheckReport:
+def prove_plan(plan) -> ProofReport:
     """Prove ``plan`` and measure it; raise :class:`PlanError` naming the fault.
 
-    Unlike :meth:`wacoll.plans.Plan.check`, nothing is cached on the plan.
+    Unlike :meth:`wacoll.plans.Plan.prove`, nothing is cached on the plan.
     """
     plan.messages()  # pairing errors first: they name both ends
     return _Checker(plan).run()

@@ -32,9 +32,9 @@ def test_checker_proves_strict_only_with_reproducible_arithmetic(op, topology):
                     f"runs {plan.algorithm!r}): no commutative-only plan to check")
     plain = dataclasses.replace(plan, level="strict")
     with pytest.raises(PlanError, match="canonical"):
-        plain.check()
+        plain.prove()
     repro = dataclasses.replace(plan, level="strict", arithmetic="reproducible")
-    report = repro.check()
+    report = repro.prove()
     assert (report.level, report.arithmetic) == ("strict", "reproducible")
     assert report.as_dict()["arithmetic"] == "reproducible"
     assert lower(repro, 0).arithmetic == "reproducible"
@@ -48,7 +48,7 @@ def test_reproducible_arithmetic_still_needs_each_contribution_once():
     broken = dataclasses.replace(plan, level="strict", arithmetic="reproducible",
                                  programs=tuple(programs))
     with pytest.raises(PlanError):
-        broken.check()
+        broken.prove()
 
 
 def test_plan_arithmetic_validated():
@@ -95,7 +95,7 @@ def test_forced_arithmetics_and_families():
     # a family that cannot keep 'strict' plainly runs it on accumulators
     sel = select(call(), GRID, family="gridmpi")
     assert (sel.family, sel.arithmetic) == ("gridmpi", "reproducible")
-    sel.build(GRID).check()
+    sel.build(GRID).prove()
     # the MPI library knows no accumulators: native stays plain (and refuses strict)
     with pytest.raises(PlanError, match="native family cannot keep level 'strict'"):
         select(call(), GRID, family="native")

@@ -151,7 +151,7 @@ def test_runs_prove_digest_and_lower_as_tuples_do(name, counts, chunk, monkeypat
     held = sum(isinstance(s.blocks, BlockRuns) for p in plan.programs for s in p)
     assert held > P  # the runs are really there
     tuples = _as_tuples(plan)
-    assert plan.check() == tuples.check()
+    assert plan.prove() == tuples.prove()
     for compiled in (False, True):  # both readers of steps take runs as tuples
         if compiled and not encode_module.COMPILED:
             continue

@@ -19,7 +19,7 @@ def test_every_composite_is_proved_at_every_root(topo, op):
     roots = range(topo.size) if op in ("bcast", "reduce") else [None]
     for root in roots:
         c = compose(op, topo, root=root, count=10, itemsize=8)
-        report = c.check()
+        report = c.prove()
         assert report.level == ("commutative" if op in ("reduce", "allreduce") else None)
         # MagPIe's plan between coordinators: each item crosses the wide area once
         coords = topo.coordinators(root)
@@ -51,24 +51,24 @@ def test_the_proof_refuses_broken_composites():
     c = compose("allreduce", topo, count=4, itemsize=8)
     # the final broadcast missing: ranks 1, 2, 4, 5 end with nothing
     with pytest.raises(PlanError, match="rank 1 ends without every rank's part"):
-        dataclasses.replace(c, phases=c.phases[:2]).check()
+        dataclasses.replace(c, phases=c.phases[:2]).prove()
     # the cluster reduce into a buffer the plan does not read
     with pytest.raises(PlanError, match="reads buffer 'acc', which holds nothing"):
-        _spoil(c, 0, dst="tmp").check()
+        _spoil(c, 0, dst="tmp").prove()
     # a root outside its cluster
     with pytest.raises(PlanError, match="root 3 is not in cluster"):
-        _spoil(c, 0, roots=(3, 3)).check()
+        _spoil(c, 0, roots=(3, 3)).prove()
     # one contribution combined twice: the cluster sums spread, then reduced again
     roots = c.phases[0].roots
     twice = dataclasses.replace(c, phases=(
         c.phases[0], LibraryPhase("bcast", roots, "acc", "acc"),
         LibraryPhase("reduce", roots, "acc", "tmp")))
     with pytest.raises(PlanError, match="contribution of rank 0 combined twice"):
-        twice.check()
+        twice.prove()
     # a barrier whose second cluster barrier is missing: members leave too early
     b = compose("barrier", topo)
     with pytest.raises(PlanError, match="has not entered"):
-        dataclasses.replace(b, phases=b.phases[:2]).check()
+        dataclasses.replace(b, phases=b.phases[:2]).prove()
 
 
 def test_refusals_name_the_problem():

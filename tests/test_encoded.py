@@ -49,9 +49,9 @@ def test_programs_are_the_steps_a_focused_build_appends(family, op, options, siz
             part = build(op, topo, family, **kwargs)
         assert plan.programs[r] == part.program
         assert program_digests(plan.programs)[r] == program_digest(part.program)
-    report = plan.check()
+    report = plan.prove()
     as_steps = dataclasses.replace(plan, programs=tuple(plan.programs))
-    assert as_steps.check() == report
+    assert as_steps.prove() == report
     assert plan_digest(as_steps) == plan_digest(plan)
     assert plan.programs == as_steps.programs
 
@@ -75,9 +75,9 @@ def test_a_broken_encoded_plan_is_refused_as_a_plan_of_steps():
         dataclasses.replace(s, block=block)))
     as_steps = dataclasses.replace(broken, programs=tuple(broken.programs))
     with pytest.raises(PlanError) as held:
-        broken.check()
+        broken.prove()
     with pytest.raises(PlanError) as stepped:
-        as_steps.check()
+        as_steps.prove()
     assert str(held.value) == str(stepped.value)
 
 

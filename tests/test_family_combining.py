@@ -41,8 +41,8 @@ def test_the_family_builds_alltoall_only():
 def test_one_wide_area_message_per_ordered_pair_of_clusters(topo):
     c = topo.nclusters
     for op, kw in _variants(topo):
-        combined = build(op, topo, "combining", **kw).check()
-        flat = build(op, topo, "mpich", **kw).check()
+        combined = build(op, topo, "combining", **kw).prove()
+        flat = build(op, topo, "mpich", **kw).prove()
         assert combined.wide_area_messages == c * (c - 1)
         assert combined.wide_area_bytes == flat.wide_area_bytes
         assert combined.max_wide_area_hops == (1 if c > 1 else 0)
@@ -55,13 +55,13 @@ def test_every_ordered_pair_of_ranks_exchanges_at_most_one_message(topo):
     pairs = [(m.src, m.dst) for m in plan.messages()]
     assert len(pairs) == len(set(pairs))
     intra = sum(len(c) * (len(c) - 1) for c in topo.clusters)
-    assert plan.check().messages - plan.check().wide_area_messages == intra
+    assert plan.prove().messages - plan.prove().wide_area_messages == intra
 
 
 def test_far_fewer_wide_area_messages_than_the_flat_exchange():
     topo = Topology.from_sizes([5] * 8)
-    combined = build("alltoall", topo, "combining").check()
-    flat = build("alltoall", topo, "mpich").check()
+    combined = build("alltoall", topo, "combining").prove()
+    flat = build("alltoall", topo, "mpich").prove()
     assert (combined.wide_area_messages, flat.wide_area_messages) == (56, 1400)
     # the price: remote blocks also travel to and from the coordinators
     assert combined.bytes > flat.bytes
@@ -82,7 +82,7 @@ def test_wide_area_messages_join_the_coordinators_of_reordered_clusters():
 
 def test_one_cluster_is_a_pairwise_exchange():
     plan = build("alltoall", Topology.single(4), "combining")
-    assert plan.check().messages == 12
+    assert plan.prove().messages == 12
     assert all(len(m.blocks) == 1 for m in plan.messages())
     assert all(s.src != "tmp" and s.dst != "tmp" for p in plan.programs for s in p)
     assert [str(s) for s in plan.programs[1]] == [
@@ -94,7 +94,7 @@ def test_zero_counts_move_no_bytes():
     topo = Topology.from_sizes([2, 3])
     counts = [[0] * 5 for _ in range(5)]
     counts[0][4] = 7  # one block crosses from cluster 0 to cluster 1
-    report = build("alltoallv", topo, "combining", counts=counts).check()
+    report = build("alltoallv", topo, "combining", counts=counts).prove()
     # 0 (coordinator) -> 2 (coordinator) -> 4
     assert (report.bytes, report.wide_area_bytes) == (14, 7)
     # every block still reaches its rank, so the plan keeps its shape
@@ -103,6 +103,6 @@ def test_zero_counts_move_no_bytes():
 
 def test_itemsize_scales_bytes():
     topo = Topology.from_sizes([2, 2])
-    one = build("alltoall", topo, "combining", count=2).check()
-    eight = build("alltoall", topo, "combining", count=2, itemsize=8).check()
+    one = build("alltoall", topo, "combining", count=2).prove()
+    eight = build("alltoall", topo, "combining", count=2, itemsize=8).prove()
     assert eight.wide_area_bytes == 8 * one.wide_area_bytes == 8 * 2 * 8

@@ -34,10 +34,10 @@ def test_every_bcast_plan_passes_its_check(topo):
     for count in COUNTS:
         for root in range(topo.size):
             for algorithm in gridmpi.BCAST_ALGORITHMS:
-                gridmpi.bcast(topo, root=root, count=count, algorithm=algorithm).check()
+                gridmpi.bcast(topo, root=root, count=count, algorithm=algorithm).prove()
             for n in (1, 2, 3):
                 plan = gridmpi.bcast(topo, root=root, count=count, n=n)
-                report = plan.check()
+                report = plan.prove()
                 assert report.max_wide_area_hops <= 1
                 assert report.optimality == "yes"
 
@@ -48,9 +48,9 @@ def test_every_allreduce_plan_passes_its_check(topo):
         for level in _levels(topo):
             for algorithm in gridmpi.ALLREDUCE_ALGORITHMS:
                 gridmpi.allreduce(topo, count=count, level=level,
-                                  algorithm=algorithm).check()
+                                  algorithm=algorithm).prove()
             for n in (1, 2, 3):
-                report = gridmpi.allreduce(topo, count=count, level=level, n=n).check()
+                report = gridmpi.allreduce(topo, count=count, level=level, n=n).prove()
                 assert report.max_wide_area_hops <= 1
                 assert report.optimality == "yes"
 
@@ -63,7 +63,7 @@ def test_build_dispatches_to_the_family():
     plan = build("allreduce", topo, "gridmpi", count=64, level="associative",
                  algorithm="two-tier")
     assert plan.algorithm == "two-tier" and plan.param("n") is None
-    plan.check()
+    plan.prove()
 
 
 # --------------------------------------------------------------------- block layout
@@ -90,7 +90,7 @@ def test_plan_counts_are_the_refinement_not_even_segments():
     assert plan.counts == (4, 2, 2, 4)
     plan = gridmpi.bcast(topo, count=12, segments=4)  # adds cuts at 3 and 9
     assert plan.counts == (3, 1, 2, 2, 1, 3)
-    plan.check()
+    plan.prove()
     with pytest.raises(PlanError, match="segments"):
         gridmpi.bcast(topo, count=12, segments=0)
 
@@ -117,31 +117,31 @@ def test_sender_groups_are_contiguous_and_cover_all_ranges():
 def test_bcast_n_selects_the_wide_area_senders(n):
     topo = Topology.from_sizes([8, 8])
     plan = gridmpi.bcast(topo, count=1 << 16, n=n)
-    report = plan.check()
+    report = plan.prove()
     senders = gridmpi.wide_area_senders(plan)
     assert list(senders) == [0] and len(senders[0]) == n
     # the same data crosses once, one message per destination rank, whatever n
     assert report.wide_area_bytes == 1 << 16
     assert report.wide_area_messages == 8
-    wide = gridmpi.bcast(topo, count=1 << 16, n=n, itemsize=8).check().wide_area_bytes
+    wide = gridmpi.bcast(topo, count=1 << 16, n=n, itemsize=8).prove().wide_area_bytes
     assert wide == 8 << 16
     # each sender's group is its binomial subtree of the scatter: nothing is forwarded
-    full = gridmpi.bcast(topo, count=1 << 16, n=8).check()
+    full = gridmpi.bcast(topo, count=1 << 16, n=8).prove()
     assert (report.messages, report.bytes) == (full.messages, full.bytes)
 
 
 def test_bcast_n_changes_wide_area_messages_into_a_smaller_cluster():
     topo = Topology.from_sizes([8, 2])
-    counts = {n: gridmpi.bcast(topo, count=80, n=n).check().wide_area_messages
+    counts = {n: gridmpi.bcast(topo, count=80, n=n).prove().wide_area_messages
               for n in (1, 2, 4, 8)}
     assert counts == {1: 2, 2: 2, 4: 4, 8: 8}
 
 
 def test_bcast_forwards_what_a_sender_lacks():
     topo = Topology.from_sizes([6, 6])
-    full = gridmpi.bcast(topo, count=60, n=6).check()
+    full = gridmpi.bcast(topo, count=60, n=6).prove()
     two = gridmpi.bcast(topo, count=60, n=2)
-    report = two.check()
+    report = two.prove()
     assert gridmpi.wide_area_senders(two) == {0: (0, 3)}
     # rank 3 leads group {3, 4, 5} but the binomial scatter gave 4 and 5 their own
     # subtrees: both forward their 10 elements to 3
@@ -156,20 +156,20 @@ def test_bcast_forwards_what_a_sender_lacks():
 def test_allreduce_n_senders_forward_their_partials(n):
     topo = Topology.from_sizes([4, 4])
     plan = gridmpi.allreduce(topo, count=64, level="associative", n=n)
-    report = plan.check()
+    report = plan.prove()
     senders = gridmpi.wide_area_senders(plan)
     assert [len(s) for s in senders.values()] == [n, n]
     assert report.wide_area_bytes == 2 * 64  # each cluster's partials cross once
     assert report.wide_area_messages == 8
-    base = gridmpi.allreduce(topo, count=64, level="associative", n=4).check()
+    base = gridmpi.allreduce(topo, count=64, level="associative", n=4).prove()
     # every non-selected owner forwards its 16-element partial inside its cluster
     assert report.bytes - base.bytes == 2 * (4 - n) * 16
 
 
 def test_allreduce_unequal_clusters_wide_area_messages():
     topo = Topology.from_sizes([8, 2])
-    one = gridmpi.allreduce(topo, count=80, level="associative", n=1).check()
-    eight = gridmpi.allreduce(topo, count=80, level="associative", n=8).check()
+    one = gridmpi.allreduce(topo, count=80, level="associative", n=1).prove()
+    eight = gridmpi.allreduce(topo, count=80, level="associative", n=8).prove()
     # n=1: 8 -> 2 ranks and 1 sender -> 8 owners; n=8 (2 in the small cluster): 8 + 8
     assert (one.wide_area_messages, eight.wide_area_messages) == (10, 16)
     assert one.wide_area_bytes == eight.wide_area_bytes == 160
@@ -190,7 +190,7 @@ def test_n_is_clamped_to_each_cluster():
 def test_farfirst_sends_the_whole_message_to_each_coordinator_first():
     topo = Topology.from_sizes([3, 2, 4])
     plan = gridmpi.bcast(topo, root=1, count=30, algorithm="farfirst")
-    report = plan.check()
+    report = plan.prove()
     assert report.wide_area_messages == 2 and report.wide_area_bytes == 60
     first = plan.programs[1][:2]
     assert [(s.kind, s.peer, s.blocks) for s in first] == [
@@ -199,7 +199,7 @@ def test_farfirst_sends_the_whole_message_to_each_coordinator_first():
 
 def test_flat_vandegeijn_ignores_clusters():
     topo = Topology.from_sizes([4, 4])
-    report = gridmpi.bcast(topo, count=64, algorithm="flat-vandegeijn").check()
+    report = gridmpi.bcast(topo, count=64, algorithm="flat-vandegeijn").prove()
     assert report.max_wide_area_hops == 2
     assert report.wide_area_bytes > 64
     assert report.optimality == "no"
@@ -208,7 +208,7 @@ def test_flat_vandegeijn_ignores_clusters():
 def test_two_tier_exchanges_between_coordinators_only():
     topo = Topology.from_sizes([3, 4, 2])
     plan = gridmpi.allreduce(topo, count=24, level="associative", algorithm="two-tier")
-    report = plan.check()
+    report = plan.prove()
     assert gridmpi.wide_area_senders(plan) == {0: (0,), 1: (3,), 2: (7,)}
     assert report.wide_area_messages == 6 and report.wide_area_bytes == 6 * 24
 
@@ -217,7 +217,7 @@ def test_flat_rabenseifner_keeps_rank_order_on_reordered_clusters():
     topo = Topology.from_clusters(REORDERED[0])
     plan = gridmpi.allreduce(topo, count=12, level="associative",
                              algorithm="flat-rabenseifner")
-    assert plan.check().max_wide_area_hops >= 1
+    assert plan.prove().max_wide_area_hops >= 1
 
 
 # ------------------------------------------------------------------------------ errors
@@ -259,7 +259,7 @@ def test_associative_needs_contiguous_clusters():
     for algorithm in ("rabenseifner", "two-tier"):
         with pytest.raises(PlanError, match="cluster 0 \\[0, 3, 4\\].*'commutative'"):
             gridmpi.allreduce(topo, algorithm=algorithm, level="associative")
-        gridmpi.allreduce(topo, algorithm=algorithm, level="commutative").check()
+        gridmpi.allreduce(topo, algorithm=algorithm, level="commutative").prove()
     with pytest.raises(PlanError, match="unknown reduction level"):
         gridmpi.allreduce(topo, level="sloppy")
 
@@ -276,4 +276,4 @@ def test_the_checker_would_catch_a_swapped_cluster_order():
                                side="left" if s.side == "right" else "right")
     broken = replace(plan, programs=tuple(tuple(p) for p in programs))
     with pytest.raises(PlanError, match="rank order"):
-        broken.check()
+        broken.prove()

@@ -89,7 +89,7 @@ def test_proved_on_every_topology(op, name):
                     plan = build(op, topo, "hierarchical", **kw)
                 except PlanError:
                     continue
-                report = plan.check()
+                report = plan.prove()
                 assert plan.family == "hierarchical"
                 assert report.level == level
                 if op != "barrier":
@@ -114,13 +114,13 @@ def test_levels_are_the_weakest_of_the_parts_and_the_composition(op, name):
     for level in LEVELS:
         kw = dict(inner="mpich", outer="mpich", level=level, count=4, **root)
         if level in _levels(topo):
-            assert build(op, topo, "hierarchical", **kw).check().level == level
+            assert build(op, topo, "hierarchical", **kw).prove().level == level
         else:
             with pytest.raises(PlanError, match="level"):
                 build(op, topo, "hierarchical", **kw)
     if op == "allreduce" and topo.nclusters > 1:
         ring = dict(inner="mpich", outer="modern", outer_algorithm="ring", count=4)
-        assert build(op, topo, "hierarchical", level="commutative", **ring).check()
+        assert build(op, topo, "hierarchical", level="commutative", **ring).prove()
         with pytest.raises(PlanError, match="'commutative'"):
             build(op, topo, "hierarchical", level="associative", **ring)
 
@@ -144,7 +144,7 @@ def test_strict_on_sixteen_clusters_of_four():
                                                   ("reduce", "binomial")),
                  inner_options={"radix": 4}, outer="modern",
                  outer_algorithm="recursive_doubling")
-    report = plan.check()
+    report = plan.prove()
     assert report.level == "strict"
     assert plan.algorithm == ("inner:modern/binomial+outer:modern/recursive_doubling+"
                               "inner:modern/knomial")
@@ -153,7 +153,7 @@ def test_strict_on_sixteen_clusters_of_four():
     assert dict(plan.params)["inner_options"] == (("radix", 4),)
     bcast = build("bcast", topo, "hierarchical", root=5, inner="modern",
                   inner_algorithm="knomial", outer="modern", outer_algorithm="binomial")
-    assert bcast.check().wide_area_messages == 15
+    assert bcast.prove().wide_area_messages == 15
 
 
 def test_the_root_need_not_be_a_coordinator():
@@ -162,7 +162,7 @@ def test_the_root_need_not_be_a_coordinator():
     topo = Topology.from_sizes([3, 3, 3])
     plan = build("reduce", topo, "hierarchical", root=4, level="commutative",
                  inner="modern", outer="modern", outer_algorithm="binomial")
-    report = plan.check()
+    report = plan.prove()
     assert report.wide_area_messages == 2  # one partial per other cluster
     assert all(m.dst == 4 for m in plan.messages() if m.wide_area)
     bcast = build("bcast", topo, "hierarchical", root=4, outer_algorithm="binomial")
@@ -178,19 +178,19 @@ def test_segments_refined_where_the_parts_cut_differently():
                  level="commutative", inner="modern",
                  inner_algorithm=(("reduce", "rabenseifner"),), outer="modern",
                  outer_algorithm="ring")
-    assert plan.check().level == "commutative"
+    assert plan.prove().level == "commutative"
     assert sum(plan.counts) == 24 and plan.nblocks > 1
     tiny = build("allreduce", topo, "hierarchical", count=1, segments=1,
                  level="commutative", inner="modern",
                  inner_algorithm=(("reduce", "rabenseifner"),))
-    assert tiny.check() and tiny.counts == (1,)
+    assert tiny.prove() and tiny.counts == (1,)
 
 
 def test_allgather_sends_no_rank_its_own_block():
     topo = Topology.from_sizes([3, 2, 4])
     plan = build("allgather", topo, "hierarchical", count=2, inner="mpich",
                  outer="modern", outer_algorithm="bruck")
-    plan.check()  # (the checker refuses a block a rank already holds)
+    plan.prove()  # (the checker refuses a block a rank already holds)
     for m in plan.messages():
         assert m.dst not in m.blocks or m.wide_area
 
@@ -260,11 +260,11 @@ def test_options_apply_where_a_builder_takes_them():
     kw = dict(inner="modern", inner_algorithm=(("bcast", "knomial"),),
               inner_options={"radix": 2})
     assert build("reduce", topo, "hierarchical", inner="modern", level="commutative",
-                 inner_options={"radix": 2}).check()
+                 inner_options={"radix": 2}).prove()
     binary = build("allreduce", topo, "hierarchical", level="commutative", **kw)
     quad = build("allreduce", topo, "hierarchical", level="commutative",
                  **dict(kw, inner_options={"radix": 4}))
-    assert binary.check().max_sends < quad.check().max_sends  # wider tree, more children
+    assert binary.prove().max_sends < quad.prove().max_sends  # wider tree, more children
 
 
 def test_bad_options_of_other_operations():

@@ -65,7 +65,7 @@ def test_movement_and_barrier_check_everywhere(op, intra):
     for topo in TOPOLOGIES:
         for count, itemsize, segments in SIZES:
             for plan in _plans(op, topo, count, itemsize, segments, intra=intra):
-                report = plan.check()
+                report = plan.prove()
                 assert (plan.family, plan.param("intra")) == ("magpie", intra)
                 assert report.optimality == "yes", (op, topo.clusters, plan.root)
 
@@ -78,7 +78,7 @@ def test_reductions_check_everywhere(op, level):
             for intra in magpie.INTRA:
                 for plan in _plans(op, topo, count, itemsize, segments, intra=intra,
                                    level=level):
-                    report = plan.check()
+                    report = plan.prove()
                     want = choose_variant(op, topo, level, sum(plan.counts) * itemsize)
                     assert plan.param("variant") == want
                     assert plan.param("threshold") == THRESHOLD
@@ -105,25 +105,25 @@ MULTI = [t for t in TOPOLOGIES if t.nclusters > 1] + [Topology.from_sizes([5] * 
 def test_wide_area_messages(topo):
     c = topo.nclusters
     for root in range(topo.size):
-        assert build("bcast", topo, "magpie", root=root).check().wide_area_messages == c - 1
+        assert build("bcast", topo, "magpie", root=root).prove().wide_area_messages == c - 1
         plan = build("reduce", topo, "magpie", root=root, level="commutative")
-        assert plan.check().wide_area_messages == c - 1
-    assert build("barrier", topo, "magpie").check().wide_area_messages == c * (c - 1)
+        assert plan.prove().wide_area_messages == c - 1
+    assert build("barrier", topo, "magpie").prove().wide_area_messages == c * (c - 1)
     for op in ("allgather", "allgatherv"):
-        assert build(op, topo, "magpie").check().wide_area_messages == c * (c - 1)
+        assert build(op, topo, "magpie").prove().wide_area_messages == c * (c - 1)
     for op in ("allreduce", "reduce_scatter", "reduce_scatter_block"):
         plan = build(op, topo, "magpie", level="commutative", count=3)
-        assert plan.check().wide_area_messages == c * (c - 1)
+        assert plan.prove().wide_area_messages == c * (c - 1)
     if topo.is_contiguous:
         for op in ("scan", "exscan"):
             plan = build(op, topo, "magpie", level="associative")
-            assert plan.check().wide_area_messages == c * (c - 1) // 2
+            assert plan.prove().wide_area_messages == c * (c - 1) // 2
 
 
 def test_bcast_segments_cross_once_each():
     topo = Topology.from_sizes([3, 2, 2])
     plan = build("bcast", topo, "magpie", count=12, segments=3, root=1)
-    report = plan.check()
+    report = plan.prove()
     assert report.wide_area_messages == 3 * 2
     assert report.wide_area_bytes == 12 * 2
     # the root serves both remote coordinators before its own cluster, per segment
@@ -136,7 +136,7 @@ def test_bcast_segments_cross_once_each():
 def test_short_reduce_sends_every_remote_vector_once():
     topo = Topology.from_sizes([3, 4, 2])
     for root in range(topo.size):
-        report = build("reduce", topo, "magpie", root=root, count=4).check()
+        report = build("reduce", topo, "magpie", root=root, count=4).prove()
         home = len(topo.clusters[topo.cluster_of(root)])
         assert report.wide_area_messages == topo.size - home
         assert report.wide_area_bytes == 4 * (topo.size - home)
@@ -147,7 +147,7 @@ def test_one_rank_per_cluster_short_reductions_are_optimal():
     # with nothing to combine inside a cluster, gathering is all MagPIe can do
     topo = Topology.from_sizes([1] * 5)
     for op in ("reduce", "allreduce", "scan"):
-        assert build(op, topo, "magpie").check().optimality == "yes"
+        assert build(op, topo, "magpie").prove().optimality == "yes"
 
 
 def test_allgather_local_broadcast_sends_only_missing_blocks():
@@ -175,7 +175,7 @@ def test_threshold_boundary(count, variant, algorithm):
     topo = Topology.from_sizes([2, 2])
     plan = build("reduce", topo, "magpie", count=count, itemsize=1, segments=4)
     assert (plan.param("variant"), plan.algorithm) == (variant, algorithm)
-    plan.check()
+    plan.prove()
     short = variant == "short"
     for op, name in (("allreduce", "binomial+bcast"), ("scan", "chain"),
                      ("exscan", "chain")):
@@ -204,11 +204,11 @@ def test_reordered_communicators(op):
         # associativity alone does not allow the coordinator algorithm here ...
         plan = build(op, REORDERED, "magpie", level="associative", count=count)
         assert plan.param("variant") == size_variant
-        plan.check()
+        plan.prove()
         # ... commutativity does, except for scan
         plan = build(op, REORDERED, "magpie", level="commutative", count=count)
         assert plan.param("variant") == (size_variant if scan else "associative")
-        report = plan.check()
+        report = plan.prove()
         if not scan:
             assert (report.optimality, plan.algorithm) == ("yes", "coordinator")
     contiguous = Topology.from_sizes([3, 2, 1])
@@ -220,7 +220,7 @@ def test_forced_variants():
     topo = Topology.from_sizes([3, 3])
     plan = build("allreduce", topo, "magpie", variant="long")
     assert plan.algorithm == "binomial+bcast"
-    plan.check()
+    plan.prove()
     with pytest.raises(PlanError, match="coordinator scan needs a communicator"):
         build("scan", REORDERED, "magpie", level="commutative", variant="associative")
     with pytest.raises(PlanError, match="coordinator reduce needs level"):
@@ -291,7 +291,7 @@ def test_intra_binomial_changes_local_trees_only():
     topo = Topology.from_sizes([8, 8])
     binary = build("bcast", topo, "magpie", intra="binary")
     binom = build("bcast", topo, "magpie", intra="binomial")
-    assert binary.check().wide_area_messages == binom.check().wide_area_messages == 1
+    assert binary.prove().wide_area_messages == binom.prove().wide_area_messages == 1
     assert [str(s) for s in binom.programs[0]] == [
         "send 8 [0]", "send 4 [0]", "send 2 [0]", "send 1 [0]"]
     assert [str(s) for s in binary.programs[0]] == ["send 8 [0]", "send 1 [0]",

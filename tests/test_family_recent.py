@@ -44,7 +44,7 @@ def test_every_algorithm_proves_at_every_size_and_level(op, name):
             for root in roots:
                 if recent.keeps(op, name, size, level):
                     plan = _build(op, size, name, level, root)
-                    report = plan.check()
+                    report = plan.prove()
                     assert (plan.family, plan.algorithm) == ("recent", name)
                     assert report.level == level
                 else:
@@ -59,7 +59,7 @@ def test_segments_and_other_topologies():
             kw = {"segments": 3} if "segments" in recent.OPTIONS[op] else {}
             level = "commutative" if op in REDUCTIONS else None
             root = topo.size - 1 if op in ("bcast", "reduce") else None
-            _build(op, topo.size, name, level, root, count=10, topology=topo, **kw).check()
+            _build(op, topo.size, name, level, root, count=10, topology=topo, **kw).prove()
 
 
 # ------------------------------------------------------------------ Swing's pairs
@@ -79,19 +79,19 @@ def test_butterflies_are_bandwidth_optimal_on_even_sizes(size):
     steps = (size - 1).bit_length()
     n = 4 * size
     for name in ("swing", "bine"):
-        report = _build("allreduce", size, name, "commutative", count=n).check()
+        report = _build("allreduce", size, name, "commutative", count=n).prove()
         assert report.max_sends == 2 * steps
         assert report.bytes == 2 * (size - 1) * n
-        report = _build("allgather", size, name, count=2).check()
+        report = _build("allgather", size, name, count=2).prove()
         assert (report.max_sends, report.bytes) == (steps, 2 * size * (size - 1))
-        report = _build("reduce_scatter_block", size, name, "commutative", count=2).check()
+        report = _build("reduce_scatter_block", size, name, "commutative", count=2).prove()
         assert (report.max_sends, report.bytes) == (steps, 2 * size * (size - 1))
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_swing_latency_rounds(size):
     p = 1 << (size.bit_length() - 1)
-    report = _build("allreduce", size, "swing_latency", "commutative", count=5).check()
+    report = _build("allreduce", size, "swing_latency", "commutative", count=5).prove()
     # log2 p exchanges of whole vectors, and the fold's two messages per extra rank
     assert report.messages == p * (p.bit_length() - 1) + 2 * (size - p)
     assert report.bytes == 5 * report.messages
@@ -132,7 +132,7 @@ def test_double_binary_tree_messages(size):
     segments = 4  # two per tree
     plan = _build("allreduce", size, "double_binary_tree", "commutative", count=8,
                   segments=segments)
-    report = plan.check()
+    report = plan.prove()
     # each tree: P - 1 edges, a segment up and down each
     assert report.messages == 2 * (size - 1) * segments
     assert plan.nblocks == segments
@@ -141,15 +141,15 @@ def test_double_binary_tree_messages(size):
 @pytest.mark.parametrize("size", SIZES)
 def test_pat_steps_and_aggregation(size):
     steps = (size - 1).bit_length()
-    report = _build("allgather", size, "pat", count=1).check()
+    report = _build("allgather", size, "pat", count=1).prove()
     assert (report.messages, report.max_sends) == (size * steps, steps)
     assert report.bytes == size * (size - 1)
     # the first step sends one block to the farthest rank
     if size > 1:
         assert pat_steps(size)[0] == (1 << (steps - 1), (0,))
-    report = _build("allgather", size, "pat", count=1, aggregation=1).check()
+    report = _build("allgather", size, "pat", count=1, aggregation=1).prove()
     assert report.messages == size * (size - 1)  # one block per message
-    report = _build("reduce_scatter_block", size, "pat", "commutative", count=3).check()
+    report = _build("reduce_scatter_block", size, "pat", "commutative", count=3).prove()
     assert report.bytes == 3 * size * (size - 1)
 
 
@@ -177,7 +177,7 @@ def test_selection_runs_the_family_by_name_without_changing_defaults():
     call = Call("allreduce", count=1 << 12, itemsize=8, level="commutative")
     assert select(call, one).family == "native"
     plan = select(call, one, family="recent", options={"algorithm": "bine"}).build(one)
-    assert (plan.family, plan.algorithm, plan.check().level) == (
+    assert (plan.family, plan.algorithm, plan.prove().level) == (
         "recent", "bine", "commutative")
 
 
@@ -185,7 +185,7 @@ def test_selection_runs_the_family_by_name_without_changing_defaults():
 def test_goal_export_and_simulation(op, name):
     level = "commutative" if op in REDUCTIONS else None
     plan = _build(op, 6, name, level, 5 if op in ("bcast", "reduce") else None)
-    report = plan.check()
+    report = plan.prove()
     text = to_goal(plan)
     schedule = from_goal(text)
     assert to_goal(schedule) == text and schedule.messages == report.messages

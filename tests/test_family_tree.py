@@ -23,7 +23,7 @@ TOPOLOGIES = [
 def test_bcast_every_tree_every_root(topo, name):
     for root in range(topo.size):
         plan = build("bcast", topo, "tree", tree=name, root=root, count=6, segments=2)
-        report = plan.check()
+        report = plan.prove()
         assert report.messages == 2 * (topo.size - 1)
 
 
@@ -32,7 +32,7 @@ def test_bcast_every_tree_every_root(topo, name):
                                   "paths-grouped"])
 def test_rank_ordered_reduce_trees_at_associative_level(topo, name):
     plan = build("allreduce", topo, "tree", tree=name, level="associative", count=3)
-    assert plan.check().messages == 2 * (topo.size - 1)
+    assert plan.prove().messages == 2 * (topo.size - 1)
 
 
 @pytest.mark.parametrize("topo", TOPOLOGIES, ids=str)
@@ -41,12 +41,12 @@ def test_any_tree_any_root_when_commutative(topo, name):
     for root in range(topo.size):
         plan = build("reduce", topo, "tree", tree=name, root=root, level="commutative",
                      arrival=True, count=2, segments=2)
-        plan.check()
+        plan.prove()
 
 
 def test_lam_reduce_is_the_canonical_strict_expression():
     for n in (5, 8, 13, 32):
-        build("allreduce", Topology.single(n), "tree", tree="lam", level="strict").check()
+        build("allreduce", Topology.single(n), "tree", tree="lam", level="strict").prove()
 
 
 def test_lam_allreduce_uses_both_lam_trees():
@@ -62,21 +62,21 @@ def test_lam_allreduce_uses_both_lam_trees():
 def test_paths_hierarchical_sends_one_partial_per_node():
     topo = Topology.from_sizes([4] * 8)
     report = build("reduce", topo, "tree", tree="paths-hierarchical",
-                   level="associative").check()
+                   level="associative").prove()
     assert report.wide_area_messages == 7
 
 
 def test_paths_grouped_by_name_takes_group_size():
     topo = Topology.from_sizes([4] * 4)
     report = build("reduce", topo, "tree", tree="paths-grouped", group_size=2,
-                   level="associative").check()
+                   level="associative").prove()
     assert report.wide_area_messages == 6
 
 
 def test_paths_grouped_doubles_internode_messages():
     topo = Topology.from_sizes([8, 8, 8, 8])
     t = trees.paths_grouped(topo, group_size=4)
-    report = tree_family.reduce(topo, tree=t, level="associative").check()
+    report = tree_family.reduce(topo, tree=t, level="associative").prove()
     assert report.wide_area_messages == 6  # two groups per remote node
     assert report.max_wide_area_hops == 1
 
@@ -91,7 +91,7 @@ def test_segments_pipeline_through_the_tree():
 def test_heterogeneous_trees_by_name():
     topo = Topology.single(8).with_t_ini([100, 300, 300, 300, 300, 100, 300, 300])
     for name in ("fnf", "spoc", "optimal"):
-        build("bcast", topo, "tree", tree=name).check()
+        build("bcast", topo, "tree", tree=name).prove()
 
 
 def test_bad_trees_are_rejected():

@@ -91,7 +91,7 @@ def run(schedule, o=1500, L=2500, G=6):
 # ------------------------------------------------------------------ every plan
 @pytest.mark.parametrize("plan", PLANS, ids=lambda p: f"{p.family}-{p.op}-{p.size}")
 def test_every_plan_exports_reads_back_and_runs(plan):
-    report = plan.check()
+    report = plan.prove()
     times = {}
     for order in ("program", "data"):
         text = to_goal(plan, order=order)
@@ -161,7 +161,7 @@ def test_files(tmp_path):
     plan = build("alltoall", Topology.single(4), "modern", algorithm="bruck")
     path = save_goal(plan, tmp_path / "bruck.goal")
     assert load_goal(path) == from_goal(to_goal(plan))
-    assert load_goal(path).messages == plan.check().messages == 8
+    assert load_goal(path).messages == plan.prove().messages == 8
 
 
 # ------------------------------------------------------------------ the reader
@@ -299,7 +299,7 @@ def test_command_line_export(tmp_path, capsys):
     plan = build("bcast", Topology.single(4), "modern", algorithm="scatter_ring",
                  count=64, segments=1)
     assert schedule == from_goal(to_goal(plan))
-    assert schedule.messages == plan.check().messages == 3 + 8  # scatter, ring
+    assert schedule.messages == plan.prove().messages == 3 + 8  # scatter, ring
     assert main(["plan", "barrier", "--clusters", "2x2", "--family", "modern,mpich",
                  "--export-goal", str(path), "--goal-order", "data"]) == 0
     assert load_goal(path.with_name("bcast-mpich.goal")).messages == 8  # hypercube

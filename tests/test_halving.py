@@ -26,10 +26,10 @@ def test_every_block_is_the_canonical_expression(topo):
     by block) for any number of ranks, blocks and elements, any cluster layout."""
     for segments in (1, 2, 3, 5, 8, 9):
         for count in (1, 7, 64):
-            report = _halving(topo, count, segments).check()
+            report = _halving(topo, count, segments).prove()
             assert report.level == "strict", (topo, segments, count)
             for root in {0, topo.size - 1, topo.size // 2}:
-                report = _halving(topo, count, segments, op="reduce", root=root).check()
+                report = _halving(topo, count, segments, op="reduce", root=root).prove()
                 assert report.level == "strict", (topo, segments, count, root)
 
 

@@ -2,7 +2,7 @@
 
 Kielmann et al. (PPoPP 1999) rate each algorithm as wide-area optimal ("yes"),
 single-latency but sending data into a cluster more than once ("near") or neither
-("no"). :attr:`wacoll.plans.CheckReport.optimality` measures the same on a plan; the
+("no"). :attr:`wacoll.plans.ProofReport.optimality` measures the same on a plan; the
 rows are checked on Table 2's setting (8 clusters of 5 ranks) and on 4 clusters of 8.
 Short messages are 1 byte and long ones 64 KByte, as in Figures 4-6.
 """
@@ -91,7 +91,7 @@ def _plans(family, row, topo):
 def test_magpie_column(row, topo_name):
     topo = TOPOLOGIES[topo_name]
     for op, root, plan in _plans("magpie", row, topo):
-        report = plan.check()
+        report = plan.prove()
         assert report.optimality == row.magpie, (op, root, report.as_dict())
         if row.algorithm:
             assert plan.algorithm == row.algorithm, (op, root)
@@ -105,7 +105,7 @@ def test_magpie_column(row, topo_name):
 def test_mpich_column(row, topo_name):
     topo = TOPOLOGIES[topo_name]
     for op, root, plan in _plans("mpich", row, topo):
-        assert plan.check().optimality == row.mpich, (op, root)
+        assert plan.prove().optimality == row.mpich, (op, root)
 
 
 @pytest.mark.parametrize("topo_name", TOPOLOGIES)
@@ -115,7 +115,7 @@ def test_magpie_beats_mpich_on_the_wide_area(topo_name):
     topo = TOPOLOGIES[topo_name]
     for op in ("barrier", "bcast", "allgather"):
         opts = {} if op == "barrier" else {"count": 1}
-        ours = build(op, topo, "magpie", **opts).check()
-        theirs = build(op, topo, "mpich", **opts).check()
+        ours = build(op, topo, "magpie", **opts).prove()
+        theirs = build(op, topo, "mpich", **opts).prove()
         assert ours.wide_area_messages <= theirs.wide_area_messages
         assert ours.max_wide_area_hops < theirs.max_wide_area_hops

@@ -170,7 +170,7 @@ def test_a_fifo_where_a_record_should_be_does_not_block(shared):
     # the whole path too: the plan is proved here and its proof replaces the FIFO
     proof, said = _run_with_timeout(
         lambda: proofs.prove(_sel(), TOPO, directory=shared), 10.0, unblock)
-    assert not proof.cached and proof.plan.checked
+    assert not proof.cached and proof.plan.proved
     assert sum("FIFO" in m for m in said) == 1  # (a waiter that looks again: once)
     assert stat.S_ISREG(os.lstat(path).st_mode)
     assert proofs.prove(_sel(), TOPO, directory=shared).cached
@@ -225,7 +225,7 @@ def test_a_forged_record_is_ignored_and_the_plan_proved_again(shared, how):
         with pytest.warns(ProofCacheWarning, match="not trusted") as seen:
             part = plan_for_rank(sel, TOPO, rank, directory=shared)
         # re-proved as a whole (not the forged proof's per-rank route) ...
-        assert type(part).__name__ == "Plan" and part.checked
+        assert type(part).__name__ == "Plan" and part.proved
         assert proofs.plan_digest(part) == genuine.plan_digest
         # ... and for the right reason: no rank ever compared its program with it
         assert not any("derived alone" in str(w.message) for w in seen)
@@ -249,7 +249,7 @@ def test_a_forged_report_is_not_believed(shared):
         fh.write(json.dumps(forged))
     with pytest.warns(ProofCacheWarning, match="carries no authentication code"):
         plan = proofs.build_proved(sel, TOPO, directory=shared)
-    assert plan.check() == genuine.report and plan.check().messages > 0
+    assert plan.prove() == genuine.report and plan.prove().messages > 0
 
 
 def _write(path, text):
@@ -280,7 +280,7 @@ def test_a_record_written_with_another_users_key_is_ignored(shared, others):
     assert st.st_uid == OTHER and stat.S_IMODE(st.st_mode) == 0o600
     with pytest.warns(ProofCacheWarning, match="not made with this user's proof key"):
         proof = proofs.prove(sel, TOPO, directory=shared)
-    assert not proof.cached and proof.plan.checked
+    assert not proof.cached and proof.plan.proved
     assert proofs.prove(sel, TOPO, directory=shared).cached  # (ours replaced it)
 
 
@@ -295,7 +295,7 @@ def test_a_symlinked_lock_creates_nothing_where_it_points(shared, others):
     with within(5), pytest.warns(ProofCacheWarning,
                                  match="symbolic link.*this process proves"):
         proof = proofs.prove(_sel(), TOPO, directory=shared)
-    assert not proof.cached and proof.plan.checked
+    assert not proof.cached and proof.plan.proved
     assert not os.path.lexists(target)
     assert os.path.islink(lock)  # (left alone)
     assert proofs.prove(_sel(), TOPO, directory=shared).cached
@@ -343,7 +343,7 @@ def test_another_users_held_lock_is_not_waited_for(shared):
         with within(5), pytest.warns(ProofCacheWarning,
                                      match=f"owned by uid {OTHER}.*not waited for"):
             part = plan_for_rank(_sel(), TOPO, 2, directory=shared)
-        assert type(part).__name__ == "Plan" and part.checked
+        assert type(part).__name__ == "Plan" and part.proved
         with within(5):  # the proof stored meanwhile serves the next rank
             assert type(plan_for_rank(_sel(), TOPO, 3, directory=shared)).__name__ == \
                 "RankPlan"

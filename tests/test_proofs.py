@@ -65,7 +65,7 @@ def test_cache_dir_follows_the_environment(tmp_path):
 def test_miss_proves_and_stores_then_hit_builds_nothing(tmp_path, builds):
     sel = _sel()
     first = proofs.prove(sel, TOPO, directory=tmp_path)
-    assert not first.cached and first.plan is not None and first.plan.checked
+    assert not first.cached and first.plan is not None and first.plan.proved
     assert builds == ["allgather"]
     files = list(tmp_path.iterdir())
     assert [f.name for f in files] == [f"{first.key}.json"]
@@ -157,20 +157,20 @@ def test_build_proved_takes_the_cached_report_only_for_the_same_plan(tmp_path,
                                                                       monkeypatch):
     sel = _sel()
     proofs.prove(sel, TOPO, directory=tmp_path)
-    checks = []
+    proofs_run = []
     from wacoll.plans import plan as plan_module
-    real = plan_module.Plan.check
-    monkeypatch.setattr(plan_module.Plan, "check",
-                        lambda self: checks.append(1) or real(self))
+    real = plan_module.Plan.prove
+    monkeypatch.setattr(plan_module.Plan, "prove",
+                        lambda self: proofs_run.append(1) or real(self))
     plan = proofs.build_proved(sel, TOPO, directory=tmp_path)
-    assert plan.checked and checks == []
+    assert plan.proved and proofs_run == []
     # a record whose (valid) plan digest is another plan's: not trusted
     path = _record_path(tmp_path, sel)
     record = json.loads(path.read_text())
     path.write_bytes(_sign({**record, "plan": "0" * 64}))  # (the user's own record)
     with pytest.warns(ProofCacheWarning, match="digest mismatch"):
         plan = proofs.build_proved(sel, TOPO, directory=tmp_path)
-    assert plan.checked and checks == [1]
+    assert plan.proved and proofs_run == [1]
     assert json.loads(path.read_text())["plan"] == record["plan"]
 
 
@@ -197,7 +197,7 @@ def test_a_rank_whose_program_is_not_the_proved_one_proves_the_whole_plan(tmp_pa
     path.write_bytes(_sign(record))  # (signed: the user's own record, of other code)
     with pytest.warns(ProofCacheWarning, match="rank 5's program derived alone"):
         again = plan_for_rank(sel, TOPO, 5, directory=tmp_path)
-    assert isinstance(again, Plan) and again.checked
+    assert isinstance(again, Plan) and again.proved
     # the new proof replaced the record; other ranks were never affected
     assert type(plan_for_rank(sel, TOPO, 5, directory=tmp_path)).__name__ == "RankPlan"
 
@@ -234,4 +234,4 @@ def test_a_proof_of_reproducible_arithmetic_is_of_the_plan_that_runs(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", ProofCacheWarning)  # no digest mismatch
         plan = proofs.build_proved(sel, TOPO, directory=tmp_path)
-    assert plan.check() == proof.report
+    assert plan.prove() == proof.report

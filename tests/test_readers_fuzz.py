@@ -115,7 +115,7 @@ def assert_delivers(plan):
 
 
 def assert_proved(plan):
-    plan.check()
+    plan.prove()
     assert scripts.from_sexpr(scripts.to_sexpr(plan)) == plan
     assert_delivers(plan)
 
@@ -310,7 +310,7 @@ def mutated_plan(draw):
 @given(mutated_plan())
 def test_checker_rejects_mutated_plans_or_they_still_deliver(plan):
     try:
-        plan.check()
+        plan.prove()
     except PlanError:
         return
     assert_delivers(plan)

@@ -90,8 +90,8 @@ def test_tree_plans_round_trip_exactly(plan):
 def test_loaded_plans_are_proved():
     plan = build("reduce", Topology.single(6), "tree", tree="lam")
     for text, reader in ((to_sexpr(plan), from_sexpr), (to_json(plan), from_json)):
-        assert reader(text).checked
-    assert from_rank_scripts(rank_scripts(plan)).checked
+        assert reader(text).proved
+    assert from_rank_scripts(rank_scripts(plan)).proved
 
 
 def family_plans(module):
@@ -111,7 +111,7 @@ def family_plans(module):
                         options["level"] = level
                     try:
                         plan = builder(topo, **options)
-                        plan.check()
+                        plan.prove()
                     except PlanError:
                         continue  # a combination this family does not build
                     yield plan
@@ -196,7 +196,7 @@ def test_design_example_loads_and_is_wide_area_optimal():
     assert (plan.op, plan.size, plan.root, plan.itemsize) == ("bcast", 6, 1, 8)
     assert plan.clusters == (0, 0, 0, 1, 1, 1)
     assert [str(s) for s in plan.programs[1]] == ["send 3 [0]", "send 0 [0]", "send 2 [0]"]
-    report = plan.check()
+    report = plan.prove()
     assert report.wide_area_messages == 1 and report.optimality == "yes"
     assert from_sexpr(to_sexpr(plan)) == plan
 
@@ -205,7 +205,7 @@ def test_hand_written_rank_scripts_reassemble(tmp_path):
     plan = from_rank_scripts(DATA / "reduce-4")
     assert (plan.op, plan.root, plan.level, plan.counts) == ("reduce", 2, "associative", (5,))
     assert plan.programs[2][3] == Step("recv_combine", (0,), peer=0, dst="out", side="left")
-    assert plan.check().wide_area_messages == 1
+    assert plan.prove().wide_area_messages == 1
     # the same files keyed by rank, and copied elsewhere with the whole-plan file beside
     texts = {r: (DATA / "reduce-4" / f"reduce-4-rank{r}.scm").read_text() for r in range(4)}
     assert from_rank_scripts(texts) == plan
@@ -381,7 +381,7 @@ def test_malformed_scripts_raise_script_error_at_the_fault(marked, message):
 
 
 def test_the_well_formed_base_of_the_table_reads():
-    assert from_sexpr(OK).check().messages == 1
+    assert from_sexpr(OK).prove().messages == 1
 
 
 SCRIPT = "(script (op bcast) (size 2) (rank 1) (root 0) (counts 1)"

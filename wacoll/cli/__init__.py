@@ -59,7 +59,7 @@ def _plan_rows(plan, topology, model_name):
     from wacoll.plans.bounds import physical_bound
     from wacoll.plans.sim import LinkModel, TsTrModel, simulate
 
-    report = plan.check()
+    report = plan.prove()
     rows = [("family", plan.family), ("algorithm", plan.algorithm), ("checked", "ok")]
     for key, value in report.as_dict().items():
         if key != "wide_area_optimal":  # "optimality" says yes / near / no
@@ -185,7 +185,7 @@ def _level_hint(args, topology, family, common, options) -> str:
             continue
         try:
             build(args.op, topology, family, **{**common, "level": level},
-                  **options).check()
+                  **options).prove()
         except WacollError:
             continue
         works.append(level)

@@ -23,7 +23,7 @@ Examples
 
 from wacoll.emulate.launcher import RunResult
 from wacoll.errors import TestbedError, TestbedUnavailable
-from wacoll.emulate.probe import CheckReport, PairResult
+from wacoll.emulate.probe import ProbeReport, PairResult
 from wacoll.emulate.testbed import Testbed, clean, list_testbeds, teardown, unavailable_reason
 from wacoll.errors import TestbedWarning
 
@@ -32,7 +32,7 @@ __all__ = [
     "TestbedError",
     "TestbedUnavailable",
     "TestbedWarning",
-    "CheckReport",
+    "ProbeReport",
     "PairResult",
     "RunResult",
     "unavailable_reason",

@@ -31,7 +31,7 @@ from wacoll.emulate.netns import entered
 from wacoll.errors import TestbedError
 from wacoll.emulate.units import format_duration, format_rate
 
-__all__ = ["PairResult", "CheckReport", "measure", "verdict"]
+__all__ = ["PairResult", "ProbeReport", "measure", "verdict"]
 
 SO_TIMESTAMPNS = 35
 HEADER = struct.Struct("!BHIq")  # kind, pair, sequence, send time (ns, CLOCK_REALTIME)
@@ -71,7 +71,7 @@ class PairResult:
 
 
 @dataclass(frozen=True)
-class CheckReport:
+class ProbeReport:
     """The self-check: one :class:`PairResult` per measured pair, and the verdict."""
 
     pairs: tuple
@@ -179,7 +179,7 @@ class _Receivers:
 
 
 def measure(layout, mtu: int, *, probes: int = 9, tolerance: float = 0.1,
-            train_seconds: float = 0.05, charge: str = "payload") -> CheckReport:
+            train_seconds: float = 0.05, charge: str = "payload") -> ProbeReport:
     """Measure every probe pair of ``layout`` (see the module docstring).
 
     Parameters
@@ -198,7 +198,7 @@ def measure(layout, mtu: int, *, probes: int = 9, tolerance: float = 0.1,
     """
     pairs = layout.probe_pairs()
     if not pairs:  # one cluster: no emulated link to measure
-        return CheckReport((), tolerance)
+        return ProbeReport((), tolerance)
     eps = layout.endpoints
     socks, recv, send = [], {}, {}
     try:
@@ -216,7 +216,7 @@ def measure(layout, mtu: int, *, probes: int = 9, tolerance: float = 0.1,
     finally:
         for s in socks:
             s.close()
-    return CheckReport(tuple(_result(layout, k, pair, rx, probes, tolerance)
+    return ProbeReport(tuple(_result(layout, k, pair, rx, probes, tolerance)
                              for k, pair in enumerate(pairs)), tolerance)
 
 

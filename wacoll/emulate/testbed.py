@@ -393,7 +393,7 @@ class Testbed:
 
         Returns
         -------
-        wacoll.emulate.probe.CheckReport
+        wacoll.emulate.probe.ProbeReport
             Configured against measured per pair (``table()`` prints it), and ``ok``:
             every figure within ``tolerance``.
         """

@@ -14,7 +14,7 @@ select today).
 
 The steps after building, each a plain function over plain data:
 
-- :meth:`Plan.check` / :func:`check_plan` (:mod:`~wacoll.plans.check`) prove a plan;
+- :meth:`Plan.prove` / :func:`prove_plan` (:mod:`~wacoll.plans.prove`) prove a plan;
 - :func:`select` (:mod:`~wacoll.plans.select`) is the one selection policy: the
   family and options (or the MPI library's own collective) ``wacoll.Comm`` runs for
   a :class:`Call`;
@@ -31,13 +31,13 @@ Examples
 >>> from wacoll import Topology
 >>> from wacoll.plans import build
 >>> plan = build("reduce", Topology.from_sizes([4, 4]), "tree", tree="lam")
->>> plan.check().messages
+>>> plan.prove().messages
 7
 """
 
 from __future__ import annotations
 
-from wacoll.plans.check import CheckReport, check_plan
+from wacoll.plans.prove import ProofReport, prove_plan
 from wacoll.plans.families import FAMILIES, build, builders, options
 from wacoll.plans.lower import Program, lower
 from wacoll.plans.operations import ARITHMETICS, LEVELS, OPERATIONS
@@ -45,7 +45,7 @@ from wacoll.plans.plan import Message, Plan, Step
 from wacoll.plans.select import Call, Policy, Selection, select
 
 __all__ = [
-    "Plan", "Step", "Message", "CheckReport", "check_plan", "build", "builders",
+    "Plan", "Step", "Message", "ProofReport", "prove_plan", "build", "builders",
     "options", "FAMILIES", "OPERATIONS", "LEVELS", "ARITHMETICS", "Call", "Policy", "Selection",
     "select", "Program", "lower",
 ]

@@ -22,7 +22,7 @@ Examples
 >>> b = PlanBuilder("bcast", Topology.from_sizes([2]), root=0, count=4)
 >>> b.transfer(0, 1, b.all_blocks)
 >>> plan = b.build(family="custom", algorithm="by-hand")
->>> plan.check().messages
+>>> plan.prove().messages
 1
 """
 
@@ -131,7 +131,7 @@ class RankPlan:
     :class:`~wacoll.plans.plan.Plan`. ``source``, when given (as
     :func:`wacoll.plans.rank.rank_plan` does), is a function of no arguments that
     builds the whole proved plan: the part then builds it when asked for it
-    (:meth:`whole`, and through it ``programs`` and :meth:`check`), so that it can
+    (:meth:`whole`, and through it ``programs`` and :meth:`prove`), so that it can
     stand where a plan is expected.
     """
 
@@ -170,9 +170,9 @@ class RankPlan:
         """Every rank's program (builds the whole plan: see :meth:`whole`)."""
         return self.whole().programs
 
-    def check(self):
+    def prove(self):
         """The whole plan's check report (see :meth:`whole`)."""
-        return self.whole().check()
+        return self.whole().prove()
 
 
 class PlanBuilder:

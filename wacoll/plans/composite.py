@@ -6,7 +6,7 @@ sub-communicators. A :class:`Composite` does the same with wacoll's levels: its
 sub-communicator per cluster, ranks in rank order, rooted at the cluster's
 coordinator), and its *plan phase* is a wacoll plan over the coordinators alone
 (MagPIe's wide-area optimal plan on the coordinators' topology, proved by
-:func:`wacoll.plans.check.check_plan`). Inside a cluster the network is uniform and
+:func:`wacoll.plans.prove.prove_plan`). Inside a cluster the network is uniform and
 the library's tuned C is hard to beat; between clusters wacoll's plan sends each item
 across the wide area once.
 
@@ -24,7 +24,7 @@ The root of a rooted operation is its cluster's coordinator
 operator in any order, so a composite reduction keeps level ``"commutative"``
 (MPI's own promise) and no stronger one.
 
-:meth:`Composite.check` proves the whole: it runs the phases on symbolic values
+:meth:`Composite.prove` proves the whole: it runs the phases on symbolic values
 (the set of ranks whose contribution a buffer holds; for a barrier, the set of ranks
 known to have entered), with each library phase's MPI semantics and the plan
 phase's proved result, and requires every contribution to be combined exactly once
@@ -40,7 +40,7 @@ allreduce on 12 ranks, level commutative (han: library reduce ; magpie/coordinat
   library reduce in every cluster to its coordinator (0, 4, 8): in -> acc
   plan over ranks (0, 4, 8): magpie/coordinator allreduce, acc -> out, 6 wide-area messages
   library bcast in every cluster from its coordinator (0, 4, 8): out
->>> report = c.check()
+>>> report = c.prove()
 >>> report.level, report.wide_area_messages, report.library_phases
 ('commutative', 6, 2)
 """
@@ -93,7 +93,7 @@ class PlanPhase:
     dst: str | None = None
 
     def __str__(self):
-        report = self.plan.check()
+        report = self.plan.prove()
         bufs = "" if self.dst is None else (
             f", {self.dst}" if self.src is None else f", {self.src} -> {self.dst}")
         return (f"plan over ranks {self.ranks}: {self.plan.family}/{self.plan.algorithm} "
@@ -102,7 +102,7 @@ class PlanPhase:
 
 @dataclass(frozen=True)
 class CompositeReport:
-    """What :meth:`Composite.check` proved and counted."""
+    """What :meth:`Composite.prove` proved and counted."""
 
     level: str | None
     messages: int
@@ -140,7 +140,7 @@ class Composite:
         head = f"{self.op} on {self.size} ranks{level} ({self.family}: {self.algorithm})"
         return "\n".join([head] + [f"  {p}" for p in self.phases])
 
-    def check(self) -> CompositeReport:
+    def prove(self) -> CompositeReport:
         """Prove the composite (see the module docstring); the plan phases are proved
         by the checker first.
 
@@ -273,7 +273,7 @@ def _check(c: Composite) -> CompositeReport:
                     raise PlanError(f"{where}: no library phase {phase.op!r}")
             continue
         plan = phase.plan
-        report = plan.check()
+        report = plan.prove()
         messages += report.messages
         wide += report.wide_area_messages
         wide_bytes += report.wide_area_bytes

@@ -287,7 +287,7 @@ def goal_schedule(plan, *, order="program", combine_ns_per_byte=0.3,
             or empty_message_bytes < 0:
         raise PlanError(f"empty_message_bytes must be an integer >= 0, got "
                         f"{empty_message_bytes!r}")
-    plan.check()
+    plan.prove()
     tags = {}
     for m in plan.messages():
         tags[("send", m.src, m.send_step)] = m.index

@@ -18,7 +18,7 @@ of the ``p`` owners then combines on the right the remainder's partial of its ow
 blocks. :func:`doubling_allgather` gives every rank the result: the owners exchange
 by doubling in reverse, and owner ``t`` sends the whole vector to rank ``p + t``.
 
-The checker proves the result at level ``"strict"`` (:mod:`wacoll.plans.check`).
+The checker proves the result at level ``"strict"`` (:mod:`wacoll.plans.prove`).
 
 Examples
 --------
@@ -34,7 +34,7 @@ Examples
 0 send 1 [1] from in; recv 1 [0]; combine [0] in -> out left; recv-combine 2 [0] into out; send 1 [0]; recv 1 [1]; send 2 [0,1]
 1 send 0 [0] from in; recv 0 [1]; combine [1] in -> out; recv-combine 2 [1] into out; send 0 [1]; recv 0 [0]
 2 send 0 [0] from in; send 1 [1] from in; recv 0 [0,1]
->>> b.build().check().level
+>>> b.build().prove().level
 'strict'
 """
 

@@ -598,7 +598,7 @@ def lower(plan, rank: int, in_offsets=None, out_offsets=None) -> Program:
     PlanError
         The plan fails its check, or a step uses a buffer without a layout.
     """
-    plan.check()
+    plan.prove()
     if not 0 <= rank < plan.size:
         raise PlanError(f"rank {rank} is not a rank of this {plan.size}-rank plan")
     return lower_steps(plan, rank, plan.programs[rank], in_offsets, out_offsets)

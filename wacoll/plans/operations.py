@@ -13,7 +13,7 @@ source). Plans may use scratch buffers of any other name.
 
 A value is either a *leaf* (the contribution of one rank to that block) or a
 combination of two values. This module states, per rank, the initial leaves and the
-expected final values; :mod:`wacoll.plans.check` proves a plan reaches them.
+expected final values; :mod:`wacoll.plans.prove` proves a plan reaches them.
 
 Examples
 --------

@@ -3,7 +3,7 @@
 A :class:`Plan` holds everything needed to run one collective operation on one
 communicator: for each rank the ordered program of :class:`Step` objects it executes,
 the element count of every block, the cluster of every rank, and the reduction level.
-It knows nothing of MPI; :mod:`wacoll.plans.check` proves it and the executor runs it.
+It knows nothing of MPI; :mod:`wacoll.plans.prove` proves it and the executor runs it.
 
 Step kinds
 ----------
@@ -386,23 +386,47 @@ class Plan:
                        recv_step=m.recv_step, wide_area=m.wide_area)
         return g
 
-    def check(self):
-        """Prove the plan; return its :class:`~wacoll.plans.check.CheckReport`.
+    def prove(self):
+        """Prove the plan; return its :class:`~wacoll.plans.prove.ProofReport`.
 
         The report is cached: a plan is immutable, so it is proved once.
         """
         report = self._cache.get("report")
         if report is None:
-            from wacoll.plans.check import check_plan
+            from wacoll.plans.prove import prove_plan
 
-            report = check_plan(self)
+            report = prove_plan(self)
             self._cache["report"] = report
         return report
 
     @property
-    def checked(self) -> bool:
-        """Whether :meth:`check` has already proved this plan."""
+    def proved(self) -> bool:
+        """Whether :meth:`prove` has already proved this plan."""
         return "report" in self._cache
+
+    def adopt_proof(self, report):
+        """Take ``report`` as this plan's proof, without proving it again: the proof
+        cache's record of this very plan (:func:`wacoll.plans.proofs.build_proved`
+        has compared the plan's digest with the record's)."""
+        self._cache["report"] = report
+
+    def derived(self, name, compute):
+        """A value derived from the plan alone, computed once by ``compute(plan)``
+        and kept with the plan (it is immutable): the simulator's flattened
+        structure, for example.
+
+        Examples
+        --------
+        >>> from wacoll import Topology
+        >>> from wacoll.plans import build
+        >>> plan = build("bcast", Topology.single(2), "mpich", count=1)
+        >>> plan.derived("steps", lambda p: sum(map(len, p.programs)))
+        2
+        """
+        key = ("derived", name)
+        if key not in self._cache:
+            self._cache[key] = compute(self)
+        return self._cache[key]
 
     def param(self, name, default=None):
         """One builder parameter by name."""

@@ -1,6 +1,6 @@
 """A disk cache of plan proofs, so that a run need not prove what an earlier run proved.
 
-Proving a plan (:func:`wacoll.plans.check_plan`) means building every rank's program
+Proving a plan (:func:`wacoll.plans.prove_plan`) means building every rank's program
 and following every block; at thousands of ranks that costs seconds, and every rank
 of an MPI run would pay it before its first call. A plan is a deterministic function
 of what :func:`wacoll.plans.select` chose (operation, family, builder options: sizes,
@@ -9,7 +9,7 @@ keys a proof by the digest of exactly those (:func:`plan_key`; the code is the s
 of :mod:`wacoll.plans`, :mod:`wacoll.trees` and :mod:`wacoll.topology`, and the
 package version) and stores, per key, one JSON file holding the digest of the proved
 plan (:func:`plan_digest`), each rank's program digest, its
-:class:`~wacoll.plans.check.CheckReport`, that report's digest, and an authentication
+:class:`~wacoll.plans.prove.ProofReport`, that report's digest, and an authentication
 code that only the user's own processes can make (see below).
 
 - :func:`prove` returns a proof for a selection: the cached one (without building the
@@ -81,7 +81,7 @@ Examples
 >>> again = prove(sel, topo, directory=where)
 >>> again.cached, again.plan_digest == first.plan_digest
 (True, True)
->>> build_proved(sel, topo, directory=where).checked
+>>> build_proved(sel, topo, directory=where).proved
 True
 """
 
@@ -104,7 +104,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wacoll.errors import ProofCacheWarning
-from wacoll.plans.check import CheckReport
+from wacoll.plans.prove import ProofReport
 from wacoll.plans.encoded import EncodedPrograms, program_digest, program_digests
 from wacoll.plans.families import build
 from wacoll.plans.prooflock import await_proof
@@ -455,7 +455,7 @@ def _report_fields(report) -> dict:
 
 
 def report_digest(report) -> str:
-    """The digest of a :class:`~wacoll.plans.check.CheckReport`."""
+    """The digest of a :class:`~wacoll.plans.prove.ProofReport`."""
     return hashlib.sha256(_canonical(_report_fields(report))).hexdigest()
 
 
@@ -471,16 +471,16 @@ class Proof:
 
     key: str
     plan_digest: str
-    report: CheckReport
+    report: ProofReport
     cached: bool
     plan: object = None
     rank_digests: tuple = ()
 
 
-def _report(fields) -> CheckReport:
-    names = [f.name for f in dataclasses.fields(CheckReport)]
+def _report(fields) -> ProofReport:
+    names = [f.name for f in dataclasses.fields(ProofReport)]
     if not isinstance(fields, dict) or sorted(fields) != sorted(names):
-        raise ValueError("the report's fields are not a CheckReport's")
+        raise ValueError("the report's fields are not a ProofReport's")
     types = {"op": str, "messages": int, "bytes": int, "wide_area_messages": int,
              "wide_area_bytes": int, "max_wide_area_hops": int, "single_latency": bool,
              "no_repeated_data": bool, "repeated": list, "steps": int, "max_sends": int,
@@ -495,7 +495,7 @@ def _report(fields) -> CheckReport:
     if not all(isinstance(r, list) and all(isinstance(x, int) and not isinstance(x, bool)
                                            for x in r) for r in repeated):
         raise ValueError("report field 'repeated' is not a list of integer tuples")
-    return CheckReport(**{**fields, "repeated": tuple(tuple(r) for r in repeated)})
+    return ProofReport(**{**fields, "repeated": tuple(tuple(r) for r in repeated)})
 
 
 def _is_digest(value) -> bool:
@@ -653,7 +653,7 @@ def store(selection, topology, plan, *, directory=None) -> Proof:
 
 
 def _store(cache, selection, topology, plan) -> Proof:
-    report = plan.check()
+    report = plan.prove()
     key = plan_key(selection, topology)
     digest, ranks = _digests(plan)
     proof = Proof(key, digest, report, cached=False, plan=plan, rank_digests=ranks)
@@ -763,14 +763,14 @@ def build_proved(selection, topology, *, directory=None):
     >>> from wacoll.plans import Call, select
     >>> topo = Topology.single(3)
     >>> sel = select(Call("bcast", count=2, root=0), topo, family="mpich")
-    >>> build_proved(sel, topo, directory=tempfile.mkdtemp()).check().messages
+    >>> build_proved(sel, topo, directory=tempfile.mkdtemp()).prove().messages
     2
     """
     plan = _whole(selection, topology)
     cache = _open_cache(directory, create=True)
     found = None if cache is None else _lookup(cache, selection, topology)
     if found is not None and found.plan_digest == plan_digest(plan):
-        plan._cache["report"] = found.report
+        plan.adopt_proof(found.report)
         return plan
     if found is not None:
         warnings.warn(f"the proof cached for this {selection.op} plan is of another "

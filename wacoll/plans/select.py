@@ -66,7 +66,7 @@ Selection(op='bcast', family='magpie', options=(('count', 8192), ('itemsize', 8)
 >>> select(Call("bcast", count=1 << 20, itemsize=8), one, comm_family="mpich").family
 'mpich'
 >>> plan = select(Call("reduce", count=4, itemsize=8, level="associative"), grid).build(grid)
->>> plan.family, plan.check().wide_area_messages
+>>> plan.family, plan.prove().wide_area_messages
 ('magpie', 3)
 
 A strict 1 KiB float64 SUM takes the accumulators (on a grid, MagPIe's coordinator
@@ -77,7 +77,7 @@ plan); a 1 MiB one keeps the canonical order:
 >>> chosen = select(small, grid)
 >>> chosen.family, chosen.arithmetic
 ('magpie', 'reproducible')
->>> report = chosen.build(grid).check()
+>>> report = chosen.build(grid).prove()
 >>> report.level, report.arithmetic, report.max_wide_area_hops
 ('strict', 'reproducible', 1)
 >>> big = dataclasses.replace(small, count=1 << 17)
@@ -338,17 +338,17 @@ class Selection:
         return self.family == NATIVE
 
     def build(self, topology):
-        """Build this plan on ``topology`` and prove it (:meth:`Plan.check`)."""
+        """Build this plan on ``topology`` and prove it (:meth:`Plan.prove`)."""
         if self.native:
             raise PlanError("the native family has no plan: the MPI library runs the "
                             "call")
         if self.family == HAN:
             composite = compose(self.op, topology, **dict(self.options))
-            composite.check()
+            composite.prove()
             return composite
         plan = self.with_arithmetic(build(self.op, topology, self.family,
                                           **dict(self.options)))
-        plan.check()
+        plan.prove()
         return plan
 
     def with_arithmetic(self, plan):
@@ -696,7 +696,7 @@ def adapt_script(plan, call: Call):
     adapted = dataclasses.replace(plan, counts=counts,
                                   level=call.level if plan.level else None,
                                   itemsize=call.itemsize)
-    adapted.check()
+    adapted.prove()
     return adapted
 
 

@@ -124,7 +124,7 @@ def build(op: str, topology, family: str = "magpie", **kwargs):
     --------
     >>> from wacoll import Topology
     >>> plan = build("bcast", Topology.from_sizes([4, 4]), "magpie", root=5, count=1024)
-    >>> plan.algorithm, plan.check().wide_area_messages
+    >>> plan.algorithm, plan.prove().wide_area_messages
     ('coordinator', 1)
     >>> build("bcast", Topology.single(2), "tree", fanout=3)
     Traceback (most recent call last):

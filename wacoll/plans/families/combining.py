@@ -29,8 +29,8 @@ Examples
 >>> from wacoll import Topology
 >>> from wacoll.plans import build
 >>> topo = Topology.from_sizes([4, 4, 4])
->>> combined = build("alltoall", topo, "combining").check()
->>> flat = build("alltoall", topo, "mpich").check()
+>>> combined = build("alltoall", topo, "combining").prove()
+>>> flat = build("alltoall", topo, "mpich").prove()
 >>> combined.wide_area_messages, flat.wide_area_messages
 (6, 96)
 >>> combined.wide_area_bytes == flat.wide_area_bytes, combined.optimality
@@ -191,7 +191,7 @@ def alltoall(topology, *, count=1, itemsize=1):
     send 1 [1,7] from tmp
     >>> [str(step) for step in plan.programs[1]]
     ['copy [4] in -> out', 'send 0 [3,5] from in', 'recv 0 [1,7]']
-    >>> plan.check().wide_area_messages
+    >>> plan.prove().wide_area_messages
     2
     """
     return _build("alltoall", topology, count, None, itemsize)
@@ -204,7 +204,7 @@ def alltoallv(topology, *, counts=None, count=1, itemsize=1):
     --------
     >>> from wacoll import Topology
     >>> counts = [[1, 0, 2], [3, 0, 0], [0, 0, 5]]
-    >>> report = alltoallv(Topology.from_sizes([2, 1]), counts=counts).check()
+    >>> report = alltoallv(Topology.from_sizes([2, 1]), counts=counts).prove()
     >>> report.wide_area_messages, report.wide_area_bytes
     (2, 2)
     """

@@ -68,7 +68,7 @@ Examples
 >>> from wacoll.plans.families import gridmpi
 >>> topo = Topology.from_sizes([4, 4])
 >>> plan = gridmpi.bcast(topo, count=1 << 20, n=2)
->>> report = plan.check()
+>>> report = plan.prove()
 >>> report.wide_area_messages, report.wide_area_bytes
 (4, 1048576)
 >>> gridmpi.wide_area_senders(plan)
@@ -283,7 +283,7 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
     --------
     >>> from wacoll import Topology
     >>> topo = Topology.from_sizes([4, 4])
-    >>> allreduce(topo, count=8, level="associative", n=1).check().wide_area_messages
+    >>> allreduce(topo, count=8, level="associative", n=1).prove().wide_area_messages
     8
     >>> allreduce(topo, count=8)  # doctest: +ELLIPSIS
     Traceback (most recent call last):

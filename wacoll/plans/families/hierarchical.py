@@ -10,7 +10,7 @@ doubling between 16 coordinators and a k-nomial tree inside each cluster, so tha
 the wide-area algorithms of the papers and the flat ones of today's libraries
 meet. Unlike :mod:`wacoll.plans.composite` (the MPI library's own collective inside
 clusters, which wacoll cannot see), every level here is a wacoll plan, and the
-composite is **one plan**, proved as a whole by :func:`wacoll.plans.check.check_plan`.
+composite is **one plan**, proved as a whole by :func:`wacoll.plans.prove.prove_plan`.
 
 ==========  ===============================================================
 operation   phases (``inner``: in every cluster, ``outer``: coordinators)
@@ -76,10 +76,10 @@ Examples
 ...                  inner_algorithm="binomial", outer_algorithm="recursive_doubling")
 >>> plan.algorithm
 'inner:modern/binomial+outer:modern/recursive_doubling+inner:modern/binomial'
->>> report = plan.check()
+>>> report = plan.prove()
 >>> report.level, report.wide_area_messages, report.max_wide_area_hops
 ('associative', 8, 2)
->>> bcast(Topology.from_sizes([3, 3]), root=4).check().wide_area_messages
+>>> bcast(Topology.from_sizes([3, 3]), root=4).prove().wide_area_messages
 1
 """
 
@@ -530,7 +530,7 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1, inner="m
     >>> from wacoll import Topology
     >>> topo = Topology.from_sizes([2, 2, 2, 2])
     >>> plan = allreduce(topo, level="strict", inner="mpich")
-    >>> plan.algorithm, plan.check().level
+    >>> plan.algorithm, plan.prove().level
     ('inner:mpich/binomial+outer:modern/recursive_doubling+inner:mpich/binomial', 'strict')
     >>> allreduce(Topology.from_sizes([3, 3]), level="strict")
     Traceback (most recent call last):
@@ -561,7 +561,7 @@ def allgather(topology, *, count=1, itemsize=1, inner="magpie", inner_algorithm=
     >>> plan = allgather(Topology.from_sizes([2, 2]))
     >>> [str(s) for s in plan.programs[0]]
     ['copy [0] in -> out', 'recv 1 [1]', 'send 2 [0,1]', 'recv 2 [2,3]', 'send 1 [0,2,3]']
-    >>> plan.check().wide_area_messages
+    >>> plan.prove().wide_area_messages
     2
     """
     inner, outer = _levels("allgather", inner, inner_algorithm, inner_options, outer,
@@ -608,7 +608,7 @@ def barrier(topology, *, itemsize=1, inner="magpie", inner_algorithm=None,
     Examples
     --------
     >>> from wacoll import Topology
-    >>> report = barrier(Topology.from_sizes([3, 3, 3])).check()
+    >>> report = barrier(Topology.from_sizes([3, 3, 3])).prove()
     >>> report.wide_area_messages, report.max_wide_area_hops
     (6, 1)
     """

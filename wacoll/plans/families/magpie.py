@@ -46,7 +46,7 @@ Examples
 >>> plan = bcast(Topology.from_sizes([3, 3]), root=1)
 >>> [str(s) for s in plan.programs[1]], [str(s) for s in plan.programs[3]]
 (['send 3 [0]', 'send 0 [0]', 'send 2 [0]'], ['recv 1 [0]', 'send 4 [0]', 'send 5 [0]'])
->>> allgather(Topology.from_sizes([5] * 8)).check().wide_area_messages
+>>> allgather(Topology.from_sizes([5] * 8)).prove().wide_area_messages
 56
 """
 
@@ -122,7 +122,7 @@ def barrier(topology, *, itemsize=1, intra="binary"):
     Examples
     --------
     >>> from wacoll import Topology
-    >>> report = barrier(Topology.from_sizes([5] * 8)).check()
+    >>> report = barrier(Topology.from_sizes([5] * 8)).prove()
     >>> report.wide_area_messages, report.max_wide_area_hops, report.optimality
     (56, 1, 'yes')
     """
@@ -155,7 +155,7 @@ def bcast(topology, *, root=0, count=1, segments=1, itemsize=1, intra="binary"):
     Examples
     --------
     >>> from wacoll import Topology
-    >>> report = bcast(Topology.from_sizes([5] * 8), root=7).check()
+    >>> report = bcast(Topology.from_sizes([5] * 8), root=7).prove()
     >>> report.wide_area_messages, report.optimality
     (7, 'yes')
     """
@@ -191,7 +191,7 @@ def scatter(topology, *, root=0, count=1, itemsize=1, intra="binary"):
     Examples
     --------
     >>> from wacoll import Topology
-    >>> scatter(Topology.from_sizes([2, 2]), root=1).check().wide_area_messages
+    >>> scatter(Topology.from_sizes([2, 2]), root=1).prove().wide_area_messages
     2
     """
     return _flat("scatter", topology, flat_scatter, intra, root=root, count=count,
@@ -204,7 +204,7 @@ def scatterv(topology, *, root=0, counts=None, count=1, itemsize=1, intra="binar
     Examples
     --------
     >>> from wacoll import Topology
-    >>> scatterv(Topology.from_sizes([2, 2]), counts=[1, 0, 2, 3]).check().wide_area_bytes
+    >>> scatterv(Topology.from_sizes([2, 2]), counts=[1, 0, 2, 3]).prove().wide_area_bytes
     5
     """
     return _flat("scatterv", topology, flat_scatter, intra, root=root, count=count,
@@ -219,7 +219,7 @@ def gather(topology, *, root=0, count=1, itemsize=1, intra="binary"):
     Examples
     --------
     >>> from wacoll import Topology
-    >>> gather(Topology.from_sizes([2, 2])).check().optimality
+    >>> gather(Topology.from_sizes([2, 2])).prove().optimality
     'yes'
     """
     return _flat("gather", topology, flat_gather, intra, root=root, count=count,
@@ -232,7 +232,7 @@ def gatherv(topology, *, root=0, counts=None, count=1, itemsize=1, intra="binary
     Examples
     --------
     >>> from wacoll import Topology
-    >>> gatherv(Topology.from_sizes([2, 2]), counts=[1, 0, 2, 3]).check().bytes
+    >>> gatherv(Topology.from_sizes([2, 2]), counts=[1, 0, 2, 3]).prove().bytes
     5
     """
     return _flat("gatherv", topology, flat_gather, intra, root=root, count=count,
@@ -249,7 +249,7 @@ def alltoall(topology, *, count=1, itemsize=1, intra="binary"):
     Examples
     --------
     >>> from wacoll import Topology
-    >>> report = alltoall(Topology.from_sizes([2, 2])).check()
+    >>> report = alltoall(Topology.from_sizes([2, 2])).prove()
     >>> report.messages, report.wide_area_messages, report.optimality
     (12, 8, 'yes')
     """
@@ -263,7 +263,7 @@ def alltoallv(topology, *, counts=None, count=1, itemsize=1, intra="binary"):
     Examples
     --------
     >>> from wacoll import Topology
-    >>> alltoallv(Topology.single(2), counts=[[1, 2], [3, 4]]).check().bytes
+    >>> alltoallv(Topology.single(2), counts=[[1, 2], [3, 4]]).prove().bytes
     5
     """
     return _flat("alltoallv", topology, flat_alltoall, intra, count=count, counts=counts,
@@ -327,7 +327,7 @@ def allgatherv(topology, *, counts=None, count=1, itemsize=1, intra="binary"):
     Examples
     --------
     >>> from wacoll import Topology
-    >>> allgatherv(Topology.from_sizes([1, 2]), counts=[3, 0, 1]).check().wide_area_bytes
+    >>> allgatherv(Topology.from_sizes([1, 2]), counts=[3, 0, 1]).prove().wide_area_bytes
     4
     """
     return _allgather("allgatherv", topology, count, counts, itemsize, intra)

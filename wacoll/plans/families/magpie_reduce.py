@@ -386,7 +386,7 @@ def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1,
     --------
     >>> from wacoll import Topology
     >>> topo = Topology.from_sizes([5] * 8)
-    >>> [reduce(topo, root=7, level=lv, count=n).check().optimality
+    >>> [reduce(topo, root=7, level=lv, count=n).prove().optimality
     ...  for lv, n in (("associative", 1), ("strict", 1), ("strict", 4096))]
     ['yes', 'near', 'no']
     """
@@ -519,7 +519,7 @@ def reduce_scatter(topology, *, counts=None, count=1, level=None, itemsize=1,
     >>> from wacoll import Topology
     >>> plan = reduce_scatter(Topology.from_sizes([2, 2]), counts=[1, 2, 3, 4],
     ...                       level="associative")
-    >>> report = plan.check()
+    >>> report = plan.prove()
     >>> report.wide_area_messages, report.wide_area_bytes, report.optimality
     (2, 10, 'yes')
     """
@@ -581,7 +581,7 @@ def scan(topology, *, count=1, segments=1, level=None, itemsize=1, intra="binary
     Examples
     --------
     >>> from wacoll import Topology
-    >>> report = scan(Topology.from_sizes([3, 3, 3]), level="associative").check()
+    >>> report = scan(Topology.from_sizes([3, 3, 3]), level="associative").prove()
     >>> report.wide_area_messages, report.optimality
     (3, 'yes')
     >>> scan(Topology.from_clusters([[0, 2], [1, 3]]), level="commutative").algorithm

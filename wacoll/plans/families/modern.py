@@ -85,13 +85,13 @@ Examples
 >>> from wacoll.plans import build
 >>> plan = build("allreduce", Topology.single(6), "modern", count=1 << 16, itemsize=8,
 ...              level="commutative")
->>> plan.algorithm, plan.check().messages
+>>> plan.algorithm, plan.prove().messages
 ('rabenseifner', 20)
->>> report = build("allgather", Topology.single(5), "modern", algorithm="bruck").check()
+>>> report = build("allgather", Topology.single(5), "modern", algorithm="bruck").prove()
 >>> report.messages  # 5 ranks, ceil(log2 5) = 3 rounds each
 15
 >>> build("allreduce", Topology.single(5), "modern", algorithm="ring",
-...       level="commutative").check().max_sends  # 2 (P - 1)
+...       level="commutative").prove().max_sends  # 2 (P - 1)
 8
 """
 
@@ -241,7 +241,7 @@ def barrier(topology, *, itemsize=1, algorithm="auto"):
     >>> plan = barrier(Topology.single(5))
     >>> [str(s) for s in plan.programs[0]]
     ['send 1 []', 'recv 4 []', 'send 2 []', 'recv 3 []', 'send 4 []', 'recv 1 []']
-    >>> plan.check().messages
+    >>> plan.prove().messages
     15
     """
     b = PlanBuilder("barrier", topology, itemsize=itemsize)
@@ -306,7 +306,7 @@ def allgather(topology, *, count=1, itemsize=1, algorithm="auto"):
     >>> from wacoll import Topology
     >>> [str(s) for s in allgather(Topology.single(3), algorithm="bruck").programs[0]]
     ['copy [0] in -> out', 'send 2 [0]', 'recv 1 [1]', 'send 1 [0]', 'recv 2 [2]']
-    >>> allgather(Topology.single(8), algorithm="recursive_doubling").check().max_sends
+    >>> allgather(Topology.single(8), algorithm="recursive_doubling").prove().max_sends
     3
     """
     b = PlanBuilder("allgather", topology, count=count, itemsize=itemsize)
@@ -333,7 +333,7 @@ def alltoall(topology, *, count=1, itemsize=1, algorithm="auto"):
     Examples
     --------
     >>> from wacoll import Topology
-    >>> alltoall(Topology.single(5), algorithm="bruck").check().messages  # 5 x 3
+    >>> alltoall(Topology.single(5), algorithm="bruck").prove().messages  # 5 x 3
     15
     >>> [str(s) for s in alltoall(Topology.single(4), algorithm="pairwise").programs[1]]
     ['copy [5] in -> out', 'send 0 [4] from in', 'recv 0 [1]', 'send 3 [7] from in', 'recv 3 [13]', 'send 2 [6] from in', 'recv 2 [9]']
@@ -365,7 +365,7 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
     Examples
     --------
     >>> from wacoll import Topology
-    >>> report = allreduce(Topology.single(8), algorithm="recursive_doubling").check()
+    >>> report = allreduce(Topology.single(8), algorithm="recursive_doubling").prove()
     >>> report.level, report.messages  # strict: 8 ranks, 3 rounds
     ('strict', 24)
     >>> allreduce(Topology.single(5), level="strict", algorithm="recursive_doubling")

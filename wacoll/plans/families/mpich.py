@@ -39,10 +39,10 @@ Examples
 --------
 >>> from wacoll import Topology
 >>> from wacoll.plans import build
->>> report = build("bcast", Topology.from_sizes([5] * 8), "mpich").check()
+>>> report = build("bcast", Topology.from_sizes([5] * 8), "mpich").prove()
 >>> report.optimality, report.max_wide_area_hops > 1
 ('no', True)
->>> build("scatter", Topology.from_sizes([5] * 8), "mpich").check().optimality
+>>> build("scatter", Topology.from_sizes([5] * 8), "mpich").prove().optimality
 'yes'
 """
 
@@ -96,7 +96,7 @@ def barrier(topology, *, itemsize=1):
     >>> plan = barrier(Topology.single(5))
     >>> [str(s) for s in plan.programs[0]]
     ['recv 4 []', 'send 1 []', 'recv 1 []', 'send 2 []', 'recv 2 []', 'send 4 []']
-    >>> plan.check().messages
+    >>> plan.prove().messages
     10
     """
     b = PlanBuilder("barrier", topology, itemsize=itemsize)
@@ -164,7 +164,7 @@ def bcast(topology, *, root=0, count=1, segments=1, itemsize=1):
     >>> plan = bcast(Topology.single(6), root=2)
     >>> [str(s) for s in plan.programs[2]]
     ['send 4 [0]', 'send 3 [0]', 'send 0 [0]']
-    >>> plan.check().messages
+    >>> plan.prove().messages
     5
     """
     b = PlanBuilder("bcast", topology, root=root, count=count, segments=segments,
@@ -202,7 +202,7 @@ def scatterv(topology, *, root=0, counts=None, count=1, itemsize=1):
     Examples
     --------
     >>> from wacoll import Topology
-    >>> scatterv(Topology.from_sizes([2, 2]), counts=[1, 0, 2, 3]).check().bytes
+    >>> scatterv(Topology.from_sizes([2, 2]), counts=[1, 0, 2, 3]).prove().bytes
     5
     """
     return _flat("scatterv", topology, flat_scatter, root=root, count=count, counts=counts,
@@ -228,7 +228,7 @@ def gatherv(topology, *, root=0, counts=None, count=1, itemsize=1):
     Examples
     --------
     >>> from wacoll import Topology
-    >>> gatherv(Topology.from_sizes([2, 2]), counts=[4, 0, 1, 1]).check().wide_area_bytes
+    >>> gatherv(Topology.from_sizes([2, 2]), counts=[4, 0, 1, 1]).prove().wide_area_bytes
     2
     """
     return _flat("gatherv", topology, flat_gather, root=root, count=count, counts=counts,
@@ -288,7 +288,7 @@ def allgather(topology, *, count=1, itemsize=1):
     >>> plan = allgather(Topology.single(3))
     >>> [str(s) for s in plan.programs[0]]
     ['copy [0] in -> out', 'send 1 [0]', 'recv 2 [2]', 'send 1 [2]', 'recv 2 [1]']
-    >>> plan.check().messages
+    >>> plan.prove().messages
     6
     """
     return _allgather("allgather", topology, count, None, itemsize)
@@ -300,7 +300,7 @@ def allgatherv(topology, *, counts=None, count=1, itemsize=1):
     Examples
     --------
     >>> from wacoll import Topology
-    >>> allgatherv(Topology.single(3), counts=[2, 0, 1]).check().bytes
+    >>> allgatherv(Topology.single(3), counts=[2, 0, 1]).prove().bytes
     6
     """
     return _allgather("allgatherv", topology, count, counts, itemsize)
@@ -345,7 +345,7 @@ def alltoallv(topology, *, counts=None, count=1, itemsize=1, order="rank"):
     Examples
     --------
     >>> from wacoll import Topology
-    >>> alltoallv(Topology.single(2), counts=[[1, 2], [3, 4]]).check().bytes
+    >>> alltoallv(Topology.single(2), counts=[[1, 2], [3, 4]]).prove().bytes
     5
     """
     return _alltoall("alltoallv", topology, count, counts, itemsize, order)
@@ -451,10 +451,10 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
     Examples
     --------
     >>> from wacoll import Topology
-    >>> allreduce(Topology.single(5), level="strict").check().messages
+    >>> allreduce(Topology.single(5), level="strict").prove().messages
     8
     >>> plan = allreduce(Topology.single(6), count=1 << 20, algorithm="halving")
-    >>> report = plan.check()
+    >>> report = plan.prove()
     >>> plan.nblocks, report.level, report.messages
     (4, 'strict', 24)
     """
@@ -496,7 +496,7 @@ def reduce_scatter(topology, *, counts=None, count=1, level=None, itemsize=1):
     >>> plan = reduce_scatter(Topology.single(4), counts=[1, 2, 0, 1])
     >>> [str(s) for s in plan.programs[0]][-3:]
     ['send 1 [1] from tmp', 'send 2 [2] from tmp', 'send 3 [3] from tmp']
-    >>> plan.check().messages
+    >>> plan.prove().messages
     6
     """
     return _reduce_scatter("reduce_scatter", topology, count, counts, level, itemsize)
@@ -508,7 +508,7 @@ def reduce_scatter_block(topology, *, count=1, level=None, itemsize=1):
     Examples
     --------
     >>> from wacoll import Topology
-    >>> report = reduce_scatter_block(Topology.from_sizes([2, 2]), count=3).check()
+    >>> report = reduce_scatter_block(Topology.from_sizes([2, 2]), count=3).prove()
     >>> report.max_wide_area_hops, report.optimality  # 3 -> 2 -> 0, then 0 -> 3
     (2, 'no')
     """

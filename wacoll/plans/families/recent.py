@@ -96,13 +96,13 @@ Examples
 >>> from wacoll.plans import build
 >>> plan = build("allreduce", Topology.single(6), "recent", algorithm="swing",
 ...              count=60, level="commutative")
->>> report = plan.check()
+>>> report = plan.prove()
 >>> report.messages, report.bytes  # 3 steps each way; each rank gets 5 + 5 chunks
 (36, 600)
 >>> build("allreduce", Topology.single(6), "recent", algorithm="double_binary_tree",
-...       level="associative", count=4, segments=4).check().level
+...       level="associative", count=4, segments=4).prove().level
 'associative'
->>> build("allgather", Topology.single(5), "recent", algorithm="pat").check().max_sends
+>>> build("allgather", Topology.single(5), "recent", algorithm="pat").prove().max_sends
 3
 """
 
@@ -220,7 +220,7 @@ def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1,
     Examples
     --------
     >>> from wacoll import Topology
-    >>> reduce(Topology.single(6), root=5, level="commutative").check().messages
+    >>> reduce(Topology.single(6), root=5, level="commutative").prove().messages
     5
     """
     level = "strict" if level is None else level
@@ -306,7 +306,7 @@ def allgather(topology, *, count=1, itemsize=1, algorithm="auto", aggregation=No
     >>> from wacoll import Topology
     >>> [str(s) for s in allgather(Topology.single(4), algorithm="pat").programs[0]]
     ['copy [0] in -> out', 'send 2 [0]', 'recv 2 [2]', 'send 1 [0,2]', 'recv 3 [3,1]']
-    >>> allgather(Topology.single(16), algorithm="pat", aggregation=2).check().messages
+    >>> allgather(Topology.single(16), algorithm="pat", aggregation=2).prove().messages
     128
     """
     b = PlanBuilder("allgather", topology, count=count, itemsize=itemsize)
@@ -379,7 +379,7 @@ def reduce_scatter(topology, *, counts=None, count=1, level=None, itemsize=1,
     >>> from wacoll import Topology
     >>> plan = reduce_scatter(Topology.single(4), counts=[2, 0, 1, 3], level="commutative",
     ...                       algorithm="swing")
-    >>> plan.check().messages  # 2 steps of 4 exchanges
+    >>> plan.prove().messages  # 2 steps of 4 exchanges
     8
     """
     return _reduce_scatter("reduce_scatter", topology, count, counts, level, itemsize,
@@ -394,7 +394,7 @@ def reduce_scatter_block(topology, *, count=1, level=None, itemsize=1, algorithm
     --------
     >>> from wacoll import Topology
     >>> report = reduce_scatter_block(Topology.single(7), count=2, level="commutative",
-    ...                               algorithm="pat").check()
+    ...                               algorithm="pat").prove()
     >>> report.messages, report.bytes  # 3 steps; each rank sends 6 blocks
     (21, 84)
     """

@@ -44,7 +44,7 @@ def bcast(topology, *, tree=None, root=0, count=1, segments=1, itemsize=1, group
     Examples
     --------
     >>> from wacoll import Topology
-    >>> bcast(Topology.single(4), tree="chain", count=8, segments=2).check().messages
+    >>> bcast(Topology.single(4), tree="chain", count=8, segments=2).prove().messages
     6
     """
     b = PlanBuilder("bcast", topology, root=root, count=count, segments=segments,
@@ -61,7 +61,7 @@ def reduce(topology, *, tree=None, root=0, count=1, segments=1, level=None, item
     Examples
     --------
     >>> from wacoll import Topology
-    >>> reduce(Topology.single(5), tree="binomial").check().max_sends
+    >>> reduce(Topology.single(5), tree="binomial").prove().max_sends
     1
     """
     b = PlanBuilder("reduce", topology, root=root, count=count, segments=segments,
@@ -82,7 +82,7 @@ def allreduce(topology, *, tree=None, bcast_tree=None, root=0, count=1, segments
     Examples
     --------
     >>> from wacoll import Topology
-    >>> allreduce(Topology.single(8), tree="lam", level="associative").check().messages
+    >>> allreduce(Topology.single(8), tree="lam", level="associative").prove().messages
     14
     """
     b = PlanBuilder("allreduce", topology, count=count, segments=segments, level=level,

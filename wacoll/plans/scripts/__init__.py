@@ -9,7 +9,7 @@ or one per rank) and as JSON, and reads them back.
 
 A script is data, never code: the reader is a small hand-written tokenizer and parser
 that knows only the grammar below and evaluates nothing. Every reader that returns a
-:class:`~wacoll.plans.plan.Plan` proves it with :meth:`~wacoll.plans.plan.Plan.check`
+:class:`~wacoll.plans.plan.Plan` proves it with :meth:`~wacoll.plans.plan.Plan.prove`
 first, so a loaded plan is a proved plan; a plan that fails its check raises
 :class:`~wacoll.errors.PlanError`. Malformed text raises
 :class:`~wacoll.errors.ScriptError` with the line and column (both from 1; a column
@@ -145,7 +145,7 @@ The broadcast of DESIGN.md, written by hand:
 ...   (rank 1 (send 3) (send 0) (send 2))   ; the one wide-area message first
 ...   (rank 3 (recv 1) (send 4) (send 5))
 ...   (rank 0 (recv 1)) (rank 2 (recv 1)) (rank 4 (recv 3)) (rank 5 (recv 3)))''')
->>> bcast.check().wide_area_messages
+>>> bcast.prove().wide_area_messages
 1
 """
 

@@ -95,7 +95,7 @@ def make_plan(header, programs):
     """Freeze the parts into a Plan and prove it.
 
     ``header`` maps the names of :data:`HEADER_FIELDS` to checked values; a plan
-    that fails :meth:`~wacoll.plans.plan.Plan.check` raises PlanError.
+    that fails :meth:`~wacoll.plans.plan.Plan.prove` raises PlanError.
     """
     plan = Plan(op=header["op"], size=header["size"], root=header["root"],
                 counts=tuple(header["counts"]), programs=tuple(map(tuple, programs)),
@@ -103,5 +103,5 @@ def make_plan(header, programs):
                 itemsize=header["itemsize"], family=header["family"],
                 algorithm=header["algorithm"], params=tuple(header["params"]),
                 arithmetic=header.get("arithmetic", "plain"))
-    plan.check()
+    plan.prove()
     return plan

@@ -59,9 +59,11 @@ def _structure(plan, messages):
     are ``(_GROUP, None, 0.0)`` and are skipped. The last field is the step's local
     cost, filled in by :func:`_programs` when the model has one.
     """
-    cached = plan._cache.get(_CACHE_KEY)
-    if cached is not None:
-        return cached
+    return plan.derived(_CACHE_KEY, lambda p: _flatten(p, messages))
+
+
+def _flatten(plan, messages):
+    """:func:`_structure`, computed."""
     programs = plan.programs
     mids = [[-1] * len(prog) for prog in programs]
     for k, m in enumerate(messages):
@@ -83,11 +85,9 @@ def _structure(plan, messages):
     m = max(cl, default=0) + 1
     pair = [cl[s] * m + cl[d] if w else None for s, d, w in zip(src, dst, wide)]
     flow = [j if b > 0 else None for j, b in zip(pair, nbytes)]
-    cached = _Structure(rows, bases, limits, mids, src, dst, nbytes, wide,
-                        [bases[x.src] + x.send_step for x in messages], flow, m,
-                        [float(b) for b in nbytes], set(pair) - {None})
-    plan._cache[_CACHE_KEY] = cached
-    return cached
+    return _Structure(rows, bases, limits, mids, src, dst, nbytes, wide,
+                      [bases[x.src] + x.send_step for x in messages], flow, m,
+                      [float(b) for b in nbytes], set(pair) - {None})
 
 
 def _mark_groups(prog, rows, g):

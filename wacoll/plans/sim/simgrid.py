@@ -251,7 +251,7 @@ def simulate_simgrid(plan, model: LinkModel | None = None, *,
     Parameters
     ----------
     plan : Plan
-        Checked first (:meth:`~wacoll.plans.Plan.check`).
+        Checked first (:meth:`~wacoll.plans.Plan.prove`).
     model : LinkModel, optional
         Its topology, ``overhead``, ``recv_overhead``, ``compute_rate`` and
         ``buffered`` are used; ``ordered``, ``window`` and ``wan_capacity`` are not
@@ -296,7 +296,7 @@ def simulate_simgrid(plan, model: LinkModel | None = None, *,
     elif not isinstance(model, LinkModel):
         raise PlanError(f"simulate_simgrid needs a LinkModel, got {type(model).__name__}")
     model._check(plan)
-    plan.check()
+    plan.prove()
     programs, nmsg = _programs(plan, model)
     request = {"platform": platform_description(model.topology, model),
                "programs": programs, "overhead": model.overhead,

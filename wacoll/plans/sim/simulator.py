@@ -74,7 +74,7 @@ def simulate(plan, model=None) -> SimResult:
     Parameters
     ----------
     plan : Plan
-        Checked first (:meth:`~wacoll.plans.Plan.check`, cached); a plan that fails
+        Checked first (:meth:`~wacoll.plans.Plan.prove`, cached); a plan that fails
         its check raises :class:`~wacoll.errors.PlanError` and is not simulated.
     model : TsTrModel, TiniModel or LinkModel, optional
         Default: ``LinkModel`` over a topology with the plan's clusters and the
@@ -109,7 +109,7 @@ def simulate(plan, model=None) -> SimResult:
     elif not isinstance(model, _Model):
         raise PlanError(f"simulate needs a TsTrModel, TiniModel or LinkModel, "
                         f"got {type(model).__name__}")
-    plan.check()
+    plan.prove()
     messages = plan.messages()
     # The simulation allocates many small acyclic objects; collecting cycles in the
     # middle of it only costs time. They are all gone before collecting resumes.

@@ -17,7 +17,7 @@ import pytest
 
 from wacoll import PlanError, Topology
 from wacoll.plans import FAMILIES, build, builders, options
-from wacoll.plans.check import check_plan
+from wacoll.plans.prove import prove_plan
 from wacoll.plans.plan import Step
 from wacoll.plans.prover import encode as encoding
 from wacoll.plans.prover import flow, pairing, pieces, values
@@ -44,7 +44,7 @@ def outcome(check, plan):
 def same(plan):
     """Assert both checkers agree on ``plan`` (a crash of the earlier one on blocks
     beyond the layout must be a refusal of the new one)."""
-    new, old = outcome(check_plan, plan), outcome(reference.check_plan, plan)
+    new, old = outcome(prove_plan, plan), outcome(reference.prove_plan, plan)
     if old == ("crash",):
         assert new[0] == "error", new
     else:
@@ -228,7 +228,7 @@ def same_arrays(a, b):
 
 
 def pieces_and_flow(plan):
-    """The steps cut into pieces and their dataflow, as check_plan makes them."""
+    """The steps cut into pieces and their dataflow, as prove_plan makes them."""
     layout = Layout(plan.op, plan.size, plan.root, plan.nblocks)
     cut = pieces.split(encoding.encode(plan), layout)
     return cut, flow.analyse(plan, cut, layout=layout)
@@ -256,7 +256,7 @@ def test_compiled_and_numpy_pieces_and_dataflows_agree(plan, monkeypatch):
     plain = pieces_and_flow(plan)
     for a, b in zip(compiled, plain):
         same_arrays(a, b)
-    assert plan.check() == dataclasses.replace(plan, programs=tuple(plan.programs)).check()
+    assert plan.prove() == dataclasses.replace(plan, programs=tuple(plan.programs)).prove()
 
 
 @needs_kernels
@@ -272,10 +272,10 @@ def test_compiled_and_numpy_checkers_agree_on_varied_plans(monkeypatch, packed):
             compiled.append(pieces_and_flow(plan))
         except ValueError:  # (a layout the checker refuses before it cuts)
             compiled.append(None)
-    reports = [outcome(check_plan, plan) for plan in cases]
+    reports = [outcome(prove_plan, plan) for plan in cases]
     without_kernels(monkeypatch)
     for plan, arrays, report in zip(cases, compiled, reports):
-        assert outcome(check_plan, plan) == report
+        assert outcome(prove_plan, plan) == report
         if arrays is not None:
             for a, b in zip(arrays, pieces_and_flow(plan)):
                 same_arrays(a, b)
@@ -325,7 +325,7 @@ def _exchange(plan, a, b):
 
 
 def test_allgather_at_1024_ranks_is_proved(allgather_1024):
-    report = allgather_1024.check()
+    report = allgather_1024.prove()
     assert (report.wide_area_messages, report.optimality) == (56, "yes")
 
 
@@ -339,7 +339,7 @@ def test_a_block_dropped_from_one_message_is_refused_at_1024_ranks(allgather_102
         (128, recv): [dataclasses.replace(plan.programs[128][recv], blocks=kept)]})
     with pytest.raises(PlanError, match=r"reads block 127 of 'out', which rank 128 does "
                                         r"not hold") as e:
-        broken.check()
+        broken.prove()
     assert e.value.rank == 128
     # the same edit on a small plan: the same error from both checkers
     small = build("allgather", Topology.from_sizes([4] * 3), "magpie")
@@ -362,7 +362,7 @@ def test_a_block_sent_twice_in_one_message_is_refused_at_1024_ranks(allgather_10
     with pytest.raises(PlanError, match=r"rank 256 step \d+ \(recv 0 .*\): receives "
                                         r"block 5 into 'out', but rank 256 already holds "
                                         r"that data in 'out' \(a block sent twice\)"):
-        broken.check()
+        broken.prove()
 
 
 def test_a_message_of_an_alltoall_at_1024_ranks_dropped_or_doubled_is_refused():
@@ -375,19 +375,19 @@ def test_a_message_of_an_alltoall_at_1024_ranks_dropped_or_doubled_is_refused():
     dropped = replace(plan, {(5, send): [], (6, recv): []})
     with pytest.raises(PlanError, match=f"rank 6 ends without block {5 * size + 6} in "
                                         f"'out'"):
-        dropped.check()
+        dropped.prove()
     twice = replace(plan, {(5, send): [plan.programs[5][send]] * 2,
                            (6, recv): [plan.programs[6][recv]] * 2})
     with pytest.raises(PlanError, match=f"rank 6 step {recv + 1} .*receives block "
                                         f"{5 * size + 6} into 'out', but rank 6 already "
                                         f"holds"):
-        twice.check()
+        twice.prove()
     elsewhere = replace(plan, {
         (5, send): [dataclasses.replace(plan.programs[5][send], blocks=(5 * size + 7,))],
         (6, recv): [dataclasses.replace(plan.programs[6][recv], blocks=(5 * size + 7,))]})
     with pytest.raises(PlanError, match=f"writes block {5 * size + 7} to 'out', which "
                                         f"has no place for it on rank 6"):
-        elsewhere.check()
+        elsewhere.prove()
 
 
 def test_a_partial_combined_twice_is_refused_at_1024_ranks():
@@ -403,13 +403,13 @@ def test_a_partial_combined_twice_is_refused_at_1024_ranks():
                             (step.peer, j): [plan.programs[step.peer][j]] * 2})
     with pytest.raises(PlanError, match=f"rank {r} step {i + 1} .*combines the "
                                         f"contribution of rank {step.peer}") as e:
-        broken.check()
+        broken.prove()
     assert (e.value.rank, e.value.step) == (r, i + 1)
 
 
 def test_a_wrong_side_is_refused_at_level_strict_at_1024_ranks():
     plan = build("allreduce", Topology.from_sizes([128] * 8), "mpich", level="strict")
-    plan.check()
+    plan.prove()
     r, i = next((r, i) for r in range(plan.size) for i, s in enumerate(plan.programs[r])
                 if s.kind == "recv_combine")
     step = plan.programs[r][i]
@@ -417,10 +417,10 @@ def test_a_wrong_side_is_refused_at_level_strict_at_1024_ranks():
         step, side="left" if step.side == "right" else "right")]})
     with pytest.raises(PlanError, match=f"rank {r} step {i} .*not part of the canonical "
                                         f"expression"):
-        flipped.check()
+        flipped.prove()
     associative = dataclasses.replace(flipped, level="associative")
     with pytest.raises(PlanError, match=f"rank {r} step {i} .*breaking rank order"):
-        associative.check()
+        associative.prove()
 
 
 # ------------------------------------------------------- the recent family at 4096
@@ -444,7 +444,7 @@ def test_every_recent_algorithm_is_proved_at_4096_ranks(op, name):
         kw["counts"] = [1 + r % 2 for r in range(size)]
     else:
         kw["count"] = size
-    report = build(op, Topology.single(size), "recent", **kw).check()
+    report = build(op, Topology.single(size), "recent", **kw).prove()
     assert report.messages >= size - 1
 
 
@@ -483,7 +483,7 @@ def exact_outcome(plan, monkeypatch):
     from wacoll.plans import check
     with monkeypatch.context() as patch:
         patch.setattr(check, "_values", SimpleNamespace(_compiled=None))
-        return outcome(check_plan, plan)
+        return outcome(prove_plan, plan)
 
 
 @pytest.fixture(scope="module")
@@ -504,9 +504,9 @@ def test_a_swing_allreduce_at_256_ranks_combining_twice_is_refused(swing_256,
                             (step.peer, j): [plan.programs[step.peer][j]] * 2})
     with pytest.raises(PlanError, match=f"rank {r} step {i + 1} .*combines the "
                                         f"contribution of rank") as e:
-        broken.check()
+        broken.prove()
     assert (e.value.rank, e.value.step) == (r, i + 1)
-    assert outcome(check_plan, broken) == exact_outcome(broken, monkeypatch)
+    assert outcome(prove_plan, broken) == exact_outcome(broken, monkeypatch)
 
 
 def test_a_block_dropped_from_a_swing_allgather_message_is_refused(swing_256,
@@ -523,13 +523,13 @@ def test_a_block_dropped_from_a_swing_allgather_message_is_refused(swing_256,
                                              blocks=kept)]})
     with pytest.raises(PlanError, match=f"rank {r} ends without block "
                                         f"{step.blocks[-1]}"):
-        broken.check()
+        broken.prove()
     # a block received twice: the copy it already holds is found block by block
     twice = replace(plan, {
         (r, i): [step, step],
         (step.peer, j): [plan.programs[step.peer][j]] * 2})
     with pytest.raises(PlanError, match=f"rank {r} step {i + 1} .*already holds"):
-        twice.check()
+        twice.prove()
     for broken_plan in (broken, twice):
-        assert outcome(check_plan, broken_plan) == exact_outcome(broken_plan,
+        assert outcome(prove_plan, broken_plan) == exact_outcome(broken_plan,
                                                                  monkeypatch)

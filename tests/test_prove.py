@@ -7,7 +7,7 @@ import pytest
 from wacoll import PlanError, Topology
 from wacoll.plans import build
 from wacoll.plans.builder import PlanBuilder
-from wacoll.plans.check import _Exprs, canonical_expression
+from wacoll.plans.prove import _Exprs, canonical_expression
 from wacoll.plans.plan import Plan, Step
 
 
@@ -23,7 +23,7 @@ def lam_reduce(level="associative"):
 
 
 def test_correct_plan_passes_and_reports_metrics():
-    report = lam_reduce().check()
+    report = lam_reduce().prove()
     assert report.messages == 31
     assert report.wide_area_messages == 0
     assert report.optimality == "yes"
@@ -33,7 +33,7 @@ def test_dropped_step_names_rank_and_step():
     plan = lam_reduce()
     broken = mutate(plan, 12, lambda steps: steps[:1] + steps[2:])  # drop recv from 13
     with pytest.raises(PlanError, match=r"rank 13 step 0 sends to 12, which never") as e:
-        broken.check()
+        broken.prove()
     assert (e.value.rank, e.value.step) == (13, 0)
 
 
@@ -44,7 +44,7 @@ def test_changed_peer_is_caught():
     # rank 13 now sends to 14, which has no receive for it; 12 waits in vain
     with pytest.raises(PlanError, match=r"rank 12 step 1 receives from 13, which never "
                                         r"sends it") as e:
-        broken.check()
+        broken.prove()
     assert (e.value.rank, e.value.step) == (12, 1)
 
 
@@ -52,11 +52,11 @@ def test_swapped_non_commutative_combines_break_rank_order():
     plan = lam_reduce()
     broken = mutate(plan, 12, lambda s: [s[0], s[2], s[1], s[3]])
     with pytest.raises(PlanError, match=r"rank 12 step 1 .* breaking rank order") as e:
-        broken.check()
+        broken.prove()
     assert (e.value.rank, e.value.step) == (12, 1)
     # the same swap is fine when the operator commutes
     commutative = lam_reduce("commutative")
-    mutate(commutative, 12, lambda s: [s[0], s[2], s[1], s[3]]).check()
+    mutate(commutative, 12, lambda s: [s[0], s[2], s[1], s[3]]).prove()
 
 
 def test_block_sent_twice_is_caught_for_reductions_and_movement():
@@ -64,12 +64,12 @@ def test_block_sent_twice_is_caught_for_reductions_and_movement():
     twice = mutate(plan, 13, lambda s: s + [s[-1]])
     twice = mutate(twice, 12, lambda s: s[:2] + [s[1]] + s[2:])
     with pytest.raises(PlanError, match=r"rank 12 step 2 .* contribution of rank 13 twice"):
-        twice.check()
+        twice.prove()
     bcast = build("bcast", Topology.single(4), "tree", tree="flat")
     again = mutate(bcast, 0, lambda s: s + [s[0]])
     again = mutate(again, 1, lambda s: s + s)
     with pytest.raises(PlanError, match=r"rank 1 step 1 .* already holds that data in .out."):
-        again.check()
+        again.prove()
 
 
 def test_deadlock_is_detected():
@@ -79,7 +79,7 @@ def test_deadlock_is_detected():
         b.recv(r, 1 - r, (1 - r,), "out")
         b.send(r, 1 - r, (r,), "out")
     with pytest.raises(PlanError, match="deadlock: rank 0 waits at step 1"):
-        b.build().check()
+        b.build().prove()
 
 
 def test_message_contents_must_match():
@@ -90,30 +90,30 @@ def test_message_contents_must_match():
     b.recv(0, 1, (1,), "out")
     b.recv(1, 0, (1,), "out")
     with pytest.raises(PlanError, match=r"rank 1 step 2 .*expects blocks \[1\] from 0"):
-        b.build().check()
+        b.build().prove()
 
 
 def test_buffers_are_respected():
     b = PlanBuilder("gather", Topology.single(2), root=0)
     b.transfer(1, 0, (1,), "in", "in")
     with pytest.raises(PlanError, match="writes to 'in'"):
-        b.build().check()
+        b.build().prove()
     b = PlanBuilder("gather", Topology.single(2), root=0)
     b.copy(0, (0,), "in", "out")
     b.copy(1, (1,), "in", "out")
     with pytest.raises(PlanError, match="rank 1 step 0 .*no place for it on rank 1"):
-        b.build().check()
+        b.build().prove()
     b = PlanBuilder("gather", Topology.single(2), root=0)
     b.transfer(1, 0, (0,), "in", "out")
     with pytest.raises(PlanError, match="reads block 0 of 'in', which rank 1 does not hold"):
-        b.build().check()
+        b.build().prove()
 
 
 def test_results_are_verified():
     b = PlanBuilder("bcast", Topology.single(3), root=0)
     b.transfer(0, 1, (0,))
     with pytest.raises(PlanError, match="rank 2 ends without block 0 in 'out'"):
-        b.build().check()
+        b.build().prove()
     b = PlanBuilder("allreduce", Topology.single(3), level="commutative")
     for r in range(3):
         b.copy(r, (0,), "in", "out")
@@ -124,27 +124,27 @@ def test_results_are_verified():
     b.copy(2, (0,), "acc", "out")
     with pytest.raises(PlanError, match="rank 0 block 0 of 'out' lacks the contributions "
                                         "of ranks 2"):
-        b.build().check()
+        b.build().prove()
 
 
 def test_strict_level_needs_the_canonical_expression():
     flat = build("reduce", Topology.single(4), "tree", tree="flat", level="strict")
     with pytest.raises(PlanError, match="not part of the canonical expression"):
-        flat.check()
-    build("reduce", Topology.single(8), "tree", tree="lam", level="strict").check()
+        flat.prove()
+    build("reduce", Topology.single(8), "tree", tree="lam", level="strict").prove()
     # LAM is linear up to 4 processes, which is not the canonical expression
     with pytest.raises(PlanError, match="canonical"):
-        build("reduce", Topology.single(4), "tree", tree="lam", level="strict").check()
+        build("reduce", Topology.single(4), "tree", tree="lam", level="strict").prove()
 
 
 def test_arrival_order_groups_need_commutative():
     plan = build("reduce", Topology.single(5), "tree", tree="flat", level="commutative",
                  arrival=True)
-    plan.check()
+    plan.prove()
     assert any(s.group for s in plan.programs[0])
     forced = dataclasses.replace(plan, level="associative")
     with pytest.raises(PlanError, match="arrival-order combining needs level 'commutative'"):
-        forced.check()
+        forced.prove()
 
 
 def test_canonical_expressions():
@@ -174,7 +174,7 @@ def test_plan_validates_its_fields():
     with pytest.raises(PlanError, match="needs a buffer name for src"):
         Step("send", (0,), peer=1, src="Bad Name")
     with pytest.raises(PlanError, match="has 4 blocks; the plan has 1"):
-        Plan("gather", 4, 0, (1,), ((),) * 4, (0,) * 4).check()
+        Plan("gather", 4, 0, (1,), ((),) * 4, (0,) * 4).prove()
 
 
 def test_message_graph_view():
@@ -190,9 +190,9 @@ def test_plans_are_comparable_and_cache_their_report():
     a = lam_reduce()
     b = lam_reduce()
     assert a == b and hash(a) == hash(b)
-    assert not a.checked
-    report = a.check()
-    assert a.checked and a.check() is report
+    assert not a.proved
+    report = a.prove()
+    assert a.proved and a.prove() is report
     assert a == b  # the cache does not take part in equality
 
 
@@ -202,5 +202,5 @@ def test_block_delivered_again_into_another_buffer_is_caught():
     again = mutate(again, 2, lambda s: s + [Step("recv", (0,), peer=0, dst="tmp")])
     with pytest.raises(PlanError, match=r"rank 2 step 1 .* already holds that data in "
                                         r"'out' \(a block sent twice\)") as e:
-        again.check()
+        again.prove()
     assert (e.value.rank, e.value.step) == (2, 1)

@@ -32,7 +32,7 @@ Examples
 >>> from wacoll import Topology
 >>> from wacoll.plans import build
 >>> report = build("allreduce", Topology.from_sizes([4, 4]), "magpie",
-...                level="associative").check()
+...                level="associative").prove()
 >>> report.wide_area_messages, report.max_wide_area_hops, report.optimality
 (2, 1, 'yes')
 """
@@ -58,11 +58,11 @@ from wacoll.plans.prover.run import Run
 from wacoll.plans.prover.values import (BlockReductions, Hops, Knowledge, Reductions,
                                         Repeats, Uneven, Unproved)
 
-__all__ = ["CheckReport", "check_plan", "canonical_expression"]
+__all__ = ["ProofReport", "prove_plan", "canonical_expression"]
 
 
 @dataclass(frozen=True)
-class CheckReport:
+class ProofReport:
     """What the checker proved and measured about a plan.
 
     Attributes
@@ -224,10 +224,10 @@ def _canonical(exprs, forms):
     return canonical, parts
 
 
-def check_plan(plan) -> CheckReport:
+def prove_plan(plan) -> ProofReport:
     """Prove ``plan`` and measure it; raise :class:`PlanError` naming the fault.
 
-    Prefer :meth:`wacoll.plans.Plan.check`, which caches the report.
+    Prefer :meth:`wacoll.plans.Plan.prove`, which caches the report.
     """
     steps = encode(plan)
     pairing = pair(plan, steps)  # pairing errors first: they name both ends
@@ -257,7 +257,7 @@ def check_plan(plan) -> CheckReport:
 
 def _prove(plan, steps, layout, pairing, kind, level, clusters, cluster_ids, *,
            by_blocks=False):
-    """The run and the report of :func:`check_plan`, on ``steps`` cut into pieces
+    """The run and the report of :func:`prove_plan`, on ``steps`` cut into pieces
     (``by_blocks``: a reduction's values kept per block by the compiled pass of
     :class:`~wacoll.plans.prover.values.BlockReductions`, which raises
     :class:`~wacoll.plans.prover.values.Unproved` where it does not prove the plan)."""
@@ -292,7 +292,7 @@ def _prove(plan, steps, layout, pairing, kind, level, clusters, cluster_ids, *,
         verify(plan, steps, flow, values, verdicts, final=final)
         hops = max_hops(plan, steps, flow, values, final=final)
     found = repeats.items if repeats is not None else []
-    return CheckReport(
+    return ProofReport(
         op=plan.op, level=plan.level, **measures(plan, steps, pairing, clusters),
         max_wide_area_hops=hops, single_latency=hops <= 1,
         no_repeated_data=not (repeats is not None and repeats.any),
