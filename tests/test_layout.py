@@ -193,3 +193,58 @@ def test_the_environment_check_finds_a_reader():
     tree = ast.parse('import os\nENV = "WACOLL_X"\nos.environ.get(ENV, "")\n'
                      'environ["WACOLL_Y"]\n')
     assert _environment_reads(tree) == ["WACOLL_X", "WACOLL_Y"]
+
+
+def _class_names(tree) -> set:
+    """The names of the classes ``tree`` defines, at any depth."""
+    return {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+
+
+def _exception_classes(tree, known=()) -> list:
+    """The classes ``tree`` defines (at any depth) that derive directly from an
+    exception class: a base named ``*Error``, ``*Exception`` or ``*Warning``
+    (``MPI.Exception`` too), one of ``known`` (the classes of :mod:`wacoll.errors`),
+    or a built-in exception (``OSError``, ``StopIteration``, ...)."""
+    import builtins
+
+    def is_exception(name):
+        builtin = getattr(builtins, name, None)
+        return name.endswith(("Error", "Exception", "Warning")) or name in known or \
+            (isinstance(builtin, type) and issubclass(builtin, BaseException))
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            names = [base.attr if isinstance(base, ast.Attribute) else base.id
+                     for base in node.bases if isinstance(base, (ast.Attribute, ast.Name))]
+            if any(map(is_exception, names)):
+                found.append(node.name)
+    return found
+
+
+def test_exception_classes_live_in_errors():
+    """Every exception and warning class of wacoll is defined in
+    :mod:`wacoll.errors`."""
+    own = ROOT / "errors.py"
+    known = _class_names(ast.parse(own.read_text()))
+    defined = {str(path.relative_to(ROOT.parent)): classes
+               for path in sorted(ROOT.rglob("*.py")) if path != own
+               for classes in [_exception_classes(ast.parse(path.read_text()), known)]
+               if classes}
+    assert defined == {}, f"exception classes defined outside wacoll.errors: {defined}"
+
+
+def test_the_exception_check_finds_a_class():
+    tree = ast.parse("from mpi4py import MPI\n"
+                     "class A(ValueError): pass\n"
+                     "class B(MPI.Exception): pass\n"
+                     "class C(StopIteration): pass\n"
+                     "class D(TestbedUnavailable): pass\n"
+                     "class E(UserWarning, dict): pass\n"
+                     "class F(dict): pass\n"
+                     "class G: pass\n"
+                     "def f():\n"
+                     "    class H(OSError): pass\n")
+    assert _exception_classes(tree, {"TestbedUnavailable"}) == ["A", "B", "C", "D", "E",
+                                                                 "H"]
+    assert _exception_classes(ast.parse("class D(TestbedUnavailable): pass")) == []

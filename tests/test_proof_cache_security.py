@@ -27,7 +27,7 @@ import warnings
 import pytest
 
 from wacoll import Topology
-from wacoll.errors import ProofCacheWarning
+from wacoll.errors import ProofCacheWarning, ProofLockRefused
 from wacoll.plans import Call, prooflock, proofs
 from wacoll.plans import select as select_plan
 from wacoll.plans.rank import plan_for_rank
@@ -290,7 +290,7 @@ def test_a_symlinked_lock_creates_nothing_where_it_points(shared, others):
     lock = os.path.join(shared, f"{_key()}.lock")
     with writable_by_all(shared):
         as_other(os.symlink, target, lock)
-    with pytest.raises(prooflock.LockRefused, match="symbolic link"):
+    with pytest.raises(ProofLockRefused, match="symbolic link"):
         prooflock.Claim.take(shared, _key())
     with within(5), pytest.warns(ProofCacheWarning,
                                  match="symbolic link.*this process proves"):
@@ -337,7 +337,7 @@ def test_another_users_held_lock_is_not_waited_for(shared):
         holder.__enter__()
     try:
         assert os.stat(lock).st_uid == OTHER
-        with pytest.raises(prooflock.LockRefused, match=f"owned by uid {OTHER}"):
+        with pytest.raises(ProofLockRefused, match=f"owned by uid {OTHER}"):
             prooflock.Claim.take(shared, _key())
         # the default wait is 300 s: none of it is spent on another user's lock
         with within(5), pytest.warns(ProofCacheWarning,
@@ -372,7 +372,7 @@ def test_a_hard_linked_lock_is_refused(shared, tmp_path):
     victim = tmp_path / "important"
     victim.write_text("keep")
     os.link(victim, os.path.join(shared, f"{_key()}.lock"))
-    with pytest.raises(prooflock.LockRefused, match="hard link"):
+    with pytest.raises(ProofLockRefused, match="hard link"):
         prooflock.Claim.take(shared, _key())
     assert victim.read_text() == "keep"
 

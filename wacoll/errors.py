@@ -1,7 +1,10 @@
 """The exception hierarchy of wacoll.
 
 Every error a user can trigger derives from :class:`WacollError`, so one ``except``
-clause catches them all; each subclass names the layer at fault.
+clause catches them all; each subclass names the layer at fault. A few classes signal
+between parts of wacoll and never reach the user (:class:`RelayStopped`,
+:class:`ProofKeyRefused`, :class:`ProofLockRefused`, :class:`ProofRecordUntrusted`);
+they keep the built-in base their callers catch.
 
 An error :class:`wacoll.Comm` raises for bad arguments is also an instance of the
 class mpi4py raises for the same arguments (or the MPI library through mpi4py), so
@@ -50,8 +53,12 @@ __all__ = [
     "AccumulatorOverflowError",
     "TestbedError",
     "TestbedUnavailable",
+    "RelayStopped",
     "TestbedWarning",
     "SimGridUnavailable",
+    "ProofKeyRefused",
+    "ProofLockRefused",
+    "ProofRecordUntrusted",
     "ProofCacheWarning",
     "LinksWarning",
 ]
@@ -280,9 +287,48 @@ class TestbedUnavailable(TestbedError):
     """This machine cannot host a testbed (not root, no TUN device, no ``ip``)."""
 
 
+class RelayStopped(Exception):
+    """A signal (SIGTERM, SIGINT, SIGHUP) asked the testbed's relay to stop.
+
+    The relay's signal handler raises it to leave the event loop
+    (:func:`wacoll.emulate.relay.main`), which catches it, closes its devices,
+    removes what it was told to and prints its statistics.
+    """
+
+
 class SimGridUnavailable(WacollError, ImportError):
     """SimGrid's Python bindings cannot be imported, or a SimGrid simulation failed
     (:mod:`wacoll.plans.sim.simgrid`); the message says how to install them."""
+
+
+class ProofKeyRefused(Exception):
+    """A proof key file that is not used; the message says why.
+
+    :func:`wacoll.plans.proofs.proof_key` uses a key file only if it is a regular
+    file of 64 hexadecimal digits, owned by this user and private to them. It
+    catches this error, warns once with :class:`ProofCacheWarning` and turns the
+    proof cache off.
+    """
+
+
+class ProofLockRefused(OSError):
+    """A proof lock file that is not the user's own: a symbolic link, not a regular
+    file, a hard link, or owned by another user. It is neither locked nor waited on.
+
+    Raised by :meth:`wacoll.plans.prooflock.Claim.take`;
+    :func:`wacoll.plans.prooflock.await_proof` catches it and the process proves the
+    plan itself, with a :class:`ProofCacheWarning`. An ``OSError``, as the other
+    faults of a directory that cannot hold the lock.
+    """
+
+
+class ProofRecordUntrusted(ValueError):
+    """A proof cache record not signed with the user's proof key.
+
+    :func:`wacoll.plans.proofs.lookup` catches it and ignores the record, with a
+    :class:`ProofCacheWarning` (the plan is proved again). A ``ValueError``, as the
+    other faults of a record that is not a valid proof.
+    """
 
 
 class TestbedWarning(UserWarning):

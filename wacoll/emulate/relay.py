@@ -20,7 +20,8 @@ The relay is also the testbed's watchdog: when its time limit passes, when the
 exited, crashed or was killed), or on SIGTERM, it deletes the namespaces it was told
 to (and the processes in them) before it exits.
 
-It imports nothing from wacoll, so it starts fast: run it as
+Of wacoll it imports only :mod:`wacoll.errors` (for
+:class:`~wacoll.errors.RelayStopped`, how a signal ends its loop): run it as
 ``python .../wacoll/emulate/relay.py CONFIG.json``; it prints ``ready`` (``ready
 realtime`` with SCHED_FIFO granted) once every TUN device is open. The configuration
 is JSON::
@@ -61,6 +62,8 @@ import subprocess
 import sys
 import time
 
+from wacoll.errors import RelayStopped
+
 __all__ = ["Queue", "open_tun", "Relay", "main"]
 
 TUNSETIFF = 0x400454CA
@@ -69,10 +72,6 @@ IFF_NO_PI = 0x1000
 CLONE_NEWNET = 0x40000000
 READ_SIZE = 65536 + 64
 BATCH = 64
-
-
-class _Stop(Exception):
-    """Raised by the signal handler to leave the event loop."""
 
 
 class Queue:
@@ -315,7 +314,7 @@ def main(argv=None) -> int:
     def stop(signum, frame):
         if running[0]:
             running[0] = False
-            raise _Stop
+            raise RelayStopped
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, stop)
@@ -334,7 +333,7 @@ def main(argv=None) -> int:
         limit = config.get("time_limit")
         watch = [int(config["lifeline"])] if config.get("lifeline") is not None else []
         relay.run(None if not limit else start + float(limit), watch)
-    except _Stop:
+    except RelayStopped:
         pass
     finally:
         running[0] = False

@@ -30,10 +30,11 @@ A lock file is the user's own or it is not used. It is created readable by its o
 only (mode 0600: no one else can open it to hold it) and opened without following a
 symbolic link at its name (a link planted there cannot make this process create or
 lock a file elsewhere). A lock file that is a symbolic link, not a regular file, a
-hard link to another file, or owned by another user is refused (:class:`LockRefused`):
-the process does not wait for it and proves the plan itself, with a
-:class:`~wacoll.errors.ProofCacheWarning`. So no one but the user's own processes
-can make a rank wait, and those at most ``WACOLL_PROOF_WAIT`` seconds per plan.
+hard link to another file, or owned by another user is refused
+(:class:`~wacoll.errors.ProofLockRefused`): the process does not wait for it and
+proves the plan itself, with a :class:`~wacoll.errors.ProofCacheWarning`. So no one
+but the user's own processes can make a rank wait, and those at most
+``WACOLL_PROOF_WAIT`` seconds per plan.
 
 Examples
 --------
@@ -55,10 +56,10 @@ import stat
 import time
 import warnings
 
-from wacoll.errors import ProofCacheWarning
+from wacoll.errors import ProofCacheWarning, ProofLockRefused
 from wacoll.settings import setting
 
-__all__ = ["Claim", "LockRefused", "WAIT_ENV", "wait_limit", "await_proof"]
+__all__ = ["Claim", "WAIT_ENV", "wait_limit", "await_proof"]
 
 #: The environment variable that bounds the wait for another process's proof.
 WAIT_ENV = "WACOLL_PROOF_WAIT"
@@ -73,11 +74,6 @@ _TAKE_TRIES = 64
 #: name, never blocking (on a FIFO), never inherited by child processes.
 _LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | \
     getattr(os, "O_CLOEXEC", 0)
-
-
-class LockRefused(OSError):
-    """A lock file that is not the user's own: a symbolic link, not a regular file, a
-    hard link, or owned by another user. It is neither locked nor waited on."""
 
 
 def _kind(mode) -> str:
@@ -166,7 +162,7 @@ class Claim:
 
         Raises
         ------
-        LockRefused
+        wacoll.errors.ProofLockRefused
             The lock file is not the user's own (see the module docstring): it is
             not locked, and the caller should not wait for it.
         OSError
@@ -184,8 +180,8 @@ class Claim:
                 except OSError:
                     raise exc from None
                 if not stat.S_ISREG(there):
-                    raise LockRefused(f"the proof lock {path} is {_kind(there)}, not a "
-                                      f"regular file") from None
+                    raise ProofLockRefused(f"the proof lock {path} is {_kind(there)}, "
+                                           f"not a regular file") from None
                 raise
             try:
                 mine = os.fstat(fd)
@@ -194,7 +190,7 @@ class Claim:
                     continue
                 refusal = _refusal(mine)
                 if refusal is not None:
-                    raise LockRefused(f"the proof lock {path} {refusal}")
+                    raise ProofLockRefused(f"the proof lock {path} {refusal}")
                 if stat.S_IMODE(mine.st_mode) & 0o077:  # (left by an older version)
                     os.fchmod(fd, 0o600)
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -214,8 +210,8 @@ class Claim:
                     (mine.st_dev, mine.st_ino):
                 return cls(fd, path)
             os.close(fd)  # (a removed file: lock the new one)
-        raise LockRefused(f"the proof lock {path} was replaced {_TAKE_TRIES} times "
-                          f"while it was being locked")
+        raise ProofLockRefused(f"the proof lock {path} was replaced {_TAKE_TRIES} "
+                               f"times while it was being locked")
 
     def release(self):
         """Give the claim up (the proof, if any, is in place already)."""
@@ -271,7 +267,7 @@ def await_proof(directory, key, lookup, *, wait=None):
     while True:
         try:
             claim = Claim.take(directory, key)
-        except LockRefused as exc:
+        except ProofLockRefused as exc:
             warnings.warn(f"{exc}; it is not waited for: this process proves the plan",
                           ProofCacheWarning, stacklevel=3)
             return None, None

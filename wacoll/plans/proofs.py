@@ -103,7 +103,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from wacoll.errors import ProofCacheWarning
+from wacoll.errors import ProofCacheWarning, ProofKeyRefused, ProofRecordUntrusted
 from wacoll.plans.prove import ProofReport
 from wacoll.plans.encoded import EncodedPrograms, program_digest, program_digests
 from wacoll.plans.families import build
@@ -254,10 +254,6 @@ def key_path(environ=None) -> Path:
     return Path(base) / _PACKAGE / "proof-key"
 
 
-class _Refused(Exception):
-    """A key file that is not used (the message says why)."""
-
-
 def proof_key(environ=None) -> bytes | None:
     """The user's secret proof key (32 bytes), created on first use; None when the
     key file is refused.
@@ -299,7 +295,7 @@ def proof_key(environ=None) -> bytes | None:
     path = key_path(environ)
     try:
         return _load_key(path)
-    except _Refused as exc:
+    except ProofKeyRefused as exc:
         _warn_once(f"the proof key {path} is refused: {exc}; the proof cache is off "
                    f"for this process (it proves every plan it runs)")
         return None
@@ -314,19 +310,20 @@ def _load_key(path) -> bytes:
         except (FileNotFoundError, NotADirectoryError):
             raw = st = None
         except ValueError as exc:
-            raise _Refused(str(exc)) from None
+            raise ProofKeyRefused(str(exc)) from None
         except OSError as exc:
-            raise _Refused(f"it cannot be read ({exc.strerror or exc})") from None
+            raise ProofKeyRefused(f"it cannot be read ({exc.strerror or exc})") \
+                from None
         if st is None:
             _create_key(path)
             # (read back what is there: ours, or the key of a process that won)
         else:
             if st.st_uid != os.geteuid():
-                raise _Refused(f"it is owned by uid {st.st_uid}, not by this user "
-                               f"(uid {os.geteuid()})")
+                raise ProofKeyRefused(f"it is owned by uid {st.st_uid}, not by this "
+                                      f"user (uid {os.geteuid()})")
             if st.st_mode & _OTHERS_READ_WRITE:
-                raise _Refused(f"it is readable or writable by others (mode "
-                               f"{stat.S_IMODE(st.st_mode):o})")
+                raise ProofKeyRefused(f"it is readable or writable by others (mode "
+                                      f"{stat.S_IMODE(st.st_mode):o})")
             text = raw.decode("ascii", "replace").strip()
             hexadecimal = all(c in "0123456789abcdefABCDEF" for c in text)
             if len(text) == 64 and hexadecimal:
@@ -335,9 +332,10 @@ def _load_key(path) -> bytes:
             being_written = hexadecimal and len(text) < 64 and \
                 not raw.endswith(b"\n") and time.time() - st.st_mtime < _KEY_WAIT
             if not being_written or time.monotonic() >= deadline:
-                raise _Refused("it does not hold a proof key (64 hexadecimal digits)")
+                raise ProofKeyRefused("it does not hold a proof key (64 hexadecimal "
+                                      "digits)")
         if time.monotonic() >= deadline:
-            raise _Refused("it cannot be created")
+            raise ProofKeyRefused("it cannot be created")
         time.sleep(pause)  # (a key being written in place: read it again)
         pause = min(pause * 2, 0.1)
 
@@ -366,7 +364,7 @@ def _create_key(path):
         finally:
             os.unlink(tmp)
     except OSError as exc:
-        raise _Refused(f"it cannot be created ({exc})") from None
+        raise ProofKeyRefused(f"it cannot be created ({exc})") from None
 
 
 def _create_key_in_place(path, text):
@@ -613,10 +611,11 @@ def _lookup(cache, selection, topology, seen=None) -> Proof | None:
             raise ValueError("not a proof record")
         mac = data.pop("mac", None)
         if not isinstance(mac, str):
-            raise _Untrusted("it carries no authentication code")
+            raise ProofRecordUntrusted("it carries no authentication code")
         if not hmac.compare_digest(mac.encode(), _mac(cache.secret, data).encode()):
-            raise _Untrusted("its authentication code was not made with this user's "
-                             "proof key: written by another user, or forged")
+            raise ProofRecordUntrusted("its authentication code was not made with this "
+                                       "user's proof key: written by another user, or "
+                                       "forged")
         if sorted(data) != sorted(f for f in _FIELDS if f != "mac"):
             raise ValueError("not a proof record")
         if data["format"] != _FORMAT or data["key"] != key:
@@ -632,17 +631,13 @@ def _lookup(cache, selection, topology, seen=None) -> Proof | None:
             raise ValueError("the report does not match its digest")
         if report.op != selection.op:
             raise ValueError("the report is of another operation")
-    except _Untrusted as exc:
+    except ProofRecordUntrusted as exc:
         ignore(f"proof cache file {path} is not trusted ({exc}); ignored")
         return None
     except (ValueError, UnicodeDecodeError, TypeError, RecursionError) as exc:
         ignore(f"proof cache file {path} is not a valid proof ({exc}); ignored")
         return None
     return Proof(key, digest, report, cached=True, rank_digests=tuple(ranks))
-
-
-class _Untrusted(ValueError):
-    """A record not signed with the user's proof key."""
 
 
 def store(selection, topology, plan, *, directory=None) -> Proof:
