@@ -48,18 +48,11 @@ import numpy as np
 from wacoll import errors
 from wacoll.errors import BufferAccessError, BufferMismatchError, BufferTypeError, \
     DatatypeError
-from wacoll.mpi.datatypes import TypeInfo, datatype_of_format, resolve_datatype, \
+from wacoll.mpi.datatypes import TypeInfo, _mpi, datatype_of_format, resolve_datatype, \
     type_info
 
 __all__ = ["parse_buffer", "parse_vbuffer", "Message", "VBuffer", "numpy_dtype",
            "mpi_datatype", "as_bytes"]
-
-
-@functools.cache
-def _mpi():
-    from mpi4py import MPI
-
-    return MPI
 
 
 def numpy_dtype(datatype) -> np.dtype:

@@ -19,8 +19,6 @@ Examples
 
 from __future__ import annotations
 
-import functools
-
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -31,6 +29,7 @@ from wacoll._kernels import repro
 from wacoll.errors import BufferAccessError, BufferMismatchError, BufferTypeError, \
     DatatypeError, OperatorError, RootTypeError, WacollError
 from wacoll.mpi.buffers import parse_buffer, parse_vbuffer, plan_dtype, plan_factor
+from wacoll.mpi.datatypes import _mpi
 from wacoll.plans.operations import LEVELS
 
 __all__ = [
@@ -106,13 +105,6 @@ class Prepared:
     finish: object = None
     accumulator_itemsize: int = 0
     in_copy: tuple | None = None
-
-
-@functools.cache
-def _mpi():
-    from mpi4py import MPI
-
-    return MPI
 
 
 def check_root(place, root):

@@ -42,6 +42,8 @@ __all__ = ["TypeInfo", "type_info", "resolve_datatype", "datatype_of_format",
 
 @functools.cache
 def _mpi():
+    """mpi4py's MPI module, imported on first use (:mod:`wacoll.mpi.buffers` and
+    :mod:`wacoll.mpi.calls` use this one too)."""
     from mpi4py import MPI
 
     return MPI
