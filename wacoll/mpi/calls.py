@@ -27,7 +27,7 @@ import numpy as np
 from wacoll import _kernels, errors
 from wacoll._kernels import repro
 from wacoll.errors import BufferAccessError, BufferMismatchError, BufferTypeError, \
-    DatatypeError, OperatorError, RootTypeError, WacollError
+    OperatorError, RootTypeError, WacollError
 from wacoll.mpi.buffers import parse_buffer, parse_vbuffer, plan_dtype, plan_factor
 from wacoll.mpi.datatypes import _mpi
 from wacoll.plans.operations import LEVELS
@@ -42,10 +42,6 @@ __all__ = [
 EXACT_OPS = ("MIN", "MAX", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR", "MINLOC",
              "MAXLOC")
 
-#: Whether the call path runs :attr:`Prepared.finish` after the plan. Receiving into
-#: a derived datatype stages the data and needs it; until the call path says so
-#: (``calls.FINISH_HONOURED = True``), such calls raise instead of losing the data.
-FINISH_HONOURED = True
 _PREDEFINED = ("SUM", "PROD") + EXACT_OPS
 
 
@@ -167,7 +163,7 @@ class _Out:
         if msg.info.predefined:
             return self.keep_padding(msg.info, _writable(msg.typed(start, n, role),
                                                          role))
-        _need_finish(msg, role)
+        _writable(msg.raw, role)
         if keep:
             staged = np.ascontiguousarray(msg.typed(start, n, role))
         else:
@@ -206,15 +202,6 @@ def _padding(dtype):
         field, offset = dtype.fields[name][:2]
         mask[offset:offset + field.itemsize] = False
     return mask
-
-
-def _need_finish(msg, role):
-    if not msg.raw.flags.writeable:
-        raise BufferAccessError(f"{role} is read-only")
-    if not FINISH_HONOURED:
-        raise DatatypeError(
-            f"{role}: receiving into derived datatype {msg.info.name} needs a call path "
-            f"that runs Prepared.finish after the plan")
 
 
 def _elements(msg):
@@ -265,7 +252,7 @@ def _vector_target(vb, out, role):
     total = sum(vb.counts) * f
     staged = np.empty(total, plan_dtype(vb.info))
     offsets, at = {}, 0
-    _need_finish(msg, role)
+    _writable(msg.raw, role)
     for r, (c, d) in enumerate(zip(vb.counts, vb.displs)):
         offsets[r] = at
         out.stores.append((msg, staged[at:at + c * f], d, c))
