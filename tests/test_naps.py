@@ -1,10 +1,10 @@
-"""How long a waiting rank sleeps between polls (:func:`wacoll.mpi.progress.next_nap`):
+"""How long a waiting rank sleeps between polls (:func:`wacoll.mpi.engine.next_nap`):
 growing with the wait, bounded so that a message is noticed soon after it arrives."""
 
 import pytest
 
-from wacoll.mpi import progress
-from wacoll.mpi.progress import next_nap
+from wacoll.mpi import engine as progress_engine
+from wacoll.mpi.engine import next_nap
 
 
 def test_naps_grow_but_stay_bounded():
@@ -14,12 +14,12 @@ def test_naps_grow_but_stay_bounded():
         nap = next_nap(nap, waited)
         naps.append(nap)
     assert naps == sorted(naps)  # never shorter
-    assert max(naps) == progress._LONGEST_NAP
+    assert max(naps) == progress_engine._LONGEST_NAP
     # a short wait naps at most _MAX_NAP; a long one at most 2 % of its length
-    assert next_nap(1.0, 1e-3) == progress._MAX_NAP
-    assert next_nap(1.0, 0.02) == pytest.approx(0.02 * progress._NAP_SHARE)
+    assert next_nap(1.0, 1e-3) == progress_engine._MAX_NAP
+    assert next_nap(1.0, 0.02) == pytest.approx(0.02 * progress_engine._NAP_SHARE)
 
 
 def test_the_progress_engine_keeps_short_naps():
     # its wait includes the wake-up of a newly submitted call
-    assert next_nap(1.0, 100.0, longest=progress._MAX_NAP) == progress._MAX_NAP
+    assert next_nap(1.0, 100.0, longest=progress_engine._MAX_NAP) == progress_engine._MAX_NAP

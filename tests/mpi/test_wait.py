@@ -1,4 +1,4 @@
-"""How a rank waits for its requests (:func:`wacoll.mpi.progress.wait_any`): it
+"""How a rank waits for its requests (:func:`wacoll.mpi.engine.wait_any`): it
 returns the request that completed, also when it completes long after the wait
 began (the wait then naps between polls; ``tests/test_naps.py`` checks how long)."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from wacoll.mpi.progress import wait_any
+from wacoll.mpi.engine import wait_any
 
 W = MPI.COMM_WORLD
 

@@ -5,7 +5,7 @@
 A :class:`Runner` holds one rank's lowered program as two int64 tables (steps and
 byte runs, made by :func:`wacoll.mpi.runner.compile_program`) and runs it with the
 GIL released: every receive posted at the start, then the steps in program order,
-as :class:`wacoll.mpi.executor.Run` does in Python, through the MPI calls of
+as :class:`wacoll.mpi.executor.ProgramRun` does in Python, through the MPI calls of
 ``_mpicalls.h`` and the reduction kernel of :mod:`wacoll._kernels`.
 
 :func:`drive` runs a call's work and its cross-rank check (another runner, on its
@@ -92,7 +92,7 @@ OUTCOMES = {"ok": OK, "check failed": CHECK_FAILED, "work error": WORK_ERROR,
 # How a blocking wait polls: spinning for _SPIN (a few polls), then yielding the core between
 # polls until _YIELD (a peer that waits for this core runs at once: a nap would last
 # the kernel's timer slack, 50 us, at every step), then napping, longer as the wait
-# goes on (as wacoll.mpi.progress.wait_any does: waits for a wide-area message do
+# goes on (as wacoll.mpi.engine.wait_any does: waits for a wide-area message do
 # not take the cores with polls). wacoll.mpi.runner sets them (set_waits): where
 # ranks outnumber the cores, waits nap from the first miss.
 cdef double _SPIN = 2e-6

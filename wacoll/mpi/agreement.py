@@ -30,7 +30,7 @@ from mpi4py import MPI
 from wacoll import errors
 from wacoll.errors import BufferMismatchError, WacollError
 from wacoll.mpi._fastcall import LINE_WORDS, NodeFlags
-from wacoll.mpi.progress import advance_request
+from wacoll.mpi.engine import advance_request
 
 __all__ = ["agree", "blocking_check", "Check", "NodeCheck", "PersistentCheck",
            "Signature", "VECTOR_CHECKS", "rebuild_error"]
@@ -258,7 +258,7 @@ class Check:
     error : WacollError or None
         This rank's fault with its own arguments.
     sig : Signature
-    program : wacoll.plans.Program, optional
+    program : wacoll.plans.LoweredProgram, optional
         A lowered all-reduce of 4 int64 elements (MAX) to run the check as a plan.
     tag : int
         The tag of the plan's messages.
@@ -284,10 +284,10 @@ class Check:
             self.flags, self.run = mine, None
             self.request = comm.Iallreduce(MPI.IN_PLACE, self.flags, op=MPI.MAX)
         else:
-            from wacoll.mpi.executor import Run
+            from wacoll.mpi.executor import ProgramRun
 
             self.flags, self.request = np.empty(4, np.int64), None
-            self.run = Run(program, comm, mine, self.flags, op=MPI.MAX, tag=tag)
+            self.run = ProgramRun(program, comm, mine, self.flags, op=MPI.MAX, tag=tag)
 
     @classmethod
     def completed(cls, comm, sig, flags):

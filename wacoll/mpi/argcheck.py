@@ -71,7 +71,7 @@ class ArgumentCheck:
         Whether the communicator spans several clusters.
     first : bool
         Whether the check completes before the work (``"first"``).
-    program : wacoll.plans.lower.Program or None
+    program : wacoll.plans.lower.LoweredProgram or None
         Several clusters: this rank's lowered check all-reduce.
     compiled : wacoll.mpi._runner.Runner or None
         Several clusters, checked, compiled runner available: ``program``'s runner

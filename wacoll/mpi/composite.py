@@ -2,10 +2,10 @@
 
 :class:`CompositeWork` runs one rank's part of a
 :class:`~wacoll.plans.composite.Composite` as a call's work (the interface of
-:class:`~wacoll.mpi.task.NativeWork` and :class:`~wacoll.mpi.executor.Run`): its
+:class:`~wacoll.mpi.task.NativeWork` and :class:`~wacoll.mpi.executor.ProgramRun`): its
 phases one after the other, each a non-blocking collective of the MPI library on the
 rank's cluster communicator (ranks in rank order, made by
-:func:`cluster_communicator`) or a :class:`~wacoll.mpi.executor.Run` of the plan
+:func:`cluster_communicator`) or a :class:`~wacoll.mpi.executor.ProgramRun` of the plan
 phase over the call's wire, the plan's rank ``i`` being the wire's rank
 ``phase.ranks[i]``. Ranks outside the plan phase skip it.
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from wacoll.mpi.executor import Run
-from wacoll.mpi.progress import advance_request
+from wacoll.mpi.executor import ProgramRun
+from wacoll.mpi.engine import advance_request
 from wacoll.mpi.scratch import scratch_array
 from wacoll.plans.composite import LibraryPhase
 from wacoll.plans.lower import lower
@@ -118,7 +118,7 @@ class CompositeWork:
         current = self._current
         if current is None:
             return []
-        return current.waiting if isinstance(current, Run) else [current]
+        return current.waiting if isinstance(current, ProgramRun) else [current]
 
     def advance(self, block=False):
         """Run the phases in order; True once all are done."""
@@ -127,7 +127,7 @@ class CompositeWork:
             if self._current is None:
                 self._current = self._starts[self._index]()
             current = self._current
-            if isinstance(current, Run):
+            if isinstance(current, ProgramRun):
                 finished = current.advance(block)
             else:
                 finished = advance_request(current, block)
@@ -141,7 +141,7 @@ class CompositeWork:
     def cancel(self):
         """Abandon the work (after a failed check): a pending plan phase's receives
         are cancelled; a library collective cannot be (its communicator is retired)."""
-        if isinstance(self._current, Run):
+        if isinstance(self._current, ProgramRun):
             self._current.cancel()
         self.done = True
 
@@ -162,5 +162,5 @@ def _plan_run(program, wire, bufs, phase, op, scratch, tag, tracer):
     """A function starting this rank's run of the plan phase."""
     inbuf = None if phase.src is None else bufs[phase.src]
     outbuf = None if phase.dst is None else bufs[phase.dst]
-    return lambda: Run(program, wire, inbuf, outbuf, op=op, scratch=scratch, tag=tag,
+    return lambda: ProgramRun(program, wire, inbuf, outbuf, op=op, scratch=scratch, tag=tag,
                        tracer=tracer)

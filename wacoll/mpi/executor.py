@@ -55,7 +55,8 @@ from wacoll.mpi.scratch import scratch_array
 from wacoll.mpi.trace import Tracer
 from wacoll.plans.lower import ElementRuns, lower
 
-__all__ = ["execute", "run_program", "Run", "Tracer", "TAG", "BLOCKING_TAG", "call_tag"]
+__all__ = ["execute", "run_program", "ProgramRun", "Tracer", "TAG", "BLOCKING_TAG",
+           "call_tag"]
 
 #: Messages travel as bytes: a rank whose element type differs from its peer's
 #: (an erroneous call the cross-rank check reports) then gets a short or truncated
@@ -183,7 +184,7 @@ def execute(program, comm, inbuf, outbuf, *, op=None, tracer=None, scratch=None,
 
     Parameters
     ----------
-    program : wacoll.plans.Program
+    program : wacoll.plans.LoweredProgram
         This rank's lowered program.
     comm : mpi4py.MPI.Intracomm
     inbuf, outbuf : numpy.ndarray or None
@@ -198,11 +199,11 @@ def execute(program, comm, inbuf, outbuf, *, op=None, tracer=None, scratch=None,
     tag : int
         The tag of this call's messages (calls in flight together need distinct tags).
     """
-    Run(program, comm, inbuf, outbuf, op=op, tracer=tracer, scratch=scratch,
+    ProgramRun(program, comm, inbuf, outbuf, op=op, tracer=tracer, scratch=scratch,
         tag=tag).advance(block=True)
 
 
-class Run:
+class ProgramRun:
     """One execution of a lowered program, advanced in steps.
 
     Creating a run posts all its receives (so that the runs of successive calls post
@@ -210,7 +211,7 @@ class Run:
     runs steps in program order until the program is done or, when not blocking,
     until a step must wait for a message or a send; :attr:`waiting` lists the
     requests it waits for, so that a progress engine can wait on several runs at
-    once. A blocking call is ``Run(...).advance(block=True)``.
+    once. A blocking call is ``ProgramRun(...).advance(block=True)``.
     """
 
     __slots__ = ("steps", "comm", "bufs", "dtype", "op", "tag", "tracer", "recv_reqs",

@@ -34,9 +34,9 @@ Where a rank notices a signal
     compiled runner's (every blocking call on several clusters, its check, a
     persistent request's ``Wait``; a wait that lasts more than a millisecond runs the
     handlers every 50 ms), the Python executor's polls
-    (:func:`wacoll.mpi.progress.wait_any`), the shared-memory check of one node's
+    (:func:`wacoll.mpi.engine.wait_any`), the shared-memory check of one node's
     blocking calls, and the ``Wait`` of a non-blocking call's request
-    (:func:`wacoll.mpi.progress.wait_request`). The MPI library's own blocking calls do not return on a
+    (:func:`wacoll.mpi.engine.wait_request`). The MPI library's own blocking calls do not return on a
     signal: a collective the library runs (one cluster), a persistent request the
     library runs, ``MPI.Request.Waitall`` over wacoll requests and the Python
     executor's wait for its last messages once every rank has joined the call

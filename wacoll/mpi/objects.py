@@ -243,7 +243,7 @@ def execute(program, plan, wire, slots, *, op=None, faults=None, local=None,
 
     Parameters
     ----------
-    program : wacoll.plans.Program
+    program : wacoll.plans.LoweredProgram
         Lowered with each block at the element offset of its id in ``in`` and
         ``out`` (blocks hold one object each); scratch buffers as ``lower`` lays them.
     plan : wacoll.plans.Plan

@@ -28,10 +28,10 @@ from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi import calls
 from wacoll.mpi.described import read_call
 from wacoll.mpi.dispatch import library_method
-from wacoll.mpi.executor import TAG_BASE, TAG_SPAN, Run
+from wacoll.mpi.executor import TAG_BASE, TAG_SPAN, ProgramRun
 from wacoll.mpi.plancall import _where
 from wacoll.mpi.interrupts import collective_name, interrupted
-from wacoll.mpi.progress import wait_request
+from wacoll.mpi.engine import wait_request
 from wacoll.mpi.runner import array_address as _address
 from wacoll.mpi.runner import bound_runner
 from wacoll.mpi._runner import PersistentRun
@@ -154,7 +154,7 @@ class Prequest(PersistentRun):
         tag = route.next_tag()
         if self._reread_each:  # the reader copied an input: take it afresh
             prepared = self._reread()
-        self._run = Run(self._program, route.wire, prepared.inbuf, prepared.outbuf,
+        self._run = ProgramRun(self._program, route.wire, prepared.inbuf, prepared.outbuf,
                         op=prepared.reduce_op, scratch=self._scratch, tag=tag)
         self._finish = prepared.finish
         self._advance(False)

@@ -39,12 +39,12 @@ from wacoll.mpi._fastcall import NativeCall, Recordings
 from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi.composite import CompositeWork, cluster_communicator
 from wacoll.mpi.dispatch import CompositeRun, LibraryCollective, library_method
-from wacoll.mpi.executor import BLOCKING_TAG, Run, call_tag
+from wacoll.mpi.executor import BLOCKING_TAG, ProgramRun, call_tag
 from wacoll.mpi.fastpath import CAPACITY
 from wacoll.mpi.interrupts import collective_name
 from wacoll.mpi.persistent import Prequest, Request
 from wacoll.mpi.plancall import PlanCalls, kept_alive
-from wacoll.mpi.progress import engine
+from wacoll.mpi.engine import engine
 from wacoll.mpi.task import CallTask, NativeWork
 from wacoll.plans.select import NATIVE
 
@@ -267,7 +267,7 @@ class Route:
                                  prepared.inbuf, prepared.outbuf,
                                  op=for_mpi(prepared.reduce_op), scratch=scratch,
                                  tag=tag, tracer=self.tracer)
-        return Run(exe.program, self.wire, prepared.inbuf, prepared.outbuf,
+        return ProgramRun(exe.program, self.wire, prepared.inbuf, prepared.outbuf,
                    op=prepared.reduce_op, tracer=self.tracer, scratch=scratch, tag=tag)
 
     def _bind(self, desc, exe, check):

@@ -1,11 +1,11 @@
 """The compiled runner: a lowered program run without Python per step.
 
-:func:`compile_program` turns one rank's :class:`~wacoll.plans.lower.Program` into
+:func:`compile_program` turns one rank's :class:`~wacoll.plans.lower.LoweredProgram` into
 two int64 tables, a row per step and a row per byte run, and sizes one work area
 (the program's scratch buffers, the landing areas of receives that cannot land in
 place, and the staging areas of steps that read several runs). A
 :class:`~wacoll.mpi._runner.Runner` holds them, owns the work area and runs the
-program with the GIL released, as :class:`wacoll.mpi.executor.Run` does step by step
+program with the GIL released, as :class:`wacoll.mpi.executor.ProgramRun` does step by step
 in Python: every receive posted at the start, then the steps in program order, a
 send posted when reached, a receive waited for when its data is needed, and a write
 waiting for the sends still reading what it overwrites. Consecutive
@@ -19,7 +19,7 @@ same build runs under MPICH, Open MPI and a site MPI alike: only ``MPI_Isend`` a
 mpi4py reports (``_mpicalls.h``).
 
 A program the runner does not take (:func:`compile_program` returns None) runs in
-:class:`~wacoll.mpi.executor.Run`: one on reproducible arithmetic (accumulators
+:class:`~wacoll.mpi.executor.ProgramRun`: one on reproducible arithmetic (accumulators
 packed on the wire), one whose combines need an operator or element type the
 kernels lack (a user-defined operator, MINLOC/MAXLOC pairs), or a message of 2 GiB
 or more.
@@ -246,7 +246,7 @@ def compile_program(program, dtype, op=None):
 
     Parameters
     ----------
-    program : wacoll.plans.lower.Program
+    program : wacoll.plans.lower.LoweredProgram
         This rank's lowered program.
     dtype : numpy.dtype
         The element type of the call's buffers.

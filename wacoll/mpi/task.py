@@ -1,6 +1,6 @@
 """One collective call in flight: its work and its cross-rank check, advanced together.
 
-The *work* is either a :class:`~wacoll.mpi.executor.Run` of the call's lowered plan
+The *work* is either a :class:`~wacoll.mpi.executor.ProgramRun` of the call's lowered plan
 or :class:`NativeWork`, the MPI library's own non-blocking collective; the *check*
 (:class:`~wacoll.mpi.agreement.Check`) is a small all-reduce of every rank's argument
 digest and error flag. How the two meet is the communicator's ``check`` mode:
@@ -18,11 +18,11 @@ digest and error flag. How the two meet is the communicator's ``check`` mode:
     No rank sends before the check has passed (receives are posted), so a failed
     call leaves every buffer untouched: the mode for debugging.
 
-Both wait in :func:`~wacoll.mpi.progress.wait_any` (polling, then napping) rather
+Both wait in :func:`~wacoll.mpi.engine.wait_any` (polling, then napping) rather
 than the MPI library's spinning ``Waitany``: with more ranks than cores a spinning
 rank takes the processor its peers need (the same Bcast took 34 ms beside its check
 when waiting in ``Waitany``). A blocking call advances the task to completion; a
-non-blocking one hands it to the progress engine (:mod:`wacoll.mpi.progress`). A rank
+non-blocking one hands it to the progress engine (:mod:`wacoll.mpi.engine`). A rank
 whose own arguments are invalid has no work and only waits for the check.
 """
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from mpi4py import MPI
 
-from wacoll.mpi.progress import Task, advance_request, wait_any
+from wacoll.mpi.engine import Task, advance_request, wait_any
 
 __all__ = ["CallTask", "NativeWork"]
 

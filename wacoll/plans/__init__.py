@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from wacoll.plans.prove import ProofReport, prove_plan
 from wacoll.plans.families import FAMILIES, build, builders, options
-from wacoll.plans.lower import Program, lower
+from wacoll.plans.lower import LoweredProgram, lower
 from wacoll.plans.operations import ARITHMETICS, LEVELS, OPERATIONS
 from wacoll.plans.plan import Message, Plan, Step
 from wacoll.plans.select import Call, Policy, Selection, select
@@ -47,5 +47,5 @@ from wacoll.plans.select import Call, Policy, Selection, select
 __all__ = [
     "Plan", "Step", "Message", "ProofReport", "prove_plan", "build", "builders",
     "options", "FAMILIES", "OPERATIONS", "LEVELS", "ARITHMETICS", "Call", "Policy", "Selection",
-    "select", "Program", "lower",
+    "select", "LoweredProgram", "lower",
 ]

@@ -1,7 +1,7 @@
 """Lowering: one rank's program of a proved plan, in buffer element runs.
 
 A plan speaks of blocks; an executor moves elements. :func:`lower` turns rank
-``r``'s program into a :class:`Program` whose steps name contiguous element runs
+``r``'s program into a :class:`LoweredProgram` whose steps name contiguous element runs
 ``(start, stop)`` of the user's ``in``/``out`` buffers and of scratch buffers it
 sizes, given where each block sits in the user's buffers (the offsets). It is pure
 Python: the executor (:mod:`wacoll.mpi.executor`) runs the result over MPI, and a
@@ -44,7 +44,7 @@ from wacoll.plans import blockruns
 from wacoll.plans.blockruns import BlockRuns, block_array, block_chunks
 from wacoll.plans.builder import RepeatedCounts
 
-__all__ = ["LoweredStep", "Program", "ElementRuns", "lower", "lower_steps",
+__all__ = ["LoweredStep", "LoweredProgram", "ElementRuns", "lower", "lower_steps",
            "default_offsets"]
 
 
@@ -108,7 +108,7 @@ class LoweredStep:
 
 
 @dataclass(frozen=True)
-class Program:
+class LoweredProgram:
     """A rank's lowered program and the buffer sizes it needs.
 
     Attributes
@@ -582,7 +582,7 @@ def _lowered_step(i, step, total, src, dst, seen):
                        step.side, i, str(step), _index(src), _index(dst))
 
 
-def lower(plan, rank: int, in_offsets=None, out_offsets=None) -> Program:
+def lower(plan, rank: int, in_offsets=None, out_offsets=None) -> LoweredProgram:
     """Lower rank ``rank``'s program of ``plan`` (proved first) to element runs.
 
     Parameters
@@ -604,7 +604,8 @@ def lower(plan, rank: int, in_offsets=None, out_offsets=None) -> Program:
     return lower_steps(plan, rank, plan.programs[rank], in_offsets, out_offsets)
 
 
-def lower_steps(header, rank: int, program, in_offsets=None, out_offsets=None) -> Program:
+def lower_steps(header, rank: int, program, in_offsets=None,
+                out_offsets=None) -> LoweredProgram:
     """Lower ``program``, rank ``rank``'s steps of a plan described by ``header``.
 
     :func:`lower` without the proof: ``header`` is anything with the plan's ``op``,
@@ -652,5 +653,5 @@ def lower_steps(header, rank: int, program, in_offsets=None, out_offsets=None) -
             batch = [lowering.step(k, program[k]) for k in range(i, j)]
         steps += batch
         i = j
-    return Program(rank, tuple(steps), scratch_sizes, _extent("inbuf", in_offsets, counts),
+    return LoweredProgram(rank, tuple(steps), scratch_sizes, _extent("inbuf", in_offsets, counts),
                    _extent("outbuf", out_offsets, counts), header.arithmetic)

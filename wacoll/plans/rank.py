@@ -121,7 +121,7 @@ def rank_program(selection, topology, rank, in_offsets=None, out_offsets=None, *
 
     Returns
     -------
-    Program
+    LoweredProgram
         The lowered program (:func:`rank_plan` gives the plan's names).
 
     Examples

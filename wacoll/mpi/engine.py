@@ -4,7 +4,7 @@ A non-blocking wacoll collective returns an MPI *generalized request*
 (``MPI.Grequest``): a real request handle, so it works with ``Wait``, ``Test``,
 ``MPI.Request.Waitall`` and friends mixed with the application's own requests. The
 MPI library cannot advance a wacoll plan by itself, so one daemon thread per process
-does: it advances every active :class:`~wacoll.mpi.executor.Run` as far as its
+does: it advances every active :class:`~wacoll.mpi.executor.ProgramRun` as far as its
 messages allow, waits for what they wait for (polling, then napping: see
 :func:`wait_any`), and completes a run's generalized request when the run is done. A
 self-message on a private ``COMM_SELF`` duplicate wakes it when a new run arrives.
@@ -37,7 +37,7 @@ __all__ = ["ProgressEngine", "engine", "Task", "advance_request", "wait_any", "n
 class Task:
     """Work the engine advances: ``advance(block=False) -> done`` and ``waiting``.
 
-    Subclasses wrap a :class:`~wacoll.mpi.executor.Run` (and the native requests or
+    Subclasses wrap a :class:`~wacoll.mpi.executor.ProgramRun` (and the native requests or
     the agreement of a call); ``finish()`` runs on completion (in the engine's thread)
     and may raise: the error is kept and re-raised by :meth:`ProgressEngine.result`.
     """
@@ -99,7 +99,7 @@ class ProgressEngine:
             self._wake_comm = MPI.COMM_SELF.Dup()
             self._wake_req = self._wake_comm.Irecv(self._wake_buf, source=0, tag=1)
         if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._loop, name="wacoll-progress",
+            self._thread = threading.Thread(target=self._loop, name="wacoll-engine",
                                             daemon=True)
             self._thread.start()
 
