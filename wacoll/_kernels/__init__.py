@@ -85,6 +85,7 @@ __all__ = [
     "OPERATORS",
     "DTYPES",
     "OperatorError",
+    "operator_name",
     "reduce_into",
     "REPRO_SUM",
     "check_op",
@@ -132,7 +133,10 @@ _TYPE_CODES = {dtype: code for code, dtype in enumerate(DTYPES)}
 _SIDES = {"right": False, "left": True}
 _USER = -1  # the code of a user-defined operator
 _MINLOC, _MAXLOC = -2, -3  # MPI's pair operators, applied with numpy
-_PAIR_CODES = {"minloc": _MINLOC, "maxloc": _MAXLOC}
+#: The code of each predefined operator by its name (:func:`operator_name`): the
+#: kernels' own and MPI's pair operators.
+_NAME_CODES = {name.upper(): code for code, name in enumerate(OPERATORS)}
+_NAME_CODES.update(MINLOC=_MINLOC, MAXLOC=_MAXLOC)
 #: Element types outside the compiled kernels that numpy combines: long double and
 #: long double complex (MPI.LONG_DOUBLE, MPI.C_LONG_DOUBLE_COMPLEX).
 _NUMPY_TYPES = tuple(dict.fromkeys(
@@ -159,7 +163,7 @@ _DOMAINS = {
 #: (:func:`wacoll._kernels.repro.combine_elements`), any order giving the same bits.
 REPRO_SUM = "repro_sum"
 
-_mpi_codes = None  # {MPI.Op handle: code}, built on first use of an MPI.Op
+_mpi_names = None  # {MPI.Op handle: name}, built on first use of an MPI.Op
 _MPI_UNSUPPORTED = ("REPLACE", "NO_OP", "OP_NULL")
 
 
@@ -168,21 +172,49 @@ def _mpi_module():
     return sys.modules.get("mpi4py.MPI")
 
 
+def operator_name(op):
+    """The name of an operator: a name upper-cased, the name of one of MPI's
+    predefined reduction operators (``MPI.MAX``: ``"MAX"``; SUM to BXOR, MINLOC and
+    MAXLOC), ``"user-defined"`` for any other operator (``MPI.REPLACE`` and
+    ``MPI.NO_OP`` too), or None for None.
+
+    The one place that names an operator: the kernels find their code from the name
+    (:func:`check_op`, :func:`reduce_into`), and the collectives their choices
+    (:mod:`wacoll.mpi.calls`).
+
+    Parameters
+    ----------
+    op : str, mpi4py.MPI.Op or None
+
+    Examples
+    --------
+    >>> operator_name("sum"), operator_name("MaxLoc"), operator_name(None)
+    ('SUM', 'MAXLOC', None)
+    >>> from mpi4py import MPI
+    >>> operator_name(MPI.MAX), operator_name(MPI.REPLACE)
+    ('MAX', 'user-defined')
+    """
+    if op is None:
+        return None
+    if isinstance(op, str):
+        return op.upper()
+    MPI = _mpi_module()  # (loaded already if op is an MPI.Op)
+    if MPI is None or not isinstance(op, MPI.Op):
+        return "user-defined"
+    global _mpi_names
+    if _mpi_names is None:
+        _mpi_names = {getattr(MPI, name).handle: name for name in _NAME_CODES}
+    return _mpi_names.get(op.handle, "user-defined")
+
+
 def _mpi_op_code(op, MPI):
     """The code of an mpi4py operator: predefined, user-defined or unsupported."""
-    global _mpi_codes
-    if _mpi_codes is None:
-        _mpi_codes = {getattr(MPI, name.upper()).handle: code
-                      for code, name in enumerate(OPERATORS)}
-    code = _mpi_codes.get(op.handle)
+    name = operator_name(op)
+    code = _NAME_CODES.get(name)
     if code is not None:
-        if op is getattr(MPI, OPERATORS[code].upper()):
+        if code >= 0 and op is getattr(MPI, name):
             _reducer.register_operator(op, code)  # later calls take the fast path
         return code
-    if op == MPI.MINLOC:
-        return _MINLOC
-    if op == MPI.MAXLOC:
-        return _MAXLOC
     if op.is_predefined:
         name = next((f"MPI.{n}" for n in _MPI_UNSUPPORTED if getattr(MPI, n, None) == op),
                     "this predefined operator")
@@ -193,7 +225,8 @@ def _mpi_op_code(op, MPI):
 def _op_code(op):
     """The kernel code of ``op``, or ``_USER`` for a user-defined mpi4py operator."""
     if isinstance(op, str):
-        code = _OP_CODES.get(op.lower(), _PAIR_CODES.get(op.lower()))
+        # (ASCII only: upper() maps a few other letters onto ASCII ones, "ſum" to SUM)
+        code = _NAME_CODES.get(operator_name(op)) if op.isascii() else None
         if code is None:
             raise OperatorError(f"unknown reduction operator {op!r}; expected one of "
                                 + ", ".join(OPERATORS + ("minloc", "maxloc")))

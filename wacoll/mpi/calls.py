@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from wacoll import _kernels, errors
-from wacoll._kernels import repro
+from wacoll._kernels import operator_name, repro
 from wacoll.errors import BufferAccessError, BufferMismatchError, BufferTypeError, \
     OperatorError, RootTypeError, WacollError
 from wacoll.mpi.buffers import parse_buffer, parse_vbuffer, plan_dtype, plan_factor
@@ -35,14 +35,12 @@ from wacoll.plans.operations import LEVELS
 __all__ = [
     "Place", "Prepared", "barrier", "bcast", "scatter", "scatterv", "gather", "gatherv",
     "allgather", "allgatherv", "alltoall", "alltoallv", "reduce", "allreduce", "scan",
-    "exscan", "reduce_scatter_block", "reduce_scatter", "operator_name", "EXACT_OPS",
+    "exscan", "reduce_scatter_block", "reduce_scatter", "EXACT_OPS",
 ]
 
 #: Predefined operators whose results are the same bits in any order, on any type.
 EXACT_OPS = ("MIN", "MAX", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR", "MINLOC",
              "MAXLOC")
-
-_PREDEFINED = ("SUM", "PROD") + EXACT_OPS
 
 
 class Place(NamedTuple):
@@ -455,26 +453,6 @@ def alltoallv(place, sendbuf, recvbuf):
 
 
 # ------------------------------------------------------------------ reductions
-def operator_name(op):
-    """The name of a predefined MPI operator, ``"user-defined"``, or None.
-
-    Examples
-    --------
-    >>> from mpi4py import MPI
-    >>> operator_name(MPI.MAX), operator_name("sum"), operator_name(None)
-    ('MAX', 'SUM', None)
-    """
-    if op is None:
-        return None
-    if isinstance(op, str):
-        return op.upper()
-    MPI = _mpi()
-    for name in _PREDEFINED:
-        if op == getattr(MPI, name):
-            return name
-    return "user-defined"
-
-
 def _exact(op, dtype):
     """Whether ``op`` gives the same bits in any order on ``dtype``."""
     name = operator_name(op)
