@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -316,3 +317,42 @@ def test_check_modes_and_their_environment_variable(mpi, monkeypatch):
                        f"{kwargs} with WACOLL_CHECK={env}: mode {comm.check}")
         mpi.assert_equal(recv, want)
         comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_last_reason_says_why_each_call_ran_what_it_ran(mpi, tmp_path_factory):
+    """``comm.last_reason`` and the trace say why: the selection's rule, the
+    predicted times of the priced candidates, a forced family, a replayed call."""
+    comm = wacoll.Comm(W, wacoll.Topology.from_sizes([P - P // 2, P // 2]),
+                       trace=True)
+    try:
+        small, out = np.ones(2), np.zeros(2)
+        comm.Allreduce(small, out)
+        first = comm.last_reason
+        big = np.ones(1 << 17)
+        comm.Allreduce(big, np.zeros_like(big))
+        priced = comm.last_reason
+        comm.Allreduce(small, out, family="mpich")
+        forced = comm.last_reason
+        traced = [r["args"].get("reason") for r in comm.tracer.records
+                  if r["cat"] == "operation"]
+        mpi.assert_all("MagPIe" in first, f"small call: {first!r}")
+        mpi.assert_all(priced.startswith("predicted fastest") and
+                       re.search(r"magpie [\d.]+ (us|ms|s)\b", priced) is not None,
+                       f"1 MiB call: {priced!r}")
+        mpi.assert_all("'mpich' asked for by the call" in forced, f"forced: {forced!r}")
+        mpi.assert_all(traced == [first, priced, forced], f"trace: {traced}")
+    finally:
+        comm.Free()
+    plain = wacoll.Comm(W, wacoll.Topology.single(P))
+    try:
+        for _ in range(3):
+            plain.Allreduce(np.ones(2), np.zeros(2))
+        mpi.assert_all(plain.last_route == "replayed" and
+                       plain.last_reason == "a repeated call, run as recorded",
+                       f"{plain.last_route}: {plain.last_reason!r}")
+        plain.Bcast(np.zeros(3), root=0)
+        mpi.assert_all(plain.last_reason == "one cluster: the MPI library's own "
+                       "collective", plain.last_reason)
+    finally:
+        plain.Free()

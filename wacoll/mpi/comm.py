@@ -303,6 +303,13 @@ class Comm(MPI.Intracomm):
         return self._route.last_family
 
     @property
+    def last_reason(self):
+        """Why the most recent collective ran what it ran, in words: the selection's
+        rule, the predicted times of the candidates it priced, a family asked for,
+        what learning tried or chose, or a repeated call run as recorded."""
+        return self._route.last_reason
+
+    @property
     def last_route(self):
         """How the most recent blocking collective ran: ``"compiled"`` (read afresh
         and run from C: a plan in the compiled runner, or the MPI library's
@@ -708,11 +715,11 @@ class Comm(MPI.Intracomm):
                         bad_options=bad_options, control=route.control,
                         recordings=route.replays)
         t1 = tracer.clock() if tracer else 0.0
-        chosen = self._learned_family(desc)
+        chosen, why = self._learned_family(desc)
         exe = None
         if desc.error is None:
             try:
-                exe = self._dispatch.executable(desc, chosen)
+                exe = self._dispatch.executable(desc, chosen, why)
             except WacollError as exc:  # raised on every rank by the check
                 desc.fail(exc)
         t2 = tracer.clock() if tracer else 0.0
@@ -728,24 +735,27 @@ class Comm(MPI.Intracomm):
                 f"{exe.plan.family}/{exe.plan.algorithm}"
             if exe.plan is not None and exe.plan.arithmetic != "plain":
                 label += f", {exe.plan.arithmetic} arithmetic"
-            tracer.record(f"{desc.op} ({label})", "operation", t0, t3)
+            tracer.record(f"{desc.op} ({label})", "operation", t0, t3,
+                          reason=exe.reason)
         return result
 
     def _learned_family(self, desc):
-        """The family a call runs with: its own, or, where this communicator learns
-        (:mod:`wacoll.mpi.learning`), the one learned for its shape or the candidate
-        its exploration tries next (then ``desc.shape`` is set, and the call is not
-        recorded for replay)."""
+        """``(family, why)`` of a call: its own family (None: the selection's, which
+        says why), or, where this communicator learns (:mod:`wacoll.mpi.learning`),
+        the one learned for its shape or the candidate its exploration tries next
+        (then ``desc.shape`` is set, and the call is not recorded for replay)."""
         if self._tuning is None or desc.error is not None or not desc.blocking or \
                 desc.family is not None or desc.options or desc.vector:
-            return desc.family
+            return desc.family, None
         shape = shape_of(desc.prepared)
         if shape is None:
-            return desc.family
+            return desc.family, None
         chosen, explore = self._tuning.family_for(shape, candidates(desc.op))
+        name = chosen or "the selection's choice"
         if explore:
             desc.shape, desc.replay_key = shape, None
-        return chosen
+            return chosen, f"learning: trying {name}"
+        return chosen, f"learned: {name} measured fastest"
 
     @property
     def tuning(self):

@@ -49,20 +49,24 @@ __all__ = ["CompositeRun", "Dispatcher", "LibraryCollective", "PlanRun",
 
 
 class LibraryCollective:
-    """The MPI library's own collective runs the call."""
+    """The MPI library's own collective runs the call (``reason``: why)."""
 
-    __slots__ = ()
+    __slots__ = ("reason",)
     family = NATIVE
     plan = None
 
+    def __init__(self, reason=""):
+        self.reason = reason
+
 
 class PlanRun:
-    """A plan runs the call: ``plan`` and this rank's lowered ``program`` of it."""
+    """A plan runs the call: ``plan`` and this rank's lowered ``program`` of it
+    (``reason``: why this plan)."""
 
-    __slots__ = ("plan", "program")
+    __slots__ = ("plan", "program", "reason")
 
-    def __init__(self, plan, program):
-        self.plan, self.program = plan, program
+    def __init__(self, plan, program, reason=""):
+        self.plan, self.program, self.reason = plan, program, reason
 
     @property
     def family(self):
@@ -73,10 +77,10 @@ class CompositeRun:
     """A composed plan runs the call: ``composite`` and this rank's lowered program
     of each of its plan phases (:func:`~wacoll.mpi.composite.rank_programs`)."""
 
-    __slots__ = ("plan", "programs")
+    __slots__ = ("plan", "programs", "reason")
 
-    def __init__(self, composite, programs):
-        self.plan, self.programs = composite, programs
+    def __init__(self, composite, programs, reason=""):
+        self.plan, self.programs, self.reason = composite, programs, reason
 
     @property
     def family(self):
@@ -136,25 +140,34 @@ class Dispatcher:
         self.programs = BoundedCache(SHAPES)
 
     # ------------------------------------------------------------ buffer calls
-    def executable(self, desc, family):
+    def executable(self, desc, family, reason=None):
         """What runs the call described by ``desc`` with ``family`` (the call's
-        own, or the one a learning communicator tries; None: the selection's)."""
+        own, or the one a learning communicator tries; None: the selection's), and
+        why (``reason``, else the selection's own)."""
         prepared = desc.prepared
-        found = self.plan(desc.selection_call(self.place.size), family, desc.options,
-                          blocking=desc.blocking, reducible=library_reduces(prepared))
+        found, why = self.chosen(desc.selection_call(self.place.size), family,
+                                 desc.options, blocking=desc.blocking,
+                                 reducible=library_reduces(prepared))
+        why = why if reason is None else reason
         if found == NATIVE:
-            return LibraryCollective()
+            return LibraryCollective(why)
         if isinstance(found, Composite):
             if not library_reduces(prepared):
                 raise PlanError(f"the {HAN} family runs the MPI library's reductions "
                                 f"on numpy's own element types; this call's are "
                                 f"{prepared.dtype}")
-            return CompositeRun(found, self.composite_programs(found))
+            return CompositeRun(found, self.composite_programs(found), why)
         return PlanRun(found, self.program(found, prepared.in_offsets,
-                                           prepared.out_offsets))
+                                           prepared.out_offsets), why)
 
     def plan(self, call, family, options, *, blocking=True, reducible=True,
              objects=False):
+        """:meth:`chosen`'s plan alone."""
+        return self.chosen(call, family, options, blocking=blocking,
+                           reducible=reducible, objects=objects)[0]
+
+    def chosen(self, call, family, options, *, blocking=True, reducible=True,
+               objects=False):
         """The plan of ``call`` (a script's, or the selection policy's, proved and
         cached; a :class:`~wacoll.plans.composite.Composite` for family ``"han"``),
         or NATIVE when the MPI library runs it.
@@ -164,14 +177,16 @@ class Dispatcher:
         reductions the library can combine (``reducible``): such a call forced to
         ``"han"`` raises, and a communicator-wide ``"han"`` leaves it to the
         default. Object calls (``objects``) run whole plans: never the library's
-        collective, a composite or a script (scripts are written for buffers)."""
+        collective, a composite or a script (scripts are written for buffers).
+
+        Returns ``(plan, reason)``: why the selection chose it, in words."""
         if not objects and (family or self.family) == SCRIPTS:
             script = self.scripts.get((call.op, self.place.size))
             if script is not None:
                 key = (SCRIPTS, call)
                 if key not in self.plans:
-                    self.plans[key] = adapt_script(script, call)
-                if self.plans[key] is not None:
+                    self.plans[key] = adapt_script(script, call), "a loaded plan script"
+                if self.plans[key][0] is not None:
                     return self.plans[key]
         if family == HAN and objects:
             raise PlanError(f"the {HAN} family composes the MPI library's buffer "
@@ -192,12 +207,12 @@ class Dispatcher:
                                comm_options=self.options, policy=self.policy,
                                allow_native=not objects)
             if selection.native:
-                found = NATIVE
+                plan = NATIVE
             elif selection.family == HAN:
-                found = selection.build(self.network)
+                plan = selection.build(self.network)
             else:
-                found = plan_for_rank(selection, self.network, self.place.rank)
-            self.plans[key] = found
+                plan = plan_for_rank(selection, self.network, self.place.rank)
+            found = self.plans[key] = plan, selection.reason
         return found
 
     def program(self, plan, in_offsets=None, out_offsets=None):
@@ -225,11 +240,11 @@ class Dispatcher:
         methods): always a whole plan, one block per rank, never the library's."""
         call = Call(op, count=None if op == "barrier" else 1, root=root, itemsize=1,
                     level=level)
-        plan = self.plan(call, family, options, objects=True)
+        plan, reason = self.chosen(call, family, options, objects=True)
         rank, size, nb = self.place.rank, plan.size, plan.nblocks
         ins = {b: b for b in ops.in_blocks(op, size, root, nb, rank)}
         outs = {b: b for b in ops.out_blocks(op, size, root, nb, rank)}
-        return PlanRun(plan, self.program(plan, ins, outs))
+        return PlanRun(plan, self.program(plan, ins, outs), reason)
 
 
 def _layout_key(offsets):

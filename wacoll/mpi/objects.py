@@ -458,7 +458,7 @@ def _run(comm, opname, root, slots, *, level=None, reduce_op=None, faults=None,
     run = route.dispatcher.object_run(opname, root, level, family,
                                       plain_options(dict(options or {})))
     plan = run.plan
-    route.ran(plan, plan.family, "python")
+    route.ran(plan, plan.family, "python", run.reason)
     execute(run.program, plan, wire, slots, op=reduce_op, faults=faults, local=local,
             tracer=tracer, tag=route.next_tag())
     if comm.validate and opname in _STATUS and plan.size > 1:

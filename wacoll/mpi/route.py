@@ -77,8 +77,8 @@ class Route:
         Calls started so far (numbers the tags of non-blocking calls).
     broken : str or None
         Why the communicator can run no more collectives, or None.
-    last_plan, last_family, last_route
-        What the most recent collective ran (see :class:`wacoll.Comm`).
+    last_plan, last_family, last_route, last_reason
+        What the most recent collective ran, and why (see :class:`wacoll.Comm`).
     """
 
     def __init__(self, wire, argcheck, dispatcher, tracer=None):
@@ -105,6 +105,7 @@ class Route:
         self.seq = 0
         self.broken = None
         self.last_plan = self.last_family = self.last_route = None
+        self.last_reason = ""
 
     # ------------------------------------------------------------ shared state
     def next_tag(self) -> int:
@@ -121,9 +122,12 @@ class Route:
         if self.broken is not None:
             raise WacollError(self.broken)
 
-    def ran(self, plan, family, route):
-        """Note what the most recent collective ran."""
+    def ran(self, plan, family, route, reason=None):
+        """Note what the most recent collective ran (and why, when it was chosen
+        afresh: a replayed call keeps the reason of the call it repeats)."""
         self.last_plan, self.last_family, self.last_route = plan, family, route
+        if reason is not None:
+            self.last_reason = reason
 
     # ------------------------------------------------------------ 1. replay
     def replay(self, reader, family, level, args):
@@ -134,10 +138,11 @@ class Route:
             return None
         self.seq += 1
         last = self.replays.last
+        why = "a repeated call, run as recorded"
         if type(last) is NativeCall:
-            self.ran(None, NATIVE, "replayed")
+            self.ran(None, NATIVE, "replayed", why)
         else:
-            self.ran(last.plan, last.family, "replayed")
+            self.ran(last.plan, last.family, "replayed", why)
         if outcome is not True:
             self.failed(outcome)
         return True
@@ -159,7 +164,7 @@ class Route:
                 exe = compiled = None
             if compiled is not None:
                 recorded, go = compiled
-                self.ran(exe.plan, exe.family, "compiled")
+                self.ran(exe.plan, exe.family, "compiled", exe.reason)
                 if not go():
                     self.failed(recorded)
                 if type(exe) is not LibraryCollective and \
@@ -182,7 +187,8 @@ class Route:
             return self._bind(desc, exe, check)
         if exe is not None:
             self.ran(exe.plan, exe.family,
-                     "library" if type(exe) is LibraryCollective else "python")
+                     "library" if type(exe) is LibraryCollective else "python",
+                     exe.reason)
         task = CallTask(work, check, exchange=mode == "call",
                         gated=self.argcheck.gated(mode == "call"),
                         finish=None if exe is None or type(exe) is LibraryCollective
@@ -276,7 +282,7 @@ class Route:
             CallTask(None if check.error else NativeWork(lambda: MPI.REQUEST_NULL),
                      check, on_failure=self.retire).advance(block=True)
         self.ran(exe.plan, exe.family, "library" if type(exe) is LibraryCollective
-                 else "python")
+                 else "python", exe.reason)
         program = None if type(exe) is LibraryCollective else exe.program
         return Prequest(self, desc.prepared, exe.plan, program, desc.args, desc.op)
 

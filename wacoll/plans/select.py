@@ -331,6 +331,10 @@ class Selection:
     family: str
     options: tuple
     arithmetic: str = "plain"
+    #: Why the policy chose it, in words (a forced family, the default's rule, or
+    #: the predicted times of the candidates it was priced against); not part of
+    #: what the selection is.
+    reason: str = dataclasses.field(default="", compare=False, repr=False)
 
     @property
     def native(self) -> bool:
@@ -361,15 +365,16 @@ class Selection:
 
 
 def _default_family(call: Call, topology, policy: Policy):
-    """The default family and its extra options (see the module docstring)."""
+    """The default family, its extra options and why (see the module docstring)."""
     if call.level == "strict" and call.op in ("reduce", "allreduce") and \
             _halving_pays(call, topology, policy):
-        return "mpich", {"algorithm": "halving"}
+        return "mpich", {"algorithm": "halving"}, \
+            "a strict reduction long enough for recursive halving"
     if topology.nclusters > 1:
-        return "magpie", {}
+        return "magpie", {}, "several clusters: MagPIe's wide-area optimal plan"
     if call.level != "strict":
-        return NATIVE, {}
-    return "mpich", {}
+        return NATIVE, {}, "one cluster: the MPI library's own collective"
+    return "mpich", {}, "level 'strict' on one cluster: MPICH's canonical order"
 
 
 def _halving_pays(call: Call, topology, policy: Policy) -> bool:
@@ -542,15 +547,17 @@ def _select(call: Call, topology, *, family=None, options=None, comm_family=None
                             f"{', '.join(HAN_OPS)}")
         if family not in (NATIVE, HAN) and call.op not in builders(family):
             raise PlanError(f"the {family} family has no {call.op} plan")
-        chosen, extra = family, {}
+        chosen, extra, reason = family, {}, f"family {family!r} asked for by the call"
     elif comm_family is not None and (comm_family == NATIVE or _composes(call, comm_family)
                                       or comm_family != HAN and
                                       call.op in builders(comm_family)):
-        chosen, extra = comm_family, {}
+        chosen, extra, reason = comm_family, {}, \
+            f"family {comm_family!r} asked for by the communicator"
     else:
-        chosen, extra = _default_family(call, topology, policy)
+        chosen, extra, reason = _default_family(call, topology, policy)
         if chosen == NATIVE and not allow_native:
             chosen, extra = ("magpie" if topology.nclusters > 1 else "mpich"), {}
+            reason = "a call that needs a plan (not the library's collective)"
         if chosen == "magpie" and call.op in ("bcast", "allreduce") and \
                 call.count and not options and _priced(call, topology, policy):
             return _fastest(call, topology, policy, comm_options)
@@ -561,7 +568,7 @@ def _select(call: Call, topology, *, family=None, options=None, comm_family=None
         if call.level == "strict":
             raise PlanError("the native family cannot keep level 'strict': the MPI "
                             "library may combine in any order")
-        return Selection(call.op, NATIVE, ())
+        return Selection(call.op, NATIVE, (), reason=reason)
     accepted = HAN_OPTIONS if chosen == HAN else family_options(chosen, call.op)
     unknown = sorted(set(options) - set(accepted))
     if unknown:
@@ -586,7 +593,7 @@ def _select(call: Call, topology, *, family=None, options=None, comm_family=None
             and chosen != "gridmpi" and "segments" not in options):
         kwargs["segments"] = max(1, min(call.count, policy.max_segments,
                                         math.ceil(call.nbytes / policy.segment_size)))
-    return Selection(call.op, chosen, tuple(sorted(kwargs.items())))
+    return Selection(call.op, chosen, tuple(sorted(kwargs.items())), reason=reason)
 
 
 def _hierarchical_priced(call, policy):
@@ -619,15 +626,16 @@ def _fastest(call, topology, policy, comm_options):
               topology, rule, tuple(sorted(comm_options.items())))
     known = _PRICED.get(octave)
     if known is not None:
-        family, options = known
-        return _select(call, topology, family=family, options=dict(options),
-                       comm_options=comm_options if family is None else None,
-                       policy=rule)
-    chosen = _price(call, topology, policy, rule, comm_options)
+        (family, options), reason = known
+        chosen = _select(call, topology, family=family, options=dict(options),
+                         comm_options=comm_options if family is None else None,
+                         policy=rule)
+        return dataclasses.replace(chosen, reason=reason)
+    key, chosen = _price(call, topology, policy, rule, comm_options)
     if len(_PRICED) >= _PRICED_KEPT:
         del _PRICED[next(iter(_PRICED))]
-    _PRICED[octave] = chosen[0]
-    return chosen[1]
+    _PRICED[octave] = key, chosen.reason
+    return chosen
 
 
 #: Priced choices kept (see :func:`_fastest`); the oldest is dropped first.
@@ -659,8 +667,29 @@ def _price(call, topology, policy, rule, comm_options):
             continue
         priced.append((seconds, (family, tuple(sorted(options.items()))), candidate))
     fastest = min(seconds for seconds, _, _ in priced)
-    return next((key, c) for seconds, key, c in priced
-                if seconds <= fastest * (1 + PRICE_TIE))
+    key, chosen = next((key, c) for seconds, key, c in priced
+                       if seconds <= fastest * (1 + PRICE_TIE))
+    times = ", ".join(f"{_label(c)} {_shown_time(seconds)}" for seconds, _, c in priced)
+    return key, dataclasses.replace(
+        chosen, reason=f"predicted fastest of a {call.nbytes}-byte call: {times}")
+
+
+def _shown_time(seconds):
+    """A predicted time as people read it: ``"1.5 ms"``, ``"2.01 s"``, ``"40 us"``."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-6:.3g} us"
+
+
+def _label(selection):
+    """A priced candidate's name: its family, and its algorithm or pair if any."""
+    options = dict(selection.options)
+    if "inner" in options:
+        return f"{selection.family}({options['inner']}/{options['outer']})"
+    if "algorithm" in options:
+        return f"{selection.family}/{options['algorithm']}"
+    return selection.family
 
 
 def _composes(call: Call, family) -> bool:
