@@ -44,6 +44,7 @@ from pathlib import Path
 from wacoll.measure import run_on_testbed
 from wacoll.plans import Call, select
 from wacoll.plans.bounds import physical_bound
+from wacoll.plans.select import NATIVE
 from wacoll.plans.sim import LinkModel, simulate
 from wacoll.topology import Topology
 
@@ -120,7 +121,7 @@ def _measure_spec(cases, reps, margin):
     # warm-up: the default communicator learns (wacoll.mpi.learning) in its first calls
     return {"reps": reps, "margin": margin, "progress": True, "warmup": WARMUP, "cases": [
         {"label": label, "op": op, "bytes": nbytes, "level": LEVEL,
-         "impls": ["native", *IMPLS]} for label, op, nbytes in cases]}
+         "impls": [NATIVE, *IMPLS]} for label, op, nbytes in cases]}
 
 
 def _check_line(pairs):
@@ -143,7 +144,7 @@ def _ms(seconds, width=0):
 
 #: How each configuration is named in the table and the picture (the native row
 #: gets the library's name and version when it was measured).
-LABELS = {"native": "MPI library", "default": "wacoll default", "magpie": "wacoll magpie",
+LABELS = {NATIVE: "MPI library", "default": "wacoll default", "magpie": "wacoll magpie",
           "mpich": "wacoll mpich-1.1"}
 KEY = ("wacoll default = wacoll.Comm(MPI.COMM_WORLD), no options, as the README writes it "
        "(arguments checked\n  across ranks, MPI's own reduction level); wacoll magpie = "
@@ -162,7 +163,7 @@ def label(impl, library=None):
     >>> label("native", "MPICH 5.0.2"), label("mpich")
     ('MPICH 5.0.2 (native)', 'wacoll mpich-1.1')
     """
-    if impl == "native":
+    if impl == NATIVE:
         return f"{library} (native)" if library else "MPI library (native)"
     return LABELS.get(impl, impl)
 
@@ -181,7 +182,7 @@ def case_verdict(rows, library=None) -> str:
     'wacoll default predicted 12.00 ms; 1.20x the physical lower bound (10.00 ms)'
     """
     by = {r["impl"]: r for r in rows}
-    mine, native = by.get("default", {}), by.get("native")
+    mine, native = by.get("default", {}), by.get(NATIVE)
     lib = library or "the MPI library"
     if mine.get("correct") is False:
         return "wacoll default gave a WRONG RESULT"
@@ -220,7 +221,7 @@ def overall_verdict(rows, library=None) -> str:
     ratios, wrong = [], 0
     for case in cases:
         by = {r["impl"]: r for r in rows if r["case"] == case}
-        mine, native = by.get("default", {}), by.get("native", {})
+        mine, native = by.get("default", {}), by.get(NATIVE, {})
         wrong += mine.get("correct") is False
         if native.get("median") and mine.get("median"):
             ratios.append(native["median"] / mine["median"])
@@ -304,8 +305,8 @@ def _merge(sim, measured):
         native = None
         if measured is not None:
             times = measured[label_]["times"]
-            native = _median(times.get("native"))
-            rows.append({"case": label_, "impl": "native", "algorithm": "library's own",
+            native = _median(times.get(NATIVE))
+            rows.append({"case": label_, "impl": NATIVE, "algorithm": "library's own",
                          "median": native, "speedup": 1.0 if native else None,
                          "correct": True})
         for row in (r for r in sim if r["case"] == label_):
@@ -326,7 +327,7 @@ def _median(values):
 
 def table_lines(rows, measured, library=None) -> list:
     """The demo's table: a block of rows per case, then that case's verdict."""
-    names = {impl: label(impl, library) for impl in ["native", *IMPLS]}
+    names = {impl: label(impl, library) for impl in [NATIVE, *IMPLS]}
     wide = max(len(n) for n in names.values())
     head = f"{'case':16s} {'configuration':{wide}s} {'algorithm':18s}"
     if measured:
@@ -342,7 +343,7 @@ def table_lines(rows, measured, library=None) -> list:
             if measured:
                 sp = r.get("speedup")
                 line += f" {_ms(r.get('median'), 9)} {'-' if sp is None else f'{sp:.2f}x':>8s}"
-            if r["impl"] == "native":
+            if r["impl"] == NATIVE:
                 line += f" {'-':>8s} {'-':>9s} {'-':>4s} {'-':>12s} {'-':>8s}"
             else:
                 line += (f" {r['wide_area_messages']:8d} {r['wide_area_bytes']:9d} "
@@ -407,7 +408,7 @@ def read_csv(path) -> tuple:
             for key in ("wide_area_messages", "wide_area_bytes", "hops"):
                 row[key] = int(raw[key]) if raw.get(key) else None
             row["correct"] = {"True": True, "False": False}.get(raw.get("correct"))
-            if row["impl"] == "native":
+            if row["impl"] == NATIVE:
                 text = raw.get("label", "")
                 row["library"] = text[:-len(" (native)")] if text.endswith(
                     " (native)") and text != "MPI library (native)" else None
@@ -432,8 +433,8 @@ def plot(rows, path, measured, library=None, *, title=None):
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    impls = ["native", *IMPLS] if measured else list(IMPLS)
-    colors = {"native": "0.55", "default": "tab:green", "magpie": "tab:blue",
+    impls = [NATIVE, *IMPLS] if measured else list(IMPLS)
+    colors = {NATIVE: "0.55", "default": "tab:green", "magpie": "tab:blue",
               "mpich": "tab:orange"}
     fig, axes = plt.subplots(2, 3, figsize=(12, 6.8), layout="constrained")
     for ax, (case, _, _) in zip(axes.flat, CASES):
@@ -444,7 +445,7 @@ def plot(rows, path, measured, library=None, *, title=None):
             value = r.get("median") if measured else r.get("predicted")
             ax.bar(x, (value or 0) * 1e3, 0.7, color=colors[impl],
                    hatch=None if measured else "//", edgecolor="white")
-            if measured and impl != "native" and r.get("predicted") is not None:
+            if measured and impl != NATIVE and r.get("predicted") is not None:
                 ax.plot(x, r["predicted"] * 1e3, "kD", markersize=6)
             if measured and impl == "default" and r.get("speedup"):
                 ax.annotate(f"{r['speedup']:.2f}x", (x, (value or 0) * 1e3),

@@ -57,11 +57,12 @@ OPS = ("barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall", "gath
 def normalise_case(case: dict) -> dict:
     """Fill in defaults and turn impl names into ``{"family": name, ...}`` dicts."""
     from wacoll.errors import WacollError
+    from wacoll.plans.select import NATIVE
 
     if case.get("op") not in OPS:
         raise WacollError(f"measure: unknown op {case.get('op')!r}; known: {OPS}")
     impls = []
-    for impl in case.get("impls", ["native"]):
+    for impl in case.get("impls", [NATIVE]):
         impls.append({"family": impl} if isinstance(impl, str) else dict(impl))
     out = dict(case)
     out["impls"] = impls
@@ -196,6 +197,7 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
     margin = float(spec.get("margin", 0.05)) if margin is None else margin
     # a line per case on rank 0, to stderr, on a terminal only (wacoll.progress;
     # the testbed passes its terminal decision to the ranks in WACOLL_PROGRESS)
+    from wacoll.plans.select import NATIVE
     from wacoll.progress import Progress
 
     progress = Progress("measure", total=len(spec["cases"]),
@@ -219,7 +221,7 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
                 [impl["family"]] + [f"{k}={v}" for k, v in sorted(impl.items())
                                     if k not in ("family", "name")])
             default = impl["family"] == "default"
-            if impl["family"] == "native":
+            if impl["family"] == NATIVE:
                 comm = world
             else:
                 key = tuple(sorted(impl.items()))

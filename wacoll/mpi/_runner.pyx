@@ -22,6 +22,8 @@ from libc.string cimport memcpy, memmove
 
 import numpy as np
 
+from wacoll.plans.select import NATIVE
+
 cdef extern from "_mpicalls.h" nogil:
     ctypedef struct wacoll_mpi:
         int hsize
@@ -903,7 +905,7 @@ cdef class LibraryCall:
         self.check, self.method, self.replace, self.sig, self.keep = \
             check, method, replace, sig, keep
         self.tag = tag
-        self.plan, self.family = None, "native"
+        self.plan, self.family = None, NATIVE
         self._mine = np.array([0, 0, digest, -digest], np.int64)
         self._flags = np.zeros(4, np.int64)
         self.mine, self.flags_at = self._mine.ctypes.data, self._flags.ctypes.data
