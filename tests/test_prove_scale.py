@@ -185,36 +185,20 @@ def test_medium_plans_get_the_same_report():
     same(build("alltoall", Topology.from_sizes([9] * 7), "combining"))
 
 
-@pytest.mark.skipif(not encoding.COMPILED, reason="the compiled reader is not built")
-def test_both_readers_of_steps_agree():
-    plans = [build("alltoall", Topology.from_sizes([3, 4]), "combining"),
-             build("scan", Topology.from_sizes([3, 4, 2]), "magpie"),
-             build("reduce", Topology.single(5), "tree", tree="flat", level="commutative",
-                   arrival=True),
-             build("barrier", Topology.from_sizes([2, 3]), "mpich")]
-    odd = plans[0].programs[0] + (Step("send", (10**30, 2, 3, 4), peer=-5, src="q"),)
-    plans.append(dataclasses.replace(plans[0], programs=(odd,) + plans[0].programs[1:]))
-    for plan in plans:
-        a = encoding.encode(plan, compiled=True)
-        b = encoding.encode(plan, compiled=False)
-        for field in dataclasses.fields(a):
-            x, y = getattr(a, field.name), getattr(b, field.name)
-            if isinstance(x, np.ndarray):
-                assert x.dtype == y.dtype and np.array_equal(x, y), field.name
-            else:
-                assert x == y, field.name
-
-
-#: The checker's compiled passes, each with numpy doing the same when it is not built.
-KERNELS = (pieces, flow, values, pairing)
-needs_kernels = pytest.mark.skipif(
-    any(module._compiled is None for module in KERNELS),
-    reason="the checker's compiled passes are not built")
-
-
-def without_kernels(monkeypatch):
-    for module in KERNELS:
-        monkeypatch.setattr(module, "_compiled", None)
+def test_the_reader_of_steps_folds_what_no_plan_can_use_and_takes_any_programs():
+    plan = build("alltoall", Topology.from_sizes([3, 4]), "combining")
+    odd = plan.programs[0] + (Step("send", (10**30, 2, 3, 4), peer=-5, src="q"),)
+    odd = dataclasses.replace(plan, programs=(odd,) + plan.programs[1:])
+    steps = encoding.encode(odd)
+    row = int(steps.start[1]) - 1
+    at = slice(steps.first[row], steps.first[row + 1])
+    assert steps.peer[row] == encoding.BAD_PEER and steps.buffers[steps.src[row]] == "q"
+    assert (steps.block[at].tolist(), steps.length[at].tolist()) == ([plan.nblocks, 2],
+                                                                     [1, 3])
+    same_arrays(encoding.encode(dataclasses.replace(
+        odd, programs=[list(p) for p in odd.programs])), steps)
+    empty = dataclasses.replace(plan, programs=((),) * plan.size)
+    assert encoding.encode(empty).nsteps == 0
 
 
 def same_arrays(a, b):
@@ -241,7 +225,6 @@ def varied_plans(seed, mutations):
     return plans + [mutate(rng.choice(plans), rng) for _ in range(mutations)]
 
 
-@needs_kernels
 @pytest.mark.parametrize("plan", [
     build("allgather", Topology.from_sizes([3, 4]), "mpich"),
     build("allreduce", Topology.from_sizes([3, 4, 2]), "magpie", level="strict"),
@@ -250,31 +233,24 @@ def varied_plans(seed, mutations):
     build("scan", Topology.single(6), "magpie"),
     build("reduce_scatter", Topology.from_sizes([2, 3]), "mpich", level="strict")],
     ids=lambda plan: f"{plan.op}-{plan.family}")
-def test_compiled_and_numpy_pieces_and_dataflows_agree(plan, monkeypatch):
-    compiled = pieces_and_flow(plan)
-    without_kernels(monkeypatch)
-    plain = pieces_and_flow(plan)
-    for a, b in zip(compiled, plain):
-        same_arrays(a, b)
+def test_programs_held_as_arrays_and_as_steps_prove_alike(plan):
     assert plan.prove() == dataclasses.replace(plan, programs=tuple(plan.programs)).prove()
 
 
-@needs_kernels
-@pytest.mark.parametrize("packed", [True, False], ids=["packed-keys", "ordered-keys"])
-def test_compiled_and_numpy_checkers_agree_on_varied_plans(monkeypatch, packed):
-    # pieces, dataflow and pairing arrays alike, and the same report or error (the
-    # report holds the hops counted after the run and the measures)
-    monkeypatch.setattr(flow, "PACK_KEYS", packed)
+def test_packed_and_ordered_keys_agree_on_varied_plans(monkeypatch):
+    # the dataflow sorts keys that carry their access's number where they fit, else
+    # an order of them: pieces and dataflow arrays alike, and the same report or
+    # error (the report holds the hops counted after the run and the measures)
     cases = varied_plans(11, 600)
-    compiled = []
+    packed = []
     for plan in cases:
         try:
-            compiled.append(pieces_and_flow(plan))
+            packed.append(pieces_and_flow(plan))
         except ValueError:  # (a layout the checker refuses before it cuts)
-            compiled.append(None)
+            packed.append(None)
     reports = [outcome(prove_plan, plan) for plan in cases]
-    without_kernels(monkeypatch)
-    for plan, arrays, report in zip(cases, compiled, reports):
+    monkeypatch.setattr(flow, "PACK_KEYS", False)
+    for plan, arrays, report in zip(cases, packed, reports):
         assert outcome(prove_plan, plan) == report
         if arrays is not None:
             for a, b in zip(arrays, pieces_and_flow(plan)):
@@ -292,21 +268,16 @@ def write_hops(plan):
     return hops.of(np.flatnonzero(dataflow.writes))
 
 
-@needs_kernels
-def test_compiled_hops_count_copies_and_pieces_as_numpy_does(monkeypatch):
-    # the most wide-area hops of every write (receives and copies), on plans whose
-    # pieces differ at a message's two ends and whose copies relay received data
+def test_hops_count_copies_and_pieces_as_the_earlier_checker_does():
+    # the most wide-area hops (receives and copies), on plans whose pieces differ at
+    # a message's two ends and whose copies relay received data
     plans = [build("alltoall", Topology.from_sizes([3, 4, 2]), "combining"),
              build("allgather", Topology.from_sizes([2, 3, 3]), "magpie"),
              build("bcast", Topology.from_sizes([3, 3]), "magpie", root=4),
              build("gatherv", Topology.from_sizes([4, 1, 3]), "magpie", root=2)]
     for plan in plans:
-        compiled = write_hops(plan)
-        with monkeypatch.context() as patch:
-            patch.setattr(values, "_compiled", None)
-            plain = write_hops(plan)
-        assert np.array_equal(compiled, plain), plan.op
-        assert compiled.max() >= 1, plan.op
+        same(plan)
+        assert write_hops(plan).max() >= 1, plan.op
 
 
 # ------------------------------------------------------------- large and broken
@@ -480,9 +451,9 @@ def exact_outcome(plan, monkeypatch):
     """The outcome of the checker without its compiled pass of reductions."""
     from types import SimpleNamespace
 
-    from wacoll.plans import check
+    from wacoll.plans import prove
     with monkeypatch.context() as patch:
-        patch.setattr(check, "_values", SimpleNamespace(_compiled=None))
+        patch.setattr(prove, "_values", SimpleNamespace(_compiled=None))
         return outcome(prove_plan, plan)
 
 

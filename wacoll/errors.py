@@ -3,8 +3,9 @@
 Every error a user can trigger derives from :class:`WacollError`, so one ``except``
 clause catches them all; each subclass names the layer at fault. A few classes signal
 between parts of wacoll and never reach the user (:class:`RelayStopped`,
-:class:`ProofKeyRefused`, :class:`ProofLockRefused`, :class:`ProofRecordUntrusted`);
-they keep the built-in base their callers catch.
+:class:`ProofKeyRefused`, :class:`ProofLockRefused`, :class:`ProofRecordUntrusted`,
+:class:`UnevenPiece`, :class:`BlockProofIncomplete`); they keep the built-in base
+their callers catch.
 
 An error :class:`wacoll.Comm` raises for bad arguments is also an instance of the
 class mpi4py raises for the same arguments (or the MPI library through mpi4py), so
@@ -61,6 +62,8 @@ __all__ = [
     "ProofRecordUntrusted",
     "ProofCacheWarning",
     "LinksWarning",
+    "UnevenPiece",
+    "BlockProofIncomplete",
 ]
 
 
@@ -345,3 +348,24 @@ class LinksWarning(UserWarning):
 class ProofCacheWarning(UserWarning):
     """A file of the proof cache that could not be read, parsed or trusted, or written;
     it is ignored (the plan is proved again)."""
+
+
+class UnevenPiece(Exception):
+    """A piece of a received message whose blocks carry different reduction
+    expressions.
+
+    Raised by :meth:`wacoll.plans.prover.values.Reductions.carried`;
+    :func:`wacoll.plans.prove.prove_plan` catches it and proves the plan again with
+    every block a piece of its own.
+    """
+
+
+class BlockProofIncomplete(Exception):
+    """A reduction plan the checker's block-by-block pass did not prove: a fault, or
+    a step its compiled pass does not take (``args[0]``: the row where the pass
+    stopped, or None).
+
+    Raised by :class:`wacoll.plans.prover.values.BlockReductions` and, for a result
+    that fails, by :func:`wacoll.plans.prove.prove_plan`, which catches it and runs
+    its exact pass: that pass decides, and names the fault.
+    """

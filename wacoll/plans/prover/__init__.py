@@ -1,9 +1,9 @@
-"""The parts of the plan checker (:func:`wacoll.plans.check_plan`), one purpose each.
+"""The parts of the plan checker (:func:`wacoll.plans.prove_plan`), one purpose each.
 
 The checker proves a plan with arrays, not with a dictionary entry per (rank,
 buffer, block): a plan of an all-to-all on 4096 ranks has 33.5 million steps, and
 any work per step or block in Python is already too slow there. The stages, in the
-order :func:`wacoll.plans.check.check_plan` runs them:
+order :func:`wacoll.plans.prove.prove_plan` runs them:
 
 - :mod:`~wacoll.plans.prover.encode`: every rank's program as arrays, one row per
   step and one per block of a step (an *entry*);
@@ -26,12 +26,15 @@ Because the run keeps the order of the work queue, a broken plan is refused with
 same error (message, rank and step) as before, and MagPIe's repeated data is
 reported with the same examples.
 
-The passes over every step or entry are compiled when a compiler built them
-(``_encode``, ``_pairing``, ``_pieces``, ``_flow`` and ``_values``, beside the
-module each serves); without them numpy does the same, with the same arrays,
-only slower. The combining all-to-all on 4096 ranks cuts into 48 million pieces,
-and its proof takes about 8 s of one core with them. A reduction's expressions
-are carried by one compiled pass too (``_values.reductions_in_order``, a value per
-block, after the run): it proves a correct plan, and leaves any other to the
-Python pass a step at a time, which names the fault.
+The passes over every step or entry are compiled (``_encode``, ``_pairing``,
+``_pieces``, ``_flow`` and ``_values``, beside the module each serves), and each
+exists once: there is no numpy twin for a build without them. wacoll cannot be
+installed without a C compiler (its reduction kernels, :mod:`wacoll._kernels`, are
+Cython, and the build makes every compiled module of the package), so such a twin
+would never run in an installed wacoll, and would be a second prover to keep equal
+to the first and to test beside it. The combining all-to-all on 4096 ranks cuts
+into 48 million pieces, and its proof takes about 8 s of one core. A reduction's
+expressions are carried by one compiled pass too (``_values.reductions_in_order``,
+a value per block, after the run): it proves a correct plan, and leaves any other
+to the Python pass a step at a time, which names the fault.
 """

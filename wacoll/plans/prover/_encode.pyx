@@ -1,7 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
 """The compiled reading of plan steps (private; :mod:`wacoll.plans.prover.encode`
-uses it when it is built and reads the steps in Python otherwise, with the same
-result).
+reads every plan's steps with it).
 
 A :class:`~wacoll.plans.plan.Step` keeps its fields in slots, whose place in the
 object the class's member descriptors know; this module reads them there, once per
@@ -29,7 +28,9 @@ _MEMBER = type(type("_Probe", (), {"__slots__": ("x",)}).x)
 
 def slot_offsets(cls):
     """The offsets of ``cls``'s slots ``kind, peer, src, dst, side, group, blocks``,
-    or None when it keeps them otherwise."""
+    or None when it keeps them otherwise (or is None: no steps)."""
+    if cls is None:
+        return None
     out = []
     for name in _FIELDS:
         descr = cls.__dict__.get(name)
@@ -87,16 +88,17 @@ cdef Py_ssize_t _runs_entries(const int64_t[::1] start, const int64_t[::1] step,
 
 def encode_programs(tuple programs, cls, codes, buffers, Py_ssize_t size,
                     Py_ssize_t nblocks, Py_ssize_t nsteps):
-    """Every step of ``programs`` (a tuple of tuples) as arrays, in one pass: kind
-    codes (int8), peers (int32; -1 none, -2 not a rank), buffer ids (int16; -1 none),
-    left side and group (bool), the first entry of each step (int32, ``nsteps + 1``)
-    and the entries: runs of consecutive block ids, as first block and length (int32;
-    a block id from ``nblocks`` on is a run of its own, folded to ``nblocks``).
-    ``codes`` maps kind names to
-    codes, ``buffers`` names to ids (numbering new ones); ``nsteps`` is the number of
-    steps. Raises OverflowError when the ids do not fit those types."""
+    """Every step of ``programs`` (a tuple of programs: sequences of steps) as arrays,
+    in one pass: kind codes (int8), peers (int32; -1 none, -2 not a rank), buffer ids
+    (int16; -1 none), left side and group (bool), the first entry of each step
+    (int32, ``nsteps + 1``) and the entries: runs of consecutive block ids, as first
+    block and length (int32; a block id from ``nblocks`` on is a run of its own,
+    folded to ``nblocks``). ``cls`` is the class whose slots are read in place
+    (None: there are no steps), ``codes`` maps kind names to codes, ``buffers``
+    names to ids (numbering new ones); ``nsteps`` is the number of steps. Raises
+    OverflowError when the ids do not fit those types."""
     if size >= 2**31 - 2 or nblocks >= 2**31 - 1:
-        raise OverflowError("too many ranks or blocks for the compiled reader")
+        raise OverflowError("too many ranks or blocks for the checker")
     kind_a = np.empty(nsteps, dtype=np.int8)
     peer_a = np.empty(nsteps, dtype=np.int32)
     src_a = np.empty(nsteps, dtype=np.int16)
@@ -167,14 +169,14 @@ def encode_programs(tuple programs, cls, codes, buffers, Py_ssize_t size,
                 peer[i] = -1
             if s is not last_src:
                 ident = buffers[s]
-                if ident >= 2**15 - 1:
-                    raise OverflowError("too many buffers for the compiled reader")
+                if ident >= 2**15:
+                    raise OverflowError("too many buffers for the checker")
                 last_src, last_src_id = s, ident
             src[i] = <int16_t>last_src_id
             if d is not last_dst:
                 ident = buffers[d]
-                if ident >= 2**15 - 1:
-                    raise OverflowError("too many buffers for the compiled reader")
+                if ident >= 2**15:
+                    raise OverflowError("too many buffers for the checker")
                 last_dst, last_dst_id = d, ident
             dst[i] = <int16_t>last_dst_id
             if code == 2 or code == 4:
@@ -190,12 +192,12 @@ def encode_programs(tuple programs, cls, codes, buffers, Py_ssize_t size,
                 try:
                     run_start, run_step, run_length = blocks.start, blocks.step, blocks.length
                 except AttributeError:
-                    raise OverflowError("a step's blocks are neither a tuple nor runs")
+                    raise TypeError("a step's blocks are neither a tuple nor runs")
                 n = len(blocks)
             else:
                 n = PyTuple_GET_SIZE(blocks)
             if e + n >= 2**31 - 1:
-                raise OverflowError("too many blocks for the compiled reader")
+                raise OverflowError("too many blocks for the checker")
             if e + n > capacity:
                 capacity = max(2 * capacity, e + n)
                 grown = np.empty(capacity, dtype=np.int32)

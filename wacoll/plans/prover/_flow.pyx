@@ -1,9 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
-"""The compiled half of the checker's dataflow (private; :mod:`wacoll.plans.prover.flow`
-uses it when it is built, and numpy with the same result otherwise).
+"""The compiled half of the checker's dataflow (private; used by
+:mod:`wacoll.plans.prover.flow`).
 
 :func:`access_keys` lays out the accesses of every entry in one pass, and
-:func:`defs_after_sort` reads them, sorted by key, in one more: numpy takes some
+:func:`defs_after_sort` reads them, sorted by key, in one more: numpy took some
 twenty passes and as many arrays of temporaries for the same, over 60 million
 accesses in the combining all-to-all on 4096 ranks.
 """

@@ -1,9 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
-"""The compiled comparison of matched messages (private;
-:mod:`wacoll.plans.prover.pairing` uses it when it is built, and numpy with the same
-result otherwise).
+"""The compiled comparison of matched messages (private; used by
+:mod:`wacoll.plans.prover.pairing`).
 
-numpy compares a send's entries with its receive's by laying out the entries of
+numpy compared a send's entries with its receive's by laying out the entries of
 every message twice (34 million for the combining all-to-all on 4096 ranks); here
 one pass compares them message by message.
 """

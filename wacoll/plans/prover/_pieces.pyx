@@ -1,8 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
-"""The compiled cut of entries into pieces (private; :mod:`wacoll.plans.prover.pieces`
-uses it when it is built, and numpy with the same result otherwise).
+"""The compiled cut of entries into pieces (private; used by
+:mod:`wacoll.plans.prover.pieces`).
 
-numpy finds the edges inside entries of several blocks with a search of every edge
+numpy found the edges inside entries of several blocks with a search of every edge
 of every rank in the merged ranges of such entries: eight passes over arrays as long
 as the entries (34 million for the combining all-to-all on 4096 ranks). Here one
 rank at a time marks its edges in a bitmap of its block ids (2 MiB at 4096 ranks),

@@ -1,12 +1,12 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
-"""The compiled hops of moved data (private; :class:`wacoll.plans.prover.values.Hops`
-uses it when it is built, and numpy, a visit at a time, otherwise).
+"""The compiled hops of moved data (private; used by
+:class:`wacoll.plans.prover.values.Hops`).
 
 A receive's hops are those of the write its send read, plus one across clusters,
 and a copy's those of the write it copies; the run's visits are an order in which
 every send runs before its receive and every step after its rank's earlier steps,
 so one pass over the visits' receives and copies, an entry at a time, gives every
-count. numpy takes
+count. numpy took
 some twenty calls per visit for the same, and the combining all-to-all on 4096
 ranks has about 12,000 visits over 48 million entries.
 """

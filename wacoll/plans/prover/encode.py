@@ -12,11 +12,9 @@ folded so that the arrays stay small: a peer outside ``0..size-1`` becomes
 takes such values from the plan's steps when it names them in an error.
 
 Reading the attributes of 33.5 million steps (an all-to-all on 4096 ranks) is most
-of the cost of this module. In Python it reads each attribute once, with ``map``
-over a whole program (about 0.4 us a step); the compiled reader
-:mod:`wacoll.plans.prover._encode`, when it is built, reads a step's slots where
-they are in the object (about 0.03 us), with the same result. The plan world does
-not need it: without a compiler, plans are proved as before, only slower.
+of the cost of this module: the compiled reader :mod:`wacoll.plans.prover._encode`
+reads a step's slots where they are in the object, about 0.03 us a step (Python,
+reading each attribute once with ``map`` over a whole program, takes 0.4 us).
 
 Examples
 --------
@@ -39,24 +37,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import chain
-from operator import attrgetter
 
 import numpy as np
 
-from wacoll.plans.blockruns import BlockRuns, block_array
-
-try:
-    from wacoll.plans.prover import _encode as _compiled
-except ImportError:  # not built: the steps are read in Python
-    _compiled = None
+from wacoll.plans.prover import _encode as _compiled
 
 __all__ = ["SEND", "RECV", "RECV_COMBINE", "COPY", "COMBINE", "KIND_CODES", "NO_PEER",
-           "BAD_PEER", "Steps", "encode", "ranges", "distinct", "index_dtype",
-           "COMPILED"]
-
-#: Whether the compiled reader of steps is built.
-COMPILED = _compiled is not None
+           "BAD_PEER", "Steps", "encode", "ranges", "distinct", "index_dtype"]
 
 SEND, RECV, RECV_COMBINE, COPY, COMBINE = range(5)
 #: Step kind -> code.
@@ -66,10 +53,6 @@ KIND_CODES = {"send": SEND, "recv": RECV, "recv_combine": RECV_COMBINE, "copy": 
 NO_PEER = -1
 #: A peer that is no rank of the plan.
 BAD_PEER = -2
-
-_KIND, _PEER, _SRC, _DST, _BLOCKS = (attrgetter(name) for name in
-                                     ("kind", "peer", "src", "dst", "blocks"))
-
 
 def index_dtype(largest):
     """``int32`` if ``largest`` fits, else ``int64``.
@@ -210,122 +193,44 @@ class Steps:
             return -1
 
 
-def _peers(prog, kind, size, rank):
-    """The peers of one program's steps, folded as :class:`Steps` keeps them."""
-    peer = np.full(len(prog), NO_PEER, dtype=np.int64)
-    talks = kind <= RECV_COMBINE
-    if talks.any():
-        raw = np.fromiter(map(_PEER, prog), object, len(prog))[talks]
-        try:
-            values = raw.astype(np.int64)
-        except OverflowError:
-            values = np.array([p if 0 <= p < size else BAD_PEER for p in raw],
-                              dtype=np.int64)
-        values[(values < 0) | (values >= size)] = BAD_PEER
-        peer[talks] = values
-    return peer
-
-
-def _blocks(prog, nblocks):
-    """Entries per step and the flat block ids (folded at ``nblocks``) of one program."""
-    blocks = list(map(_BLOCKS, prog))
-    counts = np.fromiter(map(len, blocks), np.int64, len(blocks))
-    total = int(counts.sum())
-    try:
-        if any(type(b) is BlockRuns for b in blocks):
-            flat = np.concatenate([block_array(b) for b in blocks])
-        else:
-            flat = np.fromiter(chain.from_iterable(blocks), np.int64, total)
-    except OverflowError:
-        flat = np.fromiter((b if b < nblocks else nblocks
-                            for b in chain.from_iterable(blocks)), np.int64, total)
-    np.minimum(flat, nblocks, out=flat)
-    return counts, flat
-
-
-def _read_python(plan, buffers):
-    """Every program's arrays, read in Python, one program at a time."""
-    size, nblocks = plan.size, plan.nblocks
-    code = KIND_CODES.__getitem__
-    parts = {name: [] for name in ("kind", "peer", "src", "dst", "left", "group",
-                                   "count", "block", "length")}
-    for r, prog in enumerate(plan.programs):
-        m = len(prog)
-        kind = np.fromiter(map(code, map(_KIND, prog)), np.int8, m)
-        parts["kind"].append(kind)
-        parts["peer"].append(_peers(prog, kind, size, r))
-        parts["src"].append(np.fromiter(map(buffers.__getitem__, map(_SRC, prog)),
-                                        np.int32, m))
-        parts["dst"].append(np.fromiter(map(buffers.__getitem__, map(_DST, prog)),
-                                        np.int32, m))
-        left = np.zeros(m, dtype=bool)
-        group = np.zeros(m, dtype=bool)
-        combining = np.flatnonzero((kind == RECV_COMBINE) | (kind == COMBINE)).tolist()
-        if combining:
-            left[combining] = [prog[i].side == "left" for i in combining]
-            group[combining] = [bool(prog[i].group) for i in combining]
-        parts["left"].append(left)
-        parts["group"].append(group)
-        counts, flat = _blocks(prog, nblocks)
-        owner = np.repeat(np.arange(m), counts)
-        head = np.ones(len(flat), dtype=bool)
-        head[1:] = (flat[1:] != flat[:-1] + 1) | (flat[1:] >= nblocks) | \
-            (owner[1:] != owner[:-1])
-        starts = np.flatnonzero(head)
-        parts["count"].append(np.bincount(owner[starts], minlength=m))
-        parts["block"].append(flat[starts])
-        parts["length"].append(np.diff(np.append(starts, len(flat))))
-    dtypes = {"kind": np.int8, "peer": np.int64, "src": np.int32, "dst": np.int32,
-              "left": bool, "group": bool, "count": np.int64, "block": np.int64,
-              "length": np.int64}
-    return [np.concatenate(parts[name]) if parts[name] else
-            np.zeros(0, dtype=dtypes[name]) for name in dtypes]
-
-
-def encode(plan, *, compiled=None) -> Steps:
+def encode(plan) -> Steps:
     """The arrays of every rank's program of ``plan``.
 
     Parameters
     ----------
     plan : wacoll.plans.Plan
-    compiled : bool, optional
-        Read the steps with the compiled reader (default: when it is built).
 
     Returns
     -------
     Steps
+
+    Raises
+    ------
+    OverflowError
+        More ranks or blocks than fit in 31 bits, or more than 32768 buffers.
     """
     held = getattr(plan.programs, "steps", None)
     if isinstance(held, Steps):  # programs held as arrays (wacoll.plans.encoded)
         return held
+    programs = plan.programs
+    if type(programs) is not tuple:
+        programs = tuple(programs)
     # the step class, from the plan itself (importing it would make a cycle: a
-    # plan's check() imports the checker)
-    Step = next((type(program[0]) for program in plan.programs if program), None)
+    # plan's prove() imports the checker)
+    Step = next((type(program[0]) for program in programs if program), None)
     size, nblocks = plan.size, plan.nblocks
     buffers = _Buffers()
-    lengths = np.fromiter(map(len, plan.programs), np.int64, size)
+    lengths = np.fromiter(map(len, programs), np.int64, size)
     nsteps = int(lengths.sum())
-    if compiled is None:
-        compiled = COMPILED
-    first = None
-    if compiled and Step is not None and isinstance(plan.programs, tuple):
-        try:
-            kind, peer, src, dst, left, group, first, block, length = \
-                _compiled.encode_programs(plan.programs, Step, KIND_CODES, buffers, size,
-                                          nblocks, nsteps)
-        except OverflowError:  # ids too large for its arrays: read in Python
-            buffers, first = _Buffers(), None
-    if first is None:
-        kind, peer, src, dst, left, group, count, block, length = \
-            _read_python(plan, buffers)
-        first = np.zeros(nsteps + 1, dtype=index_dtype(len(block) + 1))
-        np.cumsum(count, out=first[1:])
+    kind, peer, src, dst, left, group, first, block, length = \
+        _compiled.encode_programs(programs, Step, KIND_CODES, buffers, size, nblocks,
+                                  nsteps)
     start = np.zeros(size + 1, dtype=np.int64)
     np.cumsum(lengths, out=start[1:])
     nentries = len(block)
     single = nentries == nsteps and (nsteps == 0 or (
         int((first[1:] - first[:-1]).min()) == 1 and int(length.max()) == 1))
-    # buffers numbered by name, whichever reader met them first
+    # buffers numbered by name (the reader numbers them as it meets them)
     names = sorted(buffers.names)
     renumber = np.zeros(len(names) + 1, dtype=np.int32)  # (id -1 stays -1)
     renumber[:-1] = [names.index(n) for n in buffers.names]

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wacoll.plans.prover import _flow as _compiled
 from wacoll.plans.prover.encode import (
     BAD_PEER,
     COMBINE,
@@ -45,11 +46,6 @@ from wacoll.plans.prover.encode import (
     index_dtype,
 )
 from wacoll.plans.prover.layout import Layout
-
-try:
-    from wacoll.plans.prover import _flow as _compiled
-except ImportError:  # not built: numpy does the same
-    _compiled = None
 
 __all__ = ["INIT", "MISSING", "NO_READ", "Flow", "analyse"]
 
@@ -116,29 +112,11 @@ class Flow:
     fault_positions: np.ndarray
 
 
-def _sorted_defs(keys, is_write, ident):
-    """Sort accesses (listed in time order) by key, stably; return the order, the
-    sorted keys, which sorted positions start a run of equal keys, per sorted
-    position the ident of the last write at or before it in its run (-1: none), and
-    the idents in sorted order. ``is_write`` None: every access is a write."""
-    n = len(keys)
-    order = np.argsort(keys, kind="stable")
-    skeys = keys[order]
-    head = np.ones(n, dtype=bool)
-    np.not_equal(skeys[1:], skeys[:-1], out=head[1:])
-    ident_sorted = ident[order]
-    if is_write is None:  # every access writes: each sees itself
-        return order, skeys, head, ident_sorted, ident_sorted
-    pos = np.arange(n, dtype=index_dtype(n))
-    run_start = np.maximum.accumulate(np.where(head, pos, 0))
-    last = np.maximum.accumulate(np.where(is_write[order], pos, -1))
-    last_ident = np.where(last >= run_start, ident_sorted[last], -1)
-    return order, skeys, head, last_ident, ident_sorted
-
-
 def _definitions(n, nb, nkey, rank, block, compact, names, reads1, reads2, writes,
                  ident_t, *, earlier):
-    """Which write each read sees and where each write goes, by a sort of every access.
+    """Which write each read sees and where each write goes, by a sort of every
+    access: the compiled passes of :mod:`wacoll.plans.prover._flow` lay the accesses
+    out in one pass and read them, sorted, in one more.
 
     ``reads1``, ``reads2`` (or None) and ``writes`` are (mask, buffer ids) of the
     entries' first reads, second reads and writes to keep; ``compact`` numbers the
@@ -158,106 +136,6 @@ def _definitions(n, nb, nkey, rank, block, compact, names, reads1, reads2, write
         When ``earlier``: per entry, whether its write's (rank, block) was written
         before in any buffer.
     """
-    def where(mask):
-        return np.flatnonzero(mask).astype(ident_t, copy=False)
-
-    where1, read1 = where(reads1[0]), reads1[1]
-    where2, read2 = (where(reads2[0]), reads2[1]) if reads2 is not None else \
-        (where1[:0], None)
-    wherew, dst = where(writes[0]), writes[1]
-
-    def key(where, buf):  # (rank, block, buffer): a (rank, block)'s slots side by side
-        k = rank[where].astype(np.int64) * nb + block[where]
-        if nkey > 1:
-            k *= nkey
-            k += compact[buf[where]]
-        return k
-    # accesses in time order (entry e reads at 2e, writes at 2e + 1), then by key
-    by_write_only = not (len(where1) or len(where2))
-    if not by_write_only:  # each entry's accesses in turn: read 1, read 2, write
-        has1 = np.zeros(n, dtype=np.int8)
-        has1[where1] = 1
-        has2 = np.zeros(n, dtype=np.int8)
-        has2[where2] = 1
-        count = has1 + has2
-        count[wherew] += 1
-        place = np.cumsum(count, dtype=np.int64)
-        place -= count
-        del count
-        at1 = place[where1]
-        at2 = place[where2] + has1[where2]
-        atw = place[wherew] + has1[wherew] + has2[wherew]
-        del place, has1, has2
-        n_acc = len(where1) + len(where2) + len(wherew)
-        keys = np.empty(n_acc, dtype=np.int64)
-        ident = np.empty(n_acc, dtype=ident_t)
-        is_write = np.zeros(n_acc, dtype=bool)
-        keys[at1], ident[at1] = key(where1, read1), where1
-        if len(where2):
-            keys[at2], ident[at2] = key(where2, read2), where2
-        keys[atw], ident[atw] = key(wherew, dst), wherew
-        is_write[atw] = True
-    else:
-        keys, ident = key(wherew, dst), wherew
-        is_write = None
-    order, skeys, head, last, ident_sorted = _sorted_defs(keys, is_write, ident)
-    del keys
-    n_acc = len(order)
-    position = np.empty(n_acc, dtype=index_dtype(n_acc))
-    position[order] = np.arange(n_acc, dtype=position.dtype)
-    if by_write_only:
-        p1, p2, pw = position[:0], position[:0], position
-    else:  # the sorted positions of the accesses of where1, where2 and wherew
-        p1, p2, pw = position[at1], position[at2], position[atw]
-        del at1, at2, atw
-    del position
-
-    def seen(where, pos):
-        out = np.full(n, NO_READ, dtype=ident_t)
-        found = last[pos]
-        out[where] = np.where(found >= 0, found, MISSING)
-        return out
-
-    read_def = seen(where1, p1)
-    read2_def = seen(where2, p2) if reads2 is not None else None
-    slot_of = np.cumsum(head, dtype=index_dtype(n_acc + 1)) - 1
-    slot = np.full(n, -1, dtype=slot_of.dtype)
-    slot[wherew] = slot_of[pw]
-    starts = np.flatnonzero(head)
-    slot_last = last[np.append(starts[1:], n_acc) - 1] if n_acc else last[:0]
-    slot_key = skeys[starts]
-    slot_rank = (slot_key // (nb * nkey) if len(slot_key) else slot_key).astype(
-        rank.dtype)
-    slot_block = ((slot_key // nkey) % nb if len(slot_key) else slot_key).astype(
-        block.dtype)
-    slot_buf = names[slot_key % nkey] if nkey > 1 else \
-        np.full(len(slot_key), names[0] if len(names) else 0, dtype=np.int16)
-    written_before = None
-    if earlier:
-        if nkey == 1:
-            fresh, group_of = head, slot_of
-        else:
-            group = skeys // nkey
-            fresh = np.ones(n_acc, dtype=bool)
-            np.not_equal(group[1:], group[:-1], out=fresh[1:])
-            group_of = np.cumsum(fresh, dtype=slot_of.dtype) - 1
-            del group
-        never = np.int64(n)  # (after every entry)
-        firsts = ident_sorted if by_write_only else \
-            np.where(is_write[order], ident_sorted, never)
-        earliest = np.minimum.reduceat(firsts, np.flatnonzero(fresh)) \
-            if n_acc else fresh
-        written_before = np.zeros(n, dtype=bool)
-        written_before[wherew] = earliest[group_of[pw]] < wherew
-    return (read_def, read2_def, slot, slot_rank, slot_block, slot_buf, slot_last,
-            written_before)
-
-
-def _definitions_compiled(n, nb, nkey, rank, block, compact, names, reads1, reads2,
-                          writes, ident_t, *, earlier):
-    """:func:`_definitions` by the compiled passes of
-    :mod:`wacoll.plans.prover._flow`: the accesses laid out in one pass, sorted, and
-    read in one pass."""
     args, n_acc = [], 0
     for part in (reads1, reads2, writes):
         if part is None:
@@ -326,7 +204,7 @@ def analyse(plan, steps, *, layout=None, level=None) -> Flow:
     level = plan.level if level is None else level
     nb, size, n = steps.nblocks, steps.size, steps.nentries
     nbuf = max(len(steps.buffers), 1)
-    if size * nbuf * max(nb, 1) >= 2**62:
+    if size * nbuf * max(nb, 1) >= 2**62 or nbuf > 2**15:  # (buffer ids are int16)
         raise ValueError("too many ranks, buffers and blocks for the checker's keys")
     in_id, out_id = steps.buffer_id("in"), steps.buffer_id("out")
     ident_t = index_dtype(n + 1)
@@ -366,12 +244,10 @@ def analyse(plan, steps, *, layout=None, level=None) -> Flow:
 
     # which write each read sees, the slots written and, for data movement, the
     # writes of a (rank, block) written before in any buffer
-    definitions = _definitions_compiled if _compiled is not None and \
-        dst.dtype == np.int16 else _definitions
     read_def, read2_def, slot, slot_rank, slot_block, slot_buf, slot_last, earlier = \
-        definitions(n, nb, nkey, rank, block, compact, names, (reads_of(read1), read1),
-                    (reads_of(read2), read2) if read2 is not None else None,
-                    (writes, dst), ident_t, earlier=not reduction)
+        _definitions(n, nb, nkey, rank, block, compact, names, (reads_of(read1), read1),
+                     (reads_of(read2), read2) if read2 is not None else None,
+                     (writes, dst), ident_t, earlier=not reduction)
 
     # a read sees the last write before it, else the initial data or nothing
     def resolve(out, buf):

@@ -27,12 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from wacoll.errors import PlanError
+from wacoll.plans.prover import _pairing as _compiled
 from wacoll.plans.prover.encode import RECV, RECV_COMBINE, SEND, ranges
-
-try:
-    from wacoll.plans.prover import _pairing as _compiled
-except ImportError:  # not built: numpy does the same
-    _compiled = None
 
 __all__ = ["Pairing", "pair"]
 
@@ -71,8 +67,8 @@ def _unequal(plan, steps, sends, recvs):
     if steps.single:  # one block each: entry s is step s's block
         a, b = block[sends], block[recvs]
         bad = a != b
-        owner, lengths = None, None
-    elif _compiled is not None:
+        folded = np.flatnonzero((a == steps.nblocks) & (a == b)) if steps.beyond else []
+    else:
         bad = np.empty(len(sends), dtype=np.uint8)
         folded = np.empty(len(sends), dtype=np.uint8)
         _compiled.unequal(first, block, steps.length.astype(block.dtype, copy=False),
@@ -80,27 +76,9 @@ def _unequal(plan, steps, sends, recvs):
                           recvs.astype(np.int64, copy=False), steps.nblocks, bad, folded)
         bad = bad.view(bool)
         folded = np.flatnonzero(folded) if steps.beyond else []
-        for i in folded:
-            bad[i] = _blocks(plan, steps, int(sends[i])) != _blocks(plan, steps,
-                                                                     int(recvs[i]))
-        return bad
-    else:
-        n_send = first[sends + 1] - first[sends]
-        bad = n_send != first[recvs + 1] - first[recvs]
-        same = np.flatnonzero(~bad)
-        lengths = n_send[same]
-        at_send = ranges(first[sends[same]], lengths)
-        at_recv = ranges(first[recvs[same]], lengths)
-        a, b = block[at_send], block[at_recv]
-        owner = np.repeat(same, lengths)
-        bad[owner[(a != b) | (steps.length[at_send] != steps.length[at_recv])]] = True
-    if steps.beyond:  # ids beyond the layout were folded: compare the real ones
-        folded = np.flatnonzero((a == steps.nblocks) & (a == b))
-        if owner is not None:
-            folded = np.unique(owner[folded])
-        for i in folded.tolist():
-            bad[i] = _blocks(plan, steps, int(sends[i])) != _blocks(plan, steps,
-                                                                     int(recvs[i]))
+    for i in folded:  # ids beyond the layout were folded: compare the real ones
+        bad[i] = _blocks(plan, steps, int(sends[i])) != _blocks(plan, steps,
+                                                                 int(recvs[i]))
     return bad
 
 

@@ -34,12 +34,8 @@ import dataclasses
 
 import numpy as np
 
-from wacoll.plans.prover.encode import distinct, index_dtype, ranges
-
-try:
-    from wacoll.plans.prover import _pieces as _compiled
-except ImportError:  # not built: numpy does the same
-    _compiled = None
+from wacoll.plans.prover import _pieces as _compiled
+from wacoll.plans.prover.encode import index_dtype, ranges
 
 __all__ = ["split"]
 
@@ -81,22 +77,16 @@ def split(steps, layout, *, blocks=False):
     length = steps.length
     if steps.single or not len(length) or int(length.max()) <= 1:
         return steps
-    pieces = None
     if blocks:
         count = length.astype(np.int64)
         block = ranges(steps.block, count)
         piece_length = np.ones(len(block), dtype=length.dtype)
-    elif _compiled is not None:
-        pieces, block, piece_length = _cut_compiled(steps, layout)
-        if pieces is None:
-            return steps
-    else:
-        count, block, piece_length = _cut(steps, layout)
-        if count is None:
-            return steps
-    if pieces is None:
         pieces = np.zeros(len(count) + 1, dtype=np.int64)
         np.cumsum(count, out=pieces[1:])
+    else:
+        pieces, block, piece_length = _cut(steps, layout)
+        if pieces is None:
+            return steps
     first = pieces[steps.first].astype(index_dtype(len(block) + 1))
     single = len(block) == steps.nsteps and int(piece_length.max(initial=1)) == 1 and \
         bool(((first[1:] - first[:-1]) == 1).all())
@@ -106,9 +96,10 @@ def split(steps, layout, *, blocks=False):
         length=piece_length.astype(length.dtype, copy=False), single=single)
 
 
-def _cut_compiled(steps, layout):
-    """:func:`_cut` by :func:`wacoll.plans.prover._pieces.cut`, a rank at a time,
-    with the first piece of every entry (and one past the last) for the counts."""
+def _cut(steps, layout):
+    """The pieces of every entry, by :func:`wacoll.plans.prover._pieces.cut` a rank at
+    a time: the first piece of every entry (and one past the last), their first
+    blocks and lengths (None, None, None when no entry is cut)."""
     edge_ranks, edge_ids = _layout_edges(layout, steps.size)
     order = np.argsort(edge_ranks, kind="stable")
     edge_bounds = np.searchsorted(edge_ranks[order], np.arange(steps.size + 1))
@@ -117,61 +108,3 @@ def _cut_compiled(steps, layout):
     return _compiled.cut(steps.block, length, bounds,
                          np.ascontiguousarray(edge_ids[order], dtype=np.int64),
                          edge_bounds.astype(np.int64), steps.nblocks)
-
-
-def _cut(steps, layout):
-    """The pieces of every entry: their number per entry, first blocks and lengths
-    (None when no entry is cut). Only entries of several blocks can be cut, and
-    only at edges inside them: those are found among all edges of their ranks by a
-    search in the (merged) ranges of such entries."""
-    nb, length = steps.nblocks, steps.length
-    wide = np.int64(nb + 2)
-    rank = steps.per_entry(steps.rank).astype(np.int64)
-    begin = rank * wide + steps.block
-    end = begin + length
-    several = np.flatnonzero(length > 1)
-    cb, ce = begin[several], end[several]
-    # the union of the ranges of entries of several blocks, as disjoint ranges
-    order = np.argsort(cb, kind="stable")
-    cb_sorted, ce_sorted = cb[order], np.maximum.accumulate(ce[order])
-    fresh = np.ones(len(order), dtype=bool)
-    fresh[1:] = cb_sorted[1:] >= ce_sorted[:-1]
-    starts = np.flatnonzero(fresh)
-    union_begin = cb_sorted[starts]
-    union_end = ce_sorted[np.append(starts[1:], len(order)) - 1]
-    # the edges of the ranks that have such entries, inside such an entry
-    cutting = np.zeros(steps.size, dtype=bool)
-    cutting[rank[several]] = True
-    mine = cutting[rank]
-    edge_ranks, edge_ids = _layout_edges(layout, steps.size)
-    inside = (edge_ids >= 0) & (edge_ids <= nb) & cutting[edge_ranks]
-    every = np.concatenate((begin[mine], end[mine],
-                            edge_ranks[inside] * wide + edge_ids[inside]))
-    at = np.searchsorted(union_begin, every, side="right") - 1
-    some = np.maximum(at, 0)
-    held = (at >= 0) & (every < union_end[some]) & (every > union_begin[some])
-    edges = distinct(every[held])
-    del every, at, held, some, mine
-    lo = np.searchsorted(edges, cb, side="right")
-    hi = np.searchsorted(edges, ce, side="left")
-    cuts = hi - lo
-    if not cuts.any():
-        return None, None, None
-    count = np.ones(len(length), dtype=np.int64)
-    count[several] += cuts
-    block = np.repeat(steps.block.astype(np.int64), count)
-    piece_length = np.repeat(length, count)
-    split = cuts > 0
-    entry, lo, cuts = several[split], lo[split], cuts[split]
-    n = cuts + 1
-    where = ranges((np.cumsum(count) - count)[entry], n)
-    k = where - np.repeat(where[np.cumsum(n) - n], n)
-    owner = np.repeat(np.arange(len(entry)), n)
-    base = rank[entry][owner] * wide
-    inner = edges[np.minimum(lo[owner] + k - 1, len(edges) - 1)]
-    piece_begin = np.where(k == 0, begin[entry][owner], inner)
-    piece_end = np.where(k == n[owner] - 1, end[entry][owner],
-                         edges[np.minimum(lo[owner] + k, len(edges) - 1)])
-    block[where] = piece_begin - base
-    piece_length[where] = piece_end - piece_begin
-    return count, block, piece_length

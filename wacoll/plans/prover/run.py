@@ -13,7 +13,7 @@ values its receives carry:
 - data movement: a block's value is its source's contribution, so a receive only
   carries the number of wide-area links its data crossed;
 - reductions: the expression each block holds, interned by
-  :class:`wacoll.plans.check._Exprs`, with the checks of every combination (each
+  :class:`wacoll.plans.prove._Exprs`, with the checks of every combination (each
   contribution once, rank order, the canonical expression) and of every receive (a
   value received again);
 - barrier: the knowledge of which ranks have arrived, one row of a matrix per rank.
@@ -30,7 +30,6 @@ from collections import deque
 import numpy as np
 
 from wacoll.errors import PlanError
-from wacoll.plans.prover.encode import RECV, ranges
 from wacoll.plans.prover.flow import (
     EXIST,
     GROUP,
@@ -295,25 +294,3 @@ class Run:
             lo[other] = np.searchsorted(off, at, side="right") - 1
             hi[other] = np.searchsorted(off, at + length[entries[other]], side="left")
         return lo, hi
-
-    def receives(self, lo, stop, kinds=(RECV,)):
-        """The receives of kind ``kinds`` in rows ``lo..stop-1``: their rows, the rows
-        of the sends they meet, their entries, each entry's receive and send rows,
-        and the range of send entries carrying each (see :meth:`sources`)."""
-        steps = self.steps
-        r0 = int(np.searchsorted(self.recv_rows, lo))
-        r1 = int(np.searchsorted(self.recv_rows, stop))
-        rows = self.recv_rows[r0:r1]
-        sends = self.pairing.recv_send[r0:r1]
-        if len(kinds) == 1:
-            keep = steps.kind[rows] == kinds[0]
-            if not keep.all():
-                rows, sends = rows[keep], sends[keep]
-        if steps.single:
-            return rows, sends, rows, rows, sends, sends, sends + 1
-        first = steps.first
-        count = first[rows + 1] - first[rows]
-        entries = ranges(first[rows], count)
-        e_rows, e_sends = np.repeat(rows, count), np.repeat(sends, count)
-        src_lo, src_hi = self.sources(e_rows, e_sends, entries)
-        return rows, sends, entries, e_rows, e_sends, src_lo, src_hi

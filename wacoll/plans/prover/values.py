@@ -7,16 +7,15 @@ the run at a step with a fault (``fault(run, f)``: the ``f``-th static fault of
 
 - :class:`Hops` (data movement): a block's value is its source's contribution
   wherever it is, so only the wide-area links its copy crossed differ; a receive
-  adds one to the count of the write its send read when it crosses clusters. A
-  copy's count is that of the write it copies (numpy follows copies back to a
-  receive, or the initial data, once before the run; the compiled pass counts a
-  copy where it meets it). A piece keeps the most hops of its blocks,
-  which is all the report needs (the most on any path). No count can stop the run,
-  so the counts are taken after it, over its visits in order (``finish``).
+  adds one to the count of the write its send read when it crosses clusters, and a
+  copy's count is that of the write it copies. A piece keeps the most hops of its
+  blocks, which is all the report needs (the most on any path). No count can stop
+  the run, so a compiled pass takes the counts after it, over its visits in order
+  (``finish``).
 - :class:`Reductions`: the expression of every block, step by step, with the
   checks of each combination and of each receive; :class:`BlockReductions`: the
   same, a value per block, in one compiled pass after the run, for plans it
-  proves (it raises :class:`Unproved` at anything else).
+  proves (it raises :class:`~wacoll.errors.BlockProofIncomplete` at anything else).
 - :class:`Knowledge` (barrier): which ranks each rank has heard of, and over how
   many wide-area links.
 - :class:`Repeats`: MagPIe's second condition, in the run's order for its examples.
@@ -26,6 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from wacoll.errors import BlockProofIncomplete, UnevenPiece
+from wacoll.plans.prover import _values as _compiled
 from wacoll.plans.prover.encode import (
     COMBINE,
     COPY,
@@ -44,12 +45,10 @@ from wacoll.plans.prover.flow import (
     STRICT,
 )
 
-try:
-    from wacoll.plans.prover import _values as _compiled
-except ImportError:  # not built: numpy does the same, a visit at a time
-    _compiled = None
+__all__ = ["Hops", "Reductions", "BlockReductions", "Knowledge", "Repeats", "UNKNOWN"]
 
-__all__ = ["Hops", "Reductions", "BlockReductions", "Unproved", "Uneven", "Knowledge", "Repeats", "UNKNOWN"]
+# the former names, which wacoll.plans.prove still imports from here
+Uneven, Unproved = UnevenPiece, BlockProofIncomplete
 
 #: Knowledge rows: a rank not heard of (any count from here up).
 UNKNOWN = 2**30
@@ -62,75 +61,39 @@ class Hops:
         self.flow = flow
         self.hops = np.zeros(steps.nentries, dtype=np.int32)
         self.visits = []
-        self.root = None  # the compiled pass counts the hops of copies too
-        if _compiled is not None:
-            return
-        copies = np.flatnonzero(flow.writes & (steps.per_entry(steps.kind) == COPY))
-        root = np.arange(steps.nentries, dtype=np.int64)
-        step = flow.read_def[copies]
-        while len(copies):  # follow copies of copies back to a receive
-            root[copies] = step
-            deeper = step >= 0
-            nxt = np.where(deeper, root[np.maximum(step, 0)], step)
-            if np.array_equal(nxt, step):
-                break
-            step = nxt
-        self.root = root
 
     def of(self, defs):
-        """The hops of the writes ``defs`` (entries, or :data:`INIT`)."""
-        if self.root is None and (not len(defs) or int(defs.min()) >= 0):
-            return self.hops[defs]  # (every hop counted: copies too)
+        """The hops of the writes ``defs`` (entries, or :data:`INIT`: none)."""
+        if not len(defs) or int(defs.min()) >= 0:
+            return self.hops[defs]
         out = np.zeros(len(defs), dtype=np.int32)
         written = np.flatnonzero(defs >= 0)
-        if len(written):
-            src = defs[written] if self.root is None else self.root[defs[written]]
-            copied = src >= 0
-            out[written[copied]] = self.hops[src[copied]]
+        out[written] = self.hops[defs[written]]
         return out
 
     def visit(self, run, r, lo, stop):
         self.visits.append((lo, stop))
 
     def finish(self, run):
-        """Count the hops of every receive, over the visits in the run's order (in
-        which every send ran before its receive)."""
+        """Count the hops of every receive and copy, over the visits in the run's
+        order (in which every send ran before its receive), by
+        :func:`wacoll.plans.prover._values.hops_in_order`."""
         visits, self.visits = self.visits, []
         if not visits:
             return
         steps = run.steps
-        if _compiled is not None:
-            bounds = np.array(visits, dtype=np.int64)
-            copies = np.flatnonzero(steps.kind == COPY)
-            read = self.flow.read_def
-            _compiled.hops_in_order(
-                bounds.ravel(), run.recv_rows.astype(np.int64, copy=False),
-                run.pairing.recv_send.astype(np.int64, copy=False),
-                np.searchsorted(run.recv_rows, bounds[:, 0]).astype(np.int64),
-                copies, np.searchsorted(copies, bounds[:, 0]).astype(np.int64),
-                steps.kind, steps.rank, run.clusters,
-                steps.first.astype(read.dtype, copy=False),
-                np.zeros(0, dtype=np.int64) if steps.single else run.offsets, read,
-                self.flow.writes.view(np.uint8), self.hops)
-            return
-        for lo, stop in visits:
-            self._visit(run, lo, stop)
-
-    def _visit(self, run, lo, stop):
-        rows, sends, entries, e_rows, e_sends, src_lo, src_hi = run.receives(lo, stop)
-        if not len(entries):
-            return
-        cl = run.clusters
-        rank = run.steps.rank
-        wide = (cl[rank[e_sends]] != cl[rank[e_rows]]).astype(np.int32)
+        bounds = np.array(visits, dtype=np.int64)
+        copies = np.flatnonzero(steps.kind == COPY)
         read = self.flow.read_def
-        if run.steps.single or bool((src_hi - src_lo == 1).all()):
-            carried = self.of(read[src_lo])
-        else:  # a piece made of several pieces of the sender: the most hops of them
-            counts = src_hi - src_lo
-            carried = np.maximum.reduceat(self.of(read[ranges(src_lo, counts)]),
-                                          np.cumsum(counts) - counts)
-        self.hops[entries] = carried + wide
+        _compiled.hops_in_order(
+            bounds.ravel(), run.recv_rows.astype(np.int64, copy=False),
+            run.pairing.recv_send.astype(np.int64, copy=False),
+            np.searchsorted(run.recv_rows, bounds[:, 0]).astype(np.int64),
+            copies, np.searchsorted(copies, bounds[:, 0]).astype(np.int64),
+            steps.kind, steps.rank, run.clusters,
+            steps.first.astype(read.dtype, copy=False),
+            np.zeros(0, dtype=np.int64) if steps.single else run.offsets, read,
+            self.flow.writes.view(np.uint8), self.hops)
 
     def fault(self, run, f):
         flow = run.flow
@@ -138,11 +101,6 @@ class Hops:
         position = int(flow.fault_positions[f])
         held = run.holder(row, position) if code == HOLDER else None
         run.fail(row, code, position, held=held)
-
-
-class Uneven(Exception):
-    """A piece of a receive whose blocks come with different expressions (the
-    checker then takes every block as a piece of its own)."""
 
 
 def _slot_groups(flow, nblocks):
@@ -168,7 +126,7 @@ class Reductions:
     ----------
     steps, flow
         The plan's arrays and dataflow.
-    exprs : wacoll.plans.check._Exprs
+    exprs : wacoll.plans.prove._Exprs
         The interned expressions (leaves ``0..size-1``).
     level : str
         The level the proof keeps.
@@ -341,7 +299,8 @@ class Reductions:
 
     def carried(self, run, row, send, entries):
         """The expressions and hops the send at ``send`` carries for ``entries`` of
-        the receive at ``row``; raise :class:`Uneven` when a piece gets several."""
+        the receive at ``row``; raise :class:`~wacoll.errors.UnevenPiece` when a
+        piece gets several."""
         n = len(entries)
         lo, hi = run.sources(np.full(n, row), np.full(n, send), entries)
         sender = int(self.steps.rank[send])
@@ -352,7 +311,7 @@ class Reductions:
         expr, hops = self.value(read[ranges(lo, counts)], sender)
         heads = np.cumsum(counts) - counts
         if (expr != np.repeat(expr[heads], counts)).any():
-            raise Uneven()
+            raise UnevenPiece()
         return expr[heads], np.maximum.reduceat(hops, heads)
 
     def _sequential(self, e0, e1):
@@ -469,28 +428,23 @@ class Reductions:
         self.take(run, row, static=True)
 
 
-class Unproved(Exception):
-    """What :class:`BlockReductions` does not prove: a fault, or a step its compiled
-    pass does not take. The checker then runs :class:`Reductions`, which decides
-    and names the fault (``args[0]``: the row where the pass stopped, or None)."""
-
-
 class BlockReductions(Reductions):
     """Reduction expressions block by block, in one compiled pass after the run.
 
     :class:`Reductions` keeps one expression per piece, checks a step at a time in
     Python (some twenty numpy calls a step), and gives up when a received piece's
-    blocks hold different expressions (:class:`Uneven`: the whole proof runs again
-    with every block a piece, every array as long as the blocks). Here every block
-    of a written piece has its own expression, so that pieces never need cutting
-    again, and :func:`wacoll.plans.prover._values.reductions_in_order` carries them
-    over the run's visits in its order with the same checks (a contribution
-    combined twice, rank order, the canonical expression, a value received again).
-    It proves a correct plan; at anything else (a static or dynamic fault, a
-    deadlock, a failing result) it raises :class:`Unproved` and the checker's exact
-    pass refuses the plan with its usual error. Its values: ``val`` (an expression
-    per block of each written piece ``e``, from ``woff[e]`` on) and ``hops`` (the
-    most wide-area hops of a piece's blocks).
+    blocks hold different expressions (:class:`~wacoll.errors.UnevenPiece`: the
+    whole proof runs again with every block a piece, every array as long as the
+    blocks). Here every block of a written piece has its own expression, so that
+    pieces never need cutting again, and
+    :func:`wacoll.plans.prover._values.reductions_in_order` carries them over the
+    run's visits in its order with the same checks (a contribution combined twice,
+    rank order, the canonical expression, a value received again). It proves a
+    correct plan; at anything else (a static or dynamic fault, a deadlock, a
+    failing result) it raises :class:`~wacoll.errors.BlockProofIncomplete` and the
+    checker's exact pass refuses the plan with its usual error. Its values: ``val``
+    (an expression per block of each written piece ``e``, from ``woff[e]`` on) and
+    ``hops`` (the most wide-area hops of a piece's blocks).
     """
 
     def __init__(self, steps, flow, exprs, level, canonical):
@@ -510,7 +464,7 @@ class BlockReductions(Reductions):
         self.visits.append((lo, stop))
 
     def fault(self, run, f):
-        raise Unproved(int(run.flow.fault_rows[f]))
+        raise BlockProofIncomplete(int(run.flow.fault_rows[f]))
 
     def finish(self, run):
         """Carry the expressions over the visits in the run's order."""
@@ -533,7 +487,7 @@ class BlockReductions(Reductions):
             self.group_start, self.group_size, self.woff, self.val, self.hops,
             np.full(len(flow.slot_rank), -1, dtype=np.int64), self.combine_pair)
         if row >= 0:
-            raise Unproved(row)
+            raise BlockProofIncomplete(row)
 
     def final(self, final):
         """The ``"out"`` slots of :func:`wacoll.plans.prover.results.final_out` a
