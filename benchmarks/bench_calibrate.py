@@ -8,7 +8,7 @@ Run from the repository root, as root (the testbed needs network namespaces)::
 On an emulated grid of three clusters of uneven sizes (2, 1 and 3 ranks) whose
 cluster pairs have different latencies and bandwidths, it runs ``wacoll calibrate``
 (the configured topology is never shown to it), then times a few collectives with
-the magpie and mpich families (``wacoll.measure``'s protocol: a common start
+the magpie and mpich families (``wacoll.tools.measure``'s protocol: a common start
 instant, completion = the last rank done, median of the repetitions), and predicts
 each with the simulator (``LinkModel``) twice: from the calibrated topology and
 from the configured one. It prints, per case, the measured median, both predictions
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
             say("$ wacoll testbed run -- wacoll calibrate --out calibrated.toml "
                 "--compare configured.toml")
             say(run.stdout.rstrip())
-            run = tb.run([sys.executable, "-m", "wacoll.measure", str(work / "cases.json"),
+            run = tb.run([sys.executable, "-m", "wacoll.tools.measure", str(work / "cases.json"),
                           str(work / "measured.json")], timeout=900, cwd=work,
                          env={"WACOLL_TOPOLOGY": str(found)})
             if not run.ok:

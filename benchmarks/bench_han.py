@@ -4,7 +4,7 @@ on the emulated testbed.
 
 Each grid runs Barrier, Bcast, Reduce and Allreduce at 8 B, 64 KiB and 1 MiB of
 float64 (Barrier once), with the configurations, interleaved per repetition and
-timed from a common start instant (:func:`wacoll.measure.run_on_testbed`):
+timed from a common start instant (:func:`wacoll.tools.measure.run_on_testbed`):
 
 ``native``
     ``MPI.COMM_WORLD``'s own collective.
@@ -59,7 +59,7 @@ def cases():
 
 def run_grid(name, reps, timeout, say):
     from wacoll import Topology
-    from wacoll.measure import run_on_testbed
+    from wacoll.tools.measure import run_on_testbed
 
     sizes, latency, bandwidth = GRIDS[name]
     topology = Topology.from_sizes(sizes, wan_latency=latency, wan_bandwidth=bandwidth)

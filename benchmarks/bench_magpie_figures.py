@@ -12,7 +12,7 @@ and 1 MByte/s between clusters. This machine has 2 cores, so the default scale i
 ranks in all: 2 clusters x 4 ranks, 4 x 2 and 8 x 1 (``--ranks 16`` doubles it). For
 each cluster count the script starts a testbed (named ``magpie``), runs every case
 with native MPI, ``wacoll.Comm(family="magpie")`` and ``family="mpich"`` interleaved
-from a common start instant (:mod:`wacoll.measure`), tears it down, and prints one
+from a common start instant (:mod:`wacoll.tools.measure`), tears it down, and prints one
 table per figure: medians, the speedups magpie/mpich and magpie/native, the checker's
 wide-area messages, bytes and hops of both plans, the simulator's prediction, the
 physical lower bound (:func:`wacoll.plans.bounds.physical_bound`) and the simpler
@@ -133,7 +133,7 @@ def topology(ranks, clusters, args):
 
 
 def plan_for(topo, op, nbytes, family):
-    """The plan ``wacoll.Comm(family=family)`` runs for this case in ``wacoll.measure``:
+    """The plan ``wacoll.Comm(family=family)`` runs for this case in ``wacoll.tools.measure``:
     the selection policy's (:func:`wacoll.plans.select`) for its call (float64 data,
     uint8 when the size is not a multiple of 8; root 0)."""
     if op == "barrier":
@@ -200,7 +200,7 @@ def measure_spec(reps):
 
 def run_testbed(topo, args):
     """Measured results for one topology, or (None, reason)."""
-    from wacoll.measure import run_on_testbed
+    from wacoll.tools.measure import run_on_testbed
 
     with tempfile.TemporaryDirectory(prefix="magpie-") as tmp:
         return run_on_testbed(topo, measure_spec(args.reps), tmp, name=TESTBED,

@@ -13,7 +13,7 @@ own emulated link of 5 MB/s (``Testbed(per_node=True)`` with
 paper's 10 Gbit/s link was faster than its 1 Gbit/s nodes.
 
 For message sizes 64 KiB .. 2 MiB (``--sizes 64K,256K,1M,4M`` for more) it times, side by side in one run (interleaved,
-from a common start instant; ``wacoll.measure``):
+from a common start instant; ``wacoll.tools.measure``):
 
 * broadcast: gridmpi ``vandegeijn`` with n = 1 .. 4 wide-area senders (Matsuda's
   modified van de Geijn), ``farfirst`` and the unmodified ``flat-vandegeijn``;
@@ -152,9 +152,9 @@ def run_testbed(topo, spec, out_dir, timeout, mtu, say):
             say(f"testbed {tb.name}: backend {tb.backend}, MTU {tb.mtu}, per-node queues, "
                 f"transport {tb.transport}")
             report_check(say, tb.last_check, caught)
-            run = tb.run([sys.executable, "-m", "wacoll.measure", str(spec_path),
+            run = tb.run([sys.executable, "-m", "wacoll.tools.measure", str(spec_path),
                           str(result_path)], timeout=timeout, capture=False,
-                         cwd=out_dir)  # not a source checkout: see wacoll.measure
+                         cwd=out_dir)  # not a source checkout: see wacoll.tools.measure
             if not run.ok:
                 return None, f"the measurement run failed ({failure(run)})"
             results = json.loads(result_path.read_text())

@@ -88,7 +88,7 @@ def main(argv=None):
     if args.worker:
         _worker(args.worker, args.mib)
         return 0
-    from wacoll.launch import mpiexec_command
+    from wacoll.tools.launch import mpiexec_command
 
     say = _harness.Report()
     say(f"Extra memory and time of one {args.mib} MiB float64 Allreduce, {args.ranks} "

@@ -28,7 +28,7 @@ in one testbed run, the ranks
    ``wacoll.Comm(world, measured_topology, family=f, validate=False)``, and a *null*
    operation (nothing: the start skew of the timing protocol), interleaved per
    repetition, from a common start instant to the last rank's finish
-   (:func:`wacoll.measure.timed`); the median of ``--reps``;
+   (:func:`wacoll.tools.measure.timed`); the median of ``--reps``;
 4. measure the links once more, to see how much they moved during the run, and
    once with bursts of 2 MiB instead of 256 KiB; then time 4 MiB sent by every
    cluster's coordinator to every other's at once (what the links carry together).

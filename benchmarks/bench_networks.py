@@ -11,7 +11,7 @@ The networks (cluster sizes, one-way latency and bandwidth between clusters):
 For each network, Barrier, Bcast, Reduce, Allreduce, Allgather and Alltoall (float64;
 Allgather and Alltoall: the bytes are per rank's block) at the network's sizes (8 B,
 64 KiB, 1 MiB; the WAN leaves out 1 MiB, minutes per call at 1 MB/s; the long-and-fast
-link adds 16 MiB for Bcast and Allreduce), timed by :mod:`wacoll.measure`: from a
+link adds 16 MiB for Bcast and Allreduce), timed by :mod:`wacoll.tools.measure`: from a
 common start instant to the last rank's finish, the two implementations interleaved,
 the median of ``--reps`` repetitions. ``native`` is the MPI library's collective;
 ``default`` is ``wacoll.Comm(MPI.COMM_WORLD)`` with no options (every rank told the
@@ -87,7 +87,7 @@ def main(argv=None):
         parser.error(f"unknown network(s) {sorted(unknown)}; known: {list(NETWORKS)}")
 
     from wacoll import Topology
-    from wacoll.measure import run_on_testbed
+    from wacoll.tools.measure import run_on_testbed
 
     rows = []
     for name in names:

@@ -84,7 +84,7 @@ def main(argv=None):
     if args.worker:
         _worker(args.repeats, args.calls)
         return 0
-    from wacoll.launch import mpiexec_command
+    from wacoll.tools.launch import mpiexec_command
 
     say = _harness.Report()
     layout = "two declared clusters" if args.clusters == "halves" else "one cluster"

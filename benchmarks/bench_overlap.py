@@ -102,7 +102,7 @@ def main(argv=None):
     if args.worker:
         _worker(args.bytes, args.repeats)
         return 0
-    from wacoll.launch import mpiexec_command
+    from wacoll.tools.launch import mpiexec_command
 
     cmd = mpiexec_command(args.ranks, [sys.executable, __file__, "--worker", "--bytes",
                                        str(args.bytes), "--repeats", str(args.repeats)])

@@ -7,14 +7,14 @@ The networks:
 
 ``cluster``   one cluster of 8 ranks (the testbed's namespace, no emulated link)
 ``grid``      MagPIe's grid: 4 x 2 ranks, 10 ms one-way and 1 MB/s between clusters
-              (``wacoll.demo.default_topology()``)
+              (``wacoll.tools.demo.default_topology()``)
 ``longfast``  2 x 4 ranks, 5 ms and 100 MB/s (a long-and-fast link; only when
               ``--networks`` names it: not in the saved run)
 
 For each network, Allreduce, Allgather and Bcast at 8 B, 64 KiB and 1 MiB (float64;
 Allgather: the bytes are each rank's block; Allreduce: a SUM at level
 ``"commutative"``, MPI's own for a float SUM and the only one Swing, Bine and PAT
-keep), timed by :mod:`wacoll.measure` (every implementation interleaved per
+keep), timed by :mod:`wacoll.tools.measure` (every implementation interleaved per
 repetition, from a common start instant to the last rank's finish; the median of
 ``--reps``). The implementations (:data:`IMPLS`):
 
@@ -114,7 +114,7 @@ FIELDS = ["network", "op", "bytes", "impl", "family", "algorithm", "median_ms", 
 def topology_of(network):
     """The testbed's topology for ``network`` (a key of :data:`NETWORKS`)."""
     from wacoll import Topology
-    from wacoll.demo import default_topology
+    from wacoll.tools.demo import default_topology
 
     sizes, latency, bandwidth = NETWORKS[network]
     if len(sizes) == 1:
@@ -131,7 +131,7 @@ def impls_for(op, topology):
 
 
 def spec(topology, sizes, reps):
-    """The cases for :func:`wacoll.measure.measure`."""
+    """The cases for :func:`wacoll.tools.measure.measure`."""
     cases = []
     for op in OPS:
         for nbytes in sizes:
@@ -145,7 +145,7 @@ def spec(topology, sizes, reps):
 
 
 def _call(op, nbytes):
-    """The call :mod:`wacoll.measure` makes: float64, root 0, SUM at :data:`LEVEL`."""
+    """The call :mod:`wacoll.tools.measure` makes: float64, root 0, SUM at :data:`LEVEL`."""
     from wacoll.plans import Call
 
     return Call(op, count=nbytes // 8, itemsize=8,
@@ -191,7 +191,7 @@ def main(argv=None):
     if any(s % 8 for s in sizes):
         parser.error("sizes must be multiples of 8 bytes (float64 vectors)")
 
-    from wacoll.measure import run_on_testbed
+    from wacoll.tools.measure import run_on_testbed
 
     say = Report()
     say(f"command: {command_line(__file__, argv)}")

@@ -80,7 +80,7 @@ def main(argv=None):
     if args.worker:
         _worker(args.worker, args.counts)
         return 0
-    from wacoll.launch import mpiexec_command
+    from wacoll.tools.launch import mpiexec_command
     from wacoll.mpi.bounded import SHAPES
 
     say = _harness.Report()

@@ -6,11 +6,11 @@ Run from the repository root, as root (the testbed needs network namespaces)::
     .venv/bin/python benchmarks/bench_sim_vs_testbed.py --quick    # smoke run
 
 On MagPIe's setting (4 clusters x 2 ranks, 10 ms one-way and 1 MB/s between clusters:
-``wacoll.demo.default_topology()``) it times, side by side in one run (the protocol of
-``wacoll.measure``: implementations interleaved, a common start instant, completion =
+``wacoll.tools.demo.default_topology()``) it times, side by side in one run (the protocol of
+``wacoll.tools.measure``: implementations interleaved, a common start instant, completion =
 the last rank done; wacoll with ``validate=False``; plus a *null* implementation that
 does nothing, timing the protocol's own start skew), the magpie and mpich families on the demo's cases
-(``wacoll.demo.CASES``) and on bcast / allreduce / allgather of 1 B .. 256 KiB per
+(``wacoll.tools.demo.CASES``) and on bcast / allreduce / allgather of 1 B .. 256 KiB per
 rank, and compares each median completion time with the simulator's prediction
 (``wacoll.plans.sim`` under ``LinkModel``) for the very plan ``wacoll.Comm``
 runs (:func:`wacoll.plans.select`: same family, level, segments and threshold).
@@ -68,7 +68,7 @@ PINGPONG_SIZES = (1, 1 * KiB, 16 * KiB, 64 * KiB)
 # ------------------------------------------------------------------ cases and plans
 def cases(sizes, quick):
     """(label, op, bytes per rank): the demo's cases, then the size sweep."""
-    from wacoll.demo import CASES
+    from wacoll.tools.demo import CASES
 
     out, seen = [], set()
     demo = CASES if not quick else [c for c in CASES if c[1] in ("barrier", "bcast")][:2]
@@ -212,7 +212,7 @@ def calibrate(pingpong, topology):
 
 # ------------------------------------------------------------------ measurement (worker)
 def _case_buffers(op, nbytes, size, rank):
-    """wacoll.measure's data: integer values, float64 (or uint8 when nbytes % 8)."""
+    """wacoll.tools.measure's data: integer values, float64 (or uint8 when nbytes % 8)."""
     import numpy as np
 
     dtype = np.float64 if nbytes % 8 == 0 else np.uint8
@@ -256,7 +256,7 @@ def _call(op, comm, send, recv, rank, level=LEVEL):
 
 
 def measure_worker(spec_path, out_path):
-    """Under mpiexec: wacoll.measure's protocol (interleaved implementations, common
+    """Under mpiexec: wacoll.tools.measure's protocol (interleaved implementations, common
     start instant, completion = last rank done), with one more implementation, "null"
     (no operation), which measures the protocol's own start skew in the same
     conditions. Rank 0 writes ``{label: {"times": {impl: [s, ...]}, "correct": ...,
@@ -524,7 +524,7 @@ def main(argv=None):
     if args.measure_worker:
         measure_worker(*args.measure_worker)
         return 0
-    from wacoll.demo import default_topology
+    from wacoll.tools.demo import default_topology
 
     say = Report()
     t0 = time.monotonic()

@@ -16,7 +16,7 @@ platform made from the same topology), and reports their relative difference
 ``(simgrid - wacoll) / wacoll``.
 
 The grids are the papers': MagPIe's wide area (4 clusters x 2 ranks, 10 ms one-way,
-1 MB/s: ``wacoll.demo.default_topology()``, and 4 x 16 = 64 ranks as in its
+1 MB/s: ``wacoll.tools.demo.default_topology()``, and 4 x 16 = 64 ranks as in its
 figures), Matsuda's long-and-fast network (2 clusters, 5 ms, 100 MB/s; and the 10
 ms / 20 MB/s / 5 MB/s-node scale model of ``bench_matsuda.py``), a LAN of SMP nodes
 (clusters of 2 ranks, 100 us, 12.5 MB/s between them), and the same links at 64,
@@ -54,7 +54,7 @@ LEVEL = "associative"
 def grids(quick):
     """(name, topology, sizes per rank) of each grid."""
     from wacoll import Topology
-    from wacoll.demo import default_topology
+    from wacoll.tools.demo import default_topology
 
     def wan(sizes):
         return Topology.from_sizes(sizes, wan_latency=0.010, wan_bandwidth=1e6)
@@ -164,7 +164,7 @@ def _median(values):
 def testbed_rows(max_messages, say):
     """Both simulators on the plans of the stored testbed runs."""
     from wacoll import Topology
-    from wacoll.demo import default_topology
+    from wacoll.tools.demo import default_topology
     from wacoll.plans import build
     from wacoll.plans.sim import LinkModel
 

@@ -13,7 +13,7 @@ Two parts, each reported as ratios to the MPI library (``native``):
     library's own buffers are not seen) on its first call, scratch included.
 (b) **the emulated grid** (4 clusters x 2 ranks, 10 ms, 1 MB/s; needs root and
     ``/dev/net/tun``): Allreduce and Reduce of 1 KiB and Allreduce of 64 KiB of
-    float64, via :func:`wacoll.measure.run_on_testbed` as ``wacoll demo`` does:
+    float64, via :func:`wacoll.tools.measure.run_on_testbed` as ``wacoll demo`` does:
     ``native``, ``strict`` (``wacoll.Comm(MPI.COMM_WORLD, level="strict")``, the
     default arithmetic), ``strict, plain`` (arithmetic forced to the canonical
     order: what strict cost before the reproducible arithmetic), ``strict, no
@@ -143,8 +143,8 @@ def run_cluster(ranks, reps, say):
 
 # ------------------------------------------------------------------ (b) the grid
 def run_grid(reps, timeout, say):
-    from wacoll.demo import default_topology
-    from wacoll.measure import run_on_testbed
+    from wacoll.tools.demo import default_topology
+    from wacoll.tools.measure import run_on_testbed
 
     topology = default_topology()
     spec = {"reps": reps, "margin": 0.1, "progress": True, "cases": [

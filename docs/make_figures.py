@@ -56,7 +56,7 @@ def main(out) -> list:
 def demo_figures(out) -> list:
     """The demo's picture of the run saved in ``benchmarks/results/demo.csv``, and of
     the simulator's predictions alone (what the demo shows without a testbed)."""
-    from wacoll import demo
+    from wacoll.tools import demo
 
     out.mkdir(parents=True, exist_ok=True)
     rows, measured, library = demo.read_csv(ROOT / "benchmarks" / "results" / "demo.csv")
@@ -114,7 +114,7 @@ def algorithm_figures(out) -> list:
     from wacoll import Topology, trees
     from wacoll.plans import build
     from wacoll.plans.sim import LinkModel, simulate
-    from wacoll.viz import draw_plan, draw_timeline, draw_tree, hops
+    from wacoll.tools.viz import draw_plan, draw_timeline, draw_tree, hops
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt
 from wacoll import Topology, trees
 from wacoll.plans import build
 from wacoll.plans.sim import simulate, LinkModel, TiniModel
-from wacoll.viz import draw_tree, draw_plan, draw_timeline, hops"""),
+from wacoll.tools.viz import draw_tree, draw_plan, draw_timeline, hops"""),
     new_markdown_cell("""## Heterogeneous nodes: binomial, SPOC, FNF and optimal trees
 
 Banikazemi's Figure 1: eight workstations, the source and one other node fast
@@ -123,7 +123,7 @@ version of its Table 2 (FNF against the optimum on random instances)."""),
 import matplotlib.pyplot as plt
 import numpy as np
 from wacoll import trees
-from wacoll.viz import draw_tree"""),
+from wacoll.tools.viz import draw_tree"""),
     new_markdown_cell("""## Figure 1: eight workstations, two of them fast
 
 Node 0 (the source) and node 5 have t_ini = 100 µs, the others 300 µs. A binomial
@@ -187,7 +187,7 @@ import numpy as np
 from wacoll import Topology
 from wacoll.plans import build
 from wacoll.plans.sim import simulate, LinkModel
-from wacoll.viz import draw_plan, hops
+from wacoll.tools.viz import draw_plan, hops
 
 topo = Topology.from_sizes([4, 4, 4, 4], wan_latency=0.010, wan_bandwidth=1e6)
 OPS = ("barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall")
@@ -313,7 +313,7 @@ from wacoll import Topology
 from wacoll.emulate import Testbed, unavailable_reason
 from wacoll.plans import Call, select
 from wacoll.plans.sim import simulate, LinkModel
-from wacoll.viz import call_title, draw_timeline, draw_trace
+from wacoll.tools.viz import call_title, draw_timeline, draw_trace
 
 topo = Topology.from_sizes([2, 2], wan_latency=0.010, wan_bandwidth=1e6)
 work = Path(tempfile.mkdtemp())
@@ -402,7 +402,7 @@ composes any family inside clusters with any between their coordinators. This
 notebook sets them side by side on three networks:
 
 - **MagPIe's grid**: 4 clusters of 2 ranks, 10 ms and 1 MB/s between clusters
-  (`wacoll.demo.default_topology()`);
+  (`wacoll.tools.demo.default_topology()`);
 - **a LAN of SMP nodes**: 16 nodes of 4 ranks, 100 µs and 12.5 MB/s between nodes;
 - **a long-and-fast network**: 2 clusters of 4 ranks, 5 ms and 100 MB/s between them.
 
@@ -420,7 +420,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import wacoll
 from wacoll import Topology
-from wacoll.demo import default_topology
+from wacoll.tools.demo import default_topology
 from wacoll.plans import Call, select
 from wacoll.plans.sim import LinkModel, simulate
 

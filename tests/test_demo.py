@@ -6,7 +6,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from wacoll import demo  # noqa: E402
+from wacoll.tools import demo  # noqa: E402
 
 
 def _measured_rows():

@@ -12,7 +12,7 @@ ROOT = Path(__file__).parent.parent
 
 def mpiexec(size):
     """``mpiexec`` with the flags its MPI needs here, and ``-n size``."""
-    from wacoll.launch import mpiexec_command
+    from wacoll.tools.launch import mpiexec_command
 
     try:
         return mpiexec_command(size, [])

@@ -117,7 +117,7 @@ class Job:
 
 
 def _vendor():
-    from wacoll.launch import mpiexec_vendor
+    from wacoll.tools.launch import mpiexec_vendor
 
     return mpiexec_vendor()
 
@@ -156,7 +156,7 @@ def run_job(tmp_path, route, targets, *, clusters="0,0,1,1", env=None, late=LATE
     SIGINT to the ranks in ``targets`` (``"mpiexec"``: to ``mpiexec`` itself; empty:
     no signal) and time the end of the job. The job has a proof cache of its own
     and learns nothing (so that the call's family and route are the selection's)."""
-    from wacoll.launch import mpiexec_command
+    from wacoll.tools.launch import mpiexec_command
 
     script = tmp_path / "interrupted.py"
     script.write_text(PROGRAM)

@@ -1,5 +1,5 @@
-"""Launching under any MPI (wacoll.launch), the testbed's MPICH-only refusal, progress
-lines (wacoll.progress), and the error of a source checkout that shadows the
+"""Launching under any MPI (wacoll.tools.launch), the testbed's MPICH-only refusal, progress
+lines (wacoll.tools.progress), and the error of a source checkout that shadows the
 installed kernels."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from wacoll import launch, progress
+from wacoll.tools import launch, progress
 from wacoll.emulate import launcher
 
 OPEN_MPI = "mpiexec (Open MPI) 5.0.11\n\nReport bugs to https://www.open-mpi.org/community/help/\n"
@@ -126,7 +126,7 @@ def test_a_source_checkout_shadowing_the_kernels_says_what_to_do(tmp_path):
 
 
 def test_the_demo_names_the_files_it_writes():
-    from wacoll import demo
+    from wacoll.tools import demo
 
     assert demo.MEASURED_FILE == "demo-measured.json"
     source = Path(demo.__file__).read_text()

@@ -92,7 +92,7 @@ BLOCKED = textwrap.dedent("""
     import sys
 
     class Blocked:
-        '''Refuse mpi4py and wacoll's kernels, as on a machine without MPI or a compiler.'''
+        '''Refuse mpi4py and wacoll's kernels, as on a machine without MPI.'''
 
         def find_spec(self, name, path=None, target=None):
             if name.partition(".")[0] == "mpi4py" or name.startswith("wacoll._kernels"):
@@ -248,3 +248,39 @@ def test_the_exception_check_finds_a_class():
     assert _exception_classes(tree, {"TestbedUnavailable"}) == ["A", "B", "C", "D", "E",
                                                                  "H"]
     assert _exception_classes(ast.parse("class D(TestbedUnavailable): pass")) == []
+
+
+#: The package's layers, lowest first: a module imports only from its own layer and
+#: those below (the package root, the public face, is exempt: it loads the MPI world
+#: lazily). The bridge between the plans and MPI is the MPI world's: it is the only
+#: layer that imports mpi4py.
+LAYERS = (
+    ("shared", ("wacoll.errors", "wacoll.settings", "wacoll.strict_json")),
+    ("plan world", ("wacoll.costs", "wacoll.topology", "wacoll.calibration",
+                    "wacoll.trees", "wacoll.plans")),
+    ("kernels", ("wacoll._kernels",)),
+    ("MPI world", ("wacoll.mpi",)),
+    ("tools", ("wacoll.emulate", "wacoll.tools", "wacoll.cli")),
+)
+
+
+def layer_of(module: str):
+    """The index in :data:`LAYERS` of ``module``'s layer (None: the package root)."""
+    for index, (_, prefixes) in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return index
+    return None
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in _modules() if m != "wacoll" and layer_of(m) is None] == []
+
+
+def test_no_import_reaches_up_a_layer():
+    graph = import_graph()
+    upward = sorted((a, b) for a, b in graph.edges
+                    if None not in (layer_of(a), layer_of(b))
+                    and layer_of(a) < layer_of(b))
+    assert upward == [], "imports from a lower layer into a higher one: " + ", ".join(
+        f"{a} -> {b} ({LAYERS[layer_of(a)][0]} -> {LAYERS[layer_of(b)][0]})"
+        for a, b in upward)

@@ -1,10 +1,10 @@
-"""wacoll.measure's testbed driver, without a testbed (the live run is in test_testbed)."""
+"""wacoll.tools.measure's testbed driver, without a testbed (the live run is in test_testbed)."""
 
 from types import SimpleNamespace
 
 import wacoll.emulate as emulate
 from wacoll import Topology
-from wacoll.measure import normalise_case, run_on_testbed
+from wacoll.tools.measure import normalise_case, run_on_testbed
 
 
 class _RecordingTestbed:
@@ -27,7 +27,7 @@ class _RecordingTestbed:
 
 
 def test_measurement_ranks_start_outside_the_working_directory(tmp_path, monkeypatch):
-    # `python -m wacoll.measure` puts its working directory first on sys.path: run from
+    # `python -m wacoll.tools.measure` puts its working directory first on sys.path: run from
     # a source checkout, the ranks would import its uncompiled wacoll/ instead of the
     # installed package. The driver must start them in its own output folder.
     monkeypatch.setattr(emulate, "unavailable_reason", lambda: None)
@@ -39,7 +39,7 @@ def test_measurement_ranks_start_outside_the_working_directory(tmp_path, monkeyp
     assert results is None and reason == "the measurement run failed (exit status 3)"
     argv, options = _RecordingTestbed.runs[-1]
     out = tmp_path / "results"
-    assert argv[1:3] == ["-m", "wacoll.measure"]
+    assert argv[1:3] == ["-m", "wacoll.tools.measure"]
     assert options["cwd"] == out and out.is_dir()
     assert [argv[3], argv[4]] == [str(out / "bench-cases.json"),
                                   str(out / "bench-measured.json")]

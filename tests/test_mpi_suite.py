@@ -38,7 +38,7 @@ TAIL = 6000  # characters of output shown on failure
 
 def find_mpiexec() -> str:
     """``mpiexec`` beside this Python (an MPI wheel's), else on PATH."""
-    from wacoll.launch import find_mpiexec as find
+    from wacoll.tools.launch import find_mpiexec as find
 
     found = find()
     if found is None:
@@ -59,7 +59,7 @@ TEST_FLAGS = {"openmpi": ["--mca", "op", "^avx", "--mca", "mpi_yield_when_idle",
 
 def mpiexec(size: int) -> list:
     """``mpiexec``, the flags its MPI needs here, and ``-n size``."""
-    from wacoll.launch import launch_flags, mpiexec_vendor
+    from wacoll.tools.launch import launch_flags, mpiexec_vendor
 
     exe = find_mpiexec()
     vendor = mpiexec_vendor(exe)

@@ -1,4 +1,4 @@
-"""wacoll's pytest plugin (``wacoll.pytest_plugin``): a users' test file run under
+"""wacoll's pytest plugin (``wacoll.tools.pytest_plugin``): a users' test file run under
 ``mpiexec`` at 2-4 ranks, with and without the plugin's options.
 
 Each case writes a small test file, as a wacoll user would, and runs
@@ -76,7 +76,7 @@ def user_project(pytester, monkeypatch):
 
 
 def run_ranks(pytester, n, *args):
-    from wacoll.launch import mpiexec_command
+    from wacoll.tools.launch import mpiexec_command
 
     try:
         cmd = mpiexec_command(n, [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",

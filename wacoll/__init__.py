@@ -3,10 +3,10 @@
 Build communication plans that fit a non-uniform network, prove them correct
 symbolically, predict their cost, export them as scripts, and run them over mpi4py.
 
-The plan world (:mod:`wacoll.topology`, :mod:`wacoll.trees`, :mod:`wacoll.plans`)
-is pure Python and imports without MPI or a compiler. The MPI world
-(:mod:`wacoll.mpi`: :class:`Comm`, the executor, the Cython kernels) is loaded on
-first use of ``wacoll.Comm``, ``wacoll.topology_from_comm`` or ``wacoll.calibrate``
+The plan world (:mod:`wacoll.topology`, :mod:`wacoll.trees`, :mod:`wacoll.plans`:
+Python, and the prover's compiled passes) imports without MPI or the kernels. The
+MPI world (:mod:`wacoll.mpi`: :class:`Comm`, the executor, the Cython kernels) is
+loaded on first use of ``wacoll.Comm``, ``wacoll.topology_from_comm`` or ``wacoll.calibrate``
 (which measures a communicator's links: :mod:`wacoll.mpi.calibrate`).
 """
 

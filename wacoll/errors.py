@@ -33,6 +33,7 @@ imports this module without MPI; they report their MPI error class through
 """
 
 __all__ = [
+    "compiled_missing",
     "WacollError",
     "TopologyError",
     "ConfigurationError",
@@ -369,3 +370,35 @@ class BlockProofIncomplete(Exception):
     that fails, by :func:`wacoll.plans.prove.prove_plan`, which catches it and runs
     its exact pass: that pass decides, and names the fault.
     """
+
+
+def compiled_missing(exc: ImportError, module_file) -> ImportError:
+    """The error to raise when a package's compiled modules are not beside its
+    ``module_file`` (the kernels', the prover's): most often a source checkout that
+    shadows the installed wacoll, else an incomplete installation. ``exc`` is the
+    import's own error.
+
+    Examples
+    --------
+    >>> "reinstall wacoll" in str(compiled_missing(ImportError("x"), "/nowhere/a/b.py"))
+    True
+    """
+    from pathlib import Path
+
+    here = Path(module_file).resolve().parent
+    package = next((p for p in (here, *here.parents)
+                    if not (p.parent / "__init__.py").is_file()), here)
+    root = package.parent
+    if (root / "meson.build").is_file() and (root / "pyproject.toml").is_file():
+        return ImportError(
+            f"wacoll's compiled kernels are missing: Python imported wacoll from the "
+            f"source checkout {root} (the current directory, or a PYTHONPATH entry, "
+            f"comes first on sys.path), which holds the Cython sources but not the "
+            f"compiled modules, instead of the installed package. Run from another "
+            f"directory (then the installed wacoll is used), or install the checkout "
+            f"editable (pip install meson-python meson ninja cython && pip install "
+            f"--no-build-isolation -e .).")
+    return ImportError(
+        f"wacoll's compiled kernels are missing from {here}: the installation is "
+        f"incomplete; reinstall wacoll (pip install --force-reinstall wacoll). ({exc})")
+

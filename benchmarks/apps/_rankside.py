@@ -5,7 +5,7 @@ as ``python benchmarks/apps/x.py``, so this directory is ``sys.path[0]`` and the
 ``import _rankside``; the drivers with MPI code of their own (``bench_collectives.py``
 and the workers of ``bench_sim_vs_testbed.py``) add it to ``sys.path``.
 
-The timing protocol is :func:`wacoll.measure.timed`'s (a common start instant on
+The timing protocol is :func:`wacoll.tools.measure.timed`'s (a common start instant on
 the machine's shared clock; a run in which a rank started late does not count).
 :func:`common_start` and :func:`timed` hand over to it, importing wacoll only when
 called, that is after :func:`import_wacoll`: the programs import wacoll rank after
@@ -139,15 +139,15 @@ def make_comms(world, impls):
 
 
 def common_start(world, margin):
-    """:func:`wacoll.measure.common_start`: ``(start, late)``, after waiting for it."""
-    from wacoll.measure import common_start as agree_and_wait
+    """:func:`wacoll.tools.measure.common_start`: ``(start, late)``, after waiting for it."""
+    from wacoll.tools.measure import common_start as agree_and_wait
 
     return agree_and_wait(world, margin)
 
 
 def timed(world, margin, fn):
-    """:func:`wacoll.measure.timed`: seconds to the last rank's finish, or None."""
-    from wacoll.measure import timed as time_collectively
+    """:func:`wacoll.tools.measure.timed`: seconds to the last rank's finish, or None."""
+    from wacoll.tools.measure import timed as time_collectively
 
     return time_collectively(world, margin, fn)
 

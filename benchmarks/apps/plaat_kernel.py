@@ -15,7 +15,7 @@ One iteration, as in ASP (Plaat et al., Section 3): a computation phase of
 ``row_bytes``, root ``i mod P``), an ``Allreduce`` of one float64 (a convergence
 flag: integer values, level ``"associative"``) and a ``Barrier``. A repetition runs
 ``iters`` iterations; its time is the moment the last rank has finished them,
-measured from a common start instant (the protocol of ``wacoll.measure``: rank 0
+measured from a common start instant (the protocol of ``wacoll.tools.measure``: rank 0
 picks an instant a ``margin`` ahead, every rank waits for it; all processes of the
 machine share its monotonic clock). The families alternate repetition by repetition.
 

@@ -48,26 +48,7 @@ import sys
 
 import numpy as np
 
-
-def _not_built(exc: ImportError) -> ImportError:
-    """The error to raise when the compiled modules are not beside this file: most
-    often a source checkout that shadows the installed wacoll."""
-    from pathlib import Path
-
-    here = Path(__file__).resolve().parent
-    root = here.parent.parent
-    if (root / "meson.build").is_file() and (root / "pyproject.toml").is_file():
-        return ImportError(
-            f"wacoll's compiled kernels are missing: Python imported wacoll from the "
-            f"source checkout {root} (the current directory, or a PYTHONPATH entry, "
-            f"comes first on sys.path), which holds the Cython sources but not the "
-            f"compiled modules, instead of the installed package. Run from another "
-            f"directory (then the installed wacoll is used), or install the checkout "
-            f"editable (pip install meson-python meson ninja cython && pip install "
-            f"--no-build-isolation -e .).")
-    return ImportError(
-        f"wacoll's compiled kernels are missing from {here}: the installation is "
-        f"incomplete; reinstall wacoll (pip install --force-reinstall wacoll). ({exc})")
+from wacoll.errors import compiled_missing
 
 
 try:
@@ -76,7 +57,7 @@ try:
     from wacoll._kernels._pack import pack_buffers as _pack_buffers
     from wacoll._kernels._pack import unpack_buffers as _unpack_buffers
 except ImportError as _exc:
-    raise _not_built(_exc) from None
+    raise compiled_missing(_exc, __file__) from None
 from wacoll.errors import BufferMismatchError, OperatorError  # noqa: E402
 from wacoll.settings import setting  # noqa: E402
 

@@ -279,7 +279,7 @@ def _parser():
     d.add_argument("--reps", type=int, default=5, help="runs per case (default 5)")
     d.add_argument("--simulate-only", action="store_true",
                    help="skip the testbed; show the simulator's table")
-    d.set_defaults(run=lambda a: __import__("wacoll.demo").demo.run_demo(
+    d.set_defaults(run=lambda a: __import__("wacoll.tools.demo").demo.run_demo(
         a.out, reps=a.reps, simulate_only=a.simulate_only))
     from wacoll.cli.testbed import add_testbed_parser
 

@@ -59,7 +59,7 @@ from pathlib import Path
 
 from wacoll.emulate.netns import CTL_BRIDGE, TUN_NAME, kill_netns_pids
 from wacoll.errors import TestbedError, TestbedUnavailable
-from wacoll.launch import find_mpiexec, mpiexec_vendor
+from wacoll.tools.launch import find_mpiexec, mpiexec_vendor
 
 __all__ = ["NETMODS", "IDLE_MODES", "RunResult", "transport_env", "transport_name",
            "idle_env", "resolve_idle", "rankmap",

@@ -35,7 +35,7 @@ import time
 import warnings
 from pathlib import Path
 
-from wacoll import progress
+from wacoll.tools import progress
 from wacoll.emulate import launcher, netns
 from wacoll.emulate.layout import Layout, auto_mtu
 from wacoll.errors import TestbedError, TestbedUnavailable, TestbedWarning
@@ -502,7 +502,7 @@ def unavailable_reason() -> str | None:
 
 
 def _program_name(argv) -> str:
-    """What a run runs, for progress lines: ``wacoll.measure``, ``app.py``, ``ls``."""
+    """What a run runs, for progress lines: ``wacoll.tools.measure``, ``app.py``, ``ls``."""
     if len(argv) > 2 and argv[1] == "-m":
         return argv[2]
     if len(argv) > 1 and Path(argv[0]).name.startswith("python"):

@@ -51,12 +51,12 @@ from wacoll.plans.prover.flow import analyse
 from wacoll.plans.prover.layout import Layout
 from wacoll.plans.prover.pairing import pair
 from wacoll.plans.prover.pieces import split
-from wacoll.plans.prover import values as _values
 from wacoll.plans.prover.results import (_first_failing, _Verdicts, final_out,
                                          max_hops, measures, verify)
 from wacoll.plans.prover.run import Run
+from wacoll.errors import BlockProofIncomplete, UnevenPiece
 from wacoll.plans.prover.values import (BlockReductions, Hops, Knowledge, Reductions,
-                                        Repeats, Uneven, Unproved)
+                                        Repeats)
 
 __all__ = ["ProofReport", "prove_plan", "canonical_expression"]
 
@@ -224,10 +224,15 @@ def _canonical(exprs, forms):
     return canonical, parts
 
 
-def prove_plan(plan) -> ProofReport:
+def prove_plan(plan, *, block_pass=True) -> ProofReport:
     """Prove ``plan`` and measure it; raise :class:`PlanError` naming the fault.
 
     Prefer :meth:`wacoll.plans.Plan.prove`, which caches the report.
+
+    A reduction is first proved block by block by the compiled pass (fast, for a
+    correct plan); what that pass does not prove goes to the exact pass, a step at a
+    time, which names the fault. ``block_pass=False`` runs the exact pass alone (the
+    tests hold the two passes against each other).
     """
     steps = encode(plan)
     pairing = pair(plan, steps)  # pairing errors first: they name both ends
@@ -242,16 +247,16 @@ def prove_plan(plan) -> ProofReport:
     layout = Layout(plan.op, plan.size, plan.root, plan.nblocks)
     cut = split(steps, layout)
     args = (layout, pairing, kind, level, clusters, cluster_ids.tolist())
-    if kind == "reduction" and _values._compiled is not None:
+    if kind == "reduction" and block_pass:
         # the compiled pass proves a correct plan block by block; anything else is
         # left to the exact pass below, which names the fault
         try:
             return _prove(plan, cut, *args, by_blocks=True)
-        except (Unproved, PlanError):
+        except (BlockProofIncomplete, PlanError):
             pass
     try:
         return _prove(plan, cut, *args)
-    except Uneven:  # a received piece's blocks differ: take every block alone
+    except UnevenPiece:  # a received piece's blocks differ: take every block alone
         return _prove(plan, split(steps, layout, blocks=True), *args)
 
 
@@ -260,7 +265,7 @@ def _prove(plan, steps, layout, pairing, kind, level, clusters, cluster_ids, *,
     """The run and the report of :func:`prove_plan`, on ``steps`` cut into pieces
     (``by_blocks``: a reduction's values kept per block by the compiled pass of
     :class:`~wacoll.plans.prover.values.BlockReductions`, which raises
-    :class:`~wacoll.plans.prover.values.Unproved` where it does not prove the plan)."""
+    :class:`~wacoll.errors.BlockProofIncomplete` where it does not prove the plan)."""
     flow = analyse(plan, steps, layout=layout, level=level)
     verdicts = None
     if kind == "reduction":
@@ -286,7 +291,7 @@ def _prove(plan, steps, layout, pairing, kind, level, clusters, cluster_ids, *,
     if by_blocks:
         if _first_failing(plan, steps, flow, SimpleNamespace(expr=values.val),
                           verdicts, values.final(final)) is not None:
-            raise Unproved(None)
+            raise BlockProofIncomplete(None)
         hops = int(values.hops[final[3]].max()) if len(final[3]) else 0
     else:
         verify(plan, steps, flow, values, verdicts, final=final)

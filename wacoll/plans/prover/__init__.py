@@ -38,3 +38,10 @@ expressions are carried by one compiled pass too (``_values.reductions_in_order`
 a value per block, after the run): it proves a correct plan, and leaves any other
 to the Python pass a step at a time, which names the fault.
 """
+
+from wacoll.errors import compiled_missing
+
+try:  # a source checkout shadowing the installed package has none of them
+    from wacoll.plans.prover import _encode, _flow, _pairing, _pieces, _values  # noqa: F401
+except ImportError as _exc:
+    raise compiled_missing(_exc, __file__) from None

@@ -11,7 +11,7 @@ promise from :func:`wacoll.plans.operations.expected`, as the checker always did
 every block has one source.)
 
 :func:`max_hops` and :func:`measures` give the rest of
-:class:`~wacoll.plans.check.CheckReport`.
+:class:`~wacoll.plans.prove.ProofReport`.
 """
 
 from __future__ import annotations

@@ -48,7 +48,6 @@ from wacoll.plans.prover.flow import (
 __all__ = ["Hops", "Reductions", "BlockReductions", "Knowledge", "Repeats", "UNKNOWN"]
 
 # the former names, which wacoll.plans.prove still imports from here
-Uneven, Unproved = UnevenPiece, BlockProofIncomplete
 
 #: Knowledge rows: a rank not heard of (any count from here up).
 UNKNOWN = 2**30

@@ -41,7 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from wacoll.measure import run_on_testbed
+from wacoll.tools.measure import run_on_testbed
 from wacoll.plans import Call, select
 from wacoll.plans.bounds import physical_bound
 from wacoll.plans.select import NATIVE
@@ -69,7 +69,7 @@ LEVEL = "associative"  # the demo's data are integers: any order gives the same 
 #: Untimed calls of the default communicator per case before the timed ones: a loop's
 #: first calls explore the candidates (three calls of each of at most three).
 WARMUP = 10
-#: The testbed run's name; wacoll.measure's raw results are ``<out>/demo-measured.json``.
+#: The testbed run's name; wacoll.tools.measure's raw results are ``<out>/demo-measured.json``.
 RUN_NAME = "demo"
 MEASURED_FILE = f"{RUN_NAME}-measured.json"
 
@@ -81,7 +81,7 @@ def default_topology(clusters=4, per_cluster=2, latency=0.010, bandwidth=1e6):
 
 
 def _call(op, nbytes, level):
-    """The call ``wacoll.measure`` makes for a case: float64 data (uint8 when the size
+    """The call ``wacoll.tools.measure`` makes for a case: float64 data (uint8 when the size
     is not a multiple of 8; an integer SUM is exact, so wacoll.Comm runs it at the
     commutative level), root 0."""
     if op == "barrier":
@@ -116,7 +116,7 @@ def simulated_rows(topology, cases=CASES):
 
 
 def _measure_spec(cases, reps, margin):
-    # "default" is wacoll.measure's name for wacoll.Comm(MPI.COMM_WORLD), no options;
+    # "default" is wacoll.tools.measure's name for wacoll.Comm(MPI.COMM_WORLD), no options;
     # the forced families get the case's level and validate=False
     # warm-up: the default communicator learns (wacoll.mpi.learning) in its first calls
     return {"reps": reps, "margin": margin, "progress": True, "warmup": WARMUP, "cases": [

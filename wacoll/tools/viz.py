@@ -5,7 +5,7 @@ Examples
 >>> import matplotlib
 >>> matplotlib.use("Agg")
 >>> from wacoll import Topology, trees
->>> from wacoll.viz import draw_tree, tree_positions
+>>> from wacoll.tools.viz import draw_tree, tree_positions
 >>> tree_positions(trees.binomial(4))[0]
 (0.5, 0)
 >>> ax = draw_tree(trees.binomial(8), costs=[1] * 8)

@@ -2,7 +2,7 @@
 
 Run under ``mpiexec`` (on a testbed or not)::
 
-    mpiexec -n 8 python -m wacoll.measure cases.json results.json
+    mpiexec -n 8 python -m wacoll.tools.measure cases.json results.json
 
 ``cases.json`` holds ``{"reps": 7, "cases": [{"label": ..., "op": "bcast",
 "bytes": 65536, "impls": ["native", "magpie", "mpich"], "level": "associative"},
@@ -11,7 +11,7 @@ Run under ``mpiexec`` (on a testbed or not)::
 (the options are the communicator's, so ``algorithm=`` forces one algorithm of the
 family), named ``gridmpi+n=4`` unless the impl gives a ``"name"``. ``"progress":
 true`` has rank 0 print a line per case to stderr where progress is shown
-(:mod:`wacoll.progress`: a terminal, or
+(:mod:`wacoll.tools.progress`: a terminal, or
 ``WACOLL_PROGRESS=1``, which the testbed sets for its ranks when it runs on a
 terminal). The impl ``"default"`` is what a user gets from
 the README: ``wacoll.Comm(MPI.COMM_WORLD)`` with no options (its topology discovered,
@@ -195,10 +195,10 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
     # and the default communicator, which learns, explores its candidates in the rest
     warmup = max(1, int(spec.get("warmup", 1)))
     margin = float(spec.get("margin", 0.05)) if margin is None else margin
-    # a line per case on rank 0, to stderr, on a terminal only (wacoll.progress;
+    # a line per case on rank 0, to stderr, on a terminal only (wacoll.tools.progress;
     # the testbed passes its terminal decision to the ranks in WACOLL_PROGRESS)
     from wacoll.plans.select import NATIVE
-    from wacoll.progress import Progress
+    from wacoll.tools.progress import Progress
 
     progress = Progress("measure", total=len(spec["cases"]),
                         enabled=None if bool(spec.get("progress")) and rank == 0
@@ -322,7 +322,7 @@ def run_on_testbed(topology, spec: dict, out, *, name="bench", timeout=600.0,
         with Testbed(topology, name=name, **(testbed_options or {})) as tb:
             # From ``out``: ``-m`` puts the working directory first on sys.path, and
             # a source checkout there would shadow the installed (compiled) wacoll.
-            run = tb.run([sys.executable, "-m", "wacoll.measure", str(spec_path),
+            run = tb.run([sys.executable, "-m", "wacoll.tools.measure", str(spec_path),
                           str(result_path)], timeout=timeout, capture=False, cwd=out)
             if not run.ok:
                 why = "timed out" if run.timed_out else f"exit status {run.returncode}"
@@ -340,19 +340,19 @@ def run_on_testbed(topology, spec: dict, out, *, name="bench", timeout=600.0,
 
 
 def main(argv=None) -> int:
-    """``python -m wacoll.measure CASES.json RESULTS.json`` (under mpiexec)."""
+    """``python -m wacoll.tools.measure CASES.json RESULTS.json`` (under mpiexec)."""
     from mpi4py import MPI
 
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
-        print("usage: python -m wacoll.measure CASES.json RESULTS.json", file=sys.stderr)
+        print("usage: python -m wacoll.tools.measure CASES.json RESULTS.json", file=sys.stderr)
         return 2
     with open(argv[0]) as fh:
         spec = json.load(fh)
     try:
         results = measure(spec)
     except ImportError as exc:  # e.g. the source checkout shadows the installed wacoll
-        print(f"python -m wacoll.measure: {exc}", file=sys.stderr)
+        print(f"python -m wacoll.tools.measure: {exc}", file=sys.stderr)
         return 1
     if MPI.COMM_WORLD.Get_rank() == 0:
         with open(argv[1], "w") as fh:

@@ -1,7 +1,7 @@
 """Progress lines for long work: on a terminal only, always to stderr.
 
 The demo, ``wacoll testbed run``, testbed runs from the benchmarks and
-``python -m wacoll.measure`` say how far they are: a line per case with a counter
+``python -m wacoll.tools.measure`` say how far they are: a line per case with a counter
 and the elapsed time, or, while a program runs, a line every half minute with the
 elapsed time. The lines go to stderr, so the results on stdout stay clean, and only
 when stderr is a terminal: in CI and in redirected runs nothing is printed.
