@@ -54,8 +54,9 @@ NETWORKS = {
 }
 IMPLS = ("native", "default")
 #: Untimed calls of each implementation per case before the timed ones (the default
-#: communicator explores 3 calls of each of its 4 candidates: wacoll.mpi.learning).
-WARMUP = 12
+#: communicator explores 3 calls of each of its candidates, at most 6:
+#: wacoll.mpi.learning.candidates), so the timed calls are those of call 19 on.
+WARMUP = 18
 
 
 def _cases(sizes, extra, reps):
@@ -66,7 +67,7 @@ def _cases(sizes, extra, reps):
             cases.append({"label": f"{op} {nbytes}", "op": op, "bytes": nbytes,
                           "impls": list(IMPLS)})
     # a user's loop: the communicator has explored its candidates (wacoll.mpi.learning:
-    # three calls of each of at most three) before the timed calls
+    # three calls of each of at most six) before the timed calls
     return {"reps": reps, "cases": cases, "progress": True, "warmup": WARMUP}
 
 
