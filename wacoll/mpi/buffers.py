@@ -51,7 +51,7 @@ from wacoll.errors import BufferAccessError, BufferMismatchError, BufferTypeErro
 from wacoll.mpi.datatypes import TypeInfo, _mpi, datatype_of_format, resolve_datatype, \
     type_info
 
-__all__ = ["parse_buffer", "parse_vbuffer", "Message", "VBuffer", "numpy_dtype",
+__all__ = ["parse_buffer", "parse_vbuffer", "ParsedBuffer", "VBuffer", "numpy_dtype",
            "mpi_datatype", "as_bytes"]
 
 
@@ -273,8 +273,9 @@ def _datatype_of(fmt, role):
 
 # ----------------------------------------------------------------------- messages
 @dataclass
-class Message:
-    """One buffer specification, read.
+class ParsedBuffer:
+    """One buffer specification, read (mpi4py calls it a message; the plan model's
+    :class:`~wacoll.plans.plan.Message` is a message between two ranks).
 
     Attributes
     ----------
@@ -421,7 +422,8 @@ def _read_any(data, dt, role, writable):
     return raw, type_info(datatype)
 
 
-def parse_buffer(spec, role: str, blocks: int = 0, writable: bool = False) -> Message:
+def parse_buffer(spec, role: str, blocks: int = 0,
+                 writable: bool = False) -> ParsedBuffer:
     """Read a buffer specification as mpi4py does (``message_simple``).
 
     ``blocks`` >= 2 reads a block-variant buffer: an inferred count is divided by
@@ -478,7 +480,7 @@ def parse_buffer(spec, role: str, blocks: int = 0, writable: bool = False) -> Me
             count = total
     else:
         count = 0
-    msg = Message(raw, info, count)
+    msg = ParsedBuffer(raw, info, count)
     msg.check_fits(0, count * max(blocks, 1), role)
     return msg
 
@@ -487,7 +489,7 @@ def parse_buffer(spec, role: str, blocks: int = 0, writable: bool = False) -> Me
 class VBuffer:
     """A vector buffer: per-rank counts and displacements (in datatype elements)."""
 
-    message: Message
+    message: ParsedBuffer
     counts: tuple
     displs: tuple
 
@@ -520,7 +522,7 @@ def parse_vbuffer(spec, size: int, role: str, writable: bool = False) -> VBuffer
                               f"which this call does not accept here")
     data, counts, displs, dt = _split_spec(spec, role, True)
     raw, info = _read(data, dt, role, writable)
-    msg = Message(raw, info, 0)
+    msg = ParsedBuffer(raw, info, 0)
     if counts is None:
         total = 0
         if raw.size:
