@@ -182,6 +182,179 @@ class Mpi:
             bad = np.flatnonzero(got != want)
             problems.append(f"{what}: {bad.size} elements differ, first at {bad[0]}")
 
+    # -- family matrices -------------------------------------------------------
+    #: Elements of the family matrices: a few (chunks and segments of 0 and 1
+    #: element at 5+ ranks) and enough for segments.
+    family_counts = (3, 70001)
+
+    @staticmethod
+    def _family_kwargs(family, algorithm, options):
+        """The keyword arguments that ask a ``wacoll.Comm`` call for ``family``."""
+        kwargs = dict(options, family=family)
+        if algorithm is not None:
+            kwargs["algorithm"] = algorithm
+        return kwargs
+
+    def family_bcast(self, comm, problems, label, family, algorithm=None,
+                     counts=None, **options):
+        """Bcast from the first, last and middle rank with ``family`` (and
+        ``algorithm``) against the root's data; what goes wrong is added to
+        ``problems`` (see :meth:`family_run`), ``label`` ends each line.
+
+        Parameters
+        ----------
+        comm : wacoll.Comm
+            The communicator to call.
+        problems : list of str
+            Where the failures of this rank are added.
+        label : str
+            The end of each failure line (the layout, and what else varies).
+        family : str
+            The family asked for, and that must have run.
+        algorithm : str, optional
+            The algorithm asked for, and that must have run.
+        counts : tuple of int, optional
+            The element counts (default :attr:`family_counts`).
+        **options
+            Further keyword arguments of the call.
+        """
+        kwargs = self._family_kwargs(family, algorithm, options)
+        for n in self.family_counts if counts is None else counts:
+            for root in sorted({0, SIZE - 1, SIZE // 2}):
+                want = self.ints(n, seed=root, rank=root)
+                buf = want.copy() if RANK == root else np.full(n, -1, np.int64)
+                self.family_run(comm, f"Bcast n={n} root={root} {label}",
+                                lambda: comm.Bcast(buf, root=root, **kwargs),
+                                buf, want, problems, family, algorithm)
+
+    def _family_exchange(self, method, sizes, per_rank, comm, problems, label,
+                         family, algorithm, options):
+        """Allgather or Alltoall (``method``) of each of ``sizes`` elements a block
+        with ``family`` against the library's; ``per_rank``: each rank sends a
+        block to every rank."""
+        kwargs = self._family_kwargs(family, algorithm, options)
+        for n in sizes:
+            send = self.ints(n * SIZE if per_rank else n, seed=n)
+            want = np.empty(n * SIZE, np.int64)
+            getattr(WORLD, method)(send, want)
+            got = np.full(n * SIZE, -1, np.int64)
+            self.family_run(comm, f"{method} n={n} {label}",
+                            lambda: getattr(comm, method)(send, got, **kwargs),
+                            got, want, problems, family, algorithm)
+
+    def family_allgather(self, comm, problems, label, family, algorithm=None,
+                         **options):
+        """Allgather of 1 and 5 elements with ``family`` against the library's
+        (arguments as :meth:`family_bcast`)."""
+        self._family_exchange("Allgather", (1, 5), False, comm, problems, label,
+                              family, algorithm, options)
+
+    def family_alltoall(self, comm, problems, label, family, algorithm=None,
+                        **options):
+        """Alltoall of 1 and 3 elements a rank with ``family`` against the
+        library's (arguments as :meth:`family_bcast`)."""
+        self._family_exchange("Alltoall", (1, 3), True, comm, problems, label,
+                              family, algorithm, options)
+
+    def family_barrier(self, comm, problems, label, family, algorithm=None,
+                       **options):
+        """One Barrier with ``family`` (arguments as :meth:`family_bcast`)."""
+        kwargs = self._family_kwargs(family, algorithm, options)
+        self.family_run(comm, f"Barrier {label}", lambda: comm.Barrier(**kwargs),
+                        None, None, problems, family, algorithm)
+
+    def family_allreduce(self, comm, problems, label, family, algorithm=None,
+                         counts=None, **options):
+        """Allreduce of integers (sum, max, bitwise or) with ``family`` against
+        the library's: the same bits whatever the order (arguments as
+        :meth:`family_bcast`)."""
+        kwargs = self._family_kwargs(family, algorithm, options)
+        for n in self.family_counts if counts is None else counts:
+            for op in (MPI.SUM, MPI.MAX, MPI.BOR):
+                send = self.ints(n, seed=7)
+                want = np.empty(n, np.int64)
+                WORLD.Allreduce(send, want, op=op)
+                got = np.full(n, -1, np.int64)
+                self.family_run(comm, f"Allreduce n={n} {op} {label}",
+                                lambda: comm.Allreduce(send, got, op=op, **kwargs),
+                                got, want, problems, family, algorithm)
+
+    def family_reduce(self, comm, problems, label, family, algorithm=None,
+                      counts=None, **options):
+        """Integer sums to the first, last and middle rank with ``family`` against
+        the library's (arguments as :meth:`family_bcast`)."""
+        kwargs = self._family_kwargs(family, algorithm, options)
+        for n in self.family_counts if counts is None else counts:
+            for root in sorted({0, SIZE - 1, SIZE // 2}):
+                send = self.ints(n, seed=root)
+                want = np.empty(n, np.int64) if RANK == root else None
+                WORLD.Reduce(send, want, op=MPI.SUM, root=root)
+                got = np.full(n, -1, np.int64) if RANK == root else None
+                self.family_run(comm, f"Reduce n={n} root={root} {label}",
+                                lambda: comm.Reduce(send, got, op=MPI.SUM, root=root,
+                                                    **kwargs),
+                                got, want, problems, family, algorithm)
+
+    @staticmethod
+    def canonical_sum(values):
+        """The canonical expression of a strict sum: the binomial reduce tree at
+        rank 0, operands in rank order.
+
+        Parameters
+        ----------
+        values : list of numpy.ndarray
+            Every rank's operand, in rank order.
+
+        Returns
+        -------
+        numpy.ndarray
+            Their sum in that order of evaluation.
+        """
+        acc = [v.copy() for v in values]
+        mask = 1
+        while mask < len(acc):
+            for v in range(0, len(acc), 2 * mask):
+                if v + mask < len(acc):
+                    acc[v] = acc[v] + acc[v + mask]
+            mask *= 2
+        return acc[0]
+
+    def family_float_sum(self, comm, problems, what, method, send, want, keeps,
+                         family, algorithm=None, **options):
+        """One float sum whose bits depend on the order: ``method`` is
+        ``"Allreduce"`` or ``"Reduce"`` (to the last rank) of this rank's ``send``.
+
+        Where the plan ``keeps`` the communicator's level it must run and give
+        ``want``; where it does not, it must raise one PlanError on every rank.
+        ``comm``, ``problems``, ``family``, ``algorithm`` and ``options`` are as
+        in :meth:`family_bcast`.
+
+        Parameters
+        ----------
+        what : str
+            The call's name in a failure line.
+        method : {"Allreduce", "Reduce"}
+            The collective.
+        send : numpy.ndarray
+            This rank's operand.
+        want : numpy.ndarray or None
+            The expected result (None: not compared).
+        keeps : bool
+            Whether the plan keeps the level on this layout.
+        """
+        root = SIZE - 1
+        kw = {"root": root} if method == "Reduce" else {}
+        kw.update(self._family_kwargs(family, algorithm, options))
+        has_recv = method == "Allreduce" or RANK == root
+        got = np.full(send.size, np.nan) if has_recv else None
+        call = lambda: getattr(comm, method)(send, got, op=MPI.SUM,  # noqa: E731
+                                             **kw)
+        if keeps:
+            self.family_run(comm, what, call, got, want if has_recv else None,
+                            problems, family, algorithm)
+        else:
+            self.same_error(call, PlanError, match="level")
+
     def first_time(self, key) -> bool:
         """True the first time ``key`` is seen this session (identically everywhere).
 

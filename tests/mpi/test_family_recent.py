@@ -18,15 +18,11 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from wacoll.errors import PlanError
 from wacoll.plans.families.recent import ALGORITHMS, keeps
 
 P = MPI.COMM_WORLD.Get_size()
 ME = MPI.COMM_WORLD.Get_rank()
 W = MPI.COMM_WORLD
-
-#: Elements: a few (chunks of 0 and 1 element) and enough for segments.
-COUNTS = (3, 70001)
 
 
 def _run(mpi, comm, what, call, got, want, name, problems):
@@ -36,66 +32,34 @@ def _run(mpi, comm, what, call, got, want, name, problems):
 @pytest.mark.mpi(min_size=1)
 @pytest.mark.parametrize("name", ALGORITHMS["bcast"])
 def test_bcast(mpi, layout, name):
-    comm = mpi.comm(layout)
     problems = []
-    for n in COUNTS:
-        for root in sorted({0, P - 1, P // 2}):
-            want = mpi.ints(n, seed=root, rank=root)
-            buf = want.copy() if ME == root else np.full(n, -1, np.int64)
-            _run(mpi, comm, f"Bcast n={n} root={root} {layout}",
-                 lambda: comm.Bcast(buf, root=root, family="recent", algorithm=name,
-                                    segments=3),
-                 buf, want, name, problems)
+    mpi.family_bcast(mpi.comm(layout), problems, layout, "recent", name, segments=3)
     mpi.assert_all(not problems, "; ".join(problems[:3]))
 
 
 @pytest.mark.mpi(min_size=1)
 @pytest.mark.parametrize("name", ALGORITHMS["allgather"])
 def test_allgather(mpi, layout, name):
-    comm = mpi.comm(layout)
     problems = []
-    for n in (1, 5):
-        send = mpi.ints(n, seed=n)
-        want = np.empty(n * P, np.int64)
-        W.Allgather(send, want)
-        got = np.full(n * P, -1, np.int64)
-        _run(mpi, comm, f"Allgather n={n} {layout}",
-             lambda: comm.Allgather(send, got, family="recent", algorithm=name),
-             got, want, name, problems)
+    mpi.family_allgather(mpi.comm(layout), problems, layout, "recent", name)
     mpi.assert_all(not problems, "; ".join(problems[:3]))
 
 
 @pytest.mark.mpi(min_size=1)
 @pytest.mark.parametrize("name", ALGORITHMS["allreduce"])
 def test_allreduce(mpi, layout, name):
-    comm = mpi.comm(layout, level="commutative")
     problems = []
-    for n in COUNTS:
-        for op in (MPI.SUM, MPI.MAX, MPI.BOR):
-            send = mpi.ints(n, seed=7)
-            want = np.empty(n, np.int64)
-            W.Allreduce(send, want, op=op)
-            got = np.full(n, -1, np.int64)
-            _run(mpi, comm, f"Allreduce n={n} {op} {layout}",
-                 lambda: comm.Allreduce(send, got, op=op, family="recent",
-                                        algorithm=name), got, want, name, problems)
+    mpi.family_allreduce(mpi.comm(layout, level="commutative"), problems, layout,
+                         "recent", name)
     mpi.assert_all(not problems, "; ".join(problems[:3]))
 
 
 @pytest.mark.mpi(min_size=1)
 @pytest.mark.parametrize("name", ALGORITHMS["reduce"])
 def test_reduce(mpi, layout, name):
-    comm = mpi.comm(layout, level="commutative")
     problems = []
-    for n in COUNTS:
-        for root in sorted({0, P - 1, P // 2}):
-            send = mpi.ints(n, seed=root)
-            want = np.empty(n, np.int64) if ME == root else None
-            W.Reduce(send, want, op=MPI.SUM, root=root)
-            got = np.full(n, -1, np.int64) if ME == root else None
-            _run(mpi, comm, f"Reduce n={n} root={root} {layout}",
-                 lambda: comm.Reduce(send, got, op=MPI.SUM, root=root, family="recent",
-                                     algorithm=name), got, want, name, problems)
+    mpi.family_reduce(mpi.comm(layout, level="commutative"), problems, layout,
+                      "recent", name)
     mpi.assert_all(not problems, "; ".join(problems[:3]))
 
 
@@ -131,17 +95,11 @@ def test_levels_not_kept_raise_everywhere(mpi, layout):
     keeps it (the double binary tree, 'associative' on an even number of ranks) the
     plan runs."""
     problems = []
-    n = 11
-    send = mpi.random(n, seed=3)
+    send = mpi.random(11, seed=3)
     for level in ("strict", "associative"):
         comm = mpi.comm(layout, level=level)
         for name in ALGORITHMS["allreduce"]:
-            got = np.full(n, np.nan)
-            call = lambda: comm.Allreduce(send, got, op=MPI.SUM,  # noqa: E731
-                                          family="recent", algorithm=name)
-            if keeps("allreduce", name, P, level):
-                _run(mpi, comm, f"Allreduce {name} {level} {layout}", call, got, None,
-                     name, problems)
-            else:
-                mpi.same_error(call, PlanError, match="level")
+            mpi.family_float_sum(comm, problems, f"Allreduce {name} {level} {layout}",
+                                 "Allreduce", send, None,
+                                 keeps("allreduce", name, P, level), "recent", name)
     mpi.assert_all(not problems, "; ".join(problems[:3]))
