@@ -34,16 +34,21 @@ from wacoll.costs import arrival, check_t_ini, check_time, t_ini_message, ts_tr_
 from wacoll.errors import PlanError
 from wacoll.trees.basic import validate_tree
 
-__all__ = ["bcast_time", "bcast_time_ts_tr", "receive_times"]
+__all__ = ["bcast_time", "bcast_time_ts_tr", "receive_times", "check_costs",
+           "check_members"]
 
 
-def _check_costs(costs) -> list:
-    """Per-rank costs as a list of Python numbers (:func:`wacoll.costs.check_t_ini`)."""
+def check_costs(costs) -> list:
+    """Per-rank costs as a list of Python numbers (:func:`wacoll.costs.check_t_ini`):
+    the cost functions here and the tree builders of :mod:`wacoll.trees.hetero` and
+    :mod:`wacoll.trees.optimal` check their ``costs`` with it."""
     return check_t_ini(costs, "costs", "cost of rank")
 
 
-def _check_members(members, n: int, root) -> list:
-    """The sorted participant ranks (default all of ``0..n-1``), checked against ``root``."""
+def check_members(members, n: int, root) -> list:
+    """The sorted participant ranks (default all of ``0..n-1``), checked against
+    ``root``: PlanError for a root or member that is not a rank of ``0..n-1``, a member
+    given twice, or a root that is not a member."""
     if isinstance(root, (bool, np.bool_)) or not isinstance(root, numbers.Integral) \
             or not 0 <= root < n:
         raise PlanError(f"root {root!r} is not a rank of 0..{n - 1}")
@@ -87,7 +92,7 @@ def _times(tree, message) -> dict:
 
 
 def _cost_lookup(tree, costs):
-    costs = _check_costs(costs)
+    costs = check_costs(costs)
     for v in tree.nodes:
         if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < len(costs):
             raise PlanError(f"node {v!r} of the tree has no cost (costs cover ranks "

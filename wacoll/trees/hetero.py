@@ -27,16 +27,17 @@ import heapq
 import networkx as nx
 
 from wacoll.trees.basic import binomial
-from wacoll.trees.cost import _check_costs, _check_members
+from wacoll.trees.cost import check_costs, check_members
 
-__all__ = ["spoc", "fnf"]
+__all__ = ["spoc", "fnf", "check_arguments", "builder_doc", "tree_from_edges"]
 
 
-def _tree(nodes, edges, root, name) -> nx.DiGraph:
+def tree_from_edges(nodes, edges, root, name) -> nx.DiGraph:
     """A tree over ``nodes`` from ``(parent, child, order)`` triples, built in bulk.
 
     The same graph :func:`wacoll.trees.basic.from_parents` makes, but over an
-    arbitrary node set (a multicast group) rather than ``range(n)``.
+    arbitrary node set (a multicast group) rather than ``range(n)``. The tree builders
+    here and in :mod:`wacoll.trees.optimal` return their trees through it.
     """
     tree = nx.DiGraph(root=root, name=name)
     tree.add_nodes_from(nodes)
@@ -44,11 +45,13 @@ def _tree(nodes, edges, root, name) -> nx.DiGraph:
     return tree
 
 
-def _prepare(costs, root, members):
-    """The ``costs, root, members`` arguments every tree builder here takes, checked:
-    the costs as a list and the sorted member ranks."""
-    costs = _check_costs(costs)
-    return costs, _check_members(members, len(costs), root)
+def check_arguments(costs, root, members):
+    """The ``costs, root, members`` arguments every tree builder here and in
+    :mod:`wacoll.trees.optimal` takes, checked (:func:`wacoll.trees.cost.check_costs`,
+    :func:`~wacoll.trees.cost.check_members`): the costs as a list and the sorted
+    member ranks."""
+    costs = check_costs(costs)
+    return costs, check_members(members, len(costs), root)
 
 
 _ARGUMENTS_DOC = """\
@@ -75,12 +78,12 @@ _ARGUMENTS_DOC = """\
 """
 
 
-def _builder_doc(more_errors=""):
+def builder_doc(more_errors=""):
     """Fill the ``{arguments}`` line of a tree builder's docstring.
 
     The builders of this module and :mod:`wacoll.trees.optimal` take the same
-    arguments (checked by :func:`_prepare`); the decorator writes their Parameters,
-    Returns and Raises sections once. The tree is named after the function;
+    arguments (checked by :func:`check_arguments`); the decorator writes their
+    Parameters, Returns and Raises sections once. The tree is named after the function;
     ``more_errors`` continues the Raises sentence.
     """
     def fill(fn):
@@ -91,7 +94,7 @@ def _builder_doc(more_errors=""):
     return fill
 
 
-@_builder_doc()
+@builder_doc()
 def spoc(costs, root: int = 0, members=None) -> nx.DiGraph:
     """Speed-Partitioned Ordered Chain tree: a binomial tree, fastest ranks highest.
 
@@ -116,7 +119,7 @@ def spoc(costs, root: int = 0, members=None) -> nx.DiGraph:
     >>> sorted(spoc(costs, root=3, members=[1, 3, 5]).edges)
     [(3, 1), (3, 5)]
     """
-    costs, members = _prepare(costs, root, members)
+    costs, members = check_arguments(costs, root, members)
     n = len(members)
     shape = binomial(n)
     # Parents have smaller virtual ranks, so one backward sweep counts descendants.
@@ -130,10 +133,10 @@ def spoc(costs, root: int = 0, members=None) -> nx.DiGraph:
     for v, r in zip(positions, ranks):
         rank_of[v] = r
     edges = [(rank_of[p], rank_of[c], k) for p, c, k in shape.edges(data="order")]
-    return _tree(members, edges, root, "spoc")
+    return tree_from_edges(members, edges, root, "spoc")
 
 
-@_builder_doc()
+@builder_doc()
 def fnf(costs, root: int = 0, members=None) -> nx.DiGraph:
     """Fastest-Node-First tree (Banikazemi et al., Figure 3).
 
@@ -158,7 +161,7 @@ def fnf(costs, root: int = 0, members=None) -> nx.DiGraph:
     >>> sorted(fnf([5, 1, 9], root=2).edges(data="order"))
     [(1, 0, 0), (2, 1, 0)]
     """
-    costs, members = _prepare(costs, root, members)
+    costs, members = check_arguments(costs, root, members)
     receivers = sorted((r for r in members if r != root), key=lambda r: (costs[r], r))
     sent = {root: 0}
     # Heap entries: (time the rank's next send would arrive, its cost, rank).
@@ -174,4 +177,4 @@ def fnf(costs, root: int = 0, members=None) -> nx.DiGraph:
         heapreplace(heap, (arrive + c, c, s))
         cr = costs[r]
         heappush(heap, (arrive + cr, cr, r))
-    return _tree(members, edges, root, "fnf")
+    return tree_from_edges(members, edges, root, "fnf")

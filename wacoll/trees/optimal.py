@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from wacoll.errors import PlanError
-from wacoll.trees.hetero import _prepare, _tree, _builder_doc
+from wacoll.trees.hetero import builder_doc, check_arguments, tree_from_edges
 
 __all__ = ["optimal", "MAX_PARTICIPANTS"]
 
@@ -101,7 +101,7 @@ def _first_send(F, G, A, c, m, bitcol):
     raise AssertionError("inconsistent optimal-tree tables")  # pragma: no cover
 
 
-@_builder_doc(", or more than ``MAX_PARTICIPANTS`` participants")
+@builder_doc(", or more than ``MAX_PARTICIPANTS`` participants")
 def optimal(costs, root: int = 0, members=None):
     """A broadcast tree of least completion time under the ``t_ini`` model.
 
@@ -132,7 +132,7 @@ def optimal(costs, root: int = 0, members=None):
     >>> bcast_time(optimal(costs, root=1, members=[1, 3, 4]), costs)
     20
     """
-    costs, members = _prepare(costs, root, members)
+    costs, members = check_arguments(costs, root, members)
     if len(members) > MAX_PARTICIPANTS:
         raise PlanError(f"optimal() accepts at most {MAX_PARTICIPANTS} participants "
                         f"(its cost grows as N * 3**(N-1)), got {len(members)}")
@@ -154,4 +154,4 @@ def optimal(costs, root: int = 0, members=None):
             stack.append((child, int(bitcol[b]), S ^ (1 << b)))
             order += 1
             A ^= S
-    return _tree(members, edges, root, "optimal")
+    return tree_from_edges(members, edges, root, "optimal")
