@@ -715,16 +715,44 @@ def _build_bcast(case, g, d, size, rank):
     case.make_args = lambda a: ((_spec(elem, a[0], n, style, displ), root), {})
 
 
-def _build_scatter(case, g, d, size, rank):
+def _blocks_setup(case, g, d, size, rooted):
+    """The draws a data movement of fixed blocks starts with, said in the details.
+
+    Parameters
+    ----------
+    case : Case
+        The trial being built.
+    g, d : numpy.random.Generator
+        The generators every rank draws alike (``g``) and this rank's own (``d``).
+    size : int
+        The number of ranks.
+    rooted : bool
+        Whether the operation has a root (drawn after the count).
+
+    Returns
+    -------
+    tuple
+        ``(elem, relem, k, n, root, in_place, sstyle, rstyle, rounds)``: the send
+        side's element, the receive side's and its count factor, the count of a
+        block, the root (None when not ``rooted``), in place or not, each side's
+        specification style, and the rounds of the buffers.
+    """
     elem = _element(case, g)
     relem, k = _recv_side(case, g, elem)
     n = _count(g, elem, big=False)
-    root = int(g.integers(size))
+    root = int(g.integers(size)) if rooted else None
     in_place = _in_place(g) and relem is elem
     sstyle, rstyle = _style(d, elem), _style(d, relem)
-    case.details.update(count=n, root=root, send=sstyle, recv_style=rstyle,
-                        in_place=in_place)
-    rounds = _rounds(case)
+    case.details["count"] = n
+    if rooted:
+        case.details["root"] = root
+    case.details.update(send=sstyle, recv_style=rstyle, in_place=in_place)
+    return elem, relem, k, n, root, in_place, sstyle, rstyle, _rounds(case)
+
+
+def _build_scatter(case, g, d, size, rank):
+    elem, relem, k, n, root, in_place, sstyle, rstyle, rounds = \
+        _blocks_setup(case, g, d, size, rooted=True)
     parts = []
     if rank == root:
         _, sdispl = _region(case, d, elem, n * size, sstyle, "in", rounds=rounds)
@@ -749,15 +777,8 @@ def _block_send(elem, arr, n, style, displ):
 
 
 def _build_gather(case, g, d, size, rank):
-    elem = _element(case, g)
-    relem, k = _recv_side(case, g, elem)
-    n = _count(g, elem, big=False)
-    root = int(g.integers(size))
-    in_place = _in_place(g) and relem is elem
-    sstyle, rstyle = _style(d, elem), _style(d, relem)
-    case.details.update(count=n, root=root, send=sstyle, recv_style=rstyle,
-                        in_place=in_place)
-    rounds = _rounds(case)
+    elem, relem, k, n, root, in_place, sstyle, rstyle, rounds = \
+        _blocks_setup(case, g, d, size, rooted=True)
     rbuf_index = None
     if rank == root:
         rbuf, rdispl = _region(case, d, relem, n * k * size, rstyle,
@@ -777,44 +798,24 @@ def _build_gather(case, g, d, size, rank):
     case.make_args = lambda a: ((send(a), recv(a), root), {})
 
 
-def _build_allgather(case, g, d, size, rank):
-    elem = _element(case, g)
-    relem, k = _recv_side(case, g, elem)
-    n = _count(g, elem, big=False)
-    in_place = _in_place(g) and relem is elem
-    sstyle, rstyle = _style(d, elem), _style(d, relem)
-    case.details.update(count=n, send=sstyle, recv_style=rstyle, in_place=in_place)
-    rounds = _rounds(case)
+def _build_allgather_like(case, g, d, size, rank):
+    """Allgather (this rank sends its own block to every rank) and Alltoall (a
+    block to each rank)."""
+    elem, relem, k, n, _, in_place, sstyle, rstyle, rounds = \
+        _blocks_setup(case, g, d, size, rooted=False)
+    to_each = case.method == "Alltoall"
     rbuf, rdispl = _region(case, d, relem, n * k * size, rstyle,
                            "inout" if in_place else "out", rounds=rounds)
-    if in_place:
+    if in_place:  # what the send buffer would hold: this rank's block, or all
+        start, length = (0, n * k * size) if to_each else (rank * n * k, n * k)
         for t in rbuf.rounds:
-            _fill(d, relem, t, rdispl + rank * n * k, n * k, "bits")
+            _fill(d, relem, t, rdispl + start, length, "bits")
         send = lambda a: MPI.IN_PLACE  # noqa: E731
     else:
-        _, sdispl = _region(case, d, elem, n, sstyle, "in", rounds=rounds)
-        send = lambda a: _spec(elem, a[1], n, sstyle, sdispl)  # noqa: E731
-    case.make_args = lambda a: ((send(a), _block_send(relem, a[0], n * k, rstyle,
-                                                      rdispl)), {})
-
-
-def _build_alltoall(case, g, d, size, rank):
-    elem = _element(case, g)
-    relem, k = _recv_side(case, g, elem)
-    n = _count(g, elem, big=False)
-    in_place = _in_place(g) and relem is elem
-    sstyle, rstyle = _style(d, elem), _style(d, relem)
-    case.details.update(count=n, send=sstyle, recv_style=rstyle, in_place=in_place)
-    rounds = _rounds(case)
-    rbuf, rdispl = _region(case, d, relem, n * k * size, rstyle,
-                           "inout" if in_place else "out", rounds=rounds)
-    if in_place:
-        for t in rbuf.rounds:
-            _fill(d, relem, t, rdispl, n * k * size, "bits")
-        send = lambda a: MPI.IN_PLACE  # noqa: E731
-    else:
-        _, sdispl = _region(case, d, elem, n * size, sstyle, "in", rounds=rounds)
-        send = lambda a: _block_send(elem, a[1], n, sstyle, sdispl)  # noqa: E731
+        _, sdispl = _region(case, d, elem, n * size if to_each else n, sstyle, "in",
+                            rounds=rounds)
+        spec = _block_send if to_each else _spec
+        send = lambda a: spec(elem, a[1], n, sstyle, sdispl)  # noqa: E731
     case.make_args = lambda a: ((send(a), _block_send(relem, a[0], n * k, rstyle,
                                                       rdispl)), {})
 
@@ -845,16 +846,36 @@ def _counts(g, size, elem):
     return [int(c) for c in g.integers(0, hi, size)]
 
 
-def _build_scatterv(case, g, d, size, rank):
+def _vector_setup(case, g, d, size, rooted):
+    """The draws a data movement of per-rank counts starts with; the details say
+    the counts and the root. The parameters are :func:`_blocks_setup`'s (the root
+    drawn after the counts).
+
+    Returns
+    -------
+    tuple
+        ``(elem, relem, k, counts, root, in_place, vstyle)``: the send side's
+        element, the receive side's and its count factor, each rank's count, the
+        root (None when not ``rooted``), in place or not, and the style of the
+        vector specification.
+    """
     elem = _element(case, g)
     relem, k = _recv_side(case, g, elem)
     counts = _counts(g, size, elem)
-    root = int(g.integers(size))
+    root = int(g.integers(size)) if rooted else None
     in_place = _in_place(g) and relem is elem
     vstyle = "pair" if d.random() < 0.3 else "four"
+    case.details["counts"] = tuple(counts)
+    if rooted:
+        case.details["root"] = root
+    return elem, relem, k, counts, root, in_place, vstyle
+
+
+def _build_scatterv(case, g, d, size, rank):
+    elem, relem, k, counts, root, in_place, vstyle = \
+        _vector_setup(case, g, d, size, rooted=True)
     rstyle = _style(d, relem)
-    case.details.update(counts=tuple(counts), root=root, recv_style=rstyle,
-                        in_place=in_place)
+    case.details.update(recv_style=rstyle, in_place=in_place)
     rounds = _rounds(case)
     send = lambda a: None  # noqa: E731
     if rank == root:
@@ -873,14 +894,10 @@ def _build_scatterv(case, g, d, size, rank):
 
 
 def _build_gatherv(case, g, d, size, rank):
-    elem = _element(case, g)
-    relem, k = _recv_side(case, g, elem)
-    counts = _counts(g, size, elem)
-    root = int(g.integers(size))
-    in_place = _in_place(g) and relem is elem
-    vstyle = "pair" if d.random() < 0.3 else "four"
+    elem, relem, k, counts, root, in_place, vstyle = \
+        _vector_setup(case, g, d, size, rooted=True)
     sstyle = _style(d, elem)
-    case.details.update(counts=tuple(counts), root=root, send=sstyle, in_place=in_place)
+    case.details.update(send=sstyle, in_place=in_place)
     rounds = _rounds(case)
     recv = lambda a: None  # noqa: E731
     rcounts = [c * k for c in counts]
@@ -900,13 +917,10 @@ def _build_gatherv(case, g, d, size, rank):
 
 
 def _build_allgatherv(case, g, d, size, rank):
-    elem = _element(case, g)
-    relem, k = _recv_side(case, g, elem)
-    counts = _counts(g, size, elem)
-    in_place = _in_place(g) and relem is elem
-    vstyle = "pair" if d.random() < 0.3 else "four"
+    elem, relem, k, counts, _, in_place, vstyle = \
+        _vector_setup(case, g, d, size, rooted=False)
     sstyle = _style(d, elem)
-    case.details.update(counts=tuple(counts), send=sstyle, in_place=in_place)
+    case.details.update(send=sstyle, in_place=in_place)
     rounds = _rounds(case)
     rcounts = [c * k for c in counts]
     _, displs = _vbuffer(case, d, relem, rcounts, "inout" if in_place else "out",
@@ -1144,8 +1158,8 @@ def _draw_objects(case, g, d, size, rank):
 _BUILDERS = {
     "Barrier": _build_barrier, "Bcast": _build_bcast, "Scatter": _build_scatter,
     "Scatterv": _build_scatterv, "Gather": _build_gather, "Gatherv": _build_gatherv,
-    "Allgather": _build_allgather, "Allgatherv": _build_allgatherv,
-    "Alltoall": _build_alltoall, "Alltoallv": _build_alltoallv,
+    "Allgather": _build_allgather_like, "Allgatherv": _build_allgatherv,
+    "Alltoall": _build_allgather_like, "Alltoallv": _build_alltoallv,
     "Reduce": _build_reduce, "Allreduce": _build_allreduce_like,
     "Scan": _build_allreduce_like, "Exscan": _build_allreduce_like,
     "Reduce_scatter_block": _build_reduce_scatter_block,
