@@ -7,7 +7,7 @@ import pytest
 from wacoll import PlanError, Topology
 from wacoll.plans import build
 from wacoll.plans.builder import PlanBuilder
-from wacoll.plans.prove import _Exprs, canonical_expression
+from wacoll.plans.prove import Expressions, canonical_expression
 from wacoll.plans.plan import Plan, Step
 
 
@@ -148,7 +148,7 @@ def test_arrival_order_groups_need_commutative():
 
 
 def test_canonical_expressions():
-    ex = _Exprs(8)
+    ex = Expressions(8)
 
     def show(e):
         if ex.left[e] < 0:

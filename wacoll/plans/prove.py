@@ -51,14 +51,14 @@ from wacoll.plans.prover.flow import analyse
 from wacoll.plans.prover.layout import Layout
 from wacoll.plans.prover.pairing import pair
 from wacoll.plans.prover.pieces import split
-from wacoll.plans.prover.results import (_first_failing, _Verdicts, final_out,
+from wacoll.plans.prover.results import (Verdicts, final_out, first_failing,
                                          max_hops, measures, verify)
 from wacoll.plans.prover.run import Run
 from wacoll.errors import BlockProofIncomplete, UnevenPiece
 from wacoll.plans.prover.values import (BlockReductions, Hops, Knowledge, Reductions,
                                         Repeats)
 
-__all__ = ["ProofReport", "prove_plan", "canonical_expression"]
+__all__ = ["ProofReport", "prove_plan", "Expressions", "canonical_expression"]
 
 
 @dataclass(frozen=True)
@@ -130,8 +130,34 @@ class ProofReport:
         }
 
 
-class _Exprs:
-    """Interned binary expressions over rank leaves; ids ``0..size-1`` are the leaves."""
+class Expressions:
+    """Interned binary expressions over rank leaves; ids ``0..size-1`` are the leaves.
+
+    The checker's reductions name the value of a block by the id of its expression
+    (:mod:`wacoll.plans.prover.values`); :func:`canonical_expression` builds the
+    expression a level ``strict`` reduction must compute.
+
+    Attributes
+    ----------
+    left, right : list of int
+        Per expression, its operands' ids (-1 for a leaf).
+    mask : list of int
+        Per expression, the ranks it combines, as bits.
+    lo, hi : list of int
+        Per expression, its lowest and highest rank.
+    ordered : list of bool
+        Per expression, whether its leaves, read in order, ascend contiguously from
+        ``lo`` to ``hi`` (the rank order level ``associative`` keeps).
+    index : dict
+        The id of each combination made, by its ``(left, right)``.
+
+    Examples
+    --------
+    >>> ex = Expressions(3)
+    >>> e = ex.make(ex.make(0, 1), 2)
+    >>> e, ex.mask[e], ex.ordered[e], ex.make(0, 1) == ex.left[e]
+    (4, 7, True, True)
+    """
 
     def __init__(self, size):
         self.index = {}
@@ -143,6 +169,7 @@ class _Exprs:
         self.ordered = [True] * size  # in-order leaves ascend contiguously lo..hi
 
     def make(self, a, b):
+        """The id of ``a`` combined with ``b`` (``a`` on the left), made on first use."""
         key = (a, b)
         e = self.index.get(key)
         if e is None:
@@ -158,6 +185,8 @@ class _Exprs:
         return e
 
     def subexpressions(self, e, into):
+        """Add to the set ``into`` the ids of ``e`` and of all its operands, down to
+        the leaves (those already in ``into`` are not walked again)."""
         stack = [e]
         while stack:
             x = stack.pop()
@@ -269,7 +298,7 @@ def _prove(plan, steps, layout, pairing, kind, level, clusters, cluster_ids, *,
     flow = analyse(plan, steps, layout=layout, level=level)
     verdicts = None
     if kind == "reduction":
-        exprs = _Exprs(plan.size)
+        exprs = Expressions(plan.size)
         forms = set()
         if level == "strict" and plan.nblocks:
             expecting = flow.layout.expected_count() > 0
@@ -277,7 +306,7 @@ def _prove(plan, steps, layout, pairing, kind, level, clusters, cluster_ids, *,
         canonical, parts = _canonical(exprs, forms)
         values = (BlockReductions if by_blocks else Reductions)(steps, flow, exprs,
                                                                  level, parts)
-        verdicts = _Verdicts(exprs, level, canonical)
+        verdicts = Verdicts(exprs, level, canonical)
     elif kind == "barrier":
         values = Knowledge(plan.size)
     else:
@@ -289,8 +318,8 @@ def _prove(plan, steps, layout, pairing, kind, level, clusters, cluster_ids, *,
     Run(plan, steps, pairing, flow, clusters, values, repeats).run()
     final = None if kind == "barrier" else final_out(plan, steps, flow)
     if by_blocks:
-        if _first_failing(plan, steps, flow, SimpleNamespace(expr=values.val),
-                          verdicts, values.final(final)) is not None:
+        if first_failing(plan, steps, flow, SimpleNamespace(expr=values.val),
+                         verdicts, values.final(final)) is not None:
             raise BlockProofIncomplete(None)
         hops = int(values.hops[final[3]].max()) if len(final[3]) else 0
     else:

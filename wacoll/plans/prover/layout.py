@@ -35,6 +35,14 @@ class Layout:
     size : int
     root : int or None
     nblocks : int
+
+    Attributes
+    ----------
+    out_kind : str
+        Where ``"out"`` has a place for a block: ``"none"`` (a barrier), ``"all"``
+        (every block on every rank), ``"own"`` (block ``r`` on rank ``r``),
+        ``"root"`` (every block on the root) or ``"column"`` (block ``b`` on rank
+        ``b % size``).
     """
 
     def __init__(self, op, size, root, nblocks):
@@ -42,16 +50,16 @@ class Layout:
         self.op, self.size, self.root, self.nblocks = s.name, size, root, nblocks
         name = s.name
         if s.kind == "barrier":
-            self._out = "none"
+            self.out_kind = "none"
         elif name in ("bcast", "allreduce", "scan", "exscan") or \
                 name.startswith("allgather"):
-            self._out = "all"
+            self.out_kind = "all"
         elif name in ("scatter", "scatterv", "reduce_scatter", "reduce_scatter_block"):
-            self._out = "own"
+            self.out_kind = "own"
         elif name in ("gather", "gatherv", "reduce"):
-            self._out = "root"
+            self.out_kind = "root"
         else:
-            self._out = "column"
+            self.out_kind = "column"
 
     def in_held(self, ranks, blocks):
         """Whether ``ranks[i]``'s ``"in"`` buffer holds ``blocks[i]`` at the start."""
@@ -84,7 +92,7 @@ class Layout:
 
     def out_allowed(self, ranks, blocks):
         """Whether ``ranks[i]``'s ``"out"`` buffer has a place for ``blocks[i]``."""
-        kind = self._out
+        kind = self.out_kind
         if kind == "none":
             return np.zeros(len(ranks), dtype=bool)
         if kind == "all":
@@ -102,7 +110,7 @@ class Layout:
         :meth:`out_allowed` other than an all-to-all's)."""
         allowed = self.out_allowed(ranks, blocks)
         first = np.where(allowed, lengths, 0)
-        if self._out == "column" and self.size > 1:  # (allowed blocks are apart)
+        if self.out_kind == "column" and self.size > 1:  # (allowed blocks are apart)
             first = np.where(allowed & (lengths > 1), 1, first)
         return first
 
@@ -117,7 +125,7 @@ class Layout:
         """The number of blocks each rank must end with, as an array over ranks."""
         size, nb = self.size, self.nblocks
         ranks = np.arange(size)
-        kind = self._out
+        kind = self.out_kind
         if kind == "none":
             count = np.zeros(size, dtype=np.int64)
         elif kind == "all":

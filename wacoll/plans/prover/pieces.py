@@ -50,7 +50,7 @@ def _layout_edges(layout, size):
         edges += [ranks, ranks + 1]
     if s.layout == "pairs":  # "in" holds r * size .. r * size + size - 1
         edges += [ranks * size, ranks * size + size]
-    if layout._out == "own":  # "out" has a place for block r
+    if layout.out_kind == "own":  # "out" has a place for block r
         edges += [ranks, ranks + 1]
     if not edges:
         return ranks[:0], ranks[:0]

@@ -21,10 +21,10 @@ import numpy as np
 from wacoll.errors import PlanError
 from wacoll.plans import operations as ops
 from wacoll.plans.prover.encode import ranges
-from wacoll.plans.prover.run import _fmt_ranks, _ranks
+from wacoll.plans.prover.run import format_ranks, mask_ranks
 from wacoll.plans.prover.values import UNKNOWN, Knowledge, Reductions
 
-__all__ = ["final_out", "verify", "max_hops", "measures"]
+__all__ = ["final_out", "Verdicts", "first_failing", "verify", "max_hops", "measures"]
 
 
 def final_out(plan, steps, flow):
@@ -41,8 +41,15 @@ def final_out(plan, steps, flow):
     return ranks[want], blocks[want], lengths, last
 
 
-class _Verdicts:
-    """Which expressions of reduced blocks fail which promise, asked once each."""
+class Verdicts:
+    """Which expressions of reduced blocks fail which promise, asked once each.
+
+    ``verdicts(e, form)`` is why expression ``e`` (of
+    :class:`~wacoll.plans.prove.Expressions` ``exprs``) fails the promise ``form``
+    (``("tree", n)`` or ``("fold", n)``: all of ranks ``0..n-1`` combined) at
+    ``level``, or ``""`` when it does not; ``canonical`` holds the canonical
+    expression of each form (level ``strict``). :func:`verify` takes it.
+    """
 
     def __init__(self, exprs, level, canonical):
         self.exprs, self.level, self.canonical = exprs, level, canonical
@@ -56,11 +63,11 @@ class _Verdicts:
             full = (1 << form[1]) - 1
             mask = ex.mask[e]
             if mask != full:
-                lacking = _ranks(full & ~mask)
-                extra = _ranks(mask & ~full)
-                found = (f"lacks the contributions of ranks {_fmt_ranks(lacking)}"
+                lacking = mask_ranks(full & ~mask)
+                extra = mask_ranks(mask & ~full)
+                found = (f"lacks the contributions of ranks {format_ranks(lacking)}"
                          if lacking else
-                         f"has extra contributions of ranks {_fmt_ranks(extra)}")
+                         f"has extra contributions of ranks {format_ranks(extra)}")
             elif self.level == "strict" and e != self.canonical[form]:
                 found = "is not the canonical expression of level 'strict'"
             elif self.level == "associative" and not ex.ordered[e]:
@@ -71,9 +78,16 @@ class _Verdicts:
         return found
 
 
-def _first_failing(plan, steps, flow, values, verdicts, final):
+def first_failing(plan, steps, flow, values, verdicts, final):
     """The first rank that ends without a promised block or with a failing value,
-    or None."""
+    or None.
+
+    The arguments are :func:`verify`'s (``values`` needs only ``expr``, the
+    expression of each write, when ``verdicts`` is given; ``final`` is required). The
+    pass of :func:`wacoll.plans.prove.prove_plan` that keeps a reduction's values per
+    block asks it whether any rank fails, and leaves naming the fault to the exact
+    pass.
+    """
     layout = flow.layout
     size = plan.size
     ranks, blocks, lengths, last = final
@@ -124,7 +138,7 @@ def verify(plan, steps, flow, values, verdicts=None, *, final=None):
     if not isinstance(values, Knowledge):
         if final is None:
             final = final_out(plan, steps, flow)
-        r = _first_failing(plan, steps, flow, values, verdicts, final)
+        r = first_failing(plan, steps, flow, values, verdicts, final)
         if r is not None:
             _name_block(plan, flow, values, verdicts, r, final)
     else:
@@ -134,7 +148,7 @@ def verify(plan, steps, flow, values, verdicts=None, *, final=None):
             r = int(lost[0])
             missing = np.flatnonzero(unknown[r]).tolist()
             raise PlanError(f"rank {r} leaves the barrier without hearing from ranks "
-                            f"{_fmt_ranks(missing)}", rank=r)
+                            f"{format_ranks(missing)}", rank=r)
 
 
 def _name_block(plan, flow, values, verdicts, r, final):

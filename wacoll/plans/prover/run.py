@@ -13,7 +13,7 @@ values its receives carry:
 - data movement: a block's value is its source's contribution, so a receive only
   carries the number of wide-area links its data crossed;
 - reductions: the expression each block holds, interned by
-  :class:`wacoll.plans.prove._Exprs`, with the checks of every combination (each
+  :class:`wacoll.plans.prove.Expressions`, with the checks of every combination (each
   contribution once, rank order, the canonical expression) and of every receive (a
   value received again);
 - barrier: the knowledge of which ranks have arrived, one row of a matrix per rank.
@@ -45,10 +45,17 @@ from wacoll.plans.prover.flow import (
     STRICT,
 )
 
-__all__ = ["Run", "fault_text"]
+__all__ = ["Run", "fault_text", "mask_ranks", "format_ranks"]
 
 
-def _ranks(mask):
+def mask_ranks(mask):
+    """The ranks of the set bits of ``mask`` (bit ``r``: rank ``r``), in order.
+
+    Examples
+    --------
+    >>> mask_ranks(0b1011)
+    [0, 1, 3]
+    """
     out, r = [], 0
     while mask:
         if mask & 1:
@@ -58,7 +65,14 @@ def _ranks(mask):
     return out
 
 
-def _fmt_ranks(ranks, limit=6):
+def format_ranks(ranks, limit=6):
+    """``ranks`` for a message: the first ``limit`` of them, then ``...`` if more.
+
+    Examples
+    --------
+    >>> format_ranks([0, 1, 3]), format_ranks(list(range(9)), limit=3)
+    ('0, 1, 3', '0, 1, 2, ...')
+    """
     text = ", ".join(map(str, ranks[:limit]))
     return text + (", ..." if len(ranks) > limit else "")
 
@@ -82,7 +96,7 @@ def fault_text(code, *, plan, r, step, b=None, operands=None, exprs=None, held=N
     if code == OVERLAP:
         a, c = operands
         return (f"combines the contribution of rank "
-                f"{_fmt_ranks(_ranks(exprs.mask[a] & exprs.mask[c]))} twice")
+                f"{format_ranks(mask_ranks(exprs.mask[a] & exprs.mask[c]))} twice")
     if code == ORDER:
         a, c = operands
         return (f"puts ranks {exprs.lo[a]}..{exprs.hi[a]} before ranks "

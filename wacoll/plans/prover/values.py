@@ -125,7 +125,7 @@ class Reductions:
     ----------
     steps, flow
         The plan's arrays and dataflow.
-    exprs : wacoll.plans.prove._Exprs
+    exprs : wacoll.plans.prove.Expressions
         The interned expressions (leaves ``0..size-1``).
     level : str
         The level the proof keeps.
