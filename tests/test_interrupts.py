@@ -59,14 +59,23 @@ b = np.empty_like(a)
 # "library" repeat the call three times (recorded, then replayed)
 n = 32 if route in ("compiled", "alarm") else 64
 request = comm.Allreduce_init(a, b) if route == "persistent" else None
-for _ in range(3 if route in ("replayed", "library") else 1):
+
+
+def allreduce(count=None):
+    """The route's call; a blocking one on the first ``count`` values (None: a, b)."""
     if route == "nonblocking":
         comm.Iallreduce(a, b).Wait()
     elif route == "persistent":
         request.Start()
         request.Wait()
+    elif count is None:
+        comm.Allreduce(a, b)
     else:
-        comm.Allreduce(a[:n], b[:n])
+        comm.Allreduce(a[:count], b[:count])
+
+
+for _ in range(3 if route in ("replayed", "library") else 1):
+    allreduce(n)
 seen, family = comm.last_route, comm.last_family
 if route == "persistent":
     seen = "compiled" if request._runner is not None else "python"
@@ -84,13 +93,7 @@ elif route == "alarm" and rank == 1:
     signal.alarm(1)
 say(f"ENTER {rank}")
 try:
-    if route == "nonblocking":
-        comm.Iallreduce(a, b).Wait()
-    elif route == "persistent":
-        request.Start()
-        request.Wait()
-    else:
-        comm.Allreduce(a, b)
+    allreduce()
 except KeyboardInterrupt:  # only with WACOLL_ON_INTERRUPT=raise
     say(f"CAUGHT {rank}")
     try:

@@ -361,17 +361,38 @@ def test_a_message_of_an_alltoall_at_1024_ranks_dropped_or_doubled_is_refused():
         elsewhere.prove()
 
 
-def test_a_partial_combined_twice_is_refused_at_1024_ranks():
-    plan = build("reduce_scatter_block", Topology.from_sizes([128] * 8), "mpich",
-                 level="commutative")
-    r = next(r for r in range(plan.size) if any(s.kind == "recv_combine"
-                                                 for s in plan.programs[r]))
+def combined_twice(plan, r):
+    """``plan`` with rank ``r``'s first combining receive, and its peer's send to
+    ``r``, done twice.
+
+    Parameters
+    ----------
+    plan : wacoll.plans.Plan
+        The plan to break.
+    r : int
+        A rank with a combining receive.
+
+    Returns
+    -------
+    tuple
+        ``(broken, i, step)``: the broken plan, the index of that receive in
+        ``r``'s program, and the receive.
+    """
     i, step = next((i, s) for i, s in enumerate(plan.programs[r])
                    if s.kind == "recv_combine")
     j = next(j for j, s in enumerate(plan.programs[step.peer])
              if s.kind == "send" and s.peer == r)
     broken = replace(plan, {(r, i): [step, step],
                             (step.peer, j): [plan.programs[step.peer][j]] * 2})
+    return broken, i, step
+
+
+def test_a_partial_combined_twice_is_refused_at_1024_ranks():
+    plan = build("reduce_scatter_block", Topology.from_sizes([128] * 8), "mpich",
+                 level="commutative")
+    r = next(r for r in range(plan.size) if any(s.kind == "recv_combine"
+                                                 for s in plan.programs[r]))
+    broken, i, step = combined_twice(plan, r)
     with pytest.raises(PlanError, match=f"rank {r} step {i + 1} .*combines the "
                                         f"contribution of rank {step.peer}") as e:
         broken.prove()
@@ -460,14 +481,8 @@ def swing_256():
 
 def test_a_swing_allreduce_at_256_ranks_combining_twice_is_refused(swing_256,
                                                                     monkeypatch):
-    plan = swing_256
     r = 5
-    i, step = next((i, s) for i, s in enumerate(plan.programs[r])
-                   if s.kind == "recv_combine")
-    j = next(j for j, s in enumerate(plan.programs[step.peer])
-             if s.kind == "send" and s.peer == r)
-    broken = replace(plan, {(r, i): [step, step],
-                            (step.peer, j): [plan.programs[step.peer][j]] * 2})
+    broken, i, _ = combined_twice(swing_256, r)
     with pytest.raises(PlanError, match=f"rank {r} step {i + 1} .*combines the "
                                         f"contribution of rank") as e:
         broken.prove()
