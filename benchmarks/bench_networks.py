@@ -26,7 +26,12 @@ Run (as root, where the testbed can be built)::
 
 Prints a table of times and ratios (default / native: below 1, wacoll is faster) and
 the geometric mean per network; writes ``benchmarks/results/networks.csv`` and
-``networks.png`` (the ratios per network).
+``networks.png`` (the ratios per network). ``--families magpie,mpich,...`` times each
+family forced too and gives the default against the best of them and the library::
+
+    .venv/bin/python benchmarks/bench_networks.py --reps 5 --out \
+        benchmarks/results/networks-families.csv \
+        --families magpie,mpich,modern,gridmpi,recent,hierarchical
 """
 
 from __future__ import annotations
@@ -59,13 +64,16 @@ IMPLS = ("native", "default")
 WARMUP = 18
 
 
-def _cases(sizes, extra, reps):
+def _cases(sizes, extra, reps, families=()):
+    from wacoll.plans import builders
+
     cases = []
     for op in OPS:
         for nbytes in (8,) if op == "barrier" else sizes + (
                 extra if op in ("bcast", "allreduce") else ()):
+            forced = [f for f in families if op in builders(f)]
             cases.append({"label": f"{op} {nbytes}", "op": op, "bytes": nbytes,
-                          "impls": list(IMPLS)})
+                          "impls": list(IMPLS) + forced})
     # a user's loop: the communicator has explored its candidates (wacoll.mpi.learning:
     # three calls of each of at most six) before the timed calls
     return {"reps": reps, "cases": cases, "progress": True, "warmup": WARMUP}
@@ -81,7 +89,13 @@ def main(argv=None):
     parser.add_argument("--networks", default=",".join(NETWORKS))
     parser.add_argument("--reps", type=int, default=9)
     parser.add_argument("--out", default=str(RESULTS / "networks.csv"))
+    parser.add_argument("--families", default="",
+                        help="plan families to time forced too, comma-separated (e.g. "
+                             "magpie,mpich,modern,gridmpi,recent,hierarchical): the "
+                             "table then gives the default against the best of them "
+                             "and the library")
     args = parser.parse_args(argv)
+    families = [f for f in args.families.split(",") if f]
     names = [n for n in args.networks.split(",") if n]
     unknown = set(names) - set(NETWORKS)
     if unknown:
@@ -99,7 +113,7 @@ def main(argv=None):
               f"{bandwidth / 1e6:g} MB/s", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             results, reason = run_on_testbed(topology, _cases(main_sizes, extra,
-                                                              args.reps),
+                                                              args.reps, families),
                                              tmp, name=f"net{name}", timeout=3600)
         if results is None:
             print(f"bench_networks: {name}: {reason}", file=sys.stderr)
@@ -111,10 +125,16 @@ def main(argv=None):
                 print(f"bench_networks: {name} {label}: wacoll's result differs from "
                       f"the library's", file=sys.stderr)
                 return 1
-            med = {impl: statistics.median(case["times"][impl]) for impl in IMPLS}
-            rows.append({"network": name, "op": case["op"], "bytes": case["bytes"],
-                         "native_s": med["native"], "default_s": med["default"],
-                         "ratio": med["default"] / med["native"]})
+            med = {impl: statistics.median(times)
+                   for impl, times in case["times"].items()}
+            row = {"network": name, "op": case["op"], "bytes": case["bytes"],
+                   "native_s": med["native"], "default_s": med["default"],
+                   "ratio": med["default"] / med["native"]}
+            if families:
+                best = min((impl for impl in med if impl != "default"), key=med.get)
+                row.update(best=best, best_s=med[best],
+                           vs_best=med["default"] / med[best])
+            rows.append(row)
 
     print("default = wacoll.Comm(MPI.COMM_WORLD), no options; native = the MPI "
           f"library; median of {args.reps}; ratio = default / native (below 1: "
@@ -124,14 +144,21 @@ def main(argv=None):
     print(f"{'network':9} {'op':10} {'size':>7} {'native ms':>10} {'default ms':>11} "
           f"{'ratio':>6}")
     for r in rows:
+        best = f"  best forced {r['best']} {r['best_s'] * 1e3:.3f} ms, default/best " \
+            f"{r['vs_best']:.2f}" if families else ""
         print(f"{r['network']:9} {r['op']:10} {_size(r['bytes']):>7} "
               f"{r['native_s'] * 1e3:10.3f} {r['default_s'] * 1e3:11.3f} "
-              f"{r['ratio']:6.2f}")
+              f"{r['ratio']:6.2f}{best}")
     for name in names:
         ratios = [r["ratio"] for r in rows if r["network"] == name]
         worst = max(rows, key=lambda r: r["ratio"] if r["network"] == name else 0)
         print(f"{name}: geometric mean {math.exp(statistics.fmean(map(math.log, ratios))):.2f}"
               f", worst {worst['ratio']:.2f} ({worst['op']} {_size(worst['bytes'])})")
+        if families:
+            mine = [r for r in rows if r["network"] == name]
+            within = sum(r["vs_best"] <= 1.1 for r in mine)
+            print(f"{name}: default within 1.1x of the best of the library and "
+                  f"{', '.join(families)} in {within} of {len(mine)} cases")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as f:
