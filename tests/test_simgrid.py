@@ -5,6 +5,8 @@ installed (``tools/install_simgrid.sh``); the platform's description and the err
 without SimGrid are tested everywhere.
 """
 
+import os
+
 import pytest
 
 from wacoll import Topology
@@ -44,15 +46,21 @@ def test_errors_name_the_fault():
         sgsim.simulate_simgrid(plan, LinkModel(Topology.from_sizes([1, 3])))
 
 
-def test_without_simgrid_the_error_says_how_to_install(monkeypatch):
+@pytest.fixture
+def without_simgrid(monkeypatch, tmp_path):
+    """Child processes that cannot import SimGrid (a ``simgrid`` module first on their
+    path that refuses), and the cached answer of simgrid_unavailable() forgotten
+    before and after."""
+    (tmp_path / "simgrid.py").write_text('raise ImportError("no SimGrid here")\n')
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(tmp_path)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    sgsim.simgrid_unavailable.cache_clear()
+    yield
+    sgsim.simgrid_unavailable.cache_clear()
+
+
+def test_without_simgrid_the_error_says_how_to_install(without_simgrid):
     # as a child process without SimGrid answers
-    monkeypatch.setattr(sgsim, "_PROBE", None)
-
-    def broken(request, timeout):
-        raise SimGridUnavailable("SimGrid's Python bindings are not importable; "
-                                 + sgsim.INSTALL_HINT)
-
-    monkeypatch.setattr(sgsim, "_child", broken)
     reason = sgsim.simgrid_unavailable()
     assert "tools/install_simgrid.sh" in reason and "pip install simgrid" in reason
     plan = build("bcast", Topology.from_sizes([1, 1]), "magpie", count=8)

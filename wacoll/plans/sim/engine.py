@@ -1,9 +1,9 @@
 """The discrete-event engine behind :func:`wacoll.plans.sim.simulate`.
 
-Plans are precompiled once (:func:`_structure`, cached on the plan): per rank a
+Plans are precompiled once (:func:`structure_of`, cached on the plan): per rank a
 list of ``(code, arg, cost)`` rows, and per message the columns the models need.
 Each rank then runs ahead through its program as far as its messages allow
-(``_Engine.advance``). Under the simple models that is the whole simulation. Under
+(``Engine.advance``). Under the simple models that is the whole simulation. Under
 :class:`~wacoll.plans.sim.LinkModel` the wide-area flows, the only shared
 resource, are also ordered in time on an event heap
 (:func:`wacoll.plans.sim.links.run_links`); a flow's arrival wakes the ranks
@@ -16,9 +16,11 @@ import itertools
 from typing import NamedTuple
 
 from wacoll.errors import PlanError
-from wacoll.plans.sim.links import _Events, run_links
+from wacoll.plans.sim.links import Events, run_links
 
-__all__: list = []  # private; see wacoll.plans.sim
+#: For the other modules of the simulator (:mod:`wacoll.plans.sim.simulator`,
+#: :mod:`~wacoll.plans.sim.result`); users call :func:`wacoll.plans.sim.simulate`.
+__all__ = ["Structure", "structure_of", "costed_programs", "Engine"]
 
 # Step codes of the precompiled programs (written as literals in the hot loop).
 _SEND, _RECV, _LOCAL, _GROUP = 0, 1, 2, 3
@@ -28,8 +30,8 @@ _CACHE_KEY = "simulate.structure"
 
 
 # ------------------------------------------------------------- precompilation
-class _Structure(NamedTuple):
-    """What :func:`_structure` precompiles from a plan (independent of the model).
+class Structure(NamedTuple):
+    """What :func:`structure_of` precompiles from a plan (independent of the model).
 
     Steps are numbered across ranks: rank ``r``'s steps are ``bases[r]`` up to
     ``limits[r]``, and every per-step array uses that flat index.
@@ -50,20 +52,20 @@ class _Structure(NamedTuple):
     pairs: set       # the cluster pairs of all wide-area messages
 
 
-def _structure(plan, messages):
+def structure_of(plan, messages):
     """Model-independent precompiled programs, cached on the plan.
 
     One ``(code, arg, 0.0)`` row per step: ``arg`` is the index of the step's
     message (sends and receives), and for the first step of an arrival-order group
     the tuple of its members' ``(message, flat step, 0.0)``; the other members' rows
     are ``(_GROUP, None, 0.0)`` and are skipped. The last field is the step's local
-    cost, filled in by :func:`_programs` when the model has one.
+    cost, filled in by :func:`costed_programs` when the model has one.
     """
     return plan.derived(_CACHE_KEY, lambda p: _flatten(p, messages))
 
 
 def _flatten(plan, messages):
-    """:func:`_structure`, computed."""
+    """:func:`structure_of`, computed."""
     programs = plan.programs
     mids = [[-1] * len(prog) for prog in programs]
     for k, m in enumerate(messages):
@@ -85,9 +87,9 @@ def _flatten(plan, messages):
     m = max(cl, default=0) + 1
     pair = [cl[s] * m + cl[d] if w else None for s, d, w in zip(src, dst, wide)]
     flow = [j if b > 0 else None for j, b in zip(pair, nbytes)]
-    return _Structure(rows, bases, limits, mids, src, dst, nbytes, wide,
-                      [bases[x.src] + x.send_step for x in messages], flow, m,
-                      [float(b) for b in nbytes], set(pair) - {None})
+    return Structure(rows, bases, limits, mids, src, dst, nbytes, wide,
+                     [bases[x.src] + x.send_step for x in messages], flow, m,
+                     [float(b) for b in nbytes], set(pair) - {None})
 
 
 def _mark_groups(prog, rows, g):
@@ -108,9 +110,11 @@ def _mark_groups(prog, rows, g):
         i = j
 
 
-def _programs(plan, messages, rows, model):
-    """The flat list of ``(code, arg, cost)`` the engine executes."""
-    ro, rate = model._local_costs()
+def costed_programs(plan, messages, rows, model):
+    """The flat list of ``(code, arg, cost)`` the engine executes: the ``rows`` of
+    :func:`structure_of` with each step's local cost under ``model`` (its
+    :meth:`~wacoll.plans.sim.models.Model.local_costs`)."""
+    ro, rate = model.local_costs()
     if ro == 0.0 and rate is None:
         return rows
 
@@ -134,7 +138,7 @@ def _programs(plan, messages, rows, model):
 
 
 # --------------------------------------------------------------------- engine
-class _Engine:
+class Engine:
     """The simulation state of one :func:`~wacoll.plans.sim.simulate` call."""
 
     def __init__(self, plan, model, structure, progs, busy, delay, flows):
@@ -147,7 +151,7 @@ class _Engine:
         self.blocked = [False] * nmsg
         self.starts = [0.0] * nsteps
         self.ends = [0.0] * nsteps
-        self.events = _Events()  # the link model's (see wacoll.plans.sim.links)
+        self.events = Events()  # the link model's (see wacoll.plans.sim.links)
         self.seq = itertools.count()  # orders events of equal time by creation
         self.advance = self._runner()
 

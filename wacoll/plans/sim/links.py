@@ -1,6 +1,6 @@
 """The link model's event loop: wide-area flows sharing directed links max-min fairly.
 
-Used by :class:`wacoll.plans.sim.engine._Engine` under
+Used by :class:`wacoll.plans.sim.engine.Engine` under
 :class:`~wacoll.plans.sim.LinkModel`. A flow starts when its sender reaches
 the send, shares its link with the other flows on it (water-filling, each capped by
 its sender's node rate), and finishes when its last byte has crossed; then the
@@ -17,7 +17,7 @@ one burst: it waits for the link's earlier bursts, whichever pair sent them, and
 crosses alone (first come, first served), beside the longer flows.
 
 Events are ``(time, seq, x)``, taken in ``(time, seq)`` order from one
-:class:`_Events` queue: ``x >= 0`` is the message whose flow starts, ``x < 0`` says
+:class:`Events` queue: ``x >= 0`` is the message whose flow starts, ``x < 0`` says
 link ``~x`` may have a flow done. ``seq``, from one counter, orders events of equal
 time by when they were made, so a run is deterministic and its arithmetic does not
 depend on how the queue is kept.
@@ -42,7 +42,9 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
-__all__: list = []  # private; see wacoll.plans.sim
+#: For the simulator's engine (:mod:`wacoll.plans.sim.engine`); users call
+#: :func:`wacoll.plans.sim.simulate` with a :class:`~wacoll.plans.sim.LinkModel`.
+__all__ = ["Events", "run_links"]
 
 
 class _Class:
@@ -182,7 +184,7 @@ class _Link:
         return best
 
 
-class _Events:
+class Events:
     """The pending events ``(time, seq, x)``, taken in ``(time, seq)`` order.
 
     ``times`` is a heap of the distinct later times, ``buckets`` their events, each
@@ -191,7 +193,7 @@ class _Events:
 
     Examples
     --------
-    >>> q = _Events()
+    >>> q = Events()
     >>> q.add((2.0, 0, 7)); q.add((1.0, 1, 8)); q.insert((2.0, -1, 9))
     >>> [q.pop() for _ in range(3)], q.pop(), q.now
     ([(1.0, 1, 8), (2.0, -1, 9), (2.0, 0, 7)], None, 2.0)

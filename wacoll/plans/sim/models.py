@@ -25,7 +25,7 @@ from wacoll.costs import (
 from wacoll.errors import PlanError, TopologyError
 from wacoll.topology import Topology
 
-__all__ = ["TsTrModel", "TiniModel", "LinkModel"]
+__all__ = ["Model", "TsTrModel", "TiniModel", "LinkModel"]
 
 
 def _seconds(name, value):
@@ -39,15 +39,19 @@ def _time_or_function(name, value):
     return value if callable(value) else float(value)
 
 
-class _Model:
+class Model:
     """What every model shares: receive overhead and local compute rate.
 
     A model turns a plan's messages into, per message, the sender's occupancy
     (``busy``) and the delay from send start to arrival (``delay``); a message the
     model must simulate as a flow gets a link instead (see :class:`LinkModel`).
+    The engine of :mod:`wacoll.plans.sim.engine` asks a model :meth:`prepare` and
+    :meth:`local_costs`; :func:`wacoll.plans.sim.simulate` takes any model.
     """
 
-    def _local_costs(self):
+    def local_costs(self):
+        """``(recv_overhead, compute_rate)``: the time added to every receive, and the
+        bytes per time unit of copy and combine work (None: free)."""
         return self.recv_overhead, self.compute_rate
 
     def _check_local_costs(self):
@@ -57,18 +61,18 @@ class _Model:
         object.__setattr__(self, "compute_rate", check_rate("compute_rate",
                                                             self.compute_rate))
 
-    def _prepare(self, plan, messages, columns):
+    def prepare(self, plan, messages, columns):
         """``(busy, delay, flows)`` per message; ``flows`` is None for simple models.
 
         ``columns`` holds per-message lists (``src``, ``dst``, ``nbytes``, ``wide``;
-        see :class:`wacoll.plans.sim.engine._Structure`).
+        see :class:`wacoll.plans.sim.engine.Structure`).
         """
         busy, delay = self._costs(plan, messages)
         return busy, delay, None
 
 
 @dataclass(frozen=True)
-class TsTrModel(_Model):
+class TsTrModel(Model):
     """MagPIe / Bernaschi et al.'s model: send completion ``t_s``, receive ``t_r``.
 
     The k-th send of a rank starts when the rank is free, occupies it ``t_s``, and
@@ -128,7 +132,7 @@ class TsTrModel(_Model):
 
 
 @dataclass(frozen=True)
-class TiniModel(_Model):
+class TiniModel(Model):
     """Banikazemi et al.'s model: a per-rank message initiation cost ``t_ini``.
 
     A rank ``r`` that has the message at ``R`` sends its k-th message (k from 0)
@@ -186,7 +190,7 @@ class TiniModel(_Model):
 
 
 @dataclass(frozen=True)
-class LinkModel(_Model):
+class LinkModel(Model):
     """Two-level latency/bandwidth with wide-area contention (a fluid simulation).
 
     Each rank has one outgoing link of rate ``nodecheck_rate(r)``:
@@ -330,7 +334,10 @@ class LinkModel(_Model):
             return float(topo.node_bandwidth[rank])
         return float(topo.intra.bandwidth)
 
-    def _check(self, plan):
+    def check_plan(self, plan):
+        """Raise PlanError unless the model's topology has the plan's ranks, grouped
+        into the plan's clusters (:func:`~wacoll.plans.sim.simgrid.simulate_simgrid`
+        checks its model with it too)."""
         topo = self.topology
         if topo.size != plan.size:
             raise PlanError(f"the LinkModel's topology has {topo.size} ranks, the plan "
@@ -339,11 +346,11 @@ class LinkModel(_Model):
             raise PlanError("the LinkModel's topology groups the ranks into other "
                             "clusters than the plan; build the plan on that topology")
 
-    def _prepare(self, plan, messages, columns):
+    def prepare(self, plan, messages, columns):
         """``(busy, delay, flows)``: per message the sender's occupancy and the delay
         from send start to arrival (for a wide-area message, the part its flow does
         not cover), and the wide-area flows as a :class:`_Flows`."""
-        self._check(plan)
+        self.check_plan(plan)
         ovh, lat = self.overhead, self.topology.intra.latency
         rates = [self.nodecheck_rate(r) for r in range(plan.size)]
         src, nbytes, wide = columns.src, columns.nbytes, columns.wide

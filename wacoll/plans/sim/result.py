@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from wacoll.plans.sim.engine import _structure
+from wacoll.plans.sim.engine import structure_of
 
 __all__ = ["SimResult", "Event"]
 
@@ -109,7 +109,7 @@ class SimResult:
     def _build_events(self):
         plan = self.plan
         msgs = plan.messages()
-        mids = _structure(plan, msgs).mids
+        mids = structure_of(plan, msgs).mids
         st, en, arr = self._starts, self._ends, self.arrivals
         out = []
         g = 0

@@ -81,6 +81,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -105,9 +106,6 @@ INSTALL_HINT = ("install SimGrid's Python bindings: tools/install_simgrid.sh (De
 CONFIG = ("network/model:CM02", "network/latency-factor:1", "network/bandwidth-factor:1",
           "network/crosstraffic:0", "network/TCP-gamma:0", "network/weight-S:0",
           "surf/precision:1e-11", "maxmin/precision:1e-8")
-
-_PROBE = None  # cached result of simgrid_unavailable()
-
 
 @dataclass(frozen=True)
 class SimGridResult:
@@ -140,11 +138,13 @@ class SimGridResult:
     version: str
 
 
+@functools.cache
 def simgrid_unavailable() -> str | None:
     """Why SimGrid's Python bindings cannot be used here, or None when they can.
 
-    The answer is cached. It imports ``simgrid`` in a child process (an import in
-    this one would print SimGrid's start-up line and pin one engine to the process).
+    It imports ``simgrid`` in a child process (an import in this one would print
+    SimGrid's start-up line and pin one engine to the process). The answer is cached;
+    ``simgrid_unavailable.cache_clear()`` forgets it.
 
     Examples
     --------
@@ -152,14 +152,11 @@ def simgrid_unavailable() -> str | None:
     >>> reason is None or "install" in reason
     True
     """
-    global _PROBE
-    if _PROBE is None:
-        try:
-            out = _child({"probe": True}, timeout=60)
-            _PROBE = ("", out["version"])
-        except SimGridUnavailable as exc:
-            _PROBE = (str(exc), None)
-    return _PROBE[0] or None
+    try:
+        _child({"probe": True}, timeout=60)
+    except SimGridUnavailable as exc:
+        return str(exc) or None
+    return None
 
 
 def platform_description(topology: Topology, model: LinkModel | None = None) -> dict:
@@ -295,7 +292,7 @@ def simulate_simgrid(plan, model: LinkModel | None = None, *,
         model = LinkModel(Topology.from_clusters([members[c] for c in sorted(members)]))
     elif not isinstance(model, LinkModel):
         raise PlanError(f"simulate_simgrid needs a LinkModel, got {type(model).__name__}")
-    model._check(plan)
+    model.check_plan(plan)
     plan.prove()
     programs, nmsg = _programs(plan, model)
     request = {"platform": platform_description(model.topology, model),

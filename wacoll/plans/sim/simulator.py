@@ -60,8 +60,8 @@ from __future__ import annotations
 import gc
 
 from wacoll.errors import PlanError
-from wacoll.plans.sim.engine import _Engine, _programs, _structure
-from wacoll.plans.sim.models import LinkModel, TiniModel, TsTrModel, _Model
+from wacoll.plans.sim.engine import Engine, costed_programs, structure_of
+from wacoll.plans.sim.models import LinkModel, Model, TiniModel, TsTrModel
 from wacoll.plans.sim.result import Event, SimResult
 from wacoll.topology import Topology
 
@@ -106,7 +106,7 @@ def simulate(plan, model=None) -> SimResult:
         raise PlanError("simulate needs a wacoll Plan")
     if model is None:
         model = LinkModel(_default_topology(plan))
-    elif not isinstance(model, _Model):
+    elif not isinstance(model, Model):
         raise PlanError(f"simulate needs a TsTrModel, TiniModel or LinkModel, "
                         f"got {type(model).__name__}")
     plan.prove()
@@ -124,10 +124,10 @@ def simulate(plan, model=None) -> SimResult:
 
 
 def _run(plan, model, messages):
-    structure = _structure(plan, messages)
-    busy, delay, flows = model._prepare(plan, messages, structure)
-    progs = _programs(plan, messages, structure.rows, model)
-    engine = _Engine(plan, model, structure, progs, busy, delay, flows)
+    structure = structure_of(plan, messages)
+    busy, delay, flows = model.prepare(plan, messages, structure)
+    progs = costed_programs(plan, messages, structure.rows, model)
+    engine = Engine(plan, model, structure, progs, busy, delay, flows)
     finish, arrivals, starts, ends = engine.run()
     return SimResult(completion=max(finish), finish=finish, arrivals=arrivals, plan=plan,
                      model=model, _starts=starts, _ends=ends)
