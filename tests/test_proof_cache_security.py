@@ -202,7 +202,7 @@ def _forged(record, how):
     if how == "invalid mac":
         return {**forged, "mac": hashlib.sha256(b"guess").hexdigest()}
     assert how == "another key's mac"
-    return proofs._signed(b"\x01" * 32, forged)
+    return proofs.signed_record(b"\x01" * 32, forged)
 
 
 @pytest.mark.parametrize("how", ["no mac", "invalid mac", "another key's mac"])
@@ -215,7 +215,7 @@ def test_a_forged_record_is_ignored_and_the_plan_proved_again(shared, how):
     os.unlink(path)
     forged = _forged(record, how)
     # valid JSON, the right key and format, the report and its digest agree
-    assert forged["key"] == genuine.key and forged["format"] == proofs._FORMAT
+    assert forged["key"] == genuine.key and forged["format"] == proofs.FORMAT
     assert forged["report_digest"] == proofs.report_digest(genuine.report)
     for rank in (0, 4):
         with contextlib.suppress(FileNotFoundError):
@@ -244,7 +244,8 @@ def test_a_forged_report_is_not_believed(shared):
         record = json.load(fh)
     lie = {**record["report"], "messages": 0, "wide_area_messages": 0}
     forged = {k: v for k, v in record.items() if k != "mac"}
-    forged.update(report=lie, report_digest=proofs.report_digest(proofs._report(lie)))
+    forged.update(report=lie,
+                  report_digest=proofs.report_digest(proofs.report_from_fields(lie)))
     with open(path, "w") as fh:
         fh.write(json.dumps(forged))
     with pytest.warns(ProofCacheWarning, match="carries no authentication code"):
@@ -262,7 +263,7 @@ def _sign_as_other(key_file, record, path):
     on first use, as wacoll makes it) and write it at ``path``."""
     secret = proofs.proof_key({proofs.KEY_ENV: key_file})
     assert secret is not None
-    _write(path, json.dumps(proofs._signed(secret, record)))
+    _write(path, json.dumps(proofs.signed_record(secret, record)))
 
 
 def test_a_record_written_with_another_users_key_is_ignored(shared, others):

@@ -11,7 +11,7 @@ import pytest
 
 from wacoll import PlanError, Topology
 from wacoll.errors import ProofCacheWarning
-from wacoll.plans import Call, prooflock, proofs, select
+from wacoll.plans import Call, Plan, prooflock, proofs, select
 from wacoll.plans.rank import plan_for_rank
 
 TOPO = Topology.from_sizes([24, 24, 16])
@@ -131,7 +131,7 @@ def test_a_failed_proof_releases_the_claim(tmp_path, monkeypatch):
     def refuse(*args, **kwargs):
         raise PlanError("broken on purpose")
 
-    monkeypatch.setattr(proofs, "_store", refuse)  # (behind store() and prove())
+    monkeypatch.setattr(Plan, "prove", refuse)  # (the proof plan_for_rank and prove() make)
     with pytest.raises(PlanError, match="broken on purpose"):
         plan_for_rank(_sel(), TOPO, 0, directory=tmp_path)
     prooflock.Claim.take(tmp_path, _key()).release()  # free

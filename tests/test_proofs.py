@@ -34,7 +34,7 @@ def own_key(tmp_path_factory, monkeypatch):
 def _sign(record):
     """``record`` (a dict, its ``mac`` dropped) signed with the test's key, as JSON."""
     record = {k: v for k, v in record.items() if k != "mac"}
-    return json.dumps(proofs._signed(proofs.proof_key(), record)).encode()
+    return json.dumps(proofs.signed_record(proofs.proof_key(), record)).encode()
 
 
 @pytest.fixture
@@ -126,7 +126,7 @@ CORRUPTIONS = {  # (signed with the user's key, unless said: each check on its o
     "mac not a string": lambda r: json.dumps({**r, "mac": 0}).encode(),
     "extra field": lambda r: _sign({**r, "eval": "__import__('os')"}),
     "other key": lambda r: _sign({**r, "key": "0" * 64}),
-    "other format": lambda r: _sign({**r, "format": proofs._FORMAT + 1}),
+    "other format": lambda r: _sign({**r, "format": proofs.FORMAT + 1}),
     "bad digest": lambda r: _sign({**r, "plan": "xyz"}),
     "tampered report": lambda r: _sign(
         {**r, "report": {**r["report"], "max_wide_area_hops": 0}}),

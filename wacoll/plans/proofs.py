@@ -110,8 +110,9 @@ from wacoll.plans.families import build
 from wacoll.plans.prooflock import await_proof
 from wacoll.settings import setting
 
-__all__ = ["ENV", "KEY_ENV", "Proof", "cache_dir", "key_path", "proof_key", "plan_key",
-           "plan_digest", "program_digest", "report_digest",
+__all__ = ["ENV", "KEY_ENV", "FORMAT", "Proof", "cache_dir", "key_path", "proof_key",
+           "plan_key", "plan_digest", "program_digest", "report_digest",
+           "report_from_fields", "signed_record",
            "lookup", "claimed", "store", "prove", "build_proved"]
 
 #: The environment variable that places the cache or turns it off.
@@ -119,7 +120,9 @@ ENV = "WACOLL_PROOF_CACHE"
 #: The environment variable that names the user's proof key file.
 KEY_ENV = "WACOLL_PROOF_KEY"
 _OFF = ("off", "0", "no", "false")
-_FORMAT = 2
+#: The version of the records' layout: their ``"format"`` field, and part of every
+#: key (:func:`plan_key`), so that a record of another version is never read as one.
+FORMAT = 2
 #: The package's name, the cache's directory under the user's cache directory.
 _PACKAGE = __name__.split(".")[0]
 #: Bytes beyond which a cache file is not read: a proof is under 1 KiB plus 67 bytes
@@ -421,7 +424,7 @@ def plan_key(selection, topology) -> str:
     (64, False)
     """
     return hashlib.sha256(_canonical({
-        "format": _FORMAT, "code": code_digest(), "op": selection.op,
+        "format": FORMAT, "code": code_digest(), "op": selection.op,
         "family": selection.family, "options": _jsonable(selection.options),
         "arithmetic": selection.arithmetic, "topology": _jsonable(topology.to_dict()),
     })).hexdigest()
@@ -475,7 +478,9 @@ class Proof:
     rank_digests: tuple = ()
 
 
-def _report(fields) -> ProofReport:
+def report_from_fields(fields) -> ProofReport:
+    """The :class:`~wacoll.plans.prove.ProofReport` a record's ``"report"`` holds,
+    checked field by field (names and types); ValueError where it is not one."""
     names = [f.name for f in dataclasses.fields(ProofReport)]
     if not isinstance(fields, dict) or sorted(fields) != sorted(names):
         raise ValueError("the report's fields are not a ProofReport's")
@@ -562,8 +567,10 @@ def _mac(secret, record) -> str:
     return hmac.new(secret, _canonical(record), hashlib.sha256).hexdigest()
 
 
-def _signed(secret, record) -> dict:
-    """``record`` with its authentication code."""
+def signed_record(secret, record) -> dict:
+    """``record`` with its authentication code (the ``"mac"`` field): HMAC-SHA256 of
+    its canonical JSON with ``secret``, the user's proof key (:func:`proof_key`). A
+    cached record counts only if its code is the one this gives."""
     return {**record, "mac": _mac(secret, record)}
 
 
@@ -618,7 +625,7 @@ def _lookup(cache, selection, topology, seen=None) -> Proof | None:
                                        "forged")
         if sorted(data) != sorted(f for f in _FIELDS if f != "mac"):
             raise ValueError("not a proof record")
-        if data["format"] != _FORMAT or data["key"] != key:
+        if data["format"] != FORMAT or data["key"] != key:
             raise ValueError("a record of another format or key")
         digest, ranks = data["plan"], data["ranks"]
         if not _is_digest(digest):
@@ -626,7 +633,7 @@ def _lookup(cache, selection, topology, seen=None) -> Proof | None:
         if not (isinstance(ranks, list) and len(ranks) == topology.size and
                 all(_is_digest(d) for d in ranks)):
             raise ValueError("the rank digests are not one sha256 digest per rank")
-        report = _report(data["report"])
+        report = report_from_fields(data["report"])
         if report_digest(report) != data["report_digest"]:
             raise ValueError("the report does not match its digest")
         if report.op != selection.op:
@@ -654,8 +661,8 @@ def _store(cache, selection, topology, plan) -> Proof:
     proof = Proof(key, digest, report, cached=False, plan=plan, rank_digests=ranks)
     if cache is None:
         return proof
-    record = _signed(cache.secret, {
-        "format": _FORMAT, "key": key, "plan": proof.plan_digest, "ranks": list(ranks),
+    record = signed_record(cache.secret, {
+        "format": FORMAT, "key": key, "plan": proof.plan_digest, "ranks": list(ranks),
         "report": _report_fields(report), "report_digest": report_digest(report)})
     try:
         fd, tmp = tempfile.mkstemp(prefix=".proof-", suffix=".tmp", dir=cache.path)
