@@ -14,12 +14,12 @@ def test_naps_grow_but_stay_bounded():
         nap = next_nap(nap, waited)
         naps.append(nap)
     assert naps == sorted(naps)  # never shorter
-    assert max(naps) == progress_engine._LONGEST_NAP
-    # a short wait naps at most _MAX_NAP; a long one at most 2 % of its length
-    assert next_nap(1.0, 1e-3) == progress_engine._MAX_NAP
-    assert next_nap(1.0, 0.02) == pytest.approx(0.02 * progress_engine._NAP_SHARE)
+    assert max(naps) == progress_engine.LONGEST_NAP
+    # a short wait naps at most MAX_NAP; a long one at most 2 % of its length
+    assert next_nap(1.0, 1e-3) == progress_engine.MAX_NAP
+    assert next_nap(1.0, 0.02) == pytest.approx(0.02 * progress_engine.NAP_SHARE)
 
 
 def test_the_progress_engine_keeps_short_naps():
     # its wait includes the wake-up of a newly submitted call
-    assert next_nap(1.0, 100.0, longest=progress_engine._MAX_NAP) == progress_engine._MAX_NAP
+    assert next_nap(1.0, 100.0, longest=progress_engine.MAX_NAP) == progress_engine.MAX_NAP

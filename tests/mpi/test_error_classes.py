@@ -487,17 +487,17 @@ def test_mpi_error_class_survives_the_agreement(mpi):
     refused: ERR_TYPE) keeps it on the ranks that rebuild it from the faulty rank's
     report, and the error classes travel between ranks by name."""
     from wacoll import errors
-    from wacoll.mpi.agreement import _portable, rebuild_error
+    from wacoll.mpi.agreement import portable_error, rebuild_error
 
     exc = errors.MPIError("refused", MPI.ERR_TYPE)
-    again = rebuild_error(0, _portable(exc))
+    again = rebuild_error(0, portable_error(exc))
     assert type(again) is errors.MPIError
     assert again.Get_error_class() == MPI.ERR_TYPE
     assert str(again) == "rank 0: refused"
     for name in ("BufferAliasError", "RootError", "CountError", "UndefinedOperatorError",
                  "BufferAccessError", "RootTypeError", "OperatorTypeError"):
         cls = getattr(errors, name)
-        again = rebuild_error(1, _portable(cls("bad")))
+        again = rebuild_error(1, portable_error(cls("bad")))
         assert type(again) is cls and str(again) == "rank 1: bad"
         if isinstance(again, MPI.Exception):
             assert again.Get_error_class() == cls.mpi_error_class

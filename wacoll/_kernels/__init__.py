@@ -74,6 +74,8 @@ __all__ = [
     "copy_into",
     "pack",
     "unpack",
+    "kernel_codes",
+    "kernel_capsule",
 ]
 
 
@@ -219,6 +221,40 @@ def _op_code(op):
         return _mpi_op_code(op, MPI)
     raise OperatorError("a reduction operator is a name such as 'sum' or an mpi4py "
                         f"MPI.Op, not {type(op).__name__}")
+
+
+def kernel_codes(op, dtype):
+    """The compiled reduction kernel's ``(operator, type)`` codes for ``op`` over
+    ``dtype``, or None where it has no loop for them: an operator it does not know
+    (a user-defined one, MINLOC, MAXLOC), a type it does not handle, or one MPI does
+    not define ``op`` for. For a compiled caller of the kernel
+    (:func:`kernel_capsule`), the runner of :mod:`wacoll.mpi.runner`.
+
+    Examples
+    --------
+    >>> kernel_codes("sum", "float64") == (OPERATORS.index("sum"),
+    ...                                    DTYPES.index(np.dtype("float64")))
+    True
+    >>> kernel_codes("band", "float64"), kernel_codes("minloc", "float64")
+    (None, None)
+    """
+    try:
+        code = _op_code(op)
+    except Exception:  # noqa: BLE001 - an operator the kernels do not know
+        return None
+    type_code = _TYPE_CODES.get(np.dtype(dtype))
+    if code < 0 or type_code is None or (code, type_code) not in _reducer.SUPPORTED:
+        return None
+    return code, type_code
+
+
+def kernel_capsule():
+    """The reduction kernel of :data:`KERNEL_VARIANT`'s build as a C function pointer
+    in a capsule named ``"wacoll.reduce"``: ``int (int op, int left, int type, void
+    *dst, const void *src, Py_ssize_t n)``, returning a status code, with the codes
+    of :func:`kernel_codes`. The compiled runner of :mod:`wacoll.mpi.runner` calls
+    it without the GIL."""
+    return _reducer.kernel_capsule()
 
 
 def _side(side):

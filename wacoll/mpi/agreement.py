@@ -33,7 +33,7 @@ from wacoll.mpi._fastcall import LINE_WORDS, NodeFlags
 from wacoll.mpi.engine import advance_request
 
 __all__ = ["agree", "blocking_check", "Check", "NodeCheck", "PersistentCheck",
-           "Signature", "VECTOR_CHECKS", "rebuild_error"]
+           "Signature", "VECTOR_CHECKS", "portable_error", "rebuild_error"]
 
 #: wacoll's error classes by name, so that a fault travels between ranks as data.
 _ERRORS = {name: getattr(errors, name) for name in errors.__all__
@@ -96,9 +96,11 @@ def _digest(sig):
     return zlib.crc32(repr(sig).encode())
 
 
-def _portable(error):
+def portable_error(error):
     """An error as plain data: class name, message and its located fields (and the
-    MPI error class of an :class:`~wacoll.errors.MPIError` that names its own)."""
+    MPI error class of an :class:`~wacoll.errors.MPIError` that names its own), as
+    :func:`agree` sends it to the other ranks, which raise :func:`rebuild_error` of
+    it."""
     fields = {k: getattr(error, k) for k in _FIELDS if getattr(error, k, None) is not None}
     own = getattr(error, "__dict__", {}).get("mpi_error_class")
     if own is not None:
@@ -107,7 +109,7 @@ def _portable(error):
 
 
 def rebuild_error(rank, data):
-    """The error another rank reported (as :func:`_portable` data), to raise here.
+    """The error another rank reported (as :func:`portable_error` data), to raise here.
 
     It has the reporting rank's class, its message prefixed with ``rank N:``, and its
     located fields (``rank``, ``step``, ``line``, ``column``; None where absent); an
@@ -152,7 +154,7 @@ def agree(comm, error, sig, info=None, *, exchange=False, validate=True):
         comm.Allreduce(MPI.IN_PLACE, flags, op=MPI.MAX)
         if flags[0] == 0 and flags[1] == -flags[2]:
             return None
-    mine = (None if error is None else _portable(error), sig, info)
+    mine = (None if error is None else portable_error(error), sig, info)
     everyone = comm.allgather(mine)
     for r, (err, _sig, _info) in enumerate(everyone):
         if err is not None:

@@ -48,7 +48,7 @@ import numpy as np
 from wacoll import errors
 from wacoll.errors import BufferAccessError, BufferMismatchError, BufferTypeError, \
     DatatypeError
-from wacoll.mpi.datatypes import TypeInfo, _mpi, datatype_of_format, resolve_datatype, \
+from wacoll.mpi.datatypes import TypeInfo, datatype_of_format, load_mpi, resolve_datatype, \
     type_info
 
 __all__ = ["parse_buffer", "parse_vbuffer", "ParsedBuffer", "VBuffer", "numpy_dtype",
@@ -117,8 +117,8 @@ def for_mpi(spec):
     hands those over as numpy arrays over the same memory and as ``MPI.Op``.
     """
     if isinstance(spec, str):  # an operator by name ("sum"), which wacoll reads
-        op = getattr(_mpi(), spec.upper(), None)
-        return op if isinstance(op, _mpi().Op) else spec
+        op = getattr(load_mpi(), spec.upper(), None)
+        return op if isinstance(op, load_mpi().Op) else spec
     if isinstance(spec, (list, tuple)) and spec:
         first = for_mpi(spec[0])
         return spec if first is spec[0] else type(spec)((first, *spec[1:]))
@@ -262,7 +262,7 @@ def _datatype_of(fmt, role):
                                                              else ">"):
             raise BufferAccessError(f"{role}: dtype {fmt} has non-native byte order")
         if fmt == np.uint8:
-            return _mpi().BYTE
+            return load_mpi().BYTE
         try:
             fmt = memoryview(np.empty(0, fmt)).format
         except (ValueError, TypeError, BufferError):  # datetime64, ...: no format
@@ -364,7 +364,7 @@ def _index(v, role, what):
 
 def _split_spec(spec, role, vector):
     """mpi4py's reading of a list or tuple: ``(data, count, displ, datatype)``."""
-    MPI = _mpi()
+    MPI = load_mpi()
     if not isinstance(spec, (list, tuple)):
         return spec, None, None, None
     n = len(spec)
@@ -412,7 +412,7 @@ def _read(data, dt, role, writable):
 
 
 def _read_any(data, dt, role, writable):
-    MPI = _mpi()
+    MPI = load_mpi()
     if data is None or data is MPI.BOTTOM:
         if dt is None:
             raise BufferTypeError(f"{role} is None (MPI.BOTTOM) without a datatype")
@@ -433,7 +433,7 @@ def parse_buffer(spec, role: str, blocks: int = 0,
     where it raises BufferError, and :class:`~wacoll.errors.CountError` (a ValueError
     and an ``MPI.Exception``) for a negative count.
     """
-    MPI = _mpi()
+    MPI = load_mpi()
     if isinstance(spec, (list, tuple)):
         data, count, displ, dt = _split_spec(spec, role, False)
     elif spec is MPI.IN_PLACE or spec is None:
@@ -516,7 +516,7 @@ def _int_list(values, size, role, what):
 
 def parse_vbuffer(spec, size: int, role: str, writable: bool = False) -> VBuffer:
     """Read a vector buffer specification for ``size`` ranks (``message_vector``)."""
-    MPI = _mpi()
+    MPI = load_mpi()
     if spec is MPI.IN_PLACE or spec is None:
         raise BufferTypeError(f"{role} is {'None' if spec is None else 'MPI.IN_PLACE'}, "
                               f"which this call does not accept here")

@@ -46,7 +46,7 @@ from wacoll.calibration import (DEFAULT_MIN_GAP, DEFAULT_PAIR_TOLERANCE,
                                 DEFAULT_WIDE_AREA, CalibrationReport)
 from wacoll.errors import WacollError
 
-__all__ = ["calibrate", "measure", "latency_pairs", "rounds"]
+__all__ = ["calibrate", "measure", "latency_pairs", "rounds", "pingpong", "bursts"]
 
 _TAG = 7301
 
@@ -118,12 +118,14 @@ class _Progress:
             self.last = now
 
 
-def _pingpong(comm, peer, first, buf, reps, warmup, min_time=0.0, most=None):
+def pingpong(comm, peer, first, buf, reps, warmup, min_time=0.0, most=None):
     """Round trips of ``buf`` with ``peer``; ``first`` sends first and times them.
 
-    At least ``reps`` timed round trips, and more until ``min_time`` seconds have
-    passed (at most ``most``): the first byte of each message tells the peer whether
-    it is the last.
+    At least ``reps`` timed round trips after ``warmup`` untimed ones, and more until
+    ``min_time`` seconds have passed (at most ``most``): the first byte of each
+    message tells the peer whether it is the last. Both ranks call it; the one that
+    sends first gets the times in seconds, the other an empty list.
+    :func:`measure` and :func:`wacoll.mpi.links.measure_links` time latencies with it.
     """
     most = max(reps, most or 50 * reps)
     times = []
@@ -150,8 +152,13 @@ def _pingpong(comm, peer, first, buf, reps, warmup, min_time=0.0, most=None):
             return times
 
 
-def _stream(comm, peer, sender, buf, ack, window, reps):
-    """Bursts of ``window`` messages to ``peer``, each answered by one short message."""
+def bursts(comm, peer, sender, buf, ack, window, reps):
+    """Bursts of ``window`` messages (``buf``) to ``peer``, each answered by one short
+    message (``ack``): ``reps`` timed bursts after one that warms the connection up.
+    Both ranks call it (``sender`` on the one that sends); the sender gets the time
+    of each burst in seconds, the receiver an empty list. :func:`measure` and
+    :func:`wacoll.mpi.links.measure_links` time bandwidths with it.
+    """
     from mpi4py import MPI
 
     times = []
@@ -257,7 +264,7 @@ def measure(comm, *, small: int = 8, large: int = 1 << 16, reps: int = 20,
         for i, j in this:
             if rank in (i, j):
                 peer = j if rank == i else i
-                times = _pingpong(comm, peer, rank == i, buf, reps, warmup, min_time)
+                times = pingpong(comm, peer, rank == i, buf, reps, warmup, min_time)
                 if times:
                     mine[(i, j)] = float(np.min(times))
         comm.Barrier()
@@ -296,8 +303,8 @@ def measure(comm, *, small: int = 8, large: int = 1 << 16, reps: int = 20,
     measured = {}
     for n, (i, j) in enumerate(bw_pairs):
         if rank in (i, j):
-            times = _stream(comm, j if rank == i else i, rank == i, big, ack,
-                            int(window), int(bandwidth_reps))
+            times = bursts(comm, j if rank == i else i, rank == i, big, ack,
+                           int(window), int(bandwidth_reps))
             if times:
                 base = rtt[i, j] if np.isfinite(rtt[i, j]) else 0.0
                 rates = [window * large / max(t - base, 1e-9) for t in times]

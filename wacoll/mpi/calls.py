@@ -29,7 +29,7 @@ from wacoll._kernels import operator_name, repro
 from wacoll.errors import BufferAccessError, BufferMismatchError, BufferTypeError, \
     OperatorError, RootTypeError, WacollError
 from wacoll.mpi.buffers import parse_buffer, parse_vbuffer, plan_dtype, plan_factor
-from wacoll.mpi.datatypes import _mpi
+from wacoll.mpi.datatypes import load_mpi
 from wacoll.plans.operations import LEVELS
 
 __all__ = [
@@ -139,7 +139,7 @@ def _same_dtype(a, b):
 
 # ------------------------------------------------------------------ buffers
 def _in_place(buf):
-    return buf is None or buf is _mpi().IN_PLACE
+    return buf is None or buf is load_mpi().IN_PLACE
 
 
 class _Out:
@@ -480,7 +480,7 @@ def check_operator(op, dtype):
     try:
         _kernels.check_op(op, dtype)
     except OperatorError as exc:
-        if isinstance(op, _mpi().Op):  # MAXLOC without pairs, REPLACE, NO_OP
+        if isinstance(op, load_mpi().Op):  # MAXLOC without pairs, REPLACE, NO_OP
             raise errors.UndefinedOperatorError(str(exc)) from None
         raise errors.OperatorTypeError(str(exc)) from None
     except BufferMismatchError as exc:
@@ -489,7 +489,7 @@ def check_operator(op, dtype):
 
 
 def _reduction_parts(op_name, inbuf, out, op, level, default_level):
-    op = _mpi().SUM if op is None else op
+    op = load_mpi().SUM if op is None else op
     check_operator(op, inbuf.dtype)
     level = default_level if level is None else level
     commutes = _kernels.is_commutative(op)

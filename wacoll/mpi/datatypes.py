@@ -37,11 +37,11 @@ from wacoll.errors import BufferAccessError, BufferMismatchError, BufferTypeErro
     DatatypeError, WacollError
 
 __all__ = ["TypeInfo", "type_info", "resolve_datatype", "datatype_of_format",
-           "PAIR_TYPES", "pair_dtype", "register_pair_formats"]
+           "PAIR_TYPES", "pair_dtype", "register_pair_formats", "load_mpi"]
 
 
 @functools.cache
-def _mpi():
+def load_mpi():
     """mpi4py's MPI module, imported on first use (:mod:`wacoll.mpi.buffers` and
     :mod:`wacoll.mpi.calls` use this one too)."""
     from mpi4py import MPI
@@ -135,7 +135,7 @@ def register_pair_formats():
     know. Registering them maps such arrays to MPI's own pair types (the inverse of
     what ``mpi4py.util.dtlib`` does), so pairs travel as ``MPI.DOUBLE_INT`` & co.
     """
-    MPI = _mpi()
+    MPI = load_mpi()
     for name in PAIR_TYPES:
         datatype = getattr(MPI, name, None)
         if datatype is None or datatype == MPI.DATATYPE_NULL:
@@ -155,7 +155,7 @@ def resolve_datatype(datatype, role="buffer"):
     (a KeyError) for an unknown type code or another hashable object (a number),
     :class:`BufferTypeError` (a TypeError) for an unhashable one (a list).
     """
-    MPI = _mpi()
+    MPI = load_mpi()
     if isinstance(datatype, MPI.Datatype):
         return datatype
     if isinstance(datatype, str):
@@ -175,7 +175,7 @@ def resolve_datatype(datatype, role="buffer"):
 
 def datatype_of_format(fmt, role="buffer"):
     """The MPI datatype mpi4py reads from a buffer's format string."""
-    MPI = _mpi()
+    MPI = load_mpi()
     register_pair_formats()
     if fmt in ("B", None):
         return MPI.BYTE
@@ -194,7 +194,7 @@ def datatype_of_format(fmt, role="buffer"):
 def type_info(datatype) -> TypeInfo:
     """The :class:`TypeInfo` of an MPI datatype (derived types: computed per call,
     predefined ones cached)."""
-    MPI = _mpi()
+    MPI = load_mpi()
     if datatype == MPI.DATATYPE_NULL:
         raise BufferMismatchError("MPI.DATATYPE_NULL is not a usable datatype")
     register_pair_formats()
@@ -221,8 +221,8 @@ def _safe_name(datatype):
 def _predefined(handle):
     from mpi4py.util import dtlib
 
-    datatype = _mpi().Datatype.fromhandle(handle)
-    MPI = _mpi()
+    datatype = load_mpi().Datatype.fromhandle(handle)
+    MPI = load_mpi()
     name = datatype.Get_name() or repr(datatype)
     lb, extent = datatype.Get_extent()
     size = datatype.Get_size()
@@ -239,7 +239,7 @@ def _predefined(handle):
 
 
 def _derived(datatype):
-    MPI = _mpi()
+    MPI = load_mpi()
     name = datatype.Get_name() or "(derived)"
     lb, extent = datatype.Get_extent()
     tlb, textent = datatype.Get_true_extent()
@@ -281,7 +281,7 @@ def _derived(datatype):
 
 def _homogeneous(datatype, size):
     """``(numpy dtype, n)`` when every element is ``n`` values of one predefined type."""
-    MPI = _mpi()
+    MPI = load_mpi()
     leaves = set()
 
     def walk(dt):

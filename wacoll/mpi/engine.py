@@ -31,7 +31,7 @@ from wacoll.errors import WacollError
 from wacoll.mpi.interrupts import mark
 
 __all__ = ["ProgressEngine", "engine", "Task", "advance_request", "wait_any", "next_nap",
-           "wait_request"]
+           "wait_request", "SPIN_SECONDS", "MAX_NAP", "NAP_SHARE", "LONGEST_NAP"]
 
 
 class Task:
@@ -131,7 +131,7 @@ class ProgressEngine:
                 continue
             try:
                 # (a call submitted after a long wait must not wait for a long nap)
-                index = wait_any(waiting + [self._wake_req], longest_nap=_MAX_NAP)
+                index = wait_any(waiting + [self._wake_req], longest_nap=MAX_NAP)
             except MPI.Exception:
                 # a failed receive (e.g. truncated by an erroneous call): the task
                 # that owns it learns of the failure from its cross-rank check
@@ -150,16 +150,16 @@ def advance_request(request, block):
 
 #: How long a wait polls before it starts sleeping between polls, and the longest
 #: sleep (s) of a short wait.
-_SPIN_SECONDS, _MAX_NAP = 50e-6, 50e-6
+SPIN_SECONDS, MAX_NAP = 50e-6, 50e-6
 #: A longer wait sleeps up to this share of the time it has waited (so a message
-#: is noticed at most about 2 % late), never longer than ``_LONGEST_NAP`` (s).
-_NAP_SHARE, _LONGEST_NAP = 0.02, 1e-3
+#: is noticed at most about 2 % late), never longer than ``LONGEST_NAP`` (s).
+NAP_SHARE, LONGEST_NAP = 0.02, 1e-3
 
 
 def next_nap(nap, waited, longest=None):
     """The sleep after a sleep of ``nap`` seconds, ``waited`` seconds into a wait:
-    doubling, up to :data:`_MAX_NAP`, or up to 2 % of ``waited`` (at most
-    ``longest``, default :data:`_LONGEST_NAP`) in a long wait.
+    doubling, up to :data:`MAX_NAP`, or up to 2 % of ``waited`` (at most
+    ``longest``, default :data:`LONGEST_NAP`) in a long wait.
 
     Examples
     --------
@@ -170,8 +170,8 @@ def next_nap(nap, waited, longest=None):
     >>> next_nap(0.5e-3, 10.0)
     0.001
     """
-    longest = _LONGEST_NAP if longest is None else longest
-    return min(nap * 2, max(_MAX_NAP, min(waited * _NAP_SHARE, longest)))
+    longest = LONGEST_NAP if longest is None else longest
+    return min(nap * 2, max(MAX_NAP, min(waited * NAP_SHARE, longest)))
 
 
 def wait_any(requests, longest_nap=None):
@@ -180,7 +180,7 @@ def wait_any(requests, longest_nap=None):
     The MPI library's own wait spins: with more threads than cores (two per rank,
     or ranks sharing cores) a spinning engine takes the core its own rank, or a
     peer, needs to make the progress it waits for. Polling for up to
-    :data:`_SPIN_SECONDS`, then napping for up to :data:`_MAX_NAP` between polls,
+    :data:`SPIN_SECONDS`, then napping for up to :data:`MAX_NAP` between polls,
     keeps a call's latency within that nap; a wait that has lasted longer naps up
     to 2 % of the time it has waited (a wide-area message of 10 ms is noticed within
     0.2 ms), so that ranks waiting for the wide area do not take the cores with
@@ -208,7 +208,7 @@ def wait_any(requests, longest_nap=None):
         if done:
             return index
         waited = clock() - began
-        if waited >= _SPIN_SECONDS:
+        if waited >= SPIN_SECONDS:
             try:
                 time.sleep(nap)
             except BaseException as exc:  # a signal's handler raised (Ctrl-C):

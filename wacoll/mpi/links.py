@@ -53,7 +53,7 @@ import numpy as np
 
 from wacoll.errors import LinksWarning
 from wacoll.settings import switch
-from wacoll.mpi.calibrate import _pingpong, _stream, rounds
+from wacoll.mpi.calibrate import bursts, pingpong, rounds
 from wacoll.topology import DEFAULT_INTRA_BANDWIDTH, DEFAULT_INTRA_LATENCY, Topology
 
 #: The package's name, the records' folder under the user's cache directory (not
@@ -197,8 +197,8 @@ def measure_links(comm, clusters, *, small: int = 8, large: int = 1 << 16,
     for this in rounds(list(pairs)):
         for i, j in this:
             if rank in (i, j):
-                times = _pingpong(comm, j if rank == i else i, rank == i, buf,
-                                  int(reps), int(warmup))
+                times = pingpong(comm, j if rank == i else i, rank == i, buf,
+                                 int(reps), int(warmup))
                 if times:
                     rtt[pairs[(i, j)]] = float(np.min(times))
         comm.Barrier()
@@ -236,7 +236,7 @@ def _burst_rate(comm, peer, sender, large, window, base):
     nbytes, rate = large, None
     while nbytes:
         big = np.zeros(nbytes, dtype=np.uint8)
-        times = _stream(comm, peer, sender, big, ack, window, 1)
+        times = bursts(comm, peer, sender, big, ack, window, 1)
         if sender:
             spent = max(times[0] - base, 1e-9)
             rate = float(window * nbytes / spent)

@@ -29,7 +29,7 @@ from wacoll.mpi import calls
 from wacoll.mpi.described import read_call
 from wacoll.mpi.dispatch import library_method
 from wacoll.mpi.executor import TAG_BASE, TAG_SPAN, ProgramRun
-from wacoll.mpi.plancall import _where
+from wacoll.mpi.plancall import locate_buffer
 from wacoll.mpi.interrupts import collective_name, interrupted
 from wacoll.mpi.engine import wait_request
 from wacoll.mpi.runner import array_address as _address
@@ -111,8 +111,8 @@ class Prequest(PersistentRun):
         # and so does what a finish keeps of a receive buffer (a pair type's
         # padding): every start then reads the call again
         copied = prepared is not None and prepared.in_copy is None and (
-            _where(prepared.inbuf, args) is None or (
-                prepared.finish is None and _where(prepared.outbuf, args) is None))
+            locate_buffer(prepared.inbuf, args) is None or (
+                prepared.finish is None and locate_buffer(prepared.outbuf, args) is None))
         self._reread_each = self._in_place or copied or (
             prepared is not None and prepared.finish is not None)
         #: The plan each start runs, or None when the MPI library runs the call.

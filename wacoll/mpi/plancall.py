@@ -29,7 +29,7 @@ from wacoll.mpi.executor import BLOCKING_TAG
 from wacoll.mpi.fastpath import CAPACITY
 from wacoll.mpi.runner import array_address, compile_program, runner_ready
 
-__all__ = ["PlanCalls", "RUNNERS", "kept_alive"]
+__all__ = ["PlanCalls", "RUNNERS", "kept_alive", "locate_buffer"]
 
 #: Compiled runners a communicator keeps (one per program and buffer layout; the
 #: oldest is dropped first). Each owns its work area.
@@ -38,11 +38,12 @@ RUNNERS = 64
 _NOWHERE = (-1, 0)
 
 
-def _where(view, args):
-    """``(argument index, byte offset)`` of ``view`` in the call's arguments,
-    ``(-1, 0)`` for no buffer, None when it is not in them (a staged copy). An
-    empty view is found too: an in-place call copies its input from the memory
-    that follows it."""
+def locate_buffer(view, args):
+    """``(argument index, byte offset)`` of ``view`` in the call's arguments ``args``
+    (arrays, or buffer specifications led by one), ``(-1, 0)`` for no buffer, None
+    when it is not in them (a staged copy). An empty view is found too: an in-place
+    call copies its input from the memory that follows it. :class:`PlanCalls` and
+    :mod:`wacoll.mpi.persistent` ask it where a prepared call's buffers are."""
     if view is None:
         return _NOWHERE
     at = view.__array_interface__["data"][0]
@@ -129,14 +130,14 @@ class PlanCalls:
                 return None
         check = self.check if checked and self._several else None
         blocking = self.blocking_check if checked and not self._several else None
-        where_out = _where(prepared.outbuf, args)
+        where_out = locate_buffer(prepared.outbuf, args)
         copy_bytes = 0
         if prepared.in_copy is not None:
             start, n = prepared.in_copy
             itemsize = prepared.dtype.itemsize
             where_in, copy_bytes = (-2, start * itemsize), n * itemsize
         else:
-            where_in = _where(prepared.inbuf, args)
+            where_in = locate_buffer(prepared.inbuf, args)
         recordable = key is not None and prepared.finish is None and \
             where_in is not None and where_out is not None and \
             (where_out != _NOWHERE or not copy_bytes)

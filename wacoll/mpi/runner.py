@@ -120,7 +120,7 @@ def mpi_entry_points():
             continue
         _runner.set_mpi(MPI._sizeof(MPI.Comm), handle(MPI.BYTE),
                         handle(MPI.REQUEST_NULL), *addresses,
-                        _kernels._reducer.kernel_capsule())
+                        _kernels.kernel_capsule())
         _runner.set_waits(SPIN, 0.0 if cores_shared(os.environ) else YIELD)
         return path
     raise ImportError("the compiled runner found no MPI library in this process")
@@ -196,20 +196,6 @@ class CompiledProgram:
                               self.itemsize)
 
 
-def _kernel_codes(dtype, op):
-    """The kernel's ``(operator, type)`` codes, or None where it has no loop for them."""
-    try:
-        code = _kernels._op_code(op)
-    except Exception:  # noqa: BLE001 - an operator the kernels do not know
-        return None
-    dtype = np.dtype(dtype)
-    type_code = _kernels._TYPE_CODES.get(dtype)
-    if code < 0 or type_code is None or (code, type_code) not in \
-            _kernels._reducer.SUPPORTED:
-        return None
-    return code, type_code
-
-
 def array_address(view):
     """The address of an array's first element (0 for None).
 
@@ -260,7 +246,7 @@ def compile_program(program, dtype, op=None):
     combines = any(s.kind in ("recv_combine", "combine") for s in program.steps)
     codes = (-1, -1)
     if combines:
-        codes = _kernel_codes(dtype, op)
+        codes = _kernels.kernel_codes(op, dtype)
         if codes is None:
             return None
     scratch, at = {}, 0
