@@ -20,7 +20,7 @@ def _measured_rows():
                                     "magpie": [0.011] * 3, "mpich": [0.030] * 3},
                           "correct": {"native": True, "default": True, "magpie": True,
                                       "mpich": True}}
-    return demo._merge(sim, measured)
+    return demo.merge_rows(sim, measured)
 
 
 def test_the_table_has_units_verdicts_and_names_the_library():
@@ -43,7 +43,7 @@ def test_the_table_has_units_verdicts_and_names_the_library():
 
 def test_the_picture_is_drawn_again_from_the_csv(tmp_path):
     rows = _measured_rows()
-    demo._write(tmp_path, rows, {"_meta": {}}, "MPICH 5.0.2")
+    demo.write_rows(tmp_path, rows, {"_meta": {}}, "MPICH 5.0.2")
     again, measured, library = demo.read_csv(tmp_path / "demo.csv")
     assert measured and library == "MPICH 5.0.2"
     assert [(r["case"], r["impl"], r["median"]) for r in again] == \

@@ -139,7 +139,7 @@ def test_variants_agree():
     rng = np.random.default_rng(3)
     x = random_values(rng, 1000, "float64", spread=600)
     y = random_values(rng, 1000, "float64", spread=20)
-    for mod in (baseline, repro._k):
+    for mod in (baseline, repro.compiled):
         a = np.zeros((1000, 4), np.int64)
         mod.to_acc_f64(x, a)
         mod.add_f64(y, a)
@@ -188,11 +188,11 @@ def model_row(x, dtype):
         off = s + 32 - 32 * hi
         grid = -181
         negzero = u == 1 << 31
-    flags = 0 if negzero else repro._k.F_NOT_NEG_ZERO
+    flags = 0 if negzero else repro.compiled.F_NOT_NEG_ZERO
     if special:                            # infinity or NaN: a flag, no index, no bins
-        flags |= (repro._k.F_NAN if frac else
-                  repro._k.F_NEG_INF if neg else repro._k.F_POS_INF)
-        return [(1 << repro._k.COUNT_SHIFT) | flags] + [0] * nbins
+        flags |= (repro.compiled.F_NAN if frac else
+                  repro.compiled.F_NEG_INF if neg else repro.compiled.F_POS_INF)
+        return [(1 << repro.compiled.COUNT_SHIFT) | flags] + [0] * nbins
     wide = m << off
     pieces = [(wide >> (32 * (nbins - 1 - k))) & _M32 for k in range(nbins)]
     signed = [-p if neg else p for p in pieces]
@@ -200,7 +200,7 @@ def model_row(x, dtype):
     value = sum(Fraction(p) * Fraction(2) ** (32 * (hi - k) + grid)
                 for k, p in enumerate(signed))
     assert value == Fraction(float(x)), x
-    return [(1 << repro._k.COUNT_SHIFT) | flags | hi] + signed
+    return [(1 << repro.compiled.COUNT_SHIFT) | flags | hi] + signed
 
 
 def model_merge(d, s):
@@ -210,7 +210,7 @@ def model_merge(d, s):
     hd, hs = d[0] & _M64, s[0] & _M64
     idd, ids = hd & 0xFF, hs & 0xFF
     top = max(idd, ids)
-    shift = repro._k.COUNT_SHIFT
+    shift = repro.compiled.COUNT_SHIFT
     head = (((hd >> shift) + (hs >> shift)) << shift) | ((hd | hs) & 0xFF00) | top
     bins = [(d[1 + k - (top - idd)] if top - idd <= k else 0)
             + (s[1 + k - (top - ids)] if top - ids <= k else 0) for k in range(len(d) - 1)]
@@ -220,7 +220,7 @@ def model_merge(d, s):
 def kernel_builds():
     """The compiled variants to check: the portable one, and the AVX2 one if in use."""
     from wacoll._kernels import _repro as baseline
-    return [baseline] + ([repro._k] if repro._k is not baseline else [])
+    return [baseline] + ([repro.compiled] if repro.compiled is not baseline else [])
 
 
 SPECIALS = [0.0, -0.0, math.inf, -math.inf, math.nan, -math.nan]
@@ -283,7 +283,7 @@ def model_rows(rng, dtype, n):
     one_bin = lambda k: (rng.choice([-1.0, 1.0], k) * (1 + rng.random(k))).astype(real)
     src = np.array([row(v) for v in one_bin(n)], np.int64)
     dst = np.array([row(v) for v in one_bin(n)], np.int64)
-    shift = repro._k.COUNT_SHIFT
+    shift = repro.compiled.COUNT_SHIFT
     for i in rng.choice(n, n // 4, replace=False):
         kind = rng.integers(0, 3)
         if kind == 0:
@@ -548,7 +548,7 @@ def test_empty_sum_is_positive_zero():
 
 def test_deposit_limit():
     acc = to_accumulator(np.array([1.0, 2.0]))
-    acc[1, 0] += (MAX_DEPOSITS << repro._k.COUNT_SHIFT)  # pretend 2**31 values
+    acc[1, 0] += (MAX_DEPOSITS << repro.compiled.COUNT_SHIFT)  # pretend 2**31 values
     with pytest.raises(AccumulatorOverflowError, match="element 1 sums more") as info:
         from_accumulator(acc)
     assert info.value.index == 1

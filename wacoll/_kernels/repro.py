@@ -125,6 +125,7 @@ from wacoll.errors import AccumulatorOverflowError, BufferMismatchError
 
 __all__ = [
     "KERNEL_VARIANT",
+    "compiled",
     "DTYPES",
     "FOLD",
     "BIN_BITS",
@@ -157,7 +158,11 @@ def _load_variant():
     return _repro, "baseline"
 
 
-_k, KERNEL_VARIANT = _load_variant()
+#: The compiled module in use, ``_repro_avx2`` or ``_repro`` (:data:`KERNEL_VARIANT`
+#: says which). Its constants describe an accumulator's head word: the flags
+#: ``F_NOT_NEG_ZERO``, ``F_POS_INF``, ``F_NEG_INF`` and ``F_NAN``, and ``COUNT_SHIFT``,
+#: where the number of values deposited starts.
+compiled, KERNEL_VARIANT = _load_variant()
 
 #: The value dtypes handled, in native byte order.
 DTYPES = tuple(np.dtype(n) for n in ("float32", "float64", "complex64", "complex128"))
@@ -167,7 +172,7 @@ FOLD = {np.dtype("float32"): 2, np.dtype("float64"): 3,
 #: The width of a bin in bits (each value's piece in a bin is below 2**BIN_BITS).
 BIN_BITS = 32
 #: The most values one accumulator sums exactly (the count in its head).
-MAX_DEPOSITS = _k.MAX_DEPOSITS
+MAX_DEPOSITS = compiled.MAX_DEPOSITS
 
 _REAL = {np.dtype("float32"): np.dtype("float32"), np.dtype("float64"): np.dtype("float64"),
          np.dtype("complex64"): np.dtype("float32"),
@@ -344,9 +349,9 @@ def to_accumulator(x, out=None):
     else:
         _check_acc("to_accumulator", "out", out, True, dt, x.shape[0])
     if dt in _DOUBLE:
-        _k.to_acc_f64(_reals(x), _rows(out))
+        compiled.to_acc_f64(_reals(x), _rows(out))
     else:
-        _k.to_acc_f32(_reals(x), _rows(out))
+        compiled.to_acc_f32(_reals(x), _rows(out))
     return out
 
 
@@ -385,9 +390,9 @@ def add_values(x, acc):
     dt = _check_values("add_values", x)
     _check_acc("add_values", "acc", acc, True, dt, x.shape[0])
     if dt in _DOUBLE:
-        _k.add_f64(_reals(x), _rows(acc))
+        compiled.add_f64(_reals(x), _rows(acc))
     else:
-        _k.add_f32(_reals(x), _rows(acc))
+        compiled.add_f32(_reals(x), _rows(acc))
     return acc
 
 
@@ -430,7 +435,7 @@ def combine(src, dst):
     if np.may_share_memory(src, dst):  # the kernel reads src while writing dst
         src = src.copy()
     if dst.shape[0]:
-        _k.combine(_rows(src), _rows(dst))
+        compiled.combine(_rows(src), _rows(dst))
     return dst
 
 
@@ -486,7 +491,7 @@ def from_accumulator(acc, out=None):
             raise BufferMismatchError("from_accumulator: out is read-only")
         if not out.flags.aligned:
             raise BufferMismatchError("from_accumulator: out is not aligned")
-    fn = _k.from_acc_f64 if dt in _DOUBLE else _k.from_acc_f32
+    fn = compiled.from_acc_f64 if dt in _DOUBLE else compiled.from_acc_f32
     bad = fn(_rows(acc), _reals(out)) if n else -1
     if bad >= 0:
         index = bad // 2 if dt.kind == "c" else bad

@@ -29,11 +29,11 @@ qdisc add dev wr0 parent 1:12 handle 12: netem delay 10000us rate 8000000bit -66
 from __future__ import annotations
 
 from wacoll.emulate.netns import (
-    _batch,
-    _disable_ipv6,
     TestbedError,
+    disable_ipv6,
     entered,
     ip,
+    ip_batch,
     run,
     wan_netns_name,
 )
@@ -97,22 +97,22 @@ def build(layout, mtu: int, charge: str = "payload", *, leaf=None) -> None:
     """
     router = wan_netns_name(layout.name)
     ip("netns", "add", router)
-    _disable_ipv6(router)
+    disable_ipv6(router)
     with entered(router):
         with open("/proc/sys/net/ipv4/ip_forward", "w") as f:
             f.write("1")
-    _batch(router, ["link set lo up"])
+    ip_batch(router, ["link set lo up"])
     for e in layout.endpoints:
         port = f"wr{e.index}"
-        _batch(router, [f"link add {port} mtu {mtu} type veth peer name {WAN_IFACE} "
-                        f"netns {e.ns}",
-                        f"addr add {ROUTER_ADDR}/32 dev {port}",
-                        f"link set {port} up",
-                        f"route add {e.data_addr}/32 dev {port}"])
-        _batch(e.ns, [f"link set {WAN_IFACE} mtu {mtu} up",
-                      f"addr add {e.data_addr}/32 dev {WAN_IFACE}",
-                      f"route add {ROUTER_ADDR}/32 dev {WAN_IFACE}",
-                      f"route add 10.77.0.0/16 via {ROUTER_ADDR} dev {WAN_IFACE} onlink"])
+        ip_batch(router, [f"link add {port} mtu {mtu} type veth peer name {WAN_IFACE} "
+                          f"netns {e.ns}",
+                          f"addr add {ROUTER_ADDR}/32 dev {port}",
+                          f"link set {port} up",
+                          f"route add {e.data_addr}/32 dev {port}"])
+        ip_batch(e.ns, [f"link set {WAN_IFACE} mtu {mtu} up",
+                        f"addr add {e.data_addr}/32 dev {WAN_IFACE}",
+                        f"route add {ROUTER_ADDR}/32 dev {WAN_IFACE}",
+                        f"route add 10.77.0.0/16 via {ROUTER_ADDR} dev {WAN_IFACE} onlink"])
     for ns, lines in tc_commands(layout, mtu, charge).items():
         target = router if ns == "router" else ns
         if leaf is not None:

@@ -57,6 +57,8 @@ __all__ = [
     "delete_netns",
     "entered",
     "netem_available",
+    "ip_batch",
+    "disable_ipv6",
 ]
 
 PREFIX = "wacoll-"
@@ -281,11 +283,13 @@ def netem_available() -> bool:
 
 
 # ---------------------------------------------------------------------- build
-def _batch(ns: str | None, lines: list) -> None:
+def ip_batch(ns: str | None, lines: list) -> None:
+    """Run the ``ip`` commands ``lines`` (without the leading ``ip``) in one
+    ``ip -batch`` inside namespace ``ns`` (None: this one)."""
     ip("-batch", "-", ns=ns, input="\n".join(lines) + "\n")
 
 
-def _disable_ipv6(ns: str) -> None:
+def disable_ipv6(ns: str) -> None:
     """No IPv6 in a testbed namespace: no router solicitations through the relay."""
     with entered(ns):
         for conf in ("all", "default"):
@@ -297,11 +301,11 @@ def build_control(name: str) -> str:
     """Create the control namespace and its bridge; return the namespace name."""
     ctl = ctl_netns_name(name)
     ip("netns", "add", ctl)
-    _disable_ipv6(ctl)
-    _batch(ctl, ["link set lo up",
-                 f"link add {CTL_BRIDGE} type bridge",
-                 f"addr add 10.78.0.1/{CTL_NET_PREFIX} dev {CTL_BRIDGE}",
-                 f"link set {CTL_BRIDGE} up"])
+    disable_ipv6(ctl)
+    ip_batch(ctl, ["link set lo up",
+                   f"link add {CTL_BRIDGE} type bridge",
+                   f"addr add 10.78.0.1/{CTL_NET_PREFIX} dev {CTL_BRIDGE}",
+                   f"link set {CTL_BRIDGE} up"])
     return ctl
 
 
@@ -315,20 +319,20 @@ def build_endpoint(name: str, index: int, ns: str, data_addr: str, ctl_addr: str
     ctl = ctl_netns_name(name)
     port = CTL_PORT.format(index)
     ip("netns", "add", ns)
-    _disable_ipv6(ns)
+    disable_ipv6(ns)
     lines = ["link set lo up"]
     if tun:
         lines += [f"tuntap add dev {TUN_NAME} mode tun",
                   f"link set {TUN_NAME} mtu {mtu} txqueuelen 1000 up",
                   f"addr add {data_addr}/32 dev {TUN_NAME}",
                   f"route add {DATA_NET} dev {TUN_NAME}"]
-    _batch(ns, lines)
-    _batch(ctl, [f"link add {port} type veth peer name {CTL_IFACE} netns {ns}",
-                 f"link set {port} master {CTL_BRIDGE}",
-                 f"link set {port} type bridge_slave isolated on",
-                 f"link set {port} up"])
-    _batch(ns, [f"addr add {ctl_addr}/{CTL_NET_PREFIX} dev {CTL_IFACE}",
-                f"link set {CTL_IFACE} up"])
+    ip_batch(ns, lines)
+    ip_batch(ctl, [f"link add {port} type veth peer name {CTL_IFACE} netns {ns}",
+                   f"link set {port} master {CTL_BRIDGE}",
+                   f"link set {port} type bridge_slave isolated on",
+                   f"link set {port} up"])
+    ip_batch(ns, [f"addr add {ctl_addr}/{CTL_NET_PREFIX} dev {CTL_IFACE}",
+                  f"link set {CTL_IFACE} up"])
 
 
 def teardown_namespaces(name: str) -> list:

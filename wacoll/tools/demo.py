@@ -49,8 +49,8 @@ from wacoll.plans.sim import LinkModel, simulate
 from wacoll.topology import Topology
 
 __all__ = ["CASES", "FAMILIES", "IMPLS", "LABELS", "default_topology", "simulated_rows",
-           "run_demo", "label", "case_verdict", "overall_verdict", "table_lines", "read_csv",
-           "plot"]
+           "run_demo", "merge_rows", "label", "case_verdict", "overall_verdict",
+           "table_lines", "write_rows", "read_csv", "plot"]
 
 #: (label, operation, bytes per rank) of the demo's cases.
 CASES = [
@@ -265,7 +265,7 @@ def run_demo(out="wacoll-demo", *, reps=5, simulate_only=False, timeout=240.0,
         if measured is not None:
             report.append("testbed self-check: "
                           + _check_line(measured["_meta"].get("check")))
-    rows = _merge(sim, measured)
+    rows = merge_rows(sim, measured)
     library = measured["_meta"].get("library") if measured else None
     report.append(f"{_title(topology)}; {_load()}")
     if Path(sys.argv[0]).name == "wacoll" and sys.argv[1:2] == ["demo"]:
@@ -292,14 +292,18 @@ def run_demo(out="wacoll-demo", *, reps=5, simulate_only=False, timeout=240.0,
                       "Lower times are better.")
     _say("\n" + "\n".join(report))
     (out / "demo.txt").write_text("\n".join(report) + "\n")
-    _write(out, rows, measured, library, title=_title(topology))
+    write_rows(out, rows, measured, library, title=_title(topology))
     _say(f"\nwrote {out / 'demo.txt'}, {out / 'demo.csv'}, {out / 'demo.png'}"
          + (f", {out / MEASURED_FILE}" if measured else "")
          + f" in {time.monotonic() - t0:.0f} s")
     return 0
 
 
-def _merge(sim, measured):
+def merge_rows(sim, measured):
+    """The demo's rows: per case, the MPI library's own (when measured), then the
+    simulator's rows ``sim`` (:func:`simulated_rows`) with the measured median,
+    speed-up over the library and correctness of each (``measured``: the testbed's
+    ``{case: {"times": ..., "correct": ...}}``, or None: the predictions alone)."""
     rows = []
     for label_, op, nbytes in CASES:
         native = None
@@ -377,7 +381,10 @@ def _load():
     return f"load average {load} (1, 5, 15 min) on {os.cpu_count()} cores"
 
 
-def _write(out, rows, measured, library=None, title=None):
+def write_rows(out, rows, measured, library=None, title=None):
+    """Write ``rows`` (:func:`merge_rows`) to ``out/demo.csv``, which :func:`read_csv`
+    reads back, and draw them to ``out/demo.png`` (:func:`plot`; ``measured``: the
+    testbed's measurements, or None)."""
     with open(out / "demo.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, FIELDS, extrasaction="ignore")
         writer.writeheader()
