@@ -284,3 +284,161 @@ def test_no_import_reaches_up_a_layer():
     assert upward == [], "imports from a lower layer into a higher one: " + ", ".join(
         f"{a} -> {b} ({LAYERS[layer_of(a)][0]} -> {LAYERS[layer_of(b)][0]})"
         for a, b in upward)
+
+
+#: Where the private-name check reads: the package, its tests and benchmarks, and the
+#: script that writes the notebooks.
+PRIVATE_NAME_SCOPE = ("wacoll", "tests", "benchmarks", "notebooks/make_notebooks.py")
+
+
+def _every_module() -> set:
+    """The dotted names of wacoll's modules, the compiled ones (``.pyx``) too."""
+    return {".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+            for path in ROOT.rglob("*") if path.suffix in (".py", ".pyx")
+            for rel in [path.relative_to(ROOT.parent).with_suffix("")]}
+
+
+def _is_private(name: str) -> bool:
+    """One leading underscore: ``_x``, not ``__x__`` (nor ``__x``, nor ``_``)."""
+    return len(name) > 1 and name[0] == "_" and name[1] != "_"
+
+
+def private_name_uses(tree, module=None, mods=(), package=None) -> list:
+    """``(line, dotted name)`` of every private name of another wacoll module that
+    ``tree`` (the source of ``module``; None outside wacoll) uses.
+
+    A private name starts with one underscore. Found: ``from wacoll.x import _name``
+    (relative imports resolved within wacoll); ``alias._name`` where the file binds
+    ``alias`` to a wacoll module (``import wacoll.x as alias``, ``from wacoll import x``,
+    ``from . import x``; ``import wacoll.x`` binds ``wacoll``: ``wacoll.x._name``); a
+    call with such a module and the name as a string (``getattr(alias, "_name")``,
+    ``monkeypatch.setattr(alias, "_name", ...)``). Not found: a private *module* such
+    as ``wacoll.mpi._runner`` (its package and its tests import it; its private names
+    are found), a module's own private names, and private attributes of objects
+    (``comm._x``). ``package`` is the package relative imports start from (default:
+    ``module``'s parent; ``module`` itself for a package's ``__init__``); ``mods``
+    holds the dotted names of wacoll's modules (:func:`_every_module`). Bindings are
+    read for the whole file, wherever they are made.
+    """
+    if package is None and module is not None:
+        package = module.rpartition(".")[0]
+    found, bound = [], {}
+
+    def is_wacoll(name):
+        return name == "wacoll" or name.startswith("wacoll.")
+
+    def private_of(owner, name):
+        """``owner.name`` if it is a private name (not a module) of another module."""
+        full = f"{owner}.{name}"
+        if _is_private(name) and owner != module and full not in mods:
+            return full
+        return None
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if is_wacoll(alias.name):
+                    if alias.asname:
+                        bound[alias.asname] = alias.name
+                    else:
+                        bound["wacoll"] = "wacoll"
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                if package is None:
+                    continue
+                parts = package.split(".")
+                base = parts[:len(parts) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            if not is_wacoll(source):
+                continue
+            for alias in node.names:
+                if f"{source}.{alias.name}" in mods:
+                    bound[alias.asname or alias.name] = f"{source}.{alias.name}"
+                elif name := private_of(source, alias.name):
+                    found.append((node.lineno, name))
+
+    def owner_of(node):
+        """The wacoll module an expression names through the file's bindings."""
+        if isinstance(node, ast.Name):
+            return bound.get(node.id)
+        if isinstance(node, ast.Attribute):
+            outer = owner_of(node.value)
+            if outer and f"{outer}.{node.attr}" in mods:
+                return f"{outer}.{node.attr}"
+        return None
+
+    for node in ast.walk(tree):
+        name = None
+        if isinstance(node, ast.Attribute):
+            owner = owner_of(node.value)
+            name = owner and private_of(owner, node.attr)
+        elif isinstance(node, ast.Call) and len(node.args) >= 2 and \
+                isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+            owner = owner_of(node.args[0])
+            name = owner and private_of(owner, node.args[1].value)
+        if name:
+            found.append((node.lineno, name))
+    return sorted(found)
+
+
+def test_the_private_name_check_finds_every_form():
+    mods = {"wacoll", "wacoll.mpi", "wacoll.mpi.engine", "wacoll.mpi._runner",
+            "wacoll.plans", "wacoll.plans.sim", "wacoll.plans.sim.engine",
+            "wacoll.plans.sim.simulator"}
+    source = textwrap.dedent("""
+        import wacoll.mpi._runner as _runner
+        import wacoll.mpi.engine
+        from wacoll.mpi import engine as progress
+        from wacoll.plans.sim.engine import _Engine, simulate, __doc__
+        from wacoll.mpi import _runner
+
+        _runner.run(progress.next_nap, progress.__name__, progress._MAX_NAP)
+        _runner._reducer(wacoll.mpi.engine._LONGEST_NAP)
+        monkeypatch.setattr(progress, "_NAP_SHARE", 1)
+        getattr(wacoll.mpi.engine, "next_nap"), hasattr(progress, "_SPIN")
+        comm._seq, self._cache, other._x
+    """)
+    assert private_name_uses(ast.parse(source), None, mods) == [
+        (5, "wacoll.plans.sim.engine._Engine"),
+        (8, "wacoll.mpi.engine._MAX_NAP"),
+        (9, "wacoll.mpi._runner._reducer"),
+        (9, "wacoll.mpi.engine._LONGEST_NAP"),
+        (10, "wacoll.mpi.engine._NAP_SHARE"),
+        (11, "wacoll.mpi.engine._SPIN"),
+    ]
+    # relative imports, resolved within wacoll; a module's own names are its own
+    own = "from .engine import _Engine\nfrom . import engine\nengine._programs(_flat)\n"
+    assert private_name_uses(ast.parse(own), "wacoll.plans.sim.simulator", mods) == [
+        (1, "wacoll.plans.sim.engine._Engine"), (3, "wacoll.plans.sim.engine._programs")]
+    itself = "import wacoll.plans.sim.engine as me\nme._CACHE\n"
+    assert private_name_uses(ast.parse(itself), "wacoll.plans.sim.engine", mods) == []
+    package = "from .sim import _helper\nfrom . import sim\nsim._x\n"
+    assert private_name_uses(ast.parse(package), "wacoll.plans", mods, "wacoll.plans") == [
+        (1, "wacoll.plans.sim._helper"), (3, "wacoll.plans.sim._x")]
+
+
+def test_no_module_uses_a_private_name_of_another():
+    """No file of wacoll, its tests or benchmarks reaches into another wacoll
+    module's private names (see :func:`private_name_uses` for what counts): a name
+    another module needs is part of its owner's interface, so it is public there."""
+    mods = _every_module()
+    repo = ROOT.parent
+    paths = []
+    for scope in PRIVATE_NAME_SCOPE:
+        where = repo / scope
+        paths += [where] if where.suffix == ".py" else sorted(where.rglob("*.py"))
+    found = []
+    for path in paths:
+        rel = path.relative_to(repo)
+        module = package = None
+        if rel.parts[0] == "wacoll":
+            parts = rel.with_suffix("").parts
+            module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            package = module if parts[-1] == "__init__" else None
+        tree = ast.parse(path.read_text(), str(path))
+        found += [f"{rel}:{line}: {name}"
+                  for line, name in private_name_uses(tree, module, mods, package)]
+    assert len(paths) > 100
+    assert found == [], "private names of another module used:\n" + "\n".join(found)
