@@ -316,9 +316,9 @@ def private_name_uses(tree, module=None, mods=(), package=None) -> list:
     as ``wacoll.mpi._runner`` (its package and its tests import it; its private names
     are found), a module's own private names, and private attributes of objects
     (``comm._x``). ``package`` is the package relative imports start from (default:
-    ``module``'s parent; ``module`` itself for a package's ``__init__``); ``mods``
-    holds the dotted names of wacoll's modules (:func:`_every_module`). Bindings are
-    read for the whole file, wherever they are made.
+    ``module``'s parent; pass ``module`` itself for a package's ``__init__``);
+    ``mods`` holds the dotted names of wacoll's modules (:func:`_every_module`).
+    Bindings are read for the whole file, wherever they are made.
     """
     if package is None and module is not None:
         package = module.rpartition(".")[0]
@@ -420,9 +420,15 @@ def test_the_private_name_check_finds_every_form():
 
 
 def test_no_module_uses_a_private_name_of_another():
-    """No file of wacoll, its tests or benchmarks reaches into another wacoll
-    module's private names (see :func:`private_name_uses` for what counts): a name
-    another module needs is part of its owner's interface, so it is public there."""
+    """No file of wacoll, its tests or benchmarks uses a private name (one leading
+    underscore, not a dunder) of another wacoll module: of any module but the one that
+    defines it, in the same package or not. Not ``from wacoll.x import _name``, not
+    ``alias._name`` nor ``getattr(alias, "_name")`` (``setattr``,
+    ``monkeypatch.setattr``, ...) on a name bound to a wacoll module. Importing a
+    private module (``wacoll.mpi._runner``, a compiled half) is allowed; using its
+    private names is not. Private attributes of objects are beyond this static check
+    (see :func:`private_name_uses`). A name another module needs is part of its
+    owner's interface: public there, with a docstring, and in ``__all__``."""
     mods = _every_module()
     repo = ROOT.parent
     paths = []
