@@ -84,6 +84,15 @@ class SimResult:
     _ends: list = field(repr=False, default_factory=list)
     _cache: dict = field(repr=False, default_factory=dict)
 
+    @classmethod
+    def from_run(cls, plan, model, finish, arrivals, starts, ends) -> SimResult:
+        """The result of one run of the engine (:class:`wacoll.plans.sim.engine.Engine`)
+        of ``plan`` under ``model``: ``finish`` and ``arrivals`` as the attributes,
+        ``starts`` and ``ends`` the times of every step (numbered across ranks), from
+        which :attr:`events` is built."""
+        return cls(completion=max(finish), finish=finish, arrivals=arrivals, plan=plan,
+                   model=model, _starts=starts, _ends=ends)
+
     @property
     def events(self) -> list:
         """Every step as an :class:`Event`, by rank then step (built on first use).

@@ -129,8 +129,7 @@ def _run(plan, model, messages):
     progs = costed_programs(plan, messages, structure.rows, model)
     engine = Engine(plan, model, structure, progs, busy, delay, flows)
     finish, arrivals, starts, ends = engine.run()
-    return SimResult(completion=max(finish), finish=finish, arrivals=arrivals, plan=plan,
-                     model=model, _starts=starts, _ends=ends)
+    return SimResult.from_run(plan, model, finish, arrivals, starts, ends)
 
 
 def _default_topology(plan):
