@@ -1,10 +1,11 @@
 """What the benchmark drivers (``benchmarks/bench_*.py``) share around their experiments.
 
 Recording a run: the report every driver prints and saves as its ``.txt`` file, the
-command line and machine load it states, its CSV file, its plot's ``pyplot``;
-reading and printing message sizes; and the testbed glue of the drivers that start
-an emulated testbed themselves (start it with its warnings kept, print its
-self-check, say why a run failed). The drivers are run as
+command line and machine load it states, its CSV file, its plot's ``pyplot`` (and
+the goal's band around predicted = measured); reading and printing message sizes;
+the environment of the ``mpiexec`` workers a driver starts; and the testbed glue of
+the drivers that start an emulated testbed themselves (start it with its warnings
+kept, print its self-check, say why a run failed). The drivers are run as
 ``python benchmarks/bench_x.py``, so this directory is ``sys.path[0]`` and they
 ``import _harness``. Code that runs on MPI ranks is in ``apps/_rankside.py``.
 
@@ -39,8 +40,10 @@ __all__ = [
     "human",
     "parse_size",
     "write_csv",
+    "worker_env",
     "pyplot",
     "save_figure",
+    "goal_band",
     "started_testbed",
     "report_check",
     "failure",
@@ -262,6 +265,34 @@ def write_csv(path, fields, rows):
         writer.writerows(rows)
 
 
+def worker_env(ranks=None, halves=False):
+    """The environment of a driver's ``mpiexec`` workers: this process's without its
+    ``WACOLL_`` settings (the workers run wacoll's defaults).
+
+    Parameters
+    ----------
+    ranks : int, optional
+        The number of ranks (needed with ``halves``).
+    halves : bool, optional
+        Declare the ranks as two clusters, the first half and the rest
+        (``WACOLL_CLUSTERS``).
+
+    Returns
+    -------
+    dict
+        For ``subprocess.run(..., env=...)``.
+
+    Examples
+    --------
+    >>> worker_env(5, halves=True)["WACOLL_CLUSTERS"]
+    '0,0,0,1,1'
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WACOLL_")}
+    if halves:
+        env["WACOLL_CLUSTERS"] = ",".join(str(2 * r // ranks) for r in range(ranks))
+    return env
+
+
 def pyplot():
     """``matplotlib.pyplot`` on the file-only Agg backend (no display needed).
 
@@ -292,6 +323,26 @@ def save_figure(fig, path, dpi):
         fig.tight_layout()
     fig.savefig(path, dpi=dpi)
     pyplot().close(fig)
+
+
+def goal_band(ax, lo, hi, goal):
+    """Draw predicted = measured from ``lo`` to ``hi`` and the band within ``goal``
+    of it, on logarithmic axes (a scatter of predictions against measurements).
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+    lo, hi : float
+        The ends of the diagonal, in the axes' units.
+    goal : float
+        The band's half-width, relative (0.15: within 15 %); its legend label says it.
+    """
+    ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+    ax.fill_between([lo, hi], [lo * (1 - goal), hi * (1 - goal)],
+                    [lo * (1 + goal), hi * (1 + goal)], color="g", alpha=0.15,
+                    label=f"within {goal:.0%}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
 
 
 @contextlib.contextmanager

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -96,10 +95,7 @@ def main(argv=None):
         f" (peak resident size during the call minus before it; largest rank)")
     say(f"command: {_harness.command_line(__file__, argv or sys.argv[1:])}")
     say(_harness.load_text())
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WACOLL_")}
-    if args.clusters == "halves":
-        env["WACOLL_CLUSTERS"] = ",".join(str(2 * r // args.ranks)
-                                          for r in range(args.ranks))
+    env = _harness.worker_env(args.ranks, halves=args.clusters == "halves")
     rows = []
     for config in CONFIGS:
         cmd = mpiexec_command(args.ranks, [sys.executable, __file__, "--worker", config,

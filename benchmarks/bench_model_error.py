@@ -71,10 +71,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import (RESULTS, ROOT, Report, command_line, failure, human, median,
-                      pyplot, report_check, save_figure, started_testbed, write_csv)
+from _harness import (RESULTS, ROOT, Report, command_line, failure, goal_band, human,
+                      median, pyplot, report_check, save_figure, started_testbed,
+                      write_csv)
 from bench_networks import NETWORKS
-from bench_sim_vs_testbed import _call, _case_buffers, _expected, _pingpong
+from bench_sim_vs_testbed import _pingpong, time_case
 
 sys.path.append(str(Path(__file__).resolve().parent / "apps"))  # the workers' MPI side
 from _rankside import import_wacoll, now, timed  # noqa: E402
@@ -201,7 +202,6 @@ def _aggregate(w, clusters, nbytes, reps=2):
 
 def worker(spec_path, out_path):
     """Measure the links, ping-pong, time every case; rank 0 writes ``out_path``."""
-    import numpy as np
     from mpi4py import MPI
 
     w = MPI.COMM_WORLD
@@ -231,30 +231,9 @@ def worker(spec_path, out_path):
                          "figures": figures, "link_seconds": link_seconds,
                          "pingpong": pingpong}}
     for case in spec["cases"]:
-        op, nbytes, label = case["op"], case["bytes"], case["label"]
-        runs, checks = [("null", lambda: None)], {}
-        for f in case["families"]:
-            send, recv = _case_buffers(op, nbytes, size, rank)
-            runs.append((f, _call(op, comms[f], send, recv, rank, level=LEVEL)))
-            checks[f] = send if op == "bcast" and rank == 0 else recv
-        for _ in range(int(spec.get("warmup", 1))):
-            for _, fn in runs:  # plans built, proved and compiled; connections made
-                fn()
-        want = _expected(op, nbytes, size, rank)
-        correct = {f: bool(w.allreduce(np.array_equal(checks[f], want), op=MPI.LAND))
-                   for f in case["families"]}
-        plans = {f: [comms[f].last_plan.algorithm, comms[f].last_plan.nblocks]
-                 for f in case["families"]}
-        times = {name: [] for name, _ in runs}
-        for _ in range(reps):
-            for name, fn in runs:
-                times[name].append(timed(w, MARGIN, fn))
-        results[label] = {"op": op, "bytes": nbytes, "times": times, "correct": correct,
-                          "plan": plans}
-        if rank == 0:
-            print(f"  {label}: " + ", ".join(
-                f"{n} {(median(ts) or 0) * 1e3:.2f} ms" for n, ts in times.items()),
-                flush=True)
+        results[case["label"]] = time_case(w, comms, case["families"], case, reps,
+                                           MARGIN, warmup=int(spec.get("warmup", 1)),
+                                           level=LEVEL)
     results["_meta"]["figures_after"] = measure_links(w, configured.clusters)
     # the same measurement with bursts of 2 MiB instead of 256 KiB: a rate the
     # machine's load disturbs less (a short burst on a fast link lasts ~3 ms)
@@ -667,13 +646,10 @@ def plot(path, rows, table):
             ax.scatter(*zip(*pts), marker=mk, label=name, alpha=0.6, s=18)
     vals = [r["measured"] * 1e3 for r in rows if r.get("measured")]
     if vals:
-        lo, hi = min(vals) * 0.5, max(vals) * 2
-        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
-        ax.fill_between([lo, hi], [lo * (1 - GOAL), hi * (1 - GOAL)],
-                        [lo * (1 + GOAL), hi * (1 + GOAL)], color="g", alpha=0.15,
-                        label=f"within {GOAL:.0%}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+        goal_band(ax, min(vals) * 0.5, max(vals) * 2, GOAL)
+    else:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
     ax.set_xlabel("measured median (ms)")
     ax.set_ylabel("predicted (ms)")
     ax.grid(alpha=0.3, which="both")

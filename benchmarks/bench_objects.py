@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -92,10 +91,7 @@ def main(argv=None):
         f"{args.repeats} interleaved batches of {args.calls} calls, slowest rank (ms)")
     say(f"command: {_harness.command_line(__file__, argv or sys.argv[1:])}")
     say(_harness.load_text())
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WACOLL_")}
-    if args.clusters == "halves":
-        env["WACOLL_CLUSTERS"] = ",".join(str(2 * r // args.ranks)
-                                          for r in range(args.ranks))
+    env = _harness.worker_env(args.ranks, halves=args.clusters == "halves")
     cmd = mpiexec_command(args.ranks, [sys.executable, __file__, "--worker", "--repeats",
                                        str(args.repeats), "--calls", str(args.calls)])
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout

@@ -42,12 +42,13 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _harness import worker_env
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -175,9 +176,7 @@ def main(argv=None):
     out_rows = []
     for layout in layouts:
         for p in ranks:
-            env = {k: v for k, v in os.environ.items() if not k.startswith("WACOLL_")}
-            if layout == "two":
-                env["WACOLL_CLUSTERS"] = ",".join(str(2 * r // p) for r in range(p))
+            env = worker_env(p, halves=layout == "two")
             cmd = [_mpiexec(), "-n", str(p), sys.executable, __file__, "--worker",
                    "--repeats", str(repeats), "--seconds", str(args.seconds)]
             print(f"# {layout} cluster(s), {p} ranks: {' '.join(cmd[:3])} ...",

@@ -49,8 +49,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import (RESULTS, ROOT, Report, command_line, failure, human, load_text,
-                      median, pyplot, report_check, save_figure, started_testbed, write_csv)
+from _harness import (RESULTS, ROOT, Report, command_line, failure, goal_band, human,
+                      load_text, median, pyplot, report_check, save_figure,
+                      started_testbed, write_csv)
 
 sys.path.append(str(Path(__file__).resolve().parent / "apps"))  # the workers' MPI side
 from _rankside import import_wacoll, now, timed  # noqa: E402
@@ -83,13 +84,13 @@ def cases(sizes, quick):
     return out
 
 
-def comm_plan(topology, op, nbytes, family):
+def comm_plan(topology, op, nbytes, family, options=None):
     """The plan ``wacoll.Comm(..., family=family)`` runs for this case in the worker.
 
     The selection policy's choice (:func:`wacoll.plans.select`, Comm's default policy)
     for the call the worker makes: float64 data, or uint8 when the size is not a
     multiple of 8; reductions at ``LEVEL`` (an integer SUM is exact, so Comm runs a
-    uint8 one at "commutative"); root 0.
+    uint8 one at "commutative"); root 0. ``options`` are the family's options.
     """
     from wacoll.plans import Call, select
 
@@ -102,7 +103,7 @@ def comm_plan(topology, op, nbytes, family):
             level = "commutative" if itemsize == 1 else LEVEL
         call = Call(op, count=nbytes // itemsize, itemsize=itemsize, level=level,
                     root=0 if op in ("bcast", "reduce") else None)
-    return select(call, topology, family=family).build(topology)
+    return select(call, topology, family=family, options=options).build(topology)
 
 
 def models(topology, calibration):
@@ -255,13 +256,74 @@ def _call(op, comm, send, recv, rank, level=LEVEL):
     return lambda: comm.Allgather(send, recv)
 
 
-def measure_worker(spec_path, out_path):
-    """Under mpiexec: wacoll.tools.measure's protocol (interleaved implementations, common
-    start instant, completion = last rank done), with one more implementation, "null"
-    (no operation), which measures the protocol's own start skew in the same
-    conditions. Rank 0 writes ``{label: {"times": {impl: [s, ...]}, "correct": ...,
-    "plan": {family: [algorithm, blocks]}}}``."""
+def time_case(w, comms, families, case, reps, margin, warmup=1, level=LEVEL):
+    """Under mpiexec: time one case on every family's communicator.
+
+    wacoll.tools.measure's protocol (interleaved implementations, common start
+    instant, completion = last rank done), with one more implementation, "null" (no
+    operation): the protocol's own start skew in the same conditions. Rank 0 prints
+    the medians.
+
+    Parameters
+    ----------
+    w : mpi4py.MPI.Comm
+        The world.
+    comms : dict
+        ``{family: wacoll.Comm}``.
+    families : sequence of str
+        The families timed.
+    case : dict
+        ``{"op", "bytes", "label"}``.
+    reps : int
+        Timed repetitions of every implementation.
+    margin : float
+        Seconds from the agreement to the common start instant.
+    warmup : int, optional
+        Untimed rounds first (plans built, proved and compiled; connections made).
+    level : str, optional
+        The level of the reductions.
+
+    Returns
+    -------
+    dict
+        ``{"op", "bytes", "times": {impl: [s or None, ...]}, "correct": {family:
+        bool}, "plan": {family: [algorithm, blocks]}}``.
+    """
     import numpy as np
+    from mpi4py import MPI
+
+    rank, size = w.Get_rank(), w.Get_size()
+    op, nbytes, label = case["op"], case["bytes"], case["label"]
+    runs, checks = [("null", lambda: None)], {}
+    for f in families:
+        send, recv = _case_buffers(op, nbytes, size, rank)
+        runs.append((f, _call(op, comms[f], send, recv, rank, level=level)))
+        checks[f] = send if op == "bcast" and rank == 0 else recv
+    for _ in range(warmup):
+        for _, fn in runs:
+            fn()
+    want = _expected(op, nbytes, size, rank)
+    correct = {f: bool(w.allreduce(want is None or np.array_equal(checks[f], want),
+                                   op=MPI.LAND)) for f in families}
+    # (last_plan is this rank's part of the plan: its algorithm and blocks)
+    plans = {f: [comms[f].last_plan.algorithm, comms[f].last_plan.nblocks]
+             for f in families}
+    times = {name: [] for name, _ in runs}
+    for _ in range(reps):
+        for name, fn in runs:
+            times[name].append(timed(w, margin, fn))
+    if rank == 0:
+        print(f"  {label}: " + ", ".join(
+            f"{n} {(median(ts) or 0) * 1e3:.2f} ms" for n, ts in times.items()),
+            flush=True)
+    return {"op": op, "bytes": nbytes, "times": times, "correct": correct,
+            "plan": plans}
+
+
+def measure_worker(spec_path, out_path):
+    """Under mpiexec: every case timed by :func:`time_case` on every family. Rank 0
+    writes ``{label: {"times": {impl: [s, ...]}, "correct": ..., "plan": {family:
+    [algorithm, blocks]}}}``."""
     from mpi4py import MPI
 
     w = MPI.COMM_WORLD
@@ -274,30 +336,7 @@ def measure_worker(spec_path, out_path):
     results = {"_meta": {"size": size, "reps": reps,
                          "clusters": [list(c) for c in topology.clusters]}}
     for case in spec["cases"]:
-        op, nbytes, label = case["op"], case["bytes"], case["label"]
-        runs, checks = [("null", lambda: None)], {}
-        for f in FAMILIES:
-            send, recv = _case_buffers(op, nbytes, size, rank)
-            runs.append((f, _call(op, comms[f], send, recv, rank)))
-            checks[f] = send if op == "bcast" and rank == 0 else recv
-        for _, fn in runs:  # warm up: plans built, connections made
-            fn()
-        want = _expected(op, nbytes, size, rank)
-        correct = {f: bool(w.allreduce(want is None or np.array_equal(checks[f], want),
-                                       op=MPI.LAND)) for f in FAMILIES}
-        # (last_plan is this rank's part of the plan: its algorithm and blocks)
-        plans = {f: [comms[f].last_plan.algorithm, comms[f].last_plan.nblocks]
-                 for f in FAMILIES}
-        times = {name: [] for name, _ in runs}
-        for _ in range(reps):
-            for name, fn in runs:
-                times[name].append(timed(w, margin, fn))
-        results[label] = {"op": op, "bytes": nbytes, "times": times, "correct": correct,
-                          "plan": plans}
-        if rank == 0:
-            print(f"  {label}: " + ", ".join(
-                f"{n} {statistics.median([t for t in ts if t is not None] or [0]) * 1e3:.2f} ms"
-                for n, ts in times.items()), flush=True)
+        results[case["label"]] = time_case(w, comms, FAMILIES, case, reps, margin)
     if rank == 0:
         Path(out_path).write_text(json.dumps(results, indent=1))
 
@@ -480,12 +519,7 @@ def plot(path, rows, measured, title):
         lo = min(min(r.get("measured") or 1 for r in rows),
                  min(r.get("pred_uncalibrated") or 1 for r in rows)) * 1e3 * 0.8
         hi = max(r.get("measured") or 0 for r in rows) * 1e3 * 1.25
-        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
-        ax.fill_between([lo, hi], [lo * (1 - GOAL), hi * (1 - GOAL)],
-                        [lo * (1 + GOAL), hi * (1 + GOAL)], color="g", alpha=0.15,
-                        label=f"within {GOAL:.0%}")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        goal_band(ax, lo, hi, GOAL)
         ax.set_xlabel("measured (ms)")
         ax.set_ylabel("predicted (ms)")
         ax.legend(fontsize=8)

@@ -42,7 +42,9 @@ import sys
 import time
 from pathlib import Path
 
-from _harness import RESULTS, ROOT, Report, command_line, human, load_text, write_csv
+from _harness import (RESULTS, ROOT, Report, command_line, human, load_text, median,
+                      write_csv)
+from bench_sim_vs_testbed import comm_plan as testbed_plan
 
 GOAL = 0.10
 KiB, MiB = 1 << 10, 1 << 20
@@ -91,20 +93,14 @@ def grids(quick):
 
 
 def comm_plan(topology, op, nbytes, family, options=None):
-    """The plan ``wacoll.Comm(..., family=family)`` runs: float64 data (uint8 when
-    the size is not a multiple of 8), reductions at ``LEVEL`` (uint8 sums are exact:
-    commutative), root 0; None when the family has no plan for it."""
+    """The plan ``wacoll.Comm(..., family=family)`` runs, as in the testbed runs of
+    ``bench_sim_vs_testbed.py`` (:func:`bench_sim_vs_testbed.comm_plan`: float64
+    data, uint8 when the size is not a multiple of 8, reductions at its ``LEVEL``,
+    root 0); None when the family has no plan for it."""
     from wacoll.errors import PlanError
-    from wacoll.plans import Call, select
 
-    itemsize = 8 if nbytes % 8 == 0 else 1
-    level = None
-    if op in ("reduce", "allreduce"):
-        level = "commutative" if itemsize == 1 else LEVEL
-    call = Call(op, count=nbytes // itemsize, itemsize=itemsize, level=level,
-                root=0 if op in ("bcast", "reduce") else None)
     try:
-        return select(call, topology, family=family, options=options).build(topology)
+        return testbed_plan(topology, op, nbytes, family, options)
     except PlanError:
         return None
 
@@ -156,11 +152,6 @@ def grid_rows(grid_list, max_messages, say):
 
 
 # ------------------------------------------------------------------ the testbed's runs
-def _median(values):
-    values = [v for v in values or [] if v is not None]
-    return statistics.median(values) if values else None
-
-
 def testbed_rows(max_messages, say):
     """Both simulators on the plans of the stored testbed runs."""
     from wacoll import Topology
@@ -181,7 +172,7 @@ def testbed_rows(max_messages, say):
             for family in ("magpie", "mpich"):
                 plan = comm_plan(topo, case["op"], case["bytes"], family) \
                     if case["op"] != "barrier" else None
-                measured = _median(case["times"].get(family))
+                measured = median(case["times"].get(family))
                 if plan is None or measured is None:
                     continue
                 for mname, model in models.items():
@@ -217,7 +208,7 @@ def testbed_rows(max_messages, say):
                 ours, sg = compare(plan, model, max_messages)
                 rows.append(_testbed_row("matsuda_fig6 2x4", topo, op, case["bytes"],
                                          "gridmpi", plan, "uncal", ours, sg,
-                                         _median(times), impl))
+                                         median(times), impl))
         say(f"  {path.relative_to(ROOT)}: {len(rows) - before} cases")
     return rows
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -44,7 +43,8 @@ import time
 from pathlib import Path
 
 import _harness
-from _harness import RESULTS, Report, command_line, human, load_text, write_csv
+from _harness import (RESULTS, Report, command_line, human, load_text, worker_env,
+                      write_csv)
 
 #: One-cluster sizes (bytes of float64) and the memory probe's size.
 CLUSTER_SIZES = (1 << 20, 16 << 20)
@@ -132,7 +132,7 @@ def _mpiexec():
 def run_cluster(ranks, reps, say):
     cmd = [_mpiexec(), "-n", str(ranks), sys.executable, __file__, "--worker",
            "--reps", str(reps)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WACOLL_")}
+    env = worker_env()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if proc.returncode or line is None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import sys
 import time
@@ -37,6 +38,9 @@ __all__ = [
     "abort_on_error",
     "import_wacoll",
     "make_comms",
+    "start_impls",
+    "impl_comm",
+    "start_with_spec",
     "common_start",
     "timed",
     "timed_runs",
@@ -133,9 +137,86 @@ def make_comms(world, impls):
     dict
         ``{impl: communicator}``.
     """
+    import_wacoll(world)
+    return {impl: impl_comm(world, {"family": impl}) for impl in impls}
+
+
+def start_impls(text):
+    """What a program timing several implementations starts with.
+
+    Parameters
+    ----------
+    text : str
+        The implementations, comma-separated (its ``--impls``).
+
+    Returns
+    -------
+    world : mpi4py.MPI.Comm
+        ``COMM_WORLD``.
+    impls : list of str
+        The names, in order.
+    comms : dict
+        ``{impl: communicator}`` (:func:`make_comms`).
+    """
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    impls = [s for s in text.split(",") if s]
+    return world, impls, make_comms(world, impls)
+
+
+def impl_comm(world, impl, topology=None, **kwargs):
+    """The communicator of one implementation, after :func:`import_wacoll`.
+
+    Parameters
+    ----------
+    world : mpi4py.MPI.Comm
+    impl : dict
+        ``{"family": ...}`` and the family's options; a ``"name"`` is left out.
+        ``"native"`` is the MPI library's collectives, on a duplicate of ``world``;
+        a wacoll plan family is run by ``wacoll.Comm(world, topology, family=...,
+        validate=False)`` (arguments trusted, as MPI does).
+    topology : wacoll.Topology, optional
+        The clusters (default: what ``wacoll.Comm`` finds).
+    **kwargs
+        More arguments of ``wacoll.Comm``.
+
+    Returns
+    -------
+    mpi4py.MPI.Comm or wacoll.Comm
+    """
+    if impl["family"] == "native":
+        return world.Dup()
+    import wacoll
+
+    options = {k: v for k, v in impl.items() if k not in ("name", "family")}
+    return wacoll.Comm(world, topology, family=impl["family"], validate=False,
+                       **kwargs, **options)
+
+
+def start_with_spec(path):
+    """What a program run with a JSON file of settings starts with.
+
+    Parameters
+    ----------
+    path : str
+        The settings' file.
+
+    Returns
+    -------
+    world : mpi4py.MPI.Comm
+        ``COMM_WORLD``.
+    wacoll : module
+        Imported rank after rank (:func:`import_wacoll`).
+    spec : dict
+        The settings.
+    """
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
     wacoll = import_wacoll(world)
-    return {impl: world.Dup() if impl == "native" else
-            wacoll.Comm(world, family=impl, validate=False) for impl in impls}
+    with open(path) as fh:
+        return world, wacoll, json.load(fh)
 
 
 def common_start(world, margin):

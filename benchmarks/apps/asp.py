@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from _rankside import digest, idle_barrier, make_comms, run_meta, timed_runs
+from _rankside import digest, idle_barrier, run_meta, start_impls, timed_runs
 
 INF = 1 << 28  # INF + INF still fits in int32
 
@@ -102,13 +102,9 @@ def calls(n, size):
 
 
 def main(argv=None):
-    from mpi4py import MPI
-
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    world = MPI.COMM_WORLD
+    world, impls, comms = start_impls(args.impls)
     me, size = world.Get_rank(), world.Get_size()
-    impls = [s for s in args.impls.split(",") if s]
-    comms = make_comms(world, impls)
     n = args.n
     lo, hi = row_range(n, size, me)
     owner = owners(n, size)

@@ -47,7 +47,7 @@ import sys
 
 import numpy as np
 
-from _rankside import common_start, import_wacoll, now
+from _rankside import common_start, impl_comm, now, start_with_spec
 
 
 def one_way(world, src, dst, nbytes, reps, margin):
@@ -78,11 +78,8 @@ def pattern(nbytes, salt):
 def main(argv):
     from mpi4py import MPI
 
-    world = MPI.COMM_WORLD
+    world, wacoll, spec = start_with_spec(argv[0])
     rank, size = world.rank, world.size
-    wacoll = import_wacoll(world)
-    with open(argv[0]) as fh:
-        spec = json.load(fh)
     reps, margin, root = int(spec["reps"]), float(spec.get("margin", 0.05)), \
         int(spec.get("root", 0))
     fast = set(spec["fast"])
@@ -108,12 +105,7 @@ def main(argv):
                 pairs[label] = one_way(world, a, b, nbytes, probe_reps, margin)
         runners = []
         for k, impl in enumerate(impls):
-            if impl["family"] == "native":
-                comm = world.Dup()
-            else:
-                opts = {key: v for key, v in impl.items() if key not in ("name", "family")}
-                comm = wacoll.Comm(world, topo, family=impl["family"], validate=False,
-                                   **opts)
+            comm = impl_comm(world, impl, topo)
             buf = np.zeros(nbytes, dtype=np.uint8)
             if rank == root:
                 buf[:] = pattern(nbytes, k)

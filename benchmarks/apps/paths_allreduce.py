@@ -40,19 +40,17 @@ import sys
 
 import numpy as np
 
-from _rankside import common_start, import_wacoll, now, round_trips
+from _rankside import common_start, impl_comm, now, round_trips, start_with_spec
 
 
-def make_runner(impl, world, wacoll):
+def make_runner(impl, world):
     """A function ``(send, recv) -> None`` doing one Allreduce, and the comm it uses."""
     from mpi4py import MPI
 
-    opts = {k: v for k, v in impl.items() if k not in ("name", "family")}
     if impl["family"] == "native":
-        comm = world.Dup()
+        comm = impl_comm(world, impl)
         return (lambda s, r: comm.Allreduce([s, MPI.INT], [r, MPI.INT], op=MPI.SUM)), comm
-    comm = wacoll.Comm(world, family=impl["family"], validate=False, level="commutative",
-                       **opts)
+    comm = impl_comm(world, impl, level="commutative")
     return (lambda s, r: comm.Allreduce(s, r, op=MPI.SUM)), comm
 
 
@@ -70,13 +68,8 @@ def timed_loop(fn, iters, size):
 
 
 def main(argv):
-    from mpi4py import MPI
-
-    world = MPI.COMM_WORLD
+    world, wacoll, spec = start_with_spec(argv[0])
     rank, size = world.rank, world.size
-    wacoll = import_wacoll(world)
-    with open(argv[0]) as fh:
-        spec = json.load(fh)
     iters, runs = int(spec["iters"]), int(spec["runs"])
     margin = float(spec.get("margin", 0.05))
     topology = wacoll.topology_from_comm(world)
@@ -93,7 +86,7 @@ def main(argv):
     impls = spec["impls"]
     runners = []
     for impl in impls:
-        fn, comm = make_runner(impl, world, wacoll)
+        fn, comm = make_runner(impl, world)
         send = np.full(1, 1, dtype=np.int32)
         recv = np.zeros(1, dtype=np.int32)
         fn(send, recv)  # the untimed first call: plans are built and cached here

@@ -40,7 +40,7 @@ import sys
 
 import numpy as np
 
-from _rankside import (digest, digests_match, idle_barrier, make_comms, run_meta,
+from _rankside import (digest, digests_match, idle_barrier, run_meta, start_impls,
                        timed_runs)
 
 LOW = 12
@@ -148,13 +148,9 @@ def check_numerics(a0, r_top, pivots, steps):
 
 
 def main(argv=None):
-    from mpi4py import MPI
-
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    world = MPI.COMM_WORLD
+    world, impls, comms = start_impls(args.impls)
     me, size = world.Get_rank(), world.Get_size()
-    impls = [s for s in args.impls.split(",") if s]
-    comms = make_comms(world, impls)
     m, n, steps = args.m, args.n, args.steps
     a0 = make_matrix(m, n, args.seed)  # every rank makes the same one
     template = Columns(a0, me, size)
