@@ -367,23 +367,7 @@ def gatherv(place, sendbuf, recvbuf, root=0):
 
 
 def allgather(place, sendbuf, recvbuf):
-    out = _Out()
-    rmsg = parse_buffer(recvbuf, "recvbuf", blocks=place.size, writable=True)
-    count = _elements(rmsg)
-    outbuf = out.target(rmsg, 0, rmsg.count * place.size, "recvbuf",
-                        keep=_in_place(sendbuf))
-    in_copy = None
-    if _in_place(sendbuf):
-        inbuf = outbuf[place.rank * count:(place.rank + 1) * count].copy()
-        in_copy = (place.rank * count, count)
-    else:
-        smsg = parse_buffer(sendbuf, "sendbuf")
-        _apart(smsg, rmsg)
-        _same_type(smsg, rmsg)
-        _need(_elements(smsg), count, "sendbuf")
-        inbuf = smsg.typed(role="sendbuf")
-    return Prepared("allgather", count=count, dtype=outbuf.dtype, inbuf=inbuf,
-                    outbuf=outbuf, finish=out.finish(), in_copy=in_copy)
+    return _from_every_rank("allgather", place, sendbuf, recvbuf)
 
 
 def allgatherv(place, sendbuf, recvbuf):
@@ -409,6 +393,28 @@ def allgatherv(place, sendbuf, recvbuf):
 
 
 def alltoall(place, sendbuf, recvbuf):
+    return _from_every_rank("alltoall", place, sendbuf, recvbuf)
+
+
+def _from_every_rank(op, place, sendbuf, recvbuf):
+    """Read an Allgather's or an Alltoall's buffers: ``recvbuf`` takes a block from
+    every rank; ``sendbuf`` holds this rank's block (allgather) or a block for each
+    rank (alltoall), in place: that part of ``recvbuf``.
+
+    Parameters
+    ----------
+    op : {"allgather", "alltoall"}
+        The collective.
+    place : Place
+        This rank and the communicator's size.
+    sendbuf, recvbuf : buffer specification
+        The call's arguments, as mpi4py takes them.
+
+    Returns
+    -------
+    Prepared
+    """
+    per_rank = op == "alltoall"
     out = _Out()
     rmsg = parse_buffer(recvbuf, "recvbuf", blocks=place.size, writable=True)
     count = _elements(rmsg)
@@ -416,16 +422,16 @@ def alltoall(place, sendbuf, recvbuf):
                         keep=_in_place(sendbuf))
     in_copy = None
     if _in_place(sendbuf):
-        inbuf = outbuf.copy()
-        in_copy = (0, outbuf.size)
+        in_copy = (0, outbuf.size) if per_rank else (place.rank * count, count)
+        inbuf = outbuf[in_copy[0]:in_copy[0] + in_copy[1]].copy()
     else:
-        smsg = parse_buffer(sendbuf, "sendbuf", blocks=place.size)
+        smsg = parse_buffer(sendbuf, "sendbuf", blocks=place.size if per_rank else 0)
         _apart(smsg, rmsg)
         _same_type(smsg, rmsg)
-        _need(_elements(smsg), count, "sendbuf (per rank)")
-        inbuf = smsg.typed(0, smsg.count * place.size, "sendbuf")
-    return Prepared("alltoall", count=count, dtype=outbuf.dtype, inbuf=inbuf,
-                    outbuf=outbuf, finish=out.finish(), in_copy=in_copy)
+        _need(_elements(smsg), count, "sendbuf (per rank)" if per_rank else "sendbuf")
+        inbuf = smsg.typed(0, smsg.count * (place.size if per_rank else 1), "sendbuf")
+    return Prepared(op, count=count, dtype=outbuf.dtype, inbuf=inbuf, outbuf=outbuf,
+                    finish=out.finish(), in_copy=in_copy)
 
 
 def alltoallv(place, sendbuf, recvbuf):
