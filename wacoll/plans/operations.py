@@ -39,6 +39,7 @@ __all__ = [
     "ARITHMETICS",
     "spec",
     "block_counts",
+    "round_segments",
     "in_blocks",
     "out_blocks",
     "initial",
@@ -117,6 +118,32 @@ def _split(count, parts):
 def _check_count(name, value):
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise PlanError(f"{name} must be an integer >= 0, got {value!r}")
+
+
+def round_segments(segments, k):
+    """``segments`` rounded up to a multiple of ``k``, for a plan whose ``k`` parts
+    each take whole segments.
+
+    Parameters
+    ----------
+    segments : object
+        The segments asked for; anything but a positive integer is returned as it
+        is, for :func:`block_counts` to refuse.
+    k : int
+        The parts.
+
+    Returns
+    -------
+    int or object
+
+    Examples
+    --------
+    >>> round_segments(5, 4), round_segments(8, 4), round_segments(0, 4)
+    (8, 8, 0)
+    """
+    if isinstance(segments, int) and not isinstance(segments, bool) and segments > 0:
+        return k * -(-segments // k)
+    return segments
 
 
 def block_counts(op: str, size: int, *, count: int = 1, counts=None,

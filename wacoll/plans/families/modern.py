@@ -119,6 +119,7 @@ from wacoll.plans.families.modern_parts import (
     ring_allreduce,
 )
 from wacoll.plans.halving import largest_power_of_two
+from wacoll.plans.operations import round_segments
 from wacoll.plans.patterns import flat_alltoall
 
 __all__ = ["barrier", "bcast", "allgather", "alltoall", "allreduce", "reduce",
@@ -216,14 +217,6 @@ def _algorithm(op, algorithm, size, count, itemsize, level=None):
     return algorithm
 
 
-def _multiple(segments, k):
-    """``segments`` rounded up to a multiple of ``k`` (bad values are left for the
-    block layout's own check)."""
-    if isinstance(segments, int) and not isinstance(segments, bool) and segments > 0:
-        return k * -(-segments // k)
-    return segments
-
-
 def _relabel(plan, algorithm, **params):
     """A plan another family's builder made, as this family's ``algorithm``."""
     return dataclasses.replace(plan, family=_FAMILY, algorithm=algorithm,
@@ -284,7 +277,7 @@ def bcast(topology, *, root=0, count=1, segments=1, itemsize=1, algorithm="auto"
         extra = {"radix": radix} if name == "knomial" else {}
         return _relabel(plan, name, segments=segments, **extra)
     b = PlanBuilder("bcast", topology, root=root, count=count,
-                    segments=_multiple(segments, size), itemsize=itemsize)
+                    segments=round_segments(segments, size), itemsize=itemsize)
     order = tuple((b.root + j) % size for j in range(size))
     chunks = chunks_of(b.all_blocks, size)
     held = binomial_scatter(b, order, chunks)
@@ -378,7 +371,7 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
     size = topology.size
     parts = {"rabenseifner": largest_power_of_two(size), "ring": size}.get(name, 1)
     b = PlanBuilder("allreduce", topology, count=count, level=level, itemsize=itemsize,
-                    segments=_multiple(segments, parts))
+                    segments=round_segments(segments, parts))
     if name == "recursive_doubling":
         recursive_doubling_allreduce(b, b.all_blocks, ordered=level != "commutative")
     elif name == "rabenseifner":
@@ -423,8 +416,8 @@ def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1,
                              level=level, itemsize=itemsize, algorithm="binomial")
         return _relabel(plan, name, segments=segments)
     b = PlanBuilder("reduce", topology, root=root, count=count, level=level,
-                    itemsize=itemsize, segments=_multiple(segments,
-                                                          largest_power_of_two(size)))
+                    itemsize=itemsize,
+                    segments=round_segments(segments, largest_power_of_two(size)))
     rabenseifner_reduce(b, b.all_blocks, b.root)
     return b.build(family=_FAMILY, algorithm=name, segments=segments)
 

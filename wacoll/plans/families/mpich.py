@@ -57,6 +57,7 @@ from wacoll.plans.builder import PlanBuilder
 from wacoll.plans.encoded import single_block_steps
 from wacoll.plans.prover.encode import COPY, NO_PEER, RECV, SEND
 from wacoll.plans.halving import doubling_allgather, halving_reduce_scatter, largest_power_of_two
+from wacoll.plans.operations import round_segments
 from wacoll.plans.patterns import (
     EACH,
     chain_scan,
@@ -427,12 +428,8 @@ def _check_algorithm(op, algorithm):
 
 
 def _owner_multiple(topology, segments):
-    """``segments`` rounded up to a multiple of the halving's owners (bad values are
-    left for the block layout's own check)."""
-    owners = largest_power_of_two(topology.size)
-    if isinstance(segments, int) and not isinstance(segments, bool) and segments > 0:
-        return owners * -(-segments // owners)
-    return segments
+    """``segments`` rounded up to a multiple of the halving's owners."""
+    return round_segments(segments, largest_power_of_two(topology.size))
 
 
 def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,

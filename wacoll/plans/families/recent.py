@@ -118,6 +118,7 @@ from wacoll.plans.families.recent_parts import (bine_tree, bit_reversal,
                                                 butterfly_reduce_scatter,
                                                 butterfly_rounds, odd_fold, steps_of,
                                                 swing_latency_allreduce)
+from wacoll.plans.operations import round_segments
 from wacoll.plans.patterns import EACH, tree_bcast, tree_reduce
 
 __all__ = ["bcast", "reduce", "allreduce", "allgather", "reduce_scatter",
@@ -183,14 +184,6 @@ def _algorithm(op, algorithm, size, level=None):
                         f"partners wrap around the ranks: it keeps level 'commutative' "
                         f"only, not {level!r}")
     return algorithm
-
-
-def _multiple(segments, k):
-    """``segments`` rounded up to a multiple of ``k`` (bad values are left for the
-    block layout's own check)."""
-    if isinstance(segments, int) and not isinstance(segments, bool) and segments > 0:
-        return k * -(-segments // k)
-    return segments
 
 
 # ------------------------------------------------------------------------ trees
@@ -261,7 +254,7 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
     ranks, host, extra = odd_fold(size)
     parts = {"swing": len(ranks), "bine": len(ranks), "double_binary_tree": 2}.get(name, 1)
     b = PlanBuilder("allreduce", topology, count=count, level=level, itemsize=itemsize,
-                    segments=_multiple(segments, parts))
+                    segments=round_segments(segments, parts))
     blocks = b.all_blocks
     if name == "swing_latency":
         swing_latency_allreduce(b, blocks)
