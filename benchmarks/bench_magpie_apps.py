@@ -17,11 +17,11 @@ implementation interleaved from a common start instant and check every run's res
 (ASP against a serial Floyd-Warshall; QR by bit-identical digests across
 implementations plus a numerical check of ``R``).
 
-The wide-area figures come from wacoll's plan checker: each program logs the
+The wide-area figures come from wacoll's plan prover: each program logs the
 collectives it calls (operation, root, length), and the script sums, per family,
 calls x the plan's wide-area messages, bytes and hops (a collective's wide-area
 latencies: its plan's longest chain of wide-area messages). The native MPI library's
-messages are not known to the checker. The same sums at the paper's own scale (40
+messages are not known to the prover. The same sums at the paper's own scale (40
 ranks, 8 clusters, its problem sizes) are compared with Table 2; the paper counted
 messages on the wire (fragments), so its message counts compare as ratios only.
 
@@ -123,7 +123,7 @@ def fmt(value, spec):
     return "-" if value is None else format(value, spec)
 
 
-# ------------------------------------------------------------------ checker metrics
+# ------------------------------------------------------------------ prover metrics
 def selection(family, op, root, count, itemsize, topology):
     """What ``wacoll.Comm(family=family)`` runs for a logged call: the selection
     policy's choice (:func:`wacoll.plans.select`), segments and all."""
@@ -391,7 +391,7 @@ def print_app(app, args, rows, measured, say, topo):
         say(text)
 
     line("run time (s)", "median", ".2f", "time")
-    line("wide area msgs (checker)", "wan_msgs", "d", "msgs", native=False)
+    line("wide area msgs (prover)", "wan_msgs", "d", "msgs", native=False)
     line(f"  as {FRAGMENT} B packets (estimate)", "wan_packets", "d", "msgs", native=False)
     line("wide area data (MB)", "wan_bytes", ".3f", "data_mb", 1e-6, native=False)
     line("# wide area latencies (total)", "wan_latencies", "d", "lat_total", native=False)
@@ -405,7 +405,7 @@ def print_app(app, args, rows, measured, say, topo):
         line("    WAN bytes / call", f"{op}_bytes_per_call", ".0f", native=False)
         line("    WAN latencies / call", f"{op}_hops_per_call", ".2f", native=False)
     line("sum of simulated plan times (s)", "predicted_comm", ".2f", native=False)
-    say("  same checker sums at the paper's scale (40 ranks, 8 clusters, its problem size):")
+    say("  same prover sums at the paper's scale (40 ranks, 8 clusters, its problem size):")
     line("    wide area msgs", "paper_scale_msgs", "d", "msgs", native=False)
     line(f"    as {FRAGMENT} B packets (estimate)", "paper_scale_packets", "d", "msgs",
          native=False)
@@ -471,9 +471,9 @@ def plot(path, all_rows, measured, args):
             paper_scale.append(ratio(mp.get(skey), mg.get(skey)) or 0 if skey else 0)
     xs = range(len(labels))
     ax2.bar([x - 0.27 for x in xs], ours, 0.27, color="tab:blue",
-            label=f"here ({'measured' if measured else 'simulated'} / checker)")
+            label=f"here ({'measured' if measured else 'simulated'} / prover)")
     ax2.bar(list(xs), paper_scale, 0.27, color="tab:green",
-            label="checker at the paper's scale")
+            label="prover at the paper's scale")
     ax2.bar([x + 0.27 for x in xs], papers, 0.27, color="tab:red", label="paper Table 2")
     ax2.axhline(1, color="k", lw=0.8)
     ax2.set_xticks(list(xs), labels, fontsize=6)
@@ -528,7 +528,7 @@ def main(argv=None):
                        command=args.command)
         all_rows[app] = rows
         print_app(app, args, rows, res is not None, say, topo)
-    say("\nnotes: wide-area figures are wacoll's checker sums (calls x plan metrics); "
+    say("\nnotes: wide-area figures are wacoll's prover sums (calls x plan metrics); "
         "'latencies' is a collective's longest chain of wide-area messages. The paper "
         "counted messages on the wire (fragments), so compare its message counts as "
         "ratios. QR's roots at the paper's scale are taken as cyclic (its pivots are "

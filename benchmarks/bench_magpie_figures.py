@@ -13,7 +13,7 @@ ranks in all: 2 clusters x 4 ranks, 4 x 2 and 8 x 1 (``--ranks 16`` doubles it).
 each cluster count the script starts a testbed (named ``magpie``), runs every case
 with native MPI, ``wacoll.Comm(family="magpie")`` and ``family="mpich"`` interleaved
 from a common start instant (:mod:`wacoll.tools.measure`), tears it down, and prints one
-table per figure: medians, the speedups magpie/mpich and magpie/native, the checker's
+table per figure: medians, the speedups magpie/mpich and magpie/native, the prover's
 wide-area messages, bytes and hops of both plans, the simulator's prediction, the
 physical lower bound (:func:`wacoll.plans.bounds.physical_bound`) and the simpler
 "one wide-area latency + bytes / bandwidth". It also simulates the paper's own scale
@@ -151,7 +151,7 @@ def plan_for(topo, op, nbytes, family):
 
 
 def model_rows(topo, clusters):
-    """Checker metrics, prediction and bounds per case and family."""
+    """Prover metrics, prediction and bounds per case and family."""
     rows = {}
     paper_topo = Topology.from_sizes([PAPER_RANKS // clusters] * clusters,
                                      wan_latency=topo.wan.latency,
@@ -290,7 +290,7 @@ def print_tables(rows, measured, say, ranks):
                 f" {fmt(r['paper_scale_x_mpich'], '5.1f'):>5s}"
                 + ("" if ok else "  RESULT MISMATCH"))
     say("\ncolumns: x mpich = mpich median / magpie median (magpie's speedup); x nat = "
-        "native / magpie; WAN msgs, bytes, hops = checker metrics magpie/mpich (native "
+        "native / magpie; WAN msgs, bytes, hops = prover metrics magpie/mpich (native "
         "MPI: unknown); pred = simulator (LinkModel); bound = physical lower bound; "
         "simple = one wide-area latency + bytes / bandwidth; mg/bnd, mg/smp = magpie "
         "median over them; x@40 = simulated magpie speedup over mpich at the paper's "
@@ -340,7 +340,7 @@ def goals(rows, measured, say, ranks):
             say(f"   {c} clusters: speedup over mpich {min(xs):.2f}x-{max(xs):.2f}x "
                 f"(median {statistics.median(xs):.2f}x) over the 7 cases")
     say(f"   barrier: floor(log2 P)+2 = {_barrier_cap(ranks)} latencies at P={ranks} "
-        f"(paper's P=40: {_barrier_cap(40)}); the checker's mpich hops per cluster "
+        f"(paper's P=40: {_barrier_cap(40)}); the prover's mpich hops per cluster "
         "count: " + ", ".join(f"{r['clusters']}c {r['mpich_hops']}" for r in rows
                               if r["op"] == "barrier"))
 

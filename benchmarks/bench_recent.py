@@ -36,7 +36,7 @@ arguments too). ``predicted`` is the simulator's completion
 very plan ``wacoll.Comm`` runs (:func:`wacoll.plans.select` with the same family and
 options); for ``native`` it is the ``modern`` family's plan with
 ``algorithm="auto"``, which chooses as MPICH 4's selection file does (the library
-here is MPICH). ``wan_msgs`` and ``wan_bytes`` are the checker's count of the plan's
+here is MPICH). ``wan_msgs`` and ``wan_bytes`` are the prover's count of the plan's
 wide-area messages and bytes (Bine's "global-link traffic").
 
 Run (as root, where the testbed can be built)::

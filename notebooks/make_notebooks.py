@@ -16,7 +16,7 @@ EXPLORE = [
     new_markdown_cell("""# Exploring communication plans with wacoll
 
 This notebook builds trees for nodes of different speeds (Banikazemi et al.) and a
-MagPIe plan for clusters joined by slow wide-area links, proves them with the checker,
+MagPIe plan for clusters joined by slow wide-area links, proves them with the prover,
 predicts their cost with the simulator, and draws them."""),
     new_code_cell("""import matplotlib
 import matplotlib.pyplot as plt
@@ -60,7 +60,7 @@ for name in ("binomial", "spoc", "fnf", "optimal"):
     new_markdown_cell("""## Two-level clusters: MagPIe vs MPICH
 
 Four clusters of four ranks, 10 ms and 1 MB/s between clusters (MagPIe's setting).
-The checker proves each plan and measures its wide-area traffic; MagPIe's broadcast
+The prover proves each plan and measures its wide-area traffic; MagPIe's broadcast
 crosses the wide area once per remote cluster, with a single wide-area latency."""),
     new_code_cell("""topo = Topology.from_sizes([4, 4, 4, 4], wan_latency=0.010, wan_bandwidth=1e6)
 plans = {fam: build("bcast", topo, fam, root=0, count=65536) for fam in ("magpie", "mpich")}
@@ -180,7 +180,7 @@ MAGPIE = [
 
 Kielmann et al.'s MagPIe sends every data item across the wide area at most once
 and along at most one wide-area hop; MPICH 1.1's algorithms ignore the clusters.
-The checker counts each plan's wide-area messages and hops; the simulator predicts
+The prover counts each plan's wide-area messages and hops; the simulator predicts
 its completion on 4 clusters of 4 ranks joined by 10 ms, 1 MB/s links."""),
     new_code_cell("""import matplotlib.pyplot as plt
 import numpy as np
@@ -408,7 +408,7 @@ notebook sets them side by side on three networks:
 
 For allreduce, allgather and bcast of 8 B, 64 KiB and 1 MiB (per rank's block for
 allgather) it predicts each plan's completion with the simulator (`LinkModel`),
-counts its wide-area messages and bytes with the checker (the metric Bine's paper
+counts its wide-area messages and bytes with the prover (the metric Bine's paper
 reports as *global-link traffic*), and shows what the testbed measured on the grid,
 on the long-and-fast network and on one cluster of 8 ranks
 (`benchmarks/bench_recent.py`, loaded from its saved runs; the notebook does not
@@ -476,7 +476,7 @@ def human(nbytes):
 Each plan is the one `wacoll.Comm(comm, topology, family=..., **options)` runs for
 the call (`wacoll.plans.select`: float64 vectors, a SUM at level `"commutative"`,
 MPI's own for a float sum and the only one Swing, Bine and PAT keep; broadcasts
-from rank 0), proved by the checker as it is built, then simulated. The LAN's 64
+from rank 0), proved by the prover as it is built, then simulated. The LAN's 64
 ranks make this the slow cell (a few seconds)."""),
     new_code_cell("""def call(op, nbytes):
     return Call(op, count=nbytes // 8, itemsize=8,
@@ -570,7 +570,7 @@ assert all(case(net, "allreduce", 1 << 20)["swing"]["seconds"] <
   and small messages tie: the differences there are bandwidth."""),
     new_markdown_cell("""## Wide-area messages and bytes
 
-The checker counts the messages that cross between clusters and their bytes: what
+The prover counts the messages that cross between clusters and their bytes: what
 the 1999 papers minimised, and what Bine's paper reports as global-link traffic on
 dragonflies and fat trees. At 64 KiB (log scales; lower is better):"""),
     new_code_cell("""fig, axes = plt.subplots(2, 3, figsize=(18, 7.5), layout="constrained")

@@ -1,9 +1,9 @@
-"""The checker as it was before proofs scaled: a test oracle, not used by wacoll.
+"""The prover as it was before proofs scaled: a test oracle, not used by wacoll.
 
 Every rank's program is run on symbolic values, one dictionary entry per (rank,
 buffer, block), in the order of a work queue of ranks. The tests run it beside
 :func:`wacoll.plans.prove_plan` on many plans, correct and broken, and require the
-same report or the same error (message, rank and step), so that the faster checker
+same report or the same error (message, rank and step), so that the faster prover
 proves exactly what this one proved.
 """
 
@@ -106,7 +106,7 @@ class _Checker:
                       else plan.level)
         self.clusters = plan.clusters
         nb = plan.nblocks
-        self._check_layout(nb)
+        self._validate_layout(nb)
         self.exprs = _Exprs(size)
         self.out_allowed = [frozenset(ops.out_blocks(plan.op, size, plan.root, nb, r))
                             for r in range(size)]
@@ -140,7 +140,7 @@ class _Checker:
         self.messages = self.bytes = self.wan_messages = self.wan_bytes = 0
         self.sends = [0] * size
 
-    def _check_layout(self, nb):
+    def _validate_layout(self, nb):
         plan, s = self.plan, self.spec
         want = {"none": 0, "per_rank": plan.size, "pairs": plan.size * plan.size}.get(s.layout)
         if want is not None and nb != want:

@@ -1,4 +1,4 @@
-"""Reproducible arithmetic in the plan world: the checker, plans and the policy."""
+"""Reproducible arithmetic in the plan world: the prover, plans and the policy."""
 
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ def test_scripts_keep_the_arithmetic():
     assert "arithmetic" not in scripts.to_json(plain)
     with pytest.raises(Exception, match="unknown arithmetic 'exact'"):
         scripts.from_sexpr(text.replace("(arithmetic reproducible)", "(arithmetic exact)"))
-    # without the field the plan is a plain strict plan, which the checker refuses
+    # without the field the plan is a plain strict plan, which the prover refuses
     with pytest.raises(PlanError):
         scripts.from_sexpr(text.replace(" (arithmetic reproducible)", ""))
     bcast = scripts.to_sexpr(build("bcast", GRID, "magpie", count=4))

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from wacoll import Topology, TopologyError, trees
-from wacoll.costs import arrival, check_rate, check_t_ini, check_time, ts_tr_message
+from wacoll.costs import arrival, validate_rate, validate_t_ini, validate_time, ts_tr_message
 from wacoll.plans import build
 from wacoll.plans.sim import LinkModel, TiniModel, TsTrModel, simulate
 
@@ -52,14 +52,14 @@ def test_tree_costs_and_simulator_agree(tree):
 
 
 def test_parameter_checks():
-    assert check_time("t", 3) == 3 and isinstance(check_time("t", 3), int)
-    assert check_rate("b", 2) == 2.0 and check_rate("b", None) is None
+    assert validate_time("t", 3) == 3 and isinstance(validate_time("t", 3), int)
+    assert validate_rate("b", 2) == 2.0 and validate_rate("b", None) is None
     with pytest.raises(TopologyError, match="bytes/s"):
-        check_rate("b", None, optional=False)
+        validate_rate("b", None, optional=False)
     with pytest.raises(TopologyError, match="bandwidth"):
         TiniModel(FIG1, bandwidth=-1.0)
     with pytest.raises(TopologyError, match="overhead"):
         LinkModel(Topology.single(2), overhead=math.nan)
-    assert check_t_ini((1, 2.5)) == [1, 2.5]
+    assert validate_t_ini((1, 2.5)) == [1, 2.5]
     assert ts_tr_message(lambda nbytes: nbytes // 2, 2, nbytes=6) == (3, 2)
     assert arrival(5, 0, 10, 1) == 6

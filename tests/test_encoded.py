@@ -1,9 +1,9 @@
 """Plans whose programs are held as arrays (wacoll.plans.encoded).
 
-The flat all-to-all and the ring allgather write their P * P steps as the checker's
+The flat all-to-all and the ring allgather write their P * P steps as the prover's
 arrays. Their programs must be exactly the steps the step-by-step builders append
 (a focused build still appends them one by one), their digests the same as those
-of the step tuples, and the checker must prove and refuse them as it does plans of
+of the step tuples, and the prover must prove and refuse them as it does plans of
 steps.
 """
 

@@ -1,5 +1,5 @@
 """The hierarchical family: flat plans composed inside clusters and between
-coordinators, proved as one plan by the checker."""
+coordinators, proved as one plan by the prover."""
 
 import pytest
 
@@ -75,7 +75,7 @@ def test_registered_with_its_operations():
 @pytest.mark.parametrize("op", OPS)
 def test_proved_on_every_topology(op, name):
     """Every operation, every pair whose families have its phases, every root and
-    level the parts accept: proved by the checker, and a rank's part derived alone
+    level the parts accept: proved by the prover, and a rank's part derived alone
     is that rank's program."""
     topo = TOPOLOGIES[name]
     proved = 0
@@ -190,7 +190,7 @@ def test_allgather_sends_no_rank_its_own_block():
     topo = Topology.from_sizes([3, 2, 4])
     plan = build("allgather", topo, "hierarchical", count=2, inner="mpich",
                  outer="modern", outer_algorithm="bruck")
-    plan.prove()  # (the checker refuses a block a rank already holds)
+    plan.prove()  # (the prover refuses a block a rank already holds)
     for m in plan.messages():
         assert m.dst not in m.blocks or m.wide_area
 

@@ -1,4 +1,4 @@
-"""The halving allreduce: every block in the canonical order, proved by the checker,
+"""The halving allreduce: every block in the canonical order, proved by the prover,
 with Rabenseifner's traffic, chosen by the policy for strict allreduces."""
 
 import pytest
@@ -22,7 +22,7 @@ TOPOLOGIES = [Topology.single(n) for n in range(1, 17)] + [
 
 @pytest.mark.parametrize("topo", TOPOLOGIES, ids=repr)
 def test_every_block_is_the_canonical_expression(topo):
-    """The checker proves level strict (the binomial expression in rank order, block
+    """The prover proves level strict (the binomial expression in rank order, block
     by block) for any number of ranks, blocks and elements, any cluster layout."""
     for segments in (1, 2, 3, 5, 8, 9):
         for count in (1, 7, 64):

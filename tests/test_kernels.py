@@ -13,7 +13,7 @@ import pytest
 
 from wacoll.errors import OperatorError
 from wacoll._kernels import (DTYPES, KERNEL_VARIANT, OPERATORS,
-                             check_op, copy_into, is_commutative, pack, reduce_into,
+                             validate_op, copy_into, is_commutative, pack, reduce_into,
                              unpack)
 from wacoll._kernels import _reduce as baseline_kernels
 from wacoll.errors import BufferMismatchError
@@ -149,14 +149,14 @@ def test_rejected_pairs(op, dtype):
     with pytest.raises(BufferMismatchError, match=message):
         reduce_into(op, src[:0], dst[:0])
     with pytest.raises(BufferMismatchError, match=message):
-        check_op(op, dtype)
+        validate_op(op, dtype)
     assert (dst == 1).all()
 
 
 @pytest.mark.parametrize("op,dtype", PAIRS)
 def test_check_op_accepts_allowed_pairs(op, dtype):
-    check_op(op, dtype)
-    check_op(op.upper(), np.dtype(dtype))
+    validate_op(op, dtype)
+    validate_op(op.upper(), np.dtype(dtype))
 
 
 def test_operator_names_and_mpi_table_examples():
@@ -168,11 +168,11 @@ def test_operator_names_and_mpi_table_examples():
     with pytest.raises(OperatorError, match="not list"):
         reduce_into([], dst, dst)
     with pytest.raises(BufferMismatchError, match="MPI.BAND is not defined for float64"):
-        check_op("band", float)
+        validate_op("band", float)
     with pytest.raises(BufferMismatchError, match="MPI.LAND is not defined for float32"):
-        check_op("land", np.float32)
+        validate_op("land", np.float32)
     with pytest.raises(BufferMismatchError, match="float16"):
-        check_op("sum", np.float16)
+        validate_op("sum", np.float16)
     assert [d.name for d in DTYPES] == ALL_DTYPES
 
 
@@ -322,7 +322,7 @@ def test_minloc_maxloc_pairs():
             hi = b.copy()
             reduce_into("maxloc", a, hi, side=side)
             assert hi[v].tolist() == [1, 5, 7] and hi[i].tolist() == [1, 3, 1]
-        check_op(MPI.MAXLOC, dt)
+        validate_op(MPI.MAXLOC, dt)
 
 
 def test_long_double_reductions():
@@ -338,9 +338,9 @@ def test_long_double_reductions():
     reduce_into("max", np.array([1, -1], np.longdouble), dst)
     assert dst.tolist() == [1, 0]
     with pytest.raises(BufferMismatchError, match="MIN is not defined"):
-        check_op("min", np.clongdouble)
+        validate_op("min", np.clongdouble)
     with pytest.raises(BufferMismatchError, match="BAND is not defined"):
-        check_op("band", np.longdouble)
+        validate_op("band", np.longdouble)
 
 
 @pytest.mark.parametrize("side", ["right", "left"])
@@ -371,7 +371,7 @@ def test_user_op_aliasing_and_checks(MPI, matmul_op):
         reduce_into(matmul_op, m.astype(np.int32), m)
     with pytest.raises(BufferMismatchError, match="src is not C-contiguous"):
         reduce_into(matmul_op, np.zeros((1, 8), np.int64)[:, ::2], m)
-    check_op(matmul_op, np.float16)  # user operators take any dtype
+    validate_op(matmul_op, np.float16)  # user operators take any dtype
     commuting = MPI.Op.Create(lambda a, b, t: None, commute=True)
     try:
         assert is_commutative(commuting)

@@ -1,4 +1,4 @@
-"""MagPIe Table 1, the optimality columns, reproduced by the plan checker.
+"""MagPIe Table 1, the optimality columns, reproduced by the plan prover.
 
 Kielmann et al. (PPoPP 1999) rate each algorithm as wide-area optimal ("yes"),
 single-latency but sending data into a cluster more than once ("near") or neither

@@ -1,4 +1,4 @@
-"""The checker proves correct plans and rejects broken ones, naming rank and step."""
+"""The prover proves correct plans and rejects broken ones, naming rank and step."""
 
 import dataclasses
 

@@ -1,7 +1,7 @@
-"""The checker on arrays proves what the checker of one dictionary entry per block
+"""The prover on arrays proves what the prover of one dictionary entry per block
 proved, and refuses what it refused, with the same error, at small and large sizes.
 
-``reference_check.py`` (beside this file) is that earlier checker, kept as an
+``reference_check.py`` (beside this file) is that earlier prover, kept as an
 oracle. Small plans of every family and operation, correct and mutated in many ways,
 must get the same report or the same error (message, rank and step) from both;
 plans of 1024 ranks broken in one message or one combination must still be refused.
@@ -32,7 +32,7 @@ _SPEC.loader.exec_module(reference)
 
 def outcome(check, plan):
     """The report, or the error's message, rank and step (an IndexError: the earlier
-    checker's crash on a message naming a block beyond the layout)."""
+    prover's crash on a message naming a block beyond the layout)."""
     try:
         return ("ok", check(plan))
     except PlanError as e:
@@ -42,7 +42,7 @@ def outcome(check, plan):
 
 
 def same(plan):
-    """Assert both checkers agree on ``plan`` (a crash of the earlier one on blocks
+    """Assert both provers agree on ``plan`` (a crash of the earlier one on blocks
     beyond the layout must be a refusal of the new one)."""
     new, old = outcome(prove_plan, plan), outcome(reference.prove_plan, plan)
     if old == ("crash",):
@@ -246,7 +246,7 @@ def test_packed_and_ordered_keys_agree_on_varied_plans(monkeypatch):
     for plan in cases:
         try:
             packed.append(pieces_and_flow(plan))
-        except ValueError:  # (a layout the checker refuses before it cuts)
+        except ValueError:  # (a layout the prover refuses before it cuts)
             packed.append(None)
     reports = [outcome(prove_plan, plan) for plan in cases]
     monkeypatch.setattr(flow, "PACK_KEYS", False)
@@ -312,7 +312,7 @@ def test_a_block_dropped_from_one_message_is_refused_at_1024_ranks(allgather_102
                                         r"not hold") as e:
         broken.prove()
     assert e.value.rank == 128
-    # the same edit on a small plan: the same error from both checkers
+    # the same edit on a small plan: the same error from both provers
     small = build("allgather", Topology.from_sizes([4] * 3), "magpie")
     send, recv = _exchange(small, 0, 4)
     step = small.programs[0][send]
@@ -469,7 +469,7 @@ def test_mutated_swing_and_bine_plans_get_the_same_report_or_error(seed):
 
 
 def exact_outcome(plan, monkeypatch):
-    """The outcome of the checker without its compiled pass of reductions."""
+    """The outcome of the prover without its compiled pass of reductions."""
     return outcome(lambda p: prove_plan(p, block_pass=False), plan)
 
 

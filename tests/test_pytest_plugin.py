@@ -128,7 +128,7 @@ def test_options_choose_layout_family_and_level(user_project):
 @pytest.mark.slow
 def test_a_plan_the_checker_rejects_fails_the_test(user_project):
     # gridmpi's allreduce cannot keep the strict level: every rank's test fails with
-    # the checker's message (and none waits for the others)
+    # the prover's message (and none waits for the others)
     result, out = run_ranks(user_project, 4, "test_rejected.py", "--wacoll-clusters",
                             "0,0,1,1", "--wacoll-family", "gridmpi", "--wacoll-level",
                             "strict")

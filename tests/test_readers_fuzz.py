@@ -51,7 +51,7 @@ RANK_SCRIPTS = [scripts.rank_scripts(p) for p in SEEDS]
 
 # ====================================================================== oracle
 def run_concretely(plan):
-    """Run ``plan`` on concrete values, independently of the checker.
+    """Run ``plan`` on concrete values, independently of the prover.
 
     A moved block carries its source rank; a reduced block carries the multiset of
     the ranks whose contributions it combines. Returns each rank's final ``out``
@@ -274,7 +274,7 @@ def test_mutated_plan_directories_are_refused_or_proved(tmp_path_factory, text, 
         assert_proved(plan)
 
 
-# ===================================================================== checker
+# ===================================================================== prover
 @st.composite
 def mutated_plan(draw):
     """A real plan with steps dropped, duplicated, moved or retargeted."""
@@ -367,7 +367,7 @@ TOPO_VALUES = st.recursive(
     max_leaves=6)
 
 
-def check_topology_file(path):
+def validate_topology_file(path):
     topo = read_or_refuse(Topology.from_file, path, errors=(TopologyError,))
     if topo is not None:
         again = path.with_name("again" + path.suffix)
@@ -389,7 +389,7 @@ def test_mutated_topology_data_is_refused_or_valid(tmp_path_factory, data, suffi
         topo.save(folder / "t.toml")
         text = (folder / "t.toml").read_text()
     (folder / f"t{suffix}").write_text(text)
-    check_topology_file(folder / f"t{suffix}")
+    validate_topology_file(folder / f"t{suffix}")
 
 
 TOML_TEXTS = []
@@ -414,7 +414,7 @@ def test_mutated_topology_text_is_refused_or_valid(tmp_path_factory, data, suffi
     text = data.draw(mutated_text(texts, TOML_TOKENS + TOKENS[:10]))
     path = folder / f"t{suffix}"
     path.write_bytes(text.encode("utf-8", "surrogatepass").replace(b"\xc3\xbf", b"\xff"))
-    check_topology_file(path)
+    validate_topology_file(path)
 
 
 # ========================================================= regression: scripts

@@ -19,20 +19,20 @@ message (``k`` from 0) to the receiver at ``ready + k * busy + delay``
 (:func:`arrival`).
 
 The parameters are a description of the network, so a bad one raises
-:class:`~wacoll.errors.TopologyError`, wherever it is found: :func:`check_time` for
+:class:`~wacoll.errors.TopologyError`, wherever it is found: :func:`validate_time` for
 times in seconds (``t_s``, ``t_r``, ``t_ini``, latencies, overheads),
-:func:`check_rate` for bandwidths in bytes per second and :func:`check_t_ini` for
+:func:`validate_rate` for bandwidths in bytes per second and :func:`validate_t_ini` for
 per-rank initiation costs.
 
 Examples
 --------
->>> t_ini = check_t_ini([100, 300])
+>>> t_ini = validate_t_ini([100, 300])
 >>> busy, delay = t_ini_message(t_ini[0])
 >>> [arrival(0, k, busy, delay) for k in range(3)]
 [100, 200, 300]
 >>> ts_tr_message(10, 1000)
 (10, 1000)
->>> check_time("t_s", -1)
+>>> validate_time("t_s", -1)
 Traceback (most recent call last):
 ...
 wacoll.errors.TopologyError: t_s must be a finite number >= 0, got -1
@@ -48,7 +48,7 @@ import numpy as np
 from wacoll.errors import TopologyError
 
 __all__ = [
-    "check_time", "check_rate", "check_time_or_function", "check_t_ini",
+    "validate_time", "validate_rate", "validate_time_or_function", "validate_t_ini",
     "t_ini_message", "ts_tr_message", "arrival",
 ]
 
@@ -58,7 +58,7 @@ def _is_real(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
-def check_time(name, value):
+def validate_time(name, value):
     """``value`` as a Python int or float, finite and >= 0; TopologyError otherwise.
 
     Integers stay integers, so that costs given in whole units give whole results.
@@ -72,9 +72,9 @@ def check_time(name, value):
 
     Examples
     --------
-    >>> check_time("t_r", 5), check_time("latency", np.float64(0.5))
+    >>> validate_time("t_r", 5), validate_time("latency", np.float64(0.5))
     (5, 0.5)
-    >>> check_time("t_ini[1]", float("nan"))
+    >>> validate_time("t_ini[1]", float("nan"))
     Traceback (most recent call last):
     ...
     wacoll.errors.TopologyError: t_ini[1] must be a finite number >= 0, got nan
@@ -87,14 +87,14 @@ def check_time(name, value):
     return value
 
 
-def check_rate(name, value, optional=True):
+def validate_rate(name, value, optional=True):
     """``value`` as a positive float (bytes per second), or None when ``optional``.
 
     Examples
     --------
-    >>> check_rate("bandwidth", 1e6), check_rate("compute_rate", None)
+    >>> validate_rate("bandwidth", 1e6), validate_rate("compute_rate", None)
     (1000000.0, None)
-    >>> check_rate("bandwidth", 0)
+    >>> validate_rate("bandwidth", 0)
     Traceback (most recent call last):
     ...
     wacoll.errors.TopologyError: bandwidth must be > 0 bytes/s, got 0.0
@@ -109,20 +109,20 @@ def check_rate(name, value, optional=True):
     return value
 
 
-def check_time_or_function(name, value):
-    """A time checked by :func:`check_time`, or a callable ``f(nbytes)`` kept as is.
+def validate_time_or_function(name, value):
+    """A time checked by :func:`validate_time`, or a callable ``f(nbytes)`` kept as is.
 
     Examples
     --------
-    >>> check_time_or_function("t_s", 2), callable(check_time_or_function("t_s", len))
+    >>> validate_time_or_function("t_s", 2), callable(validate_time_or_function("t_s", len))
     (2, True)
     """
     if callable(value):
         return value
-    return check_time(name, value)
+    return validate_time(name, value)
 
 
-def check_t_ini(costs, name="t_ini", item="t_ini of rank") -> list:
+def validate_t_ini(costs, name="t_ini", item="t_ini of rank") -> list:
     """Per-rank message initiation costs as a list of Python numbers, each checked.
 
     Parameters
@@ -139,9 +139,9 @@ def check_t_ini(costs, name="t_ini", item="t_ini of rank") -> list:
 
     Examples
     --------
-    >>> check_t_ini(np.array([1.0, 3.0]))
+    >>> validate_t_ini(np.array([1.0, 3.0]))
     [1.0, 3.0]
-    >>> check_t_ini([1, -2], "costs", "cost of rank")
+    >>> validate_t_ini([1, -2], "costs", "cost of rank")
     Traceback (most recent call last):
     ...
     wacoll.errors.TopologyError: cost of rank 1 must be a finite number >= 0, got -2
@@ -156,7 +156,7 @@ def check_t_ini(costs, name="t_ini", item="t_ini of rank") -> list:
             or not hasattr(costs, "__getitem__"):
         raise TopologyError(f"{name} must be a sequence of numbers indexed by rank, "
                             f"got {costs!r}")
-    costs = [check_time(f"{item} {r}", c) for r, c in enumerate(costs)]
+    costs = [validate_time(f"{item} {r}", c) for r, c in enumerate(costs)]
     if not costs:
         raise TopologyError(f"{name} is empty: a tree needs at least one rank")
     return costs
@@ -188,7 +188,7 @@ def ts_tr_message(t_s, t_r, nbytes=0):
     """``(busy, delay)`` of a message under MagPIe's ``t_s``/``t_r`` model.
 
     ``t_s`` and ``t_r`` are times or functions of ``nbytes``; a function's result is
-    checked by :func:`check_time`.
+    checked by :func:`validate_time`.
 
     Examples
     --------
@@ -196,9 +196,9 @@ def ts_tr_message(t_s, t_r, nbytes=0):
     (10, 6.0)
     """
     if callable(t_s):
-        t_s = check_time("t_s(nbytes)", t_s(nbytes))
+        t_s = validate_time("t_s(nbytes)", t_s(nbytes))
     if callable(t_r):
-        t_r = check_time("t_r(nbytes)", t_r(nbytes))
+        t_r = validate_time("t_r(nbytes)", t_r(nbytes))
     return t_s, t_r
 
 

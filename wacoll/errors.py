@@ -362,7 +362,7 @@ class UnevenPiece(Exception):
 
 
 class BlockProofIncomplete(Exception):
-    """A reduction plan the checker's block-by-block pass did not prove: a fault, or
+    """A reduction plan the prover's block-by-block pass did not prove: a fault, or
     a step its compiled pass does not take (``args[0]``: the row where the pass
     stopped, or None).
 

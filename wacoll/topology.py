@@ -74,8 +74,8 @@ class LinkParams:
     bandwidth: float
 
     def __post_init__(self):
-        _check_latency("latency", self.latency)
-        _check_bandwidth("bandwidth", self.bandwidth)
+        _validate_latency("latency", self.latency)
+        _validate_bandwidth("bandwidth", self.bandwidth)
 
     def transfer_time(self, nbytes):
         """Latency plus ``nbytes`` over the bandwidth, in seconds."""
@@ -105,13 +105,13 @@ def _as_float(name, value, unit):
         raise TopologyError(f"{name} is too large, got {_show(value)}") from None
 
 
-def _check_latency(name, value):
+def _validate_latency(name, value):
     f = _as_float(name, value, "seconds")
     if not math.isfinite(f) or f < 0:
         raise TopologyError(f"{name} must be finite and >= 0, got {_show(value)}")
 
 
-def _check_bandwidth(name, value):
+def _validate_bandwidth(name, value):
     f = _as_float(name, value, "bytes/s")
     if math.isnan(f) or f <= 0:
         raise TopologyError(f"{name} must be > 0 bytes/s, got {_show(value)}")
@@ -200,7 +200,7 @@ class Topology:
                 continue
             if len(values) != size:
                 raise TopologyError(f"{name} has {len(values)} entries for {size} ranks")
-            check = _check_latency if name == "t_ini" else _check_bandwidth
+            check = _validate_latency if name == "t_ini" else _validate_bandwidth
             for r, v in enumerate(values):
                 check(f"{name}[{r}]", v)
             object.__setattr__(self, name, tuple(float(v) for v in values))
@@ -534,7 +534,7 @@ class Topology:
 
     def cluster_of(self, rank: int) -> int:
         """The cluster that holds ``rank``."""
-        self._check_rank(rank)
+        self._validate_rank(rank)
         return self._cluster_of[rank]
 
     @property
@@ -556,7 +556,7 @@ class Topology:
         """
         coords = [members[0] for members in self.clusters]
         if root is not None:
-            self._check_rank(root)
+            self._validate_rank(root)
             coords[self._cluster_of[root]] = root
         return tuple(coords)
 
@@ -569,8 +569,8 @@ class Topology:
 
     def link(self, src: int, dst: int) -> LinkParams:
         """The link a message from rank ``src`` to rank ``dst`` travels on."""
-        self._check_rank(src)
-        self._check_rank(dst)
+        self._validate_rank(src)
+        self._validate_rank(dst)
         a, b = self._cluster_of[src], self._cluster_of[dst]
         return self.intra if a == b else self.wan_link(a, b)
 
@@ -596,7 +596,7 @@ class Topology:
         """
         members = [int(m) for m in members]
         for m in members:
-            self._check_rank(m)
+            self._validate_rank(m)
         if len(set(members)) != len(members):
             raise TopologyError("a sub-communicator lists a rank twice")
         groups = {}
@@ -611,7 +611,7 @@ class Topology:
         return Topology(tuple(tuple(groups[c]) for c in order), self.intra, self.wan,
                         pairs, pick(self.t_ini), pick(self.node_bandwidth))
 
-    def _check_rank(self, rank):
+    def _validate_rank(self, rank):
         if not _is_int(rank) or not (0 <= rank < self.size):
             raise TopologyError(f"rank {rank!r} is not in 0..{self.size - 1}")
 
@@ -656,8 +656,8 @@ def _link(value, name) -> LinkParams:
         latency, bandwidth = value
     except (TypeError, ValueError):
         raise TopologyError(f"{name} must be (latency, bandwidth)") from None
-    _check_latency(f"{name} latency", latency)
-    _check_bandwidth(f"{name} bandwidth", bandwidth)
+    _validate_latency(f"{name} latency", latency)
+    _validate_bandwidth(f"{name} bandwidth", bandwidth)
     return LinkParams(float(latency), float(bandwidth))
 
 

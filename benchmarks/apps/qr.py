@@ -136,7 +136,7 @@ def qr(comm, local, steps, m, size, vec, record, result, pivots, calls=None):
                 calls[name] = calls.get(name, 0) + 1
 
 
-def check_numerics(a0, r_top, pivots, steps):
+def validate_numerics(a0, r_top, pivots, steps):
     """Relative errors of ``R^T R`` vs ``A_p^T A_p`` and of ``|diag R|`` vs numpy."""
     ap = a0[:, pivots[:steps]]
     r = np.triu(r_top[:steps, pivots[:steps]])
@@ -207,7 +207,7 @@ def first_check(world, local, template, a0, pivots, steps):
         r_top = np.zeros((steps, a0.shape[1]))
         for cols, rows in parts:
             r_top[:, cols] = rows
-        gram_err, diag_err = check_numerics(a0, r_top, pivots, steps)
+        gram_err, diag_err = validate_numerics(a0, r_top, pivots, steps)
         ok = gram_err < 1e-10 and diag_err < 1e-10
         print(f"qr: first run checked on rank 0: R^T R vs A_p^T A_p {gram_err:.1e}, "
               f"|diag R| vs numpy {diag_err:.1e} -> {'ok' if ok else 'WRONG'}", flush=True)

@@ -31,10 +31,10 @@ def _regular(clusters):
 def test_combining_all_to_all_on_runs_matches_mpi(mpi, monkeypatch):
     for layout, clusters in mpi.layouts.items():
         if _regular(clusters):
-            _check_layout(mpi, layout, monkeypatch)
+            _validate_layout(mpi, layout, monkeypatch)
 
 
-def _check_layout(mpi, layout, monkeypatch):
+def _validate_layout(mpi, layout, monkeypatch):
     monkeypatch.setattr(blockruns, "COMPACT_FROM", 1)
     monkeypatch.setattr(blockruns, "IDS_PER_RUN", 0)
     monkeypatch.setattr(lower_module, "ELEMENT_RUNS_FROM", 1)

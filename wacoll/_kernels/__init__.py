@@ -69,7 +69,7 @@ __all__ = [
     "operator_name",
     "reduce_into",
     "REPRO_SUM",
-    "check_op",
+    "validate_op",
     "is_commutative",
     "copy_into",
     "pack",
@@ -162,7 +162,7 @@ def operator_name(op):
     ``MPI.NO_OP`` too), or None for None.
 
     The one place that names an operator: the kernels find their code from the name
-    (:func:`check_op`, :func:`reduce_into`), and the collectives their choices
+    (:func:`validate_op`, :func:`reduce_into`), and the collectives their choices
     (:mod:`wacoll.mpi.calls`).
 
     Parameters
@@ -488,7 +488,7 @@ def _is_pair(dtype):
         dtype.fields[names[0]][0].kind in "iuf"
 
 
-def _check_numpy(code, dtype):
+def _validate_numpy(code, dtype):
     if code in (_MINLOC, _MAXLOC):
         if not _is_pair(dtype):
             raise OperatorError(f"MPI.{'MINLOC' if code == _MINLOC else 'MAXLOC'} "
@@ -509,7 +509,7 @@ def _reduce_numpy(code, src, dst, left):
         raise _status_error(_S_MISMATCH, "reduce_into", ("src", "dst"), src, dst)
     if src.size != dst.size:
         raise _status_error(_S_LENGTH, "reduce_into", ("src", "dst"), src, dst)
-    _check_numpy(code, dst.dtype)
+    _validate_numpy(code, dst.dtype)
     if src.size == 0:
         return
     src = src.reshape(-1)
@@ -530,7 +530,7 @@ def _reduce_numpy(code, src, dst, left):
         dst[...] = out.reshape(dst.shape)
 
 
-def check_op(op, dtype):
+def validate_op(op, dtype):
     """Raise unless ``op`` can reduce elements of ``dtype``.
 
     Lets a caller (an executor on every rank, before any message) reject a reduction
@@ -551,8 +551,8 @@ def check_op(op, dtype):
 
     Examples
     --------
-    >>> check_op("band", "int32")
-    >>> check_op("band", "float64")
+    >>> validate_op("band", "int32")
+    >>> validate_op("band", "float64")
     Traceback (most recent call last):
     ...
     wacoll.errors.BufferMismatchError: MPI.BAND is not defined for float64 (MPI defines it for integer types)
@@ -562,7 +562,7 @@ def check_op(op, dtype):
         return
     dtype = np.dtype(dtype)
     if code in (_MINLOC, _MAXLOC) or dtype in _NUMPY_TYPES:
-        _check_numpy(code, dtype)
+        _validate_numpy(code, dtype)
         return
     t = _TYPE_CODES.get(dtype)
     if t is None:
@@ -728,7 +728,7 @@ def unpack(packed, displs, counts, dst):
     c = _index_array(counts, "unpack", "counts")
     status = _unpack_buffers(packed, d, c, dst)
     if status == _S_UNSORTED:
-        _check_disjoint(d, c)
+        _validate_disjoint(d, c)
         status = _unpack_buffers(packed, d, c, dst, False)
     if status == _S_OVERLAP:
         packed = np.array(packed, copy=True)
@@ -738,7 +738,7 @@ def unpack(packed, displs, counts, dst):
                or _status_error(status, "unpack", ("packed", "dst"), packed, dst))
 
 
-def _check_disjoint(displs, counts):
+def _validate_disjoint(displs, counts):
     """Raise if two non-empty blocks overlap."""
     blocks = np.flatnonzero(counts > 0)
     order = blocks[np.argsort(displs[blocks], kind="stable")]

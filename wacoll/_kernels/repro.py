@@ -254,7 +254,7 @@ def new_accumulator(n, dtype):
     return np.zeros(n, accumulator_dtype(dtype))
 
 
-def _check_values(where, x):
+def _validate_values(where, x):
     """``x``'s dtype, after checking it is a 1-D C-contiguous aligned array."""
     if not isinstance(x, np.ndarray):
         raise BufferMismatchError(f"{where}: x is a {type(x).__name__}, not a numpy array")
@@ -271,7 +271,7 @@ def _check_values(where, x):
     return dt
 
 
-def _check_acc(where, name, acc, writable, dtype=None, n=None):
+def _validate_acc(where, name, acc, writable, dtype=None, n=None):
     """The value dtype ``acc`` is laid out for, after checking the array: int64,
     C-contiguous, aligned, (writable), and of shape ``(n,) + tail`` for ``dtype``."""
     if not isinstance(acc, np.ndarray):
@@ -343,11 +343,11 @@ def to_accumulator(x, out=None):
     ...
     wacoll.errors.BufferMismatchError: to_accumulator: x has dtype int64; expected float32, float64, complex64 or complex128 in native byte order
     """
-    dt = _check_values("to_accumulator", x)
+    dt = _validate_values("to_accumulator", x)
     if out is None:
         out = np.empty(x.shape[0], accumulator_dtype(dt))
     else:
-        _check_acc("to_accumulator", "out", out, True, dt, x.shape[0])
+        _validate_acc("to_accumulator", "out", out, True, dt, x.shape[0])
     if dt in _DOUBLE:
         compiled.to_acc_f64(_reals(x), _rows(out))
     else:
@@ -387,8 +387,8 @@ def add_values(x, acc):
     >>> from_accumulator(acc).tolist()
     [1.0, 6.0]
     """
-    dt = _check_values("add_values", x)
-    _check_acc("add_values", "acc", acc, True, dt, x.shape[0])
+    dt = _validate_values("add_values", x)
+    _validate_acc("add_values", "acc", acc, True, dt, x.shape[0])
     if dt in _DOUBLE:
         compiled.add_f64(_reals(x), _rows(acc))
     else:
@@ -430,8 +430,8 @@ def combine(src, dst):
     >>> (0.1 + 0.2) + 0.3, 0.1 + (0.2 + 0.3)
     (0.6000000000000001, 0.6)
     """
-    dt = _check_acc("combine", "dst", dst, True)
-    _check_acc("combine", "src", src, False, dt, dst.shape[0])
+    dt = _validate_acc("combine", "dst", dst, True)
+    _validate_acc("combine", "src", src, False, dt, dst.shape[0])
     if np.may_share_memory(src, dst):  # the kernel reads src while writing dst
         src = src.copy()
     if dst.shape[0]:
@@ -473,7 +473,7 @@ def from_accumulator(acc, out=None):
     >>> from_accumulator(acc)
     array([2.+4.j], dtype=complex64)
     """
-    dt = _check_acc("from_accumulator", "acc", acc, False)
+    dt = _validate_acc("from_accumulator", "acc", acc, False)
     n = acc.shape[0]
     if out is None:
         out = np.empty(n, dt)
@@ -524,7 +524,7 @@ def reproducible_sum(arrays):
     if not arrays:
         raise BufferMismatchError("reproducible_sum: no arrays to sum")
     first = arrays[0]
-    _check_values("reproducible_sum", first)
+    _validate_values("reproducible_sum", first)
     acc = to_accumulator(first)
     for x in arrays[1:]:
         if isinstance(x, np.ndarray) and x.dtype != first.dtype:

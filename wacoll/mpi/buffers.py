@@ -305,7 +305,7 @@ class ParsedBuffer:
         full = self.raw.size - self.info.span(1) if self.raw.size else -1
         return 0 if full < 0 else full // self.info.extent + 1
 
-    def check_fits(self, start, n, role):
+    def validate_fits(self, start, n, role):
         """Raise unless elements ``start .. start+n`` lie inside the buffer."""
         if n and start + n > self.nelements:
             raise BufferMismatchError(
@@ -319,7 +319,7 @@ class ParsedBuffer:
         copy of their data (see :func:`plan_dtype`).
         """
         n = self.count if n is None else n
-        self.check_fits(start, n, role)
+        self.validate_fits(start, n, role)
         info = self.info
         at = start * info.extent
         if info.predefined:
@@ -481,7 +481,7 @@ def parse_buffer(spec, role: str, blocks: int = 0,
     else:
         count = 0
     msg = ParsedBuffer(raw, info, count)
-    msg.check_fits(0, count * max(blocks, 1), role)
+    msg.validate_fits(0, count * max(blocks, 1), role)
     return msg
 
 
@@ -549,7 +549,7 @@ def parse_vbuffer(spec, size: int, role: str, writable: bool = False) -> VBuffer
                 f"{role}: block {r} has count {c} and displacement {d}; both must be "
                 f">= 0")
         if c:
-            msg.check_fits(d, c, f"{role} block {r}")
+            msg.validate_fits(d, c, f"{role} block {r}")
     if writable:
         _refuse_overlap(counts, displs, role)
     return VBuffer(msg, tuple(counts), tuple(displs))

@@ -101,7 +101,7 @@ class Prepared:
     in_copy: tuple | None = None
 
 
-def check_root(place, root):
+def validate_root(place, root):
     """Raise unless ``root`` is a rank of the communicator: a
     :class:`~wacoll.errors.RootTypeError` (a TypeError) for one that is not an
     integer, a :class:`~wacoll.errors.RootError` (``MPI.Exception``, ``ERR_ROOT``)
@@ -165,7 +165,7 @@ class _Out:
         if keep:
             staged = np.ascontiguousarray(msg.typed(start, n, role))
         else:
-            msg.check_fits(start, n, role)
+            msg.validate_fits(start, n, role)
             staged = np.empty(n * plan_factor(msg.info), plan_dtype(msg.info))
         self.stores.append((msg, staged, start, n))
         return staged
@@ -268,7 +268,7 @@ def barrier(place):
 
 
 def bcast(place, buf, root=0):
-    root = check_root(place, root)
+    root = validate_root(place, root)
     out = _Out()
     msg = parse_buffer(buf, "buf", writable=place.rank != root)
     view = msg.typed(role="buf") if place.rank == root else \
@@ -280,7 +280,7 @@ def bcast(place, buf, root=0):
 
 
 def scatter(place, sendbuf, recvbuf, root=0):
-    root = check_root(place, root)
+    root = validate_root(place, root)
     out, inbuf = _Out(), None
     if place.rank == root:
         smsg = parse_buffer(sendbuf, "sendbuf", blocks=place.size)
@@ -301,7 +301,7 @@ def scatter(place, sendbuf, recvbuf, root=0):
 
 
 def scatterv(place, sendbuf, recvbuf, root=0):
-    root = check_root(place, root)
+    root = validate_root(place, root)
     out = _Out()
     inbuf = offsets = counts = None
     if place.rank == root:
@@ -322,7 +322,7 @@ def scatterv(place, sendbuf, recvbuf, root=0):
 
 
 def gather(place, sendbuf, recvbuf, root=0):
-    root = check_root(place, root)
+    root = validate_root(place, root)
     out, outbuf = _Out(), None
     if place.rank == root:
         rmsg = parse_buffer(recvbuf, "recvbuf", blocks=place.size, writable=True)
@@ -346,7 +346,7 @@ def gather(place, sendbuf, recvbuf, root=0):
 
 
 def gatherv(place, sendbuf, recvbuf, root=0):
-    root = check_root(place, root)
+    root = validate_root(place, root)
     out = _Out()
     outbuf = offsets = counts = None
     if place.rank == root:
@@ -465,7 +465,7 @@ def _exact(op, dtype):
     return name in EXACT_OPS or (name in ("SUM", "PROD") and dtype.kind in "biu")
 
 
-def check_operator(op, dtype):
+def validate_operator(op, dtype):
     """Raise unless ``op`` reduces elements of ``dtype``, with mpi4py's class for the
     fault: :class:`~wacoll.errors.OperatorTypeError` (a TypeError) for what is not
     an operator (mpi4py takes ``MPI.Op`` objects only; wacoll also takes names),
@@ -476,15 +476,15 @@ def check_operator(op, dtype):
     Examples
     --------
     >>> from mpi4py import MPI
-    >>> check_operator(MPI.BAND, np.dtype("i4"))
+    >>> validate_operator(MPI.BAND, np.dtype("i4"))
     >>> try:
-    ...     check_operator(MPI.MAX, np.dtype(complex))
+    ...     validate_operator(MPI.MAX, np.dtype(complex))
     ... except MPI.Exception as exc:
     ...     exc.Get_error_class() == MPI.ERR_OP
     True
     """
     try:
-        _kernels.check_op(op, dtype)
+        _kernels.validate_op(op, dtype)
     except OperatorError as exc:
         if isinstance(op, load_mpi().Op):  # MAXLOC without pairs, REPLACE, NO_OP
             raise errors.UndefinedOperatorError(str(exc)) from None
@@ -496,7 +496,7 @@ def check_operator(op, dtype):
 
 def _reduction_parts(op_name, inbuf, out, op, level, default_level):
     op = load_mpi().SUM if op is None else op
-    check_operator(op, inbuf.dtype)
+    validate_operator(op, inbuf.dtype)
     level = default_level if level is None else level
     commutes = _kernels.is_commutative(op)
     if level is None:  # MPI's own promise: any grouping, any order if it commutes
@@ -521,7 +521,7 @@ def _accumulator_itemsize(op, dtype, level):
     return repro.accumulator_bytes(dtype)
 
 
-def _check_reduction_type(msg, op, role):
+def _validate_reduction_type(msg, op, role):
     """MPI's predefined operators take predefined datatypes only (MPI 4.1, 6.9.2);
     a user-defined operator may take a derived datatype. Returns the derived
     datatype's :class:`~wacoll.mpi.datatypes.TypeInfo` for such a call (the plan
@@ -583,7 +583,7 @@ def _vector_reduction(op_name, place, sendbuf, recvbuf, op, level, default_level
     rmsg = outbuf = in_copy = derived = None
     if op_name != "reduce" or place.rank == root:
         rmsg = parse_buffer(recvbuf, "recvbuf", writable=True)
-        derived = _check_reduction_type(rmsg, op, "recvbuf")
+        derived = _validate_reduction_type(rmsg, op, "recvbuf")
     if _in_place(sendbuf) and rmsg is not None and (op_name != "reduce" or
                                                     place.rank == root):
         outbuf = out.target(rmsg, 0, rmsg.count, "recvbuf", keep=True)
@@ -591,7 +591,7 @@ def _vector_reduction(op_name, place, sendbuf, recvbuf, op, level, default_level
         in_copy = (0, outbuf.size)
     else:
         smsg = parse_buffer(sendbuf, "sendbuf")
-        derived = _check_reduction_type(smsg, op, "sendbuf") or derived
+        derived = _validate_reduction_type(smsg, op, "sendbuf") or derived
         if rmsg is not None:
             _apart(smsg, rmsg)
             _same_reduction_type(smsg, rmsg)
@@ -607,7 +607,7 @@ def _vector_reduction(op_name, place, sendbuf, recvbuf, op, level, default_level
 
 def reduce(place, sendbuf, recvbuf, op=None, root=0, *, level=None,
            default_level=None):
-    root = check_root(place, root)
+    root = validate_root(place, root)
     return _vector_reduction("reduce", place, sendbuf, recvbuf, op, level, default_level,
                              root)
 
@@ -630,7 +630,7 @@ def reduce_scatter_block(place, sendbuf, recvbuf, op=None, *, level=None,
     out = _Out()
     if _in_place(sendbuf):
         rmsg = parse_buffer(recvbuf, "recvbuf", blocks=place.size, writable=True)
-        derived = _check_reduction_type(rmsg, op, "recvbuf")
+        derived = _validate_reduction_type(rmsg, op, "recvbuf")
         whole = out.target(rmsg, 0, rmsg.count * place.size, "recvbuf", keep=True)
         inbuf = whole.copy()
         count = _elements(rmsg)
@@ -641,7 +641,7 @@ def reduce_scatter_block(place, sendbuf, recvbuf, op=None, *, level=None,
         smsg = parse_buffer(sendbuf, "sendbuf", blocks=place.size)
         derived = None
         for m, role in ((rmsg, "recvbuf"), (smsg, "sendbuf")):
-            derived = _check_reduction_type(m, op, role) or derived
+            derived = _validate_reduction_type(m, op, role) or derived
         _apart(smsg, rmsg)
         _same_reduction_type(smsg, rmsg)
         outbuf = out.target(rmsg, 0, rmsg.count, "recvbuf")
@@ -678,7 +678,7 @@ def reduce_scatter(place, sendbuf, recvbuf, recvcounts=None, op=None, *, level=N
                    default_level=None):
     out = _Out()
     rmsg = parse_buffer(recvbuf, "recvbuf", writable=True)
-    derived = _check_reduction_type(rmsg, op, "recvbuf")
+    derived = _validate_reduction_type(rmsg, op, "recvbuf")
     counts = _recvcounts(recvcounts, place.size)
     f = plan_factor(rmsg.info)
     if _in_place(sendbuf):
@@ -693,7 +693,7 @@ def reduce_scatter(place, sendbuf, recvbuf, recvcounts=None, op=None, *, level=N
         in_copy = (0, whole.size)
     else:
         smsg = parse_buffer(sendbuf, "sendbuf")
-        derived = _check_reduction_type(smsg, op, "sendbuf") or derived
+        derived = _validate_reduction_type(smsg, op, "sendbuf") or derived
         _apart(smsg, rmsg)
         if smsg.datatype != rmsg.datatype and plan_dtype(smsg.info) != \
                 plan_dtype(rmsg.info):

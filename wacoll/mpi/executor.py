@@ -14,7 +14,7 @@ calls on the communicator it is handed (``wacoll.Comm`` passes its private dupli
 
 Because every receive is posted before any rank waits, a send never waits for its
 receiver to reach a program point; the only waits are the plan's own data
-dependencies, which the checker proved acyclic. So a proved plan cannot deadlock here.
+dependencies, which the prover proved acyclic. So a proved plan cannot deadlock here.
 
 A program of a plan on reproducible arithmetic (``program.arithmetic``) runs on
 exact accumulators: the run converts this rank's contribution first and rounds the
@@ -139,7 +139,7 @@ def _combine(op, data, target, runs, side):
 _RECV_POOL, _UNPACKED = "<receive pool>", "<unpacked>"
 
 
-def _check_fits(name, array, extent):
+def _validate_fits(name, array, extent):
     size = 0 if array is None else array.size
     if size < extent:
         raise BufferMismatchError(f"{name} has {size} elements; the plan needs {extent}")
@@ -220,8 +220,8 @@ class ProgramRun:
 
     def __init__(self, program, comm, inbuf, outbuf, *, op=None, tracer=None,
                  scratch=None, tag=TAG):
-        _check_fits("inbuf", inbuf, program.in_extent)
-        _check_fits("outbuf", outbuf, program.out_extent)
+        _validate_fits("inbuf", inbuf, program.in_extent)
+        _validate_fits("outbuf", outbuf, program.out_extent)
         self._unstage = None
         self.packed = program.arithmetic == "reproducible"
         if self.packed:  # the plan runs on accumulators, its messages packed

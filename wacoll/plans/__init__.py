@@ -1,4 +1,4 @@
-"""Communication plans: the model, the families, the checker, selection and lowering.
+"""Communication plans: the model, the families, the prover, selection and lowering.
 
 :func:`build` is the one entry point that picks a family's builder by name (it,
 :func:`builders`, :func:`options` and :data:`FAMILIES` come from the family registry,

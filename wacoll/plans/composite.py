@@ -142,7 +142,7 @@ class Composite:
 
     def prove(self) -> CompositeReport:
         """Prove the composite (see the module docstring); the plan phases are proved
-        by the checker first.
+        by the prover first.
 
         Raises
         ------

@@ -2,12 +2,12 @@
 
 An all-to-all of 4096 ranks has a message per pair of ranks: 33.5 million steps. As
 :class:`~wacoll.plans.plan.Step` objects they take about 2 us and 400 bytes each, so
-building the plan took 76 s and 15 GiB before the checker saw it. The regular
+building the plan took 76 s and 15 GiB before the prover saw it. The regular
 patterns among them (the flat all-to-all, the ring allgather) are instead written as
-the checker's arrays (:class:`~wacoll.plans.prover.encode.Steps`) in a few numpy
+the prover's arrays (:class:`~wacoll.plans.prover.encode.Steps`) in a few numpy
 operations, and a plan holds them as :class:`EncodedPrograms`: a sequence of programs
 that makes a rank's :class:`~wacoll.plans.plan.Step` tuple only when someone asks for
-it (lowering one rank, drawing, exporting). The checker proves the arrays directly,
+it (lowering one rank, drawing, exporting). The prover proves the arrays directly,
 and :func:`program_digests` digests them without making a step.
 
 :func:`program_digest` is the digest of one program, made of its steps; it equals

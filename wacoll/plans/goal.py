@@ -561,7 +561,7 @@ def from_goal(text) -> GoalSchedule:
         _fail(f"rank {missing} has no block (num_ranks is {num_ranks})",
               max(1, len(reader.lines)))
     schedule = GoalSchedule(num_ranks, tuple(blocks), tuple(header), tuple(pending))
-    _check_matching(schedule)
+    _validate_matching(schedule)
     return schedule
 
 
@@ -615,11 +615,11 @@ def _read_block(reader, opened, num_ranks):
                       f"{labels[op.label]})", *where)
             labels[op.label] = line
         items.append(op)
-    _check_acyclic(items)
+    _validate_acyclic(items)
     return tuple(items)
 
 
-def _check_acyclic(items):
+def _validate_acyclic(items):
     """No cycle among a rank's dependencies (LogGOPSim would never start them)."""
     after = {}
     for dep in items:
@@ -642,7 +642,7 @@ def _check_acyclic(items):
         _fail(f"the dependencies of {stuck[0].label} form a cycle", stuck[0].line)
 
 
-def _check_matching(schedule):
+def _validate_matching(schedule):
     """Without wildcards, every send meets a receive of its size (source,
     destination and tag; in order)."""
     sends, recvs = {}, {}

@@ -18,7 +18,7 @@ of the ``p`` owners then combines on the right the remainder's partial of its ow
 blocks. :func:`doubling_allgather` gives every rank the result: the owners exchange
 by doubling in reverse, and owner ``t`` sends the whole vector to rank ``p + t``.
 
-The checker proves the result at level ``"strict"`` (:mod:`wacoll.plans.prove`).
+The prover proves the result at level ``"strict"`` (:mod:`wacoll.plans.prove`).
 
 Examples
 --------

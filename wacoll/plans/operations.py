@@ -115,7 +115,7 @@ def _split(count, parts):
     return tuple(base + (1 if i < extra else 0) for i in range(parts))
 
 
-def _check_count(name, value):
+def _validate_count(name, value):
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise PlanError(f"{name} must be an integer >= 0, got {value!r}")
 
@@ -174,7 +174,7 @@ def block_counts(op: str, size: int, *, count: int = 1, counts=None,
     s = spec(op)
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise PlanError(f"size must be a positive integer, got {size!r}")
-    _check_count("count", count)
+    _validate_count("count", count)
     if s.layout == "none":
         return ()
     if s.layout == "segments":
@@ -188,7 +188,7 @@ def block_counts(op: str, size: int, *, count: int = 1, counts=None,
         if len(counts) != size:
             raise PlanError(f"{op} needs {size} counts, one per rank; got {len(counts)}")
         for i, c in enumerate(counts):
-            _check_count(f"counts[{i}]", c)
+            _validate_count(f"counts[{i}]", c)
         return counts
     # pairs
     if counts is None:
@@ -198,7 +198,7 @@ def block_counts(op: str, size: int, *, count: int = 1, counts=None,
         raise PlanError(f"{op} needs a {size} x {size} matrix of counts (sender, receiver)")
     flat = tuple(c for row in rows for c in row)
     for i, c in enumerate(flat):
-        _check_count(f"counts[{i // size}][{i % size}]", c)
+        _validate_count(f"counts[{i // size}][{i % size}]", c)
     return flat
 
 

@@ -29,7 +29,7 @@ from wacoll.trees.basic import children, parent, tree_root, validate_tree
 __all__ = [
     "tree_bcast", "tree_reduce", "chain_scan", "subtree_ranks", "segment_blocks",
     "EACH", "flat_scatter", "flat_gather", "flat_alltoall", "ALLTOALL_ORDERS",
-    "check_alltoall_order",
+    "validate_alltoall_order",
 ]
 
 #: Send orders of :func:`flat_alltoall`.
@@ -304,7 +304,7 @@ def _flat_rooted(b, root, src, dst, *, to_root):
             b.transfer(root, r, (r,), src=src, dst=dst)
 
 
-def check_alltoall_order(order):
+def validate_alltoall_order(order):
     """Raise :class:`PlanError` unless ``order`` is one of :data:`ALLTOALL_ORDERS`."""
     if order not in ALLTOALL_ORDERS:
         raise PlanError(f"alltoall order must be one of {ALLTOALL_ORDERS}, got {order!r}")
@@ -335,7 +335,7 @@ def flat_alltoall(b, *, order="rotated"):
     >>> [str(s) for s in b.build().programs[1]]
     ['copy [4] in -> out', 'send 2 [5] from in', 'send 0 [3] from in', 'recv 0 [1]', 'recv 2 [7]']
     """
-    check_alltoall_order(order)
+    validate_alltoall_order(order)
     size = b.size
     if b.focus is None and size > 1:  # P * P steps: as arrays
         b.encoded(_flat_alltoall_steps(size, len(b.counts), order))

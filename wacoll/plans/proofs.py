@@ -395,8 +395,8 @@ def _jsonable(value):
 @functools.lru_cache(maxsize=1)
 def code_digest() -> str:
     """The digest of the source that builds plans: :mod:`wacoll.plans` (every module,
-    the checker and its Cython sources included), :mod:`wacoll.trees`, :mod:`wacoll.topology` and the
-    package's ``__init__`` (its version). A changed builder or checker changes every
+    the prover and its Cython sources included), :mod:`wacoll.trees`, :mod:`wacoll.topology` and the
+    package's ``__init__`` (its version). A changed builder or prover changes every
     key."""
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()

@@ -3,7 +3,7 @@
 Every rank's program is executed on symbolic values: a block holds either a *leaf*
 (one rank's contribution) or a combination of two values. Sends are asynchronous and
 receives block, in program order; the k-th send from a to b meets b's k-th receive
-from a. The checker proves that
+from a. The prover proves that
 
 - sends and receives match (peer, blocks, order) and the plan cannot deadlock;
 - no step reads a block its rank does not hold, writes the read-only ``"in"`` buffer,
@@ -63,7 +63,7 @@ __all__ = ["ProofReport", "prove_plan", "Expressions", "canonical_expression"]
 
 @dataclass(frozen=True)
 class ProofReport:
-    """What the checker proved and measured about a plan.
+    """What the prover proved and measured about a plan.
 
     Attributes
     ----------
@@ -133,7 +133,7 @@ class ProofReport:
 class Expressions:
     """Interned binary expressions over rank leaves; ids ``0..size-1`` are the leaves.
 
-    The checker's reductions name the value of a block by the id of its expression
+    The prover's reductions name the value of a block by the id of its expression
     (:mod:`wacoll.plans.prover.values`); :func:`canonical_expression` builds the
     expression a level ``strict`` reduction must compute.
 

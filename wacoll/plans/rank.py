@@ -45,7 +45,7 @@ from wacoll.plans.lower import lower, lower_steps
 __all__ = ["rank_plan", "rank_program", "plan_for_rank", "lower_for_rank"]
 
 
-def _check_rank(rank, topology):
+def _validate_rank(rank, topology):
     if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or not (
             0 <= rank < topology.size):
         raise PlanError(f"rank {rank!r} is not a rank of 0..{topology.size - 1}")
@@ -86,7 +86,7 @@ def rank_plan(selection, topology, rank) -> RankPlan:
     """
     if selection.native:
         raise PlanError("the native family has no plan: the MPI library runs the call")
-    rank = _check_rank(rank, topology)
+    rank = _validate_rank(rank, topology)
     with focus(rank):
         part = build(selection.op, topology, selection.family, **dict(selection.options))
     if not isinstance(part, RankPlan):  # a builder that bypassed PlanBuilder
@@ -135,7 +135,7 @@ def rank_program(selection, topology, rank, in_offsets=None, out_offsets=None, *
     >>> [(s.kind, s.peer) for s in program.steps]
     [('send', 2), ('recv', 2), ('copy', None)]
     """
-    rank = _check_rank(rank, topology)
+    rank = _validate_rank(rank, topology)
     proved = proof(selection, topology) if callable(proof) else proof
     if not proved:
         return lower(selection.build(topology), rank, in_offsets, out_offsets)
@@ -173,7 +173,7 @@ def plan_for_rank(selection, topology, rank, *, directory=None):
     """
     from wacoll.plans import proofs
 
-    rank = _check_rank(rank, topology)
+    rank = _validate_rank(rank, topology)
     where = proofs.cache_dir() if directory is None else directory
     if where is None or where is False:
         return selection.build(topology)

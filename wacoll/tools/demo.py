@@ -4,7 +4,7 @@ The demo builds the default testbed (4 clusters of 2 ranks, 10 ms one-way and 1 
 between clusters: MagPIe's setting), runs Barrier, Bcast (1 B and 64 KiB), Allgather,
 Reduce and Allreduce with the MPI library's native collectives and with wacoll, and
 prints one table: median completion time (ms), speed-up over the library's own
-collective, wide-area messages and bytes (from the checker), the simulator's
+collective, wide-area messages and bytes (from the prover), the simulator's
 prediction and the physical lower bound (ms); then a one-line verdict per case and
 one overall (:func:`case_verdict`, :func:`overall_verdict`). The native row names the
 library and its version (``MPICH 5.0.2 (native)``); ``wacoll mpich-1.1`` is MPICH
@@ -22,7 +22,7 @@ wacoll runs in three configurations (:data:`IMPLS`), timed in this order:
   family forced, ``validate=False`` (arguments trusted, as MPI does) and level
   ``"associative"`` (the data are integers, exact in any order).
 
-Every plan (and so every checker metric and prediction) is the one
+Every plan (and so every prover metric and prediction) is the one
 :func:`wacoll.plans.select` chooses for that configuration, as ``wacoll.Comm`` does.
 
 Examples
@@ -97,7 +97,7 @@ def _call(op, nbytes, level):
 
 
 def simulated_rows(topology, cases=CASES):
-    """Checker metrics, predicted time and bound for every case and configuration."""
+    """Prover metrics, predicted time and bound for every case and configuration."""
     rows = []
     for label, op, nbytes in cases:
         for impl, (family, level) in IMPLS.items():
@@ -282,12 +282,12 @@ def run_demo(out="wacoll-demo", *, reps=5, simulate_only=False, timeout=240.0,
     if measured is not None:
         report.append("speed-up = the MPI library's median / this row's (above 1: "
                       "faster than the library); WAN msgs,\n  bytes, hops: the "
-                      "checker's wide-area traffic; predicted: the simulator, of the "
+                      "prover's wide-area traffic; predicted: the simulator, of the "
                       "plan alone\n  (the default row also runs the cross-rank argument "
                       "check beside the call); bound: the\n  physical lower bound. "
                       "Lower times are better.")
     else:
-        report.append("WAN msgs, bytes, hops: the checker's wide-area traffic; "
+        report.append("WAN msgs, bytes, hops: the prover's wide-area traffic; "
                       "predicted: the simulator; bound: the\n  physical lower bound. "
                       "Lower times are better.")
     _say("\n" + "\n".join(report))

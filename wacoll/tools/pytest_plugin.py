@@ -29,9 +29,9 @@ Run the tests under ``mpiexec``, every rank running pytest::
 
     mpiexec -n 4 python -m pytest --wacoll-clusters 0,0,1,1 --wacoll-family magpie tests/
 
-Plans are proved before they run: a call whose plan the checker rejects (say a
+Plans are proved before they run: a call whose plan the prover rejects (say a
 family that cannot keep the requested reduction level on this layout) raises
-:class:`wacoll.PlanError` on every rank, and the test fails with the checker's
+:class:`wacoll.PlanError` on every rank, and the test fails with the prover's
 message. Ranks raise together, so a rejected plan never leaves ranks waiting.
 """
 

@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 
-def check_tree_args(n, root):
+def validate_tree_args(n, root):
     """Validate ``n`` and ``root``; return them as Python ints (numpy ints welcome)."""
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
         raise PlanError(f"a tree needs at least one rank, got n={n!r}")
@@ -80,7 +80,7 @@ def flat(n: int, root: int = 0) -> nx.DiGraph:
     >>> children(flat(4, root=2), 2)
     [3, 0, 1]
     """
-    n, root = check_tree_args(n, root)
+    n, root = validate_tree_args(n, root)
     return _relabel({0: list(range(1, n))}, n, root, "flat")
 
 
@@ -92,7 +92,7 @@ def chain(n: int, root: int = 0) -> nx.DiGraph:
     >>> sorted(chain(3, root=1).edges)
     [(1, 2), (2, 0)]
     """
-    n, root = check_tree_args(n, root)
+    n, root = validate_tree_args(n, root)
     return _relabel({v: [v + 1] for v in range(n - 1)}, n, root, "chain")
 
 
@@ -104,7 +104,7 @@ def binary(n: int, root: int = 0) -> nx.DiGraph:
     >>> children(binary(6), 1)
     [3, 4]
     """
-    n, root = check_tree_args(n, root)
+    n, root = validate_tree_args(n, root)
     return _relabel({v: [c for c in (2 * v + 1, 2 * v + 2) if c < n] for v in range(n)},
                     n, root, "binary")
 
@@ -120,7 +120,7 @@ def knomial(n: int, k: int, root: int = 0) -> nx.DiGraph:
     >>> children(knomial(9, 3), 0)
     [3, 6, 1, 2]
     """
-    n, root = check_tree_args(n, root)
+    n, root = validate_tree_args(n, root)
     if isinstance(k, bool) or not isinstance(k, int) or k < 2:
         raise PlanError(f"a k-nomial tree needs k >= 2, got k={k!r}")
     vchildren = {}
@@ -181,7 +181,7 @@ def lam(n: int, root: int = 0, operation: str = "reduce") -> nx.DiGraph:
     >>> children(lam(4), 0)
     [1, 2, 3]
     """
-    n, root = check_tree_args(n, root)
+    n, root = validate_tree_args(n, root)
     if operation not in ("reduce", "bcast"):
         raise PlanError(f"lam() operation must be 'reduce' or 'bcast', got {operation!r}")
     if n <= 4:

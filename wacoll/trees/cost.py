@@ -30,22 +30,22 @@ import numbers
 
 import numpy as np
 
-from wacoll.costs import arrival, check_t_ini, check_time, t_ini_message, ts_tr_message
+from wacoll.costs import arrival, validate_t_ini, validate_time, t_ini_message, ts_tr_message
 from wacoll.errors import PlanError
 from wacoll.trees.basic import validate_tree
 
-__all__ = ["bcast_time", "bcast_time_ts_tr", "receive_times", "check_costs",
-           "check_members"]
+__all__ = ["bcast_time", "bcast_time_ts_tr", "receive_times", "validate_costs",
+           "validate_members"]
 
 
-def check_costs(costs) -> list:
-    """Per-rank costs as a list of Python numbers (:func:`wacoll.costs.check_t_ini`):
+def validate_costs(costs) -> list:
+    """Per-rank costs as a list of Python numbers (:func:`wacoll.costs.validate_t_ini`):
     the cost functions here and the tree builders of :mod:`wacoll.trees.hetero` and
     :mod:`wacoll.trees.optimal` check their ``costs`` with it."""
-    return check_t_ini(costs, "costs", "cost of rank")
+    return validate_t_ini(costs, "costs", "cost of rank")
 
 
-def check_members(members, n: int, root) -> list:
+def validate_members(members, n: int, root) -> list:
     """The sorted participant ranks (default all of ``0..n-1``), checked against
     ``root``: PlanError for a root or member that is not a rank of ``0..n-1``, a member
     given twice, or a root that is not a member."""
@@ -92,7 +92,7 @@ def _times(tree, message) -> dict:
 
 
 def _cost_lookup(tree, costs):
-    costs = check_costs(costs)
+    costs = validate_costs(costs)
     for v in tree.nodes:
         if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < len(costs):
             raise PlanError(f"node {v!r} of the tree has no cost (costs cover ranks "
@@ -190,5 +190,5 @@ def bcast_time_ts_tr(tree, t_s, t_r):
     >>> [bcast_time_ts_tr(binomial(8), 10, t_r) for t_r in (1000, 11)]
     [3000, 33]
     """
-    costs = ts_tr_message(check_time("t_s", t_s), check_time("t_r", t_r))
+    costs = ts_tr_message(validate_time("t_s", t_s), validate_time("t_r", t_r))
     return max(_times(tree, lambda p: costs).values())

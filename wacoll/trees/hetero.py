@@ -27,9 +27,9 @@ import heapq
 import networkx as nx
 
 from wacoll.trees.basic import binomial
-from wacoll.trees.cost import check_costs, check_members
+from wacoll.trees.cost import validate_costs, validate_members
 
-__all__ = ["spoc", "fnf", "check_arguments", "builder_doc", "tree_from_edges"]
+__all__ = ["spoc", "fnf", "validate_arguments", "builder_doc", "tree_from_edges"]
 
 
 def tree_from_edges(nodes, edges, root, name) -> nx.DiGraph:
@@ -45,13 +45,13 @@ def tree_from_edges(nodes, edges, root, name) -> nx.DiGraph:
     return tree
 
 
-def check_arguments(costs, root, members):
+def validate_arguments(costs, root, members):
     """The ``costs, root, members`` arguments every tree builder here and in
-    :mod:`wacoll.trees.optimal` takes, checked (:func:`wacoll.trees.cost.check_costs`,
-    :func:`~wacoll.trees.cost.check_members`): the costs as a list and the sorted
+    :mod:`wacoll.trees.optimal` takes, checked (:func:`wacoll.trees.cost.validate_costs`,
+    :func:`~wacoll.trees.cost.validate_members`): the costs as a list and the sorted
     member ranks."""
-    costs = check_costs(costs)
-    return costs, check_members(members, len(costs), root)
+    costs = validate_costs(costs)
+    return costs, validate_members(members, len(costs), root)
 
 
 _ARGUMENTS_DOC = """\
@@ -72,7 +72,7 @@ _ARGUMENTS_DOC = """\
     Raises
     ------
     TopologyError
-        On invalid costs (see :func:`wacoll.costs.check_t_ini`).
+        On invalid costs (see :func:`wacoll.costs.validate_t_ini`).
     PlanError
         On an invalid root or members{more_errors}.
 """
@@ -82,7 +82,7 @@ def builder_doc(more_errors=""):
     """Fill the ``{arguments}`` line of a tree builder's docstring.
 
     The builders of this module and :mod:`wacoll.trees.optimal` take the same
-    arguments (checked by :func:`check_arguments`); the decorator writes their
+    arguments (checked by :func:`validate_arguments`); the decorator writes their
     Parameters, Returns and Raises sections once. The tree is named after the function;
     ``more_errors`` continues the Raises sentence.
     """
@@ -119,7 +119,7 @@ def spoc(costs, root: int = 0, members=None) -> nx.DiGraph:
     >>> sorted(spoc(costs, root=3, members=[1, 3, 5]).edges)
     [(3, 1), (3, 5)]
     """
-    costs, members = check_arguments(costs, root, members)
+    costs, members = validate_arguments(costs, root, members)
     n = len(members)
     shape = binomial(n)
     # Parents have smaller virtual ranks, so one backward sweep counts descendants.
@@ -161,7 +161,7 @@ def fnf(costs, root: int = 0, members=None) -> nx.DiGraph:
     >>> sorted(fnf([5, 1, 9], root=2).edges(data="order"))
     [(1, 0, 0), (2, 1, 0)]
     """
-    costs, members = check_arguments(costs, root, members)
+    costs, members = validate_arguments(costs, root, members)
     receivers = sorted((r for r in members if r != root), key=lambda r: (costs[r], r))
     sent = {root: 0}
     # Heap entries: (time the rank's next send would arrive, its cost, rank).

@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from wacoll.errors import PlanError
-from wacoll.trees.hetero import builder_doc, check_arguments, tree_from_edges
+from wacoll.trees.hetero import builder_doc, validate_arguments, tree_from_edges
 
 __all__ = ["optimal", "MAX_PARTICIPANTS"]
 
@@ -132,7 +132,7 @@ def optimal(costs, root: int = 0, members=None):
     >>> bcast_time(optimal(costs, root=1, members=[1, 3, 4]), costs)
     20
     """
-    costs, members = check_arguments(costs, root, members)
+    costs, members = validate_arguments(costs, root, members)
     if len(members) > MAX_PARTICIPANTS:
         raise PlanError(f"optimal() accepts at most {MAX_PARTICIPANTS} participants "
                         f"(its cost grows as N * 3**(N-1)), got {len(members)}")

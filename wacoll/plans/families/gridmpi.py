@@ -233,7 +233,7 @@ def _vandegeijn(b, topology, layout, root, n):
 
 
 # ------------------------------------------------------------------------- allreduce
-def _check_level(level, algorithm, topology):
+def _validate_level(level, algorithm, topology):
     if level is None:
         level = "strict"
     if level not in LEVELS:
@@ -292,7 +292,7 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
     """
     _algorithm("allreduce", algorithm, ALLREDUCE_ALGORITHMS)
     n_param = _senders(n, algorithm, topology)
-    level = _check_level(level, algorithm, topology)
+    level = _validate_level(level, algorithm, topology)
     clusters = topology.clusters
     flat = algorithm == "flat-rabenseifner"
     sizes = [topology.size] if flat else [len(c) for c in clusters]

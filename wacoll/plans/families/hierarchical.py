@@ -225,7 +225,7 @@ def composes_canonically(topology) -> bool:
     return _canonical(ranks) == _canonical([_canonical(m) for m in topology.clusters])
 
 
-def _check_level(op, topology, level):
+def _validate_level(op, topology, level):
     """Raise unless the composition keeps ``level`` (the parts check their own)."""
     if level not in LEVELS:
         raise PlanError(f"level must be one of {', '.join(map(repr, LEVELS))}, "
@@ -408,7 +408,7 @@ def _segmented(op, topology, *, root, count, segments, level, itemsize, inner, o
     b = PlanBuilder(op, topology, root=root, count=count, segments=segments, level=level,
                     itemsize=itemsize)
     if b.level is not None:
-        _check_level(op, topology, b.level)
+        _validate_level(op, topology, b.level)
     focused = b.focus is not None
     clusters = topology.clusters
     coords = topology.coordinators(b.root)

@@ -64,7 +64,7 @@ from wacoll.plans.families.magpie_reduce import (
 )
 from wacoll.plans.families.magpie_trees import (
     INTRA,
-    check_intra,
+    validate_intra,
     cluster_trees,
     coordinator_tree,
     ordered_tree,
@@ -80,7 +80,7 @@ from wacoll.plans.patterns import (
 from wacoll.trees.basic import children, parent
 
 __all__ = [
-    "INTRA", "FAMILY", "check_intra", "ordered_tree", "cluster_trees", "coordinator_tree",
+    "INTRA", "FAMILY", "validate_intra", "ordered_tree", "cluster_trees", "coordinator_tree",
     "barrier", "bcast", "scatter", "scatterv", "gather", "gatherv", "allgather",
     "allgatherv", "alltoall", "alltoallv", "reduce", "allreduce", "reduce_scatter",
     "reduce_scatter_block", "scan", "exscan", "BUILDERS", "OPTIONS",
@@ -126,7 +126,7 @@ def barrier(topology, *, itemsize=1, intra="binary"):
     >>> report.wide_area_messages, report.max_wide_area_hops, report.optimality
     (56, 1, 'yes')
     """
-    check_intra(intra)
+    validate_intra(intra)
     b = PlanBuilder("barrier", topology, itemsize=itemsize)
     trees = cluster_trees(topology, None, intra)
     for tree in trees:
@@ -174,7 +174,7 @@ def _flat(op, topology, pattern, intra, *, root=None, count=1, counts=None,
     ``intra`` is checked and recorded in the plan's parameters, so that one set of
     family options builds every operation, but a flat plan has no use for it.
     """
-    check_intra(intra)
+    validate_intra(intra)
     b = PlanBuilder(op, topology, root=root, count=count, counts=counts,
                     itemsize=itemsize)
     pattern(b)

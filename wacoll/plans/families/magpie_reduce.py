@@ -52,7 +52,7 @@ from wacoll.errors import PlanError
 from wacoll.plans.builder import PlanBuilder
 from wacoll.plans.operations import LEVELS
 from wacoll.plans.families.magpie_trees import (
-    check_intra,
+    validate_intra,
     cluster_trees,
     coordinator_tree,
     ordered_tree,
@@ -152,7 +152,7 @@ def _start(op, topology, level, threshold, variant, intra, **layout):
     if variant is not None and variant not in VARIANTS:
         raise PlanError(f"variant must be one of {', '.join(map(repr, VARIANTS))}, "
                         f"got {variant!r}")
-    check_intra(intra)
+    validate_intra(intra)
     b = PlanBuilder(op, topology, level=level, **layout)
     if variant is None:
         variant = choose_variant(op, topology, b.level, sum(b.counts) * b.itemsize,

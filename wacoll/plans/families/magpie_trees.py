@@ -30,13 +30,13 @@ from wacoll.errors import PlanError
 from wacoll.trees.basic import children
 from wacoll.trees.hierarchical import two_level
 
-__all__ = ["INTRA", "check_intra", "ordered_tree", "coordinator_tree", "cluster_trees"]
+__all__ = ["INTRA", "validate_intra", "ordered_tree", "coordinator_tree", "cluster_trees"]
 
 #: The intra-cluster tree shapes the family offers (MagPIe used binary trees).
 INTRA = ("binary", "binomial")
 
 
-def check_intra(intra):
+def validate_intra(intra):
     """Raise :class:`PlanError` unless ``intra`` names one of :data:`INTRA`."""
     if intra not in INTRA:
         raise PlanError(f"intra must be one of {', '.join(map(repr, INTRA))}, "
@@ -97,7 +97,7 @@ def ordered_tree(members, coordinator, intra="binary"):
     >>> children(ordered_tree([2, 5, 7, 9], 7), 7)
     [2, 9]
     """
-    check_intra(intra)
+    validate_intra(intra)
     members = sorted(members)
     k = members.index(coordinator)
     if k == 0:
@@ -130,7 +130,7 @@ def coordinator_tree(topology, root=None, intra="binary"):
     >>> children(coordinator_tree(Topology.from_sizes([2, 1])), 0)
     [2, 1]
     """
-    check_intra(intra)
+    validate_intra(intra)
     if root is None:
         root = topology.coordinators()[0]
     return two_level(topology, root, intra, wan_first=True)

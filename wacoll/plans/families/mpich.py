@@ -61,7 +61,7 @@ from wacoll.plans.operations import round_segments
 from wacoll.plans.patterns import (
     EACH,
     chain_scan,
-    check_alltoall_order,
+    validate_alltoall_order,
     flat_alltoall,
     flat_gather,
     flat_scatter,
@@ -70,7 +70,7 @@ from wacoll.plans.patterns import (
     tree_reduce,
 )
 from wacoll.trees import make_tree
-from wacoll.trees.basic import check_tree_args
+from wacoll.trees.basic import validate_tree_args
 from wacoll.trees.basic import from_parents
 
 __all__ = [
@@ -140,7 +140,7 @@ def bcast_tree(n, root=0):
     >>> children(bcast_tree(6, root=3), 3)
     [5, 4, 1]
     """
-    n, root = check_tree_args(n, root)
+    n, root = validate_tree_args(n, root)
     n2 = 1 << (n.bit_length() - 1)
     vchildren = {}
     for v in range(n2):
@@ -309,7 +309,7 @@ def allgatherv(topology, *, counts=None, count=1, itemsize=1):
 
 # ---------------------------------------------------------------- alltoall(v)
 def _alltoall(op, topology, count, counts, itemsize, order):
-    check_alltoall_order(order)
+    validate_alltoall_order(order)
     return _flat(op, topology, partial(flat_alltoall, order=order), count=count,
                  counts=counts, itemsize=itemsize, order=order)
 
@@ -388,7 +388,7 @@ def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1,
     recv-combine 3 [0] into out
     recv-combine 0 [0] into out
     """
-    _check_algorithm("reduce", algorithm)
+    _validate_algorithm("reduce", algorithm)
     if algorithm == "halving":
         b = PlanBuilder("reduce", topology, root=root, count=count,
                         segments=_owner_multiple(topology, segments), level=level,
@@ -421,7 +421,7 @@ def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1,
 ALLREDUCE_ALGORITHMS = ("binomial", "halving")
 
 
-def _check_algorithm(op, algorithm):
+def _validate_algorithm(op, algorithm):
     if algorithm not in ALLREDUCE_ALGORITHMS:
         raise PlanError(f"mpich {op} algorithm must be one of {ALLREDUCE_ALGORITHMS}, "
                         f"got {algorithm!r}")
@@ -455,7 +455,7 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
     >>> plan.nblocks, report.level, report.messages
     (4, 'strict', 24)
     """
-    _check_algorithm("allreduce", algorithm)
+    _validate_algorithm("allreduce", algorithm)
     if algorithm == "halving":
         b = PlanBuilder("allreduce", topology, count=count,
                         segments=_owner_multiple(topology, segments), level=level,

@@ -45,7 +45,7 @@ What each does (the patterns are in :mod:`~wacoll.plans.families.recent_parts` a
   ``r`` the chunk at ``r``'s bits reversed
   (:func:`~wacoll.plans.families.recent_parts.bit_reversal`: the same messages
   as with chunk ``r``, but each a run or two of blocks on a power of two, as
-  Swing's code remaps them, so that the checker holds the plan in few pieces);
+  Swing's code remaps them, so that the prover holds the plan in few pieces);
   its allgather and reduce-scatter are the two halves alone (there rank ``r``'s
   block is ``r``: the operation says so).
 - ``swing_latency``: whole vectors exchanged with the same partners, ``log2 P``
@@ -304,7 +304,7 @@ def allgather(topology, *, count=1, itemsize=1, algorithm="auto", aggregation=No
     """
     b = PlanBuilder("allgather", topology, count=count, itemsize=itemsize)
     name = _algorithm("allgather", algorithm, b.size)
-    _check_aggregation(name, aggregation)
+    _validate_aggregation(name, aggregation)
     for r in range(b.size):
         b.copy(r, (r,), "in", "out")
     if name == "pat":
@@ -324,7 +324,7 @@ def allgather(topology, *, count=1, itemsize=1, algorithm="auto", aggregation=No
     return b.build(family=_FAMILY, algorithm=name)
 
 
-def _check_aggregation(name, aggregation):
+def _validate_aggregation(name, aggregation):
     if aggregation is not None and name != "pat":
         raise PlanError(f"aggregation bounds PAT's messages; the {name} algorithm "
                         f"takes none")
@@ -337,7 +337,7 @@ def _reduce_scatter(op, topology, count, counts, level, itemsize, algorithm,
     b = PlanBuilder(op, topology, count=count, counts=counts, level=level,
                     itemsize=itemsize)
     name = _algorithm(op, algorithm, b.size, level)
-    _check_aggregation(name, aggregation)
+    _validate_aggregation(name, aggregation)
     size = b.size
     every = b.all_blocks
     ranks, host, extra = odd_fold(size) if name != "pat" else (range(size), None, None)

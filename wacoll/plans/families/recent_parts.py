@@ -93,7 +93,7 @@ def bit_reversal(m: int) -> list:
     chunk ``i``: the same messages (peers, steps, sizes), but on a power of two each
     message's chunks are then one or two runs of consecutive blocks, where they are
     scattered over the vector otherwise (Swing's code remaps its blocks for the same
-    reason), so that the checker holds the plan in few pieces.
+    reason), so that the prover holds the plan in few pieces.
 
     Examples
     --------

@@ -1,6 +1,6 @@
-"""The parts of the plan checker (:func:`wacoll.plans.prove_plan`), one purpose each.
+"""The parts of the plan prover (:func:`wacoll.plans.prove_plan`), one purpose each.
 
-The checker proves a plan with arrays, not with a dictionary entry per (rank,
+The prover proves a plan with arrays, not with a dictionary entry per (rank,
 buffer, block): a plan of an all-to-all on 4096 ranks has 33.5 million steps, and
 any work per step or block in Python is already too slow there. The stages, in the
 order :func:`wacoll.plans.prove.prove_plan` runs them:
@@ -16,7 +16,7 @@ order :func:`wacoll.plans.prove.prove_plan` runs them:
   alone: for every read, the write it reads (or the initial value, or nothing), and
   the faults that need no values;
 - :mod:`~wacoll.plans.prover.run`: the ranks run in the order of the work queue of
-  ranks the checker always used, a stretch of a rank's program at a time, carrying
+  ranks the prover always used, a stretch of a rank's program at a time, carrying
   values (wide-area hops, reduction expressions, a barrier's knowledge) from send to
   receive; it stops at the first fault or deadlock;
 - :mod:`~wacoll.plans.prover.results`: the final values against the operation's

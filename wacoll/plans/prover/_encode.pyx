@@ -98,7 +98,7 @@ def encode_programs(tuple programs, cls, codes, buffers, Py_ssize_t size,
     names to ids (numbering new ones); ``nsteps`` is the number of steps. Raises
     OverflowError when the ids do not fit those types."""
     if size >= 2**31 - 2 or nblocks >= 2**31 - 1:
-        raise OverflowError("too many ranks or blocks for the checker")
+        raise OverflowError("too many ranks or blocks for the prover")
     kind_a = np.empty(nsteps, dtype=np.int8)
     peer_a = np.empty(nsteps, dtype=np.int32)
     src_a = np.empty(nsteps, dtype=np.int16)
@@ -170,13 +170,13 @@ def encode_programs(tuple programs, cls, codes, buffers, Py_ssize_t size,
             if s is not last_src:
                 ident = buffers[s]
                 if ident >= 2**15:
-                    raise OverflowError("too many buffers for the checker")
+                    raise OverflowError("too many buffers for the prover")
                 last_src, last_src_id = s, ident
             src[i] = <int16_t>last_src_id
             if d is not last_dst:
                 ident = buffers[d]
                 if ident >= 2**15:
-                    raise OverflowError("too many buffers for the checker")
+                    raise OverflowError("too many buffers for the prover")
                 last_dst, last_dst_id = d, ident
             dst[i] = <int16_t>last_dst_id
             if code == 2 or code == 4:
@@ -197,7 +197,7 @@ def encode_programs(tuple programs, cls, codes, buffers, Py_ssize_t size,
             else:
                 n = PyTuple_GET_SIZE(blocks)
             if e + n >= 2**31 - 1:
-                raise OverflowError("too many blocks for the checker")
+                raise OverflowError("too many blocks for the prover")
             if e + n > capacity:
                 capacity = max(2 * capacity, e + n)
                 grown = np.empty(capacity, dtype=np.int32)

@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
-"""The compiled half of the checker's dataflow (private; used by
+"""The compiled half of the prover's dataflow (private; used by
 :mod:`wacoll.plans.prover.flow`).
 
 :func:`access_keys` lays out the accesses of every entry in one pass, and

@@ -299,7 +299,7 @@ def reductions_in_order(const int64_t[::1] visits, const int64_t[::1] recv_rows,
                         int32_t[::1] val, int32_t[::1] hops, int64_t[::1] current,
                         object pair):
     """Carry the expression of every block of every write through the visits, in
-    order; return -1, or the row of the first step whose proof needs the checker's
+    order; return -1, or the row of the first step whose proof needs the prover's
     exact pass (a fault, or anything this pass does not take).
 
     ``visits`` are (first row, stop row) pairs in the run's order, ``recv_at`` the

@@ -8,7 +8,7 @@ of consecutive block ids (``(0, 1, 2, 7)`` is two entries: 3 blocks from 0, 1 fr
 rank's steps and blocks by time. Buffer names become
 small integers, in the order of their names (``buffers`` lists them by id). Values that no plan can use are
 folded so that the arrays stay small: a peer outside ``0..size-1`` becomes
-:data:`BAD_PEER` and a block id beyond the layout becomes ``nblocks``; the checker
+:data:`BAD_PEER` and a block id beyond the layout becomes ``nblocks``; the prover
 takes such values from the plan's steps when it names them in an error.
 
 Reading the attributes of 33.5 million steps (an all-to-all on 4096 ranks) is most
@@ -67,7 +67,7 @@ def index_dtype(largest):
 
 def distinct(values):
     """The distinct values, sorted (a stable sort, fast on the nearly sorted arrays
-    the checker has, where ``np.unique`` is not).
+    the prover has, where ``np.unique`` is not).
 
     Examples
     --------
@@ -216,7 +216,7 @@ def encode(plan) -> Steps:
     if type(programs) is not tuple:
         programs = tuple(programs)
     # the step class, from the plan itself (importing it would make a cycle: a
-    # plan's prove() imports the checker)
+    # plan's prove() imports the prover)
     Step = next((type(program[0]) for program in programs if program), None)
     size, nblocks = plan.size, plan.nblocks
     buffers = _Buffers()

@@ -7,7 +7,7 @@ every rank at once: it sorts the accesses of all programs by (rank, buffer, bloc
 stably, so that each (rank, buffer, block) is a run of accesses in time order, and
 each read takes the last write before it in its run. Entries are times: entry ``e``
 reads at ``2e`` and writes at ``2e + 1``, so that a step's blocks are taken one by
-one as the checker always took them. The user's ``"in"`` buffer is never written by
+one as the prover always took them. The user's ``"in"`` buffer is never written by
 a correct step, so its reads are answered by the operation's layout alone.
 
 From that follow the faults that need no values (the *static* faults): a peer that
@@ -61,7 +61,7 @@ NO_READ = -3
 #: the accesses stably: more memory and time).
 PACK_KEYS = True
 
-#: Fault codes, in the order the checker takes a block's checks.
+#: Fault codes, in the order the prover takes a block's checks.
 EXIST, HELD, HELD_SRC, HOLDER, MOVES, OVERLAP, ORDER, STRICT, IN, OUT, PEER, GROUP = \
     range(1, 13)
 
@@ -205,7 +205,7 @@ def analyse(plan, steps, *, layout=None, level=None) -> Flow:
     nb, size, n = steps.nblocks, steps.size, steps.nentries
     nbuf = max(len(steps.buffers), 1)
     if size * nbuf * max(nb, 1) >= 2**62 or nbuf > 2**15:  # (buffer ids are int16)
-        raise ValueError("too many ranks, buffers and blocks for the checker's keys")
+        raise ValueError("too many ranks, buffers and blocks for the prover's keys")
     in_id, out_id = steps.buffer_id("in"), steps.buffer_id("out")
     ident_t = index_dtype(n + 1)
     present = np.bincount(steps.kind, minlength=5) if steps.nsteps else np.zeros(5)

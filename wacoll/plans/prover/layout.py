@@ -3,7 +3,7 @@
 The same facts as :func:`wacoll.plans.operations.in_blocks`,
 :func:`~wacoll.plans.operations.out_blocks`, :func:`~wacoll.plans.operations.initial`
 and :func:`~wacoll.plans.operations.expected`, as functions of (rank, block) arrays,
-so that the checker asks them for millions of blocks at once without a dictionary
+so that the prover asks them for millions of blocks at once without a dictionary
 per rank (a test keeps the two in agreement for every operation). Blocks are assumed
 to exist (``0 <= block < nblocks``).
 

@@ -5,7 +5,7 @@ receives its children's subtrees, then sends them up with its own block, then
 receives everything else from its parent. :func:`split` cuts every entry of a rank
 at every place where one of that rank's entries begins or ends (and where the
 operation's layout changes what the rank holds or may write), so that each access
-of the rank covers a piece wholly or not at all. The checker then tracks one value
+of the rank covers a piece wholly or not at all. The prover then tracks one value
 per piece instead of one per block: a rank's pieces are few when its steps move
 whole ranges, and a plan whose steps move single blocks is left as it is.
 

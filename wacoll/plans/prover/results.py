@@ -6,7 +6,7 @@ reduction) with a block that lacks or repeats a contribution, is not the canonic
 expression at level ``strict`` or breaks rank order at level ``associative``, or (for
 a barrier) with a rank that leaves without hearing from every rank. It finds the
 first such rank with arrays, then names its first block in order with the rank's
-promise from :func:`wacoll.plans.operations.expected`, as the checker always did.
+promise from :func:`wacoll.plans.operations.expected`, as the prover always did.
 (A moved block always holds its source's contribution: block ids never change, and
 every block has one source.)
 

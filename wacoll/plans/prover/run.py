@@ -1,10 +1,10 @@
-"""The ranks run in the checker's order, a stretch of a program at a time.
+"""The ranks run in the prover's order, a stretch of a program at a time.
 
-The checker has always run the ranks from a work queue: it takes the next rank and
+The prover has always run the ranks from a work queue: it takes the next rank and
 runs its program until a receive finds no message (the rank then waits for that
 peer) or the program ends; a send to a rank that waits for the sender puts that
 rank at the back of the queue. :class:`Run` keeps that order exactly, so that the
-first fault it meets is the one the checker always reported, but it runs each
+first fault it meets is the one the prover always reported, but it runs each
 *visit* (the stretch of steps a rank runs before it waits) with arrays: where the
 visit stops (the first receive whose send has not run, or the first step with a
 static fault from :mod:`~wacoll.plans.prover.flow`), which ranks it wakes, and the

@@ -441,7 +441,7 @@ class BlockReductions(Reductions):
     rank order, the canonical expression, a value received again). It proves a
     correct plan; at anything else (a static or dynamic fault, a deadlock, a
     failing result) it raises :class:`~wacoll.errors.BlockProofIncomplete` and the
-    checker's exact pass refuses the plan with its usual error. Its values: ``val``
+    prover's exact pass refuses the plan with its usual error. Its values: ``val``
     (an expression per block of each written piece ``e``, from ``woff[e]`` on) and
     ``hops`` (the most wide-area hops of a piece's blocks).
     """

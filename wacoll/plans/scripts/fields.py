@@ -1,7 +1,7 @@
 """What the S-expression and JSON forms of a plan share: names, limits, checks.
 
 The header fields and step vocabulary of :mod:`wacoll.plans.scripts`, the check that
-a plan's parameters are plain data both forms can hold (:func:`check_params`), and
+a plan's parameters are plain data both forms can hold (:func:`validate_params`), and
 the last step of every reader: freeze the parts into a plan and prove it
 (:func:`make_plan`).
 
@@ -22,7 +22,7 @@ from wacoll.plans.plan import Plan
 
 __all__ = [
     "MAX_SIZE", "HEADER_FIELDS", "STEP_NAMES", "STEP_WORDS", "PEER_KINDS", "STEP_OPTIONS",
-    "ALL_OPTIONS", "BUFFER", "PARAM_NAME", "check_params", "make_plan",
+    "ALL_OPTIONS", "BUFFER", "PARAM_NAME", "validate_params", "make_plan",
 ]
 
 #: Largest communicator size accepted.
@@ -53,7 +53,7 @@ BUFFER = re.compile(r"[a-z][a-z0-9_]*\Z")
 PARAM_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
 
 
-def _check_value(value, what, depth=0):
+def _validate_value(value, what, depth=0):
     """Raise ScriptError unless ``value`` is plain data both formats can hold."""
     if depth > MAX_DEPTH - 4:
         raise ScriptError(f"{what} is nested too deeply")
@@ -69,13 +69,13 @@ def _check_value(value, what, depth=0):
         return
     if isinstance(value, (tuple, list)):
         for item in value:
-            _check_value(item, what, depth + 1)
+            _validate_value(item, what, depth + 1)
         return
     raise ScriptError(f"{what} has a value of type {type(value).__name__}, which scripts "
                       f"cannot hold (integers, numbers, strings, booleans, None, tuples)")
 
 
-def check_params(plan):
+def validate_params(plan):
     """Raise ScriptError unless the plan's parameters are (name, plain data) pairs
     with distinct names that both forms can write."""
     seen = set()
@@ -88,7 +88,7 @@ def check_params(plan):
         if name in seen:
             raise ScriptError(f"plan parameter {name!r} is given twice")
         seen.add(name)
-        _check_value(value, f"plan parameter {name!r}")
+        _validate_value(value, f"plan parameter {name!r}")
 
 
 def make_plan(header, programs):

@@ -18,7 +18,7 @@ from wacoll.plans.scripts.fields import (
     MAX_SIZE,
     PARAM_NAME,
     PEER_KINDS,
-    check_params,
+    validate_params,
     make_plan,
 )
 from wacoll.plans.scripts.limits import Budget, cell_budget, plan_cells, step_cost
@@ -64,7 +64,7 @@ def to_json(plan: Plan) -> str:
     >>> from_json(to_json(plan)) == plan
     True
     """
-    check_params(plan)
+    validate_params(plan)
     data = plan.to_dict()
     dump = lambda v: json.dumps(v, allow_nan=False)  # noqa: E731
     lines = ["{"]

@@ -6,11 +6,11 @@ a million ranks, and ``(send 1)`` in a plan of a million blocks names every one 
 them. So every reader of :mod:`wacoll.plans.scripts` charges the work a text asks for
 to a :class:`Budget` before doing it, and refuses, with a
 :class:`~wacoll.errors.ScriptError` at the offending field or step, a text that asks
-for more than its budget. A *cell* is one entry of the checker's per-rank state or one
+for more than its budget. A *cell* is one entry of the prover's per-rank state or one
 block named by a step (about 100 bytes of memory and a microsecond of time at most):
 
 - the header of a plan of ``size`` ranks and ``nblocks`` blocks costs
-  :func:`plan_cells` (``size * (size + per-rank blocks)``: the checker's tables);
+  :func:`plan_cells` (``size * (size + per-rank blocks)``: the prover's tables);
 - each step costs one cell per block it names (``(send 1)`` names every block), times
   ``1 + size // 64`` in a reduction (the contributions a partial result records).
 
@@ -63,7 +63,7 @@ def cell_budget(nchars, max_cells=None, *, min_cells=None, per_char=None):
 
 
 def plan_cells(op, size, nblocks):
-    """The cells of the checker's per-rank tables for a plan of ``op`` on ``size``
+    """The cells of the prover's per-rank tables for a plan of ``op`` on ``size``
     ranks with ``nblocks`` blocks (an upper bound)."""
     layout = OPERATIONS[op].layout
     per_rank = size if layout == "pairs" else nblocks

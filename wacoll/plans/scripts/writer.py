@@ -8,7 +8,7 @@ importable from :mod:`wacoll.plans.scripts`, whose docstring gives the grammar.
 
 from __future__ import annotations
 
-from wacoll.plans.scripts.fields import STEP_WORDS, check_params
+from wacoll.plans.scripts.fields import STEP_WORDS, validate_params
 from wacoll.plans.scripts.sexpr import quote
 from wacoll.plans.plan import Plan
 
@@ -43,7 +43,7 @@ def _int_lines(name, values, indent="  ", width=96):
 
 
 def _header_lines(plan, head, rank=None):
-    check_params(plan)
+    validate_params(plan)
     first = f"({head} (op {plan.op}) (size {plan.size})"
     if rank is not None:
         first += f" (rank {rank})"

@@ -162,7 +162,7 @@ class Engine:
             run_links(self)
         pc, limits = self.pc, self.structure.limits
         stuck = [r for r in range(self.plan.size) if pc[r] < limits[r]]
-        if stuck:  # the checker rules this out; kept as a guard
+        if stuck:  # the prover rules this out; kept as a guard
             r = stuck[0]
             step = pc[r] - self.structure.bases[r]
             raise PlanError(f"simulation stalled: rank {r} waits at step {step}",

@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wacoll.costs import (
-    check_rate,
-    check_t_ini,
-    check_time,
-    check_time_or_function,
+    validate_rate,
+    validate_t_ini,
+    validate_time,
+    validate_time_or_function,
     t_ini_message,
     ts_tr_message,
 )
@@ -29,13 +29,13 @@ __all__ = ["Model", "TsTrModel", "TiniModel", "LinkModel"]
 
 
 def _seconds(name, value):
-    """``value`` as a float, checked by :func:`wacoll.costs.check_time`."""
-    return float(check_time(name, value))
+    """``value`` as a float, checked by :func:`wacoll.costs.validate_time`."""
+    return float(validate_time(name, value))
 
 
 def _time_or_function(name, value):
     """A float number of seconds, or a callable ``f(nbytes) -> seconds`` kept as is."""
-    value = check_time_or_function(name, value)
+    value = validate_time_or_function(name, value)
     return value if callable(value) else float(value)
 
 
@@ -54,11 +54,11 @@ class Model:
         bytes per time unit of copy and combine work (None: free)."""
         return self.recv_overhead, self.compute_rate
 
-    def _check_local_costs(self):
+    def _validate_local_costs(self):
         """Check and normalise ``recv_overhead`` and ``compute_rate`` (frozen fields)."""
         object.__setattr__(self, "recv_overhead", _seconds("recv_overhead",
                                                            self.recv_overhead))
-        object.__setattr__(self, "compute_rate", check_rate("compute_rate",
+        object.__setattr__(self, "compute_rate", validate_rate("compute_rate",
                                                             self.compute_rate))
 
     def prepare(self, plan, messages, columns):
@@ -116,7 +116,7 @@ class TsTrModel(Model):
                 raise TopologyError("wide_area must be a pair (t_s, t_r)") from None
             object.__setattr__(self, "wide_area", (_time_or_function("wide-area t_s", ts),
                                                    _time_or_function("wide-area t_r", tr)))
-        self._check_local_costs()
+        self._validate_local_costs()
 
     def _costs(self, plan, messages):
         local = (self.t_s, self.t_r)
@@ -176,9 +176,9 @@ class TiniModel(Model):
                 raise TopologyError("TiniModel needs a topology whose t_ini is set "
                                     "(Topology.with_t_ini)")
             t_ini = t_ini.t_ini
-        object.__setattr__(self, "t_ini", tuple(float(v) for v in check_t_ini(t_ini)))
-        object.__setattr__(self, "bandwidth", check_rate("bandwidth", self.bandwidth))
-        self._check_local_costs()
+        object.__setattr__(self, "t_ini", tuple(float(v) for v in validate_t_ini(t_ini)))
+        object.__setattr__(self, "bandwidth", validate_rate("bandwidth", self.bandwidth))
+        self._validate_local_costs()
 
     def _costs(self, plan, messages):
         if len(self.t_ini) != plan.size:
@@ -317,9 +317,9 @@ class LinkModel(Model):
                 raise TopologyError(f"window must be a number of bytes > 0 or None, "
                                     f"got {w!r}")
             object.__setattr__(self, "window", float(w))
-        object.__setattr__(self, "wan_capacity", check_rate("wan_capacity",
+        object.__setattr__(self, "wan_capacity", validate_rate("wan_capacity",
                                                             self.wan_capacity))
-        self._check_local_costs()
+        self._validate_local_costs()
 
     def nodecheck_rate(self, rank: int) -> float:
         """The rate of ``rank``'s outgoing link in bytes/s.
@@ -334,7 +334,7 @@ class LinkModel(Model):
             return float(topo.node_bandwidth[rank])
         return float(topo.intra.bandwidth)
 
-    def check_plan(self, plan):
+    def validate_plan(self, plan):
         """Raise PlanError unless the model's topology has the plan's ranks, grouped
         into the plan's clusters (:func:`~wacoll.plans.sim.simgrid.simulate_simgrid`
         checks its model with it too)."""
@@ -350,7 +350,7 @@ class LinkModel(Model):
         """``(busy, delay, flows)``: per message the sender's occupancy and the delay
         from send start to arrival (for a wide-area message, the part its flow does
         not cover), and the wide-area flows as a :class:`_Flows`."""
-        self.check_plan(plan)
+        self.validate_plan(plan)
         ovh, lat = self.overhead, self.topology.intra.latency
         rates = [self.nodecheck_rate(r) for r in range(plan.size)]
         src, nbytes, wide = columns.src, columns.nbytes, columns.wide

@@ -292,7 +292,7 @@ def simulate_simgrid(plan, model: LinkModel | None = None, *,
         model = LinkModel(Topology.from_clusters([members[c] for c in sorted(members)]))
     elif not isinstance(model, LinkModel):
         raise PlanError(f"simulate_simgrid needs a LinkModel, got {type(model).__name__}")
-    model.check_plan(plan)
+    model.validate_plan(plan)
     plan.prove()
     programs, nmsg = _programs(plan, model)
     request = {"platform": platform_description(model.topology, model),

@@ -7,7 +7,7 @@ the model says when it becomes available at the receiver. A ``recv`` or
 model's receive overhead (default 0) plus the combine cost; ``copy`` and ``combine``
 cost ``bytes / compute_rate`` (default: free). The k-th send from ``a`` to ``b``
 meets ``b``'s k-th receive from ``a`` (:meth:`~wacoll.plans.Plan.messages`). Sends
-never wait for their receiver (eager delivery, as the checker assumes). Consecutive
+never wait for their receiver (eager delivery, as the prover assumes). Consecutive
 ``recv_combine`` steps of one arrival-order ``group`` are served in the order their
 messages arrive (ties: program order), which is what a PATHS-style runtime does.
 
