@@ -1,4 +1,11 @@
-"""The package's layout: no import cycles, and a plan world that needs no MPI.
+"""The package's layout, as a maintainer relies on it:
+
+- no import cycles, and a plan world that needs no MPI;
+- layers (:data:`LAYERS`): no import reaches up from a lower one;
+- no module uses another module's private names (tests and benchmarks included);
+- exception classes live in ``wacoll/errors.py`` only;
+- ``WACOLL_*`` variables are read through ``wacoll/settings.py`` only;
+- the layout page (``docs/layout.rst``) names every module, and no module that is gone.
 
 The import graph is read from the source, not from a running interpreter: every
 ``import`` and ``from ... import`` in a module counts, at module level or inside a
@@ -448,3 +455,19 @@ def test_no_module_uses_a_private_name_of_another():
                   for line, name in private_name_uses(tree, module, mods, package)]
     assert len(paths) > 100
     assert found == [], "private names of another module used:\n" + "\n".join(found)
+
+
+REPO = ROOT.parent
+
+
+def test_the_layout_page_names_every_module():
+    text = (REPO / "docs" / "layout.rst").read_text()
+    modules = sorted(p.relative_to(REPO).as_posix()
+                     for ext in ("*.py", "*.pyx") for p in ROOT.rglob(ext))
+    assert modules, "no modules found"
+    missing = [m for m in modules if f"``{m}``" not in text]
+    assert not missing, f"docs/layout.rst does not name {missing}: add a line for each"
+    listed = {line.split("``")[1] for line in text.splitlines()
+              if line.startswith("- ``wacoll/")}
+    gone = sorted(m for m in listed if not (REPO / m).exists())
+    assert not gone, f"docs/layout.rst names modules that no longer exist: {gone}"
