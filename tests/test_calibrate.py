@@ -15,7 +15,7 @@ from wacoll import Topology
 from wacoll.calibration import (CalibrationReport, build_topology, compare_topologies,
                                 find_clusters, fit_t_ini)
 from wacoll.errors import TopologyError
-from wacoll.mpi.calibrate import latency_pairs, rounds
+from wacoll.mpi.allpairs import latency_pairs, rounds
 
 BIN = Path(sys.executable).parent
 

@@ -7,7 +7,7 @@ The plan world (:mod:`wacoll.topology`, :mod:`wacoll.trees`, :mod:`wacoll.plans`
 Python, and the prover's compiled passes) imports without MPI or the kernels. The
 MPI world (:mod:`wacoll.mpi`: :class:`Comm`, the executor, the Cython kernels) is
 loaded on first use of ``wacoll.Comm``, ``wacoll.topology_from_comm`` or ``wacoll.calibrate``
-(which measures a communicator's links: :mod:`wacoll.mpi.calibrate`).
+(which measures a communicator's links: :mod:`wacoll.mpi.allpairs`).
 """
 
 from wacoll import plans, trees
@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 _MPI_WORLD = {"Comm": "wacoll.mpi.comm", "topology_from_comm": "wacoll.mpi.discover",
-              "calibrate": "wacoll.mpi.calibrate"}
+              "calibrate": "wacoll.mpi.allpairs"}
 
 
 def __getattr__(name):

@@ -1,7 +1,7 @@
 """From measured links to a topology: clustering, fits and the calibration report.
 
 This is the plan-world half of calibration (numpy only, no MPI):
-:func:`wacoll.mpi.calibrate.measure` times the links of a communicator and hands the
+:func:`wacoll.mpi.allpairs.measure` times the links of a communicator and hands the
 matrices here; the functions also work on any latency matrix a user has.
 
 * :func:`find_clusters` groups ranks by single-linkage clustering of their pair

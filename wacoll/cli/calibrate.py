@@ -5,7 +5,7 @@
     mpiexec -n 8 wacoll calibrate --out topo.toml --heatmap latency.png
     WACOLL_TOPOLOGY=topo.toml mpiexec -n 8 python app.py
 
-Every rank runs the measurement (:func:`wacoll.mpi.calibrate.measure`); rank 0
+Every rank runs the measurement (:func:`wacoll.mpi.allpairs.measure`); rank 0
 writes the topology file (read back by :meth:`wacoll.Topology.from_file` and
 ``WACOLL_TOPOLOGY``), optionally the report (JSON) and the latency heatmap (PNG),
 and prints a table; ``--compare FILE`` puts a configured topology beside it.
@@ -56,7 +56,7 @@ def run_calibrate(args) -> int:
     """Measure ``MPI.COMM_WORLD`` with ``args``' settings; rank 0 writes and prints."""
     from mpi4py import MPI
 
-    from wacoll.mpi.calibrate import measure
+    from wacoll.mpi.allpairs import measure
     from wacoll.topology import Topology
 
     comm = MPI.COMM_WORLD

@@ -4,7 +4,7 @@ Discovery (:mod:`wacoll.mpi.discover`) says which rank is in which cluster, not 
 fast the links are. Where nothing gives the links (no ``topology=``, no
 ``WACOLL_TOPOLOGY`` file), a :class:`wacoll.Comm` on several clusters measures the
 ones its plans depend on (:func:`links_for`), with the ping-pongs of
-:mod:`wacoll.mpi.calibrate`:
+:mod:`wacoll.mpi.allpairs`:
 
 * the one-way latency (half the fastest of ``reps`` short round trips) and the
   bandwidth (a burst of ``window`` messages of ``large`` bytes, after one burst that
@@ -53,7 +53,7 @@ import numpy as np
 
 from wacoll.errors import LinksWarning
 from wacoll.settings import switch
-from wacoll.mpi.calibrate import bursts, pingpong, rounds
+from wacoll.mpi.allpairs import bursts, pingpong, rounds
 from wacoll.topology import DEFAULT_INTRA_BANDWIDTH, DEFAULT_INTRA_LATENCY, Topology
 
 #: The package's name, the records' folder under the user's cache directory (not

@@ -1,4 +1,6 @@
-"""Measure a communicator's network: a topology from ping-pongs, not from guesses.
+"""Measure every pair of a communicator's ranks: a topology from ping-pongs, not
+from guesses (the MPI half of calibration; :mod:`wacoll.calibration` fits and
+reports, ``wacoll calibrate`` is the command).
 
 :func:`calibrate` returns a :class:`wacoll.Topology`; :func:`measure` returns the
 whole :class:`wacoll.calibration.CalibrationReport` (matrices, clustering, heatmap).
