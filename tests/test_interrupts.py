@@ -100,6 +100,7 @@ except KeyboardInterrupt:  # only with WACOLL_ON_INTERRUPT=raise
         comm.Allreduce(a, b)
     except wacoll.WacollError as exc:
         say(f"REFUSED {rank} {exc}")
+    time.sleep(0.2)  # the launcher forwards the lines before the abort ends the job
     world.Abort(3)
 say(f"DONE {rank}")
 '''
