@@ -760,7 +760,7 @@ class Comm(MPI.Intracomm):
     @property
     def tuning(self):
         """What this communicator learned (:mod:`wacoll.mpi.learning`): per call
-        shape, the candidates, the slowest rank's fastest time of each (seconds) and
+        shape, the candidates, the slowest rank's median time of each (seconds) and
         the one chosen; empty where nothing is learned (one cluster, a family
         forced, ``learn="off"``)."""
         return [] if self._tuning is None else list(self._tuning.table)

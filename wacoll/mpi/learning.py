@@ -6,9 +6,10 @@ a communicator also *measures*: for a repeated call of one **shape** (operation,
 size class, element type, operator, level and root), its first calls try the
 candidates in turn (the selection policy's choice, the MPI library's own collective,
 and the families that have another plan for the operation), each
-:data:`ROUNDS` times; then every rank contributes the fastest time it saw of each
+:data:`ROUNDS` times; then every rank contributes the median time it saw of each
 candidate, the ranks agree on the slowest rank's figure (one ``Allreduce``), and the
-fastest candidate runs the shape's later calls.
+fastest candidate runs the shape's later calls, unless the selection policy's own
+choice is within :data:`MARGIN` of it (then that stays).
 
 - The size class of a call of ``n`` bytes per rank is ``n.bit_length()``: counts
   within a factor of two share what was learned (a loop whose counts vary still
@@ -54,12 +55,17 @@ from wacoll.errors import TuningError
 from wacoll.mpi.bounded import SHAPES, BoundedCache
 from wacoll.strict_json import loads_strict
 
-__all__ = ["ROUNDS", "DEFAULT", "LEARNED_FAMILIES", "Tuning", "TuningError", "candidates",
+__all__ = ["ROUNDS", "MARGIN", "DEFAULT", "LEARNED_FAMILIES", "Tuning", "TuningError", "candidates",
            "shape_of", "read_tuning"]
 
 #: How many calls of each candidate a shape's exploration makes (the fastest counts:
 #: the first call of a plan also proves and compiles it).
 ROUNDS = 3
+#: How much faster (a fraction) another candidate must measure than the selection
+#: policy's choice to replace it: one call's time on a rank includes how late the
+#: others arrived, so candidates within a few per cent of each other are a toss-up,
+#: and the cost model's choice wins a toss-up.
+MARGIN = 0.1
 #: The candidate "the selection policy's choice", as written in tables and files.
 DEFAULT = "default"
 #: Families a repeated call explores beside the selection's choice and the library's
@@ -134,7 +140,7 @@ class Tuning:
         self._shapes = BoundedCache(SHAPES)
         self._current = None
         #: One row per decided shape: the shape's fields, ``candidates``,
-        #: ``seconds`` (the slowest rank's fastest call of each) and ``chosen``.
+        #: ``seconds`` (the slowest rank's median call of each) and ``chosen``.
         self.table = []
 
     def family_for(self, shape, candidates):
@@ -162,12 +168,16 @@ class Tuning:
         state.calls += 1
         if state.calls < len(state.candidates) * self.rounds:
             return
-        mine = np.array([min(t) for t in state.times], dtype=np.float64)
+        mine = np.array([np.median(t) for t in state.times], dtype=np.float64)
         if self._comm is not None:
             from mpi4py import MPI
 
             self._comm.Allreduce(MPI.IN_PLACE, mine, op=MPI.MAX)
         best = int(np.argmin(mine))
+        if None in state.candidates:  # the model's choice stands unless clearly beaten
+            model = state.candidates.index(None)
+            if mine[model] <= mine[best] * (1 + MARGIN):
+                best = model
         state.chosen = _name(state.candidates[best])
         self.table.append({**dict(zip(_FIELDS, shape)),
                            "candidates": [_name(c) for c in state.candidates],
