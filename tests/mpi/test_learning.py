@@ -53,7 +53,7 @@ def test_exploration_then_one_choice_everywhere(mpi, op):
         mpi.assert_all(not wrong, f"calls {wrong} differ from the library's")
         explored = ran[:len(tried) * ROUNDS]
         default = explored[0]
-        want_order = [default if c is None else c for c in tried] * ROUNDS
+        want_order = [default if c is None else c for c in tried for _ in range(ROUNDS)]
         mpi.assert_all(explored == want_order, f"explored {explored}")
         table = comm.tuning
         mpi.assert_all(len(table) == 1, f"tuning {table}")

@@ -6,8 +6,9 @@ a communicator also *measures*: for a repeated call of one **shape** (operation,
 size class, element type, operator, level and root), its first calls try the
 candidates in turn (the selection policy's choice, the MPI library's own collective,
 and the families that have another plan for the operation), each
-:data:`ROUNDS` times; then every rank contributes the median time it saw of each
-candidate, the ranks agree on the slowest rank's figure (one ``Allreduce``), and the
+:data:`ROUNDS` times in a row (a candidate's first call carries what the one before
+left in flight, and is not counted); then every rank contributes the median time it
+saw of each candidate, the ranks agree on the slowest rank's figure (one ``Allreduce``), and the
 fastest candidate runs the shape's later calls, unless the selection policy's own
 choice is within :data:`MARGIN` of it (then that stays).
 
@@ -155,7 +156,7 @@ class Tuning:
         if state.chosen is not None:
             return _family(state.chosen), False
         self._current = state
-        return state.candidates[state.calls % len(state.candidates)], True
+        return state.candidates[state.calls // self.rounds], True
 
     def observe(self, shape, seconds: float) -> None:
         """The time of the explored call of ``shape`` just made; after the last
@@ -164,11 +165,13 @@ class Tuning:
         state = self._shapes.get(shape)
         if state is None or state.chosen is not None:
             return
-        state.times[state.calls % len(state.candidates)].append(seconds)
+        state.times[state.calls // self.rounds].append(seconds)
         state.calls += 1
         if state.calls < len(state.candidates) * self.rounds:
             return
-        mine = np.array([np.median(t) for t in state.times], dtype=np.float64)
+        # a candidate's first call carries what the one before it left in flight
+        # (and its own plan's proof): its later calls say what it costs in a loop
+        mine = np.array([np.median(t[1:] or t) for t in state.times], dtype=np.float64)
         if self._comm is not None:
             from mpi4py import MPI
 
