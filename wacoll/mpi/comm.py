@@ -42,6 +42,7 @@ costs is measured by ``benchmarks/bench_strict.py`` (``benchmarks/results/strict
 
 from __future__ import annotations
 
+import math
 import zlib
 from time import perf_counter
 
@@ -210,7 +211,7 @@ class Comm(MPI.Intracomm):
                   ("family", family), ("level", level), ("threshold", threshold),
                   ("segment_size", segment_size), ("arithmetic", arithmetic),
                   ("options", repr(sorted(options.items()))), ("check", check),
-                  ("learn", learn), ("measure", measure))
+                  ("learn", learn), ("measure", measure), ("trace", bool(trace)))
         try:
             agree(wire, error, Signature("constructor", options=fields), validate=True)
         except WacollError:
@@ -721,11 +722,23 @@ class Comm(MPI.Intracomm):
             try:
                 exe = self._dispatch.executable(desc, chosen, why)
             except WacollError as exc:  # raised on every rank by the check
-                desc.fail(exc)
+                if desc.shape is not None and chosen is not None:
+                    # a candidate that cannot plan this call: every rank finds the
+                    # same, counts it out and runs the selection's choice instead
+                    self._tuning.observe(desc.shape, math.inf, candidates(desc.op))
+                    desc.shape = None
+                    try:
+                        exe = self._dispatch.executable(
+                            desc, None, f"learning: {chosen} cannot run this call")
+                    except WacollError as again:
+                        desc.fail(again)
+                else:
+                    desc.fail(exc)
         t2 = tracer.clock() if tracer else 0.0
         result = route.run(desc, exe)
         if desc.shape is not None:
-            self._tuning.observe(desc.shape, perf_counter() - started)
+            self._tuning.observe(desc.shape, perf_counter() - started,
+                                 candidates(desc.op))
         if tracer and mode == "call":
             t3 = tracer.clock()
             for name, start, end in (("arguments", t0, t1), ("plan and lower", t1, t2),

@@ -26,8 +26,8 @@ choice is within :data:`MARGIN` of it (then that stays).
 
 Not learned: calls with a family or options forced (by the call or the
 communicator), strict reductions (the library does not keep the canonical order),
-vector variants, and non-blocking or persistent calls (they use what blocking calls
-of their shape learned).
+vector variants, and non-blocking or persistent calls (they run the selection
+policy's choice).
 
 Examples
 --------
@@ -35,7 +35,7 @@ Examples
 >>> shape = ("allreduce", 4, "<f8", "SUM", None, None)
 >>> [tuning.family_for(shape, [None, "native"]) for _ in range(1)]
 [(None, True)]
->>> tuning.observe(shape, 0.003)
+>>> tuning.observe(shape, 0.003, [None, "native"])
 >>> tuning.family_for(shape, [None, "native"])
 ('native', True)
 >>> tuning.observe(shape, 0.001)      # one rank: its own figures decide
@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import OrderedDict
 
 import numpy as np
 
@@ -59,8 +60,9 @@ from wacoll.strict_json import loads_strict
 __all__ = ["ROUNDS", "MARGIN", "DEFAULT", "LEARNED_FAMILIES", "Tuning", "TuningError", "candidates",
            "shape_of", "read_tuning"]
 
-#: How many calls of each candidate a shape's exploration makes (the fastest counts:
-#: the first call of a plan also proves and compiles it).
+#: How many calls of each candidate a shape's exploration makes, in a row (the first
+#: is not counted: it also proves and compiles the plan, and waits behind what the
+#: candidate before left in flight).
 ROUNDS = 3
 #: How much faster (a fraction) another candidate must measure than the selection
 #: policy's choice to replace it: one call's time on a rank includes how late the
@@ -139,7 +141,6 @@ class Tuning:
         self.rounds = rounds
         self._fixed = dict(fixed or {})
         self._shapes = BoundedCache(SHAPES)
-        self._current = None
         #: One row per decided shape: the shape's fields, ``candidates``,
         #: ``seconds`` (the slowest rank's median call of each) and ``chosen``.
         self.table = []
@@ -150,20 +151,27 @@ class Tuning:
         (its time is then wanted: :meth:`observe`)."""
         if shape in self._fixed:
             return _family(self._fixed[shape]), False
-        state = self._shapes.get(shape)
+        # looked up without making or reordering an entry: a rank may get here where
+        # another does not (its own arguments bad, a call replayed), so the entries
+        # change only in observe, which every rank reaches at the same call
+        state = OrderedDict.get(self._shapes, shape)
         if state is None:
-            state = self._shapes[shape] = _Exploration(candidates)
+            return list(candidates)[0], True
         if state.chosen is not None:
             return _family(state.chosen), False
-        self._current = state
         return state.candidates[state.calls // self.rounds], True
 
-    def observe(self, shape, seconds: float) -> None:
-        """The time of the explored call of ``shape`` just made; after the last
-        exploring call the ranks agree on the choice (collective: every rank reaches
-        it at the same call)."""
-        state = self._shapes.get(shape)
-        if state is None or state.chosen is not None:
+    def observe(self, shape, seconds: float, candidates=None) -> None:
+        """The time of the explored call of ``shape`` just made (``candidates``: its
+        candidates, for the first call of the shape; ``inf``: the candidate could
+        not run the call); after the last exploring call the ranks agree on the
+        choice (collective: every rank reaches it at the same call)."""
+        state = OrderedDict.get(self._shapes, shape)
+        if state is None:
+            if candidates is None:
+                return
+            state = self._shapes[shape] = _Exploration(candidates)
+        if state.chosen is not None:
             return
         state.times[state.calls // self.rounds].append(seconds)
         state.calls += 1

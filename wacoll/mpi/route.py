@@ -260,8 +260,11 @@ class Route:
         scratch = self.scratch if blocking else None
         if type(exe) is LibraryCollective:
             given = tuple(map(for_mpi, desc.args))
-            if blocking and not (self.argcheck.several and self.argcheck.enabled):
-                # as on the compiled route: the blocking collective after the check
+            if blocking and not (self.argcheck.several and self.argcheck.enabled and
+                                 not desc.vector):
+                # as on the compiled route (_native_call): the blocking collective
+                # after the check, or with no check (a vector call's counts were
+                # agreed as it was read)
                 method = library_method(self.wire, desc.op, "blocking")
                 return NativeWork(functools.partial(_blocking, method, given))
             method = library_method(self.wire, desc.op, "nonblocking")
@@ -299,7 +302,11 @@ class Route:
     def retire(self, work_done=False):
         """After a failed check in a blocking call: retire the call's wire (messages
         or a library collective of the abandoned call may still be in flight on it)
-        and continue on a fresh duplicate. Collective: every rank gets here."""
+        and continue on a fresh duplicate. Collective: every rank gets here. Where
+        the check runs before any work (one cluster, ``check="first"``) nothing was
+        sent on the wire, and it stays."""
+        if self.argcheck.gated(True):
+            return
         self.abandoned.append(self.wire)
         self.wire = private_dup(self.control)
         if self.cluster is not None:  # a library phase may be pending on it
@@ -332,6 +339,7 @@ class Route:
             self.cluster.Free()
         self.argcheck.free()
         self.wire = self.replays = None
+        self.broken = "this wacoll.Comm has been freed"  # (persistent requests too)
 
 
 def _replaced(args):
