@@ -129,3 +129,36 @@ def test_what_is_not_learned(mpi):
                        "one cluster learned")
     finally:
         one.Free()
+
+
+def test_a_rank_local_error_leaves_every_rank_exploring_alike(mpi, monkeypatch):
+    """A call that fails on one rank's own arguments does not make the ranks' learned
+    shapes differ: with room for two shapes, the next calls still explore the same
+    candidate everywhere (they would wait for each other forever otherwise)."""
+    from wacoll.mpi import learning
+
+    monkeypatch.setattr(learning, "SHAPES", 2)
+    comm = _two_clusters(learn="on")
+    try:
+        def call(count, bad=False):
+            a, b = np.ones(count), np.zeros(count // 2 if bad else count)
+            comm.Allreduce(a, b, op=MPI.SUM)
+            return b
+
+        for _ in range(ROUNDS):
+            call(4)  # the first shape: its first candidate done
+        with pytest.raises(wacoll.WacollError):
+            call(64, bad=RANK == 1)  # another shape; one rank's arguments are bad
+        call(1024)  # a third shape
+        got = call(4)
+        families = WORLD.allgather(comm.last_family)
+        mpi.assert_all(len(set(families)) == 1 and (got == SIZE).all(),
+                       f"ranks ran {families}")
+    finally:
+        comm.Free()
+
+
+def test_ranks_must_agree_on_tracing(mpi):
+    with pytest.raises(wacoll.WacollError, match="trace"):
+        _two_clusters(trace=RANK == 0)
+    mpi.assert_all(True)
