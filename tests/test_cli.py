@@ -131,3 +131,11 @@ def test_a_level_the_family_cannot_keep_names_the_flag_that_works(capsys):
     assert "add --level associative or --level commutative" in err
     code, out, _ = run(capsys, *argv, "--level", "associative")
     assert code == 0 and "checked               ok" in out
+
+
+def test_the_demo_command_runs(tmp_path, capsys):
+    # the README's first command ends in ``wacoll demo``: the command must reach the
+    # demo (here its simulated table, which needs no testbed)
+    assert main(["demo", "--simulate-only", "--out", str(tmp_path / "demo")]) in (0, None)
+    assert (tmp_path / "demo" / "demo.txt").is_file()
+    assert "wrote" in capsys.readouterr().out

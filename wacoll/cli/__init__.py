@@ -279,13 +279,21 @@ def _parser():
     d.add_argument("--reps", type=int, default=5, help="runs per case (default 5)")
     d.add_argument("--simulate-only", action="store_true",
                    help="skip the testbed; show the simulator's table")
-    d.set_defaults(run=lambda a: __import__("wacoll.tools.demo").demo.run_demo(
-        a.out, reps=a.reps, simulate_only=a.simulate_only))
+    d.set_defaults(run=_run_demo)
     from wacoll.cli.testbed import add_testbed_parser
 
     add_testbed_parser(sub)
-    __import__("wacoll.cli.calibrate").cli.calibrate.add_calibrate_parser(sub)
+    from wacoll.cli.calibrate import add_calibrate_parser
+
+    add_calibrate_parser(sub)
     return parser
+
+
+def _run_demo(args):
+    """``wacoll demo``: the demo of the README (imported when it runs: it loads MPI)."""
+    from wacoll.tools.demo import run_demo
+
+    return run_demo(args.out, reps=args.reps, simulate_only=args.simulate_only)
 
 
 #: Options whose value is a duration or a rate, in every subcommand.
