@@ -66,8 +66,9 @@ FAMILIES = ("magpie", "mpich")
 IMPLS = {"default": (None, None), "magpie": ("magpie", "associative"),
          "mpich": ("mpich", "associative")}
 LEVEL = "associative"  # the demo's data are integers: any order gives the same sums
-#: Untimed calls of the default communicator per case before the timed ones: a loop's
-#: first calls explore the candidates (three calls of each of at most three).
+#: Untimed calls per case before the timed ones; the default communicator's are at
+#: least its exploration (wacoll.tools.measure.exploration_calls: three calls of each
+#: of its candidates).
 WARMUP = 10
 #: The testbed run's name; wacoll.tools.measure's raw results are ``<out>/demo-measured.json``.
 RUN_NAME = "demo"

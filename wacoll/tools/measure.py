@@ -47,7 +47,7 @@ import time
 import numpy as np
 
 __all__ = ["normalise_case", "now", "wait_until", "common_start", "timed", "measure",
-           "run_on_testbed", "main", "OPS"]
+           "exploration_calls", "run_on_testbed", "main", "OPS"]
 
 #: Operations this module times.
 OPS = ("barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall", "gather",
@@ -238,7 +238,10 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
             runs.append((name, _runner(op, comm, send, recv, None if default else level),
                          recv))
         times = {name: [] for name, _, _ in runs}
-        for i in range(warmup):
+        # the default learns in its first calls (wacoll.mpi.learning): its timed
+        # calls come after the exploration, however short the warm-up asked for
+        rounds = max(warmup, exploration_calls(op)) if "default" in times else warmup
+        for i in range(rounds):
             for name, fn, _ in runs:
                 if i == 0 or name == "default":  # (only the default learns)
                     fn()
@@ -252,6 +255,15 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
             medians = ", ".join(f"{name} {_median_ms(ts)}" for name, ts in times.items())
             progress.step(f"{case['label']}: {medians}")
     return results
+
+
+def exploration_calls(op: str) -> int:
+    """How many calls of ``op`` a learning communicator explores before it runs its
+    choice (:func:`wacoll.mpi.learning.candidates`, :data:`~wacoll.mpi.learning.ROUNDS`
+    each)."""
+    from wacoll.mpi.learning import ROUNDS, candidates
+
+    return len(candidates(op)) * ROUNDS
 
 
 def library_name(version: str) -> str:
