@@ -160,12 +160,6 @@ class Dispatcher:
         return PlanRun(found, self.program(found, prepared.in_offsets,
                                            prepared.out_offsets), why)
 
-    def plan(self, call, family, options, *, blocking=True, reducible=True,
-             objects=False):
-        """:meth:`chosen`'s plan alone."""
-        return self.chosen(call, family, options, blocking=blocking,
-                           reducible=reducible, objects=objects)[0]
-
     def chosen(self, call, family, options, *, blocking=True, reducible=True,
                objects=False):
         """The plan of ``call`` (a script's, or the selection policy's, proved and

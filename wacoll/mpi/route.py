@@ -293,11 +293,8 @@ class Route:
     def failed(self, recorded):
         """After a compiled or replayed call's check failed: retire the wire and
         raise the error every rank raises."""
-        flags = getattr(recorded, "flags", None)
-        if flags is None:
-            flags = self.argcheck.blocking.flags.copy()
-        self.retire(False)
-        raise self.argcheck.failure(recorded.sig, flags)
+        self.retire(False)  # (it leaves the check's own flags as they are)
+        raise self.argcheck.failure(recorded.sig, getattr(recorded, "flags", None))
 
     def retire(self, work_done=False):
         """After a failed check in a blocking call: retire the call's wire (messages
