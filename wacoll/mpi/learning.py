@@ -6,8 +6,10 @@ a communicator also *measures*: for a repeated call of one **shape** (operation,
 size class, element type, operator, level and root), its first calls try the
 candidates in turn (the selection policy's choice, the MPI library's own collective,
 and the families that have another plan for the operation), each
-:data:`ROUNDS` times in a row (a candidate's first call carries what the one before
-left in flight, and is not counted); then every rank contributes the median time it
+:data:`ROUNDS` times in a row, the ranks meeting at a barrier after each explored
+call so that the next one starts together (its time is its own, not what the call
+before left in flight; a candidate's first call, which also proves and compiles its
+plan, is not counted); then every rank contributes the median time it
 saw of each candidate, the ranks agree on the slowest rank's figure (one ``Allreduce``), and the
 fastest candidate runs the shape's later calls, unless the selection policy's own
 choice is within :data:`MARGIN` of it (then that stays).
@@ -48,6 +50,7 @@ Examples
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections import OrderedDict
 
@@ -61,8 +64,7 @@ __all__ = ["ROUNDS", "MARGIN", "DEFAULT", "LEARNED_FAMILIES", "Tuning", "TuningE
            "shape_of", "read_tuning"]
 
 #: How many calls of each candidate a shape's exploration makes, in a row (the first
-#: is not counted: it also proves and compiles the plan, and waits behind what the
-#: candidate before left in flight).
+#: is not counted: it also proves and compiles the plan).
 ROUNDS = 3
 #: How much faster (a fraction) another candidate must measure than the selection
 #: policy's choice to replace it: one call's time on a rank includes how late the
@@ -176,9 +178,15 @@ class Tuning:
         state.times[state.calls // self.rounds].append(seconds)
         state.calls += 1
         if state.calls < len(state.candidates) * self.rounds:
+            if self._comm is not None and math.isfinite(seconds):
+                # the next explored call starts when every rank is there, as a call
+                # of a program that works between its calls does: its time is then
+                # its own, not what this one left in flight (the library's rooted
+                # collectives let their senders run ahead into the next call)
+                self._comm.Barrier()
             return
-        # a candidate's first call carries what the one before it left in flight
-        # (and its own plan's proof): its later calls say what it costs in a loop
+        # a candidate's first call also proves and compiles its plan: its later
+        # calls say what it costs
         mine = np.array([np.median(t[1:] or t) for t in state.times], dtype=np.float64)
         if self._comm is not None:
             from mpi4py import MPI
