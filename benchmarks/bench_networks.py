@@ -79,6 +79,14 @@ def _cases(sizes, extra, reps, families=()):
     return {"reps": reps, "cases": cases, "progress": True, "warmup": WARMUP}
 
 
+def _learned(row):
+    """A tuning row of the default, as read: each candidate's measured time, the
+    choice marked."""
+    times = ", ".join(f"{'*' if c == row['chosen'] else ''}{c} {s * 1e3:.3g}"
+                      for c, s in zip(row["candidates"], row["seconds"]))
+    return f"{times} ms"
+
+
 def _size(nbytes):
     return f"{nbytes // MIB} MiB" if nbytes >= MIB else (
         f"{nbytes // KIB} KiB" if nbytes >= KIB else f"{nbytes} B")
@@ -134,6 +142,7 @@ def main(argv=None):
                 best = min((impl for impl in med if impl != "default"), key=med.get)
                 row.update(best=best, best_s=med[best],
                            vs_best=med["default"] / med[best])
+            row["learned"] = "; ".join(_learned(r) for r in case.get("learned", ()))
             rows.append(row)
 
     print("default = wacoll.Comm(MPI.COMM_WORLD), no options; native = the MPI "
@@ -149,6 +158,8 @@ def main(argv=None):
         print(f"{r['network']:9} {r['op']:10} {_size(r['bytes']):>7} "
               f"{r['native_s'] * 1e3:10.3f} {r['default_s'] * 1e3:11.3f} "
               f"{r['ratio']:6.2f}{best}")
+        if r["learned"]:
+            print(f"{'':28}learned: {r['learned']}")
     for name in names:
         ratios = [r["ratio"] for r in rows if r["network"] == name]
         worst = max(rows, key=lambda r: r["ratio"] if r["network"] == name else 0)

@@ -238,6 +238,7 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
             runs.append((name, _runner(op, comm, send, recv, None if default else level),
                          recv))
         times = {name: [] for name, _, _ in runs}
+        learned_before = len(_tuning(comms))
         # the default learns in its first calls (wacoll.mpi.learning): its timed
         # calls come after the exploration, however short the warm-up asked for
         rounds = max(warmup, exploration_calls(op)) if "default" in times else warmup
@@ -250,11 +251,19 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
             for name, fn, _ in runs:
                 times[name].append(timed(world, margin, fn))
         results[case["label"]] = {"op": op, "bytes": case["bytes"], "times": times,
-                                  "correct": agree}
+                                  "correct": agree,
+                                  "learned": _tuning(comms)[learned_before:]}
         if progress.enabled:
             medians = ", ".join(f"{name} {_median_ms(ts)}" for name, ts in times.items())
             progress.step(f"{case['label']}: {medians}")
     return results
+
+
+def _tuning(comms):
+    """What the default communicator has learned (:attr:`wacoll.Comm.tuning`: per
+    call shape the candidates, their measured seconds and the choice)."""
+    default = comms.get((("family", "default"),))
+    return [] if default is None else default.tuning
 
 
 def exploration_calls(op: str) -> int:
