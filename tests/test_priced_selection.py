@@ -1,10 +1,14 @@
 """The default selection prices long vectors (``Policy.priced_from``): MagPIe's
-plan against the modern family's and Matsuda's gridmpi, by the simulator."""
+plan against the modern family's and Matsuda's gridmpi, by the simulator; and every
+call with a count against the MPI library's own collective
+(``Policy.library_priced``), with what a call of each costs on this machine
+(``wacoll.plans.callcost``)."""
 
 import pytest
 
 from wacoll import PlanError, Topology
 from wacoll.plans import Call, Policy, select
+from wacoll.plans.callcost import FREE, CallCosts
 from wacoll.plans.select import COMBINE_RATE, predicted_time
 
 
@@ -45,18 +49,74 @@ def test_the_fastest_predicted_wins():
 
 def test_short_vectors_and_large_communicators_keep_the_rule():
     pair = Topology.from_sizes([1, 1], wan_latency=2e-6, wan_bandwidth=5e9)
-    assert select(_allreduce(1024), pair).family == "magpie"
-    assert select(_allreduce(1 << 24), pair, policy=Policy(priced_from=0)).family == \
-        "magpie"
+    plans_only = Policy(library_priced=False)
+    assert select(_allreduce(1024), pair, policy=plans_only).family == "magpie"
+    assert select(_allreduce(1 << 24), pair,
+                  policy=Policy(priced_from=0, library_priced=False)).family == "magpie"
     big = Topology.from_sizes([2] * 16, wan_latency=2e-6, wan_bandwidth=5e9)
     assert select(_allreduce(1 << 24), big, policy=Policy(priced_up_to=16)).family \
         == "magpie"
+
+
+def _costs(plan_call, library_call):
+    return CallCosts(plan_call=plan_call, plan_message=0.0, library_call=library_call,
+                     library_message=0.0)
+
+
+@pytest.mark.parametrize("op", ["bcast", "reduce", "allreduce", "allgather"])
+def test_where_no_plan_can_win_the_library_runs(op):
+    # 4 x 2 ranks over links as fast as the library's: a plan saves no wide-area
+    # latency, and a call of a plan costs more than the library's
+    fast = Topology.from_sizes([4, 4], wan_latency=5e-6, wan_bandwidth=5e9,
+                               intra_latency=5e-6)
+    call = Call(op, count=1, itemsize=8, root=0 if op in ("bcast", "reduce") else None)
+    dear_plans = Policy(call_costs=_costs(plan_call=50e-6, library_call=1e-6))
+    chosen = select(call, fast, policy=dear_plans)
+    assert chosen.native
+    assert "native" in chosen.reason and "magpie" in chosen.reason
+    # a caller that needs a plan is never handed the library
+    assert select(call, fast, policy=dear_plans, allow_native=False).family == "magpie"
+
+
+def test_where_a_plan_saves_wide_area_latency_it_runs():
+    grid = Topology.from_sizes([2, 2, 2, 2])  # 10 ms, 1 MB/s
+    call = Call("allreduce", count=1, itemsize=8)
+    chosen = select(call, grid, policy=Policy(call_costs=_costs(1e-3, 0.0)))
+    assert chosen.family == "magpie"
+    magpie = _time(chosen, grid, call)
+    library = _time(select(call, grid, family="native"), grid, call)
+    assert magpie < library / 1.9  # one wide-area crossing against two
+
+
+def test_the_library_is_predicted_as_the_modern_family_with_its_call_costs():
+    pair = Topology.from_sizes([1, 1], wan_latency=1e-3, wan_bandwidth=1e9)
+    call = _allreduce(8)
+    costs = _costs(plan_call=0.0, library_call=7e-6)
+    library = predicted_time(select(call, pair, family="native"), pair, call,
+                             Policy(call_costs=costs))
+    modern = predicted_time(select(call, pair, family="modern"), pair, call,
+                            Policy(call_costs=FREE))
+    assert library == pytest.approx(modern + 7e-6)
+
+
+def test_a_strict_call_never_goes_to_the_library():
+    fast = Topology.from_sizes([4, 4], wan_latency=5e-6, wan_bandwidth=5e9)
+    call = Call("allreduce", count=1, itemsize=8, level="strict")
+    dear_plans = Policy(call_costs=_costs(plan_call=1.0, library_call=0.0),
+                        arithmetic="plain")
+    assert not select(call, fast, policy=dear_plans).native
 
 
 @pytest.mark.parametrize("name", ["priced_from", "priced_up_to"])
 def test_bad_policy_values_are_refused(name):
     with pytest.raises(PlanError, match=name):
         Policy(**{name: -1})
+
+
+@pytest.mark.parametrize("bad", [{"library_priced": "yes"}, {"call_costs": 1e-6}])
+def test_bad_library_pricing_values_are_refused(bad):
+    with pytest.raises(PlanError, match=next(iter(bad))):
+        Policy(**bad)
 
 
 def test_the_new_families_are_candidates():
@@ -78,3 +138,12 @@ def test_every_count_of_a_priced_octave_builds(sizes):
             call = Call(op, count=count, itemsize=8, level=level,
                         root=len(sizes) - 1 if op == "bcast" else None)
             select(call, topo).build(topo).prove()
+
+
+def test_a_communicators_segments_are_kept():
+    # the policy cuts long vectors into segments only where no one asked for a number
+    grid = Topology.from_sizes([2, 2])
+    call = Call("bcast", count=16, itemsize=8, root=0)
+    given = select(call, grid, family="mpich", comm_options={"segments": 4})
+    assert dict(given.options)["segments"] == 4
+    assert dict(select(call, grid, family="mpich").options)["segments"] == 1

@@ -8,7 +8,13 @@ so "the plan a user runs" is defined in this one place.
 
 The default choice (no family forced):
 
-- several clusters: the **magpie** family (MagPIe's wide-area optimal algorithms);
+- several clusters: the **magpie** family (MagPIe's wide-area optimal algorithms),
+  priced by the simulator against the MPI library's own collective (predicted as
+  the :data:`LIBRARY_MODEL` family's plan) with what a call of each costs on this
+  machine (:mod:`wacoll.plans.callcost`, fitted by a benchmark), where a call has a
+  count and the ranks are at most :attr:`Policy.priced_up_to`: the library runs
+  where no plan can win (:attr:`Policy.library_priced`); long vectors are priced
+  against more families (:attr:`Policy.priced_from`);
 - one cluster: the MPI library's own collective (the pseudo-family **native**: the
   network is uniform, wacoll's plans have nothing to add, and the library's
   collectives are tuned C), unless the call is a reduction at level ``strict``,
@@ -98,6 +104,7 @@ import networkx as nx
 import numpy as np
 
 from wacoll.errors import PlanError
+from wacoll.plans.callcost import MEASURED, CallCosts
 from wacoll.plans.composite import HAN, HAN_OPS, compose
 from wacoll.plans.families import build, builders, options as family_options
 from wacoll.plans.halving import largest_power_of_two
@@ -107,7 +114,7 @@ from wacoll.trees.frozen import freeze_tree
 __all__ = ["Call", "Policy", "Selection", "select", "adapt_script", "DEFAULT_POLICY",
            "NATIVE", "HAN", "SCRIPTS", "PSEUDO_FAMILIES", "HIERARCHICAL_PAIRS",
            "PRICED_FAMILIES", "PRICED_AFTER",
-           "PRICE_TIE", "COMBINE_RATE",
+           "PRICE_TIE", "COMBINE_RATE", "LIBRARY_MODEL",
            "predicted_time", "plain_options"]
 
 #: The pseudo-family that hands a call to the MPI library's own collective.
@@ -142,6 +149,9 @@ PRICE_TIE = 0.03
 #: bound vector add on one core; a plan that combines half the vector per rank
 #: beats one that combines all of it where the links are as fast as memory).
 COMBINE_RATE = 2e9
+#: The family whose plan models the MPI library's own collective where the selection
+#: prices it (:attr:`Policy.library_priced`): today's MPICH and Open MPI algorithms.
+LIBRARY_MODEL = "modern"
 #: The options of the ``"han"`` pseudo-family (:func:`wacoll.plans.composite.compose`).
 HAN_OPTIONS = ("root", "count", "itemsize", "level", "segments", "inter")
 
@@ -274,8 +284,19 @@ class Policy:
         10 MiB of scratch; MagPIe's 1.2-5.8 s with 2 GiB; the MPI library's 1.9 s
         with 1 GiB. Each candidate is built and proved, once per call shape.
     priced_up_to : int
-        The largest number of ranks :attr:`priced_from` applies to (pricing builds
-        every candidate).
+        The largest number of ranks :attr:`priced_from` and
+        :attr:`library_priced` apply to (pricing builds every candidate).
+    library_priced : bool
+        On several clusters of at most :attr:`priced_up_to` ranks, the default
+        plan of a call with a count (MagPIe's, or the fastest priced) is priced
+        against the MPI library's own collective, predicted as the
+        :data:`LIBRARY_MODEL` family's plan; the library runs the call where it
+        is predicted faster by more than :data:`PRICE_TIE` (a caller that needs a
+        plan, ``allow_native=False``, is not offered it).
+    call_costs : CallCosts
+        What a call costs on this machine besides its messages, added to every
+        candidate's simulated time (:mod:`wacoll.plans.callcost`; default
+        :data:`~wacoll.plans.callcost.MEASURED`).
     """
 
     threshold: int = 512
@@ -290,6 +311,8 @@ class Policy:
     hierarchical_from: int = 0
     priced_from: int = 65536
     priced_up_to: int = 256
+    library_priced: bool = True
+    call_costs: CallCosts = MEASURED
 
     def __post_init__(self):
         for name in ("threshold", "segment_size", "max_segments", "reproducible_below",
@@ -306,6 +329,12 @@ class Policy:
                     not value >= 0:
                 raise PlanError(f"{name} must be a number of seconds >= 0, "
                                 f"got {value!r}")
+        if not isinstance(self.library_priced, bool):
+            raise PlanError(f"library_priced must be True or False, got "
+                            f"{self.library_priced!r}")
+        if not isinstance(self.call_costs, CallCosts):
+            raise PlanError(f"call_costs must be a wacoll.plans.callcost.CallCosts, "
+                            f"got {self.call_costs!r}")
 
 
 #: The policy wacoll.Comm uses unless told otherwise.
@@ -465,7 +494,11 @@ def predicted_time(selection, topology, call, policy=DEFAULT_POLICY, compute_rat
     arithmetic, the work on accumulators the simulator does not see: converting
     each element there and back, and one combination per level of a binary tree
     over the ranks, and a fixed staging cost per call. ``compute_rate`` (bytes per
-    second) charges the copies and combinations (default: free).
+    second) charges the copies and combinations (default: free). Every message
+    costs its sender, and every call its caller, what ``policy.call_costs`` says
+    (:mod:`wacoll.plans.callcost`). The MPI library's collective (a ``native``
+    selection) is predicted as the :data:`LIBRARY_MODEL` family's plan for the
+    call with the library's call costs.
 
     Examples
     --------
@@ -480,10 +513,15 @@ def predicted_time(selection, topology, call, policy=DEFAULT_POLICY, compute_rat
     """
     from wacoll.plans.sim import LinkModel, simulate
 
+    costs = policy.call_costs
     if selection.native:
-        raise PlanError("the native family has no plan to predict")
-    model = LinkModel(topology, compute_rate=compute_rate)
-    seconds = simulate(selection.build(topology), model).completion
+        model_of = _select(call, topology, family=LIBRARY_MODEL, policy=policy)
+        model = LinkModel(topology, compute_rate=compute_rate,
+                          overhead=costs.library_message)
+        return simulate(model_of.build(topology), model).completion + \
+            costs.library(0)
+    model = LinkModel(topology, compute_rate=compute_rate, overhead=costs.plan_message)
+    seconds = simulate(selection.build(topology), model).completion + costs.plan(0)
     if selection.arithmetic == "reproducible":
         elements = _vector_bytes(call) // call.itemsize
         scale = call.itemsize / 8  # the costs are per float64 value
@@ -558,9 +596,10 @@ def _select(call: Call, topology, *, family=None, options=None, comm_family=None
         if chosen == NATIVE and not allow_native:
             chosen, extra = ("magpie" if topology.nclusters > 1 else "mpich"), {}
             reason = "a call that needs a plan (not the library's collective)"
-        if chosen == "magpie" and call.op in ("bcast", "allreduce") and \
-                call.count and not options and _priced(call, topology, policy):
-            return _fastest(call, topology, policy, comm_options)
+        if chosen == "magpie" and call.count and not options:
+            library = allow_native and _library_priced(call, topology, policy)
+            if library or _priced(call, topology, policy):
+                return _fastest(call, topology, policy, comm_options, library)
     if chosen == NATIVE:
         if options:
             raise PlanError(f"the native family takes no options; got "
@@ -590,19 +629,33 @@ def _select(call: Call, topology, *, family=None, options=None, comm_family=None
     elif call.count is not None and "count" in accepted:
         kwargs["count"] = call.count
     if (policy.segment_size and "segments" in accepted and call.count
-            and chosen != "gridmpi" and "segments" not in options):
+            and chosen != "gridmpi" and "segments" not in kwargs):
         kwargs["segments"] = max(1, min(call.count, policy.max_segments,
                                         math.ceil(call.nbytes / policy.segment_size)))
     return Selection(call.op, chosen, tuple(sorted(kwargs.items())), reason=reason)
 
 
+#: The operations whose long vectors are priced against other plan families
+#: (:attr:`Policy.priced_from`, :attr:`Policy.hierarchical_from`).
+_PRICED_OPS = ("bcast", "allreduce")
+
+
 def _hierarchical_priced(call, policy):
-    return bool(policy.hierarchical_from) and call.nbytes >= policy.hierarchical_from
+    return call.op in _PRICED_OPS and bool(policy.hierarchical_from) and \
+        call.nbytes >= policy.hierarchical_from
 
 
 def _families_priced(call, topology, policy):
-    return bool(policy.priced_from) and call.nbytes >= policy.priced_from and \
-        topology.size <= policy.priced_up_to
+    return call.op in _PRICED_OPS and bool(policy.priced_from) and \
+        call.nbytes >= policy.priced_from and topology.size <= policy.priced_up_to
+
+
+def _library_priced(call, topology, policy):
+    """Whether the default of ``call`` is priced against the MPI library's
+    collective (see :attr:`Policy.library_priced`)."""
+    return policy.library_priced and call.level != "strict" and \
+        call.counts is None and topology.size <= policy.priced_up_to and \
+        call.op in builders(LIBRARY_MODEL)
 
 
 def _priced(call, topology, policy):
@@ -611,19 +664,22 @@ def _priced(call, topology, policy):
     return _hierarchical_priced(call, policy) or _families_priced(call, topology, policy)
 
 
-def _fastest(call, topology, policy, comm_options):
+def _fastest(call, topology, policy, comm_options, library=False):
     """The plan the simulator predicts fastest among the :data:`PRICED_FAMILIES`'
     (see :attr:`Policy.priced_from`), MagPIe's and the hierarchical pairs' (see
-    :attr:`Policy.hierarchical_from`); candidates that cannot keep the call's
-    level are left out; on a tie (within :data:`PRICE_TIE`) the earlier wins.
+    :attr:`Policy.hierarchical_from`), and, with ``library``, the MPI library's
+    collective (see :attr:`Policy.library_priced`); candidates that cannot keep
+    the call's level are left out; on a tie (within :data:`PRICE_TIE`) the
+    earlier wins.
 
     The choice is kept per power of two of the vector's bytes (a call of another
     count in the same octave takes the same family and options, built for its own
     count), so an application that varies its counts prices each octave once."""
-    rule = dataclasses.replace(policy, hierarchical_from=0, priced_from=0)
+    rule = dataclasses.replace(policy, hierarchical_from=0, priced_from=0,
+                               library_priced=False)
     comm_options = plain_options(comm_options)
     octave = (dataclasses.replace(call, count=1 << (call.nbytes.bit_length() - 1)),
-              topology, rule, tuple(sorted(comm_options.items())))
+              topology, rule, tuple(sorted(comm_options.items())), library)
     known = _PRICED.get(octave)
     if known is not None:
         (family, options), reason = known
@@ -631,7 +687,7 @@ def _fastest(call, topology, policy, comm_options):
                          comm_options=comm_options if family is None else None,
                          policy=rule)
         return dataclasses.replace(chosen, reason=reason)
-    key, chosen = _price(call, topology, policy, rule, comm_options)
+    key, chosen = _price(call, topology, policy, rule, comm_options, library)
     if len(_PRICED) >= _PRICED_KEPT:
         del _PRICED[next(iter(_PRICED))]
     _PRICED[octave] = key, chosen.reason
@@ -643,7 +699,7 @@ _PRICED_KEPT = 256
 _PRICED = {}
 
 
-def _price(call, topology, policy, rule, comm_options):
+def _price(call, topology, policy, rule, comm_options, library):
     """``((family or None for MagPIe's, options), selection)`` of the fastest
     predicted candidate (see :func:`_fastest`)."""
     families = _families_priced(call, topology, policy)
@@ -653,9 +709,11 @@ def _price(call, topology, policy, rule, comm_options):
         candidates += [(f, dict(o)) for f, o in PRICED_AFTER]
     if _hierarchical_priced(call, policy):
         candidates += [("hierarchical", pair) for pair in HIERARCHICAL_PAIRS]
+    if library:
+        candidates.append((NATIVE, {}))
     priced = []
     for family, options in candidates:
-        if family is not None and call.op not in builders(family):
+        if family not in (None, NATIVE) and call.op not in builders(family):
             continue
         try:
             candidate = _select(call, topology, family=family, options=options,
