@@ -7,7 +7,7 @@ network to hide a call's own costs. The ranks time, interleaved, batches of call
 of a ``wacoll.Comm(MPI.COMM_WORLD)`` as the README says to write it (the default
 check):
 
-- **plans**: the mpich family's broadcast of 16 float64 cut into 1, 2, 4, 8 and 16
+- **plans**: the mpich family's broadcast of 16 float64 cut into 1, 2, 4 and 8
   segments (that many messages on the critical path), and MagPIe's and the mpich
   family's allreduce, reduce, allgather and alltoall of 8 B;
 - **the library's collective**: the same calls with ``family="native"`` (the
@@ -41,24 +41,28 @@ from _harness import worker_env, write_csv
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-SEGMENTS = (1, 2, 4, 8, 16)
+#: The selection policy's segment sizes (bytes) that cut the timed broadcast of
+#: 16 float64 into 1, 2, 4 and 8 segments.
+SEGMENT_SIZES = (128, 64, 32, 16)
 SHORT_OPS = ("Allreduce", "Reduce", "Allgather", "Alltoall")
 
 
 def _cases(np, MPI, wacoll, world, comm):
-    """``{name: (kind, call, (op, count, family, options))}``: each timed call, and
+    """``{name: (kind, call, (op, count, family, policy))}``: each timed call, and
     the plan whose critical path it is fitted against (for the library's
     collective, the modern family's: the model of what the library runs)."""
+    from wacoll.plans import Policy
+
     rank, size = world.Get_rank(), world.Get_size()
     cases = {}
     long = np.zeros(16)
-    for s in SEGMENTS:
-        # the option given to the communicator, as a user would (a call that gives
-        # options is read afresh each time: not what the fit is for)
-        cut = wacoll.Comm(world, family="mpich", segments=s)
-        cases[f"mpich bcast, {s} segments"] = (
+    for size_of in SEGMENT_SIZES:
+        # the policy's tunable given to the communicator, as a user would (a call
+        # that gives options is read afresh each time: not what the fit is for)
+        cut = wacoll.Comm(world, family="mpich", segment_size=size_of)
+        cases[f"mpich bcast, segments of {size_of} B"] = (
             "plan", lambda c=cut: c.Bcast(long, root=0),
-            ("bcast", 16, "mpich", {"segments": s}))
+            ("bcast", 16, "mpich", Policy(segment_size=size_of)))
     send, out = np.full(1, rank + 1.0), np.zeros(1)
     every = np.zeros(size)
     for op in SHORT_OPS:
@@ -74,7 +78,7 @@ def _cases(np, MPI, wacoll, world, comm):
             kind, modelled = ("library", "modern") if family == "native" else \
                 ("plan", family)
             cases[f"{family} {op.lower()} 8 B"] = (kind, fn,
-                                                   (op.lower(), 1, modelled, {}))
+                                                   (op.lower(), 1, modelled, Policy()))
     return cases
 
 
@@ -91,13 +95,13 @@ def _worker(repeats, seconds):
     comm = wacoll.Comm(world)
     cases = _cases(np, MPI, wacoll, world, comm)
     messages = {}
-    for name, (kind, fn, (op, count, family, options)) in cases.items():
+    for name, (kind, fn, (op, count, family, policy)) in cases.items():
         for _ in range(3):  # warm: plans built, proved, compiled, recorded
             fn()
         call = Call(op, count=count, itemsize=8,
                     root=0 if op in ("bcast", "reduce") else None)
         plan = select(call, comm.network, family=family,
-                      options=options).build(comm.network)
+                      policy=policy).build(comm.network)
         messages[name] = critical_messages(plan)
     world.Barrier()
     start = time.perf_counter()

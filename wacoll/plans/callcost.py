@@ -15,7 +15,7 @@ the simulated time of every candidate, the library's collective included:
   plus :attr:`CallCosts.library_call` and :attr:`CallCosts.library_message`.
 
 The numbers are measured, not guessed: ``benchmarks/bench_callcost.py`` times
-plans with 1 to 16 messages on the critical path and the library's collective on
+plans with 1 to 8 messages on the critical path and the library's collective on
 two ranks declared as two clusters (no network to hide them), fits a line per kind
 (:func:`fit_call_costs`), and writes ``benchmarks/results/callcost.json``;
 :data:`MEASURED` holds that fit (:func:`read_call_costs` reads another machine's).
@@ -91,9 +91,9 @@ FREE = CallCosts(0.0, 0.0, 0.0, 0.0)
 
 #: Fitted on this project's reference machine (2 cores, MPICH 5.0.2, 2 ranks as 2
 #: declared clusters, the default check) by ``benchmarks/bench_callcost.py``
-#: (``benchmarks/results/callcost.json``): a plan's call 2.1 us and 0.2 us per
-#: message; the library's collective with wacoll's check beside it 3.5 us.
-MEASURED = CallCosts(plan_call=2.10e-6, plan_message=0.20e-6, library_call=3.51e-6,
+#: (``benchmarks/results/callcost.json``): a plan's call 2.15 us and 0.15 us per
+#: message; the library's collective with wacoll's check beside it 3.45 us.
+MEASURED = CallCosts(plan_call=2.15e-6, plan_message=0.15e-6, library_call=3.45e-6,
                      library_message=0.0)
 
 
