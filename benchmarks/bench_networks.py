@@ -61,7 +61,7 @@ IMPLS = ("native", "default")
 #: Untimed calls of each implementation per case before the timed ones (the default
 #: communicator explores 3 calls of each of its candidates, at most 6:
 #: wacoll.mpi.learning.candidates), so the timed calls are those of call 19 on.
-WARMUP = 18
+WARMUP = 24
 
 
 def _cases(sizes, extra, reps, families=()):
@@ -75,7 +75,7 @@ def _cases(sizes, extra, reps, families=()):
             cases.append({"label": f"{op} {nbytes}", "op": op, "bytes": nbytes,
                           "impls": list(IMPLS) + forced})
     # a user's loop: the communicator has explored its candidates (wacoll.mpi.learning:
-    # three calls of each of at most six) before the timed calls
+    # four calls of each of at most six) before the timed calls
     return {"reps": reps, "cases": cases, "progress": True, "warmup": WARMUP}
 
 

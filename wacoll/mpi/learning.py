@@ -8,8 +8,11 @@ candidates in turn (the selection policy's choice, the MPI library's own collect
 and the families that have another plan for the operation), each
 :data:`ROUNDS` times in a row, the ranks meeting at a barrier after each explored
 call so that the next one starts together (its time is its own, not what the call
-before left in flight; a candidate's first call, which also proves and compiles its
-plan, is not counted); then every rank contributes the median time it
+before left in flight), each timed over its run alone
+(:attr:`wacoll.mpi.route.Route.run_seconds`: reading a call afresh costs alike for
+every candidate, and the chosen one's repeated calls are replayed without it); a
+candidate's first call, which also proves and compiles its plan, is not counted;
+then every rank contributes the median time it
 saw of each candidate, the ranks agree on the slowest rank's figure (one ``Allreduce``), and the
 fastest candidate runs the shape's later calls, unless the selection policy's own
 choice is within :data:`MARGIN` of it (then that stays).
@@ -65,7 +68,7 @@ __all__ = ["ROUNDS", "MARGIN", "DEFAULT", "LEARNED_FAMILIES", "Tuning", "TuningE
 
 #: How many calls of each candidate a shape's exploration makes, in a row (the first
 #: is not counted: it also proves and compiles the plan).
-ROUNDS = 3
+ROUNDS = 4
 #: How much faster (a fraction) another candidate must measure than the selection
 #: policy's choice to replace it: one call's time on a rank includes how late the
 #: others arrived, so candidates within a few per cent of each other are a toss-up,

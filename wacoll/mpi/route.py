@@ -31,6 +31,7 @@ call ran (:attr:`Route.last_plan`, :attr:`Route.last_family`,
 from __future__ import annotations
 
 import functools
+from time import perf_counter
 
 from mpi4py import MPI
 
@@ -106,6 +107,10 @@ class Route:
         self.broken = None
         self.last_plan = self.last_family = self.last_route = None
         self.last_reason = ""
+        #: Seconds the most recent blocking call's run took, from its first message
+        #: to its end (its reading, dispatch and compilation left out): what a
+        #: learning communicator compares.
+        self.run_seconds = 0.0
 
     # ------------------------------------------------------------ shared state
     def next_tag(self) -> int:
@@ -165,7 +170,10 @@ class Route:
             if compiled is not None:
                 recorded, go = compiled
                 self.ran(exe.plan, exe.family, "compiled", exe.reason)
-                if not go():
+                started = perf_counter()
+                passed = go()
+                self.run_seconds = perf_counter() - started
+                if not passed:
                     self.failed(recorded)
                 if type(exe) is not LibraryCollective and \
                         desc.prepared.finish is not None:
@@ -197,7 +205,9 @@ class Route:
         if mode == "start":
             grequest, entry = engine().submit(task)
             return Request(grequest, entry, collective_name(desc.op, mode))
+        started = perf_counter()
         task.advance(block=True)
+        self.run_seconds = perf_counter() - started
         return None
 
     def _compiled(self, desc, exe):

@@ -8,13 +8,11 @@ so "the plan a user runs" is defined in this one place.
 
 The default choice (no family forced):
 
-- several clusters: the **magpie** family (MagPIe's wide-area optimal algorithms),
-  priced by the simulator against the MPI library's own collective (predicted as
-  the :data:`LIBRARY_MODEL` family's plan) with what a call of each costs on this
-  machine (:mod:`wacoll.plans.callcost`, fitted by a benchmark), where a call has a
-  count and the ranks are at most :attr:`Policy.priced_up_to`: the library runs
-  where no plan can win (:attr:`Policy.library_priced`); long vectors are priced
-  against more families (:attr:`Policy.priced_from`);
+- several clusters: the **magpie** family (MagPIe's wide-area optimal algorithms);
+  long vectors are priced by the simulator against more families
+  (:attr:`Policy.priced_from`), every candidate with what a call of it costs on
+  this machine (:mod:`wacoll.plans.callcost`, fitted by a benchmark); asked to
+  (:attr:`Policy.library_priced`), against the MPI library's own collective too;
 - one cluster: the MPI library's own collective (the pseudo-family **native**: the
   network is uniform, wacoll's plans have nothing to add, and the library's
   collectives are tuned C), unless the call is a reduction at level ``strict``,
@@ -292,7 +290,15 @@ class Policy:
         against the MPI library's own collective, predicted as the
         :data:`LIBRARY_MODEL` family's plan; the library runs the call where it
         is predicted faster by more than :data:`PRICE_TIE` (a caller that needs a
-        plan, ``allow_native=False``, is not offered it).
+        plan, ``allow_native=False``, is not offered it). Off by default: the
+        prediction misjudged the library where the links cost least. With 2
+        ranks on each of 2 clusters of one machine (links measured at a few us)
+        it predicted the library's 8 B allreduce at 8.6 us against MagPIe's 13.2,
+        while measured with 8 ranks the plan took 44 us and the library 59
+        (``benchmarks/results/percall.txt``): there the per-call costs of ranks
+        sharing cores decide, which the simulator does not see. The default's
+        measurement of repeated calls (:mod:`wacoll.mpi.learning`) runs the
+        library's collective where it measures faster instead.
     call_costs : CallCosts
         What a call costs on this machine besides its messages, added to every
         candidate's simulated time (:mod:`wacoll.plans.callcost`; default
@@ -311,7 +317,7 @@ class Policy:
     hierarchical_from: int = 0
     priced_from: int = 65536
     priced_up_to: int = 256
-    library_priced: bool = True
+    library_priced: bool = False
     call_costs: CallCosts = MEASURED
 
     def __post_init__(self):
