@@ -64,7 +64,7 @@ def _cases(np, MPI, wacoll, world, comm):
             "plan", lambda c=cut: c.Bcast(long, root=0),
             ("bcast", 16, "mpich", Policy(segment_size=size_of)))
     send, out = np.full(1, rank + 1.0), np.zeros(1)
-    every = np.zeros(size)
+    every, blocks = np.zeros(size), np.ones(size)
     for op in SHORT_OPS:
         for family in ("magpie", "mpich", "native"):
             if op == "Allreduce":
@@ -74,7 +74,7 @@ def _cases(np, MPI, wacoll, world, comm):
             elif op == "Allgather":
                 fn = lambda f=family: comm.Allgather(send, every, family=f)
             else:
-                fn = lambda f=family: comm.Alltoall(np.ones(size), every, family=f)
+                fn = lambda f=family: comm.Alltoall(blocks, every, family=f)
             kind, modelled = ("library", "modern") if family == "native" else \
                 ("plan", family)
             cases[f"{family} {op.lower()} 8 B"] = (kind, fn,

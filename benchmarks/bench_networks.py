@@ -59,8 +59,8 @@ NETWORKS = {
 }
 IMPLS = ("native", "default")
 #: Untimed calls of each implementation per case before the timed ones (the default
-#: communicator explores 3 calls of each of its candidates, at most 6:
-#: wacoll.mpi.learning.candidates), so the timed calls are those of call 19 on.
+#: communicator explores 4 calls of each of its candidates, at most 6:
+#: wacoll.mpi.learning.candidates), so the timed calls are those of call 25 on.
 WARMUP = 24
 
 

@@ -150,3 +150,15 @@ def test_a_communicators_segments_are_kept():
     given = select(call, grid, family="mpich", comm_options={"segments": 4})
     assert dict(given.options)["segments"] == 4
     assert dict(select(call, grid, family="mpich").options)["segments"] == 1
+
+
+def test_a_priced_choice_is_kept_only_for_calls_priced_alike():
+    # a threshold inside an octave: the call below it prices MagPIe's plan against
+    # the library only; the call above it, in the same octave, prices the long-vector
+    # families too and must not reuse the first call's choice
+    pair = Topology.from_sizes([2, 2], wan_latency=2e-6, wan_bandwidth=5e9)
+    policy = Policy(library_priced=True, priced_from=100000)
+    below = select(_allreduce(70000), pair, policy=policy)
+    above = select(_allreduce(120000), pair, policy=policy)
+    assert below.native and above.family == "modern", (below.reason, above.reason)
+    assert "120000-byte" in above.reason

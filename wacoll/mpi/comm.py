@@ -738,7 +738,7 @@ class Comm(MPI.Intracomm):
             # an explored call's time is its run's (Route.run_seconds): reading it
             # afresh, dispatching it and building its compiled call cost alike for
             # every candidate, and a repeated call of the chosen one is replayed
-            # without them
+            # without them where it runs compiled
             self._tuning.observe(desc.shape, route.run_seconds, candidates(desc.op))
         if tracer and mode == "call":
             t3 = tracer.clock()

@@ -9,13 +9,6 @@ messages allow, waits for what they wait for (polling, then napping: see
 :func:`wait_any`), and completes a run's generalized request when the run is done. A
 self-message on a private ``COMM_SELF`` duplicate wakes it when a new run arrives.
 
-A thread in a wacoll request's own ``Wait`` takes the request's task over
-(:meth:`ProgressEngine.finish_here`) and advances it to its end itself, as a
-blocking call would: the engine's thread gives it up at once (the self-message
-ends its wait), and one thread at a time touches a task and its MPI requests.
-Handing every completion from the engine's thread to the waiting thread cost a
-scheduling round per call where ranks share cores.
-
 The thread runs only while collectives are in flight; it needs the MPI library
 initialised with ``MPI_THREAD_MULTIPLE`` (mpi4py's default).
 
@@ -56,18 +49,13 @@ class Task:
 
 
 class _Entry:
-    __slots__ = ("task", "grequest", "error", "done", "busy", "wanted")
+    __slots__ = ("task", "grequest", "error", "done")
 
     def __init__(self, task, grequest):
         self.task = task
         self.grequest = grequest
         self.error = None
         self.done = False
-        #: Being advanced, or its requests waited for (by the engine's thread, or
-        #: by a thread in its Wait): one thread at a time touches a task.
-        self.busy = False
-        #: A thread waits to finish it itself: the engine's thread leaves it.
-        self.wanted = False
 
 
 class ProgressEngine:
@@ -119,52 +107,12 @@ class ProgressEngine:
         self._wake_comm.Isend(b"\0", dest=0, tag=1).Free()
         self._idle.notify_all()
 
-    def finish_here(self, entry):
-        """Advance ``entry``'s task to its end in the calling thread (a ``Wait`` of
-        its request): no hand-over to the engine's thread and back, which on
-        shared cores costs a scheduling round per call. Waits while the engine's
-        thread is in the middle of advancing it. An interrupt is recorded as the
-        call's error and raised."""
-        with self._lock:
-            entry.wanted = True
-            if entry.busy:  # the engine's thread may be waiting for its requests
-                self._wake()
-            while entry.busy:
-                self._idle.wait()
-            if entry.done:
-                return
-            entry.busy = True
-        interrupt = None
-        try:
-            entry.task.advance(block=True)
-        except Exception as exc:  # kept for the caller, raised by its Wait
-            entry.error = exc
-        except BaseException as exc:  # an interrupt: the job ends (by default)
-            entry.error = interrupt = exc
-        self._finished(entry)
-        if interrupt is not None:
-            raise interrupt
-
-    def _finished(self, entry):
-        entry.done = True
-        with self._lock:
-            self._entries.remove(entry)
-            entry.busy = False
-            self._idle.notify_all()
-        entry.grequest.Complete()
-
-    def _mine(self):
-        """The entries the engine's thread advances now (under the lock)."""
-        return [e for e in self._entries if not e.busy and not e.wanted]
-
     def _loop(self):
         while True:
             with self._lock:
-                while not self._mine():
+                while not self._entries:
                     self._idle.wait()
-                entries = self._mine()
-                for entry in entries:
-                    entry.busy = True
+                entries = list(self._entries)
             waiting = []
             for entry in entries:
                 try:
@@ -176,23 +124,20 @@ class ProgressEngine:
                     entry.error = exc
                     entry.done = True
                 if entry.done:
-                    self._finished(entry)
-            if waiting:
-                try:
-                    # (a call submitted after a long wait must not wait for a long
-                    # nap; a Wait that wants a task wakes this wait too)
-                    index = wait_any(waiting + [self._wake_req], longest_nap=MAX_NAP)
-                except MPI.Exception:
-                    # a failed receive (e.g. truncated by an erroneous call): the
-                    # task that owns it learns of the failure from its check
-                    index = None
-                if index == len(waiting):
-                    self._wake_req = self._wake_comm.Irecv(self._wake_buf, source=0,
-                                                           tag=1)
-            with self._lock:  # the tasks' requests are free for a Wait again
-                for entry in entries:
-                    entry.busy = False
-                self._idle.notify_all()
+                    with self._lock:
+                        self._entries.remove(entry)
+                    entry.grequest.Complete()
+            if not waiting:
+                continue
+            try:
+                # (a call submitted after a long wait must not wait for a long nap)
+                index = wait_any(waiting + [self._wake_req], longest_nap=MAX_NAP)
+            except MPI.Exception:
+                # a failed receive (e.g. truncated by an erroneous call): the task
+                # that owns it learns of the failure from its cross-rank check
+                continue
+            if index == len(waiting):
+                self._wake_req = self._wake_comm.Irecv(self._wake_buf, source=0, tag=1)
 
 
 def advance_request(request, block):

@@ -7,12 +7,12 @@ size class, element type, operator, level and root), its first calls try the
 candidates in turn (the selection policy's choice, the MPI library's own collective,
 and the families that have another plan for the operation), each
 :data:`ROUNDS` times in a row, the ranks meeting at a barrier after each explored
-call so that the next one starts together (its time is its own, not what the call
-before left in flight), each timed over its run alone
-(:attr:`wacoll.mpi.route.Route.run_seconds`: reading a call afresh costs alike for
-every candidate, and the chosen one's repeated calls are replayed without it); a
-candidate's first call, which also proves and compiles its plan, is not counted;
-then every rank contributes the median time it
+call but a shape's last (and one whose candidate could not run it) so that the next
+one starts together (its time is its own, not what the call before left in flight),
+each timed over its run alone (:attr:`wacoll.mpi.route.Route.run_seconds`: reading
+a call afresh costs alike for every candidate, and the chosen one's repeated calls
+are replayed without it where they run compiled); a candidate's first call, which
+also proves and compiles its plan, is not counted; then every rank contributes the median time it
 saw of each candidate, the ranks agree on the slowest rank's figure (one ``Allreduce``), and the
 fastest candidate runs the shape's later calls, unless the selection policy's own
 choice is within :data:`MARGIN` of it (then that stays).

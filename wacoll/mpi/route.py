@@ -107,9 +107,10 @@ class Route:
         self.broken = None
         self.last_plan = self.last_family = self.last_route = None
         self.last_reason = ""
-        #: Seconds the most recent blocking call's run took, from its first message
-        #: to its end (its reading, dispatch and compilation left out): what a
-        #: learning communicator compares.
+        #: Seconds the most recent blocking call read afresh took to run: its
+        #: compiled call, or on the Python route its task (reading the call,
+        #: dispatching it and setting its run up left out): what a learning
+        #: communicator compares.
         self.run_seconds = 0.0
 
     # ------------------------------------------------------------ shared state

@@ -684,8 +684,12 @@ def _fastest(call, topology, policy, comm_options, library=False):
     rule = dataclasses.replace(policy, hierarchical_from=0, priced_from=0,
                                library_priced=False)
     comm_options = plain_options(comm_options)
+    # which candidates are priced depends on the call's own size too (a threshold
+    # need not fall between octaves): part of the key, as every other input
+    priced = (_families_priced(call, topology, policy),
+              _hierarchical_priced(call, policy), library)
     octave = (dataclasses.replace(call, count=1 << (call.nbytes.bit_length() - 1)),
-              topology, rule, tuple(sorted(comm_options.items())), library)
+              topology, rule, tuple(sorted(comm_options.items())), priced)
     known = _PRICED.get(octave)
     if known is not None:
         (family, options), reason = known
@@ -693,7 +697,7 @@ def _fastest(call, topology, policy, comm_options, library=False):
                          comm_options=comm_options if family is None else None,
                          policy=rule)
         return dataclasses.replace(chosen, reason=reason)
-    key, chosen = _price(call, topology, policy, rule, comm_options, library)
+    key, chosen = _price(call, topology, rule, comm_options, *priced)
     if len(_PRICED) >= _PRICED_KEPT:
         del _PRICED[next(iter(_PRICED))]
     _PRICED[octave] = key, chosen.reason
@@ -705,15 +709,15 @@ _PRICED_KEPT = 256
 _PRICED = {}
 
 
-def _price(call, topology, policy, rule, comm_options, library):
+def _price(call, topology, rule, comm_options, families, hierarchical, library):
     """``((family or None for MagPIe's, options), selection)`` of the fastest
-    predicted candidate (see :func:`_fastest`)."""
-    families = _families_priced(call, topology, policy)
+    predicted candidate (see :func:`_fastest`): MagPIe's, and where asked the
+    long-vector families, the hierarchical pairs and the library's collective."""
     candidates = [(f, {}) for f in PRICED_FAMILIES] if families else []
     candidates.append((None, {}))  # MagPIe's, with the communicator's options
     if families:
         candidates += [(f, dict(o)) for f, o in PRICED_AFTER]
-    if _hierarchical_priced(call, policy):
+    if hierarchical:
         candidates += [("hierarchical", pair) for pair in HIERARCHICAL_PAIRS]
     if library:
         candidates.append((NATIVE, {}))

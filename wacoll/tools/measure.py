@@ -260,8 +260,9 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
 
 
 def _tuning(comms):
-    """What the default communicator has learned (:attr:`wacoll.Comm.tuning`: per
-    call shape the candidates, their measured seconds and the choice)."""
+    """What the default communicator (the impl ``"default"`` without options) has
+    learned (:attr:`wacoll.Comm.tuning`: per call shape the candidates, their
+    measured seconds and the choice)."""
     default = comms.get((("family", "default"),))
     return [] if default is None else default.tuning
 
