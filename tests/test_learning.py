@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from wacoll.mpi.learning import MARGIN, Tuning
+from wacoll.mpi.learning import MARGIN, NOISE_FLOOR, Tuning
 
 
 class Recorder:
@@ -60,3 +60,12 @@ def test_a_candidate_that_cannot_run_is_counted_out_without_a_barrier():
     assert chosen == "modern"
     assert comm.calls == ["Barrier", "Allreduce"]
     assert np.isinf(tuning.table[0]["seconds"][1])
+
+
+def test_a_candidate_faster_by_less_than_the_noise_floor_does_not_replace_the_model():
+    # microsecond calls: an explored call's time is mostly the barrier's skew
+    tuning = Tuning(Recorder(), rounds=2)
+    fast = {None: 2 * NOISE_FLOOR / 3, "native": NOISE_FLOOR / 3, "modern": NOISE_FLOOR}
+    assert _explore(tuning, fast) is None
+    slow = {None: 4 * NOISE_FLOOR, "native": NOISE_FLOOR, "modern": 5 * NOISE_FLOOR}
+    assert _explore(Tuning(Recorder(), rounds=2), slow) == "native"
