@@ -39,23 +39,23 @@ def _explore(tuning, seconds_of):
 
 def test_each_explored_call_but_the_last_is_followed_by_a_barrier():
     comm = Recorder()
-    tuning = Tuning(comm, rounds=3)
+    tuning = Tuning(comm, rounds=3, clock_offset=0.0)
     _explore(tuning, {None: 0.02, "native": 0.01, "modern": 0.03})
     assert comm.calls == ["Barrier"] * 8 + ["Allreduce"]
 
 
 def test_the_choice_is_the_fastest_unless_the_model_is_within_the_margin():
-    tuning = Tuning(Recorder(slower=2.0), rounds=2)
+    tuning = Tuning(Recorder(slower=2.0), rounds=2, clock_offset=0.0)
     assert _explore(tuning, {None: 0.02, "native": 0.01, "modern": 0.03}) == "native"
     assert tuning.table[0]["seconds"] == [0.04, 0.02, 0.06]  # the slowest rank's
-    close = Tuning(Recorder(), rounds=2)
+    close = Tuning(Recorder(), rounds=2, clock_offset=0.0)
     near = 0.02 / (1 + MARGIN / 2)
     assert _explore(close, {None: 0.02, "native": near, "modern": 0.03}) is None
 
 
 def test_a_candidate_that_cannot_run_is_counted_out_without_a_barrier():
     comm = Recorder()
-    tuning = Tuning(comm, rounds=1)
+    tuning = Tuning(comm, rounds=1, clock_offset=0.0)
     chosen = _explore(tuning, {None: 0.02, "native": math.inf, "modern": 0.01})
     assert chosen == "modern"
     assert comm.calls == ["Barrier", "Allreduce"]
@@ -64,8 +64,8 @@ def test_a_candidate_that_cannot_run_is_counted_out_without_a_barrier():
 
 def test_a_candidate_faster_by_less_than_the_noise_floor_does_not_replace_the_model():
     # microsecond calls: an explored call's time is mostly the barrier's skew
-    tuning = Tuning(Recorder(), rounds=2)
+    tuning = Tuning(Recorder(), rounds=2, clock_offset=0.0)
     fast = {None: 2 * NOISE_FLOOR / 3, "native": NOISE_FLOOR / 3, "modern": NOISE_FLOOR}
     assert _explore(tuning, fast) is None
     slow = {None: 4 * NOISE_FLOOR, "native": NOISE_FLOOR, "modern": 5 * NOISE_FLOOR}
-    assert _explore(Tuning(Recorder(), rounds=2), slow) == "native"
+    assert _explore(Tuning(Recorder(), rounds=2, clock_offset=0.0), slow) == "native"

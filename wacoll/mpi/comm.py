@@ -739,7 +739,8 @@ class Comm(MPI.Intracomm):
             # afresh, dispatching it and building its compiled call cost alike for
             # every candidate, and a repeated call of the chosen one is replayed
             # without them where it runs compiled
-            self._tuning.observe(desc.shape, route.run_seconds, candidates(desc.op))
+            self._tuning.observe(desc.shape, route.run_seconds, candidates(desc.op),
+                                 started=route.run_started)
         if tracer and mode == "call":
             t3 = tracer.clock()
             for name, start, end in (("arguments", t0, t1), ("plan and lower", t1, t2),

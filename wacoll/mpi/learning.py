@@ -11,11 +11,14 @@ call but a shape's last (and one whose candidate could not run it) so that the n
 one starts together (its time is its own, not what the call before left in flight),
 each timed over its run alone (:attr:`wacoll.mpi.route.Route.run_seconds`: reading
 a call afresh costs alike for every candidate, and the chosen one's repeated calls
-are replayed without it where they run compiled); a candidate's first call, which
-also proves and compiles its plan, is not counted; then every rank contributes the median time it
-saw of each candidate, the ranks agree on the slowest rank's figure (one ``Allreduce``), and the
-fastest candidate runs the shape's later calls, unless the selection policy's own
-choice is within :data:`MARGIN` or :data:`NOISE_FLOOR` of it (then that stays).
+are replayed without it where they run compiled). Then the ranks put their times on
+rank 0's clock (:mod:`wacoll.mpi.clocks`, measured once) and agree, in one
+``Allreduce``, on each call's duration from the moment the last rank started it to
+the moment the last rank finished it (a rank's own time would include how much
+earlier than the others it left the barrier); a candidate's first call, which also
+proves and compiles its plan, is not counted, and the fastest median runs the
+shape's later calls, unless the selection policy's own choice is within
+:data:`MARGIN` or :data:`NOISE_FLOOR` of it (then that stays).
 
 - The size class of a call of ``n`` bytes per rank is ``n.bit_length()``: counts
   within a factor of two share what was learned (a loop whose counts vary still
@@ -127,11 +130,13 @@ def shape_of(prepared):
 
 
 class _Exploration:
-    __slots__ = ("candidates", "times", "calls", "chosen")
+    __slots__ = ("candidates", "spans", "calls", "chosen")
 
     def __init__(self, candidates):
         self.candidates = list(candidates)
-        self.times = [[] for _ in self.candidates]
+        #: Per candidate, ``(start, end)`` of each of its explored calls on this
+        #: rank's clock.
+        self.spans = [[] for _ in self.candidates]
         self.calls = 0
         self.chosen = None
 
@@ -147,15 +152,20 @@ class Tuning:
         Calls of each candidate before choosing.
     fixed : mapping, optional
         Shape to family: choices read from a tuning file, not explored.
+    clock_offset : float, optional
+        Seconds to add to this rank's clock to read rank 0's (default: measured
+        once, at the first decision, :func:`wacoll.mpi.clocks.offset_to_root`).
     """
 
-    def __init__(self, comm, *, rounds: int = ROUNDS, fixed=None):
+    def __init__(self, comm, *, rounds: int = ROUNDS, fixed=None, clock_offset=None):
         self._comm = comm
         self.rounds = rounds
+        self._clock_offset = clock_offset
         self._fixed = dict(fixed or {})
         self._shapes = BoundedCache(SHAPES)
         #: One row per decided shape: the shape's fields, ``candidates``,
-        #: ``seconds`` (the slowest rank's median call of each) and ``chosen``.
+        #: ``seconds`` (the median of each's calls, each from the moment the last
+        #: rank started it to the moment the last rank finished it) and ``chosen``.
         self.table = []
 
     def family_for(self, shape, candidates):
@@ -174,11 +184,13 @@ class Tuning:
             return _family(state.chosen), False
         return state.candidates[state.calls // self.rounds], True
 
-    def observe(self, shape, seconds: float, candidates=None) -> None:
-        """The time of the explored call of ``shape`` just made (``candidates``: its
-        candidates, for the first call of the shape; ``inf``: the candidate could
-        not run the call); after the last exploring call the ranks agree on the
-        choice (collective: every rank reaches it at the same call)."""
+    def observe(self, shape, seconds: float, candidates=None, started=0.0) -> None:
+        """The time of the explored call of ``shape`` just made: ``seconds`` from
+        ``started`` on this rank's clock (:func:`wacoll.mpi.clocks.now`;
+        ``candidates``: its candidates, for the first call of the shape; ``inf``:
+        the candidate could not run the call); after the last exploring call the
+        ranks agree on the choice (collective: every rank reaches it at the same
+        call)."""
         state = OrderedDict.get(self._shapes, shape)
         if state is None:
             if candidates is None:
@@ -186,7 +198,9 @@ class Tuning:
             state = self._shapes[shape] = _Exploration(candidates)
         if state.chosen is not None:
             return
-        state.times[state.calls // self.rounds].append(seconds)
+        span = (started, started + seconds) if math.isfinite(seconds) else \
+            (-math.inf, math.inf)
+        state.spans[state.calls // self.rounds].append(span)
         state.calls += 1
         if state.calls < len(state.candidates) * self.rounds:
             if self._comm is not None and math.isfinite(seconds):
@@ -196,13 +210,7 @@ class Tuning:
                 # collectives let their senders run ahead into the next call)
                 self._comm.Barrier()
             return
-        # a candidate's first call also proves and compiles its plan: its later
-        # calls say what it costs
-        mine = np.array([np.median(t[1:] or t) for t in state.times], dtype=np.float64)
-        if self._comm is not None:
-            from mpi4py import MPI
-
-            self._comm.Allreduce(MPI.IN_PLACE, mine, op=MPI.MAX)
+        mine = self._durations(state.spans)
         best = int(np.argmin(mine))
         if None in state.candidates:  # the model's choice stands unless clearly beaten
             model = state.candidates.index(None)
@@ -214,6 +222,32 @@ class Tuning:
                            "candidates": [_name(c) for c in state.candidates],
                            "seconds": [float(x) for x in mine],
                            "chosen": state.chosen})
+
+    def _durations(self, spans):
+        """Each candidate's median call: a call from the moment the last rank
+        started it to the moment the last rank finished it, on rank 0's clock (a
+        rank's own time would include how much earlier than the last rank it left
+        the barrier before it: up to a wide-area latency); a candidate's first call,
+        which also proves and compiles its plan, left out. Collective."""
+        flat = np.array([span for calls in spans for span in calls],
+                        dtype=np.float64).reshape(-1, 2)
+        if self._comm is not None:
+            from mpi4py import MPI
+
+            if self._clock_offset is None:
+                from wacoll.mpi.clocks import offset_to_root
+
+                self._clock_offset = offset_to_root(self._comm)
+            flat = flat + self._clock_offset
+            self._comm.Allreduce(MPI.IN_PLACE, flat, op=MPI.MAX)
+        with np.errstate(invalid="ignore"):
+            each = flat[:, 1] - flat[:, 0]
+        out, at = [], 0
+        for calls in spans:
+            mine = each[at:at + len(calls)]
+            at += len(calls)
+            out.append(np.median(mine[1:] if len(mine) > 1 else mine))
+        return np.array(out, dtype=np.float64)
 
     def choices(self) -> dict:
         """Shape to family name of every decided or fixed shape."""

@@ -112,6 +112,8 @@ class Route:
         #: dispatching it and setting its run up left out): what a learning
         #: communicator compares.
         self.run_seconds = 0.0
+        #: When that run started (:func:`wacoll.mpi.clocks.now`).
+        self.run_started = 0.0
 
     # ------------------------------------------------------------ shared state
     def next_tag(self) -> int:
@@ -171,7 +173,7 @@ class Route:
             if compiled is not None:
                 recorded, go = compiled
                 self.ran(exe.plan, exe.family, "compiled", exe.reason)
-                started = perf_counter()
+                self.run_started = started = perf_counter()
                 passed = go()
                 self.run_seconds = perf_counter() - started
                 if not passed:
@@ -206,7 +208,7 @@ class Route:
         if mode == "start":
             grequest, entry = engine().submit(task)
             return Request(grequest, entry, collective_name(desc.op, mode))
-        started = perf_counter()
+        self.run_started = started = perf_counter()
         task.advance(block=True)
         self.run_seconds = perf_counter() - started
         return None
