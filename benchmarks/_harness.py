@@ -41,6 +41,7 @@ __all__ = [
     "parse_size",
     "write_csv",
     "worker_env",
+    "mpiexec",
     "pyplot",
     "save_figure",
     "goal_band",
@@ -263,6 +264,13 @@ def write_csv(path, fields, rows):
         writer = csv.DictWriter(fh, fields, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
+
+
+def mpiexec():
+    """The ``mpiexec`` of this interpreter's environment (the MPI wheel's, beside
+    ``python``), else the first on ``PATH``."""
+    local = Path(sys.executable).parent / "mpiexec"
+    return str(local) if local.exists() else "mpiexec"
 
 
 def worker_env(ranks=None, halves=False):

@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from _harness import worker_env, write_csv
+from _harness import mpiexec, worker_env, write_csv
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -126,11 +126,6 @@ def _worker(repeats, seconds):
         print("RESULT " + json.dumps(rows))
 
 
-def _mpiexec():
-    local = Path(sys.executable).parent / "mpiexec"
-    return str(local) if local.exists() else "mpiexec"
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=9)
@@ -144,7 +139,7 @@ def main(argv=None):
         return 0
     from wacoll.plans.callcost import as_json, fit_call_costs
 
-    cmd = [_mpiexec(), "-n", "2", sys.executable, __file__, "--worker",
+    cmd = [mpiexec(), "-n", "2", sys.executable, __file__, "--worker",
            "--repeats", str(args.repeats), "--seconds", str(args.seconds)]
     proc = subprocess.run(cmd, capture_output=True, text=True,
                           env=worker_env(2, halves=True), timeout=1800)

@@ -48,7 +48,7 @@ import sys
 import time
 from pathlib import Path
 
-from _harness import worker_env
+from _harness import mpiexec, worker_env
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -149,11 +149,6 @@ def _worker(repeats, seconds):
         print("RESULT " + json.dumps(rows))
 
 
-def _mpiexec():
-    local = Path(sys.executable).parent / "mpiexec"
-    return str(local) if local.exists() else "mpiexec"
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ranks", default="2,8")
@@ -177,7 +172,7 @@ def main(argv=None):
     for layout in layouts:
         for p in ranks:
             env = worker_env(p, halves=layout == "two")
-            cmd = [_mpiexec(), "-n", str(p), sys.executable, __file__, "--worker",
+            cmd = [mpiexec(), "-n", str(p), sys.executable, __file__, "--worker",
                    "--repeats", str(repeats), "--seconds", str(args.seconds)]
             print(f"# {layout} cluster(s), {p} ranks: {' '.join(cmd[:3])} ...",
                   file=sys.stderr, flush=True)

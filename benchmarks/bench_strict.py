@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 
 import _harness
-from _harness import (RESULTS, Report, command_line, human, load_text, worker_env,
+from _harness import (RESULTS, mpiexec, Report, command_line, human, load_text, worker_env,
                       write_csv)
 
 #: One-cluster sizes (bytes of float64) and the memory probe's size.
@@ -124,13 +124,8 @@ def _worker(reps):
         print("RESULT " + json.dumps(rows), flush=True)
 
 
-def _mpiexec():
-    local = Path(sys.executable).parent / "mpiexec"
-    return str(local) if local.exists() else "mpiexec"
-
-
 def run_cluster(ranks, reps, say):
-    cmd = [_mpiexec(), "-n", str(ranks), sys.executable, __file__, "--worker",
+    cmd = [mpiexec(), "-n", str(ranks), sys.executable, __file__, "--worker",
            "--reps", str(reps)]
     env = worker_env()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)

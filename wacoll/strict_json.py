@@ -1,6 +1,8 @@
 """JSON read as data, strictly: no repeated keys, no NaN or Infinity.
 
 Script files and topology files share this reader; each names its own error class.
+Files of data wacoll writes itself (learned choices, fitted call costs) are read
+with :func:`read_strict`.
 
 Examples
 --------
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["loads_strict"]
+__all__ = ["loads_strict", "read_strict"]
 
 
 def loads_strict(text: str, error: type):
@@ -42,3 +44,27 @@ def loads_strict(text: str, error: type):
         raise error(f"{name} is not a number JSON allows")
 
     return json.loads(text, object_pairs_hook=no_duplicates, parse_constant=no_constant)
+
+
+def read_strict(path, error: type, what: str, max_chars: int):
+    """The data of the JSON file ``path`` (its first ``max_chars`` characters), read
+    as :func:`loads_strict` reads; raise ``error`` naming ``what`` and the file where
+    it cannot be read or is not JSON.
+
+    Examples
+    --------
+    >>> from wacoll.errors import TuningError
+    >>> read_strict("/nonexistent.json", TuningError, "the tuning file", 100)
+    Traceback (most recent call last):
+    ...
+    wacoll.errors.TuningError: the tuning file /nonexistent.json cannot be read ([Errno 2] No such file or directory: '/nonexistent.json')
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read(max_chars)
+    except OSError as exc:
+        raise error(f"{what} {path} cannot be read ({exc})") from None
+    try:
+        return loads_strict(text, error)
+    except (ValueError, RecursionError) as exc:
+        raise error(f"{what} {path} is not JSON ({exc})") from None

@@ -64,7 +64,7 @@ import numpy as np
 
 from wacoll.errors import TuningError
 from wacoll.mpi.bounded import SHAPES, BoundedCache
-from wacoll.strict_json import loads_strict
+from wacoll.strict_json import read_strict
 
 __all__ = ["ROUNDS", "MARGIN", "NOISE_FLOOR", "DEFAULT", "LEARNED_FAMILIES", "Tuning",
            "TuningError", "candidates", "shape_of", "read_tuning"]
@@ -284,15 +284,7 @@ def read_tuning(path) -> dict:
         The file cannot be read, is not JSON, or is not a tuning file of this
         format (every field is checked; the file is data, never evaluated).
     """
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read(1 << 20)
-    except OSError as exc:
-        raise TuningError(f"the tuning file {path} cannot be read ({exc})") from None
-    try:
-        data = loads_strict(text, TuningError)
-    except (ValueError, RecursionError) as exc:
-        raise TuningError(f"the tuning file {path} is not JSON ({exc})") from None
+    data = read_strict(path, TuningError, "the tuning file", 1 << 20)
     if not isinstance(data, dict) or data.get("format") != _FORMAT or \
             not isinstance(data.get("choices"), list) or sorted(data) != ["choices",
                                                                            "format"]:

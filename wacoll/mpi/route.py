@@ -31,13 +31,13 @@ call ran (:attr:`Route.last_plan`, :attr:`Route.last_family`,
 from __future__ import annotations
 
 import functools
-from time import perf_counter
 
 from mpi4py import MPI
 
 from wacoll.errors import WacollError
 from wacoll.mpi._fastcall import NativeCall, Recordings
 from wacoll.mpi.buffers import for_mpi
+from wacoll.mpi.clocks import now
 from wacoll.mpi.composite import CompositeWork, cluster_communicator
 from wacoll.mpi.dispatch import CompositeRun, LibraryCollective, library_method
 from wacoll.mpi.executor import BLOCKING_TAG, ProgramRun, call_tag
@@ -107,8 +107,8 @@ class Route:
         self.broken = None
         self.last_plan = self.last_family = self.last_route = None
         self.last_reason = ""
-        #: Seconds the most recent blocking call read afresh took to run: its
-        #: compiled call, or on the Python route its task (reading the call,
+        #: Seconds the most recent explored call (``desc.shape`` set) took to run:
+        #: its compiled call, or on the Python route its task (reading the call,
         #: dispatching it and setting its run up left out): what a learning
         #: communicator compares.
         self.run_seconds = 0.0
@@ -173,9 +173,7 @@ class Route:
             if compiled is not None:
                 recorded, go = compiled
                 self.ran(exe.plan, exe.family, "compiled", exe.reason)
-                self.run_started = started = perf_counter()
-                passed = go()
-                self.run_seconds = perf_counter() - started
+                passed = self._timed(go) if desc.shape is not None else go()
                 if not passed:
                     self.failed(recorded)
                 if type(exe) is not LibraryCollective and \
@@ -208,10 +206,19 @@ class Route:
         if mode == "start":
             grequest, entry = engine().submit(task)
             return Request(grequest, entry, collective_name(desc.op, mode))
-        self.run_started = started = perf_counter()
-        task.advance(block=True)
-        self.run_seconds = perf_counter() - started
+        if desc.shape is not None:
+            self._timed(functools.partial(task.advance, block=True))
+        else:
+            task.advance(block=True)
         return None
+
+    def _timed(self, run):
+        """``run()``, its start and duration kept for learning (:attr:`run_started`,
+        :attr:`run_seconds`)."""
+        self.run_started = started = now()
+        result = run()
+        self.run_seconds = now() - started
+        return result
 
     def _compiled(self, desc, exe):
         """The blocking call's compiled form ready to run over its buffers, as

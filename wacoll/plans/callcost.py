@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from wacoll.errors import PlanError
-from wacoll.strict_json import loads_strict
+from wacoll.strict_json import read_strict
 
 __all__ = ["CallCosts", "MEASURED", "FREE", "fit_call_costs", "read_call_costs",
            "critical_messages", "KINDS", "as_json"]
@@ -167,15 +167,7 @@ def read_call_costs(path) -> CallCosts:
     PlanError
         The file cannot be read, is not JSON, or lacks or adds a field.
     """
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read(1 << 16)
-    except OSError as exc:
-        raise PlanError(f"call costs: {path} cannot be read ({exc})") from None
-    try:
-        data = loads_strict(text, PlanError)
-    except (ValueError, RecursionError) as exc:
-        raise PlanError(f"call costs: {path} is not JSON ({exc})") from None
+    data = read_strict(path, PlanError, "call costs:", 1 << 16)
     names = sorted(f.name for f in fields(CallCosts))
     if not isinstance(data, dict) or not isinstance(data.get("costs"), dict) or \
             sorted(data["costs"]) != names:
