@@ -297,12 +297,13 @@ def test_python_executor_sigint_to_three_ranks(tmp_path):
 
 
 def test_nonblocking_wait_sigint_to_one_rank(tmp_path):
-    _expect_abort(run_job(tmp_path, "nonblocking", [1]), route="python",
+    # (the call runs compiled: its Wait finishes it in C, and notices the signal)
+    _expect_abort(run_job(tmp_path, "nonblocking", [1]), route="compiled",
                   where="Wait of Iallreduce", ranks=[1])
 
 
 def test_nonblocking_wait_sigint_to_every_rank(tmp_path):
-    _expect_abort(run_job(tmp_path, "nonblocking", [0, 1, 2, 3]), route="python",
+    _expect_abort(run_job(tmp_path, "nonblocking", [0, 1, 2, 3]), route="compiled",
                   where="Wait of Iallreduce")
 
 

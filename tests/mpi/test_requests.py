@@ -153,10 +153,19 @@ def test_persistent_in_place_reads_the_buffer_at_each_start(mpi):
 
 
 @pytest.mark.mpi(min_size=2)
-def test_nonblocking_error_raises_on_every_rank(mpi):
+@pytest.mark.parametrize("where", ["single", "multi"])
+@pytest.mark.parametrize("replayed", [False, True])
+def test_nonblocking_error_raises_on_every_rank(mpi, where, replayed):
     """A non-blocking call whose ranks disagree raises from ``Wait`` everywhere, and
-    the communicator then refuses further collectives instead of mixing messages."""
-    comm = wacoll.Comm(W, mpi.topology(mpi.multi[0] if mpi.multi else "single"))
+    the communicator then refuses further collectives instead of mixing messages;
+    so does one after the same call was recorded (the ranks that replay it check
+    it too)."""
+    comm = wacoll.Comm(W, mpi.topology(mpi.multi[0] if mpi.multi and where == "multi"
+                                       else "single"))
+    for _ in range(2 if replayed else 0):
+        comm.Iallreduce(np.ones(4), np.zeros(4), op=MPI.SUM).Wait()
+    if replayed:
+        mpi.assert_all(comm.last_route == "replayed", comm.last_route)
     n = 4 + (ME == P - 1)
     req = comm.Iallreduce(np.ones(n), np.zeros(n), op=MPI.SUM)
     mpi.same_error(req.Wait, WacollError, match="disagree")

@@ -226,13 +226,17 @@ cdef class NativeCall:
         elif self.check is not None and not self.check.run(self.template):
             return False
         if self.method is not None:
-            if self.replace:
-                given = list(args)
-                for i, value in self.replace:
-                    given[i] = value
-                args = tuple(given)
-            self.method(*args)
+            self.method(*(replaced(args, self.replace) if self.replace else args))
         return True
+
+
+cpdef tuple replaced(tuple args, tuple replace):
+    """``args`` with the arguments ``replace`` names, ``(position, value)`` pairs,
+    passed otherwise (an ``MPI.Op`` for an operator named by a string)."""
+    given = list(args)
+    for i, value in replace:
+        given[i] = value
+    return tuple(given)
 
 
 cdef class Recordings(dict):

@@ -22,6 +22,7 @@ from libc.string cimport memcpy, memmove
 
 import numpy as np
 
+from wacoll.mpi._fastcall import replaced
 from wacoll.plans.select import NATIVE
 
 cdef extern from "_mpicalls.h" nogil:
@@ -923,12 +924,8 @@ cdef class LibraryCall:
         cdef char *req = NULL
         request = None
         if self.method is not None:
-            if self.replace:
-                given = list(args)
-                for i, value in self.replace:
-                    given[i] = value
-                args = tuple(given)
-            request = self.method(*args)
+            request = self.method(*(replaced(args, self.replace) if self.replace
+                                    else args))
             req = <char *><intptr_t>_addressof(request)
         with nogil:
             if req == NULL:  # a Barrier: the check alone
@@ -948,6 +945,12 @@ cdef class LibraryCall:
         if outcome == INTERRUPTED:
             raise _error(E_INTERRUPTED)
         raise _error(err if outcome == WORK_ERROR else self.check.err)
+
+
+def address(arg):
+    """The address of the memory an argument (an array, or a buffer specification
+    ``[array, ...]``) describes."""
+    return _address(arg)
 
 
 # mpi4py's MPI._addressof: where a request object keeps its handle
@@ -1042,3 +1045,188 @@ cdef class PersistentRun:
                 if outcome < 0:
                     r.cancel()
         return outcome
+
+
+# ---------------------------------------------------- a non-blocking call in flight
+# A Started's outcome while its call runs (the others are drive()'s OUTCOMES).
+cdef enum:
+    PENDING = -1
+
+
+cdef class Started:
+    """One non-blocking call in flight: its work and its cross-rank check, started
+    in the calling thread (in program order, as every rank starts its collectives)
+    and advanced, in C with the GIL released, by whichever thread waits for it
+    (:mod:`wacoll.mpi.startcall`).
+
+    A ``Started`` is reused by the next call of the same recorded form once its call
+    has completed: it owns the work's runner, the check's runner, the check's
+    flags and the staging area of an in-place input.
+
+    Parameters
+    ----------
+    work : Runner or None
+        The plan's runner (None: the work is the MPI library's collective, whose
+        request :meth:`begin` is given, or there is no work: a checked Barrier).
+    check : Runner or None
+        The check's runner on several clusters (a MAX all-reduce of four int64).
+    check_start : callable or None
+        On one cluster: ``check_start(flags)`` starts the check's all-reduce in
+        place over the flags array and returns its request (the MPI library's
+        ``Iallreduce``).
+    digest : int
+        The call's signature digest.
+    in_copy_bytes : int
+        Bytes of an in-place input staged at the start of each call.
+    """
+
+    cdef readonly Runner work, check
+    cdef object check_start, _work_request, _check_request
+    cdef char *wreq
+    cdef char *creq
+    cdef readonly object mine, flags
+    cdef object _in_copy
+    cdef int64_t *own
+    cdef int64_t *got
+    cdef readonly intptr_t in_copy_at
+    cdef int w, c
+    cdef bint work_failed, checked
+    #: The MPI error code of a failed work or check (``E_INTERRUPTED``: a signal).
+    cdef readonly int err
+    #: One of :data:`OUTCOMES` once the call is over; -1 while it runs.
+    cdef readonly int outcome
+
+    def __init__(self, Runner work, Runner check, check_start, digest,
+                 Py_ssize_t in_copy_bytes=0):
+        global _addressof
+        if _addressof is None:
+            from mpi4py import MPI
+            _addressof = MPI._addressof
+        self.work, self.check, self.check_start = work, check, check_start
+        self.checked = check is not None or check_start is not None
+        self.mine = np.array([0, 0, digest, -digest], np.int64)
+        self.flags = np.zeros(4, np.int64)
+        cdef int64_t[::1] mv = self.mine
+        cdef int64_t[::1] fv = self.flags
+        self.own, self.got = &mv[0], &fv[0]
+        self._in_copy = np.zeros(in_copy_bytes + 64, np.uint8)
+        self.in_copy_at = (self._in_copy.ctypes.data + 63) & ~63
+        self.outcome = OK
+
+    def begin(self, intptr_t inbuf, intptr_t outbuf, int tag, work_request=None):
+        """Start a call over the buffers at these addresses with messages tagged
+        ``tag``: the check, then the work (``work_request``: the MPI library's
+        collective, already started; else this slot's runner, if any). Whether it
+        is already over (see :attr:`outcome`)."""
+        cdef int status = 0
+        if self.outcome == PENDING:
+            raise RuntimeError("this slot still runs an earlier call")
+        self.w = self.c = 1
+        self.work_failed, self.err, self.outcome = False, 0, PENDING
+        self.wreq = self.creq = NULL
+        self._work_request = self._check_request = None
+        memcpy(self.got, self.own, 4 * sizeof(int64_t))
+        if self.check is not None:
+            with nogil:
+                status = self.check.start(<char *>self.own, <char *>self.got, tag)
+            if status < 0:
+                self.err, self.outcome = self.check.err, CHECK_ERROR
+                return True  # (the work was not started)
+            self.c = 0
+        elif self.check_start is not None:
+            self._check_request = self.check_start(self.flags)
+            self.creq = <char *><intptr_t>_addressof(self._check_request)
+            self.c = 0
+        if work_request is not None:
+            self._work_request = work_request
+            self.wreq = <char *><intptr_t>_addressof(work_request)
+            self.w = 0
+        elif self.work is not None:
+            with nogil:
+                status = self.work.start(<char *>inbuf, <char *>outbuf, tag)
+                if status < 0:
+                    self.work.cancel()
+            if status < 0:
+                self.work_failed, self.err = True, self.work.err
+            else:
+                self.w = 0
+        return self.advance(False)
+
+    def advance(self, bint block):
+        """Advance the call (to its end when ``block``): whether it is over."""
+        cdef int outcome
+        if self.outcome != PENDING:
+            return True
+        with nogil:
+            outcome = self._advance(block)
+        self.outcome = outcome
+        return outcome != PENDING
+
+    def error(self):
+        """The exception of an MPI error or a signal (:attr:`outcome` is a work
+        error, a check error or an interruption)."""
+        return _error(E_INTERRUPTED if self.outcome == INTERRUPTED else self.err)
+
+    cdef int _poll_work(self) noexcept nogil:
+        cdef int status, flag = 0
+        if self.work is not None:
+            status = self.work.advance(False)
+            if status < 0:
+                self.work.cancel()
+                self.work_failed, self.err, self.w = True, self.work.err, 1
+            elif status == 1:
+                self.w = 1
+            return 0
+        status = wacoll_test(&_M, self.wreq, &flag)
+        if status:
+            self.work_failed, self.err, self.w = True, status, 1
+        elif flag:
+            self.w = 1
+        return 0
+
+    cdef int _poll_check(self) noexcept nogil:
+        """-1 on an MPI error (in ``err``)."""
+        cdef int status, flag = 0
+        if self.check is not None:
+            status = self.check.advance(False)
+            if status < 0:
+                self.err = self.check.err
+                return -1
+            if status == 1:
+                self.c = 1
+            return 0
+        status = wacoll_test(&_M, self.creq, &flag)
+        if status:
+            self.err = status
+            return -1
+        if flag:
+            self.c = 1
+        return 0
+
+    cdef void _abandon(self) noexcept nogil:
+        """Cancel what can be (a plan's receives; a library collective cannot be)."""
+        if self.work is not None and self.w == 0 and not self.work.done:
+            self.work.cancel()
+        if self.check is not None and self.c == 0 and not self.check.done:
+            self.check.cancel()
+
+    cdef int _advance(self, bint block) noexcept nogil:
+        cdef double began = wacoll_now(), nap = 1e-6, due = 0
+        while True:
+            if self.w == 0:
+                self._poll_work()
+            if self.c == 0 and self._poll_check() < 0:
+                self._abandon()
+                return CHECK_ERROR
+            if self.c == 1:
+                if self.checked and not _passed(self.own, self.got):
+                    self._abandon()
+                    return CHECK_FAILED
+                if self.w == 1:
+                    return WORK_ERROR if self.work_failed else OK
+            if not block:
+                return PENDING
+            nap = _pause(began, nap, &due)
+            if nap < 0:
+                self._abandon()
+                return INTERRUPTED

@@ -37,7 +37,10 @@ True
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+from mpi4py import MPI
 
 from wacoll.mpi.agreement import Check, blocking_check
 from wacoll.mpi.runner import compile_program, runner_ready
@@ -86,7 +89,7 @@ class ArgumentCheck:
         self.enabled = mode != "off"
         self.several = topology.nclusters > 1
         self.first = mode == "first"
-        self.program = self.compiled = self.blocking = None
+        self.program = self.compiled = self.blocking = self._tables = None
         rank = control.Get_rank()
         if self.several:  # the check runs as a wide-area optimal all-reduce
             selection = select(Call("allreduce", count=4, itemsize=8,
@@ -94,8 +97,8 @@ class ArgumentCheck:
             self.program = lower_for_rank(plan_for_rank(selection, topology, rank),
                                           rank)
             if self.enabled and runner_ready():
-                self.compiled = compile_program(self.program, np.dtype(np.int64),
-                                                "max").runner(control)
+                self._tables = compile_program(self.program, np.dtype(np.int64), "max")
+                self.compiled = self._tables.runner(control)
         elif self.enabled:  # blocking calls check first (shared memory on one node)
             self.blocking = blocking_check(control)
 
@@ -109,20 +112,48 @@ class ArgumentCheck:
         return Check(self.control, error, sig, program=self.program, tag=tag,
                      persistent=self.blocking if blocking else None)
 
+    @property
+    def checks_started(self) -> bool:
+        """Whether a compiled non-blocking call can be checked here
+        (:meth:`of_started`)."""
+        return self.enabled and not self.first and (
+            not self.several or self._tables is not None)
+
+    def of_started(self):
+        """What a compiled non-blocking call's check is made of, for each call in
+        flight its own: ``(runner, start)``, a fresh runner of the compiled check
+        on several clusters, or on one cluster ``start(flags)``, which starts the
+        library's ``Iallreduce`` in place (MAX) and returns its request. None when
+        calls are not checked, or the compiled check is missing (the Python route
+        checks them)."""
+        if not self.enabled or self.first:
+            return None
+        if self.several:
+            return None if self._tables is None else \
+                (self._tables.runner(self.control), None)
+        return None, functools.partial(_iallreduce_max, self.control)
+
     def gated(self, blocking):
         """Whether the call's work waits for its check: ``"first"``, and a blocking
         call on one cluster (whose check has no latency to hide)."""
         return self.first or (blocking and not self.several)
 
-    def failure(self, sig, flags):
+    def failure(self, sig, flags, exchange=True):
         """The error every rank raises after a compiled or replayed call's check
-        failed (``flags``: what the check all-reduced; None: the blocking check's)."""
+        failed (``flags``: what the check all-reduced; None: the blocking check's).
+        ``exchange=False`` for a non-blocking call: no collective, the error named
+        by the flags alone (see :meth:`~wacoll.mpi.agreement.Check.failure`)."""
         if flags is None:
             flags = self.blocking.flags.copy()
-        return Check.completed(self.control, sig, flags).failure(True)
+        return Check.completed(self.control, sig, flags).failure(exchange)
 
     def free(self):
         """Release the blocking check's resources (collective)."""
         if self.blocking is not None:
             self.blocking.free()
             self.blocking = None
+
+
+def _iallreduce_max(control, flags):
+    """Start the MAX all-reduce of a check's flags, in place, on ``control``."""
+    return control.Iallreduce(MPI.IN_PLACE, flags, op=MPI.MAX)

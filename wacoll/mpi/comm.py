@@ -691,6 +691,10 @@ class Comm(MPI.Intracomm):
             except BaseException as exc:  # an interrupt ends the job (by default)
                 interrupted(exc, collective_name(reader.__name__), route)
                 raise
+        elif mode == "start" and route.replays is not None:
+            request = route.start_replayed(reader, family, level, args)
+            if request is not None:
+                return request
         try:
             return self._afresh(reader, args, family, options, level, mode, bad_options)
         except BaseException as exc:  # an interrupt ends the job (by default)

@@ -77,8 +77,8 @@ class CallDescription:
     sig : Signature
         What the check compares across ranks.
     replay_key : object or None
-        The recorded-call key of a blocking call whose arguments can be told apart
-        by what they look like (:meth:`~wacoll.mpi._fastcall.Recordings.key`); None:
+        The recorded-call key of a blocking or non-blocking call whose arguments
+        can be told apart by what they look like (:meth:`~wacoll.mpi._fastcall.Recordings.key`); None:
         not recordable.
     vector : bool
         A vector variant, whose counts were agreed on as it was read (it is not
@@ -152,12 +152,13 @@ def describe(reader, args, *, place, mode, family=None, options=None, level=None
     control : mpi4py.MPI.Intracomm, optional
         Where a vector variant exchanges its counts (collective then).
     recordings : wacoll.mpi._fastcall.Recordings, optional
-        The communicator's recorded calls, whose key a recordable blocking call gets.
+        The communicator's recorded calls, whose key a recordable blocking or
+        non-blocking call gets.
     """
     op = reader.__name__
     options = {} if options is None else options
     key = None
-    if recordings is not None and mode == "call" and not options:
+    if recordings is not None and mode != "bind" and not options:
         key = recordings.key(reader, family, level, args)
     prepared = error = None
     try:

@@ -4,10 +4,17 @@ A non-blocking wacoll collective returns an MPI *generalized request*
 (``MPI.Grequest``): a real request handle, so it works with ``Wait``, ``Test``,
 ``MPI.Request.Waitall`` and friends mixed with the application's own requests. The
 MPI library cannot advance a wacoll plan by itself, so one daemon thread per process
-does: it advances every active :class:`~wacoll.mpi.executor.ProgramRun` as far as its
-messages allow, waits for what they wait for (polling, then napping: see
-:func:`wait_any`), and completes a run's generalized request when the run is done. A
-self-message on a private ``COMM_SELF`` duplicate wakes it when a new run arrives.
+does: it advances every call in flight as far as its messages allow (a
+:class:`~wacoll.mpi.task.CallTask` on the Python route, a compiled
+:class:`~wacoll.mpi.startcall.StartedTask`), waits for what they wait for (polling,
+then napping: see :func:`wait_any`), and completes a call's generalized request when
+the call is done. A self-message on a private ``COMM_SELF`` duplicate wakes it when
+a new call arrives while it waits.
+
+A call's first step runs in the calling thread as it is submitted, so that every
+rank starts its collectives in program order; the request's own ``Wait`` then takes
+the call over from the thread and finishes it where it waits
+(:meth:`ProgressEngine.finish`), with no hand-over between threads.
 
 The thread runs only while collectives are in flight; it needs the MPI library
 initialised with ``MPI_THREAD_MULTIPLE`` (mpi4py's default).
@@ -49,17 +56,26 @@ class Task:
 
 
 class _Entry:
-    __slots__ = ("task", "grequest", "error", "done")
+    __slots__ = ("task", "grequest", "error", "done", "lock")
 
     def __init__(self, task, grequest):
         self.task = task
         self.grequest = grequest
         self.error = None
         self.done = False
+        # held by the one thread advancing the task: the engine's, or a Wait's
+        self.lock = threading.Lock()
 
 
 class ProgressEngine:
-    """Advances tasks in a background thread and completes their requests."""
+    """Advances tasks in a background thread and completes their requests.
+
+    A task is first advanced in the calling thread, as it is submitted: a call's
+    collectives (its check, the MPI library's collective) start there, in program
+    order, as on every other rank. The thread then advances it as far as its
+    messages allow, and a request's ``Wait`` (:meth:`finish`) takes it over and
+    completes it in the waiting thread, without a hand-over between threads.
+    """
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -69,6 +85,7 @@ class ProgressEngine:
         self._wake_req = None
         self._wake_buf = bytearray(1)
         self._idle = threading.Condition(self._lock)
+        self._asleep = False  # the thread waits in wait_any for a wake-up message
 
     @property
     def active(self) -> int:
@@ -76,7 +93,9 @@ class ProgressEngine:
         return len(self._entries)
 
     def submit(self, task):
-        """Start advancing ``task``; return its ``MPI.Grequest``."""
+        """Start advancing ``task`` (its first step here, in the calling thread);
+        return ``(grequest, entry)``: its ``MPI.Grequest`` and what :meth:`finish`
+        takes."""
         if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
             raise WacollError("non-blocking wacoll collectives need MPI initialised with "
                               "MPI_THREAD_MULTIPLE (mpi4py's default thread level)")
@@ -87,12 +106,45 @@ class ProgressEngine:
             status.tag = MPI.UNDEFINED
             status.error = MPI.SUCCESS if entry.error is None else MPI.ERR_OTHER
 
-        entry.grequest = MPI.Grequest.Start(query, lambda: None, lambda completed: None)
+        entry.grequest = MPI.Grequest.Start(query, _nothing, _nothing)
+        if _advanced(entry, False):
+            entry.done = True
+            entry.grequest.Complete()
+            return entry.grequest, entry
         with self._lock:
             self._entries.append(entry)
             self._ensure_thread()
             self._wake()
         return entry.grequest, entry
+
+    def finish(self, entry):
+        """Complete ``entry``'s task in this thread (a request's ``Wait``), unless it
+        is over already. An interrupt in the wait ends the task with it and is
+        raised."""
+        with entry.lock:
+            if entry.done:
+                return
+            try:
+                _advanced(entry, True, interrupts=True)
+            finally:
+                self._complete(entry)
+
+    def progress(self, entry):
+        """Advance ``entry``'s task in this thread, if no other thread does (a
+        request's ``Test``)."""
+        if entry.lock.acquire(False):
+            try:
+                if not entry.done and _advanced(entry, False):
+                    self._complete(entry)
+            finally:
+                entry.lock.release()
+
+    def _complete(self, entry):
+        entry.done = True
+        with self._lock:
+            if entry in self._entries:
+                self._entries.remove(entry)
+        entry.grequest.Complete()
 
     def _ensure_thread(self):
         if self._wake_comm is None:
@@ -104,40 +156,94 @@ class ProgressEngine:
             self._thread.start()
 
     def _wake(self):
-        self._wake_comm.Isend(b"\0", dest=0, tag=1).Free()
+        """(With the lock held.) Wake the thread: one message when it waits in
+        ``wait_any`` (at most one is in flight), a notice when it is idle."""
+        if self._asleep:
+            self._asleep = False
+            self._wake_comm.Isend(b"\0", dest=0, tag=1).Free()
         self._idle.notify_all()
 
     def _loop(self):
+        nap, began, seen = 1e-6, None, 0
+        clock = time.perf_counter
         while True:
             with self._lock:
                 while not self._entries:
                     self._idle.wait()
                 entries = list(self._entries)
-            waiting = []
+            if len(entries) != seen:  # a call arrived (or left): poll it soon
+                nap, began, seen = 1e-6, None, len(entries)
+            waiting, polled, moved = [], False, False
             for entry in entries:
+                if not entry.lock.acquire(False):
+                    polled = True  # a Wait advances it: look again soon
+                    continue
                 try:
-                    if entry.task.advance(block=False):
-                        entry.done = True
-                    else:
+                    if entry.done:
+                        continue
+                    if _advanced(entry, False):
+                        self._complete(entry)
+                        moved = True
+                    elif entry.task.waiting:
                         waiting.extend(entry.task.waiting)
-                except BaseException as exc:  # kept for the caller, raised there
-                    entry.error = exc
-                    entry.done = True
-                if entry.done:
+                    else:
+                        polled = True  # a compiled task: polled
+                finally:
+                    entry.lock.release()
+            if moved:
+                nap, began = 1e-6, None
+                continue
+            if not polled:
+                if not waiting:
+                    continue
+                try:
                     with self._lock:
-                        self._entries.remove(entry)
-                    entry.grequest.Complete()
-            if not waiting:
+                        self._asleep = True
+                    # (a call submitted after a long wait must not wait for a long nap)
+                    index = wait_any(waiting + [self._wake_req], longest_nap=MAX_NAP)
+                except MPI.Exception:
+                    # a failed receive (e.g. truncated by an erroneous call): the task
+                    # that owns it learns of the failure from its cross-rank check
+                    continue
+                finally:
+                    with self._lock:
+                        self._asleep = False
+                if index == len(waiting):
+                    self._wake_req = self._wake_comm.Irecv(self._wake_buf, source=0,
+                                                           tag=1)
                 continue
-            try:
-                # (a call submitted after a long wait must not wait for a long nap)
-                index = wait_any(waiting + [self._wake_req], longest_nap=MAX_NAP)
-            except MPI.Exception:
-                # a failed receive (e.g. truncated by an erroneous call): the task
-                # that owns it learns of the failure from its cross-rank check
-                continue
-            if index == len(waiting):
-                self._wake_req = self._wake_comm.Irecv(self._wake_buf, source=0, tag=1)
+            # compiled tasks (their requests are in C) and tasks a Wait holds: poll,
+            # napping longer as the wait goes on (up to 2 % of it: wide-area waits
+            # do not take the cores with polls)
+            if waiting:
+                try:
+                    MPI.Request.Testany(waiting)
+                except MPI.Exception:
+                    pass
+            now = clock()
+            if began is None:
+                began = now
+            time.sleep(nap)
+            nap = next_nap(nap, now - began)
+
+
+def _nothing(*args):
+    """A generalized request's free and cancel callbacks: nothing to do."""
+
+
+def _advanced(entry, block, interrupts=False):
+    """Advance ``entry``'s task: whether it is over (its error, if any, kept in
+    ``entry.error``). With ``interrupts``, an interrupt (Ctrl-C) is kept and raised
+    too."""
+    try:
+        if entry.task.advance(block=block):
+            return True
+    except BaseException as exc:  # kept for the caller, raised there
+        entry.error = exc
+        if interrupts and not isinstance(exc, Exception):
+            raise
+        return True
+    return False
 
 
 def advance_request(request, block):

@@ -31,7 +31,7 @@ from wacoll.mpi.dispatch import library_method
 from wacoll.mpi.executor import TAG_BASE, TAG_SPAN, ProgramRun
 from wacoll.mpi.plancall import locate_buffer
 from wacoll.mpi.interrupts import collective_name, interrupted
-from wacoll.mpi.engine import wait_request
+from wacoll.mpi.engine import engine, wait_request
 from wacoll.mpi.runner import array_address as _address
 from wacoll.mpi.runner import bound_runner
 from wacoll.mpi._runner import PersistentRun
@@ -61,6 +61,8 @@ class Request(MPI.Grequest):
         """Wait for the call; raise its wacoll error, if any. An interrupt (Ctrl-C)
         in the wait ends the job (:mod:`wacoll.mpi.interrupts`)."""
         try:
+            if self._entry is not None:
+                engine().finish(self._entry)  # in this thread, no hand-over
             wait_request(self, status)  # the library's own Wait ignores signals
         except MPI.Exception:
             self._raise()
@@ -74,6 +76,8 @@ class Request(MPI.Grequest):
     def Test(self, status=None):
         """Whether the call is complete; raise its wacoll error, if any."""
         try:
+            if self._entry is not None:
+                engine().progress(self._entry)
             done = super().Test(status)
         except MPI.Exception:
             self._raise()

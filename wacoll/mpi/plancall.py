@@ -29,7 +29,8 @@ from wacoll.mpi.executor import BLOCKING_TAG
 from wacoll.mpi.fastpath import CAPACITY
 from wacoll.mpi.runner import array_address, compile_program, runner_ready
 
-__all__ = ["PlanCalls", "RUNNERS", "kept_alive", "locate_buffer"]
+__all__ = ["PlanCalls", "RUNNERS", "buffer_places", "kept_alive", "locate_buffer",
+           "replayable"]
 
 #: Compiled runners a communicator keeps (one per program and buffer layout; the
 #: oldest is dropped first). Each owns its work area.
@@ -54,6 +55,29 @@ def locate_buffer(view, args):
             if base <= at and at + view.nbytes <= base + array.nbytes:
                 return i, at - base
     return None
+
+
+def buffer_places(prepared, args):
+    """Where a prepared call's input and output are in its arguments, as a compiled
+    call finds them again in a repeated call's own: ``(where_in, where_out,
+    in_copy_bytes)``, each place ``(argument index, byte offset)`` or None when the
+    buffer is not in the arguments (a staged copy); an in-place input copied from
+    the output at the start of each call is ``(-2, byte offset in the output)``
+    with its size in bytes."""
+    where_out = locate_buffer(prepared.outbuf, args)
+    if prepared.in_copy is None:
+        return locate_buffer(prepared.inbuf, args), where_out, 0
+    start, n = prepared.in_copy
+    itemsize = prepared.dtype.itemsize
+    return (-2, start * itemsize), where_out, n * itemsize
+
+
+def replayable(prepared, places):
+    """Whether a repeated call finds a compiled call's buffers in its own arguments
+    (``places``: :func:`buffer_places`), with nothing to finish after it."""
+    where_in, where_out, copy_bytes = places
+    return prepared.finish is None and where_in is not None and \
+        where_out is not None and (where_out != _NOWHERE or not copy_bytes)
 
 
 def kept_alive(args):
@@ -89,8 +113,10 @@ class PlanCalls:
         self._runners = BoundedCache(RUNNERS)
         self._retired = []
 
-    def _runner(self, program, prepared):
-        """The compiled runner of ``program`` for this call's buffers, or None."""
+    def compiled(self, program, prepared):
+        """``program`` compiled for this call's element type and operator (kept), or
+        None when the runner does not take it or the call's buffers are smaller
+        than it needs (the Python executor then raises the error that names them)."""
         dtype = np.dtype(np.uint8) if prepared.dtype is None else prepared.dtype
         op = prepared.reduce_op
         # a runner is compiled for its element type and operator (the kernel's codes)
@@ -101,14 +127,23 @@ class PlanCalls:
             runner = None if compiled is None else compiled.runner(self.wire)
             entry = (program, runner, compiled, op)
             self._runners[key] = entry
-        program, runner, compiled, _ = entry
-        if runner is None:
+        compiled = entry[2]
+        if compiled is None:
             return None
         for view, need in ((prepared.inbuf, compiled.in_bytes),
                            (prepared.outbuf, compiled.out_bytes)):
             if need and (view is None or view.nbytes < need):
-                return None  # the Python executor raises the error that names it
-        return runner
+                return None
+        return compiled
+
+    def _runner(self, program, prepared):
+        """The compiled runner of ``program`` for this call's buffers (one per
+        program, reused by every blocking call of it), or None."""
+        if self.compiled(program, prepared) is None:
+            return None
+        dtype = np.dtype(np.uint8) if prepared.dtype is None else prepared.dtype
+        op = prepared.reduce_op
+        return self._runners.get((id(program), dtype, None if op is None else id(op)))[1]
 
     def make(self, plan, program, prepared, sig, args, key, *, checked):
         """The :class:`~wacoll.mpi._runner.PlanCall` of a call of ``plan`` (this
@@ -130,17 +165,9 @@ class PlanCalls:
                 return None
         check = self.check if checked and self._several else None
         blocking = self.blocking_check if checked and not self._several else None
-        where_out = locate_buffer(prepared.outbuf, args)
-        copy_bytes = 0
-        if prepared.in_copy is not None:
-            start, n = prepared.in_copy
-            itemsize = prepared.dtype.itemsize
-            where_in, copy_bytes = (-2, start * itemsize), n * itemsize
-        else:
-            where_in = locate_buffer(prepared.inbuf, args)
-        recordable = key is not None and prepared.finish is None and \
-            where_in is not None and where_out is not None and \
-            (where_out != _NOWHERE or not copy_bytes)
+        places = buffer_places(prepared, args)
+        where_in, where_out, copy_bytes = places
+        recordable = key is not None and replayable(prepared, places)
         keep = kept_alive(args)
         planned = _runner.PlanCall(runner, check, blocking, sig.digest(), sig,
                                    where_in or _NOWHERE, where_out or _NOWHERE,

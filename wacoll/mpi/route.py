@@ -3,17 +3,22 @@
 Every buffer collective of a :class:`wacoll.Comm` takes the same steps, whatever its
 mode, its family or the number of clusters:
 
-1. **replay**: a blocking call that looks like one recorded before (same shapes,
-   same or new arrays) runs its recorded form at once, in one trip into C
-   (:meth:`Route.replay`; :mod:`wacoll.mpi.fastpath`, :mod:`wacoll.mpi.plancall`);
+1. **replay**: a call that looks like one recorded before (same shapes, same or
+   new arrays) runs its recorded form at once, in one trip into C: a blocking one
+   to its end (:meth:`Route.replay`; :mod:`wacoll.mpi.fastpath`,
+   :mod:`wacoll.mpi.plancall`), a non-blocking one started
+   (:meth:`Route.start_replayed`; :mod:`wacoll.mpi.startcall`);
 2. **describe**: otherwise the call is read once (:mod:`wacoll.mpi.described`);
 3. **dispatch**: its description becomes one executable, the MPI library's
    collective, a plan or a composite (:mod:`wacoll.mpi.dispatch`);
 4. **run** (:meth:`Route.run`): a blocking call runs compiled where it can: a plan
    in the compiled runner, the library's collective called from C, each beside or
    after the communicator's argument check (:mod:`wacoll.mpi.argcheck`), and is
-   recorded for replay; the rest (tracing, non-blocking calls, a plan the runner
-   does not take, a rank whose own arguments are invalid) runs on the Python route,
+   recorded for replay; a non-blocking call the same way, started in the calling
+   thread and finished by the progress engine or its request's ``Wait``
+   (:mod:`wacoll.mpi.startcall`); the rest (tracing, ``check="first"``, a plan the
+   runner does not take, a composite, a staged buffer, a rank whose own arguments
+   are invalid) runs on the Python route,
    the executable's work and the same check advanced together
    (:class:`~wacoll.mpi.task.CallTask`); a persistent call checks once and binds
    (:class:`~wacoll.mpi.persistent.Prequest`).
@@ -44,7 +49,9 @@ from wacoll.mpi.executor import BLOCKING_TAG, ProgramRun, call_tag
 from wacoll.mpi.fastpath import CAPACITY
 from wacoll.mpi.interrupts import collective_name
 from wacoll.mpi.persistent import Prequest, Request
-from wacoll.mpi.plancall import PlanCalls, kept_alive
+from wacoll.mpi.bounded import BoundedCache
+from wacoll.mpi.plancall import PlanCalls, buffer_places, kept_alive, replayable
+from wacoll.mpi.startcall import StartedCall, StartedTask
 from wacoll.mpi.engine import engine
 from wacoll.mpi.task import CallTask, NativeWork
 from wacoll.plans.select import NATIVE
@@ -97,12 +104,16 @@ class Route:
         #: The recorded calls, or None while calls must not replay.
         self.replays = None if tracer is not None or argcheck.first else self.recorded
         self.plan_calls = PlanCalls(wire, argcheck, recordings=self.replays)
+        #: Non-blocking calls started compiled, by their key (:mod:`.startcall`).
+        self.started = BoundedCache(CAPACITY)
         self.scratch = {}
         self.seen = set()  # keys of library calls met once
         # wires of failed calls, never freed: messages the abandoned work sent may
         # still wait in a peer's queue, and the MPI library reuses a freed
         # communicator's context for a new one, whose receives would match them
         self.abandoned = []
+        # slots of failed non-blocking calls, with their buffers (never reused)
+        self.abandoned_calls = []
         self.seq = 0
         self.broken = None
         self.last_plan = self.last_family = self.last_route = None
@@ -155,6 +166,16 @@ class Route:
             self.failed(outcome)
         return True
 
+    def start_replayed(self, reader, family, level, args):
+        """Start the recorded non-blocking call these arguments match: its
+        :class:`~wacoll.mpi.persistent.Request`, or None when none matches (describe
+        the call afresh)."""
+        key = self.recorded.key(reader, family, level, args)
+        call = None if key is None else self.started.get(key)
+        if call is None:
+            return None
+        return self._launch(call, args, "replayed", "a repeated call, run as recorded")
+
     # ------------------------------------------------------------ 4. run
     def run(self, desc, exe):
         """Run the call ``desc`` describes by ``exe`` (None: this rank's arguments
@@ -162,6 +183,10 @@ class Route:
         call, a :class:`~wacoll.mpi.persistent.Request` for a non-blocking one, a
         :class:`~wacoll.mpi.persistent.Prequest` for a persistent one."""
         mode = desc.mode
+        if exe is not None and mode == "start" and self.replays is not None:
+            call = self._startable(desc, exe)
+            if call is not None:
+                return self._launch(call, desc.args, "compiled", exe.reason)
         seq = self.seq
         self.seq = seq + 1
         if exe is not None and mode == "call" and self.tracer is None:
@@ -211,6 +236,51 @@ class Route:
         else:
             task.advance(block=True)
         return None
+
+    def _launch(self, call, args, route, reason):
+        """Start a non-blocking call compiled (:mod:`wacoll.mpi.startcall`) and hand
+        it to the progress engine: its request."""
+        seq = self.seq
+        self.seq = seq + 1
+        slot = call.start(args, call_tag(seq))
+        self.ran(call.plan, call.family, route, reason)
+        task = StartedTask(slot, call, self._stopped, self.abandoned_calls, args)
+        grequest, entry = engine().submit(task)
+        return Request(grequest, entry, collective_name(call.op, "start"))
+
+    def _startable(self, desc, exe):
+        """The compiled form of a non-blocking call read afresh (recorded under its
+        key when a repeated call can find its buffers in its own arguments), or
+        None for the Python route."""
+        plan_calls, argcheck = self.plan_calls, self.argcheck
+        checked = argcheck.enabled and not desc.vector
+        if not plan_calls.ready or isinstance(exe, CompositeRun):
+            return None
+        if checked and not argcheck.checks_started:
+            return None
+        prepared, args = desc.prepared, desc.args
+        barrier = desc.op == "barrier" and checked  # the check is the barrier
+        compiled = method = None
+        if type(exe) is LibraryCollective:
+            places = ((-1, 0), (-1, 0), 0)
+            if not barrier:
+                method = library_method(self.wire, desc.op, "nonblocking")
+        else:
+            if not barrier:
+                compiled = plan_calls.compiled(exe.program, prepared)
+                if compiled is None:
+                    return None
+            places = buffer_places(prepared, args)
+            if not replayable(prepared, places):
+                return None
+        call = StartedCall(op=desc.op, compiled=compiled, method=method, replace=_replaced(args),
+                           places=places, wire=self.wire,
+                           argcheck=argcheck if checked else None, sig=desc.sig,
+                           keep=kept_alive(args), plan=exe.plan, family=exe.family,
+                           reason=exe.reason)
+        if desc.replay_key is not None:
+            self.started[desc.replay_key] = call
+        return call
 
     def _timed(self, run):
         """``run()``, its start and duration kept for learning (:attr:`run_started`,
@@ -330,6 +400,7 @@ class Route:
             self.abandoned.append(self.cluster)
             self.cluster = cluster_communicator(self.wire, self.network)
         self.recorded.clear()  # their collectives were bound to the retired wire
+        self.started.clear()
         self.plan_calls.retire(self.wire)
 
     def _stopped(self, work_done):
@@ -344,6 +415,7 @@ class Route:
         """No further collective runs on this communicator: each raises ``reason``
         (an interrupted call, a failed non-blocking one)."""
         self.replays = None
+        self.started.clear()
         self.broken = reason
 
     def free(self):

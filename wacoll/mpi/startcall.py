@@ -1,0 +1,150 @@
+"""Non-blocking calls, compiled: started in the calling thread, finished in C.
+
+A non-blocking collective (``Ibcast``, ``Iallreduce``, ...) whose work is a plan the
+compiled runner takes, or the MPI library's own collective, becomes a
+:class:`StartedCall`: the recipe of the slots its calls run in
+(:class:`~wacoll.mpi._runner.Started`: a runner of the plan, the check's runner or
+all-reduce, the check's flags). A call takes a free slot and starts its check and
+its work at once, in the calling thread, so that every rank starts its collectives
+in program order; the progress engine (:mod:`wacoll.mpi.engine`) then advances it as
+a :class:`StartedTask`, and the request's ``Wait`` finishes it in the calling thread,
+in C with the GIL released. A repeated call (same shapes, same or new arrays) finds
+its ``StartedCall`` by its key and starts without reading its arguments again
+(:meth:`wacoll.mpi.route.Route.start_replayed`).
+
+What is left to the Python route (:class:`~wacoll.mpi.task.CallTask`): a plan the
+runner does not take, a composite, buffers the call stages (a derived datatype),
+tracing and ``check="first"``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+from wacoll.mpi._fastcall import replaced
+from wacoll.mpi._runner import OUTCOMES, Started, address
+from wacoll.mpi.engine import Task
+
+__all__ = ["StartedCall", "StartedTask", "FREE_SLOTS"]
+
+#: Completed slots a recorded call keeps for its next calls (each holds the runners'
+#: work areas); a call finding none makes a new one.
+FREE_SLOTS = 4
+
+_OK = OUTCOMES["ok"]
+_CHECK_FAILED = OUTCOMES["check failed"]
+_WORK_ERROR = OUTCOMES["work error"]
+
+
+class StartedCall:
+    """How one non-blocking call starts, again and again.
+
+    Parameters
+    ----------
+    op : str
+        The operation.
+    compiled : wacoll.mpi.runner.CompiledProgram or None
+        The plan's tables (None: the MPI library runs the call, or nothing does).
+    method : callable or None
+        The library's non-blocking collective on the wire (None: a plan, or a
+        checked Barrier, whose check is the barrier).
+    replace : tuple of (int, object)
+        Arguments passed to ``method`` otherwise than as given (an operator by name).
+    places : tuple
+        ``(where_in, where_out, in_copy_bytes)`` of the call's buffers in its
+        arguments (:func:`wacoll.mpi.plancall.buffer_places`).
+    wire : mpi4py.MPI.Intracomm
+        The communicator of the plan's messages.
+    argcheck : wacoll.mpi.argcheck.ArgumentCheck or None
+        The communicator's check (None: the call is not checked).
+    sig : wacoll.mpi.agreement.Signature
+    keep : tuple
+        Objects the call's key names by identity, kept alive while recorded.
+    plan, family, reason
+        What the call runs, and why (for ``comm.last_*``).
+    """
+
+    def __init__(self, *, op, compiled, method, replace, places, wire, argcheck, sig,
+                 keep, plan, family, reason):
+        self.op, self.compiled, self.method, self.replace = op, compiled, method, replace
+        (self.in_index, self.in_offset), (self.out_index, self.out_offset), \
+            self.in_copy_bytes = places
+        self.wire, self.argcheck, self.sig, self.keep = wire, argcheck, sig, keep
+        self.plan, self.family, self.reason = plan, family, reason
+        self.digest = sig.digest()
+        self.free = []
+
+    def _slot(self):
+        runner = None if self.compiled is None else self.compiled.runner(self.wire)
+        check, start = (None, None) if self.argcheck is None else \
+            self.argcheck.of_started()
+        return Started(runner, check, start, self.digest, self.in_copy_bytes)
+
+    def start(self, args, tag):
+        """Start a call over ``args`` (laid out as the recorded call's) with messages
+        tagged ``tag``: its slot, running."""
+        slot = self.free.pop() if self.free else self._slot()
+        inbuf = outbuf = 0
+        if self.out_index >= 0:
+            outbuf = address(args[self.out_index]) + self.out_offset
+        if self.in_index >= 0:
+            inbuf = address(args[self.in_index]) + self.in_offset
+        elif self.in_index == -2:  # in place: the input is the output as it is now
+            inbuf = slot.in_copy_at
+            ctypes.memmove(inbuf, outbuf + self.in_offset, self.in_copy_bytes)
+        request = None
+        if self.method is not None:
+            request = self.method(*(replaced(args, self.replace) if self.replace
+                                    else args))
+        slot.begin(inbuf, outbuf, tag, request)
+        return slot
+
+    def release(self, slot):
+        """Keep a slot whose call completed for the next call."""
+        if len(self.free) < FREE_SLOTS:
+            self.free.append(slot)
+
+
+class StartedTask(Task):
+    """A started call as the progress engine's task: it has no MPI requests to
+    wait for in Python (``waiting`` is empty: the engine polls it).
+
+    Parameters
+    ----------
+    slot : wacoll.mpi._runner.Started
+    call : StartedCall
+    on_failure : callable
+        Called with False after a failed check (the route stops the communicator).
+    abandoned : list
+        Where a slot whose call failed is kept (its requests may still be in flight).
+    args : tuple
+        The call's arguments: kept until it is over (the MPI library keeps a
+        non-blocking call's buffers alive the same way).
+    """
+
+    __slots__ = ("slot", "call", "on_failure", "abandoned", "args")
+
+    def __init__(self, slot, call, on_failure, abandoned, args):
+        self.slot, self.call = slot, call
+        self.args = args  # the application's buffers, alive until the call is over
+        self.on_failure, self.abandoned = on_failure, abandoned
+
+    def advance(self, block=False):
+        """Whether the call is over; raises its error (every rank the same one for
+        a failed check)."""
+        slot = self.slot
+        if not slot.advance(block):
+            return False
+        outcome = slot.outcome
+        if outcome == _OK:
+            self.call.release(slot)
+            self.args = None
+            return True
+        self.abandoned.append((slot, self.args))
+        if outcome == _CHECK_FAILED:
+            self.on_failure(False)
+            raise self.call.argcheck.failure(self.call.sig, slot.flags.copy(),
+                                             exchange=False)
+        if outcome != _WORK_ERROR:  # the check's own MPI error, or an interrupt
+            self.on_failure(False)
+        raise slot.error()
