@@ -1,12 +1,13 @@
 """How a communicator's exploration measures (wacoll.mpi.learning), on a recording
-stand-in for the ranks' communicator: each explored call starts from a barrier, and
-the choice is agreed once, on the slowest rank's figures."""
+stand-in for the ranks' communicator: each counted call starts at an instant the
+ranks agreed on, and the choice is agreed once, on the slowest rank's figures."""
 
 import math
 
 import numpy as np
 
-from wacoll.mpi.learning import MARGIN, NOISE_FLOOR, Tuning
+from wacoll.mpi.clocks import now
+from wacoll.mpi.learning import MARGIN, NOISE_FLOOR, SETUP_GUESS, Tuning
 
 
 class Recorder:
@@ -37,11 +38,32 @@ def _explore(tuning, seconds_of):
         tuning.observe(SHAPE, seconds_of[family], cands)
 
 
-def test_each_explored_call_but_the_last_is_followed_by_a_barrier():
+def test_each_counted_call_starts_at_an_agreed_instant():
+    """A candidate's first call (not counted) starts as it comes; each later one
+    at an instant agreed after the call before, far enough ahead for the ranks to
+    learn it and set the call up (the longest set-up the ranks last reported)."""
     comm = Recorder()
     tuning = Tuning(comm, rounds=3, clock_offset=0.0)
-    _explore(tuning, {None: 0.02, "native": 0.01, "modern": 0.03})
-    assert comm.calls == ["Barrier"] * 8 + ["Allreduce"]
+    cands = [None, "native", "modern"]
+    starts = []
+    for k in range(9):
+        family, exploring = tuning.family_for(SHAPE, cands)
+        assert exploring
+        before = now()
+        setup = 0.02 if k == 4 else 1e-4
+        tuning.observe(SHAPE, 0.01, cands, started=before, setup=setup)
+        start = tuning.start_instant()  # what the next call waits for
+        starts.append(start is not None)
+        if start is not None:
+            # after call 4 the longest set-up reported was 20 ms; after a first
+            # call (0, 3, 6), whose set-up is not counted, the last estimate stays
+            want = 1.5 * (0.02 if k == 4 else SETUP_GUESS if k == 0 else 1e-4)
+            assert start - before >= want, (k, start - before, want)
+        assert tuning.start_instant() is None  # taken once
+    assert starts == [True, True, False] * 3
+    # one agreement per scheduled call (two the first time), and the decision
+    assert comm.calls == ["Allreduce"] * (6 + 1 + 1)
+    assert tuning.family_for(SHAPE, cands)[1] is False
 
 
 def test_the_choice_is_the_fastest_unless_the_model_is_within_the_margin():
@@ -53,12 +75,15 @@ def test_the_choice_is_the_fastest_unless_the_model_is_within_the_margin():
     assert _explore(close, {None: 0.02, "native": near, "modern": 0.03}) is None
 
 
-def test_a_candidate_that_cannot_run_is_counted_out_without_a_barrier():
+def test_a_candidate_that_cannot_run_is_counted_out_without_a_schedule():
     comm = Recorder()
-    tuning = Tuning(comm, rounds=1, clock_offset=0.0)
+    tuning = Tuning(comm, rounds=2, clock_offset=0.0)
     chosen = _explore(tuning, {None: 0.02, "native": math.inf, "modern": 0.01})
     assert chosen == "modern"
-    assert comm.calls == ["Barrier", "Allreduce"]
+    # after the first calls of the default and modern (counted next): two
+    # agreements the first time, one the second; none after native's, and the
+    # decision
+    assert comm.calls == ["Allreduce"] * (2 + 1 + 1)
     assert np.isinf(tuning.table[0]["seconds"][1])
 
 

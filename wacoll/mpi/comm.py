@@ -52,6 +52,7 @@ from wacoll.mpi import calls
 from wacoll.mpi import objects
 from wacoll.mpi.agreement import Signature, agree
 from wacoll.mpi.argcheck import CHECK_MODES, ArgumentCheck
+from wacoll.mpi.clocks import now
 from wacoll.mpi.described import describe
 from wacoll.mpi.discover import topology_from_comm
 from wacoll.mpi.dispatch import Dispatcher
@@ -711,6 +712,7 @@ class Comm(MPI.Intracomm):
         """
         route = self._route
         route.usable()
+        entered = now() if self._tuning is not None else 0.0
         tracer = self.tracer
         t0 = tracer.clock() if tracer else 0.0
         desc = describe(reader, args, place=route.place, mode=mode, family=family,
@@ -737,6 +739,8 @@ class Comm(MPI.Intracomm):
                 else:
                     desc.fail(exc)
         t2 = tracer.clock() if tracer else 0.0
+        if desc.shape is not None:
+            route.start_at = self._tuning.start_instant()
         result = route.run(desc, exe)
         if desc.shape is not None:
             # an explored call's time is its run's (Route.run_seconds): reading it
@@ -744,7 +748,8 @@ class Comm(MPI.Intracomm):
             # every candidate, and a repeated call of the chosen one is replayed
             # without them where it runs compiled
             self._tuning.observe(desc.shape, route.run_seconds, candidates(desc.op),
-                                 started=route.run_started)
+                                 started=route.run_started,
+                                 setup=route.run_ready - entered)
         if tracer and mode == "call":
             t3 = tracer.clock()
             for name, start, end in (("arguments", t0, t1), ("plan and lower", t1, t2),

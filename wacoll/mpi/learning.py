@@ -6,16 +6,17 @@ a communicator also *measures*: for a repeated call of one **shape** (operation,
 size class, element type, operator, level and root), its first calls try the
 candidates in turn (the selection policy's choice, the MPI library's own collective,
 and the families that have another plan for the operation), each
-:data:`ROUNDS` times in a row, the ranks meeting at a barrier after each explored
-call but a shape's last (and one whose candidate could not run it) so that the next
-one starts together (its time is its own, not what the call before left in flight),
-each timed over its run alone (:attr:`wacoll.mpi.route.Route.run_seconds`: reading
+:data:`ROUNDS` times in a row, every counted call (a candidate's calls after its
+first) starting on every rank at one instant the ranks agreed on after the call
+before (:meth:`Tuning.start_instant`: its time is its own, not what the call before
+left in flight, nor how much earlier than the others a rank set out), each timed
+over its run alone (:attr:`wacoll.mpi.route.Route.run_seconds`: reading
 a call afresh costs alike for every candidate, and the chosen one's repeated calls
 are replayed without it where they run compiled). Then the ranks put their times on
 rank 0's clock (:mod:`wacoll.mpi.clocks`, measured once) and agree, in one
 ``Allreduce``, on each call's duration from the moment the last rank started it to
-the moment the last rank finished it (a rank's own time would include how much
-earlier than the others it left the barrier); a candidate's first call, which also
+the moment the last rank finished it (the scheduled instant, unless a rank was
+late); a candidate's first call, which also
 proves and compiles its plan, is not counted, and the fastest median runs the
 shape's later calls, unless the selection policy's own choice is within
 :data:`MARGIN` or :data:`NOISE_FLOOR` of it (then that stays).
@@ -66,8 +67,9 @@ from wacoll.errors import TuningError
 from wacoll.mpi.bounded import SHAPES, BoundedCache
 from wacoll.strict_json import read_strict
 
-__all__ = ["ROUNDS", "MARGIN", "NOISE_FLOOR", "DEFAULT", "LEARNED_FAMILIES", "Tuning",
-           "TuningError", "candidates", "shape_of", "read_tuning"]
+__all__ = ["ROUNDS", "MARGIN", "NOISE_FLOOR", "SETUP_GUESS", "START_GUARD", "DEFAULT",
+           "LEARNED_FAMILIES", "Tuning", "TuningError", "candidates", "shape_of",
+           "read_tuning"]
 
 #: How many calls of each candidate a shape's exploration makes, in a row (the first
 #: is not counted: it also proves and compiles the plan).
@@ -85,6 +87,11 @@ MARGIN = 0.1
 #: replayed calls take 2-4 us, and the library's collective won such explorations
 #: by chance, 3.8 us a call in a loop against the plan's 2.6).
 NOISE_FLOOR = 50e-6
+#: Seconds a counted explored call is first assumed to take to be read, dispatched
+#: and compiled (then measured: the longest of the last call's across ranks).
+SETUP_GUESS = 1e-3
+#: Seconds added to an explored call's scheduled start beyond the estimates.
+START_GUARD = 50e-6
 #: The candidate "the selection policy's choice", as written in tables and files.
 DEFAULT = "default"
 #: Families a repeated call explores beside the selection's choice and the library's
@@ -163,6 +170,10 @@ class Tuning:
         self._clock_offset = clock_offset
         self._fixed = dict(fixed or {})
         self._shapes = BoundedCache(SHAPES)
+        # the scheduled start of the next explored call (this rank's clock), the
+        # longest set-up of a counted call, and how long the last agreement on a
+        # start took to reach this rank (see _schedule)
+        self._start, self._setup, self._spread = None, SETUP_GUESS, 0.0
         #: One row per decided shape: the shape's fields, ``candidates``,
         #: ``seconds`` (the median of each's calls, each from the moment the last
         #: rank started it to the moment the last rank finished it) and ``chosen``.
@@ -184,13 +195,16 @@ class Tuning:
             return _family(state.chosen), False
         return state.candidates[state.calls // self.rounds], True
 
-    def observe(self, shape, seconds: float, candidates=None, started=0.0) -> None:
+    def observe(self, shape, seconds: float, candidates=None, started=0.0,
+                setup=0.0) -> None:
         """The time of the explored call of ``shape`` just made: ``seconds`` from
         ``started`` on this rank's clock (:func:`wacoll.mpi.clocks.now`;
         ``candidates``: its candidates, for the first call of the shape; ``inf``:
-        the candidate could not run the call); after the last exploring call the
-        ranks agree on the choice (collective: every rank reaches it at the same
-        call)."""
+        the candidate could not run the call; ``setup``: the seconds the call took
+        to be read, dispatched and compiled before it could run). Before a counted
+        call the ranks agree when it starts (:meth:`start_instant`); after the last
+        exploring call they agree on the choice (collective: every rank reaches
+        both at the same call)."""
         state = OrderedDict.get(self._shapes, shape)
         if state is None:
             if candidates is None:
@@ -203,12 +217,15 @@ class Tuning:
         state.spans[state.calls // self.rounds].append(span)
         state.calls += 1
         if state.calls < len(state.candidates) * self.rounds:
-            if self._comm is not None and math.isfinite(seconds):
-                # the next explored call starts when every rank is there, as a call
-                # of a program that works between its calls does: its time is then
-                # its own, not what this one left in flight (the library's rooted
-                # collectives let their senders run ahead into the next call)
-                self._comm.Barrier()
+            if self._comm is not None and math.isfinite(seconds) and \
+                    state.calls % self.rounds:
+                # the next explored call is counted: it starts on every rank at one
+                # instant, as a call of a program that works between its calls
+                # does; its time is then its own, not what this one left in flight
+                # (the library's rooted collectives let their senders run ahead into
+                # the next call), nor how much earlier than the last rank a rank
+                # left a barrier (a first call, not counted, starts as it comes)
+                self._schedule(setup if (state.calls - 1) % self.rounds else 0.0)
             return
         mine = self._durations(state.spans)
         best = int(np.argmin(mine))
@@ -223,6 +240,43 @@ class Tuning:
                            "seconds": [float(x) for x in mine],
                            "chosen": state.chosen})
 
+    def _offset(self):
+        """Seconds to add to this rank's clock to read rank 0's (measured once;
+        collective then)."""
+        if self._clock_offset is None:
+            from wacoll.mpi.clocks import offset_to_root
+
+            self._clock_offset = offset_to_root(self._comm)
+        return self._clock_offset
+
+    def _schedule(self, setup):
+        """Agree on when the next explored call starts (collective): the latest
+        rank's clock now, plus twice the time this agreement takes to reach every
+        rank (measured by the one before), plus half again the longest time a
+        counted call took to set up (``setup``: this rank's last, 0 when not
+        counted), plus :data:`START_GUARD`. A rank that gets there later starts
+        late, and the call is then timed from the last rank's start."""
+        from mpi4py import MPI
+
+        from wacoll.mpi.clocks import now
+
+        offset = self._offset()
+        for _ in range(1 if self._spread else 2):  # the first time: measure it too
+            agreed = np.array([now() + offset, setup, self._spread])
+            self._comm.Allreduce(MPI.IN_PLACE, agreed, op=MPI.MAX)
+            self._spread = now() + offset - agreed[0]
+        latest, longest, spread = agreed
+        if longest > 0:
+            self._setup = float(longest)
+        self._start = latest + 2 * spread + 1.5 * self._setup + START_GUARD - offset
+
+    def start_instant(self):
+        """When the next explored call runs, on this rank's clock
+        (:func:`wacoll.mpi.clocks.now`), or None: as soon as it is ready. Taken
+        once."""
+        start, self._start = self._start, None
+        return start
+
     def _durations(self, spans):
         """Each candidate's median call: a call from the moment the last rank
         started it to the moment the last rank finished it, on rank 0's clock (a
@@ -234,11 +288,7 @@ class Tuning:
         if self._comm is not None:
             from mpi4py import MPI
 
-            if self._clock_offset is None:
-                from wacoll.mpi.clocks import offset_to_root
-
-                self._clock_offset = offset_to_root(self._comm)
-            flat = flat + self._clock_offset
+            flat = flat + self._offset()
             self._comm.Allreduce(MPI.IN_PLACE, flat, op=MPI.MAX)
         with np.errstate(invalid="ignore"):
             each = flat[:, 1] - flat[:, 0]

@@ -42,7 +42,7 @@ from mpi4py import MPI
 from wacoll.errors import WacollError
 from wacoll.mpi._fastcall import NativeCall, Recordings
 from wacoll.mpi.buffers import for_mpi
-from wacoll.mpi.clocks import now
+from wacoll.mpi.clocks import now, wait_until
 from wacoll.mpi.composite import CompositeWork, cluster_communicator
 from wacoll.mpi.dispatch import CompositeRun, LibraryCollective, library_method
 from wacoll.mpi.executor import BLOCKING_TAG, ProgramRun, call_tag
@@ -123,8 +123,11 @@ class Route:
         #: dispatching it and setting its run up left out): what a learning
         #: communicator compares.
         self.run_seconds = 0.0
-        #: When that run started (:func:`wacoll.mpi.clocks.now`).
-        self.run_started = 0.0
+        #: When that run started (:func:`wacoll.mpi.clocks.now`), and when it was
+        #: ready to (it waits for :attr:`start_at`).
+        self.run_started = self.run_ready = 0.0
+        #: When the next explored run starts (this rank's clock), or None: at once.
+        self.start_at = None
 
     # ------------------------------------------------------------ shared state
     def next_tag(self) -> int:
@@ -284,7 +287,12 @@ class Route:
 
     def _timed(self, run):
         """``run()``, its start and duration kept for learning (:attr:`run_started`,
-        :attr:`run_seconds`)."""
+        :attr:`run_seconds`), started at :attr:`start_at` when one is set (taken
+        once; :attr:`run_ready`: when it was ready to)."""
+        self.run_ready = now()
+        start_at, self.start_at = self.start_at, None
+        if start_at is not None:
+            wait_until(start_at)
         self.run_started = started = now()
         result = run()
         self.run_seconds = now() - started
