@@ -15,8 +15,9 @@ a call afresh costs alike for every candidate, and the chosen one's repeated cal
 are replayed without it where they run compiled). Then the ranks put their times on
 rank 0's clock (:mod:`wacoll.mpi.clocks`, measured once) and agree, in one
 ``Allreduce``, on each call's duration from the moment the last rank started it to
-the moment the last rank finished it (the scheduled instant, unless a rank was
-late); a candidate's first call, which also
+the moment the last rank finished it (a counted call from its scheduled
+instant, as the benchmarks time a call from a common start); a candidate's first
+call, which also
 proves and compiles its plan, is not counted, and the fastest median runs the
 shape's later calls, unless the selection policy's own choice is within
 :data:`MARGIN` or :data:`NOISE_FLOOR` of it (then that stays).

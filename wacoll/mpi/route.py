@@ -288,12 +288,18 @@ class Route:
     def _timed(self, run):
         """``run()``, its start and duration kept for learning (:attr:`run_started`,
         :attr:`run_seconds`), started at :attr:`start_at` when one is set (taken
-        once; :attr:`run_ready`: when it was ready to)."""
+        once; the run is then timed from it, and :attr:`run_ready` says when it
+        was ready to start)."""
         self.run_ready = now()
         start_at, self.start_at = self.start_at, None
         if start_at is not None:
+            # timed from the agreed instant, as the benchmarks time a call from a
+            # common start: a rank that starts late (its core busy with a peer's
+            # work) delays the call, as it would anyone's
             wait_until(start_at)
-        self.run_started = started = now()
+            self.run_started = started = start_at
+        else:
+            self.run_started = started = now()
         result = run()
         self.run_seconds = now() - started
         return result
