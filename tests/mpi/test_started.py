@@ -12,6 +12,7 @@ import pytest
 from mpi4py import MPI
 
 import wacoll
+from wacoll.errors import WacollError
 
 W = MPI.COMM_WORLD
 P, ME = W.Get_size(), W.Get_rank()
@@ -123,3 +124,71 @@ def test_unchecked_and_blocking_calls_interleave(mpi):
             mpi.assert_equal(out, np.full(2, float(P * (P - 1) // 2 + P * i)))
             mpi.assert_equal(blocking, np.full(2, float(P * (P - 1) // 2)))
         comm.Free()
+
+
+class _ArrayInterfaceOnly:
+    """An object exposing only ``__array_interface__`` (which wacoll reads and
+    mpi4py does not)."""
+
+    def __init__(self, array):
+        self.array = array
+        self.__array_interface__ = array.__array_interface__
+
+
+@pytest.mark.mpi(min_size=1)
+def test_a_library_collective_gets_its_arguments_as_the_library_reads_them(mpi):
+    """The root's buffer is an object mpi4py cannot read: the library's
+    non-blocking collective is given a numpy view of it, as a blocking call is."""
+    for layout in _layouts(mpi):
+        comm = _comm(mpi, layout, family="native")
+        buf = np.arange(4.0) if ME == 0 else np.zeros(4)
+        comm.Ibcast(_ArrayInterfaceOnly(buf) if ME == 0 else buf, root=0).Wait()
+        mpi.assert_equal(buf, np.arange(4.0), layout)
+        comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_calls_on_the_python_route_are_advanced_by_one_thread(mpi):
+    """Traced calls take the Python route: their requests are tested by the
+    progress thread alone, while the application waits or tests several of them
+    in turns (two threads testing one request broke the library's state)."""
+    layout = mpi.multi[0] if mpi.multi else "single"
+    comm = _comm(mpi, layout, trace=True)
+    rng = np.random.default_rng(ME)
+    for i in range(60):
+        outs = [np.zeros(16) for _ in range(3)]
+        requests = [comm.Iallreduce(np.full(16, float(ME + i + k)), outs[k],
+                                    op=MPI.SUM) for k in range(3)]
+        for r in requests[::-1]:
+            if rng.random() < 0.5:
+                r.Wait()
+            else:
+                while not r.Test():
+                    pass
+        for k in range(3):
+            mpi.assert_equal(outs[k], np.full(16, float(P * (P - 1) // 2 +
+                                                         P * (i + k))), f"{i}.{k}")
+    comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_stopped_communicator_fails_the_next_call_on_every_rank(mpi):
+    """A non-blocking call the ranks disagree on stops the communicator, on each
+    rank when it learns of it. A call started before every rank has learned (the
+    ranks but the last one start it first) either runs on every rank or raises on
+    every rank, never hangs; once the request was waited for, the next call raises
+    on every rank."""
+    import time
+
+    comm = _comm(mpi, mpi.multi[0] if mpi.multi else "single")
+    if ME == 0:
+        time.sleep(0.2)  # the others start the next call first
+    n = 4 + (ME == P - 1)
+    request = comm.Iallreduce(np.ones(n), np.zeros(n), op=MPI.SUM)
+    _, exc = mpi.outcome(lambda: comm.Bcast(np.zeros(3), root=0))
+    raised = W.allgather(None if exc is None else str(exc))
+    mpi.assert_all(len(set(raised)) == 1, f"the next call ended as {raised}")
+    mpi.assert_all(raised[0] is None or "Free it" in raised[0], raised[0])
+    mpi.same_error(request.Wait, WacollError, match="disagree")
+    mpi.same_error(comm.Barrier, WacollError, match="Free it")
+    comm.Free()

@@ -1126,6 +1126,8 @@ cdef class Started:
         self.wreq = self.creq = NULL
         self._work_request = self._check_request = None
         memcpy(self.got, self.own, 4 * sizeof(int64_t))
+        if work_request is not None:  # kept (with its buffers) whatever happens next
+            self._work_request = work_request
         if self.check is not None:
             with nogil:
                 status = self.check.start(<char *>self.own, <char *>self.got, tag)
@@ -1138,7 +1140,6 @@ cdef class Started:
             self.creq = <char *><intptr_t>_addressof(self._check_request)
             self.c = 0
         if work_request is not None:
-            self._work_request = work_request
             self.wreq = <char *><intptr_t>_addressof(work_request)
             self.w = 0
         elif self.work is not None:

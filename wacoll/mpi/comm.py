@@ -711,7 +711,15 @@ class Comm(MPI.Intracomm):
         see where a call's time goes.
         """
         route = self._route
-        route.usable()
+        if not route.broken_everywhere or route.wire is None or \
+                not route.argcheck.enabled:
+            route.usable()
+        elif bad_options is None:
+            # stopped on every rank, each when it learns of it: the call fails
+            # through its check, so that every rank raises at this same call (a rank
+            # that has not learned yet of the failure, too), instead of one refusing
+            # it alone while the others wait for it
+            bad_options = WacollError(route.broken)
         entered = now() if self._tuning is not None else 0.0
         tracer = self.tracer
         t0 = tracer.clock() if tracer else 0.0

@@ -12,9 +12,11 @@ the call is done. A self-message on a private ``COMM_SELF`` duplicate wakes it w
 a new call arrives while it waits.
 
 A call's first step runs in the calling thread as it is submitted, so that every
-rank starts its collectives in program order; the request's own ``Wait`` then takes
-the call over from the thread and finishes it where it waits
-(:meth:`ProgressEngine.finish`), with no hand-over between threads.
+rank starts its collectives in program order. The request's own ``Wait`` then takes
+a compiled call over from the thread and finishes it where it waits
+(:meth:`ProgressEngine.finish`), with no hand-over between threads; a call on the
+Python route stays with the thread (its MPI requests are Python objects, which two
+threads must not test at once).
 
 The thread runs only while collectives are in flight; it needs the MPI library
 initialised with ``MPI_THREAD_MULTIPLE`` (mpi4py's default).
@@ -35,14 +37,17 @@ import time
 from mpi4py import MPI
 
 from wacoll.errors import WacollError
-from wacoll.mpi.interrupts import mark
+from wacoll.mpi.interrupts import is_interrupt, mark
 
 __all__ = ["ProgressEngine", "engine", "Task", "advance_request", "wait_any", "next_nap",
-           "wait_request", "SPIN_SECONDS", "MAX_NAP", "NAP_SHARE", "LONGEST_NAP"]
+           "wait_request", "require_threads", "SPIN_SECONDS", "MAX_NAP", "NAP_SHARE",
+           "LONGEST_NAP"]
 
 
 class Task:
-    """Work the engine advances: ``advance(block=False) -> done`` and ``waiting``.
+    """Work the engine advances: ``advance(block=False) -> done`` and ``waiting``;
+    ``compiled`` when its requests live in C (then ``waiting`` is empty, and the
+    engine polls it), so that a ``Wait`` may advance it in its own thread.
 
     Subclasses wrap a :class:`~wacoll.mpi.executor.ProgramRun` (and the native requests or
     the agreement of a call); ``finish()`` runs on completion (in the engine's thread)
@@ -50,6 +55,7 @@ class Task:
     """
 
     waiting = ()
+    compiled = False
 
     def advance(self, block=False):  # pragma: no cover - interface
         raise NotImplementedError
@@ -73,8 +79,9 @@ class ProgressEngine:
     A task is first advanced in the calling thread, as it is submitted: a call's
     collectives (its check, the MPI library's collective) start there, in program
     order, as on every other rank. The thread then advances it as far as its
-    messages allow, and a request's ``Wait`` (:meth:`finish`) takes it over and
-    completes it in the waiting thread, without a hand-over between threads.
+    messages allow, and a request's ``Wait`` (:meth:`finish`) takes a compiled one
+    over and completes it in the waiting thread, without a hand-over between
+    threads.
     """
 
     def __init__(self):
@@ -86,6 +93,7 @@ class ProgressEngine:
         self._wake_buf = bytearray(1)
         self._idle = threading.Condition(self._lock)
         self._asleep = False  # the thread waits in wait_any for a wake-up message
+        self._arrivals = 0  # calls submitted so far (the thread sleeps on none unseen)
 
     @property
     def active(self) -> int:
@@ -96,9 +104,7 @@ class ProgressEngine:
         """Start advancing ``task`` (its first step here, in the calling thread);
         return ``(grequest, entry)``: its ``MPI.Grequest`` and what :meth:`finish`
         takes."""
-        if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
-            raise WacollError("non-blocking wacoll collectives need MPI initialised with "
-                              "MPI_THREAD_MULTIPLE (mpi4py's default thread level)")
+        require_threads()
         entry = _Entry(task, None)
 
         def query(status):
@@ -112,6 +118,7 @@ class ProgressEngine:
             entry.grequest.Complete()
             return entry.grequest, entry
         with self._lock:
+            self._arrivals += 1
             self._entries.append(entry)
             self._ensure_thread()
             self._wake()
@@ -119,8 +126,12 @@ class ProgressEngine:
 
     def finish(self, entry):
         """Complete ``entry``'s task in this thread (a request's ``Wait``), unless it
-        is over already. An interrupt in the wait ends the task with it and is
-        raised."""
+        is over already or is not a compiled task (the thread alone advances a
+        task whose MPI requests it waits for in Python: two threads must not test
+        one request). An interrupt in the wait ends the task (the communicator is
+        stopped) and is raised."""
+        if not entry.task.compiled:
+            return
         with entry.lock:
             if entry.done:
                 return
@@ -130,9 +141,9 @@ class ProgressEngine:
                 self._complete(entry)
 
     def progress(self, entry):
-        """Advance ``entry``'s task in this thread, if no other thread does (a
-        request's ``Test``)."""
-        if entry.lock.acquire(False):
+        """Advance ``entry``'s compiled task in this thread, if no other thread does
+        (a request's ``Test``)."""
+        if entry.task.compiled and entry.lock.acquire(False):
             try:
                 if not entry.done and _advanced(entry, False):
                     self._complete(entry)
@@ -171,8 +182,9 @@ class ProgressEngine:
                 while not self._entries:
                     self._idle.wait()
                 entries = list(self._entries)
-            if len(entries) != seen:  # a call arrived (or left): poll it soon
-                nap, began, seen = 1e-6, None, len(entries)
+                arrivals = self._arrivals
+            if arrivals != seen:  # a call arrived: poll it soon
+                nap, began, seen = 1e-6, None, arrivals
             waiting, polled, moved = [], False, False
             for entry in entries:
                 if not entry.lock.acquire(False):
@@ -196,9 +208,11 @@ class ProgressEngine:
             if not polled:
                 if not waiting:
                     continue
+                with self._lock:
+                    if self._arrivals != arrivals:
+                        continue  # a call arrived since: advance it first
+                    self._asleep = True
                 try:
-                    with self._lock:
-                        self._asleep = True
                     # (a call submitted after a long wait must not wait for a long nap)
                     index = wait_any(waiting + [self._wake_req], longest_nap=MAX_NAP)
                 except MPI.Exception:
@@ -215,16 +229,28 @@ class ProgressEngine:
             # compiled tasks (their requests are in C) and tasks a Wait holds: poll,
             # napping longer as the wait goes on (up to 2 % of it: wide-area waits
             # do not take the cores with polls)
-            if waiting:
+            if waiting:  # (requests of the tasks this thread alone advances)
                 try:
-                    MPI.Request.Testany(waiting)
+                    if MPI.Request.Testany(waiting)[1]:
+                        nap, began = 1e-6, None
+                        continue
                 except MPI.Exception:
-                    pass
+                    continue
             now = clock()
             if began is None:
                 began = now
             time.sleep(nap)
-            nap = next_nap(nap, now - began)
+            # a Python-route task in flight is polled at least every MAX_NAP, as in
+            # wait_any; compiled ones alone, up to 2 % of the wait
+            nap = next_nap(nap, now - began, MAX_NAP if waiting else None)
+
+
+def require_threads():
+    """Raise unless MPI runs with ``MPI_THREAD_MULTIPLE`` (checked before a call
+    starts anything)."""
+    if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+        raise WacollError("non-blocking wacoll collectives need MPI initialised with "
+                          "MPI_THREAD_MULTIPLE (mpi4py's default thread level)")
 
 
 def _nothing(*args):
@@ -240,7 +266,7 @@ def _advanced(entry, block, interrupts=False):
             return True
     except BaseException as exc:  # kept for the caller, raised there
         entry.error = exc
-        if interrupts and not isinstance(exc, Exception):
+        if interrupts and is_interrupt(exc):
             raise
         return True
     return False

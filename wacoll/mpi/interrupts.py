@@ -48,8 +48,10 @@ Keeping the exception
     persistent request's ``Wait`` the communicator is then marked broken: its next
     collective raises :class:`~wacoll.errors.WacollError` (a persistent request's
     next ``Start`` too) rather than wait for peers that are somewhere else; free it.
-    A non-blocking call goes on in the progress engine: its request can be waited
-    for again. The job ends only if the application ends it (or the peers
+    A non-blocking call on the Python route goes on in the progress engine: its
+    request can be waited for again; a compiled one, interrupted in its ``Wait``,
+    is abandoned and the communicator stopped, as after a blocking call. The job
+    ends only if the application ends it (or the peers
     complete): a process that returns from ``main`` still waits for its peers in
     ``MPI_Finalize``. ``WACOLL_ON_INTERRUPT=abort`` is the default.
 

@@ -52,7 +52,7 @@ from wacoll.mpi.persistent import Prequest, Request
 from wacoll.mpi.bounded import BoundedCache
 from wacoll.mpi.plancall import PlanCalls, buffer_places, kept_alive, replayable
 from wacoll.mpi.startcall import StartedCall, StartedTask
-from wacoll.mpi.engine import engine
+from wacoll.mpi.engine import engine, require_threads
 from wacoll.mpi.task import CallTask, NativeWork
 from wacoll.plans.select import NATIVE
 
@@ -85,6 +85,8 @@ class Route:
         Calls started so far (numbers the tags of non-blocking calls).
     broken : str or None
         Why the communicator can run no more collectives, or None.
+    broken_everywhere : bool
+        Every rank stops, each when it learns of it (see :meth:`stop`).
     last_plan, last_family, last_route, last_reason
         What the most recent collective ran, and why (see :class:`wacoll.Comm`).
     """
@@ -116,6 +118,7 @@ class Route:
         self.abandoned_calls = []
         self.seq = 0
         self.broken = None
+        self.broken_everywhere = False
         self.last_plan = self.last_family = self.last_route = None
         self.last_reason = ""
         #: Seconds the most recent explored call (``desc.shape`` set) took to run:
@@ -155,11 +158,13 @@ class Route:
     def replay(self, reader, family, level, args):
         """Run the recorded call these arguments match: True when one ran, None
         when none matches (describe the call afresh). A failed check raises."""
-        outcome = self.replays.replay(reader, family, level, args)
+        replays = self.replays  # (the progress thread may stop the route meanwhile)
+        outcome = None if replays is None else replays.replay(reader, family, level,
+                                                              args)
         if outcome is None:
             return None
         self.seq += 1
-        last = self.replays.last
+        last = replays.last
         why = "a repeated call, run as recorded"
         if type(last) is NativeCall:
             self.ran(None, NATIVE, "replayed", why)
@@ -174,7 +179,7 @@ class Route:
         :class:`~wacoll.mpi.persistent.Request`, or None when none matches (describe
         the call afresh)."""
         key = self.recorded.key(reader, family, level, args)
-        call = None if key is None else self.started.get(key)
+        call = None if key is None or self.broken is not None else self.started.get(key)
         if call is None:
             return None
         return self._launch(call, args, "replayed", "a repeated call, run as recorded")
@@ -189,7 +194,9 @@ class Route:
         if exe is not None and mode == "start" and self.replays is not None:
             call = self._startable(desc, exe)
             if call is not None:
-                return self._launch(call, desc.args, "compiled", exe.reason)
+                return self._launch(call, desc.args, "compiled", exe.reason,
+                                    None if call.method is None else
+                                    tuple(map(for_mpi, desc.args)))
         seq = self.seq
         self.seq = seq + 1
         if exe is not None and mode == "call" and self.tracer is None:
@@ -240,14 +247,16 @@ class Route:
             task.advance(block=True)
         return None
 
-    def _launch(self, call, args, route, reason):
+    def _launch(self, call, args, route, reason, given=None):
         """Start a non-blocking call compiled (:mod:`wacoll.mpi.startcall`) and hand
         it to the progress engine: its request."""
+        require_threads()  # before anything starts
         seq = self.seq
         self.seq = seq + 1
-        slot = call.start(args, call_tag(seq))
+        slot = call.start(args, call_tag(seq), given)
         self.ran(call.plan, call.family, route, reason)
-        task = StartedTask(slot, call, self._stopped, self.abandoned_calls, args)
+        task = StartedTask(slot, call, self._stopped, self.stop, self.abandoned_calls,
+                           args)
         grequest, entry = engine().submit(task)
         return Request(grequest, entry, collective_name(call.op, "start"))
 
@@ -423,14 +432,18 @@ class Route:
         self.abandoned.append(self.wire)
         self.stop("a non-blocking collective on this wacoll.Comm failed its "
                   "cross-rank check; its messages may still be in flight, so the "
-                  "communicator cannot run further collectives: Free it")
+                  "communicator cannot run further collectives: Free it",
+                  agreed=True)
 
-    def stop(self, reason):
+    def stop(self, reason, agreed=False):
         """No further collective runs on this communicator: each raises ``reason``
-        (an interrupted call, a failed non-blocking one)."""
+        (an interrupted call, a failed non-blocking one). ``agreed``: every rank
+        stops (a check failed on all), each when it learns of it; the next call
+        then fails through its check, on every rank at that call (else it is
+        refused here: the peers may be inside the call that stopped it)."""
         self.replays = None
-        self.started.clear()
         self.broken = reason
+        self.broken_everywhere = agreed
 
     def free(self):
         """Free the wire and the cluster communicator (twice is harmless)."""

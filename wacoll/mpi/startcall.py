@@ -80,9 +80,12 @@ class StartedCall:
             self.argcheck.of_started()
         return Started(runner, check, start, self.digest, self.in_copy_bytes)
 
-    def start(self, args, tag):
+    def start(self, args, tag, given=None):
         """Start a call over ``args`` (laid out as the recorded call's) with messages
-        tagged ``tag``: its slot, running."""
+        tagged ``tag``: its slot, running. ``given``: the arguments as the library
+        reads them (:func:`wacoll.mpi.buffers.for_mpi`), for a call read afresh; a
+        replayed call's are of the kinds the library reads but for an operator
+        named by a string."""
         slot = self.free.pop() if self.free else self._slot()
         inbuf = outbuf = 0
         if self.out_index >= 0:
@@ -94,8 +97,9 @@ class StartedCall:
             ctypes.memmove(inbuf, outbuf + self.in_offset, self.in_copy_bytes)
         request = None
         if self.method is not None:
-            request = self.method(*(replaced(args, self.replace) if self.replace
-                                    else args))
+            if given is None:
+                given = replaced(args, self.replace) if self.replace else args
+            request = self.method(*given)
         slot.begin(inbuf, outbuf, tag, request)
         return slot
 
@@ -114,7 +118,11 @@ class StartedTask(Task):
     slot : wacoll.mpi._runner.Started
     call : StartedCall
     on_failure : callable
-        Called with False after a failed check (the route stops the communicator).
+        Called with False after a failed check (the route stops the communicator
+        on every rank).
+    stop : callable
+        Called with the reason when this rank alone abandons the call (an MPI
+        error of the check, an interrupt): the communicator stops here.
     abandoned : list
         Where a slot whose call failed is kept (its requests may still be in flight).
     args : tuple
@@ -122,10 +130,11 @@ class StartedTask(Task):
         non-blocking call's buffers alive the same way).
     """
 
-    __slots__ = ("slot", "call", "on_failure", "abandoned", "args")
+    __slots__ = ("slot", "call", "on_failure", "stop", "abandoned", "args")
+    compiled = True
 
-    def __init__(self, slot, call, on_failure, abandoned, args):
-        self.slot, self.call = slot, call
+    def __init__(self, slot, call, on_failure, stop, abandoned, args):
+        self.slot, self.call, self.stop = slot, call, stop
         self.args = args  # the application's buffers, alive until the call is over
         self.on_failure, self.abandoned = on_failure, abandoned
 
@@ -145,6 +154,10 @@ class StartedTask(Task):
             self.on_failure(False)
             raise self.call.argcheck.failure(self.call.sig, slot.flags.copy(),
                                              exchange=False)
+        error = slot.error()
         if outcome != _WORK_ERROR:  # the check's own MPI error, or an interrupt
-            self.on_failure(False)
-        raise slot.error()
+            self.stop(f"a non-blocking collective on this wacoll.Comm was abandoned "
+                      f"({type(error).__name__}); its peers may still wait for its "
+                      f"messages, so the communicator cannot run further "
+                      f"collectives: Free it")
+        raise error
