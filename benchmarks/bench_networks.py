@@ -59,8 +59,9 @@ NETWORKS = {
 }
 IMPLS = ("native", "default")
 #: Untimed calls of each implementation per case before the timed ones (the default
-#: communicator explores 4 calls of each of its candidates, at most 6:
-#: wacoll.mpi.learning.candidates), so the timed calls are those of call 25 on.
+#: communicator explores 6 calls of each of its 3 candidates:
+#: wacoll.mpi.learning.exploration_calls), so the timed calls are those of call 25 on
+#: (the issue's goal: from call 20 on).
 WARMUP = 24
 
 

@@ -1,10 +1,12 @@
-"""Each rank's clock read as rank 0's (wacoll.mpi.clocks): the ranks of one host
-share a monotonic clock, so an estimated offset is zero within the exchange's own
-round trip there, and every rank gets its own from one collective call."""
+"""Each rank's clock read as rank 0's (wacoll.mpi.clocks): the ranks of one system
+share a monotonic clock, so their offset is 0; estimated (as for ranks on several
+systems), it is zero within the exchange's own round trip there, and every rank
+gets its own from one collective call."""
 
 import pytest
 from mpi4py import MPI
 
+from wacoll.mpi import clocks
 from wacoll.mpi.clocks import now, offset_to_root
 
 from .conftest import RANK, WORLD
@@ -20,7 +22,23 @@ def _timed_offset(comm, **kwargs):
     return offset, comm.allreduce(now() - began, op=MPI.MAX)
 
 
-def test_offsets_on_one_host_are_zero_within_a_round_trip(mpi):
+def test_ranks_of_one_system_read_one_clock(mpi):
+    """Every rank here runs on this one system: no estimate, the offset is 0."""
+    comm = WORLD.Dup()
+    try:
+        offset = offset_to_root(comm)
+        mpi.assert_all(offset == 0.0, f"offset {offset!r}")
+    finally:
+        comm.Free()
+
+
+@pytest.fixture
+def separate_systems(monkeypatch):
+    """Each rank believes it runs on a system of its own: the offset is estimated."""
+    monkeypatch.setattr(clocks, "machine_identity", lambda: f"system {RANK}")
+
+
+def test_offsets_on_one_host_are_zero_within_a_round_trip(mpi, separate_systems):
     comm = WORLD.Dup()
     try:
         offset, bound = _timed_offset(comm)
@@ -34,7 +52,7 @@ def test_offsets_on_one_host_are_zero_within_a_round_trip(mpi):
         comm.Free()
 
 
-def test_times_put_on_rank_0s_clock_order_events_across_ranks(mpi):
+def test_times_put_on_rank_0s_clock_order_events_across_ranks(mpi, separate_systems):
     comm = WORLD.Dup()
     try:
         offset, bound = _timed_offset(comm)

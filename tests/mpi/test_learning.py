@@ -10,7 +10,7 @@ from mpi4py import MPI
 
 import wacoll
 from wacoll import Topology
-from wacoll.mpi.learning import ROUNDS, TuningError, candidates
+from wacoll.mpi.learning import ROUNDS, TuningError, candidates, exploration_calls
 
 from .conftest import RANK, SIZE, WORLD
 
@@ -32,9 +32,9 @@ def test_exploration_then_one_choice_everywhere(mpi, op):
     comm = _two_clusters(learn="on")
     try:
         n = 3
-        tried = candidates(op.lower())
+        calls = exploration_calls(op.lower())
         ran, wrong = [], []
-        for i in range(len(tried) * ROUNDS + 4):
+        for i in range(calls + 4):
             send = mpi.ints(n, seed=i)
             got, want = np.zeros(n, np.int64), np.zeros(n, np.int64)
             if op == "Allreduce":
@@ -51,14 +51,18 @@ def test_exploration_then_one_choice_everywhere(mpi, op):
             if not np.array_equal(got, want):
                 wrong.append(i)
         mpi.assert_all(not wrong, f"calls {wrong} differ from the library's")
-        explored = ran[:len(tried) * ROUNDS]
-        default = explored[0]
-        want_order = [default if c is None else c for c in tried for _ in range(ROUNDS)]
-        mpi.assert_all(explored == want_order, f"explored {explored}")
         table = comm.tuning
         mpi.assert_all(len(table) == 1, f"tuning {table}")
+        tried = table[0]["candidates"]
+        mpi.assert_all(tried[:2] == ["default", "native"] and len(tried) * ROUNDS == calls
+                       and set(tried[2:]) <= set(candidates(op.lower())),
+                       f"candidates {tried}")
+        explored = ran[:calls]
+        default = explored[0]
+        want_order = [_family(c, default) for c in tried for _ in range(ROUNDS)]
+        mpi.assert_all(explored == want_order, f"explored {explored}")
         chosen = _family(table[0]["chosen"], default)
-        later = set(ran[len(tried) * ROUNDS:])
+        later = set(ran[calls:])
         mpi.assert_all(later == {chosen}, f"chose {chosen}, then ran {later}")
         everyone = WORLD.allgather((table[0]["chosen"], table[0]["seconds"]))
         mpi.assert_all(all(e == everyone[0] for e in everyone), f"ranks differ: {everyone}")
@@ -71,7 +75,7 @@ def test_a_tuning_file_is_used_without_exploring(mpi, monkeypatch, tmp_path_fact
     path = None
     try:
         got = np.zeros(2)
-        for _ in range(len(candidates("allreduce")) * ROUNDS):
+        for _ in range(exploration_calls("allreduce")):
             comm.Allreduce(np.ones(2), got)
         chosen = comm.tuning[0]["chosen"]
         where = tmp_path_factory.mktemp("tuning") if RANK == 0 else None

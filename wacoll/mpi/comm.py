@@ -57,7 +57,7 @@ from wacoll.mpi.described import describe
 from wacoll.mpi.discover import topology_from_comm
 from wacoll.mpi.dispatch import Dispatcher
 from wacoll.mpi.interrupts import collective_name, interrupted
-from wacoll.mpi.learning import Tuning, TuningError, candidates, read_tuning, shape_of
+from wacoll.mpi.learning import Tuning, TuningError, explored, read_tuning, shape_of
 from wacoll.mpi.links import MEASURE_MODES, links_for, measure_mode
 from wacoll.mpi.route import Route, private_dup
 from wacoll.settings import agreed_settings, switch
@@ -116,8 +116,8 @@ class Comm(MPI.Intracomm):
         :meth:`write_trace`.
     learn : {"auto", "on", "off"} or bool, optional
         Whether repeated blocking calls try their candidates (the selection's plan,
-        the MPI library's collective, the other families with a plan) and keep the
-        fastest measured (:mod:`wacoll.mpi.learning`; :attr:`tuning` says what was
+        the MPI library's collective, the other family the cost model ranks
+        first) and keep the fastest measured (:mod:`wacoll.mpi.learning`; :attr:`tuning` says what was
         learned). Default ``$WACOLL_LEARN``, else ``"auto"``: on several clusters.
         ``$WACOLL_TUNING`` names a file of choices learned before
         (:meth:`write_tuning`).
@@ -737,7 +737,8 @@ class Comm(MPI.Intracomm):
                 if desc.shape is not None and chosen is not None:
                     # a candidate that cannot plan this call: every rank finds the
                     # same, counts it out and runs the selection's choice instead
-                    self._tuning.observe(desc.shape, math.inf, candidates(desc.op))
+                    self._tuning.observe(desc.shape, math.inf,
+                                         self._candidates(desc))
                     desc.shape = None
                     try:
                         exe = self._dispatch.executable(
@@ -755,7 +756,7 @@ class Comm(MPI.Intracomm):
             # afresh, dispatching it and building its compiled call cost alike for
             # every candidate, and a repeated call of the chosen one is replayed
             # without them where it runs compiled
-            self._tuning.observe(desc.shape, route.run_seconds, candidates(desc.op),
+            self._tuning.observe(desc.shape, route.run_seconds, self._candidates(desc),
                                  started=route.run_started,
                                  setup=route.run_ready - entered)
         if tracer and mode == "call":
@@ -782,12 +783,18 @@ class Comm(MPI.Intracomm):
         shape = shape_of(desc.prepared)
         if shape is None:
             return desc.family, None
-        chosen, explore = self._tuning.family_for(shape, candidates(desc.op))
+        chosen, explore = self._tuning.family_for(shape, self._candidates(desc))
         name = chosen or "the selection's choice"
         if explore:
             desc.shape, desc.replay_key = shape, None
             return chosen, f"learning: trying {name}"
         return chosen, f"learned: {name} measured fastest"
+
+    def _candidates(self, desc):
+        """The candidates a call's shape explores (:func:`~wacoll.mpi.learning.explored`:
+        the cost model ranks the families, the same on every rank)."""
+        call = desc.selection_call(self.Get_size())
+        return explored(desc.op, lambda family: self._dispatch.predicted(call, family))
 
     @property
     def tuning(self):

@@ -35,6 +35,8 @@ Examples
 
 from __future__ import annotations
 
+import math
+
 from wacoll.errors import PlanError
 from wacoll.mpi.bounded import SHAPES, BoundedCache
 from wacoll.mpi.composite import rank_programs
@@ -42,7 +44,8 @@ from wacoll.plans import Call, select
 from wacoll.plans import operations as ops
 from wacoll.plans.composite import Composite
 from wacoll.plans.rank import lower_for_rank, plan_for_rank
-from wacoll.plans.select import HAN, NATIVE, SCRIPTS, adapt_script
+from wacoll.plans.select import (COMBINE_RATE, HAN, NATIVE, SCRIPTS, adapt_script,
+                                 predicted_time)
 
 __all__ = ["CompositeRun", "Dispatcher", "LibraryCollective", "PlanRun",
            "library_method", "library_reduces"]
@@ -207,6 +210,27 @@ class Dispatcher:
             else:
                 plan = plan_for_rank(selection, self.network, self.place.rank)
             found = self.plans[key] = plan, selection.reason
+        return found
+
+    def predicted(self, call, family):
+        """The cost model's seconds for ``family``'s plan of ``call`` (None: the
+        selection policy's choice), and that plan's family; ``inf`` when the family
+        has no plan for it, or the communicator has more ranks than the model
+        prices (:attr:`wacoll.plans.Policy.priced_up_to`). Cached per call."""
+        key = ("predicted", call, family)
+        found = self.plans.get(key)
+        if found is None:
+            found = math.inf, family
+            if self.network.size <= self.policy.priced_up_to:
+                try:
+                    selection = select(call, self.network, family=family,
+                                       comm_options=self.options, policy=self.policy)
+                    found = predicted_time(selection, self.network, call,
+                                           self.policy, compute_rate=COMBINE_RATE), \
+                        NATIVE if selection.native else selection.family
+                except PlanError:
+                    pass
+            self.plans[key] = found
         return found
 
     def program(self, plan, in_offsets=None, out_offsets=None):

@@ -5,7 +5,8 @@ good as the link parameters and per-call costs it is given. So, on several clust
 a communicator also *measures*: for a repeated call of one **shape** (operation,
 size class, element type, operator, level and root), its first calls try the
 candidates in turn (the selection policy's choice, the MPI library's own collective,
-and the families that have another plan for the operation), each
+and the family the cost model ranks first among the others that have a plan for
+the operation: :func:`explored`), each
 :data:`ROUNDS` times in a row, every counted call (a candidate's calls after its
 first) starting on every rank at one instant the ranks agreed on after the call
 before (:meth:`Tuning.start_instant`: its time is its own, not what the call before
@@ -25,7 +26,7 @@ shape's later calls, unless the selection policy's own choice is within
 - The size class of a call of ``n`` bytes per rank is ``n.bit_length()``: counts
   within a factor of two share what was learned (a loop whose counts vary still
   converges).
-- Exploration is bounded (``len(candidates) * ROUNDS`` calls per shape) and
+- Exploration is bounded (:func:`exploration_calls`: 18 calls per shape) and
   visible: :attr:`Tuning.table` lists, per shape, the candidates, the times
   measured and the choice (``comm.tuning``), and traced calls say which family ran.
 - Every rank explores in the same order and decides at the same call, from the
@@ -69,12 +70,12 @@ from wacoll.mpi.bounded import SHAPES, BoundedCache
 from wacoll.strict_json import read_strict
 
 __all__ = ["ROUNDS", "MARGIN", "NOISE_FLOOR", "SETUP_GUESS", "START_GUARD", "DEFAULT",
-           "LEARNED_FAMILIES", "Tuning", "TuningError", "candidates", "shape_of",
-           "read_tuning"]
+           "LEARNED_FAMILIES", "EXPLORED_FAMILIES", "Tuning", "TuningError",
+           "candidates", "explored", "exploration_calls", "shape_of", "read_tuning"]
 
 #: How many calls of each candidate a shape's exploration makes, in a row (the first
 #: is not counted: it also proves and compiles the plan).
-ROUNDS = 4
+ROUNDS = 6
 #: How much faster (a fraction) another candidate must measure than the selection
 #: policy's choice to replace it: one call's time on a rank includes how late the
 #: others arrived, so candidates within a few per cent of each other are a toss-up,
@@ -101,12 +102,41 @@ DEFAULT = "default"
 #: multi-sender algorithms, and a modern family composed inside and between
 #: clusters, whose costs the model may misjudge on a network it measured.
 LEARNED_FAMILIES = ("modern", "gridmpi", "recent", "hierarchical")
+#: How many of the :data:`LEARNED_FAMILIES` a shape explores beside the selection's
+#: choice and the library's collective: the ones the cost model ranks first. The
+#: model knows the links (measured, or told); what it may misjudge is close calls
+#: and this machine's costs, which the few candidates it ranks first settle.
+EXPLORED_FAMILIES = 1
+
+
+def explored(op, predict):
+    """The candidates a repeated call of ``op`` explores, in order: the selection
+    policy's choice (None), the MPI library's collective (``"native"``), and the
+    :data:`EXPLORED_FAMILIES` of the :func:`candidates` the cost model predicts
+    fastest, other than the selection's own family (``predict(family)`` gives
+    ``(seconds, family of the plan)``; ``inf`` seconds: no plan).
+
+    Examples
+    --------
+    >>> seconds = {None: 2.0, "native": 3.0, "modern": 5.0, "gridmpi": 1.0,
+    ...            "recent": 4.0, "hierarchical": float("inf")}
+    >>> explored("allreduce", lambda f: (seconds[f], f or "magpie"))
+    [None, 'native', 'gridmpi']
+    """
+    from wacoll.plans.select import NATIVE
+
+    own = predict(None)[1]
+    others = [f for f in candidates(op)[2:] if f != own]
+    priced = sorted((predict(f)[0], i, f) for i, f in enumerate(others))
+    return [None, NATIVE] + [f for seconds, _, f in priced[:EXPLORED_FAMILIES]
+                             if math.isfinite(seconds)]
 
 
 def candidates(op):
-    """The candidates a repeated call of ``op`` explores, in order: the selection
+    """The candidates a repeated call of ``op`` may explore, in order: the selection
     policy's choice (None), the MPI library's own collective (``"native"``), and the
-    :data:`LEARNED_FAMILIES` with a plan for ``op``.
+    :data:`LEARNED_FAMILIES` with a plan for ``op`` (:func:`explored` picks those
+    the cost model ranks first).
 
     Examples
     --------
@@ -119,6 +149,18 @@ def candidates(op):
     from wacoll.plans.select import NATIVE
 
     return [None, NATIVE] + [f for f in LEARNED_FAMILIES if op in builders(f)]
+def exploration_calls(op: str) -> int:
+    """At most how many calls of a shape of ``op`` are explored before its choice
+    runs (:data:`ROUNDS` of each of at most ``2 + EXPLORED_FAMILIES`` candidates).
+
+    Examples
+    --------
+    >>> exploration_calls("allreduce"), exploration_calls("alltoall")
+    (18, 18)
+    """
+    return min(len(candidates(op)), 2 + EXPLORED_FAMILIES) * ROUNDS
+
+
 _FORMAT = 1
 _FIELDS = ("op", "size_class", "dtype", "operator", "level", "root")
 

@@ -67,8 +67,8 @@ IMPLS = {"default": (None, None), "magpie": ("magpie", "associative"),
          "mpich": ("mpich", "associative")}
 LEVEL = "associative"  # the demo's data are integers: any order gives the same sums
 #: Untimed calls per case before the timed ones; the default communicator's are at
-#: least its exploration (wacoll.tools.measure.exploration_calls: four calls of each
-#: of its candidates).
+#: least its exploration (wacoll.tools.measure.exploration_calls: six calls of each
+#: of its three candidates).
 WARMUP = 10
 #: The testbed run's name; wacoll.tools.measure's raw results are ``<out>/demo-measured.json``.
 RUN_NAME = "demo"

@@ -269,11 +269,10 @@ def _tuning(comms):
 
 def exploration_calls(op: str) -> int:
     """How many calls of ``op`` a learning communicator explores before it runs its
-    choice (:func:`wacoll.mpi.learning.candidates`, :data:`~wacoll.mpi.learning.ROUNDS`
-    each)."""
-    from wacoll.mpi.learning import ROUNDS, candidates
+    choice (:func:`wacoll.mpi.learning.exploration_calls`)."""
+    from wacoll.mpi import learning
 
-    return len(candidates(op)) * ROUNDS
+    return learning.exploration_calls(op)
 
 
 def library_name(version: str) -> str:
