@@ -207,3 +207,23 @@ def test_buffer_specifications_are_replayed(mpi):
     comm.Allreduce([send, 3, MPI.DOUBLE], [recv, 3, MPI.DOUBLE], op=MPI.SUM)
     mpi.assert_equal(recv, np.array([P, P, P, 0], float))
     comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_calls_that_give_options_are_replayed_and_still_checked(mpi):
+    """A call that names a family and options is recorded under them: repeated, it
+    is replayed; one rank's options changed, every rank raises the same error."""
+    layout = mpi.multi[0] if mpi.multi else "single"
+    comm = wacoll.Comm(W, mpi.topology(layout))
+    buf = np.zeros(6)
+    routes = []
+    for i in range(3):
+        buf[:] = i if ME == 0 else -1
+        comm.Bcast(buf, root=0, family="mpich", segments=2)
+        mpi.assert_equal(buf, np.full(6, float(i)), f"call {i}")
+        routes.append(comm.last_route)
+    mpi.assert_all(routes[1:] == ["replayed", "replayed"], f"routes {routes}")
+    segments = 3 if ME == LAST else 2
+    mpi.same_error(lambda: comm.Bcast(buf, root=0, family="mpich", segments=segments),
+                   match="disagree")
+    comm.Free()

@@ -53,7 +53,7 @@ from wacoll.mpi import objects
 from wacoll.mpi.agreement import Signature, agree
 from wacoll.mpi.argcheck import CHECK_MODES, ArgumentCheck
 from wacoll.mpi.clocks import now
-from wacoll.mpi.described import describe
+from wacoll.mpi.described import UNKEYED, describe, replay_family
 from wacoll.mpi.discover import topology_from_comm
 from wacoll.mpi.dispatch import Dispatcher
 from wacoll.mpi.interrupts import collective_name, interrupted
@@ -680,22 +680,26 @@ class Comm(MPI.Intracomm):
         """
         route = self._route
         bad_options = None
+        # a call that gives options is replayed too, keyed by them (plain values)
+        keyed = replay_family(family, options)
+        if keyed is UNKEYED or route.replays is None:
+            pass
+        elif mode == "call":
+            try:
+                if route.replay(reader, keyed, level, args):
+                    return None
+            except BaseException as exc:  # an interrupt ends the job (by default)
+                interrupted(exc, collective_name(reader.__name__), route)
+                raise
+        elif mode == "start":
+            request = route.start_replayed(reader, keyed, level, args)
+            if request is not None:
+                return request
         if options:  # a tree given as a graph, numpy numbers: as plain values
             try:
                 options = plain_options(options)
             except WacollError as exc:  # raised on every rank by the check
                 options, bad_options = {}, exc
-        elif mode == "call" and route.replays is not None:
-            try:
-                if route.replay(reader, family, level, args):
-                    return None
-            except BaseException as exc:  # an interrupt ends the job (by default)
-                interrupted(exc, collective_name(reader.__name__), route)
-                raise
-        elif mode == "start" and route.replays is not None:
-            request = route.start_replayed(reader, family, level, args)
-            if request is not None:
-                return request
         try:
             return self._afresh(reader, args, family, options, level, mode, bad_options)
         except BaseException as exc:  # an interrupt ends the job (by default)

@@ -40,7 +40,8 @@ from wacoll.mpi.calls import Prepared, operator_name
 from wacoll.plans import Call
 from wacoll.plans.operations import spec
 
-__all__ = ["CallDescription", "describe", "is_reduction", "read_call"]
+__all__ = ["CallDescription", "UNKEYED", "describe", "is_reduction", "read_call",
+           "replay_family"]
 
 
 def is_reduction(op: str) -> bool:
@@ -121,6 +122,37 @@ class CallDescription:
                     user_op=isinstance(op, MPI.Op) and not op.is_predefined)
 
 
+#: What :func:`replay_family` gives for options a replay key cannot hold.
+UNKEYED = object()
+
+
+def replay_family(family, options):
+    """The family part of a call's replay key: ``family`` alone for a call without
+    options, ``(family, options as sorted pairs)`` when every option's value is a
+    plain number, string, bool, None or a tuple of them, else :data:`UNKEYED` (the
+    call is read afresh every time: a tree given as a graph, an array).
+
+    Examples
+    --------
+    >>> replay_family("mpich", {})
+    'mpich'
+    >>> replay_family("mpich", {"segments": 4, "algorithm": "ring"})
+    ('mpich', (('algorithm', 'ring'), ('segments', 4)))
+    >>> replay_family(None, {"sizes": [1, 2]}) is UNKEYED
+    True
+    """
+    if not options:
+        return family
+    pairs = tuple(sorted(options.items()))
+    return (family, pairs) if all(_plain(value) for _, value in pairs) else UNKEYED
+
+
+def _plain(value):
+    if value is None or type(value) in (int, float, str, bool):
+        return True
+    return type(value) is tuple and all(_plain(v) for v in value)
+
+
 def read_call(reader, place, args, level=None, default_level=None):
     """The call's :class:`~wacoll.mpi.calls.Prepared` (``reader``: the operation's
     reader in :mod:`wacoll.mpi.calls`; ``level``: a reduction's); raises this rank's
@@ -158,8 +190,9 @@ def describe(reader, args, *, place, mode, family=None, options=None, level=None
     op = reader.__name__
     options = {} if options is None else options
     key = None
-    if recordings is not None and mode != "bind" and not options:
-        key = recordings.key(reader, family, level, args)
+    keyed = replay_family(family, options)
+    if recordings is not None and mode != "bind" and keyed is not UNKEYED:
+        key = recordings.key(reader, keyed, level, args)
     prepared = error = None
     try:
         prepared = read_call(reader, place, args, level, default_level)
