@@ -94,3 +94,17 @@ def test_a_candidate_faster_by_less_than_the_noise_floor_does_not_replace_the_mo
     assert _explore(tuning, fast) is None
     slow = {None: 4 * NOISE_FLOOR, "native": NOISE_FLOOR, "modern": 5 * NOISE_FLOOR}
     assert _explore(Tuning(Recorder(), rounds=2, clock_offset=0.0), slow) == "native"
+
+
+def test_a_decided_shape_is_never_forgotten():
+    """Ranks replay a decided shape's calls or read them afresh each on its own: a
+    rank that forgot the choice would explore again, alone (a hang)."""
+    from wacoll.mpi.bounded import SHAPES
+
+    tuning = Tuning(Recorder(), rounds=1, clock_offset=0.0)
+    assert _explore(tuning, {None: 0.02, "native": 0.01, "modern": 0.03}) == "native"
+    cands = [None, "native"]
+    for k in range(SHAPES + 5):  # many other shapes explored since
+        tuning.observe(("bcast", k, "<f8", None, None, 0), 0.01, cands)
+    assert tuning.family_for(SHAPE, [None, "native", "modern"]) == ("native", False)
+

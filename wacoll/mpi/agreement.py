@@ -68,7 +68,9 @@ class Signature:
 
     def digest(self) -> int:
         """A 32-bit digest of the signature (the same on every rank and process)."""
-        return _digest(self)
+        # the options' text is part of the cache's key: signatures compare their
+        # options by value, and 2, 2.0 and True are equal values
+        return _digest(self, repr(self.options) if self.options else "")
 
     def describe(self) -> str:
         """A readable form of the call."""
@@ -90,7 +92,7 @@ class Signature:
 
 
 @functools.lru_cache(maxsize=256)
-def _digest(sig):
+def _digest(sig, options_text):
     # a repeated call's signature is equal, not identical: the cache saves the
     # dataclass repr, which costs more than the rest of the check's set-up
     return zlib.crc32(repr(sig).encode())

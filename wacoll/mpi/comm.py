@@ -733,17 +733,17 @@ class Comm(MPI.Intracomm):
                         recordings=route.replays)
         t1 = tracer.clock() if tracer else 0.0
         chosen, why = self._learned_family(desc)
-        exe = None
+        exe = counted_out = None
         if desc.error is None:
             try:
                 exe = self._dispatch.executable(desc, chosen, why)
             except WacollError as exc:  # raised on every rank by the check
                 if desc.shape is not None and chosen is not None:
                     # a candidate that cannot plan this call: every rank finds the
-                    # same, counts it out and runs the selection's choice instead
-                    self._tuning.observe(desc.shape, math.inf,
-                                         self._candidates(desc))
-                    desc.shape = None
+                    # same, counts it out (once the check has passed: a rank whose
+                    # call differs must not count alone) and runs the selection's
+                    # choice instead
+                    counted_out, desc.shape = desc.shape, None
                     try:
                         exe = self._dispatch.executable(
                             desc, None, f"learning: {chosen} cannot run this call")
@@ -755,6 +755,8 @@ class Comm(MPI.Intracomm):
         if desc.shape is not None:
             route.start_at = self._tuning.start_instant()
         result = route.run(desc, exe)
+        if counted_out is not None:
+            self._tuning.observe(counted_out, math.inf, self._candidates(desc))
         if desc.shape is not None:
             # an explored call's time is its run's (Route.run_seconds): reading it
             # afresh, dispatching it and building its compiled call cost alike for

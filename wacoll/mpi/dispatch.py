@@ -195,7 +195,9 @@ class Dispatcher:
         comm_family = None if self.family == SCRIPTS or (
             self.family == HAN and not (blocking and reducible and not objects)) \
             else self.family
-        key = (call, family, tuple(sorted(options.items())), comm_family, objects)
+        # (the options as text: 2, 2.0 and True are equal values, and a builder
+        # takes only some of them)
+        key = (call, family, repr(tuple(sorted(options.items()))), comm_family, objects)
         found = self.plans.get(key)
         if found is None:
             selection = select(call, self.network,

@@ -212,11 +212,15 @@ class Tuning:
         self.rounds = rounds
         self._clock_offset = clock_offset
         self._fixed = dict(fixed or {})
+        #: Shapes being explored (bounded: every rank explores, and evicts, the same
+        #: shapes at the same calls), and the choice of each decided one.
         self._shapes = BoundedCache(SHAPES)
+        self._decided = {}
         # the scheduled start of the next explored call (this rank's clock), the
         # longest set-up of a counted call, and how long the last agreement on a
         # start took to reach this rank (see _schedule)
         self._start, self._setup, self._spread = None, SETUP_GUESS, 0.0
+        self._agreements = 0  # starts agreed so far (the same count on every rank)
         #: One row per decided shape: the shape's fields, ``candidates``,
         #: ``seconds`` (the median of each's calls, each from the moment the last
         #: rank started it to the moment the last rank finished it) and ``chosen``.
@@ -228,6 +232,8 @@ class Tuning:
         (its time is then wanted: :meth:`observe`)."""
         if shape in self._fixed:
             return _family(self._fixed[shape]), False
+        if shape in self._decided:
+            return _family(self._decided[shape]), False
         # looked up without making or reordering an entry: a rank may get here where
         # another does not (its own arguments bad, a call replayed), so the entries
         # change only in observe, which every rank reaches at the same call
@@ -248,13 +254,14 @@ class Tuning:
         call the ranks agree when it starts (:meth:`start_instant`); after the last
         exploring call they agree on the choice (collective: every rank reaches
         both at the same call)."""
+        self._start = None  # (a start agreed for a call that did not come is stale)
+        if shape in self._decided:
+            return
         state = OrderedDict.get(self._shapes, shape)
         if state is None:
             if candidates is None:
                 return
             state = self._shapes[shape] = _Exploration(candidates)
-        if state.chosen is not None:
-            return
         span = (started, started + seconds) if math.isfinite(seconds) else \
             (-math.inf, math.inf)
         state.spans[state.calls // self.rounds].append(span)
@@ -278,6 +285,11 @@ class Tuning:
                     mine[model] - mine[best] <= NOISE_FLOOR:
                 best = model
         state.chosen = _name(state.candidates[best])
+        # a decided shape is never forgotten: ranks replay its calls or read them
+        # afresh each on its own, and one that explored it again would wait for
+        # the others in an agreement they never make
+        self._decided[shape] = state.chosen
+        del self._shapes[shape]
         self.table.append({**dict(zip(_FIELDS, shape)),
                            "candidates": [_name(c) for c in state.candidates],
                            "seconds": [float(x) for x in mine],
@@ -304,10 +316,11 @@ class Tuning:
         from wacoll.mpi.clocks import now
 
         offset = self._offset()
-        for _ in range(1 if self._spread else 2):  # the first time: measure it too
+        for _ in range(1 if self._agreements else 2):  # the first: measure it too
             agreed = np.array([now() + offset, setup, self._spread])
             self._comm.Allreduce(MPI.IN_PLACE, agreed, op=MPI.MAX)
             self._spread = now() + offset - agreed[0]
+            self._agreements += 1
         latest, longest, spread = agreed
         if longest > 0:
             self._setup = float(longest)

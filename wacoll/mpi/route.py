@@ -303,10 +303,11 @@ class Route:
         start_at, self.start_at = self.start_at, None
         if start_at is not None:
             # timed from the agreed instant, as the benchmarks time a call from a
-            # common start: a rank that starts late (its core busy with a peer's
-            # work) delays the call, as it would anyone's
+            # common start; a rank that comes later (the application worked longer
+            # between its calls) from when it came, so that its own work is not
+            # counted as the call's
             wait_until(start_at)
-            self.run_started = started = start_at
+            self.run_started = started = max(start_at, self.run_ready)
         else:
             self.run_started = started = now()
         result = run()
