@@ -271,22 +271,20 @@ class Route:
         if checked and not argcheck.checks_started:
             return None
         prepared, args = desc.prepared, desc.args
-        barrier = desc.op == "barrier" and checked  # the check is the barrier
         compiled = method = None
         if type(exe) is LibraryCollective:
             places = ((-1, 0), (-1, 0), 0)
-            if not barrier:
-                method = library_method(self.wire, desc.op, "nonblocking")
+            method = self._library(desc, checked, "nonblocking")
         else:
-            if not barrier:
+            if not (desc.op == "barrier" and checked):  # the check is the barrier
                 compiled = plan_calls.compiled(exe.program, prepared)
                 if compiled is None:
                     return None
             places = buffer_places(prepared, args)
             if not replayable(prepared, places):
                 return None
-        call = StartedCall(op=desc.op, compiled=compiled, method=method, replace=_replaced(args),
-                           places=places, wire=self.wire,
+        call = StartedCall(op=desc.op, compiled=compiled, method=method,
+                           replace=_replaced(args), places=places, wire=self.wire,
                            argcheck=argcheck if checked else None, sig=desc.sig,
                            keep=kept_alive(args), plan=exe.plan, family=exe.family,
                            reason=exe.reason)
@@ -323,8 +321,7 @@ class Route:
         if type(exe) is LibraryCollective:
             given = tuple(map(for_mpi, args))
             if checked and self.argcheck.several:  # the check beside it, in C
-                method = None if desc.op == "barrier" else \
-                    library_method(self.wire, desc.op, "nonblocking")
+                method = self._library(desc, True, "nonblocking")
                 call = self.plan_calls.library(method, _replaced(args), desc.sig,
                                                args, key)
                 return None if call is None else (call, functools.partial(call.run,
@@ -343,12 +340,19 @@ class Route:
             return None
         return planned, functools.partial(self.plan_calls.run, planned, prepared)
 
+    def _library(self, desc, checked, kind):
+        """The library's ``kind`` (``"blocking"`` or ``"nonblocking"``) collective
+        of the call on the wire, or None for a checked Barrier: the check is the
+        barrier."""
+        if desc.op == "barrier" and checked:
+            return None
+        return library_method(self.wire, desc.op, kind)
+
     def _native_call(self, desc, checked):
         """The library's blocking call with the one-cluster check before it,
         recorded for replay the second time a call looks the same (a loop, not a
         call met once)."""
-        method = None if desc.op == "barrier" and checked else \
-            library_method(self.wire, desc.op, "blocking")
+        method = self._library(desc, checked, "blocking")
         call = NativeCall(desc.sig.digest(), method, _replaced(desc.args), desc.sig,
                           self.argcheck.blocking if checked else None,
                           kept_alive(desc.args))
