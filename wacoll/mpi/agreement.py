@@ -251,9 +251,11 @@ class Check:
     (zeros and its signature's digest when its own arguments are fine); a MAX
     all-reduction gives every rank the highest failing rank, its error class, and
     whether all digests agree. On one cluster it is the MPI library's non-blocking
-    ``Iallreduce``; on several clusters it runs as a wacoll plan (``program``, the
-    topology-aware all-reduce: one wide-area latency, like the call's own), so the
-    check costs no extra wide-area round trip: the call waits for both at once.
+    ``Iallreduce``; on several clusters it runs as a wacoll plan (the topology-aware
+    all-reduce: one wide-area latency, like the call's own), so the check costs no
+    extra wide-area round trip: the call waits for both at once. That plan runs in
+    the compiled runner (``runner``), as the check of every compiled call does; the
+    Python executor runs it (``program``) only where the runner cannot load.
 
     Parameters
     ----------
@@ -263,7 +265,14 @@ class Check:
         This rank's fault with its own arguments.
     sig : Signature
     program : wacoll.plans.LoweredProgram, optional
-        A lowered all-reduce of 4 int64 elements (MAX) to run the check as a plan.
+        A lowered all-reduce of 4 int64 elements (MAX) to run the check as a plan
+        in the Python executor.
+    runner : wacoll.mpi._runner.Runner, optional
+        The same all-reduce, compiled: run instead of ``program``. Its requests live
+        in C, so :attr:`waiting` is empty until it is done: whoever waits for the
+        check polls it.
+    release : callable, optional
+        Called with ``runner`` once its run is complete (it can serve another call).
     tag : int
         The tag of the plan's messages.
     persistent : PersistentCheck, optional
@@ -271,19 +280,29 @@ class Check:
         calls).
     """
 
-    __slots__ = ("error", "sig", "flags", "request", "run", "done", "comm")
+    __slots__ = ("error", "sig", "flags", "request", "run", "done", "comm", "runner",
+                 "release", "_mine")
 
-    def __init__(self, comm, error, sig, *, program=None, tag=0, persistent=None):
+    def __init__(self, comm, error, sig, *, program=None, runner=None, release=None,
+                 tag=0, persistent=None):
         rank = comm.Get_rank()
         crc = sig.digest()
         code = 0 if error is None else _CODES.index(type(error).__name__) + 1 \
             if type(error).__name__ in _CODES else len(_CODES) + 1
         mine = np.array([0 if error is None else rank + 1, code, crc, -crc], np.int64)
         self.error, self.sig, self.comm, self.done = error, sig, comm, False
+        self.runner = self.release = None
         if persistent is not None:  # complete now, in the communicator's own request
             persistent.run(mine)
             self.flags, self.run, self.request, self.done = persistent.flags.copy(), \
                 None, None, True
+        elif runner is not None:  # its receives posted now, in call order
+            self.flags, self.run, self.request, self._mine = \
+                np.empty(4, np.int64), None, None, mine
+            self.done = runner.begin(mine.ctypes.data, self.flags.ctypes.data, tag)
+            self.runner, self.release = runner, release
+            if self.done:
+                self._released()
         elif program is None:
             self.flags, self.run = mine, None
             self.request = comm.Iallreduce(MPI.IN_PLACE, self.flags, op=MPI.MAX)
@@ -300,22 +319,41 @@ class Check:
         check = cls.__new__(cls)
         check.error, check.sig, check.comm, check.done = None, sig, comm, True
         check.flags, check.request, check.run = flags, None, None
+        check.runner = check.release = None
         return check
 
     @property
     def waiting(self):
-        """The requests the check waits for."""
-        return self.run.waiting if self.run is not None else [self.request]
+        """The requests the check waits for (none for a compiled check: it is
+        polled)."""
+        if self.run is not None:
+            return self.run.waiting
+        return [] if self.runner is not None else [self.request]
 
     def advance(self, block=False):
         """Whether the check is complete (waiting for it when blocking)."""
         if self.done:
             return True
-        if self.run is not None:
+        if self.runner is not None:
+            self.done = self.runner.proceed(block)
+            if self.done:
+                self._released()
+        elif self.run is not None:
             self.done = self.run.advance(block)
         else:
             self.done = advance_request(self.request, block)
         return self.done
+
+    @property
+    def polled(self) -> bool:
+        """Whether the check is still running in the compiled runner, whose requests
+        no one else can wait for: its waiter must poll it."""
+        return self.runner is not None and not self.done
+
+    def _released(self):
+        release, self.release = self.release, None
+        if release is not None:
+            release(self.runner)
 
     @property
     def ok(self) -> bool:

@@ -81,6 +81,9 @@ class ArgumentCheck:
         over ``control`` (what compiled calls run beside their work).
     blocking : NodeCheck or PersistentCheck or None
         One cluster, checked: the check of blocking calls.
+    spare : list
+        Runners of the compiled check whose Python-route call is over, for the next
+        (each call in flight has its own).
     """
 
     def __init__(self, control, topology, mode):
@@ -90,6 +93,7 @@ class ArgumentCheck:
         self.several = topology.nclusters > 1
         self.first = mode == "first"
         self.program = self.compiled = self.blocking = self._tables = None
+        self.spare = []
         rank = control.Get_rank()
         if self.several:  # the check runs as a wide-area optimal all-reduce
             selection = select(Call("allreduce", count=4, itemsize=8,
@@ -106,9 +110,15 @@ class ArgumentCheck:
         """The :class:`~wacoll.mpi.agreement.Check` of one call on the Python route
         (``error``: this rank's fault with its arguments, or None), or None when
         calls are not checked. A blocking call on one cluster completes it now, in
-        the blocking check."""
+        the blocking check; on several clusters it runs in the compiled runner, as
+        a compiled call's check does (one of :attr:`spare` runners, or a new one)."""
         if not self.enabled:
             return None
+        if self._tables is not None:
+            runner = self.spare.pop() if self.spare else \
+                self._tables.runner(self.control)
+            return Check(self.control, error, sig, runner=runner,
+                         release=self.spare.append, tag=tag)
         return Check(self.control, error, sig, program=self.program, tag=tag,
                      persistent=self.blocking if blocking else None)
 

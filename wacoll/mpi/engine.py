@@ -39,9 +39,9 @@ from mpi4py import MPI
 from wacoll.errors import WacollError
 from wacoll.mpi.interrupts import is_interrupt, mark
 
-__all__ = ["ProgressEngine", "engine", "Task", "advance_request", "wait_any", "next_nap",
-           "wait_request", "require_threads", "SPIN_SECONDS", "MAX_NAP", "NAP_SHARE",
-           "LONGEST_NAP"]
+__all__ = ["ProgressEngine", "engine", "Task", "Naps", "advance_request", "wait_any",
+           "next_nap", "wait_request", "require_threads", "SPIN_SECONDS", "MAX_NAP",
+           "NAP_SHARE", "LONGEST_NAP"]
 
 
 class Task:
@@ -304,6 +304,34 @@ def next_nap(nap, waited, longest=None):
     """
     longest = LONGEST_NAP if longest is None else longest
     return min(nap * 2, max(MAX_NAP, min(waited * NAP_SHARE, longest)))
+
+
+class Naps:
+    """The sleeps of one wait that polls: none for :data:`SPIN_SECONDS`, then naps
+    growing as :func:`next_nap` says (what :func:`wait_any` does between its tests,
+    for a wait whose requests are not all mpi4py's).
+
+    Examples
+    --------
+    >>> naps = Naps()
+    >>> naps.sleep()
+    """
+
+    __slots__ = ("began", "nap")
+
+    def __init__(self):
+        self.began, self.nap = time.perf_counter(), 1e-6
+
+    def sleep(self):
+        waited = time.perf_counter() - self.began
+        if waited < SPIN_SECONDS:
+            return
+        try:
+            time.sleep(self.nap)
+        except BaseException as exc:  # a signal's handler raised (Ctrl-C):
+            mark(exc)  # an interrupt, whatever its class (wacoll.mpi.interrupts)
+            raise
+        self.nap = next_nap(self.nap, waited)
 
 
 def wait_any(requests, longest_nap=None):

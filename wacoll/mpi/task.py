@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from mpi4py import MPI
 
-from wacoll.mpi.engine import Task, advance_request, wait_any
+from wacoll.mpi.engine import Naps, Task, advance_request, wait_any
 
 __all__ = ["CallTask", "NativeWork"]
 
@@ -131,6 +131,7 @@ class CallTask(Task):
                 work.advance(True)
             return self._finished()
         gated = self.gated
+        naps = Naps()
         while True:
             work_done = work is None or work.done
             if gated and not (check.done and check.ok):
@@ -157,9 +158,11 @@ class CallTask(Task):
             if check_done and work is not None and not work_done and \
                     not getattr(work, "started", True):
                 continue  # the check has passed: start the work
-            waiting = ([] if work_done or (gated and not check_done)
-                       else list(work.waiting)) + \
-                ([] if check_done else list(check.waiting))
+            # a compiled check's requests are in C: nothing to wait for, the task is
+            # polled (waiting for the work alone would hold up the check's relays)
+            waiting = [] if check.polled else \
+                ([] if work_done or (gated and not check_done)
+                 else list(work.waiting)) + ([] if check_done else list(check.waiting))
             if not block:
                 self.waiting = waiting
                 return False
@@ -177,6 +180,9 @@ class CallTask(Task):
                 continue
             if work_done and not check_done:
                 check.advance(True)
+                continue
+            if not waiting:  # a compiled check beside the work: poll both
+                naps.sleep()
                 continue
             try:
                 wait_any(waiting)

@@ -1,0 +1,76 @@
+"""The Python route's calls on several clusters are checked by the compiled check, the
+one every compiled call runs beside its work (:meth:`ArgumentCheck.of_call`): the
+results are the MPI library's, a finished check's runner serves the next call, and a
+call whose ranks disagree raises the same error on every rank, blocking or not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import wacoll
+from wacoll.mpi.runner import runner_ready
+
+W = MPI.COMM_WORLD
+P, ME = W.Get_size(), W.Get_rank()
+
+pytestmark = pytest.mark.skipif(not runner_ready(),
+                                reason="the compiled runner cannot load here")
+
+
+def _traced(mpi, layout, **kwargs):
+    # tracing keeps every call on the Python route (the executor records its steps)
+    return wacoll.Comm(W, mpi.topology(layout), trace=True, **kwargs)
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("check", ["beside", "first"])
+def test_python_route_calls_run_the_compiled_check(mpi, check):
+    comm = _traced(mpi, mpi.multi[0], check=check)
+    try:
+        argcheck = comm._route.argcheck
+        mpi.assert_all(argcheck.several and argcheck.spare == [], "fresh communicator")
+        send = np.arange(5, dtype="f8") * (ME + 1)
+        got, want = np.zeros(5), np.zeros(5)
+        for _ in range(3):
+            mpi.run(lambda: comm.Allreduce(send, got, op=MPI.SUM), "Allreduce")
+            W.Allreduce(send, want, op=MPI.SUM)
+            mpi.assert_equal(got, want)
+            mpi.assert_all(comm.last_route == "python", comm.last_route)
+            # the check's runner came back, and the next call took it again
+            mpi.assert_all(len(argcheck.spare) == 1, f"{len(argcheck.spare)} spare")
+        outs = [np.zeros(5) for _ in range(3)]
+        requests = [comm.Iallreduce(send, out, op=MPI.SUM) for out in outs]
+        MPI.Request.Waitall(requests)
+        for out in outs:
+            mpi.assert_equal(out, want)
+        # each call in flight had a runner of its own (one whose check had finished
+        # may have served the next); every one is spare again
+        mpi.assert_all(1 <= len(argcheck.spare) <= 3 and
+                       len(set(map(id, argcheck.spare))) == len(argcheck.spare),
+                       f"{len(argcheck.spare)} spare")
+        buf = np.arange(4.0) if ME == 0 else np.zeros(4)
+        mpi.run(lambda: comm.Bcast(buf, root=0), "Bcast")
+        mpi.assert_equal(buf, np.arange(4.0))
+    finally:
+        comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("blocking", [True, False])
+def test_disagreement_raises_everywhere_through_the_compiled_check(mpi, blocking):
+    comm = _traced(mpi, mpi.multi[0])
+    try:
+        n = 4 if ME else 6  # rank 0 disagrees on the count
+        buf = np.zeros(n)
+
+        def call():
+            if blocking:
+                comm.Bcast(buf, root=0)
+            else:
+                comm.Ibcast(buf, root=0).Wait()
+
+        mpi.same_error(call)
+    finally:
+        comm.Free()
