@@ -26,7 +26,12 @@ Run (as root, where the testbed can be built)::
 
 Prints a table of times and ratios (default / native: below 1, wacoll is faster) and
 the geometric mean per network; writes ``benchmarks/results/networks.csv`` and
-``networks.png`` (the ratios per network). ``--families magpie,mpich,...`` times each
+``networks.png`` (the ratios per network). Each case also gives its physical bound
+(:func:`wacoll.plans.bounds.physical_bound`: one wide-area latency plus the bytes a
+cluster must receive over its incoming links, whatever the algorithm), and each network
+the geometric mean of bound / library: the lowest mean any algorithm could reach there.
+``--report CSV`` prints the table of an earlier run's CSV again (bounds included)
+without running anything. ``--families magpie,mpich,...`` times each
 family forced too, as a user gets it (``wacoll.Comm(MPI.COMM_WORLD,
 family=...)``: its calls checked across ranks, as the default's are), and gives the
 default against the best of them and the library::
@@ -104,6 +109,9 @@ def main(argv=None):
     parser.add_argument("--networks", default=",".join(NETWORKS))
     parser.add_argument("--reps", type=int, default=9)
     parser.add_argument("--out", default=str(RESULTS / "networks.csv"))
+    parser.add_argument("--report", metavar="CSV",
+                        help="print the table of an earlier run's CSV (with the "
+                             "bounds) and run nothing")
     parser.add_argument("--families", default="",
                         help="plan families to time forced too, comma-separated (e.g. "
                              "magpie,mpich,modern,gridmpi,recent,hierarchical): the "
@@ -111,6 +119,12 @@ def main(argv=None):
                              "and the library")
     args = parser.parse_args(argv)
     families = [f for f in args.families.split(",") if f]
+    if args.report:
+        rows = _read_rows(Path(args.report))
+        names = list(dict.fromkeys(r["network"] for r in rows))
+        print(f"reprinted from {args.report} (an earlier run; nothing was timed now)")
+        _report(rows, names, "best" in rows[0], args.reps, None)
+        return 0
     names = [n for n in args.networks.split(",") if n]
     unknown = set(names) - set(NETWORKS)
     if unknown:
@@ -144,7 +158,8 @@ def main(argv=None):
                    for impl, times in case["times"].items()}
             row = {"network": name, "op": case["op"], "bytes": case["bytes"],
                    "native_s": med["native"], "default_s": med["default"],
-                   "ratio": med["default"] / med["native"]}
+                   "ratio": med["default"] / med["native"],
+                   "bound_s": case_bound(case["op"], case["bytes"], topology)}
             if families:
                 best = min((impl for impl in med if impl != "default"), key=med.get)
                 row.update(best=best, best_s=med[best],
@@ -152,31 +167,8 @@ def main(argv=None):
             row["learned"] = "; ".join(_learned(r) for r in case.get("learned", ()))
             rows.append(row)
 
-    print("default = wacoll.Comm(MPI.COMM_WORLD), no options; native = the MPI "
-          f"library; median of {args.reps}; ratio = default / native (below 1: "
-          "wacoll faster)")
-    print(f"command: python benchmarks/bench_networks.py "
-          + " ".join(argv if argv is not None else sys.argv[1:]))
-    print(f"{'network':9} {'op':10} {'size':>7} {'native ms':>10} {'default ms':>11} "
-          f"{'ratio':>6}")
-    for r in rows:
-        best = f"  best forced {r['best']} {r['best_s'] * 1e3:.3f} ms, default/best " \
-            f"{r['vs_best']:.2f}" if families else ""
-        print(f"{r['network']:9} {r['op']:10} {_size(r['bytes']):>7} "
-              f"{r['native_s'] * 1e3:10.3f} {r['default_s'] * 1e3:11.3f} "
-              f"{r['ratio']:6.2f}{best}")
-        if r["learned"]:
-            print(f"{'':28}learned: {r['learned']}")
-    for name in names:
-        ratios = [r["ratio"] for r in rows if r["network"] == name]
-        worst = max(rows, key=lambda r: r["ratio"] if r["network"] == name else 0)
-        print(f"{name}: geometric mean {math.exp(statistics.fmean(map(math.log, ratios))):.2f}"
-              f", worst {worst['ratio']:.2f} ({worst['op']} {_size(worst['bytes'])})")
-        if families:
-            mine = [r for r in rows if r["network"] == name]
-            within = sum(r["vs_best"] <= 1.1 for r in mine)
-            print(f"{name}: default within 1.1x of the best of the library and "
-                  f"{', '.join(families)} in {within} of {len(mine)} cases")
+    _report(rows, names, bool(families), args.reps,
+            argv if argv is not None else sys.argv[1:])
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as f:
@@ -186,6 +178,82 @@ def main(argv=None):
     _plot(rows, names, out.with_suffix(".png"))
     print(f"wrote {out} and {out.with_suffix('.png')}")
     return 0
+
+
+def case_bound(op, nbytes, topology):
+    """The physical bound of one case, in seconds: no algorithm finishes sooner
+    (:func:`wacoll.plans.bounds.physical_bound`; float64 elements, Allgather's and
+    Alltoall's ``nbytes`` per block, root 0).
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> round(case_bound("allreduce", 16 * MIB, Topology.from_sizes(
+    ...     [4, 4], wan_latency=5e-3, wan_bandwidth=100e6)), 4)
+    0.1728
+    """
+    from wacoll.plans import build
+    from wacoll.plans.bounds import physical_bound
+
+    options = {} if op == "barrier" else {"count": max(1, nbytes // 8), "itemsize": 8}
+    return physical_bound(build(op, topology, "magpie", **options), topology)
+
+
+def _read_rows(path):
+    """The rows of an earlier run's CSV, numbers as numbers (the bound computed
+    where the run predates it)."""
+    from wacoll import Topology
+
+    rows = []
+    with open(path, newline="") as f:
+        for raw in csv.DictReader(f):
+            row = dict(raw)
+            row["bytes"] = int(row["bytes"])
+            for key in ("native_s", "default_s", "ratio", "best_s", "vs_best",
+                        "bound_s"):
+                if row.get(key) not in (None, ""):
+                    row[key] = float(row[key])
+            if "bound_s" not in row or row["bound_s"] in (None, ""):
+                sizes, latency, bandwidth, _, _ = NETWORKS[row["network"]]
+                row["bound_s"] = case_bound(row["op"], row["bytes"], Topology.from_sizes(
+                    list(sizes), wan_latency=latency, wan_bandwidth=bandwidth))
+            rows.append(row)
+    return rows
+
+
+def _geomean(values):
+    return math.exp(statistics.fmean(map(math.log, values)))
+
+
+def _report(rows, names, families, reps, argv):
+    """Print the table of times and ratios, then each network's summary."""
+    print("default = wacoll.Comm(MPI.COMM_WORLD), no options; native = the MPI "
+          f"library; median of {reps}; ratio = default / native (below 1: "
+          "wacoll faster); bound = the physical bound (no algorithm is faster)")
+    if argv is not None:
+        print("command: python benchmarks/bench_networks.py " + " ".join(argv))
+    print(f"{'network':9} {'op':10} {'size':>7} {'native ms':>10} {'default ms':>11} "
+          f"{'ratio':>6} {'bound ms':>9} {'bound/native':>12}")
+    for r in rows:
+        best = f"  best forced {r['best']} {r['best_s'] * 1e3:.3f} ms, default/best " \
+            f"{r['vs_best']:.2f}" if families else ""
+        print(f"{r['network']:9} {r['op']:10} {_size(r['bytes']):>7} "
+              f"{r['native_s'] * 1e3:10.3f} {r['default_s'] * 1e3:11.3f} "
+              f"{r['ratio']:6.2f} {r['bound_s'] * 1e3:9.3f} "
+              f"{r['bound_s'] / r['native_s']:12.2f}{best}")
+        if r.get("learned"):
+            print(f"{'':28}learned: {r['learned']}")
+    for name in names:
+        mine = [r for r in rows if r["network"] == name]
+        worst = max(mine, key=lambda r: r["ratio"])
+        print(f"{name}: geometric mean {_geomean(r['ratio'] for r in mine):.2f}, worst "
+              f"{worst['ratio']:.2f} ({worst['op']} {_size(worst['bytes'])}); "
+              f"physical bound / library: geometric mean "
+              f"{_geomean(r['bound_s'] / r['native_s'] for r in mine):.2f}")
+        if families:
+            within = sum(r["vs_best"] <= 1.1 for r in mine)
+            print(f"{name}: default within 1.1x of the best of the library and the "
+                  f"forced families in {within} of {len(mine)} cases")
 
 
 def _plot(rows, names, path):
