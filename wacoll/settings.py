@@ -62,6 +62,8 @@ VARIABLES = {
     "WACOLL_KERNELS": "\"baseline\": the portable reduction kernels, not AVX2's",
     "WACOLL_PROGRESS": "progress lines of long commands forced on (1) or off (0)",
     "WACOLL_ON_INTERRUPT": "what an interrupt inside a collective does",
+    "WACOLL_LINKS_MAX_AGE": "hours a measured links record is reused (rank 0's "
+                            "value decides)",
 }
 
 

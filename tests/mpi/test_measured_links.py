@@ -23,6 +23,7 @@ from mpi4py import MPI
 import wacoll
 from wacoll import Topology
 from wacoll.errors import LinksWarning
+from wacoll.mpi import links
 
 from .conftest import RANK, SIZE, WORLD
 
@@ -218,3 +219,71 @@ def test_collectives_on_measured_links_equal_the_library(mpi, links_env):
         mpi.assert_all(not wrong, wrong)
     finally:
         comm.Free()
+
+
+def test_t_ini_is_measured_kept_and_used_by_the_heterogeneous_trees(mpi, links_env):
+    comm = wacoll.Comm(WORLD, measure="on")
+    try:
+        t_ini = comm.network.t_ini
+        if max(map(len, comm.network.clusters)) < 2:
+            # no two ranks share a cluster: nothing to measure t_ini between, and a
+            # tree that needs it says so on every rank
+            mpi.assert_all(t_ini is None, t_ini)
+            buf = np.zeros(3)
+            mpi.same_error(lambda: comm.Bcast(buf, family="tree", tree="fnf"),
+                           match="t_ini")
+            return
+        mpi.assert_all(t_ini is not None and len(t_ini) == SIZE and
+                       all(math.isfinite(t) and 0 < t < 1 for t in t_ini), t_ini)
+        mpi.assert_all(WORLD.allgather(list(t_ini)) == [list(t_ini)] * SIZE,
+                       "t_ini differs between ranks")
+        if RANK == 0:
+            data = json.loads(_record(links_env).read_text())
+            assert set(data["ranks"]) == {f"{i},{j}" for i, j in
+                                          links.t_ini_pairs(comm.network.clusters)}
+        again = wacoll.Comm(WORLD, measure="on")
+        try:
+            mpi.assert_all(again.links_source == "cached" and
+                           again.network.t_ini == t_ini, again.network.t_ini)
+        finally:
+            again.Free()
+        # Fastest-Node-First and the optimal tree build on the measured t_ini
+        for tree in ("fnf", "optimal"):
+            got = np.arange(6.0) if RANK == SIZE - 1 else np.zeros(6)
+            mpi.run(lambda: comm.Bcast(got, root=SIZE - 1, family="tree", tree=tree),
+                    f"Bcast over the {tree} tree")
+            mpi.assert_equal(got, np.arange(6.0))
+    finally:
+        comm.Free()
+
+
+def test_a_record_without_t_ini_is_used_without_it(mpi, links_env):
+    wacoll.Comm(WORLD, measure="on").Free()
+    if RANK == 0:
+        path = _record(links_env)
+        data = json.loads(path.read_text())
+        del data["ranks"]  # written before t_ini was measured
+        path.write_text(json.dumps(data))
+    WORLD.Barrier()
+    comm, said = _made(measure="on")
+    try:
+        mpi.assert_all(comm.links_source == "cached" and not said and
+                       comm.network.t_ini is None, f"{comm.links_source} {said}")
+    finally:
+        comm.Free()
+
+
+def test_the_age_limit_comes_from_the_environment(mpi, links_env, monkeypatch):
+    wacoll.Comm(WORLD, measure="on").Free()
+    time.sleep(0.05)
+    # younger than a day, older than a few milliseconds: measured again, saying why
+    monkeypatch.setenv("WACOLL_LINKS_MAX_AGE", "0.00001")
+    comm, said = _made(measure="on")
+    try:
+        mpi.assert_all(comm.links_source == "measured", comm.links_source)
+        mpi.assert_all(RANK != 0 or any("older than" in s for s in said), said)
+    finally:
+        comm.Free()
+    monkeypatch.setenv("WACOLL_LINKS_MAX_AGE", "a week")
+    mpi.same_error(lambda: wacoll.Comm(WORLD, measure="on"),
+                   wacoll.errors.ConfigurationError, match="WACOLL_LINKS_MAX_AGE")

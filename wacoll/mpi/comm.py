@@ -221,7 +221,12 @@ class Comm(MPI.Intracomm):
         # collective, after the agreement: every rank has the same topology and mode
         source, measured_at = "given", None
         if not given:
-            topology, source, measured_at = links_for(wire, topology, measure)
+            try:
+                topology, source, measured_at = links_for(wire, topology, measure)
+            except WacollError:  # raised on every rank alike
+                wire.Free()
+                MPI.Intracomm.Free(self)
+                raise
         self._setup(wire, topology, family, level, policy, options, check, trace,
                     learn=learn, tuning=fixed, links=(source, measured_at))
         scripts = scripts or settings["WACOLL_SCRIPTS"]

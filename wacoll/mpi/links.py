@@ -12,7 +12,13 @@ ones its plans depend on (:func:`links_for`), with the ping-pongs of
   between the coordinators (lowest ranks) of every pair of clusters; both
   directions of a pair get the same figures;
 * the same between each cluster's coordinator and its next rank, for the links inside
-  the clusters (their median; MagPIe's defaults where every cluster is one rank).
+  the clusters (their median; MagPIe's defaults where every cluster is one rank);
+* each rank's message initiation cost ``t_ini``, which the heterogeneous trees
+  (Fastest-Node-First, the optimal trees) build on: short round trips between
+  neighbours around each cluster's ring of ranks (plus one chord, so an even ring's
+  figures determine every rank), fitted as Banikazemi et al. do
+  (:func:`wacoll.calibration.fit_t_ini`; a rank alone in its cluster gets the median
+  of the others').
 
 Latency pairs run in rounds of disjoint pairs, bandwidth pairs one at a time. Every
 rank builds the identical :class:`~wacoll.Topology` (rank 0 computes it from what the
@@ -22,7 +28,8 @@ The record is kept by rank 0 as JSON in ``$XDG_CACHE_HOME/wacoll/links/`` (defau
 ``~/.cache/wacoll/links/``), one file per set of hosts and cluster layout (the name is
 a digest of the sorted host names, each cluster's hosts and its ranks), with the time
 of the measurement. A record younger than :data:`MAX_AGE` (one day) is used instead
-of measuring; an older one, or one that cannot be trusted (not a regular file, larger
+of measuring (``$WACOLL_LINKS_MAX_AGE`` hours on rank 0, where set:
+:func:`max_age_setting`); an older one, or one that cannot be trusted (not a regular file, larger
 than :data:`MAX_RECORD_BYTES`, not the JSON this module writes, another layout, a
 parameter that is not a positive finite number), is measured again with a
 :class:`~wacoll.errors.LinksWarning` on rank 0. A record that cannot be written only
@@ -51,8 +58,8 @@ from pathlib import Path
 
 import numpy as np
 
-from wacoll.errors import LinksWarning
-from wacoll.settings import switch
+from wacoll.errors import ConfigurationError, LinksWarning
+from wacoll.settings import setting, switch
 from wacoll.mpi.allpairs import bursts, pingpong, rounds
 from wacoll.topology import DEFAULT_INTRA_BANDWIDTH, DEFAULT_INTRA_LATENCY, Topology
 
@@ -61,7 +68,8 @@ from wacoll.topology import DEFAULT_INTRA_BANDWIDTH, DEFAULT_INTRA_LATENCY, Topo
 _PACKAGE = __name__.split(".")[0]
 
 __all__ = ["MEASURE_MODES", "MAX_AGE", "MAX_RECORD_BYTES", "links_for", "measure_links",
-           "measured_topology", "cache_dir", "record_key"]
+           "measured_topology", "t_ini_pairs", "cache_dir", "record_key",
+           "max_age_setting"]
 
 #: The measurement modes (:class:`wacoll.Comm`'s ``measure=``, ``$WACOLL_MEASURE``):
 #: ``"auto"`` measures (or reuses a young record) where the topology was discovered
@@ -104,6 +112,30 @@ def cache_dir(environ=None) -> Path:
     return root / _PACKAGE / "links"
 
 
+def max_age_setting(environ=None):
+    """Seconds a record stays good: ``$WACOLL_LINKS_MAX_AGE`` (hours, a positive
+    number) or :data:`MAX_AGE`; a message (str) naming what is wrong with the value.
+
+    Examples
+    --------
+    >>> max_age_setting({}), max_age_setting({"WACOLL_LINKS_MAX_AGE": "0.5"})
+    (86400.0, 1800.0)
+    >>> max_age_setting({"WACOLL_LINKS_MAX_AGE": "a week"})
+    "WACOLL_LINKS_MAX_AGE is 'a week'; give the hours a measured links record is reused, a positive number (for example 24)"
+    """
+    raw = setting("WACOLL_LINKS_MAX_AGE", environ)
+    if raw is None:
+        return MAX_AGE
+    try:
+        hours = float(raw)
+    except ValueError:
+        hours = math.nan
+    if not (math.isfinite(hours) and hours > 0):
+        return (f"WACOLL_LINKS_MAX_AGE is {raw!r}; give the hours a measured links "
+                f"record is reused, a positive number (for example 24)")
+    return hours * 3600.0
+
+
 def record_key(hosts, clusters) -> str:
     """The digest naming the record of ``clusters`` (rank lists) whose ranks run on
     ``hosts`` (one host name per rank).
@@ -133,7 +165,9 @@ def measured_topology(clusters, figures) -> Topology:
     ``figures`` maps ``"rtt"`` and ``"rate"`` to ``{"a,b": value}`` for cluster pairs
     ``a <= b`` (``"a,a"``: inside cluster ``a``): round trip seconds and bytes/s.
     Latency is half the round trip; the wide-area default is the median of the pairs,
-    and each pair gets its own link in both directions.
+    and each pair gets its own link in both directions. ``"ranks"``, where given,
+    maps rank pairs ``"i,j"`` inside the clusters to short round trips, from which
+    each rank's ``t_ini`` is fitted (:func:`t_ini_pairs`).
     """
     rtt, rate = figures["rtt"], figures["rate"]
     inside = [(rtt[k] / 2, rate[k]) for k in rtt
@@ -157,7 +191,49 @@ def measured_topology(clusters, figures) -> Topology:
         for (a, b), v in across.items():
             pairs[(a, b)] = pairs[(b, a)] = v
         links["wan_pairs"] = pairs
-    return Topology.from_clusters(clusters, **links)
+    topology = Topology.from_clusters(clusters, **links)
+    if figures.get("ranks"):
+        topology = topology.with_t_ini(_fitted_t_ini(clusters, figures["ranks"]))
+    return topology
+
+
+def t_ini_pairs(clusters) -> list:
+    """The rank pairs whose round trips give every rank's ``t_ini``: neighbours
+    around each cluster's ring, and one chord where the ring is even (an even cycle
+    leaves ``t_ini[i] + t_ini[j]`` undetermined per rank; an odd one does not).
+
+    Examples
+    --------
+    >>> t_ini_pairs([[0, 1, 2], [3, 4, 5, 6], [7, 8], [9]])
+    [(0, 1), (1, 2), (0, 2), (3, 4), (4, 5), (5, 6), (3, 6), (3, 5), (7, 8)]
+    """
+    pairs = []
+    for members in clusters:
+        k = len(members)
+        if k == 2:
+            pairs.append((members[0], members[1]))
+        elif k > 2:
+            ring = [(members[i], members[(i + 1) % k]) for i in range(k)]
+            pairs += [(min(p), max(p)) for p in ring]
+            if k % 2 == 0:
+                pairs.append((members[0], members[2]))
+    return pairs
+
+
+def _fitted_t_ini(clusters, ranks) -> list:
+    """Each rank's ``t_ini`` (seconds) from the round trips ``{"i,j": rtt}``; a rank
+    no pair measured gets the median of the others'."""
+    from wacoll.calibration import fit_t_ini
+
+    size = sum(len(c) for c in clusters)
+    rtt = np.full((size, size), np.nan)
+    for name, value in ranks.items():
+        i, j = (int(x) for x in name.split(","))
+        rtt[i, j] = rtt[j, i] = value
+    t_ini = fit_t_ini(rtt, clusters)
+    known = t_ini[np.isfinite(t_ini) & (t_ini > 0)]
+    fill = float(np.median(known)) if known.size else DEFAULT_INTRA_LATENCY
+    return [float(v) if math.isfinite(v) and v > 0 else fill for v in t_ini]
 
 
 def measure_links(comm, clusters, *, small: int = 8, large: int = 1 << 16,
@@ -181,7 +257,7 @@ def measure_links(comm, clusters, *, small: int = 8, large: int = 1 << 16,
     --------
     >>> from mpi4py import MPI
     >>> measure_links(MPI.COMM_SELF, ((0,),))
-    {'rtt': {}, 'rate': {}}
+    {'rtt': {}, 'rate': {}, 'ranks': {}}
     """
     rank = comm.Get_rank()
     coords = [c[0] for c in clusters]
@@ -192,16 +268,11 @@ def measure_links(comm, clusters, *, small: int = 8, large: int = 1 << 16,
         for b in range(a + 1, len(clusters)):
             pairs[(coords[a], coords[b])] = _pair_name(a, b)
     buf = np.zeros(max(int(small), 1), dtype=np.uint8)
-    rtt = {}
     comm.Barrier()
-    for this in rounds(list(pairs)):
-        for i, j in this:
-            if rank in (i, j):
-                times = pingpong(comm, j if rank == i else i, rank == i, buf,
-                                 int(reps), int(warmup))
-                if times:
-                    rtt[pairs[(i, j)]] = float(np.min(times))
-        comm.Barrier()
+    rtt = _round_trips(comm, pairs, buf, int(reps), int(warmup))
+    # short round trips around each cluster, for t_ini
+    ranks = _round_trips(comm, {p: _pair_name(*p) for p in t_ini_pairs(clusters)},
+                         buf, int(reps), int(warmup))
     rate = {}
     for (i, j), name in pairs.items():
         if rank in (i, j):
@@ -210,11 +281,26 @@ def measure_links(comm, clusters, *, small: int = 8, large: int = 1 << 16,
             if measured is not None:
                 rate[name] = measured
         comm.Barrier()
-    figures = {"rtt": {}, "rate": {}}
-    for part in comm.allgather((rtt, rate)):
-        figures["rtt"].update(part[0])
-        figures["rate"].update(part[1])
+    figures = {"rtt": {}, "rate": {}, "ranks": {}}
+    for part in comm.allgather((rtt, rate, ranks)):
+        for name, values in zip(("rtt", "rate", "ranks"), part):
+            figures[name].update(values)
     return figures
+
+
+def _round_trips(comm, pairs, buf, reps, warmup) -> dict:
+    """The fastest short round trip of each rank pair ``(i, j) -> name`` this rank
+    is in, by name; the pairs run in rounds of disjoint pairs (collective)."""
+    rank, fastest = comm.Get_rank(), {}
+    for this in rounds(list(pairs)):
+        for i, j in this:
+            if rank in (i, j):
+                times = pingpong(comm, j if rank == i else i, rank == i, buf, reps,
+                                 warmup)
+                if times:
+                    fastest[pairs[(i, j)]] = float(np.min(times))
+        comm.Barrier()
+    return fastest
 
 
 #: A bandwidth burst shorter than this (seconds) is measured again with longer
@@ -296,12 +382,17 @@ def _read_record(path: Path, key: str, clusters):
         if not _positive(when):
             return "has no measurement time"
         figures = {}
-        for part in ("rtt", "rate"):
-            values = data.get(part)
+        for part in ("rtt", "rate", "ranks"):
+            values = data.get(part, {} if part == "ranks" else None)  # (older records
             if not isinstance(values, dict) or \
                     not all(isinstance(k, str) and _positive(v) for k, v in values.items()):
-                return f"has a bad {part!r} table"
+                return f"has a bad {part!r} table"  # have no t_ini round trips)
             figures[part] = dict(values)
+        size = sum(len(c) for c in clusters)
+        for name in figures["ranks"]:
+            i, j = (int(x) for x in name.split(","))
+            if not (0 <= i < size and 0 <= j < size and i != j):
+                return f"has a bad 'ranks' pair {name!r}"
         measured_topology(clusters, figures)  # the names and values must make a topology
     except Exception as exc:  # noqa: BLE001 - anything odd in the data: not trusted
         return f"cannot be used ({exc})"
@@ -313,7 +404,8 @@ def _write_record(path: Path, key, clusters, hosts, figures, when, elapsed):
             "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when)),
             "seconds": elapsed, "hosts": sorted(set(hosts)),
             "clusters": [list(c) for c in clusters],
-            "rtt": figures["rtt"], "rate": figures["rate"]}
+            "rtt": figures["rtt"], "rate": figures["rate"],
+            "ranks": figures.get("ranks", {})}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".links-", suffix=".json")
@@ -331,7 +423,7 @@ def _write_record(path: Path, key, clusters, hosts, figures, when, elapsed):
 
 
 def links_for(comm, topology: Topology, mode: str = "auto", *, environ=None,
-              max_age: float = MAX_AGE, **options):
+              max_age: float | None = None, **options):
     """``topology`` with measured links, the source of its links, and the time they
     were measured (collective; the same on every rank).
 
@@ -343,9 +435,10 @@ def links_for(comm, topology: Topology, mode: str = "auto", *, environ=None,
     mode : {"auto", "on", "fresh", "off"}
         See :data:`MEASURE_MODES`; the same on every rank.
     environ : mapping, optional
-        Rank 0's environment, for ``XDG_CACHE_HOME`` (default ``os.environ``).
-    max_age : float
-        Seconds a record stays good.
+        Rank 0's environment, for ``XDG_CACHE_HOME`` and ``WACOLL_LINKS_MAX_AGE``
+        (default ``os.environ``).
+    max_age : float, optional
+        Seconds a record stays good (default: rank 0's :func:`max_age_setting`).
     **options
         For :func:`measure_links`.
 
@@ -354,6 +447,12 @@ def links_for(comm, topology: Topology, mode: str = "auto", *, environ=None,
     (Topology, str, float or None)
         The topology, ``"measured"``, ``"cached"`` or ``"defaults"``, and the
         measurement time (seconds since the epoch; None for the defaults).
+
+    Raises
+    ------
+    ConfigurationError
+        On every rank, when rank 0's ``WACOLL_LINKS_MAX_AGE`` is not a positive
+        number of hours.
 
     Examples
     --------
@@ -374,7 +473,9 @@ def links_for(comm, topology: Topology, mode: str = "auto", *, environ=None,
     key = record_key(hosts, clusters)
     path = cache_dir(environ) / f"{key}.json"
     found = None
-    if comm.Get_rank() == 0 and mode != "fresh":
+    if max_age is None and comm.Get_rank() == 0:
+        max_age = max_age_setting(environ)
+    if comm.Get_rank() == 0 and mode != "fresh" and not isinstance(max_age, str):
         record = _read_record(path, key, clusters)
         if isinstance(record, str):
             warnings.warn(f"wacoll: the links record {path} {record}; measuring the "
@@ -388,7 +489,9 @@ def links_for(comm, topology: Topology, mode: str = "auto", *, environ=None,
                 warnings.warn(f"wacoll: the links record {path} is {age / 3600:.1f} h "
                               f"old (older than {max_age / 3600:g} h); measuring the "
                               f"links again", LinksWarning, stacklevel=3)
-    found = comm.bcast(found, root=0)
+    found = comm.bcast(max_age if isinstance(max_age, str) else found, root=0)
+    if isinstance(found, str):  # rank 0's WACOLL_LINKS_MAX_AGE: refused everywhere
+        raise ConfigurationError(found)
     if found is not None:
         figures, when = found
         return measured_topology(clusters, figures), "cached", when
