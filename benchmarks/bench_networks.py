@@ -120,10 +120,16 @@ def main(argv=None):
     args = parser.parse_args(argv)
     families = [f for f in args.families.split(",") if f]
     if args.report:
-        rows = _read_rows(Path(args.report))
+        try:
+            rows = _read_rows(Path(args.report))
+        except (OSError, KeyError, ValueError) as exc:
+            parser.error(f"--report {args.report}: not a CSV this benchmark wrote "
+                         f"({type(exc).__name__}: {exc})")
+        if not rows:
+            parser.error(f"--report {args.report}: no rows")
         names = list(dict.fromkeys(r["network"] for r in rows))
         print(f"reprinted from {args.report} (an earlier run; nothing was timed now)")
-        _report(rows, names, "best" in rows[0], args.reps, None)
+        _report(rows, names, "best" in rows[0], None, None)
         return 0
     names = [n for n in args.networks.split(",") if n]
     unknown = set(names) - set(NETWORKS)
@@ -227,8 +233,9 @@ def _geomean(values):
 
 def _report(rows, names, families, reps, argv):
     """Print the table of times and ratios, then each network's summary."""
+    runs = f"{reps}" if reps else "the run's"
     print("default = wacoll.Comm(MPI.COMM_WORLD), no options; native = the MPI "
-          f"library; median of {reps}; ratio = default / native (below 1: "
+          f"library; median of {runs} repetitions; ratio = default / native (below 1: "
           "wacoll faster); bound = the physical bound (no algorithm is faster)")
     if argv is not None:
         print("command: python benchmarks/bench_networks.py " + " ".join(argv))

@@ -52,3 +52,12 @@ def test_report_reprints_a_run_with_bounds(bench, tmp_path, capsys):
     assert "172.772" in out and "0.72" in out
     assert "physical bound / library: geometric mean 0.81" in out
     assert "longfast: geometric mean 0.92, worst 1.02 (barrier 8 B)" in out
+
+
+@pytest.mark.parametrize("text", ["", "network,op\n", "a,b\n1,2\n"])
+def test_report_of_a_bad_csv_says_so(bench, tmp_path, capsys, text):
+    csv = tmp_path / "bad.csv"
+    csv.write_text(text)
+    with pytest.raises(SystemExit):
+        bench.main(["--report", str(csv)])
+    assert "--report" in capsys.readouterr().err

@@ -257,18 +257,30 @@ def test_t_ini_is_measured_kept_and_used_by_the_heterogeneous_trees(mpi, links_e
         comm.Free()
 
 
-def test_a_record_without_t_ini_is_used_without_it(mpi, links_env):
-    wacoll.Comm(WORLD, measure="on").Free()
+@pytest.mark.parametrize("ranks", [None, {"0,2": 1e-5}, "huge"])
+def test_a_record_without_this_layouts_t_ini_is_measured_again(mpi, links_env, ranks):
+    comm = wacoll.Comm(WORLD, measure="on")
+    shared = max(map(len, comm.network.clusters)) > 1  # some rank pairs to measure
+    comm.Free()
     if RANK == 0:
         path = _record(links_env)
         data = json.loads(path.read_text())
-        del data["ranks"]  # written before t_ini was measured
+        if ranks is None:
+            del data["ranks"]  # written before t_ini was measured
+        elif ranks == "huge":
+            data["ranks"] = {k: 1e300 for k in data["ranks"]}
+        else:
+            data["ranks"] = ranks  # pairs across clusters: not this layout's
         path.write_text(json.dumps(data))
     WORLD.Barrier()
     comm, said = _made(measure="on")
     try:
-        mpi.assert_all(comm.links_source == "cached" and not said and
-                       comm.network.t_ini is None, f"{comm.links_source} {said}")
+        if shared or ranks == {"0,2": 1e-5}:
+            mpi.assert_all(comm.links_source == "measured", comm.links_source)
+            mpi.assert_all(RANK != 0 or len(said) == 1, said)
+        else:  # one rank per cluster: the record never had rank pairs to give
+            mpi.assert_all(comm.links_source == "cached" and not said and
+                           comm.network.t_ini is None, f"{comm.links_source} {said}")
     finally:
         comm.Free()
 

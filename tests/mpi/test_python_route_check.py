@@ -74,3 +74,42 @@ def test_disagreement_raises_everywhere_through_the_compiled_check(mpi, blocking
         mpi.same_error(call)
     finally:
         comm.Free()
+
+
+class _Runner:
+    """A stand-in for a compiled check's runner whose run raises on its way."""
+
+    def __init__(self, fails):
+        self.fails, self.abandoned = fails, False
+
+    def begin(self, mine, flags, tag):
+        return False
+
+    def proceed(self, block):
+        raise self.fails
+
+    def abandon(self):
+        self.abandoned = True
+
+
+class _Pool:
+    def __init__(self):
+        self.spare, self.abandoned = [], []
+
+
+@pytest.mark.mpi(min_size=1)
+@pytest.mark.parametrize("fails", [KeyboardInterrupt(), MPI.Exception(MPI.ERR_OTHER)])
+def test_a_check_that_raises_is_kept_never_reused(fails):
+    from wacoll.mpi.agreement import Check, Signature
+
+    pool, runner = _Pool(), _Runner(fails)
+    check = Check(MPI.COMM_SELF, None, Signature("bcast", 0, 1, "<f8"), runner=runner,
+                  pool=pool)
+    assert check.polled and check.waiting == []
+    with pytest.raises(type(fails)):
+        check.advance(block=True)
+    # its receives were cancelled, and it stays alive with its buffers: MPI may
+    # still write them; its runner never serves another call
+    assert runner.abandoned and pool.abandoned == [check] and pool.spare == []
+    check.abandon()  # twice: nothing more
+    assert pool.abandoned == [check]

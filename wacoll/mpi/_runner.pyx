@@ -531,6 +531,13 @@ cdef class Runner:
             raise _error(self.err)
         return status == 1
 
+    def abandon(self):
+        """Abandon a started run (its pending receives cancelled; sends are left to
+        finish): whoever holds the runner must keep it, and the buffers its run
+        reads and writes, alive from then on. Nothing when the run is over."""
+        if self.started and not self.done:
+            self.cancel()
+
     def proceed(self, bint block):
         """Advance a started run (to its end when ``block``): whether it is done."""
         cdef int status

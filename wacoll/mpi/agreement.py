@@ -271,8 +271,11 @@ class Check:
         The same all-reduce, compiled: run instead of ``program``. Its requests live
         in C, so :attr:`waiting` is empty until it is done: whoever waits for the
         check polls it.
-    release : callable, optional
-        Called with ``runner`` once its run is complete (it can serve another call).
+    pool : object, optional
+        Where ``runner`` goes after its run: appended to ``pool.spare`` once complete
+        (it can serve another call), or, with the whole check, to ``pool.abandoned``
+        when the check is abandoned while it runs (:meth:`abandon`: MPI may still
+        write its buffers, so they are kept alive).
     tag : int
         The tag of the plan's messages.
     persistent : PersistentCheck, optional
@@ -281,9 +284,9 @@ class Check:
     """
 
     __slots__ = ("error", "sig", "flags", "request", "run", "done", "comm", "runner",
-                 "release", "_mine")
+                 "pool", "_mine")
 
-    def __init__(self, comm, error, sig, *, program=None, runner=None, release=None,
+    def __init__(self, comm, error, sig, *, program=None, runner=None, pool=None,
                  tag=0, persistent=None):
         rank = comm.Get_rank()
         crc = sig.digest()
@@ -291,7 +294,7 @@ class Check:
             if type(error).__name__ in _CODES else len(_CODES) + 1
         mine = np.array([0 if error is None else rank + 1, code, crc, -crc], np.int64)
         self.error, self.sig, self.comm, self.done = error, sig, comm, False
-        self.runner = self.release = None
+        self.runner = self.pool = None
         if persistent is not None:  # complete now, in the communicator's own request
             persistent.run(mine)
             self.flags, self.run, self.request, self.done = persistent.flags.copy(), \
@@ -299,8 +302,12 @@ class Check:
         elif runner is not None:  # its receives posted now, in call order
             self.flags, self.run, self.request, self._mine = \
                 np.empty(4, np.int64), None, None, mine
-            self.done = runner.begin(mine.ctypes.data, self.flags.ctypes.data, tag)
-            self.runner, self.release = runner, release
+            self.runner, self.pool = runner, pool
+            try:
+                self.done = runner.begin(mine.ctypes.data, self.flags.ctypes.data, tag)
+            except BaseException:
+                self.abandon()
+                raise
             if self.done:
                 self._released()
         elif program is None:
@@ -319,7 +326,7 @@ class Check:
         check = cls.__new__(cls)
         check.error, check.sig, check.comm, check.done = None, sig, comm, True
         check.flags, check.request, check.run = flags, None, None
-        check.runner = check.release = None
+        check.runner = check.pool = None
         return check
 
     @property
@@ -335,7 +342,11 @@ class Check:
         if self.done:
             return True
         if self.runner is not None:
-            self.done = self.runner.proceed(block)
+            try:
+                self.done = self.runner.proceed(block)
+            except BaseException:  # an MPI error or an interrupt: never reused
+                self.abandon()
+                raise
             if self.done:
                 self._released()
         elif self.run is not None:
@@ -350,10 +361,22 @@ class Check:
         no one else can wait for: its waiter must poll it."""
         return self.runner is not None and not self.done
 
+    def abandon(self):
+        """Give up a compiled check still running (its call raised, or was
+        interrupted): its receives are cancelled, and the check, its runner and its
+        flags are kept in ``pool.abandoned``, since MPI may still write them. The
+        communicator is not used for calls afterwards. Nothing once the check is
+        over."""
+        if self.runner is None or self.done or self.pool is None:
+            return
+        self.runner.abandon()
+        pool, self.pool = self.pool, None
+        pool.abandoned.append(self)
+
     def _released(self):
-        release, self.release = self.release, None
-        if release is not None:
-            release(self.runner)
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            pool.spare.append(self.runner)
 
     @property
     def ok(self) -> bool:

@@ -84,6 +84,9 @@ class ArgumentCheck:
     spare : list
         Runners of the compiled check whose Python-route call is over, for the next
         (each call in flight has its own).
+    abandoned : list
+        Checks given up while they ran (an interrupt, an MPI error): kept, with their
+        runners and buffers, for as long as the communicator lives.
     """
 
     def __init__(self, control, topology, mode):
@@ -93,7 +96,7 @@ class ArgumentCheck:
         self.several = topology.nclusters > 1
         self.first = mode == "first"
         self.program = self.compiled = self.blocking = self._tables = None
-        self.spare = []
+        self.spare, self.abandoned = [], []
         rank = control.Get_rank()
         if self.several:  # the check runs as a wide-area optimal all-reduce
             selection = select(Call("allreduce", count=4, itemsize=8,
@@ -117,8 +120,7 @@ class ArgumentCheck:
         if self._tables is not None:
             runner = self.spare.pop() if self.spare else \
                 self._tables.runner(self.control)
-            return Check(self.control, error, sig, runner=runner,
-                         release=self.spare.append, tag=tag)
+            return Check(self.control, error, sig, runner=runner, pool=self, tag=tag)
         return Check(self.control, error, sig, program=self.program, tag=tag,
                      persistent=self.blocking if blocking else None)
 

@@ -14,11 +14,10 @@ ones its plans depend on (:func:`links_for`), with the ping-pongs of
 * the same between each cluster's coordinator and its next rank, for the links inside
   the clusters (their median; MagPIe's defaults where every cluster is one rank);
 * each rank's message initiation cost ``t_ini``, which the heterogeneous trees
-  (Fastest-Node-First, the optimal trees) build on: short round trips between
-  neighbours around each cluster's ring of ranks (plus one chord, so an even ring's
-  figures determine every rank), fitted as Banikazemi et al. do
-  (:func:`wacoll.calibration.fit_t_ini`; a rank alone in its cluster gets the median
-  of the others').
+  (Fastest-Node-First, the optimal trees) build on: short round trips of each rank
+  with its next two around its cluster's ring (:func:`t_ini_pairs`), fitted as
+  Banikazemi et al. do (:func:`wacoll.calibration.fit_t_ini`; a rank alone in its
+  cluster gets the median of the others').
 
 Latency pairs run in rounds of disjoint pairs, bandwidth pairs one at a time. Every
 rank builds the identical :class:`~wacoll.Topology` (rank 0 computes it from what the
@@ -79,6 +78,8 @@ __all__ = ["MEASURE_MODES", "MAX_AGE", "MAX_RECORD_BYTES", "links_for", "measure
 MEASURE_MODES = ("auto", "on", "fresh", "off")
 #: Seconds a record stays good (one day).
 MAX_AGE = 86400.0
+#: The longest round trip inside a cluster a record may give (seconds).
+MAX_ROUND_TRIP = 1.0
 #: The largest record file read (bytes).
 MAX_RECORD_BYTES = 1 << 20
 _VERSION = 1
@@ -130,7 +131,7 @@ def max_age_setting(environ=None):
         hours = float(raw)
     except ValueError:
         hours = math.nan
-    if not (math.isfinite(hours) and hours > 0):
+    if not (math.isfinite(hours * 3600.0) and hours > 0):
         return (f"WACOLL_LINKS_MAX_AGE is {raw!r}; give the hours a measured links "
                 f"record is reused, a positive number (for example 24)")
     return hours * 3600.0
@@ -198,25 +199,25 @@ def measured_topology(clusters, figures) -> Topology:
 
 
 def t_ini_pairs(clusters) -> list:
-    """The rank pairs whose round trips give every rank's ``t_ini``: neighbours
-    around each cluster's ring, and one chord where the ring is even (an even cycle
-    leaves ``t_ini[i] + t_ini[j]`` undetermined per rank; an odd one does not).
+    """The rank pairs whose round trips give every rank's ``t_ini``: each rank with
+    its next and its next but one around its cluster's ring (2k pairs in a cluster
+    of k >= 5 ranks, every pair in a smaller one). The triangles this makes keep
+    each rank's figure determined (an even cycle alone would leave it free), and
+    twice as many round trips as ranks let the fit outvote one disturbed trip.
 
     Examples
     --------
     >>> t_ini_pairs([[0, 1, 2], [3, 4, 5, 6], [7, 8], [9]])
-    [(0, 1), (1, 2), (0, 2), (3, 4), (4, 5), (5, 6), (3, 6), (3, 5), (7, 8)]
+    [(0, 1), (0, 2), (1, 2), (3, 4), (3, 5), (3, 6), (4, 5), (4, 6), (5, 6), (7, 8)]
+    >>> len(t_ini_pairs([range(10)]))
+    20
     """
     pairs = []
     for members in clusters:
-        k = len(members)
-        if k == 2:
-            pairs.append((members[0], members[1]))
-        elif k > 2:
-            ring = [(members[i], members[(i + 1) % k]) for i in range(k)]
-            pairs += [(min(p), max(p)) for p in ring]
-            if k % 2 == 0:
-                pairs.append((members[0], members[2]))
+        members, k = list(members), len(members)
+        mine = {tuple(sorted((members[i], members[(i + d) % k])))
+                for i in range(k) for d in (1, 2) if (i + d) % k != i}
+        pairs += sorted(mine)
     return pairs
 
 
@@ -388,11 +389,14 @@ def _read_record(path: Path, key: str, clusters):
                     not all(isinstance(k, str) and _positive(v) for k, v in values.items()):
                 return f"has a bad {part!r} table"  # have no t_ini round trips)
             figures[part] = dict(values)
-        size = sum(len(c) for c in clusters)
-        for name in figures["ranks"]:
-            i, j = (int(x) for x in name.split(","))
-            if not (0 <= i < size and 0 <= j < size and i != j):
-                return f"has a bad 'ranks' pair {name!r}"
+        wanted = {_pair_name(i, j) for i, j in t_ini_pairs(clusters)}
+        if "ranks" not in data and wanted:
+            return "has no t_ini round trips (it predates them)"
+        if set(figures["ranks"]) != wanted:
+            return "has a 'ranks' table of other rank pairs than this layout's"
+        if not all(v < MAX_ROUND_TRIP for v in figures["ranks"].values()):
+            return (f"has a 'ranks' round trip over {MAX_ROUND_TRIP:g} s (inside a "
+                    f"cluster)")
         measured_topology(clusters, figures)  # the names and values must make a topology
     except Exception as exc:  # noqa: BLE001 - anything odd in the data: not trusted
         return f"cannot be used ({exc})"
@@ -494,11 +498,19 @@ def links_for(comm, topology: Topology, mode: str = "auto", *, environ=None,
         raise ConfigurationError(found)
     if found is not None:
         figures, when = found
-        return measured_topology(clusters, figures), "cached", when
+        return _from_rank_0(comm, clusters, figures), "cached", when
     begin = MPI.Wtime()
     figures = measure_links(comm, clusters, **options)
     elapsed = MPI.Wtime() - begin
     when = comm.bcast(time.time(), root=0)
     if comm.Get_rank() == 0:
         _write_record(path, key, clusters, hosts, figures, when, elapsed)
-    return measured_topology(clusters, figures), "measured", when
+    return _from_rank_0(comm, clusters, figures), "measured", when
+
+
+def _from_rank_0(comm, clusters, figures) -> Topology:
+    """The topology of ``figures``, built on rank 0 and broadcast: every rank plans
+    with the very same numbers (the ``t_ini`` fit iterates in floating point, whose
+    last bits may differ between machines)."""
+    return comm.bcast(measured_topology(clusters, figures)
+                      if comm.Get_rank() == 0 else None, root=0)

@@ -191,6 +191,8 @@ class Route:
         call, a :class:`~wacoll.mpi.persistent.Request` for a non-blocking one, a
         :class:`~wacoll.mpi.persistent.Prequest` for a persistent one."""
         mode = desc.mode
+        if mode == "start":
+            require_threads()  # before anything starts
         if exe is not None and mode == "start" and self.replays is not None:
             call = self._startable(desc, exe)
             if call is not None:

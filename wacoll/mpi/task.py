@@ -19,7 +19,9 @@ digest and error flag. How the two meet is the communicator's ``check`` mode:
     call leaves every buffer untouched: the mode for debugging.
 
 Both wait in :func:`~wacoll.mpi.engine.wait_any` (polling, then napping) rather
-than the MPI library's spinning ``Waitany``: with more ranks than cores a spinning
+than the MPI library's spinning ``Waitany``; while a check compiled for the runner
+(several clusters) is still running, whose requests live in C, the task polls both
+with the same naps (:class:`~wacoll.mpi.engine.Naps`): with more ranks than cores a spinning
 rank takes the processor its peers need (the same Bcast took 34 ms beside its check
 when waiting in ``Waitany``). A blocking call advances the task to completion; a
 non-blocking one hands it to the progress engine (:mod:`wacoll.mpi.engine`). A rank
@@ -108,6 +110,14 @@ class CallTask(Task):
 
     def advance(self, block=False):
         """Advance work and check; True when both are done. Raises the check's error."""
+        try:
+            return self._advance(block)
+        except BaseException:
+            if self.check is not None:  # a compiled check still running: kept alive
+                self.check.abandon()
+            raise
+
+    def _advance(self, block):
         work, check = self.work, self.check
         if check is None:
             if not work.advance(block):
