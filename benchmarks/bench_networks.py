@@ -13,7 +13,9 @@ Allgather and Alltoall: the bytes are per rank's block) at the network's sizes (
 64 KiB, 1 MiB; the WAN leaves out 1 MiB, minutes per call at 1 MB/s; the long-and-fast
 link adds 16 MiB for Bcast and Allreduce), timed by :mod:`wacoll.tools.measure`: from a
 common start instant to the last rank's finish, the two implementations interleaved,
-the median of ``--reps`` repetitions. ``native`` is the MPI library's collective;
+the median of ``--reps`` repetitions (at least ``--short-reps`` of the 8-byte cases,
+whose calls vary as much as their implementations differ). ``native`` is the MPI
+library's collective;
 ``default`` is ``wacoll.Comm(MPI.COMM_WORLD)`` with no options (every rank told the
 testbed's topology, its clusters and configured links, by ``WACOLL_TOPOLOGY``, as the
 testbed does), after :data:`WARMUP` untimed calls, in which it learns the fastest of
@@ -70,9 +72,13 @@ IMPLS = ("native", "default")
 #: wacoll.mpi.learning.exploration_calls), so the timed calls are those of call 25 on
 #: (the issue's goal: from call 20 on).
 WARMUP = 24
+#: Repetitions of the 8-byte cases at least (``--short-reps``): calls of a
+#: millisecond or less vary by a tenth of a millisecond with four ranks per core,
+#: as much as their implementations differ, and cost little to repeat.
+SHORT_REPS = 15
 
 
-def _cases(sizes, extra, reps, families=()):
+def _cases(sizes, extra, reps, families=(), short_reps=SHORT_REPS):
     from wacoll.plans import builders
 
     cases = []
@@ -81,7 +87,8 @@ def _cases(sizes, extra, reps, families=()):
                 extra if op in ("bcast", "allreduce") else ()):
             forced = [f for f in families if op in builders(f)]
             cases.append({"label": f"{op} {nbytes}", "op": op, "bytes": nbytes,
-                          "impls": list(IMPLS) + forced})
+                          "impls": list(IMPLS) + forced,
+                          "reps": max(reps, short_reps) if nbytes <= 8 else reps})
     # a user's loop: the communicator has explored its candidates (wacoll.mpi.learning)
     # before the timed calls; a family forced is timed as a user gets it, its calls
     # checked across ranks as the default's are (unchecked, a forced family saved
@@ -108,6 +115,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--networks", default=",".join(NETWORKS))
     parser.add_argument("--reps", type=int, default=9)
+    parser.add_argument("--short-reps", type=int, default=SHORT_REPS,
+                        help="repetitions of the 8-byte cases at least (default "
+                             f"{SHORT_REPS})")
     parser.add_argument("--out", default=str(RESULTS / "networks.csv"))
     parser.add_argument("--report", metavar="CSV",
                         help="print the table of an earlier run's CSV (with the "
@@ -148,7 +158,8 @@ def main(argv=None):
               f"{bandwidth / 1e6:g} MB/s", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             results, reason = run_on_testbed(topology, _cases(main_sizes, extra,
-                                                              args.reps, families),
+                                                              args.reps, families,
+                                                              args.short_reps),
                                              tmp, name=f"net{name}", timeout=3600)
         if results is None:
             print(f"bench_networks: {name}: {reason}", file=sys.stderr)
@@ -173,7 +184,8 @@ def main(argv=None):
             row["learned"] = "; ".join(_learned(r) for r in case.get("learned", ()))
             rows.append(row)
 
-    _report(rows, names, bool(families), args.reps,
+    _report(rows, names, bool(families),
+            f"{args.reps} ({max(args.reps, args.short_reps)} for 8 B)",
             argv if argv is not None else sys.argv[1:])
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -233,7 +245,7 @@ def _geomean(values):
 
 def _report(rows, names, families, reps, argv):
     """Print the table of times and ratios, then each network's summary."""
-    runs = f"{reps}" if reps else "the run's"
+    runs = reps or "the run's"
     print("default = wacoll.Comm(MPI.COMM_WORLD), no options; native = the MPI "
           f"library; median of {runs} repetitions; ratio = default / native (below 1: "
           "wacoll faster); bound = the physical bound (no algorithm is faster)")

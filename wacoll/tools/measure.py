@@ -6,7 +6,7 @@ Run under ``mpiexec`` (on a testbed or not)::
 
 ``cases.json`` holds ``{"reps": 7, "cases": [{"label": ..., "op": "bcast",
 "bytes": 65536, "impls": ["native", "magpie", "mpich"], "level": "associative"},
-...]}``; an impl is ``"native"`` or a plan family name, optionally with options as
+...]}`` (a case may give its own ``"reps"``); an impl is ``"native"`` or a plan family name, optionally with options as
 ``{"family": "gridmpi", "n": 4}`` or ``{"family": "recent", "algorithm": "swing"}``
 (the options are the communicator's, so ``algorithm=`` forces one algorithm of the
 family), named ``gridmpi+n=4`` unless the impl gives a ``"name"``. ``"progress":
@@ -250,7 +250,7 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
                 if i == 0 or name == "default":  # (only the default learns)
                     fn()
         agree = _agree_with_first(runs, op, rank, world)
-        for rep in range(reps):
+        for rep in range(int(case.get("reps", reps))):
             for name, fn, _ in rotated(runs, rep):
                 times[name].append(timed(world, margin, fn))
         results[case["label"]] = {"op": op, "bytes": case["bytes"], "times": times,
