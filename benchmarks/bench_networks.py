@@ -179,8 +179,11 @@ def main(argv=None):
                    "bound_s": case_bound(case["op"], case["bytes"], topology)}
             if families:
                 best = min((impl for impl in med if impl != "default"), key=med.get)
+                ran = case.get("default_ran")
                 row.update(best=best, best_s=med[best],
-                           vs_best=med["default"] / med[best])
+                           vs_best=med["default"] / med[best],
+                           spread=_spread(case["times"]["default"]), ran=ran,
+                           vs_same=med["default"] / med[ran] if ran in med else "")
             row["learned"] = "; ".join(_learned(r) for r in case.get("learned", ()))
             rows.append(row)
 
@@ -228,7 +231,7 @@ def _read_rows(path):
             row = dict(raw)
             row["bytes"] = int(row["bytes"])
             for key in ("native_s", "default_s", "ratio", "best_s", "vs_best",
-                        "bound_s"):
+                        "bound_s", "spread", "vs_same"):
                 if row.get(key) not in (None, ""):
                     row[key] = float(row[key])
             if "bound_s" not in row or row["bound_s"] in (None, ""):
@@ -237,6 +240,19 @@ def _read_rows(path):
                     list(sizes), wan_latency=latency, wan_bandwidth=bandwidth))
             rows.append(row)
     return rows
+
+
+def _spread(times):
+    """The half-width of the middle half of ``times``, relative to their median:
+    how far one repetition's time strays from the median.
+
+    Examples
+    --------
+    >>> round(_spread([1.0, 1.1, 0.9, 1.0, 1.2]), 3)
+    0.05
+    """
+    q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")
+    return (q3 - q1) / 2 / statistics.median(times)
 
 
 def _geomean(values):
@@ -256,6 +272,9 @@ def _report(rows, names, families, reps, argv):
     for r in rows:
         best = f"  best forced {r['best']} {r['best_s'] * 1e3:.3f} ms, default/best " \
             f"{r['vs_best']:.2f}" if families else ""
+        if families and r.get("vs_same") not in (None, ""):
+            best += f"; ran {r['ran']}, /{r['ran']} forced {r['vs_same']:.2f}, " \
+                f"spread {100 * r['spread']:.0f}%"
         print(f"{r['network']:9} {r['op']:10} {_size(r['bytes']):>7} "
               f"{r['native_s'] * 1e3:10.3f} {r['default_s'] * 1e3:11.3f} "
               f"{r['ratio']:6.2f} {r['bound_s'] * 1e3:9.3f} "
@@ -273,6 +292,11 @@ def _report(rows, names, families, reps, argv):
             within = sum(r["vs_best"] <= 1.1 for r in mine)
             print(f"{name}: default within 1.1x of the best of the library and the "
                   f"forced families in {within} of {len(mine)} cases")
+            same = [r["vs_same"] for r in mine if r.get("vs_same") not in (None, "")]
+            if same:
+                print(f"{name}: default against the family it ran, forced: geometric "
+                      f"mean {_geomean(same):.2f}, {sum(v <= 1.1 for v in same)} of "
+                      f"{len(same)} within 1.1x")
 
 
 def _plot(rows, names, path):

@@ -253,9 +253,13 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
         for rep in range(int(case.get("reps", reps))):
             for name, fn, _ in rotated(runs, rep):
                 times[name].append(timed(world, margin, fn))
+        default = comms.get((("family", "default"),))
         results[case["label"]] = {"op": op, "bytes": case["bytes"], "times": times,
                                   "correct": agree,
-                                  "learned": _tuning(comms)[learned_before:]}
+                                  "learned": _tuning(comms)[learned_before:],
+                                  # what the default's timed calls ran
+                                  "default_ran": None if default is None or
+                                  "default" not in times else default.last_family}
         if progress.enabled:
             medians = ", ".join(f"{name} {_median_ms(ts)}" for name, ts in times.items())
             progress.step(f"{case['label']}: {medians}")
