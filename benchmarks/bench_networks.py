@@ -94,8 +94,10 @@ def _cases(sizes, extra, reps, families=(), short_reps=SHORT_REPS):
     # checked across ranks as the default's are (unchecked, a forced family saved
     # the check's own small collective, about 0.2 ms of an 8-byte call on the LAN,
     # and the default was held against what no user of it runs)
+    # the start margin as short as the network allows (tools.measure.start_margin):
+    # a call timed after 50 ms of idling runs cold, unlike the calls of a loop
     return {"reps": reps, "cases": cases, "progress": True, "warmup": WARMUP,
-            "validate": True}
+            "validate": True, "margin": "auto"}
 
 
 def _learned(row):
@@ -149,7 +151,7 @@ def main(argv=None):
     from wacoll import Topology
     from wacoll.tools.measure import run_on_testbed
 
-    rows = []
+    rows, margins = [], {}
     for name in names:
         sizes, latency, bandwidth, main_sizes, extra = NETWORKS[name]
         topology = Topology.from_sizes(list(sizes), wan_latency=latency,
@@ -164,6 +166,7 @@ def main(argv=None):
         if results is None:
             print(f"bench_networks: {name}: {reason}", file=sys.stderr)
             return 1
+        margins[name] = results["_meta"].get("margin")
         for label, case in results.items():
             if label.startswith("_"):
                 continue
@@ -189,7 +192,7 @@ def main(argv=None):
 
     _report(rows, names, bool(families),
             f"{args.reps} ({max(args.reps, args.short_reps)} for 8 B)",
-            argv if argv is not None else sys.argv[1:])
+            argv if argv is not None else sys.argv[1:], margins)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as f:
@@ -259,8 +262,9 @@ def _geomean(values):
     return math.exp(statistics.fmean(map(math.log, values)))
 
 
-def _report(rows, names, families, reps, argv):
-    """Print the table of times and ratios, then each network's summary."""
+def _report(rows, names, families, reps, argv, margins=None):
+    """Print the table of times and ratios, then each network's summary (and the
+    start margin of each network's calls, where ``margins`` gives it)."""
     runs = reps or "the run's"
     print("default = wacoll.Comm(MPI.COMM_WORLD), no options; native = the MPI "
           f"library; median of {runs} repetitions; ratio = default / native (below 1: "
@@ -283,6 +287,9 @@ def _report(rows, names, families, reps, argv):
             print(f"{'':28}learned: {r['learned']}")
     for name in names:
         mine = [r for r in rows if r["network"] == name]
+        if (margins or {}).get(name):
+            print(f"{name}: each call started {margins[name] * 1e3:.2f} ms after its "
+                  f"start instant was sent (tools.measure.start_margin)")
         worst = max(mine, key=lambda r: r["ratio"])
         print(f"{name}: geometric mean {_geomean(r['ratio'] for r in mine):.2f}, worst "
               f"{worst['ratio']:.2f} ({worst['op']} {_size(worst['bytes'])}); "

@@ -14,7 +14,7 @@ W = MPI.COMM_WORLD
 def test_measure_times_every_implementation_alike(mpi, monkeypatch):
     monkeypatch.setenv("WACOLL_CLUSTERS",
                        ",".join(str(r * 2 // W.Get_size()) for r in range(W.Get_size())))
-    spec = {"reps": 2, "validate": True, "margin": 0.01, "cases": [
+    spec = {"reps": 2, "validate": True, "margin": "auto", "cases": [
         {"label": "bcast 8", "op": "bcast", "bytes": 8,
          "impls": ["native", "default", "magpie"], "reps": 3},
         {"label": "allreduce 64", "op": "allreduce", "bytes": 64,
@@ -33,3 +33,32 @@ def test_measure_times_every_implementation_alike(mpi, monkeypatch):
     mpi.assert_all(bcast["default_ran"] in ("magpie", "native", "mpich", "modern",
                                             "gridmpi", "recent", "hierarchical"),
                    bcast["default_ran"])
+
+
+@pytest.mark.mpi(min_size=1)
+def test_the_start_margin_lets_every_rank_start_in_time(mpi):
+    from wacoll.tools.measure import start_margin, timed_on_time
+
+    margin = start_margin(W)
+    mpi.assert_all(W.allgather(margin) == [margin] * W.Get_size() and
+                   1e-3 <= margin < 1.0, margin)
+
+
+
+@pytest.mark.mpi(min_size=1)
+def test_a_late_start_is_timed_again_with_a_longer_margin(mpi, monkeypatch):
+    from wacoll.tools import measure as harness
+
+    margins, real = [], harness.timed
+
+    def late_twice(world, margin, fn):  # every rank late, as timed says together
+        margins.append(margin)
+        return None if len(margins) <= 2 else real(world, margin, fn)
+
+    monkeypatch.setattr(harness, "timed", late_twice)
+    seconds = harness.timed_on_time(W, 0.001, lambda: None)
+    mpi.assert_all(seconds is not None and margins == [0.001, 0.002, 0.004], margins)
+    margins.clear()
+    monkeypatch.setattr(harness, "timed", lambda world, margin, fn: margins.append(1))
+    mpi.same_error(lambda: harness.timed_on_time(W, 0.001, lambda: None, tries=3),
+                   RuntimeError, match="started late 3 times")
