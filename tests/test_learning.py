@@ -39,28 +39,31 @@ def _explore(tuning, seconds_of):
 
 
 def test_each_counted_call_starts_at_an_agreed_instant():
-    """A candidate's first call (not counted) starts as it comes; each later one
-    at an instant agreed after the call before, far enough ahead for the ranks to
-    learn it and set the call up (the longest set-up the ranks last reported)."""
+    """Each candidate's first call (not counted) starts as it comes; then the
+    counted calls take turns, one of each candidate after another, each at an
+    instant agreed after the call before, far enough ahead for the ranks to learn it
+    and set the call up (the longest set-up the ranks last reported)."""
     comm = Recorder()
     tuning = Tuning(comm, rounds=3, clock_offset=0.0)
     cands = [None, "native", "modern"]
-    starts = []
+    starts, ran = [], []
     for k in range(9):
         family, exploring = tuning.family_for(SHAPE, cands)
         assert exploring
+        ran.append(family)
         before = now()
         setup = 0.02 if k == 4 else 1e-4
         tuning.observe(SHAPE, 0.01, cands, started=before, setup=setup)
         start = tuning.start_instant()  # what the next call waits for
         starts.append(start is not None)
         if start is not None:
-            # after call 4 the longest set-up reported was 20 ms; after a first
-            # call (0, 3, 6), whose set-up is not counted, the last estimate stays
-            want = 1.5 * (0.02 if k == 4 else SETUP_GUESS if k == 0 else 1e-4)
+            # after call 4 the longest set-up reported was 20 ms; after the first
+            # calls (0, 1, 2), whose set-up is not counted, the guess stands
+            want = 1.5 * (0.02 if k == 4 else SETUP_GUESS if k == 2 else 1e-4)
             assert start - before >= want, (k, start - before, want)
         assert tuning.start_instant() is None  # taken once
-    assert starts == [True, True, False] * 3
+    assert ran == cands * 3
+    assert starts == [False, False] + [True] * 6 + [False]
     # one agreement per scheduled call (two the first time), and the decision
     assert comm.calls == ["Allreduce"] * (6 + 1 + 1)
     assert tuning.family_for(SHAPE, cands)[1] is False
@@ -80,9 +83,9 @@ def test_a_candidate_that_cannot_run_is_counted_out_without_a_schedule():
     tuning = Tuning(comm, rounds=2, clock_offset=0.0)
     chosen = _explore(tuning, {None: 0.02, "native": math.inf, "modern": 0.01})
     assert chosen == "modern"
-    # after the first calls of the default and modern (counted next): two
-    # agreements the first time, one the second; none after native's, and the
-    # decision
+    # the first calls of the three, then the counted turns: the default's and
+    # modern's counted calls are scheduled (two agreements the first time, one the
+    # second), native's not (it cannot run); then the decision
     assert comm.calls == ["Allreduce"] * (2 + 1 + 1)
     assert np.isinf(tuning.table[0]["seconds"][1])
 

@@ -59,7 +59,8 @@ def test_exploration_then_one_choice_everywhere(mpi, op):
                        f"candidates {tried}")
         explored = ran[:calls]
         default = explored[0]
-        want_order = [_family(c, default) for c in tried for _ in range(ROUNDS)]
+        # each candidate's first call, then the counted ones in turns
+        want_order = [_family(c, default) for _ in range(ROUNDS) for c in tried]
         mpi.assert_all(explored == want_order, f"explored {explored}")
         chosen = _family(table[0]["chosen"], default)
         later = set(ran[calls:])

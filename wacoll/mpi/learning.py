@@ -6,9 +6,10 @@ a communicator also *measures*: for a repeated call of one **shape** (operation,
 size class, element type, operator, level and root), its first calls try the
 candidates in turn (the selection policy's choice, the MPI library's own collective,
 and the family the cost model ranks first among the others that have a plan for
-the operation: :func:`explored`), each
-:data:`ROUNDS` times in a row, every counted call (a candidate's calls after its
-first) starting on every rank at one instant the ranks agreed on after the call
+the operation: :func:`explored`), each :data:`ROUNDS` times: every candidate's
+first call, then the counted calls in turns, one of each candidate after another
+(a disturbance of the machine for a while slows them alike), every counted call
+starting on every rank at one instant the ranks agreed on after the call
 before (:meth:`Tuning.start_instant`: its time is its own, not what the call before
 left in flight, nor how much earlier than the others a rank set out), each timed
 over its run alone (:attr:`wacoll.mpi.route.Route.run_seconds`: reading
@@ -73,8 +74,8 @@ __all__ = ["ROUNDS", "MARGIN", "NOISE_FLOOR", "SETUP_GUESS", "START_GUARD", "DEF
            "LEARNED_FAMILIES", "EXPLORED_FAMILIES", "Tuning", "TuningError",
            "candidates", "explored", "exploration_calls", "shape_of", "read_tuning"]
 
-#: How many calls of each candidate a shape's exploration makes, in a row (the first
-#: is not counted: it also proves and compiles the plan).
+#: How many calls of each candidate a shape's exploration makes (the first is not
+#: counted: it also proves and compiles the plan).
 ROUNDS = 6
 #: How much faster (a fraction) another candidate must measure than the selection
 #: policy's choice to replace it: candidates within a few per cent of each other are
@@ -244,7 +245,7 @@ class Tuning:
             return list(candidates)[0], True
         if state.chosen is not None:
             return _family(state.chosen), False
-        return state.candidates[state.calls // self.rounds], True
+        return state.candidates[_turn(state.calls, len(state.candidates))], True
 
     def observe(self, shape, seconds: float, candidates=None, started=0.0,
                 setup=0.0) -> None:
@@ -266,18 +267,21 @@ class Tuning:
             state = self._shapes[shape] = _Exploration(candidates)
         span = (started, started + seconds) if math.isfinite(seconds) else \
             (-math.inf, math.inf)
-        state.spans[state.calls // self.rounds].append(span)
+        many = len(state.candidates)
+        state.spans[_turn(state.calls, many)].append(span)
         state.calls += 1
-        if state.calls < len(state.candidates) * self.rounds:
-            if self._comm is not None and math.isfinite(seconds) and \
-                    state.calls % self.rounds:
+        if state.calls < many * self.rounds:
+            # (a candidate that could not plan the call, its first call infinite
+            # on every rank alike, runs no timed call to schedule)
+            if self._comm is not None and state.calls >= many and \
+                    math.isfinite(state.spans[_turn(state.calls, many)][0][0]):
                 # the next explored call is counted: it starts on every rank at one
                 # instant, as a call of a program that works between its calls
                 # does; its time is then its own, not what this one left in flight
                 # (the library's rooted collectives let their senders run ahead into
                 # the next call), nor how much earlier than the last rank a rank
                 # left a barrier (a first call, not counted, starts as it comes)
-                self._schedule(setup if (state.calls - 1) % self.rounds else 0.0)
+                self._schedule(setup if state.calls > many else 0.0)
             return
         mine = self._durations(state.spans)
         best = int(np.argmin(mine))
@@ -373,6 +377,22 @@ class Tuning:
             json.dump({"format": _FORMAT, "choices": rows}, fh, indent=1)
             fh.write("\n")
         os.replace(tmp, path)
+
+
+def _turn(calls, many):
+    """Which of ``many`` candidates the explored call number ``calls`` (from 0)
+    runs: each candidate's first call (proving and compiling its plan, not
+    counted), in order, then the counted calls in turns, one of each candidate
+    after another, so that a disturbance of the machine for a while (another
+    program, a burst of traffic) slows every candidate alike rather than all the
+    calls of one.
+
+    Examples
+    --------
+    >>> [_turn(k, 3) for k in range(9)]
+    [0, 1, 2, 0, 1, 2, 0, 1, 2]
+    """
+    return calls if calls < many else (calls - many) % many
 
 
 def _name(family):
