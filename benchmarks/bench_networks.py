@@ -191,7 +191,8 @@ def main(argv=None):
             rows.append(row)
 
     _report(rows, names, bool(families),
-            f"{args.reps} ({max(args.reps, args.short_reps)} for 8 B)",
+            f"{args.reps} ({args.short_reps} for 8 B)" if args.short_reps > args.reps
+            else f"{args.reps}",
             argv if argv is not None else sys.argv[1:], margins)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -251,9 +252,11 @@ def _spread(times):
 
     Examples
     --------
-    >>> round(_spread([1.0, 1.1, 0.9, 1.0, 1.2]), 3)
-    0.05
+    >>> round(_spread([1.0, 1.1, 0.9, 1.0, 1.2]), 3), _spread([1.0])
+    (0.05, 0.0)
     """
+    if len(times) < 2:
+        return 0.0
     q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")
     return (q3 - q1) / 2 / statistics.median(times)
 

@@ -151,7 +151,7 @@ def test_a_rank_local_error_leaves_every_rank_exploring_alike(mpi, monkeypatch):
             return b
 
         for _ in range(ROUNDS):
-            call(4)  # the first shape: its first candidate done
+            call(4)  # the first shape: part way through its exploration
         with pytest.raises(wacoll.WacollError):
             call(64, bad=RANK == 1)  # another shape; one rank's arguments are bad
         call(1024)  # a third shape

@@ -5,6 +5,7 @@ and the default's case says which family its timed calls ran."""
 import pytest
 from mpi4py import MPI
 
+from wacoll.plans.families import FAMILIES
 from wacoll.tools.measure import measure
 
 W = MPI.COMM_WORLD
@@ -30,19 +31,16 @@ def test_measure_times_every_implementation_alike(mpi, monkeypatch):
                    allreduce["times"])
     mpi.assert_all(all(all(case["correct"].values()) for case in (bcast, allreduce)),
                    "results differ from the library's")
-    mpi.assert_all(bcast["default_ran"] in ("magpie", "native", "mpich", "modern",
-                                            "gridmpi", "recent", "hierarchical"),
-                   bcast["default_ran"])
+    mpi.assert_all(bcast["default_ran"] in (*FAMILIES, "native"), bcast["default_ran"])
 
 
 @pytest.mark.mpi(min_size=1)
-def test_the_start_margin_lets_every_rank_start_in_time(mpi):
-    from wacoll.tools.measure import start_margin, timed_on_time
+def test_the_start_margin_is_agreed_and_bounded(mpi):
+    from wacoll.tools.measure import start_margin
 
     margin = start_margin(W)
     mpi.assert_all(W.allgather(margin) == [margin] * W.Get_size() and
                    1e-3 <= margin < 1.0, margin)
-
 
 
 @pytest.mark.mpi(min_size=1)
@@ -56,8 +54,8 @@ def test_a_late_start_is_timed_again_with_a_longer_margin(mpi, monkeypatch):
         return None if len(margins) <= 2 else real(world, margin, fn)
 
     monkeypatch.setattr(harness, "timed", late_twice)
-    seconds = harness.timed_on_time(W, 0.001, lambda: None)
-    mpi.assert_all(seconds is not None and margins == [0.001, 0.002, 0.004], margins)
+    seconds = harness.timed_on_time(W, 0.05, lambda: None)
+    mpi.assert_all(seconds is not None and margins[:3] == [0.05, 0.1, 0.2], margins)
     margins.clear()
     monkeypatch.setattr(harness, "timed", lambda world, margin, fn: margins.append(1))
     mpi.same_error(lambda: harness.timed_on_time(W, 0.001, lambda: None, tries=3),

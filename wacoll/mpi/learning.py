@@ -183,10 +183,12 @@ def shape_of(prepared):
 
 
 class _Exploration:
-    __slots__ = ("candidates", "spans", "calls", "chosen")
+    __slots__ = ("candidates", "spans", "calls", "chosen", "setups")
 
     def __init__(self, candidates):
         self.candidates = list(candidates)
+        #: Per candidate, this rank's set-up (seconds) of its last counted call.
+        self.setups = [0.0] * len(self.candidates)
         #: Per candidate, ``(start, end)`` of each of its explored calls on this
         #: rank's clock.
         self.spans = [[] for _ in self.candidates]
@@ -268,20 +270,26 @@ class Tuning:
         span = (started, started + seconds) if math.isfinite(seconds) else \
             (-math.inf, math.inf)
         many = len(state.candidates)
-        state.spans[_turn(state.calls, many)].append(span)
+        turn = _turn(state.calls, many)
+        state.spans[turn].append(span)
+        if state.calls >= many:  # a counted call: its set-up is what calls take
+            state.setups[turn] = setup
         state.calls += 1
         if state.calls < many * self.rounds:
-            # (a candidate that could not plan the call, its first call infinite
-            # on every rank alike, runs no timed call to schedule)
-            if self._comm is not None and state.calls >= many and \
-                    math.isfinite(state.spans[_turn(state.calls, many)][0][0]):
+            # every counted call is scheduled, whichever candidate runs it (one
+            # that cannot plan the call runs the selection's choice instead, and
+            # its start is dropped, on every rank alike)
+            if self._comm is not None and state.calls >= many:
                 # the next explored call is counted: it starts on every rank at one
                 # instant, as a call of a program that works between its calls
                 # does; its time is then its own, not what this one left in flight
                 # (the library's rooted collectives let their senders run ahead into
                 # the next call), nor how much earlier than the last rank a rank
                 # left a barrier (a first call, not counted, starts as it comes)
-                self._schedule(setup if state.calls > many else 0.0)
+                # (the longest set-up of any candidate's last counted call: the
+                # next call is another candidate's, and a plan's set-up is
+                # longer than the library's)
+                self._schedule(max(state.setups))
             return
         mine = self._durations(state.spans)
         best = int(np.argmin(mine))
@@ -314,8 +322,8 @@ class Tuning:
         """Agree on when the next explored call starts (collective): the latest
         rank's clock now, plus twice the time this agreement takes to reach every
         rank (measured by the one before), plus half again the longest time a
-        counted call took to set up (``setup``: this rank's last, 0 when not
-        counted), plus :data:`START_GUARD`. A rank that gets there later starts
+        counted call took to set up (``setup``: the longest of this rank's last
+        counted call of each candidate, 0 before any), plus :data:`START_GUARD`. A rank that gets there later starts
         late, and the call is then timed from the last rank's start."""
         from mpi4py import MPI
 

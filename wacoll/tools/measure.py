@@ -170,11 +170,10 @@ def start_margin(world, *, tries: int = 5, factor: float = 4.0,
     from mpi4py import MPI
 
     longest = 0.0
-    for _ in range(tries):
-        world.Barrier()
-        began = now()
-        world.bcast(began if world.Get_rank() == 0 else None, root=0)
-        longest = max(longest, now() - began)
+    for _ in range(tries):  # (every rank reads the one clock rank 0 read: timed's
+        world.Barrier()     # premise)
+        sent = world.bcast(now() if world.Get_rank() == 0 else None, root=0)
+        longest = max(longest, now() - sent)
     return max(floor, factor * world.allreduce(longest, op=MPI.MAX))
 
 
