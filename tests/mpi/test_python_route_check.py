@@ -113,3 +113,35 @@ def test_a_check_that_raises_is_kept_never_reused(fails):
     assert runner.abandoned and pool.abandoned == [check] and pool.spare == []
     check.abandon()  # twice: nothing more
     assert pool.abandoned == [check]
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("clusters", ["one", "several"])
+def test_checks_first_library_collectives_start_in_program_order(mpi, clusters):
+    """With ``check="first"`` each library collective starts once its check passes,
+    in program order (wacoll.mpi.task.StartOrder), however the requests complete."""
+    topology = wacoll.Topology.from_sizes([P]) if clusters == "one" else \
+        mpi.topology(mpi.multi[0])
+    comm = wacoll.Comm(W, topology, check="first", family="native")
+    try:
+        for _ in range(3):
+            bufs = [np.full(3, float(ME + k)) for k in range(4)]
+            outs = [np.zeros(3) for _ in range(4)]
+            requests = []
+            for k in range(4):
+                if k % 2:
+                    requests.append(comm.Ibcast(bufs[k], root=k % P))
+                else:
+                    requests.append(comm.Iallreduce(bufs[k], outs[k], op=MPI.SUM))
+            buf = np.full(2, float(ME))
+            comm.Bcast(buf, root=P - 1)  # a blocking one after them
+            for request in reversed(requests):
+                request.Wait()
+            mpi.assert_equal(buf, np.full(2, float(P - 1)))
+            for k in range(4):
+                if k % 2:
+                    mpi.assert_equal(bufs[k], np.full(3, float(k % P + k)))
+                else:
+                    mpi.assert_equal(outs[k], np.full(3, float(sum(range(P)) + P * k)))
+    finally:
+        comm.Free()

@@ -53,7 +53,7 @@ from wacoll.mpi.bounded import BoundedCache
 from wacoll.mpi.plancall import PlanCalls, buffer_places, kept_alive, replayable
 from wacoll.mpi.startcall import StartedCall, StartedTask
 from wacoll.mpi.engine import engine, require_threads
-from wacoll.mpi.task import CallTask, NativeWork
+from wacoll.mpi.task import CallTask, NativeWork, StartOrder
 from wacoll.plans.select import NATIVE
 
 __all__ = ["Route", "private_dup"]
@@ -117,6 +117,8 @@ class Route:
         # slots of failed non-blocking calls, with their buffers (never reused)
         self.abandoned_calls = []
         self.seq = 0
+        #: The order the library's collectives start in when checks come first.
+        self.start_order = StartOrder()
         self.broken = None
         self.broken_everywhere = False
         self.last_plan = self.last_family = self.last_route = None
@@ -235,8 +237,11 @@ class Route:
             self.ran(exe.plan, exe.family,
                      "library" if type(exe) is LibraryCollective else "python",
                      exe.reason)
-        task = CallTask(work, check, exchange=mode == "call",
-                        gated=self.argcheck.gated(mode == "call"),
+        gated = self.argcheck.gated(mode == "call")
+        task = CallTask(work, check, exchange=mode == "call", gated=gated,
+                        order=(self.start_order, self.start_order.ticket())
+                        if gated and check is not None and type(work) is NativeWork
+                        else None,
                         finish=None if exe is None or type(exe) is LibraryCollective
                         else desc.prepared.finish,
                         on_failure=self.retire if mode == "call" else self._stopped)

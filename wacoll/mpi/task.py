@@ -32,9 +32,58 @@ from __future__ import annotations
 
 from mpi4py import MPI
 
+import threading
+
 from wacoll.mpi.engine import Naps, Task, advance_request, wait_any
 
-__all__ = ["CallTask", "NativeWork"]
+__all__ = ["CallTask", "NativeWork", "StartOrder"]
+
+
+class StartOrder:
+    """Program order for the MPI library's collectives that start once their checks
+    have passed (``check="first"``).
+
+    The library matches collectives by the order ranks start them. A non-blocking
+    call's check may pass after a later call's, or in another thread. So each call
+    whose library collective waits for its check takes a ticket when it is made.
+    The collective starts only on its ticket's turn, which comes once every earlier
+    ticket's collective has started, or never will (its check failed).
+
+    Examples
+    --------
+    >>> order = StartOrder()
+    >>> a, b = order.ticket(), order.ticket()
+    >>> order.turn(b)
+    False
+    >>> order.done(a)
+    >>> order.turn(b)
+    True
+    """
+
+    __slots__ = ("issued", "next", "_finished", "_lock")
+
+    def __init__(self):
+        self.issued = self.next = 0
+        self._finished = set()
+        self._lock = threading.Lock()
+
+    def ticket(self) -> int:
+        """The next ticket, in program order (taken in the calling thread)."""
+        ticket, self.issued = self.issued, self.issued + 1
+        return ticket
+
+    def turn(self, ticket) -> bool:
+        """Whether every earlier ticket is done."""
+        return self.next == ticket
+
+    def done(self, ticket) -> None:
+        """The ticket's collective has started, or never will (twice: harmless)."""
+        with self._lock:
+            if ticket >= self.next:
+                self._finished.add(ticket)
+            while self.next in self._finished:
+                self._finished.discard(self.next)
+                self.next += 1
 
 
 class NativeWork:
@@ -92,14 +141,18 @@ class CallTask(Task):
         derived datatype into the user's buffer).
     gated : bool
         The ``"first"`` mode: the work starts only once the check has passed.
+    order : (StartOrder, int), optional
+        With ``gated``, for the MPI library's collective as the work: the order it
+        starts in, and the call's ticket.
     """
 
     __slots__ = ("work", "check", "on_failure", "exchange", "waiting", "work_error",
-                 "finish", "gated")
+                 "finish", "gated", "order")
 
     def __init__(self, work, check, *, on_failure=None, exchange=True, finish=None,
-                 gated=False):
+                 gated=False, order=None):
         self.gated = gated
+        self.order = order
         self.finish = finish
         self.work = work
         self.check = check
@@ -115,7 +168,18 @@ class CallTask(Task):
         except BaseException:
             if self.check is not None:  # a compiled check still running: kept alive
                 self.check.abandon()
+            self._started()  # (its collective never starts: later ones may)
             raise
+
+    def _my_turn(self):
+        """Whether the work may start now: no order, or its ticket's turn."""
+        return self.order is None or self.order[0].turn(self.order[1])
+
+    def _started(self):
+        """The work has started (or never will): the next ticket's turn."""
+        if self.order is not None:
+            self.order[0].done(self.order[1])
+            self.order = None
 
     def _advance(self, block):
         work, check = self.work, self.check
@@ -138,14 +202,23 @@ class CallTask(Task):
                     self.on_failure(False)
                 raise check.failure(self.exchange)
             if work is not None:
+                naps = Naps()
+                while not self._my_turn():  # earlier calls' collectives first
+                    naps.sleep()
+                work.advance(False)  # started
+                self._started()
                 work.advance(True)
+            self._started()
             return self._finished()
         gated = self.gated
         naps = Naps()
         while True:
             work_done = work is None or work.done
+            turn = True
             if gated and not (check.done and check.ok):
                 work_done = False  # not started: waits for the check
+            elif not work_done and not self._my_turn():
+                work_done = turn = False  # waits for earlier calls' collectives
             elif not work_done:
                 try:
                     work_done = work.advance(False)
@@ -154,6 +227,7 @@ class CallTask(Task):
                     # messages would wait forever; the error is raised after it
                     self.work_error, work_done = exc, True
                     work.cancel()
+                self._started()
             check_done = check.advance(False)
             if check_done and not check.ok:
                 if work is not None and not work_done:
@@ -165,9 +239,15 @@ class CallTask(Task):
                 if self.work_error is not None:
                     raise self.work_error
                 return self._finished()
-            if check_done and work is not None and not work_done and \
+            if check_done and work is not None and not work_done and turn and \
                     not getattr(work, "started", True):
                 continue  # the check has passed: start the work
+            if not turn:  # polled until the earlier calls' collectives start
+                if not block:
+                    self.waiting = []
+                    return False
+                naps.sleep()
+                continue
             # a compiled check's requests are in C: nothing to wait for, the task is
             # polled (waiting for the work alone would hold up the check's relays)
             waiting = [] if check.polled else \
