@@ -141,7 +141,8 @@ def main(argv=None):
             parser.error(f"--report {args.report}: no rows")
         names = list(dict.fromkeys(r["network"] for r in rows))
         print(f"reprinted from {args.report} (an earlier run; nothing was timed now)")
-        _report(rows, names, "best" in rows[0], None, None)
+        _report(rows, names, "best" in rows[0], None, None,
+                {r["network"]: r.get("margin_s") for r in rows})
         return 0
     names = [n for n in args.networks.split(",") if n]
     unknown = set(names) - set(NETWORKS)
@@ -179,6 +180,7 @@ def main(argv=None):
             row = {"network": name, "op": case["op"], "bytes": case["bytes"],
                    "native_s": med["native"], "default_s": med["default"],
                    "ratio": med["default"] / med["native"],
+                   "margin_s": margins[name],
                    "bound_s": case_bound(case["op"], case["bytes"], topology)}
             if families:
                 best = min((impl for impl in med if impl != "default"), key=med.get)
@@ -235,7 +237,7 @@ def _read_rows(path):
             row = dict(raw)
             row["bytes"] = int(row["bytes"])
             for key in ("native_s", "default_s", "ratio", "best_s", "vs_best",
-                        "bound_s", "spread", "vs_same"):
+                        "bound_s", "spread", "vs_same", "margin_s"):
                 if row.get(key) not in (None, ""):
                     row[key] = float(row[key])
             if "bound_s" not in row or row["bound_s"] in (None, ""):

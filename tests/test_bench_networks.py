@@ -61,3 +61,12 @@ def test_report_of_a_bad_csv_says_so(bench, tmp_path, capsys, text):
     with pytest.raises(SystemExit):
         bench.main(["--report", str(csv)])
     assert "--report" in capsys.readouterr().err
+
+
+def test_report_gives_the_start_margin_a_run_wrote(bench, tmp_path, capsys):
+    csv = tmp_path / "run.csv"
+    csv.write_text("network,op,bytes,native_s,default_s,ratio,margin_s,learned\n"
+                   "lan,barrier,8,0.0006,0.0005,0.833,0.0025,\n")
+    assert bench.main(["--report", str(csv)]) == 0
+    assert "lan: each call started 2.50 ms after its start instant was sent" in \
+        capsys.readouterr().out

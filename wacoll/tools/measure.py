@@ -299,6 +299,8 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
         if progress.enabled:
             medians = ", ".join(f"{name} {_median_ms(ts)}" for name, ts in times.items())
             progress.step(f"{case['label']}: {medians}")
+    for comm in comms.values():  # (collective: every rank made the same ones)
+        comm.Free()
     return results
 
 
