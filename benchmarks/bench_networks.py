@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import statistics
 import sys
 import tempfile
@@ -263,10 +262,6 @@ def _spread(times):
     return (q3 - q1) / 2 / statistics.median(times)
 
 
-def _geomean(values):
-    return math.exp(statistics.fmean(map(math.log, values)))
-
-
 def _report(rows, names, families, reps, argv, margins=None):
     """Print the table of times and ratios, then each network's summary (and the
     start margin of each network's calls, where ``margins`` gives it)."""
@@ -296,10 +291,10 @@ def _report(rows, names, families, reps, argv, margins=None):
             print(f"{name}: each call started {margins[name] * 1e3:.2f} ms after its "
                   f"start instant was sent (tools.measure.start_margin)")
         worst = max(mine, key=lambda r: r["ratio"])
-        print(f"{name}: geometric mean {_geomean(r['ratio'] for r in mine):.2f}, worst "
+        print(f"{name}: geometric mean {statistics.geometric_mean(r['ratio'] for r in mine):.2f}, worst "
               f"{worst['ratio']:.2f} ({worst['op']} {_size(worst['bytes'])}); "
               f"physical bound / library: geometric mean "
-              f"{_geomean(r['bound_s'] / r['native_s'] for r in mine):.2f}")
+              f"{statistics.geometric_mean(r['bound_s'] / r['native_s'] for r in mine):.2f}")
         if families:
             within = sum(r["vs_best"] <= 1.1 for r in mine)
             print(f"{name}: default within 1.1x of the best of the library and the "
@@ -307,7 +302,7 @@ def _report(rows, names, families, reps, argv, margins=None):
             same = [r["vs_same"] for r in mine if r.get("vs_same") not in (None, "")]
             if same:
                 print(f"{name}: default against the family it ran, forced: geometric "
-                      f"mean {_geomean(same):.2f}, {sum(v <= 1.1 for v in same)} of "
+                      f"mean {statistics.geometric_mean(same):.2f}, {sum(v <= 1.1 for v in same)} of "
                       f"{len(same)} within 1.1x")
 
 

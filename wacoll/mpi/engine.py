@@ -308,8 +308,9 @@ def next_nap(nap, waited, longest=None):
 
 class Naps:
     """The sleeps of one wait that polls: none for :data:`SPIN_SECONDS`, then naps
-    growing as :func:`next_nap` says (what :func:`wait_any` does between its tests,
-    for a wait whose requests are not all mpi4py's).
+    growing as :func:`next_nap` says (up to ``longest`` in a long wait): what
+    :func:`wait_any` sleeps between its tests, and a wait whose requests are not
+    all mpi4py's between its polls.
 
     Examples
     --------
@@ -317,12 +318,13 @@ class Naps:
     >>> naps.sleep()
     """
 
-    __slots__ = ("began", "nap")
+    __slots__ = ("began", "nap", "longest")
 
-    def __init__(self):
-        self.began, self.nap = time.perf_counter(), 1e-6
+    def __init__(self, longest=None):
+        self.began, self.nap, self.longest = time.perf_counter(), 1e-6, longest
 
     def sleep(self):
+        """Sleep the next nap (nothing while the wait is young)."""
         waited = time.perf_counter() - self.began
         if waited < SPIN_SECONDS:
             return
@@ -331,7 +333,7 @@ class Naps:
         except BaseException as exc:  # a signal's handler raised (Ctrl-C):
             mark(exc)  # an interrupt, whatever its class (wacoll.mpi.interrupts)
             raise
-        self.nap = next_nap(self.nap, waited)
+        self.nap = next_nap(self.nap, waited, self.longest)
 
 
 def wait_any(requests, longest_nap=None):
@@ -357,24 +359,15 @@ def wait_any(requests, longest_nap=None):
     check at once waits here too: in the MPI library's spinning ``Waitany`` the same
     call on the emulated grid took 34 ms instead of 14 (1-byte Bcast, 4 x 2 ranks).
     """
-    nap = 1e-6
     index, done = MPI.Request.Testany(requests)
     if done:
         return index
-    clock = time.perf_counter
-    began = clock()
+    naps = Naps(longest_nap)
     while True:
         index, done = MPI.Request.Testany(requests)
         if done:
             return index
-        waited = clock() - began
-        if waited >= SPIN_SECONDS:
-            try:
-                time.sleep(nap)
-            except BaseException as exc:  # a signal's handler raised (Ctrl-C):
-                mark(exc)  # an interrupt, whatever its class (wacoll.mpi.interrupts)
-                raise
-            nap = next_nap(nap, waited, longest_nap)
+        naps.sleep()
 
 
 #: The process's progress engine (created on first use).

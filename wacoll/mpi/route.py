@@ -184,6 +184,7 @@ class Route:
         call = None if key is None or self.broken is not None else self.started.get(key)
         if call is None:
             return None
+        require_threads()  # before anything starts
         return self._launch(call, args, "replayed", "a repeated call, run as recorded")
 
     # ------------------------------------------------------------ 4. run
@@ -256,8 +257,8 @@ class Route:
 
     def _launch(self, call, args, route, reason, given=None):
         """Start a non-blocking call compiled (:mod:`wacoll.mpi.startcall`) and hand
-        it to the progress engine: its request."""
-        require_threads()  # before anything starts
+        it to the progress engine: its request (MPI_THREAD_MULTIPLE checked by the
+        caller)."""
         seq = self.seq
         self.seq = seq + 1
         slot = call.start(args, call_tag(seq), given)

@@ -19,10 +19,10 @@ digest and error flag. How the two meet is the communicator's ``check`` mode:
     call leaves every buffer untouched: the mode for debugging.
 
 Both wait in :func:`~wacoll.mpi.engine.wait_any` (polling, then napping) rather
-than the MPI library's spinning ``Waitany``; while a check compiled for the runner
-(several clusters) is still running, whose requests live in C, the task polls both
-with the same naps (:class:`~wacoll.mpi.engine.Naps`): with more ranks than cores a spinning
-rank takes the processor its peers need (the same Bcast took 34 ms beside its check
+than the MPI library's spinning ``Waitany`` (while a check compiled for the runner,
+whose requests live in C, is still running, the task polls both with the same
+naps, :class:`~wacoll.mpi.engine.Naps`): with more ranks than cores a spinning rank
+takes the processor its peers need (the same Bcast took 34 ms beside its check
 when waiting in ``Waitany``). A blocking call advances the task to completion; a
 non-blocking one hands it to the progress engine (:mod:`wacoll.mpi.engine`). A rank
 whose own arguments are invalid has no work and only waits for the check.
@@ -30,9 +30,9 @@ whose own arguments are invalid has no work and only waits for the check.
 
 from __future__ import annotations
 
-from mpi4py import MPI
-
 import threading
+
+from mpi4py import MPI
 
 from wacoll.mpi.engine import Naps, Task, advance_request, wait_any
 
