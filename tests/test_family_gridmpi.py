@@ -84,6 +84,30 @@ def test_blocks_are_the_common_refinement(count, sizes):
     assert set(lay.starts) <= cuts
 
 
+@pytest.mark.parametrize("count", [0, 1, 5, 12, 97])
+@pytest.mark.parametrize("sizes", [[4], [3, 5], [2, 7, 4]])
+@pytest.mark.parametrize("segments", [1, 2, 3, 8])
+def test_pipelined_layout_splits_each_segment_for_every_cluster(count, sizes, segments):
+    lay = Layout.pipelined(count, sizes, segments)
+    assert sum(lay.counts) == count
+    assert all(c > 0 for c in lay.counts) or count == 0
+    if count == 0:
+        return
+    edges = split_points(count, min(segments, count))
+    assert lay.segments == tuple(zip(edges, edges[1:]))
+    seen = []
+    for lo, hi in lay.segments:
+        for p in sizes:
+            ranges = lay.ranges(p, within=(lo, hi))
+            flat = [x for r in ranges for x in r]
+            points = split_points(hi - lo, p)
+            for j, blocks in enumerate(ranges):
+                assert sum(lay.counts[x] for x in blocks) == points[j + 1] - points[j]
+            assert all(lo <= lay.starts[x] < hi for x in flat)
+        seen += flat
+    assert seen == list(range(lay.nblocks))  # the segments' blocks cover the vector once
+
+
 def test_plan_counts_are_the_refinement_not_even_segments():
     topo = Topology.from_sizes([2, 3])
     plan = gridmpi.bcast(topo, count=12)
@@ -164,6 +188,60 @@ def test_allreduce_n_senders_forward_their_partials(n):
     base = gridmpi.allreduce(topo, count=64, level="associative", n=4).prove()
     # every non-selected owner forwards its 16-element partial inside its cluster
     assert report.bytes - base.bytes == 2 * (4 - n) * 16
+
+
+# ------------------------------------------------------------ the pipelined allreduce
+@pytest.mark.parametrize("topo", TOPOLOGIES, ids=_id)
+def test_every_pipelined_allreduce_plan_passes_its_check(topo):
+    for count in COUNTS:
+        for level in _levels(topo):
+            for segments in (2, 3, 5):
+                for n in (1, 2, None):
+                    report = gridmpi.allreduce(topo, count=count, level=level, n=n,
+                                               segments=segments).prove()
+                    assert report.max_wide_area_hops <= 1
+
+
+def test_pipelined_allreduce_moves_the_same_wide_area_bytes_in_more_messages():
+    topo = Topology.from_sizes([4, 4])
+    one = gridmpi.allreduce(topo, count=64, level="associative").prove()
+    four = gridmpi.allreduce(topo, count=64, level="associative", segments=4).prove()
+    assert four.wide_area_bytes == one.wide_area_bytes == 2 * 64
+    assert four.wide_area_messages == 4 * one.wide_area_messages
+
+
+def test_pipelined_allreduce_sends_a_segment_before_reducing_the_next():
+    topo = Topology.from_sizes([2, 2])
+    plan = gridmpi.allreduce(topo, count=8, level="associative", segments=2)
+    assert plan.param("segments") == 2
+    # rank 0 reduce-scatters segment 0 (blocks 0, 1) with rank 1 and sends its
+    # partial to its owner in the other cluster, then does the same for segment 1
+    # (blocks 2, 3); the wide-area partials are combined and allgathered last
+    assert [str(s) for s in plan.programs[0]] == [
+        "send 1 [1] from in", "copy [0] in -> out", "recv-combine 1 [0] into out",
+        "send 2 [0]",
+        "send 1 [3] from in", "copy [2] in -> out", "recv-combine 1 [2] into out",
+        "send 2 [2]",
+        "recv-combine 2 [0] into out", "send 1 [0]", "recv 1 [1]",
+        "recv-combine 2 [2] into out", "send 1 [2]", "recv 1 [3]"]
+
+
+def test_pipelined_allreduce_hides_the_clusters_stages_on_a_long_fast_link():
+    from wacoll.plans.bounds import physical_bound
+    from wacoll.plans.sim import simulate
+    from wacoll.plans.sim.models import LinkModel
+
+    topo = Topology.from_sizes([4, 4], wan_latency=5e-3, wan_bandwidth=100e6)
+    model = LinkModel(topo)
+    times = {}
+    for segments in (1, 2, 4, 8):
+        plan = gridmpi.allreduce(topo, count=1 << 21, itemsize=8, level="commutative",
+                                 segments=segments)
+        times[segments] = simulate(plan, model).completion
+    bound = physical_bound(plan, topo)
+    assert times[1] > times[2] > times[4] > times[8]
+    # unpipelined, the reduce-scatter and the allgather add 25 ms to the 173 ms bound
+    assert times[1] > 1.12 * bound and times[8] < 1.03 * bound
 
 
 def test_allreduce_unequal_clusters_wide_area_messages():

@@ -47,6 +47,19 @@ def test_the_fastest_predicted_wins():
     assert chosen.family != "magpie"
 
 
+def test_matsudas_allreduce_is_pipelined_on_a_long_fast_link():
+    # Matsuda's setting: the pipelined modified Rabenseifner hides the clusters'
+    # stages behind the wide-area transfer, so it beats every other plan and the
+    # library; its broadcast has no pipeline, so it is never cut into segments
+    longfast = Topology.from_sizes([4, 4], wan_latency=5e-3, wan_bandwidth=100e6)
+    chosen = select(_allreduce(1 << 24), longfast)
+    assert chosen.family == "gridmpi"
+    assert dict(chosen.options)["segments"] == Policy().max_segments
+    bcast = select(Call("bcast", count=1 << 21, itemsize=8, root=0), longfast,
+                   family="gridmpi")
+    assert dict(bcast.options).get("segments", 1) == 1
+
+
 def test_short_vectors_and_large_communicators_keep_the_rule():
     pair = Topology.from_sizes([1, 1], wan_latency=2e-6, wan_bandwidth=5e9)
     plans_only = Policy(library_priced=False)

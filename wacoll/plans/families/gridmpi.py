@@ -32,7 +32,11 @@ bcast ``"flat-vandegeijn"``
 allreduce ``"rabenseifner"`` (default)
     Reduce-scatter in every cluster, ``counter_reduce`` all-to-all between clusters
     (each owner combines the partials of all clusters in cluster order), allgather
-    in every cluster.
+    in every cluster. With ``segments`` the three stages run per segment, pipelined
+    (wacoll's addition: the paper sends the vector as one): while one segment's
+    partials cross the wide area, the clusters reduce-scatter the next and
+    allgather the ones that arrived, so on a long-and-fast link the clusters'
+    stages hide behind the wide-area transfer.
 allreduce ``"two-tier"``
     Reduce to each cluster's coordinator (reduce-scatter + binomial gather), exchange
     between coordinators, then van de Geijn's broadcast in every cluster (on one
@@ -44,7 +48,8 @@ Blocks
 ------
 A cluster of ``p`` ranks cuts the vector into ``p`` contiguous ranges. The plan's
 blocks are the common refinement of every cluster's cut (plus an even cut into
-``segments``, which only makes blocks finer), so each block has exactly one owner in
+``segments``, which only makes blocks finer; the pipelined allreduce cuts each
+segment by every cluster's split instead), so each block has exactly one owner in
 each cluster; this is how clusters of different sizes exchange blocks. The builders
 make a :class:`~wacoll.plans.builder.PlanBuilder` for ``count`` elements and replace
 its ``counts`` by the refinement's (a segmented operation only needs one block or
@@ -267,7 +272,11 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
     count : int
         Elements of the vector.
     segments : int
-        Also cut the blocks at an even split into ``segments`` (finer block ids only).
+        ``"rabenseifner"`` on several clusters: pipeline segments (at most ``count``),
+        each reduce-scattered, sent across the wide area and allgathered on its own,
+        so the clusters' stages overlap the wide-area transfer of other segments.
+        The other algorithms: also cut the blocks at an even split into
+        ``segments`` (finer block ids only).
     level : {"associative", "commutative"}
         ``"strict"`` (the default of wacoll's reductions) is refused, see the module
         docstring; ``"associative"`` needs contiguous clusters except for
@@ -296,7 +305,8 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
     clusters = topology.clusters
     flat = algorithm == "flat-rabenseifner"
     sizes = [topology.size] if flat else [len(c) for c in clusters]
-    layout = Layout.refine(count, sizes, segments)
+    pipelined = algorithm == "rabenseifner" and len(clusters) > 1
+    layout = (Layout.pipelined if pipelined else Layout.refine)(count, sizes, segments)
     b = _builder("allreduce", topology, layout, count=count, level=level,
                  itemsize=itemsize)
     if flat:
@@ -314,22 +324,34 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
 
 
 def _rabenseifner(b, topology, layout, n):
+    """The modified Rabenseifner allreduce, one segment of ``layout`` after another.
+
+    Each rank's program first reduce-scatters every segment and sends its partials
+    across the wide area, then receives and allgathers every segment: a rank starts
+    the next segment's reduce-scatter while the last one's partials cross, and the
+    first segment's allgather runs while the later ones cross.
+    """
     clusters = topology.clusters
     order = _cluster_order(topology)
     position = {c: i for i, c in enumerate(order)}
-    owners, ranges = {}, {}
-    for c, members in enumerate(clusters):
-        ranges[c] = layout.ranges(len(members))
-        owners[c] = reduce_scatter(b, members, ranges[c])
-    messages = []
-    for c in order:
-        held = {owners[c][j]: set(blocks) for j, blocks in enumerate(ranges[c])}
-        destinations = [(d, _owner_map(owners[d], ranges[d])) for d in order if d != c]
-        messages += wide_area_sends(b, c, owners[c], ranges[c], held,
-                                    min(n, len(clusters[c])), destinations)
-    wide_area_receives(b, messages, topology.cluster_ids, position, combine=True)
-    for c in range(len(clusters)):
-        allgather(b, owners[c], ranges[c])
+    stages = []
+    for within in layout.segments or (None,):
+        owners, ranges = {}, {}
+        for c, members in enumerate(clusters):
+            ranges[c] = layout.ranges(len(members), within)
+            owners[c] = reduce_scatter(b, members, ranges[c])
+        messages = []
+        for c in order:
+            held = {owners[c][j]: set(blocks) for j, blocks in enumerate(ranges[c])}
+            destinations = [(d, _owner_map(owners[d], ranges[d]))
+                            for d in order if d != c]
+            messages += wide_area_sends(b, c, owners[c], ranges[c], held,
+                                        min(n, len(clusters[c])), destinations)
+        stages.append((owners, ranges, messages))
+    for owners, ranges, messages in stages:
+        wide_area_receives(b, messages, topology.cluster_ids, position, combine=True)
+        for c in range(len(clusters)):
+            allgather(b, owners[c], ranges[c])
 
 
 def _two_tier(b, topology, layout):

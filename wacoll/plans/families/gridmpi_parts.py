@@ -31,6 +31,7 @@ Examples
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from wacoll.errors import PlanError
@@ -79,11 +80,15 @@ class Layout:
         Elements of each block (block ids are indices).
     starts : tuple of int
         Offset of each block in the vector.
+    segments : tuple of (int, int), optional
+        The element bounds of each segment of a :meth:`pipelined` layout (None for
+        one cut by :meth:`refine`, which has no segments of its own).
     """
 
     count: int
     counts: tuple
     starts: tuple
+    segments: tuple = None
 
     @classmethod
     def refine(cls, count: int, sizes, segments: int = 1) -> "Layout":
@@ -110,25 +115,62 @@ class Layout:
         counts = tuple(b - a for a, b in zip(cuts, cuts[1:]))
         return cls(count, counts, tuple(cuts[:-1]))
 
+    @classmethod
+    def pipelined(cls, count: int, sizes, segments: int) -> "Layout":
+        """Cut ``count`` elements into ``segments`` even segments, then each segment at
+        the split points of every group size in ``sizes``.
+
+        A pipelined plan runs its stages on one segment at a time
+        (:meth:`ranges` with ``within``), so each segment needs every group's split
+        of its own. More segments than elements would leave segments empty: there
+        are at most ``count`` (and one for the empty vector).
+
+        Examples
+        --------
+        >>> Layout.pipelined(8, [2], 2).counts
+        (2, 2, 2, 2)
+        >>> Layout.pipelined(8, [2], 2).segments
+        ((0, 4), (4, 8))
+        """
+        if isinstance(segments, bool) or not isinstance(segments, int) or segments < 1:
+            raise PlanError(f"segments must be a positive integer, got {segments!r}")
+        if count == 0:
+            return cls(0, (0,), (0,))
+        edges = split_points(count, min(segments, count))
+        points = set(edges)
+        for lo, hi in zip(edges, edges[1:]):
+            for p in sizes:
+                points.update(lo + x for x in split_points(hi - lo, p))
+        cuts = sorted(points)
+        counts = tuple(b - a for a, b in zip(cuts, cuts[1:]))
+        return cls(count, counts, tuple(cuts[:-1]), tuple(zip(edges, edges[1:])))
+
     @property
     def nblocks(self) -> int:
         """Number of blocks."""
         return len(self.counts)
 
-    def ranges(self, parts: int) -> tuple:
+    def ranges(self, parts: int, within=None) -> tuple:
         """The blocks of each of the ``parts`` ranges of a group of that size.
 
-        Ranges of no elements hold no blocks (the empty vector's one block is range 0's).
+        ``within`` (element bounds ``(lo, hi)``, default the whole vector) splits only
+        that part of the vector, such as one segment of a :meth:`pipelined` layout; its
+        bounds and the range splits must fall on block boundaries. Ranges of no
+        elements hold no blocks (the empty vector's one block is range 0's).
 
         Examples
         --------
         >>> Layout.refine(2, [3]).ranges(3)
         ((0,), (1,), ())
+        >>> Layout.pipelined(8, [2], 2).ranges(2, within=(4, 8))
+        ((2,), (3,))
         """
         if self.count == 0:
             return ((0,),) + ((),) * (parts - 1)
-        points = split_points(self.count, parts)
-        out, b = [], 0
+        lo, hi = (0, self.count) if within is None else within
+        points = tuple(lo + x for x in split_points(hi - lo, parts))
+        b = bisect.bisect_left(self.starts, lo)
+        out = []
         for j in range(parts):
             blocks = []
             while b < self.nblocks and self.starts[b] < points[j + 1]:
