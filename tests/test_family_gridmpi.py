@@ -112,8 +112,12 @@ def test_plan_counts_are_the_refinement_not_even_segments():
     topo = Topology.from_sizes([2, 3])
     plan = gridmpi.bcast(topo, count=12)
     assert plan.counts == (4, 2, 2, 4)
-    plan = gridmpi.bcast(topo, count=12, segments=4)  # adds cuts at 3 and 9
-    assert plan.counts == (3, 1, 2, 2, 1, 3)
+    plan = gridmpi.bcast(topo, count=12, segments=4, algorithm="farfirst")
+    assert plan.counts == (3, 1, 2, 2, 1, 3)  # adds cuts at 3 and 9
+    plan.prove()
+    # pipelined, each segment of 3 is cut for both clusters: [1, 2] and [1, 1, 1]
+    plan = gridmpi.bcast(topo, count=12, segments=4)
+    assert plan.counts == (1, 1, 1) * 4
     plan.prove()
     with pytest.raises(PlanError, match="segments"):
         gridmpi.bcast(topo, count=12, segments=0)
@@ -192,6 +196,28 @@ def test_allreduce_n_senders_forward_their_partials(n):
 
 # ------------------------------------------------------------ the pipelined allreduce
 @pytest.mark.parametrize("topo", TOPOLOGIES, ids=_id)
+def test_every_pipelined_bcast_plan_passes_its_check(topo):
+    for count in COUNTS:
+        for root in range(topo.size):
+            for segments in (2, 3, 5):
+                for n in (1, 2, None):
+                    report = gridmpi.bcast(topo, root=root, count=count, n=n,
+                                           segments=segments).prove()
+                    assert report.max_wide_area_hops <= 1
+                    assert report.optimality == "yes"
+
+
+def test_pipelined_bcast_scatters_and_sends_a_segment_before_the_next():
+    plan = gridmpi.bcast(Topology.from_sizes([2, 2]), count=8, segments=2)
+    # the root scatters segment 0 (blocks 0, 1) and sends its block across, then
+    # segment 1 (blocks 2, 3); its allgather with rank 1 comes last
+    assert [str(s) for s in plan.programs[0]] == [
+        "send 1 [1]", "send 2 [0]", "send 1 [3]", "send 2 [2]",
+        "send 1 [0]", "send 1 [2]"]
+    assert plan.prove().wide_area_bytes == 8
+
+
+@pytest.mark.parametrize("topo", TOPOLOGIES, ids=_id)
 def test_every_pipelined_allreduce_plan_passes_its_check(topo):
     for count in COUNTS:
         for level in _levels(topo):
@@ -226,22 +252,21 @@ def test_pipelined_allreduce_sends_a_segment_before_reducing_the_next():
         "recv-combine 2 [2] into out", "send 1 [2]", "recv 1 [3]"]
 
 
-def test_pipelined_allreduce_hides_the_clusters_stages_on_a_long_fast_link():
+def test_pipelines_hide_the_clusters_stages_on_a_long_fast_link():
     from wacoll.plans.bounds import physical_bound
     from wacoll.plans.sim import simulate
     from wacoll.plans.sim.models import LinkModel
 
     topo = Topology.from_sizes([4, 4], wan_latency=5e-3, wan_bandwidth=100e6)
     model = LinkModel(topo)
-    times = {}
-    for segments in (1, 2, 4, 8):
-        plan = gridmpi.allreduce(topo, count=1 << 21, itemsize=8, level="commutative",
-                                 segments=segments)
-        times[segments] = simulate(plan, model).completion
-    bound = physical_bound(plan, topo)
-    assert times[1] > times[2] > times[4] > times[8]
-    # unpipelined, the reduce-scatter and the allgather add 25 ms to the 173 ms bound
-    assert times[1] > 1.12 * bound and times[8] < 1.03 * bound
+    for build in (lambda s: gridmpi.allreduce(topo, count=1 << 21, itemsize=8,
+                                              level="commutative", segments=s),
+                  lambda s: gridmpi.bcast(topo, count=1 << 21, itemsize=8, segments=s)):
+        times = {s: simulate(build(s), model).completion for s in (1, 2, 4, 8)}
+        bound = physical_bound(build(1), topo)
+        assert times[1] > times[2] > times[4] > times[8]
+        # unpipelined, the clusters' two stages add 25 ms to the 173 ms bound
+        assert times[1] > 1.12 * bound and times[8] < 1.03 * bound
 
 
 def test_allreduce_unequal_clusters_wide_area_messages():

@@ -67,8 +67,8 @@ VARIANT_FAMILIES = {
     ("gridmpi", (("n", 1),)): ("Bcast", "Allreduce"),
     ("gridmpi", (("algorithm", "two-tier"),)): ("Allreduce",),
     ("gridmpi", (("algorithm", "flat-rabenseifner"),)): ("Allreduce",),
-    ("gridmpi", (("segments", 3),)): ("Allreduce",),
-    ("gridmpi", (("segments", 3), ("n", 1))): ("Allreduce",),
+    ("gridmpi", (("segments", 3),)): ("Bcast", "Allreduce"),
+    ("gridmpi", (("segments", 3), ("n", 1))): ("Bcast", "Allreduce"),
 }
 
 

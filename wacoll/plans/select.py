@@ -635,15 +635,10 @@ def _select(call: Call, topology, *, family=None, options=None, comm_family=None
     elif call.count is not None and "count" in accepted:
         kwargs["count"] = call.count
     if (policy.segment_size and "segments" in accepted and call.count
-            and (chosen, call.op) not in _UNPIPELINED and "segments" not in kwargs):
+            and "segments" not in kwargs):
         kwargs["segments"] = max(1, min(call.count, policy.max_segments,
                                         math.ceil(call.nbytes / policy.segment_size)))
     return Selection(call.op, chosen, tuple(sorted(kwargs.items())), reason=reason)
-
-
-#: Builders whose ``segments`` only cut blocks finer, with no pipeline: more
-#: segments would cost messages and gain nothing.
-_UNPIPELINED = {("gridmpi", "bcast")}
 
 
 #: The operations whose long vectors are priced against other plan families

@@ -23,7 +23,8 @@ Algorithms
 ----------
 bcast ``"vandegeijn"`` (default)
     Binomial scatter in the root's cluster, ``counter_copy`` from the root cluster to
-    every other (Section 2.5: one-to-all), allgather in every cluster.
+    every other (Section 2.5: one-to-all), allgather in every cluster. With
+    ``segments``, pipelined as the allreduce below.
 bcast ``"farfirst"``
     The root first sends the whole message to each remote coordinator, then every
     cluster runs van de Geijn's broadcast from its coordinator.
@@ -160,7 +161,10 @@ def bcast(topology, *, root=0, count=1, segments=1, itemsize=1,
     count : int
         Elements of the message.
     segments : int
-        Also cut the blocks at an even split into ``segments`` (finer block ids only).
+        ``"vandegeijn"`` on several clusters: pipeline segments (at most ``count``),
+        each scattered, sent across the wide area and allgathered on its own. The
+        other algorithms: also cut the blocks at an even split into ``segments``
+        (finer block ids only).
     itemsize : int
         Bytes per element.
     algorithm : {"vandegeijn", "farfirst", "flat-vandegeijn"}
@@ -185,7 +189,8 @@ def bcast(topology, *, root=0, count=1, segments=1, itemsize=1,
     clusters = topology.clusters
     flat = algorithm == "flat-vandegeijn"
     sizes = [topology.size] if flat else [len(c) for c in clusters]
-    layout = Layout.refine(count, sizes, segments)
+    pipelined = algorithm == "vandegeijn" and len(clusters) > 1
+    layout = (Layout.pipelined if pipelined else Layout.refine)(count, sizes, segments)
     b = _builder("bcast", topology, layout, root=root, count=count, itemsize=itemsize)
     root = b.root
     if algorithm == "flat-vandegeijn":
@@ -217,24 +222,33 @@ def _farfirst(b, topology, layout, root):
 
 
 def _vandegeijn(b, topology, layout, root, n):
+    """The modified van de Geijn broadcast, one segment of ``layout`` after another.
+
+    As :func:`_rabenseifner`: each rank's program first scatters every segment and
+    sends it across the wide area, then receives and allgathers every segment.
+    """
     home = topology.cluster_of(root)
     clusters = topology.clusters
     order = _rotate(clusters[home], root)
-    ranges = layout.ranges(len(order))
-    held = binomial_scatter(b, order, ranges)
-    destinations = []
-    for c in _cluster_order(topology):
-        if c != home:
-            destinations.append((c, _owner_map(clusters[c],
-                                               layout.ranges(len(clusters[c])))))
-    messages = wide_area_sends(b, home, order, ranges, held, min(n, len(order)),
-                               destinations)
-    wide_area_receives(b, messages, topology.cluster_ids, None)
-    for c, members in enumerate(clusters):
-        if c == home:
-            allgather(b, order, ranges, held=held)
-        else:
-            allgather(b, members, layout.ranges(len(members)))
+    stages = []
+    for within in layout.segments or (None,):
+        ranges = layout.ranges(len(order), within)
+        held = binomial_scatter(b, order, ranges)
+        destinations = []
+        for c in _cluster_order(topology):
+            if c != home:
+                destinations.append((c, _owner_map(
+                    clusters[c], layout.ranges(len(clusters[c]), within))))
+        messages = wide_area_sends(b, home, order, ranges, held, min(n, len(order)),
+                                   destinations)
+        stages.append((ranges, held, messages))
+    for within, (ranges, held, messages) in zip(layout.segments or (None,), stages):
+        wide_area_receives(b, messages, topology.cluster_ids, None)
+        for c, members in enumerate(clusters):
+            if c == home:
+                allgather(b, order, ranges, held=held)
+            else:
+                allgather(b, members, layout.ranges(len(members), within))
 
 
 # ------------------------------------------------------------------------- allreduce
