@@ -93,7 +93,8 @@ def test_pipelined_layout_splits_each_segment_for_every_cluster(count, sizes, se
     assert all(c > 0 for c in lay.counts) or count == 0
     if count == 0:
         return
-    edges = split_points(count, min(segments, count))
+    # no segment is shorter than the largest group: every rank owns a range in each
+    edges = split_points(count, max(1, min(segments, count // max(sizes))))
     assert lay.segments == tuple(zip(edges, edges[1:]))
     seen = []
     for lo, hi in lay.segments:
@@ -226,6 +227,18 @@ def test_every_pipelined_allreduce_plan_passes_its_check(topo):
                     report = gridmpi.allreduce(topo, count=count, level=level, n=n,
                                                segments=segments).prove()
                     assert report.max_wide_area_hops <= 1
+
+
+def test_short_segments_keep_every_rank_a_wide_area_sender():
+    # 8 elements of 256 KiB in 8 segments would leave ranks 1-3 of each cluster
+    # without a range: the pipeline takes 2 segments of 4 elements instead
+    topo = Topology.from_sizes([4, 4])
+    for plan in (gridmpi.allreduce(topo, count=8, itemsize=1 << 18,
+                                   level="associative", segments=8),
+                 gridmpi.bcast(topo, count=8, itemsize=1 << 18, segments=8)):
+        assert plan.param("segments") == 2
+        assert [len(s) for s in gridmpi.wide_area_senders(plan).values()][0] == 4
+        plan.prove()
 
 
 def test_pipelined_allreduce_moves_the_same_wide_area_bytes_in_more_messages():

@@ -12,7 +12,8 @@ link. A sender is forwarded only the blocks it lacks: in a broadcast's root clus
 the scatter tree already gave each sender its group's blocks when ``n`` and the
 cluster size are powers of two, so nothing is forwarded there. The wide-area
 messages and bytes do not depend on ``n`` between clusters of equal size (each
-block crosses once, one message per sender and destination rank); ``n`` shows in
+block crosses once, one message per sender, destination rank and pipeline
+segment); ``n`` shows in
 :func:`wide_area_senders` and in the forwarding inside the clusters.
 
 Table 1's costs: ``L + M/nB + M/B + M/B`` for both, against
@@ -34,10 +35,10 @@ allreduce ``"rabenseifner"`` (default)
     Reduce-scatter in every cluster, ``counter_reduce`` all-to-all between clusters
     (each owner combines the partials of all clusters in cluster order), allgather
     in every cluster. With ``segments`` the three stages run per segment, pipelined
-    (wacoll's addition: the paper sends the vector as one): while one segment's
-    partials cross the wide area, the clusters reduce-scatter the next and
-    allgather the ones that arrived, so on a long-and-fast link the clusters'
-    stages hide behind the wide-area transfer.
+    (wacoll's addition: the paper sends the vector as one): each rank
+    reduce-scatters the next segment while the last one's partials cross the wide
+    area, and allgathers the first segments while the later ones cross, so on a
+    long-and-fast link the clusters' stages hide behind the wide-area transfer.
 allreduce ``"two-tier"``
     Reduce to each cluster's coordinator (reduce-scatter + binomial gather), exchange
     between coordinators, then van de Geijn's broadcast in every cluster (on one
@@ -49,8 +50,9 @@ Blocks
 ------
 A cluster of ``p`` ranks cuts the vector into ``p`` contiguous ranges. The plan's
 blocks are the common refinement of every cluster's cut (plus an even cut into
-``segments``, which only makes blocks finer; the pipelined allreduce cuts each
-segment by every cluster's split instead), so each block has exactly one owner in
+``segments``, which only makes blocks finer; the pipelined broadcast and allreduce
+cut each segment by every cluster's split instead, with at least one element per
+rank of the largest cluster in each segment), so each block has exactly one owner in
 each cluster; this is how clusters of different sizes exchange blocks. The builders
 make a :class:`~wacoll.plans.builder.PlanBuilder` for ``count`` elements and replace
 its ``counts`` by the refinement's (a segmented operation only needs one block or
@@ -202,7 +204,7 @@ def bcast(topology, *, root=0, count=1, segments=1, itemsize=1,
         _farfirst(b, topology, layout, root)
     else:
         _vandegeijn(b, topology, layout, root, n_param)
-    params = {"segments": segments}
+    params = {"segments": len(layout.segments) if layout.segments else segments}
     if n_param is not None:
         params["n"] = n_param
     return b.build(family="gridmpi", algorithm=algorithm, **params)
@@ -331,7 +333,7 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
         _two_tier(b, topology, layout)
     else:
         _rabenseifner(b, topology, layout, n_param)
-    params = {"segments": segments}
+    params = {"segments": len(layout.segments) if layout.segments else segments}
     if n_param is not None:
         params["n"] = n_param
     return b.build(family="gridmpi", algorithm=algorithm, **params)

@@ -122,8 +122,10 @@ class Layout:
 
         A pipelined plan runs its stages on one segment at a time
         (:meth:`ranges` with ``within``), so each segment needs every group's split
-        of its own. More segments than elements would leave segments empty: there
-        are at most ``count`` (and one for the empty vector).
+        of its own. A segment shorter than a group would leave that group's last
+        ranks idle in every segment (the same first ranks would own, and send, all
+        of the vector), so there are at most ``count // max(sizes)`` segments, and
+        at least one.
 
         Examples
         --------
@@ -131,12 +133,14 @@ class Layout:
         (2, 2, 2, 2)
         >>> Layout.pipelined(8, [2], 2).segments
         ((0, 4), (4, 8))
+        >>> len(Layout.pipelined(8, [4], 8).segments)  # two elements per rank at least
+        2
         """
         if isinstance(segments, bool) or not isinstance(segments, int) or segments < 1:
             raise PlanError(f"segments must be a positive integer, got {segments!r}")
         if count == 0:
-            return cls(0, (0,), (0,))
-        edges = split_points(count, min(segments, count))
+            return cls(0, (0,), (0,), ((0, 0),))
+        edges = split_points(count, max(1, min(segments, count // max(sizes))))
         points = set(edges)
         for lo, hi in zip(edges, edges[1:]):
             for p in sizes:
@@ -154,9 +158,9 @@ class Layout:
         """The blocks of each of the ``parts`` ranges of a group of that size.
 
         ``within`` (element bounds ``(lo, hi)``, default the whole vector) splits only
-        that part of the vector, such as one segment of a :meth:`pipelined` layout; its
-        bounds and the range splits must fall on block boundaries. Ranges of no
-        elements hold no blocks (the empty vector's one block is range 0's).
+        that part of the vector, such as one segment of a :meth:`pipelined` layout
+        (whose blocks are cut at every such split). Ranges of no elements hold no
+        blocks (the empty vector's one block is range 0's).
 
         Examples
         --------
@@ -170,6 +174,9 @@ class Layout:
         lo, hi = (0, self.count) if within is None else within
         points = tuple(lo + x for x in split_points(hi - lo, parts))
         b = bisect.bisect_left(self.starts, lo)
+        if within is not None and not set(points[:-1]) <= set(self.starts) | {hi}:
+            raise PlanError(f"internal: the split of elements [{lo}, {hi}) into {parts} "
+                            f"ranges does not fall on the layout's blocks")
         out = []
         for j in range(parts):
             blocks = []
