@@ -60,3 +60,29 @@ def test_a_late_start_is_timed_again_with_a_longer_margin(mpi, monkeypatch):
     monkeypatch.setattr(harness, "timed", lambda world, margin, fn: margins.append(1))
     mpi.same_error(lambda: harness.timed_on_time(W, 0.001, lambda: None, tries=3),
                    RuntimeError, match="started late 3 times")
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_default_under_another_name_explores_before_it_is_timed(mpi, monkeypatch):
+    # the harness used to warm up only the impl named "default": a default
+    # communicator named otherwise was timed during its exploration, running the
+    # library's collective in some repetitions and a plan in others
+    import wacoll
+
+    monkeypatch.setenv("WACOLL_CLUSTERS",
+                       ",".join(str(r * 2 // W.Get_size()) for r in range(W.Get_size())))
+    made = []
+
+    class Recorded(wacoll.Comm):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(wacoll, "Comm", Recorded)
+    spec = {"reps": 2, "margin": "auto", "cases": [
+        {"label": "allgather 64", "op": "allgather", "bytes": 64,
+         "impls": ["native", {"family": "default", "check": "off", "name": "unchecked"}]}]}
+    measure(spec, W)
+    (renamed,) = made
+    mpi.assert_all([row["op"] for row in renamed.tuning] == ["allgather"],
+                   renamed.tuning)

@@ -254,7 +254,7 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
     for raw in spec["cases"]:
         case = normalise_case(raw)
         op, level = case["op"], case.get("level")
-        runs = []
+        runs, learners = [], set()
         for impl in case["impls"]:
             name = impl.get("name") or "+".join(
                 [impl["family"]] + [f"{k}={v}" for k, v in sorted(impl.items())
@@ -276,14 +276,17 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
             send, recv = _buffers(op, case["bytes"], size, rank)
             runs.append((name, _runner(op, comm, send, recv, None if default else level),
                          recv))
+            if default:
+                learners.add(name)
         times = {name: [] for name, _, _ in runs}
         learned_before = len(_tuning(comms))
-        # the default learns in its first calls (wacoll.mpi.learning): its timed
-        # calls come after the exploration, however short the warm-up asked for
-        rounds = max(warmup, exploration_calls(op)) if "default" in times else warmup
+        # a default communicator (however named) learns in its first calls
+        # (wacoll.mpi.learning): its timed calls come after the exploration, however
+        # short the warm-up asked for
+        rounds = max(warmup, exploration_calls(op)) if learners else warmup
         for i in range(rounds):
             for name, fn, _ in runs:
-                if i == 0 or name == "default":  # (only the default learns)
+                if i == 0 or name in learners:  # (only the default learns)
                     fn()
         agree = _agree_with_first(runs, op, rank, world)
         for rep in range(int(case.get("reps", reps))):
