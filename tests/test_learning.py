@@ -100,6 +100,38 @@ def test_a_candidate_faster_by_less_than_the_noise_floor_does_not_replace_the_mo
     assert _explore(Tuning(Recorder(), rounds=2, clock_offset=0.0), slow) == "native"
 
 
+def _explore_calls(tuning, calls_of):
+    """Run a shape's exploration, each candidate's k-th call taking
+    ``calls_of[family][k]`` seconds."""
+    cands, made = [None, "native", "modern"], {None: 0, "native": 0, "modern": 0}
+    while True:
+        family, exploring = tuning.family_for(SHAPE, cands)
+        if not exploring:
+            return family
+        tuning.observe(SHAPE, calls_of[family][made[family]], cands)
+        made[family] += 1
+
+
+def test_a_candidate_faster_by_less_than_the_calls_spread_does_not_replace_the_model():
+    # the library 7 % faster in the median, but each candidate's calls vary by
+    # more than that: a toss-up, and the model's choice stays
+    model = [0.02, 1.30e-3, 1.45e-3, 1.35e-3, 1.60e-3, 1.40e-3]
+    library = [0.02, 1.20e-3, 1.45e-3, 1.28e-3, 1.50e-3, 1.31e-3]
+    modern = [0.02] + [2e-3] * 5
+    noisy = Tuning(Recorder(), rounds=6, clock_offset=0.0)
+    assert _explore_calls(noisy, {None: model, "native": library, "modern": modern}) \
+        is None
+    row = noisy.table[0]
+    assert row["seconds"][1] < row["seconds"][0] / (1 + MARGIN)
+    assert row["spread"][0] + row["spread"][1] > row["seconds"][0] - row["seconds"][1]
+    # the same medians from steady calls: the library is clearly faster
+    steady = Tuning(Recorder(), rounds=6, clock_offset=0.0)
+    flat = {None: [0.02] + [1.40e-3] * 5, "native": [0.02] + [1.31e-3] * 5,
+            "modern": modern}
+    assert _explore_calls(steady, flat) == "native"
+    assert steady.table[0]["spread"] == [0.0, 0.0, 0.0]
+
+
 def test_a_decided_shape_is_never_forgotten():
     """Ranks replay a decided shape's calls or read them afresh each on its own: a
     rank that forgot the choice would explore again, alone (a hang)."""
