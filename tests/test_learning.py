@@ -132,6 +132,16 @@ def test_a_candidate_faster_by_less_than_the_calls_spread_does_not_replace_the_m
     assert steady.table[0]["spread"] == [0.0, 0.0, 0.0]
 
 
+def test_a_candidate_that_could_not_run_some_calls_does_not_replace_the_model():
+    # a loop whose counts vary within one size class: the family plans some counts
+    # and not others; its finite median says nothing sure
+    tuning = Tuning(Recorder(), rounds=6, clock_offset=0.0)
+    calls = {None: [0.02] + [2e-3] * 5, "native": [0.02] + [3e-3] * 5,
+             "modern": [0.02, 1e-4, math.inf, 1e-4, math.inf, 1e-4]}
+    assert _explore_calls(tuning, calls) is None
+    assert math.isinf(tuning.table[0]["spread"][2])
+
+
 def test_a_decided_shape_is_never_forgotten():
     """Ranks replay a decided shape's calls or read them afresh each on its own: a
     rank that forgot the choice would explore again, alone (a hang)."""

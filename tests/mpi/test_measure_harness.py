@@ -81,7 +81,8 @@ def test_a_default_under_another_name_explores_before_it_is_timed(mpi, monkeypat
     monkeypatch.setattr(wacoll, "Comm", Recorded)
     spec = {"reps": 2, "margin": "auto", "cases": [
         {"label": "allgather 64", "op": "allgather", "bytes": 64,
-         "impls": ["native", {"family": "default", "check": "off", "name": "unchecked"}]}]}
+         "impls": ["native", {"family": "default", "check": "off", "learn": "on",
+                              "name": "unchecked"}]}]}
     measure(spec, W)
     (renamed,) = made
     mpi.assert_all([row["op"] for row in renamed.tuning] == ["allgather"],

@@ -810,9 +810,10 @@ class Comm(MPI.Intracomm):
     @property
     def tuning(self):
         """What this communicator learned (:mod:`wacoll.mpi.learning`): per call
-        shape, the candidates, the slowest rank's median time of each (seconds) and
-        the one chosen; empty where nothing is learned (one cluster, a family
-        forced, ``learn="off"``)."""
+        shape, the candidates, the median time of each one's calls (seconds, each
+        call from the last rank's start to the last rank's finish), their spread
+        (half the interquartile range) and the one chosen; empty where nothing is
+        learned (one cluster, a family forced, ``learn="off"``)."""
         return [] if self._tuning is None else list(self._tuning.table)
 
     def write_tuning(self, path):

@@ -30,7 +30,8 @@ it (then that stays).
   converges).
 - Exploration is bounded (:func:`exploration_calls`: 18 calls per shape) and
   visible: :attr:`Tuning.table` lists, per shape, the candidates, the times
-  measured and the choice (``comm.tuning``), and traced calls say which family ran.
+  measured, their spread and the choice (``comm.tuning``), and traced calls say
+  which family ran.
 - Every rank explores in the same order and decides at the same call, from the
   same agreed figures, so all run the same plan.
 - The choices can be written to a file (:meth:`Tuning.dump`, ``comm.write_tuning``)
@@ -91,10 +92,11 @@ ROUNDS = 6
 #: 214 ms against gridmpi's 199, 7.5 % slower for every later call.)
 MARGIN = 0.03
 #: How much faster (seconds) another candidate must also measure than the selection
-#: policy's choice to replace it: an explored call's time includes how much earlier
-#: than the last rank this rank left the barrier before it, which on one machine
-#: with ranks sharing cores is microseconds to tens of microseconds (2 ranks on 2
-#: declared clusters with no network: explored calls measured 4-11 us where the
+#: policy's choice to replace it: an explored call's time includes how late a rank
+#: woke for its scheduled start and, when it started late, the others' wait, which
+#: on one machine with ranks sharing cores is microseconds to tens of microseconds
+#: (measured when explored calls still started from a barrier: 2 ranks on 2
+#: declared clusters with no network, explored calls measured 4-11 us where the
 #: replayed calls take 2-4 us, and the library's collective won such explorations
 #: by chance, 3.8 us a call in a loop against the plan's 2.6).
 NOISE_FLOOR = 50e-6
@@ -234,7 +236,9 @@ class Tuning:
         self._agreements = 0  # starts agreed so far (the same count on every rank)
         #: One row per decided shape: the shape's fields, ``candidates``,
         #: ``seconds`` (the median of each's calls, each from the moment the last
-        #: rank started it to the moment the last rank finished it) and ``chosen``.
+        #: rank started it to the moment the last rank finished it), ``spread``
+        #: (half the interquartile range of each's calls; infinite where some call
+        #: could not run) and ``chosen``.
         self.table = []
 
     def family_for(self, shape, candidates):
@@ -301,8 +305,9 @@ class Tuning:
         best = int(np.argmin(mine))
         if None in state.candidates:  # the model's choice stands unless clearly beaten
             model = state.candidates.index(None)
-            if mine[model] - mine[best] <= max(MARGIN * mine[best], NOISE_FLOOR,
-                                               spread[model] + spread[best]):
+            gap = mine[model] - mine[best] if math.isfinite(mine[best]) else 0.0
+            if gap <= max(MARGIN * mine[best], NOISE_FLOOR,
+                          spread[model] + spread[best]):
                 best = model
         state.chosen = _name(state.candidates[best])
         # a decided shape is never forgotten: ranks replay its calls or read them
@@ -379,8 +384,8 @@ class Tuning:
             if np.isfinite(counted).all():
                 low, high = np.percentile(counted, [25, 75])
                 spread.append((high - low) / 2)
-            else:  # a candidate that could not run the call: never the choice
-                spread.append(0.0)
+            else:  # some calls it could not run: its figures say nothing sure
+                spread.append(math.inf)
         return np.array(out, dtype=np.float64), np.array(spread, dtype=np.float64)
 
     def choices(self) -> dict:

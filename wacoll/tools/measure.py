@@ -286,7 +286,7 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
         rounds = max(warmup, exploration_calls(op)) if learners else warmup
         for i in range(rounds):
             for name, fn, _ in runs:
-                if i == 0 or name in learners:  # (only the default learns)
+                if i == 0 or name in learners:  # (only default communicators learn)
                     fn()
         agree = _agree_with_first(runs, op, rank, world)
         for rep in range(int(case.get("reps", reps))):
@@ -322,7 +322,8 @@ def rotated(items, k):
 def _tuning(comms):
     """What the default communicator (the impl ``"default"`` without options) has
     learned (:attr:`wacoll.Comm.tuning`: per call shape the candidates, their
-    measured seconds and the choice)."""
+    measured seconds and the choice). A default communicator with options or
+    another name explores too, before it is timed, but is not reported here."""
     default = comms.get((("family", "default"),))
     return [] if default is None else default.tuning
 
