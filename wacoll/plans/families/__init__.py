@@ -5,9 +5,10 @@ each takes, and :func:`build`, the one entry point that picks a builder by name:
 
 Families: ``magpie`` (MagPIe's wide-area algorithms), ``mpich`` (the MPICH 1.1
 algorithms MagPIe compares against), ``tree`` (any tree, PATHS/LAM), ``gridmpi``
-(Matsuda's multi-sender broadcast and allreduce), ``combining`` (Plaat's
-cluster-combining alltoall), ``modern`` (the algorithms MPICH 4 and Open MPI 5
-select: Bruck, recursive doubling, ring, Rabenseifner, van de Geijn, dissemination)
+(Matsuda's multi-sender broadcast and allreduce, and an allgather after them),
+``combining`` (Plaat's cluster-combining alltoall), ``modern`` (the algorithms
+MPICH 4 and Open MPI 5 select: Bruck, recursive doubling, ring, Rabenseifner, van
+de Geijn, dissemination)
 ``hierarchical`` (any of these inside each cluster and any between the clusters'
 coordinators, composed into one plan) and ``recent`` (algorithms published since
 2019: NCCL's double binary tree and PAT, Swing, Bine trees).

@@ -45,6 +45,9 @@ allreduce ``"two-tier"``
     cluster there is nothing to exchange, and it is Rabenseifner's allreduce).
 allreduce ``"flat-rabenseifner"``
     Rabenseifner's allreduce over all ranks as one group.
+allgather ``"multi-sender"`` (the only one; wacoll's, after ``counter_copy``)
+    Every rank sends its block to one rank of every other cluster while each
+    cluster allgathers its own; then each cluster allgathers what it received.
 
 Blocks
 ------
@@ -89,7 +92,7 @@ from wacoll.errors import PlanError
 from wacoll.plans.builder import PlanBuilder
 from wacoll.plans.families.gridmpi_parts import (
     Layout,
-    allgather,
+    allgather as cluster_allgather,
     binomial_gather,
     binomial_scatter,
     reduce_scatter,
@@ -98,7 +101,7 @@ from wacoll.plans.families.gridmpi_parts import (
 )
 from wacoll.plans.operations import LEVELS
 
-__all__ = ["bcast", "allreduce", "wide_area_senders", "BCAST_ALGORITHMS",
+__all__ = ["bcast", "allreduce", "allgather", "wide_area_senders", "BCAST_ALGORITHMS",
            "ALLREDUCE_ALGORITHMS", "BUILDERS", "OPTIONS"]
 
 #: Broadcast algorithms, default first.
@@ -199,7 +202,7 @@ def bcast(topology, *, root=0, count=1, segments=1, itemsize=1,
         order = _rotate(tuple(range(topology.size)), root)
         ranges = layout.ranges(topology.size)
         held = binomial_scatter(b, order, ranges)
-        allgather(b, order, ranges, held=held)
+        cluster_allgather(b, order, ranges, held=held)
     elif algorithm == "farfirst":
         _farfirst(b, topology, layout, root)
     else:
@@ -220,7 +223,7 @@ def _farfirst(b, topology, layout, root):
         order = _rotate(members, coords[c])
         ranges = layout.ranges(len(members))
         held = binomial_scatter(b, order, ranges)
-        allgather(b, order, ranges, held=held)
+        cluster_allgather(b, order, ranges, held=held)
 
 
 def _vandegeijn(b, topology, layout, root, n):
@@ -248,9 +251,9 @@ def _vandegeijn(b, topology, layout, root, n):
         wide_area_receives(b, messages, topology.cluster_ids, None)
         for c, members in enumerate(clusters):
             if c == home:
-                allgather(b, order, ranges, held=held)
+                cluster_allgather(b, order, ranges, held=held)
             else:
-                allgather(b, members, layout.ranges(len(members), within))
+                cluster_allgather(b, members, layout.ranges(len(members), within))
 
 
 # ------------------------------------------------------------------------- allreduce
@@ -328,7 +331,7 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
     if flat:
         ranges = layout.ranges(topology.size)
         owners = reduce_scatter(b, tuple(range(topology.size)), ranges)
-        allgather(b, owners, ranges)
+        cluster_allgather(b, owners, ranges)
     elif algorithm == "two-tier":
         _two_tier(b, topology, layout)
     else:
@@ -367,7 +370,7 @@ def _rabenseifner(b, topology, layout, n):
     for owners, ranges, messages in stages:
         wide_area_receives(b, messages, topology.cluster_ids, position, combine=True)
         for c in range(len(clusters)):
-            allgather(b, owners[c], ranges[c])
+            cluster_allgather(b, owners[c], ranges[c])
 
 
 def _two_tier(b, topology, layout):
@@ -376,7 +379,7 @@ def _two_tier(b, topology, layout):
     coords = topology.coordinators()
     if len(clusters) == 1:  # nothing to exchange: the owners already hold the result
         ranges = layout.ranges(topology.size)
-        allgather(b, reduce_scatter(b, clusters[0], ranges), ranges)
+        cluster_allgather(b, reduce_scatter(b, clusters[0], ranges), ranges)
         return
     for members in clusters:
         ranges = layout.ranges(len(members))
@@ -394,7 +397,55 @@ def _two_tier(b, topology, layout):
     for c, members in enumerate(clusters):
         ranges = layout.ranges(len(members))
         held = binomial_scatter(b, members, ranges)
-        allgather(b, members, ranges, held=held)
+        cluster_allgather(b, members, ranges, held=held)
+
+
+# ------------------------------------------------------------------------- allgather
+def allgather(topology, *, count=1, itemsize=1):
+    """Allgather with every rank a wide-area sender: Matsuda's ``counter_copy``
+    applied to the allgather (wacoll's addition; the paper has bcast and allreduce).
+
+    Each rank sends its block straight to one rank of every other cluster (position
+    ``i`` of a cluster to position ``i`` modulo the other's size), so all of a
+    cluster's ranks share the wide-area link, as in the modified van de Geijn
+    broadcast; meanwhile every cluster allgathers its own blocks; then every
+    cluster allgathers the blocks its ranks received. Each block crosses to each
+    other cluster once, as in MagPIe's allgather, but no coordinator funnels a
+    cluster's blocks: on a long-and-fast link the wide-area transfer, not one
+    rank's link, sets the time.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> plan = allgather(Topology.from_sizes([2, 2]))
+    >>> [str(s) for s in plan.programs[0]]
+    ['copy [0] in -> out', 'send 2 [0]', 'send 1 [0]', 'recv 1 [1]', 'recv 2 [2]', \
+'send 1 [2]', 'recv 1 [3]']
+    >>> report = plan.prove()
+    >>> report.wide_area_messages, sorted(wide_area_senders(plan)[0])
+    (4, [0, 1])
+    """
+    b = PlanBuilder("allgather", topology, count=count, itemsize=itemsize)
+    clusters = topology.clusters
+    order = _cluster_order(topology)
+    received = {r: [] for r in range(topology.size)}
+    for r in range(topology.size):
+        b.copy(r, (r,), "in", "out")
+    for c in order:
+        for d in order:
+            if d != c:
+                there = clusters[d]
+                for i, r in enumerate(clusters[c]):
+                    b.send(r, there[i % len(there)], (r,))
+                    received[there[i % len(there)]].append(r)
+    for members in clusters:
+        cluster_allgather(b, members, tuple((r,) for r in members))
+    for members in clusters:
+        for r in members:
+            for src in received[r]:
+                b.recv(r, src, (src,))
+        cluster_allgather(b, members, tuple(tuple(sorted(received[r])) for r in members))
+    return b.build(family="gridmpi", algorithm="multi-sender")
 
 
 # -------------------------------------------------------------------------- analysis
@@ -419,11 +470,12 @@ def wide_area_senders(plan) -> dict:
     return {c: tuple(sorted(s)) for c, s in sorted(out.items())}
 
 
-BUILDERS = {"bcast": bcast, "allreduce": allreduce}
+BUILDERS = {"bcast": bcast, "allreduce": allreduce, "allgather": allgather}
 
 #: The keyword options each builder takes, in its signature's order: what
 #: :func:`wacoll.plans.families.options` reports and :func:`wacoll.plans.build` accepts.
 OPTIONS = {
     "bcast": ("root", "count", "segments", "itemsize", "algorithm", "n"),
     "allreduce": ("count", "segments", "level", "itemsize", "algorithm", "n"),
+    "allgather": ("count", "itemsize"),
 }
