@@ -1,4 +1,5 @@
-"""The gridmpi family: Matsuda et al.'s multi-sender broadcast and allreduce plans."""
+"""The gridmpi family: Matsuda et al.'s multi-sender broadcast and allreduce plans,
+pipelined, and the allgather after them."""
 
 from dataclasses import replace
 

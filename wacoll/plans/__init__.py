@@ -8,7 +8,8 @@
 
 Families: ``magpie`` (MagPIe's wide-area algorithms), ``mpich`` (the MPICH 1.1
 algorithms MagPIe compares against), ``tree`` (any tree, PATHS/LAM), ``gridmpi``
-(Matsuda's multi-sender broadcast and allreduce), ``combining`` (Plaat's
+(Matsuda's multi-sender broadcast and allreduce, and an allgather after them),
+``combining`` (Plaat's
 cluster-combining alltoall) and ``modern`` (the algorithms MPICH 4 and Open MPI 5
 select today).
 

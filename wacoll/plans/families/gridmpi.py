@@ -1,4 +1,5 @@
-"""The **gridmpi** family: Matsuda et al.'s multi-sender wide-area bcast and allreduce.
+"""The **gridmpi** family: Matsuda et al.'s multi-sender wide-area bcast and allreduce,
+pipelined, and an allgather after them.
 
 Matsuda, Kudoh, Kodama, Takano and Ishikawa (Cluster 2006) modify van de Geijn's
 broadcast (scatter + allgather) and Rabenseifner's allreduce (reduce-scatter +
@@ -51,7 +52,8 @@ allgather ``"multi-sender"`` (the only one; wacoll's, after ``counter_copy``)
 
 Blocks
 ------
-A cluster of ``p`` ranks cuts the vector into ``p`` contiguous ranges. The plan's
+(The allgather has one block per rank, as every family's.) A cluster of ``p`` ranks
+cuts the vector into ``p`` contiguous ranges. The plan's
 blocks are the common refinement of every cluster's cut (plus an even cut into
 ``segments``, which only makes blocks finer; the pipelined broadcast and allreduce
 cut each segment by every cluster's split instead, with at least one element per
