@@ -62,6 +62,20 @@ def test_matsudas_allreduce_is_pipelined_on_a_long_fast_link():
                                                    bcast)
 
 
+def test_a_long_allgather_is_priced_too():
+    # every rank of a cluster sends its own block across (gridmpi) instead of the
+    # coordinator alone (MagPIe): on a long-and-fast link that wins; a short one
+    # keeps MagPIe's plan, whose one wide-area message per pair costs least
+    longfast = Topology.from_sizes([4, 4], wan_latency=5e-3, wan_bandwidth=100e6)
+    call = Call("allgather", count=1 << 17, itemsize=8)
+    chosen = select(call, longfast)
+    assert chosen.family == "gridmpi"
+    assert "predicted fastest" in chosen.reason
+    assert _time(chosen, longfast, call) < 0.85 * _time(
+        select(call, longfast, family="magpie"), longfast, call)
+    assert select(Call("allgather", count=1, itemsize=8), longfast).family == "magpie"
+
+
 def test_short_vectors_and_large_communicators_keep_the_rule():
     pair = Topology.from_sizes([1, 1], wan_latency=2e-6, wan_bandwidth=5e9)
     plans_only = Policy(library_priced=False)

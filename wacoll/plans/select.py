@@ -256,7 +256,8 @@ class Policy:
         binomial one from 64 KiB on 4 and 8 ranks, 0.73-0.78x on 3, 0.42x
         MagPIe's on the grid at 64 KiB.
     hierarchical_from : int
-        On several clusters, a bcast or allreduce of at least this many bytes,
+        On several clusters, a bcast, allreduce or allgather of at least this many
+        bytes (a rank's, for the allgather),
         whose default is the magpie family, is priced by the simulator
         (:func:`predicted_time`) against the hierarchical family's pairs of
         :data:`HIERARCHICAL_PAIRS`, and the fastest runs (0, the default: never).
@@ -269,8 +270,9 @@ class Policy:
         ring); on MagPIe's 10 ms, 1 MB/s links 1069 against 1102 ms for the
         allreduce (Matsuda's between coordinators), and MagPIe's bcast.
     priced_from : int
-        On several clusters of at most :attr:`priced_up_to` ranks, a bcast or
-        allreduce of at least this many bytes (0: never), whose default is the
+        On several clusters of at most :attr:`priced_up_to` ranks, a bcast,
+        allreduce or allgather of at least this many bytes (a rank's, for the
+        allgather; 0: never), whose default is the
         magpie family, is priced by the simulator (with combining work at
         :data:`COMBINE_RATE`) against the families that move long vectors well:
         the modern family's choice (:data:`PRICED_FAMILIES`, as MPICH's), then
@@ -643,7 +645,7 @@ def _select(call: Call, topology, *, family=None, options=None, comm_family=None
 
 #: The operations whose long vectors are priced against other plan families
 #: (:attr:`Policy.priced_from`, :attr:`Policy.hierarchical_from`).
-_PRICED_OPS = ("bcast", "allreduce")
+_PRICED_OPS = ("bcast", "allreduce", "allgather")
 
 
 def _hierarchical_priced(call, policy):
