@@ -64,8 +64,8 @@ def test_matsudas_allreduce_is_pipelined_on_a_long_fast_link():
 
 def test_a_long_allgather_is_priced_too():
     # every rank of a cluster sends its own block across (gridmpi) instead of the
-    # coordinator alone (MagPIe): on a long-and-fast link that wins; a short one
-    # keeps MagPIe's plan, whose one wide-area message per pair costs least
+    # coordinator alone (MagPIe): on a long-and-fast link that wins; a short one,
+    # below Policy.priced_from, keeps the rule (MagPIe's plan)
     longfast = Topology.from_sizes([4, 4], wan_latency=5e-3, wan_bandwidth=100e6)
     call = Call("allgather", count=1 << 17, itemsize=8)
     chosen = select(call, longfast)
@@ -74,6 +74,23 @@ def test_a_long_allgather_is_priced_too():
     assert _time(chosen, longfast, call) < 0.85 * _time(
         select(call, longfast, family="magpie"), longfast, call)
     assert select(Call("allgather", count=1, itemsize=8), longfast).family == "magpie"
+
+
+def test_a_priced_choice_does_not_depend_on_the_count_priced_first():
+    # two counts of one octave that, priced each for itself, choose differently:
+    # ranks whose earlier calls differed (communicators of equal topology) must
+    # still choose alike, so the octave is priced at its own size
+    one8 = Topology.from_sizes([1, 8], wan_latency=5e-4, wan_bandwidth=1.25e9)
+    # priced each for itself, 32768 elements choose modern, 40960 gridmpi
+    calls = [Call("bcast", count=n, itemsize=8, root=0) for n in (32768, 40960)]
+    # two policies that price these broadcasts alike, each its own cache
+    # entries: one prices the octave's first count first, the other the second
+    policies = (Policy(), Policy(reproducible_below=4097))
+    firsts = [select(calls[0], one8, policy=policies[0]).family,
+              select(calls[1], one8, policy=policies[1]).family]
+    seconds = [select(calls[1], one8, policy=policies[0]).family,
+               select(calls[0], one8, policy=policies[1]).family]
+    assert len(set(firsts + seconds)) == 1, (firsts, seconds)
 
 
 def test_short_vectors_and_large_communicators_keep_the_rule():
@@ -190,4 +207,5 @@ def test_a_priced_choice_is_kept_only_for_calls_priced_alike():
     below = select(_allreduce(70000), pair, policy=policy)
     above = select(_allreduce(120000), pair, policy=policy)
     assert below.native and above.family == "modern", (below.reason, above.reason)
-    assert "120000-byte" in above.reason
+    # the octave is priced at its own size, with the candidates of the call's size
+    assert "65536-byte" in above.reason and "gridmpi" in above.reason

@@ -132,7 +132,7 @@ HIERARCHICAL_PAIRS = ({"inner": "modern", "outer": "modern"},
 #: them.
 PRICED_FAMILIES = ("modern",)
 #: Priced too, after MagPIe's, as ``(family, options)``: Matsuda's multi-sender
-#: algorithms, Swing's allreduce (De Sensi et al. 2024: on MagPIe's grid a 1 MiB
+#: algorithms, Swing's algorithms (De Sensi et al. 2024: on MagPIe's grid a 1 MiB
 #: allreduce measured 0.51x MPICH's and 0.76x MagPIe's, predicted so) and MagPIe's
 #: trees inside clusters with gridmpi between coordinators (on 2 x 4 ranks over
 #: 5 ms, 100 MB/s the fastest measured allreduce at 8 B, 64 KiB and 1 MiB: 0.71x
@@ -276,7 +276,7 @@ class Policy:
         magpie family, is priced by the simulator (with combining work at
         :data:`COMBINE_RATE`) against the families that move long vectors well:
         the modern family's choice (:data:`PRICED_FAMILIES`, as MPICH's), then
-        Matsuda's multi-sender ``gridmpi``, Swing's allreduce and MagPIe's trees
+        Matsuda's multi-sender ``gridmpi``, Swing's algorithms and MagPIe's trees
         under gridmpi (:data:`PRICED_AFTER`); the fastest runs, and within
         :data:`PRICE_TIE` of it the earliest of the modern family, MagPIe's and
         :data:`PRICED_AFTER`. On 2 ranks as 2 declared clusters a 2 GiB
@@ -680,9 +680,13 @@ def _fastest(call, topology, policy, comm_options, library=False):
     the call's level are left out; on a tie (within :data:`PRICE_TIE`) the
     earlier wins.
 
-    The choice is kept per power of two of the vector's bytes (a call of another
-    count in the same octave takes the same family and options, built for its own
-    count), so an application that varies its counts prices each octave once."""
+    The choice is made per power of two of the vector's bytes, by pricing a call
+    of exactly that many bytes, and kept: a call of another count in the same
+    octave takes the same family and options, built for its own count. So an
+    application that varies its counts prices each octave once, and the choice
+    never depends on which count of the octave a process priced first (ranks
+    whose earlier calls differed, on communicators of equal topology, still
+    choose alike)."""
     rule = dataclasses.replace(policy, hierarchical_from=0, priced_from=0,
                                library_priced=False)
     comm_options = plain_options(comm_options)
@@ -690,20 +694,23 @@ def _fastest(call, topology, policy, comm_options, library=False):
     # need not fall between octaves): part of the key, as every other input
     priced = (_families_priced(call, topology, policy),
               _hierarchical_priced(call, policy), library)
-    octave = (dataclasses.replace(call, count=1 << (call.nbytes.bit_length() - 1)),
-              topology, rule, tuple(sorted(comm_options.items())), priced)
+    octave_bytes = 1 << (call.nbytes.bit_length() - 1)
+    representative = dataclasses.replace(call,
+                                         count=max(1, octave_bytes // call.itemsize))
+    octave = (representative, topology, rule, tuple(sorted(comm_options.items())),
+              priced)
     known = _PRICED.get(octave)
-    if known is not None:
-        (family, options), reason = known
-        chosen = _select(call, topology, family=family, options=dict(options),
-                         comm_options=comm_options if family is None else None,
-                         policy=rule)
-        return dataclasses.replace(chosen, reason=reason)
-    key, chosen = _price(call, topology, rule, comm_options, *priced)
-    if len(_PRICED) >= _PRICED_KEPT:
-        del _PRICED[next(iter(_PRICED))]
-    _PRICED[octave] = key, chosen.reason
-    return chosen
+    if known is None:
+        key, priced_choice = _price(representative, topology, rule, comm_options,
+                                    *priced)
+        if len(_PRICED) >= _PRICED_KEPT:
+            del _PRICED[next(iter(_PRICED))]
+        known = _PRICED[octave] = key, priced_choice.reason
+    (family, options), reason = known
+    chosen = _select(call, topology, family=family, options=dict(options),
+                     comm_options=comm_options if family is None else None,
+                     policy=rule)
+    return dataclasses.replace(chosen, reason=reason)
 
 
 #: Priced choices kept (see :func:`_fastest`); the oldest is dropped first.

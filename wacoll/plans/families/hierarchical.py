@@ -64,7 +64,7 @@ not forward a segment into its cluster while it still receives the next one over
 the wide area (MagPIe's broadcast does). The plan is priced by the simulator like
 any other (:mod:`wacoll.plans.sim`). The selection policy
 (:mod:`wacoll.plans.select`) prices a few pairs against MagPIe's plan for large
-broadcasts and allreduces when :attr:`Policy.hierarchical_from
+broadcasts, allreduces and allgathers when :attr:`Policy.hierarchical_from
 <wacoll.plans.select.Policy.hierarchical_from>` asks it to (off by default: the
 pricing builds every candidate); otherwise ask for the family by name.
 
