@@ -143,7 +143,8 @@ def test_none_sequences_and_generators(mpi):
 @pytest.mark.parametrize("family,op", [
     ("mpich", "bcast"), ("mpich", "gather"), ("mpich", "scatter"), ("mpich", "allgather"),
     ("mpich", "alltoall"), ("tree", "bcast"), ("gridmpi", "bcast"),
-    ("combining", "alltoall"), ("magpie", "bcast"), ("magpie", "alltoall")])
+    ("gridmpi", "allgather"), ("combining", "alltoall"), ("magpie", "bcast"),
+    ("magpie", "alltoall")])
 def test_forced_families(mpi, layout, family, op):
     comm = mpi.comm(layout)
     problems = []
