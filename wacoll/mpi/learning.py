@@ -335,8 +335,9 @@ class Tuning:
         rank's clock now, plus twice the time this agreement takes to reach every
         rank (measured by the one before), plus half again the longest time a
         counted call took to set up (``setup``: the longest of this rank's last
-        counted call of each candidate, 0 before any), plus :data:`START_GUARD`. A rank that gets there later starts
-        late, and the call is then timed from the last rank's start."""
+        counted call of each candidate, 0 before any), plus :data:`START_GUARD`.
+        A rank that gets there later starts late, and the call is then timed from
+        the last rank's start."""
         from mpi4py import MPI
 
         from wacoll.mpi.clocks import now
@@ -419,7 +420,7 @@ def _turn(calls, many):
     >>> [_turn(k, 3) for k in range(9)]
     [0, 1, 2, 0, 1, 2, 0, 1, 2]
     """
-    return calls if calls < many else (calls - many) % many
+    return calls % many
 
 
 def _name(family):

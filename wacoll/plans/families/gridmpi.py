@@ -150,6 +150,26 @@ def _owner_map(owners, ranges):
     return {x: owners[j] for j, blocks in enumerate(ranges) for x in blocks}
 
 
+def _layout(count, sizes, segments, pipelined):
+    """The plan's blocks: per pipeline segment (:meth:`Layout.pipelined`), or the
+    whole vector's refinement (:meth:`Layout.refine`)."""
+    return (Layout.pipelined if pipelined else Layout.refine)(count, sizes, segments)
+
+
+def _segments(layout):
+    """The element bounds of each of ``layout``'s pipeline segments (None: the whole
+    vector, for a layout without segments)."""
+    return layout.segments or (None,)
+
+
+def _built(b, algorithm, layout, segments, n):
+    """The plan of ``b``, with its parameters: the segments in effect and ``n``."""
+    params = {"segments": len(layout.segments) if layout.segments else segments}
+    if n is not None:
+        params["n"] = n
+    return b.build(family="gridmpi", algorithm=algorithm, **params)
+
+
 def _builder(op, topology, layout, **kwargs):
     b = PlanBuilder(op, topology, **kwargs)
     b.counts = layout.counts  # the refinement replaces PlanBuilder's even segments
@@ -196,8 +216,8 @@ def bcast(topology, *, root=0, count=1, segments=1, itemsize=1,
     clusters = topology.clusters
     flat = algorithm == "flat-vandegeijn"
     sizes = [topology.size] if flat else [len(c) for c in clusters]
-    pipelined = algorithm == "vandegeijn" and len(clusters) > 1
-    layout = (Layout.pipelined if pipelined else Layout.refine)(count, sizes, segments)
+    layout = _layout(count, sizes, segments,
+                     pipelined=algorithm == "vandegeijn" and len(clusters) > 1)
     b = _builder("bcast", topology, layout, root=root, count=count, itemsize=itemsize)
     root = b.root
     if algorithm == "flat-vandegeijn":
@@ -209,10 +229,7 @@ def bcast(topology, *, root=0, count=1, segments=1, itemsize=1,
         _farfirst(b, topology, layout, root)
     else:
         _vandegeijn(b, topology, layout, root, n_param)
-    params = {"segments": len(layout.segments) if layout.segments else segments}
-    if n_param is not None:
-        params["n"] = n_param
-    return b.build(family="gridmpi", algorithm=algorithm, **params)
+    return _built(b, algorithm, layout, segments, n_param)
 
 
 def _farfirst(b, topology, layout, root):
@@ -238,24 +255,23 @@ def _vandegeijn(b, topology, layout, root, n):
     clusters = topology.clusters
     order = _rotate(clusters[home], root)
     stages = []
-    for within in layout.segments or (None,):
-        ranges = layout.ranges(len(order), within)
-        held = binomial_scatter(b, order, ranges)
-        destinations = []
-        for c in _cluster_order(topology):
-            if c != home:
-                destinations.append((c, _owner_map(
-                    clusters[c], layout.ranges(len(clusters[c]), within))))
-        messages = wide_area_sends(b, home, order, ranges, held, min(n, len(order)),
-                                   destinations)
+    for within in _segments(layout):
+        ranges = {c: layout.ranges(len(members), within)
+                  for c, members in enumerate(clusters) if c != home}
+        ranges[home] = layout.ranges(len(order), within)
+        held = binomial_scatter(b, order, ranges[home])
+        destinations = [(c, _owner_map(clusters[c], ranges[c]))
+                        for c in _cluster_order(topology) if c != home]
+        messages = wide_area_sends(b, home, order, ranges[home], held,
+                                   min(n, len(order)), destinations)
         stages.append((ranges, held, messages))
-    for within, (ranges, held, messages) in zip(layout.segments or (None,), stages):
+    for ranges, held, messages in stages:
         wide_area_receives(b, messages, topology.cluster_ids, None)
         for c, members in enumerate(clusters):
             if c == home:
-                cluster_allgather(b, order, ranges, held=held)
+                cluster_allgather(b, order, ranges[c], held=held)
             else:
-                cluster_allgather(b, members, layout.ranges(len(members), within))
+                cluster_allgather(b, members, ranges[c])
 
 
 # ------------------------------------------------------------------------- allreduce
@@ -326,8 +342,8 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
     clusters = topology.clusters
     flat = algorithm == "flat-rabenseifner"
     sizes = [topology.size] if flat else [len(c) for c in clusters]
-    pipelined = algorithm == "rabenseifner" and len(clusters) > 1
-    layout = (Layout.pipelined if pipelined else Layout.refine)(count, sizes, segments)
+    layout = _layout(count, sizes, segments,
+                     pipelined=algorithm == "rabenseifner" and len(clusters) > 1)
     b = _builder("allreduce", topology, layout, count=count, level=level,
                  itemsize=itemsize)
     if flat:
@@ -338,10 +354,7 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
         _two_tier(b, topology, layout)
     else:
         _rabenseifner(b, topology, layout, n_param)
-    params = {"segments": len(layout.segments) if layout.segments else segments}
-    if n_param is not None:
-        params["n"] = n_param
-    return b.build(family="gridmpi", algorithm=algorithm, **params)
+    return _built(b, algorithm, layout, segments, n_param)
 
 
 def _rabenseifner(b, topology, layout, n):
@@ -356,7 +369,7 @@ def _rabenseifner(b, topology, layout, n):
     order = _cluster_order(topology)
     position = {c: i for i, c in enumerate(order)}
     stages = []
-    for within in layout.segments or (None,):
+    for within in _segments(layout):
         owners, ranges = {}, {}
         for c, members in enumerate(clusters):
             ranges[c] = layout.ranges(len(members), within)
