@@ -46,7 +46,7 @@ def test_a_written_fit_reads_back(tmp_path):
 
 
 @pytest.mark.parametrize("text, named", [
-    (None, "cannot be read"),
+    (None, "no such file"),
     ("{not json", "is not JSON"),
     (json.dumps({"costs": {"plan_call": 1e-6}}), "must hold"),
     (json.dumps({"costs": {"plan_call": -1, "plan_message": 0, "library_call": 0,

@@ -262,7 +262,8 @@ def test_the_exception_check_finds_a_class():
 #: lazily). The bridge between the plans and MPI is the MPI world's: it is the only
 #: layer that imports mpi4py.
 LAYERS = (
-    ("shared", ("wacoll.errors", "wacoll.settings", "wacoll.strict_json")),
+    ("shared", ("wacoll.errors", "wacoll.settings", "wacoll.strict_json",
+                "wacoll.datafile")),
     ("plan world", ("wacoll.costs", "wacoll.topology", "wacoll.calibration",
                     "wacoll.trees", "wacoll.plans")),
     ("kernels", ("wacoll._kernels",)),

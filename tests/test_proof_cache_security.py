@@ -57,6 +57,7 @@ def own_key(tmp_path_factory, monkeypatch):
     path = tmp_path_factory.mktemp("key") / "proof-key"
     monkeypatch.setenv(proofs.KEY_ENV, str(path))
     monkeypatch.delenv(prooflock.WAIT_ENV, raising=False)
+    proofs.forget_warnings()  # each test sees its own warnings
     return path
 
 
@@ -222,6 +223,7 @@ def test_a_forged_record_is_ignored_and_the_plan_proved_again(shared, how):
             os.unlink(path)
         with writable_by_all(shared):
             as_other(_write, path, json.dumps(forged))
+        proofs.forget_warnings()
         with pytest.warns(ProofCacheWarning, match="not trusted") as seen:
             part = plan_for_rank(sel, TOPO, rank, directory=shared)
         # re-proved as a whole (not the forged proof's per-rank route) ...
@@ -251,6 +253,26 @@ def test_a_forged_report_is_not_believed(shared):
     with pytest.warns(ProofCacheWarning, match="carries no authentication code"):
         plan = proofs.build_proved(sel, TOPO, directory=shared)
     assert plan.prove() == genuine.report and plan.prove().messages > 0
+
+
+def test_untrusted_records_are_warned_of_once_per_process(shared):
+    """Records made with another key: one warning for the folder, not one a record
+    (a job that met a folder of them warned 5-9 times a rank)."""
+    topo = Topology.from_sizes([3, 3], wan_latency=0.01, wan_bandwidth=1e6)
+    sels = [select_plan(Call("bcast", count=count, itemsize=8, root=0), topo,
+                        family="magpie") for count in (16, 32, 64)]
+    for sel in sels:
+        genuine = proofs.prove(sel, topo, directory=shared)
+        path = os.path.join(shared, f"{genuine.key}.json")
+        with open(path) as fh:
+            record = json.load(fh)
+        _write(path, json.dumps({**record, "mac": "0" * len(record["mac"])}))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for sel in sels:
+            assert proofs.lookup(sel, topo, directory=shared) is None
+    said = [str(w.message) for w in seen if w.category is ProofCacheWarning]
+    assert len(said) == 1 and "not trusted" in said[0] and "once per process" in said[0]
 
 
 def _write(path, text):

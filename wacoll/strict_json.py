@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import json
 
+from wacoll.datafile import read_text
+
 __all__ = ["loads_strict", "read_strict"]
 
 
@@ -46,10 +48,11 @@ def loads_strict(text: str, error: type):
     return json.loads(text, object_pairs_hook=no_duplicates, parse_constant=no_constant)
 
 
-def read_strict(path, error: type, what: str, max_chars: int):
-    """The data of the JSON file ``path`` (its first ``max_chars`` characters), read
-    as :func:`loads_strict` reads; raise ``error`` naming ``what`` and the file where
-    it cannot be read or is not JSON.
+def read_strict(path, error: type, what: str, max_bytes: int):
+    """The data of the JSON file ``path``, read as :func:`loads_strict` reads; raise
+    ``error`` naming ``what`` and the file where it cannot be read as text of at most
+    ``max_bytes`` bytes (:func:`wacoll.datafile.read_text`: never blocking) or is not
+    JSON.
 
     Examples
     --------
@@ -57,13 +60,9 @@ def read_strict(path, error: type, what: str, max_chars: int):
     >>> read_strict("/nonexistent.json", TuningError, "the tuning file", 100)
     Traceback (most recent call last):
     ...
-    wacoll.errors.TuningError: the tuning file /nonexistent.json cannot be read ([Errno 2] No such file or directory: '/nonexistent.json')
+    wacoll.errors.TuningError: the tuning file /nonexistent.json: no such file
     """
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read(max_chars)
-    except OSError as exc:
-        raise error(f"{what} {path} cannot be read ({exc})") from None
+    text = read_text(path, error, what, max_bytes)
     try:
         return loads_strict(text, error)
     except (ValueError, RecursionError) as exc:

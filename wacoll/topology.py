@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from wacoll.datafile import read_text
 from wacoll.errors import TopologyError
 from wacoll.strict_json import loads_strict
 
@@ -433,24 +434,8 @@ class Topology:
         path = Path(path)
         if path.suffix not in (".toml", ".json"):
             raise TopologyError(f"{path}: topology files end in .toml or .json")
-        try:
-            if not path.exists():
-                raise TopologyError(f"cannot read topology file {path}: no such file")
-            if not path.is_file():  # a FIFO or a device could block or never end
-                raise TopologyError(f"cannot read topology file {path}: not a regular "
-                                    f"file")
-            with path.open("rb") as f:
-                raw = f.read(MAX_FILE_BYTES + 1)
-        except OSError as exc:
-            raise TopologyError(f"cannot read topology file {path}: {exc}") from None
-        if len(raw) > MAX_FILE_BYTES:
-            raise TopologyError(f"{path}: the file is longer than MAX_FILE_BYTES="
-                                f"{MAX_FILE_BYTES} bytes")
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise TopologyError(f"{path}: not UTF-8 text ({exc.reason} at byte "
-                                f"{exc.start})") from None
+        # a FIFO or a device could block or never end: refused before it is read
+        text = read_text(path, TopologyError, "the topology file", MAX_FILE_BYTES)
         try:
             data = _parse(text, path.suffix)
         except TopologyError as exc:

@@ -32,7 +32,7 @@ from wacoll.errors import BufferMismatchError, WacollError
 from wacoll.mpi._fastcall import LINE_WORDS, NodeFlags
 from wacoll.mpi.engine import advance_request
 
-__all__ = ["agree", "blocking_check", "Check", "NodeCheck", "PersistentCheck",
+__all__ = ["agree", "blocking_check", "Check", "from_rank_0", "NodeCheck", "PersistentCheck",
            "Signature", "VECTOR_CHECKS", "portable_error", "rebuild_error"]
 
 #: wacoll's error classes by name, so that a fault travels between ranks as data.
@@ -171,6 +171,42 @@ def agree(comm, error, sig, info=None, *, exchange=False, validate=True):
             raise WacollError(f"the ranks disagree on the call: rank 0 has "
                               f"{sigs[0].describe()}, rank {r} has {s.describe()}")
     return [i for _, _, i in everyone]
+
+
+def from_rank_0(comm, decide, error: type, what: str):
+    """``decide()`` run on rank 0, its value given to every rank (collective).
+
+    Wherever one rank reads or decides and the others wait for its word (a tuning
+    file, a topology file, a links record, a fit), a failure there must reach the
+    waiting ranks, or they wait forever. Any exception ``decide`` raises, whatever
+    its class, is raised on every rank: a :class:`~wacoll.errors.WacollError` as
+    itself, anything else as ``error`` naming ``what`` and the cause; the message
+    starts with ``rank 0:`` on every rank alike.
+
+    Examples
+    --------
+    >>> from mpi4py import MPI
+    >>> from wacoll.errors import TuningError
+    >>> from_rank_0(MPI.COMM_SELF, lambda: 42, TuningError, "reading the file")
+    42
+    >>> from_rank_0(MPI.COMM_SELF, lambda: {}["x"], TuningError, "reading the file")
+    Traceback (most recent call last):
+    ...
+    wacoll.errors.TuningError: rank 0: reading the file failed (KeyError: 'x')
+    """
+    outcome = None
+    if comm.Get_rank() == 0:
+        try:
+            outcome = (True, decide())
+        except WacollError as exc:
+            outcome = (False, portable_error(exc))
+        except Exception as exc:  # noqa: BLE001 -- every failure reaches every rank
+            outcome = (False, portable_error(error(f"{what} failed ({type(exc).__name__}"
+                                                   f": {exc})")))
+    ok, payload = comm.bcast(outcome, root=0)
+    if not ok:
+        raise rebuild_error(0, payload)
+    return payload
 
 
 # v-variant count agreement: every rank runs the same check on the same exchanged

@@ -46,7 +46,8 @@ import numpy as np
 
 from wacoll.calibration import (DEFAULT_MIN_GAP, DEFAULT_PAIR_TOLERANCE,
                                 DEFAULT_WIDE_AREA, CalibrationReport)
-from wacoll.errors import WacollError
+from wacoll.errors import TopologyError, WacollError
+from wacoll.mpi.agreement import from_rank_0
 
 __all__ = ["calibrate", "measure", "latency_pairs", "rounds", "pingpong", "bursts"]
 
@@ -277,12 +278,10 @@ def measure(comm, *, small: int = 8, large: int = 1 << 16, reps: int = 20,
             rtt[i, j] = rtt[j, i] = t
 
     # 3. clusters (rank 0 decides; everyone gets its answer)
-    report = None
-    if rank == 0:
-        report = CalibrationReport.from_measurements(
-            rtt, None, self_rtt, min_gap=min_gap, wide_area=wide_area,
-            pair_tolerance=pair_tolerance)
-    labels = comm.bcast(None if report is None else report.clustering.labels, root=0)
+    labels = from_rank_0(comm, lambda: CalibrationReport.from_measurements(
+        rtt, None, self_rtt, min_gap=min_gap, wide_area=wide_area,
+        pair_tolerance=pair_tolerance).clustering.labels, TopologyError,
+        "clustering the measured latencies")
 
     # 4. bandwidth, one pair at a time
     members = {}
@@ -315,7 +314,8 @@ def measure(comm, *, small: int = 8, large: int = 1 << 16, reps: int = 20,
         show.show(f"bandwidth: pair {n + 1}/{len(bw_pairs)}")
     gathered = comm.gather(measured, root=0)
     elapsed = _wtime() - start
-    if rank == 0:
+
+    def fit():  # rank 0: the report of every measurement
         per_group = {}
         for part in gathered:
             for (i, j), v in part.items():
@@ -338,7 +338,9 @@ def measure(comm, *, small: int = 8, large: int = 1 << 16, reps: int = 20,
             min_gap=min_gap, wide_area=wide_area, pair_tolerance=pair_tolerance)
         show.show(f"done in {elapsed:.1f} s: {report.topology.nclusters} clusters",
                   final=True)
-    return comm.bcast(report, root=0)
+        return report
+
+    return from_rank_0(comm, fit, TopologyError, "fitting the calibration")
 
 
 def calibrate(comm, **options):

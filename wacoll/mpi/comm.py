@@ -50,7 +50,7 @@ from mpi4py import MPI
 from wacoll.errors import TopologyError, WacollError
 from wacoll.mpi import calls
 from wacoll.mpi import objects
-from wacoll.mpi.agreement import Signature, agree
+from wacoll.mpi.agreement import Signature, agree, from_rank_0
 from wacoll.mpi.argcheck import CHECK_MODES, ArgumentCheck
 from wacoll.mpi.clocks import now
 from wacoll.mpi.described import UNKEYED, describe, replay_family
@@ -817,10 +817,18 @@ class Comm(MPI.Intracomm):
         return [] if self._tuning is None else list(self._tuning.table)
 
     def write_tuning(self, path):
-        """Write the choices learned so far to ``path`` (rank 0 writes; read back
-        with ``WACOLL_TUNING``)."""
-        if self._tuning is not None and self.Get_rank() == 0:
-            self._tuning.dump(path)
+        """Write the choices learned so far to ``path`` (collective: rank 0 writes;
+        read back with ``WACOLL_TUNING``).
+
+        The file is written whole or not at all. Where it cannot be written (no
+        such folder, no permission, a full disk), every rank raises the same
+        :class:`~wacoll.errors.TuningError`, naming ``path`` and the cause.
+        """
+        self._route.usable()
+        tuning = self._tuning
+        from_rank_0(self._route.wire,
+                    lambda: tuning is None or tuning.dump(path),
+                    TuningError, f"writing the tuning file {path}")
 
     # ------------------------------------------------------------- scripts
     def _load_scripts(self, path):
@@ -848,14 +856,11 @@ LEARN_MODES = ("auto", "on", "off")
 
 def _tuning_choices(wire, path):
     """The choices of the tuning file ``path`` (read on rank 0 and shared), None
-    without one, or the TuningError every rank raises."""
+    without one, or the TuningError every rank raises (whatever failed on rank 0)."""
     if not path:
         return None
-    outcome = None
-    if wire.Get_rank() == 0:
-        try:
-            outcome = ("ok", read_tuning(path))
-        except TuningError as exc:
-            outcome = ("error", str(exc))
-    status, payload = wire.bcast(outcome, root=0)
-    return payload if status == "ok" else TuningError(payload)
+    try:
+        return from_rank_0(wire, lambda: read_tuning(path), TuningError,
+                           f"reading the tuning file {path}")
+    except WacollError as exc:
+        return exc

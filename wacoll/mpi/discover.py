@@ -107,16 +107,11 @@ def topology_from_comm(comm, *, env=None, **links) -> Topology:
     env = agreed_settings(comm) if env is None else env
     path = (env.get("WACOLL_TOPOLOGY") or "").strip()
     if path:
-        data = None
-        if comm.Get_rank() == 0:
-            try:
-                data = ("ok", Topology.from_file(path).to_dict())
-            except TopologyError as exc:
-                data = ("error", str(exc))
-        status, payload = comm.bcast(data, root=0)
-        if status == "error":
-            raise TopologyError(payload)
-        topo = Topology.from_dict(payload)
+        from wacoll.mpi.agreement import from_rank_0
+
+        topo = Topology.from_dict(from_rank_0(
+            comm, lambda: Topology.from_file(path).to_dict(), TopologyError,
+            f"reading the topology file {path}"))
         from mpi4py import MPI
 
         members = comm.allgather(MPI.COMM_WORLD.Get_rank())

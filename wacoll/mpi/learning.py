@@ -64,6 +64,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import tempfile
 from collections import OrderedDict
 
 import numpy as np
@@ -400,11 +401,20 @@ class Tuning:
         """Write the choices as a tuning file (JSON; :func:`read_tuning` reads it)."""
         rows = [{**dict(zip(_FIELDS, shape)), "family": family}
                 for shape, family in sorted(self.choices().items(), key=repr)]
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "w") as fh:
-            json.dump({"format": _FORMAT, "choices": rows}, fh, indent=1)
-            fh.write("\n")
-        os.replace(tmp, path)
+        text = json.dumps({"format": _FORMAT, "choices": rows}, indent=1) + "\n"
+        target = os.fspath(path)
+        tmp = None
+        try:  # the whole file or none: written beside the target, then renamed
+            fd, tmp = tempfile.mkstemp(prefix=".tuning-", suffix=".tmp",
+                                       dir=os.path.dirname(target) or ".")
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+            os.replace(tmp, target)
+        except OSError as exc:
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
+            raise TuningError(f"the tuning file {target} cannot be written "
+                              f"({exc.strerror or exc})") from None
 
 
 def _turn(calls, many):

@@ -57,7 +57,8 @@ from pathlib import Path
 
 import numpy as np
 
-from wacoll.errors import ConfigurationError, LinksWarning
+from wacoll.errors import ConfigurationError, LinksWarning, TopologyError
+from wacoll.mpi.agreement import from_rank_0
 from wacoll.settings import setting, switch
 from wacoll.mpi.allpairs import bursts, pingpong, rounds
 from wacoll.topology import DEFAULT_INTRA_BANDWIDTH, DEFAULT_INTRA_LATENCY, Topology
@@ -476,26 +477,27 @@ def links_for(comm, topology: Topology, mode: str = "auto", *, environ=None,
     hosts = comm.allgather(MPI.Get_processor_name())
     key = record_key(hosts, clusters)
     path = cache_dir(environ) / f"{key}.json"
-    found = None
-    if max_age is None and comm.Get_rank() == 0:
-        max_age = max_age_setting(environ)
-    if comm.Get_rank() == 0 and mode != "fresh" and not isinstance(max_age, str):
-        record = _read_record(path, key, clusters)
+
+    def look():  # rank 0: a young record, or None (measure again)
+        limit = max_age_setting(environ) if max_age is None else max_age
+        if isinstance(limit, str):  # rank 0's WACOLL_LINKS_MAX_AGE: refused everywhere
+            raise ConfigurationError(limit)
+        record = None if mode == "fresh" else _read_record(path, key, clusters)
         if isinstance(record, str):
             warnings.warn(f"wacoll: the links record {path} {record}; measuring the "
-                          f"links again", LinksWarning, stacklevel=3)
-        elif record is not None:
-            figures, when = record
-            age = time.time() - when
-            if 0 <= age < max_age:
-                found = record
-            else:
-                warnings.warn(f"wacoll: the links record {path} is {age / 3600:.1f} h "
-                              f"old (older than {max_age / 3600:g} h); measuring the "
-                              f"links again", LinksWarning, stacklevel=3)
-    found = comm.bcast(max_age if isinstance(max_age, str) else found, root=0)
-    if isinstance(found, str):  # rank 0's WACOLL_LINKS_MAX_AGE: refused everywhere
-        raise ConfigurationError(found)
+                          f"links again", LinksWarning, stacklevel=5)
+            return None
+        if record is not None:
+            age = time.time() - record[1]
+            if 0 <= age < limit:
+                return record
+            warnings.warn(f"wacoll: the links record {path} is {age / 3600:.1f} h "
+                          f"old (older than {limit / 3600:g} h); measuring the "
+                          f"links again", LinksWarning, stacklevel=5)
+        return None
+
+    found = from_rank_0(comm, look, ConfigurationError,
+                        f"reading the links record {path}")
     if found is not None:
         figures, when = found
         return _from_rank_0(comm, clusters, figures), "cached", when
@@ -512,5 +514,5 @@ def _from_rank_0(comm, clusters, figures) -> Topology:
     """The topology of ``figures``, built on rank 0 and broadcast: every rank plans
     with the very same numbers (the ``t_ini`` fit iterates in floating point, whose
     last bits may differ between machines)."""
-    return comm.bcast(measured_topology(clusters, figures)
-                      if comm.Get_rank() == 0 else None, root=0)
+    return from_rank_0(comm, lambda: measured_topology(clusters, figures),
+                       TopologyError, "fitting the measured links")

@@ -52,7 +52,7 @@ from wacoll.mpi.persistent import Prequest, Request
 from wacoll.mpi.bounded import BoundedCache
 from wacoll.mpi.plancall import PlanCalls, buffer_places, kept_alive, replayable
 from wacoll.mpi.startcall import StartedCall, StartedTask
-from wacoll.mpi.engine import engine, require_threads
+from wacoll.mpi.engine import Naps, engine, require_threads
 from wacoll.mpi.task import CallTask, NativeWork, StartOrder
 from wacoll.plans.select import NATIVE
 
@@ -117,6 +117,9 @@ class Route:
         # slots of failed non-blocking calls, with their buffers (never reused)
         self.abandoned_calls = []
         self.seq = 0
+        #: The progress engine's entries of the non-blocking calls started, until
+        #: seen complete (:meth:`free` completes them first).
+        self.in_flight = []
         #: The order the library's collectives start in when checks come first.
         self.start_order = StartOrder()
         self.broken = None
@@ -247,8 +250,7 @@ class Route:
                         else desc.prepared.finish,
                         on_failure=self.retire if mode == "call" else self._stopped)
         if mode == "start":
-            grequest, entry = engine().submit(task)
-            return Request(grequest, entry, collective_name(desc.op, mode))
+            return self._submitted(task, collective_name(desc.op, mode))
         if desc.shape is not None:
             self._timed(functools.partial(task.advance, block=True))
         else:
@@ -265,8 +267,17 @@ class Route:
         self.ran(call.plan, call.family, route, reason)
         task = StartedTask(slot, call, self._stopped, self.stop, self.abandoned_calls,
                            args)
+        return self._submitted(task, collective_name(call.op, "start"))
+
+    def _submitted(self, task, name):
+        """Hand a started non-blocking call to the progress engine: its request,
+        its entry kept until it completes (:meth:`free` waits for it)."""
         grequest, entry = engine().submit(task)
-        return Request(grequest, entry, collective_name(call.op, "start"))
+        in_flight = self.in_flight
+        if len(in_flight) >= 64:  # forget the completed ones
+            in_flight[:] = [e for e in in_flight if not e.done]
+        in_flight.append(entry)
+        return Request(grequest, entry, name)
 
     def _startable(self, desc, exe):
         """The compiled form of a non-blocking call read afresh (recorded under its
@@ -459,9 +470,22 @@ class Route:
         self.broken_everywhere = agreed
 
     def free(self):
-        """Free the wire and the cluster communicator (twice is harmless)."""
+        """Free the wire and the cluster communicator (twice is harmless).
+
+        As ``MPI_Comm_free`` does, the calls still in flight complete normally
+        first, each with its result (or its error, raised by its request's
+        ``Wait``): a non-blocking call's messages travel on the wire, which must
+        outlive them.
+        """
         if self.wire is None:
             return
+        for entry in self.in_flight:
+            if entry.task.compiled:
+                engine().finish(entry)  # in this thread
+            naps = Naps()
+            while not entry.done:  # the engine's thread advances it
+                naps.sleep()
+        self.in_flight = []
         if self.wire not in self.abandoned:
             self.wire.Free()
         if self.cluster is not None and self.cluster not in self.abandoned:

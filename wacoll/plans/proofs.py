@@ -113,7 +113,7 @@ from wacoll.settings import setting
 __all__ = ["ENV", "KEY_ENV", "FORMAT", "Proof", "cache_dir", "key_path", "proof_key",
            "plan_key", "plan_digest", "program_digest", "report_digest",
            "report_from_fields", "signed_record",
-           "lookup", "claimed", "store", "prove", "build_proved"]
+           "lookup", "claimed", "store", "prove", "build_proved", "forget_warnings"]
 
 #: The environment variable that places the cache or turns it off.
 ENV = "WACOLL_PROOF_CACHE"
@@ -141,6 +141,12 @@ _OTHERS_READ_WRITE = stat.S_IRGRP | stat.S_IWGRP | stat.S_IROTH | stat.S_IWOTH
 #: Messages of the warnings already given about a refused folder or key: each is
 #: given once per process, not once per plan.
 _WARNED: set = set()
+
+
+def forget_warnings():
+    """Forget the warnings given so far: each is given once more (a test's, or a
+    long-lived process's, fresh start)."""
+    _WARNED.clear()
 
 
 def _warn_once(message, stacklevel=3):
@@ -638,8 +644,10 @@ def _lookup(cache, selection, topology, seen=None) -> Proof | None:
             raise ValueError("the report does not match its digest")
         if report.op != selection.op:
             raise ValueError("the report is of another operation")
-    except ProofRecordUntrusted as exc:
-        ignore(f"proof cache file {path} is not trusted ({exc}); ignored")
+    except ProofRecordUntrusted as exc:  # every such record alike: said once
+        _warn_once(f"proof cache files in {cache.path} are not trusted ({exc}); "
+                   f"they are ignored, and their plans proved again (said once per "
+                   f"process)", stacklevel=4)
         return None
     except (ValueError, UnicodeDecodeError, TypeError, RecursionError) as exc:
         ignore(f"proof cache file {path} is not a valid proof ({exc}); ignored")

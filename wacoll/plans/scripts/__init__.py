@@ -154,6 +154,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from wacoll.datafile import read_text
 from wacoll.errors import ScriptError
 from wacoll.plans.scripts.fields import MAX_SIZE
 from wacoll.plans.scripts.json_plan import read_json, to_json
@@ -267,21 +268,9 @@ def parse_script(text: str, *, max_cells: int | None = None) -> RankScript:
 
 
 def _read_text(path):
-    """The text of a plan file: a regular file of UTF-8, at most MAX_CHARS + 1
-    characters read (so a longer one is refused by the reader, not read whole)."""
-    path = Path(path)
-    try:
-        if not path.exists():
-            raise ScriptError(f"{path}: no such file")
-        if not path.is_file():  # a FIFO or device could block or never end
-            raise ScriptError(f"{path}: not a regular file")
-        with path.open("r", encoding="utf-8", newline="") as f:
-            text = f.read(MAX_CHARS + 1)
-    except UnicodeDecodeError as e:
-        raise ScriptError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    except OSError as e:
-        raise ScriptError(f"{path}: cannot read the file ({e.strerror or e})") from None
-    return text
+    """The text of a plan file: a regular file of UTF-8 of at most MAX_CHARS bytes
+    (a longer one is refused, not read whole)."""
+    return read_text(path, ScriptError, "the plan file", MAX_CHARS)
 
 
 def from_rank_scripts(source, *, op: str | None = None, size: int | None = None,
