@@ -157,8 +157,10 @@ def load_text():
         E.g. ``"load average 1.52, 1.20, 0.80 (1, 5, 15 min) on 2 cores"``.
     """
     one, five, fifteen = os.getloadavg()
-    return (f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} (1, 5, 15 min) on "
-            f"{os.cpu_count()} cores")
+    return (
+        f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} (1, 5, 15 min) on "
+        f"{os.cpu_count()} cores"
+    )
 
 
 def median(values):
@@ -346,9 +348,14 @@ def goal_band(ax, lo, hi, goal):
         The band's half-width, relative (0.15: within 15 %); its legend label says it.
     """
     ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
-    ax.fill_between([lo, hi], [lo * (1 - goal), hi * (1 - goal)],
-                    [lo * (1 + goal), hi * (1 + goal)], color="g", alpha=0.15,
-                    label=f"within {goal:.0%}")
+    ax.fill_between(
+        [lo, hi],
+        [lo * (1 - goal), hi * (1 - goal)],
+        [lo * (1 + goal), hi * (1 + goal)],
+        color="g",
+        alpha=0.15,
+        label=f"within {goal:.0%}",
+    )
     ax.set_xscale("log")
     ax.set_yscale("log")
 

@@ -25,13 +25,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _harness import RESULTS, Report, failure, human, median, write_csv
-
 from wacoll import Topology
 
+from _harness import RESULTS, Report, failure, human, median, write_csv
+
 PAIRS = {(0, 1): (0.004, 4e6), (0, 2): (0.008, 4e6), (1, 2): (0.016, 2e6)}
-CASES = [("barrier", 0), ("bcast", 8), ("bcast", 65536), ("allreduce", 8),
-         ("allreduce", 16384), ("allgather", 4096)]
+CASES = [
+    ("barrier", 0),
+    ("bcast", 8),
+    ("bcast", 65536),
+    ("allreduce", 8),
+    ("allreduce", 16384),
+    ("allgather", 4096),
+]
 FAMILIES = ("magpie", "mpich")
 LEVEL = "associative"
 
@@ -39,8 +45,11 @@ LEVEL = "associative"
 def configured_topology() -> Topology:
     """The testbed's topology: clusters [0, 1], [2], [3, 4, 5]; per-pair links."""
     return Topology.from_clusters(
-        [[0, 1], [2], [3, 4, 5]], wan_latency=0.01, wan_bandwidth=4e6,
-        wan_pairs={**PAIRS, **{(b, a): v for (a, b), v in PAIRS.items()}})
+        [[0, 1], [2], [3, 4, 5]],
+        wan_latency=0.01,
+        wan_bandwidth=4e6,
+        wan_pairs={**PAIRS, **{(b, a): v for (a, b), v in PAIRS.items()}},
+    )
 
 
 def predicted(topology, op, nbytes, family):
@@ -53,8 +62,13 @@ def predicted(topology, op, nbytes, family):
     else:
         itemsize = 8 if nbytes % 8 == 0 else 1
         level = LEVEL if op in ("reduce", "allreduce") else None
-        call = Call(op, count=nbytes // itemsize, itemsize=itemsize, level=level,
-                    root=0 if op in ("bcast", "reduce") else None)
+        call = Call(
+            op,
+            count=nbytes // itemsize,
+            itemsize=itemsize,
+            level=level,
+            root=0 if op in ("bcast", "reduce") else None,
+        )
     plan = select(call, topology, family=family).build(topology)
     return simulate(plan, LinkModel(topology)).completion
 
@@ -75,25 +89,59 @@ def main(argv=None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-calibrate-"))
     given, found = work / "configured.toml", work / "calibrated.toml"
     topo.save(given)
-    spec = {"reps": 3 if args.quick else 9, "cases": [
-        {"label": f"{op} {human(n)}", "op": op, "bytes": n, "level": LEVEL,
-         "impls": list(FAMILIES)} for op, n in CASES]}
+    spec = {
+        "reps": 3 if args.quick else 9,
+        "cases": [
+            {
+                "label": f"{op} {human(n)}",
+                "op": op,
+                "bytes": n,
+                "level": LEVEL,
+                "impls": list(FAMILIES),
+            }
+            for op, n in CASES
+        ],
+    }
     (work / "cases.json").write_text(json.dumps(spec))
     try:
         with Testbed(topo, name="benchcal", netem="relay") as tb:
-            run = tb.run([sys.executable, "-m", "wacoll.cli", "calibrate", "--out",
-                          str(found), "--compare", str(given), "--no-progress",
-                          "--heatmap", str(RESULTS / "calibrate_heatmap.png")],
-                         timeout=300, cwd=work)
+            run = tb.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "wacoll.cli",
+                    "calibrate",
+                    "--out",
+                    str(found),
+                    "--compare",
+                    str(given),
+                    "--no-progress",
+                    "--heatmap",
+                    str(RESULTS / "calibrate_heatmap.png"),
+                ],
+                timeout=300,
+                cwd=work,
+            )
             if not run.ok:
                 say(f"calibration failed ({failure(run)}):\n{run.stderr[-2000:]}")
                 return 1
-            say("$ wacoll testbed run -- wacoll calibrate --out calibrated.toml "
-                "--compare configured.toml")
+            say(
+                "$ wacoll testbed run -- wacoll calibrate --out calibrated.toml "
+                "--compare configured.toml"
+            )
             say(run.stdout.rstrip())
-            run = tb.run([sys.executable, "-m", "wacoll.tools.measure", str(work / "cases.json"),
-                          str(work / "measured.json")], timeout=900, cwd=work,
-                         env={"WACOLL_TOPOLOGY": str(found)})
+            run = tb.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "wacoll.tools.measure",
+                    str(work / "cases.json"),
+                    str(work / "measured.json"),
+                ],
+                timeout=900,
+                cwd=work,
+                env={"WACOLL_TOPOLOGY": str(found)},
+            )
             if not run.ok:
                 say(f"measurement failed ({failure(run)}):\n{run.stderr[-2000:]}")
                 return 1
@@ -104,22 +152,36 @@ def main(argv=None) -> int:
     measured = json.loads((work / "measured.json").read_text())
     rows = []
     say("")
-    say(f"{'case':18s}{'family':8s}{'measured':>11s}{'calibrated':>12s}{'ratio':>7s}"
-        f"{'configured':>12s}{'ratio':>7s}")
+    say(
+        f"{'case':18s}{'family':8s}{'measured':>11s}{'calibrated':>12s}{'ratio':>7s}"
+        f"{'configured':>12s}{'ratio':>7s}"
+    )
     for op, n in CASES:
         label = f"{op} {human(n)}"
         for fam in FAMILIES:
             times = [t for t in measured[label]["times"][fam] if t is not None]
             m = median(times)
             pc, pg = predicted(calibrated, op, n, fam), predicted(topo, op, n, fam)
-            rows.append({"case": label, "family": fam, "measured_s": m,
-                         "calibrated_s": pc, "ratio_calibrated": pc / m,
-                         "configured_s": pg, "ratio_configured": pg / m})
-            say(f"{label:18s}{fam:8s}{m * 1e3:9.2f} ms{pc * 1e3:9.2f} ms{pc / m:7.2f}"
-                f"{pg * 1e3:9.2f} ms{pg / m:7.2f}")
+            rows.append(
+                {
+                    "case": label,
+                    "family": fam,
+                    "measured_s": m,
+                    "calibrated_s": pc,
+                    "ratio_calibrated": pc / m,
+                    "configured_s": pg,
+                    "ratio_configured": pg / m,
+                }
+            )
+            say(
+                f"{label:18s}{fam:8s}{m * 1e3:9.2f} ms{pc * 1e3:9.2f} ms{pc / m:7.2f}"
+                f"{pg * 1e3:9.2f} ms{pg / m:7.2f}"
+            )
     ratios = sorted(r["ratio_calibrated"] for r in rows)
-    say(f"\nmedian ratio predicted/measured from the calibrated topology: "
-        f"{ratios[len(ratios) // 2]:.2f} (range {ratios[0]:.2f}..{ratios[-1]:.2f})")
+    say(
+        f"\nmedian ratio predicted/measured from the calibrated topology: "
+        f"{ratios[len(ratios) // 2]:.2f} (range {ratios[0]:.2f}..{ratios[-1]:.2f})"
+    )
     write_csv(RESULTS / f"calibrate{suffix}.csv", list(rows[0]), rows)
     say.write(RESULTS / f"calibrate{suffix}.txt")
     return 0

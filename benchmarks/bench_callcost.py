@@ -61,8 +61,10 @@ def _cases(np, MPI, wacoll, world, comm):
         # that gives options is read afresh each time: not what the fit is for)
         cut = wacoll.Comm(world, family="mpich", segment_size=size_of)
         cases[f"mpich bcast, segments of {size_of} B"] = (
-            "plan", lambda c=cut: c.Bcast(long, root=0),
-            ("bcast", 16, "mpich", Policy(segment_size=size_of)))
+            "plan",
+            lambda c=cut: c.Bcast(long, root=0),
+            ("bcast", 16, "mpich", Policy(segment_size=size_of)),
+        )
     send, out = np.full(1, rank + 1.0), np.zeros(1)
     every, blocks = np.zeros(size), np.ones(size)
     for op in SHORT_OPS:
@@ -75,10 +77,14 @@ def _cases(np, MPI, wacoll, world, comm):
                 fn = lambda f=family: comm.Allgather(send, every, family=f)
             else:
                 fn = lambda f=family: comm.Alltoall(blocks, every, family=f)
-            kind, modelled = ("library", "modern") if family == "native" else \
-                ("plan", family)
-            cases[f"{family} {op.lower()} 8 B"] = (kind, fn,
-                                                   (op.lower(), 1, modelled, Policy()))
+            kind, modelled = (
+                ("library", "modern") if family == "native" else ("plan", family)
+            )
+            cases[f"{family} {op.lower()} 8 B"] = (
+                kind,
+                fn,
+                (op.lower(), 1, modelled, Policy()),
+            )
     return cases
 
 
@@ -95,13 +101,15 @@ def _worker(repeats, seconds):
     comm = wacoll.Comm(world)
     cases = _cases(np, MPI, wacoll, world, comm)
     messages = {}
-    for name, (kind, fn, (op, count, family, policy)) in cases.items():
+    for name, (_kind, fn, (op, count, family, policy)) in cases.items():
         for _ in range(3):  # warm: plans built, proved, compiled, recorded
             fn()
-        call = Call(op, count=count, itemsize=8,
-                    root=0 if op in ("bcast", "reduce") else None)
-        plan = select(call, comm.network, family=family,
-                      policy=policy).build(comm.network)
+        call = Call(
+            op, count=count, itemsize=8, root=0 if op in ("bcast", "reduce") else None
+        )
+        plan = select(call, comm.network, family=family, policy=policy).build(
+            comm.network
+        )
         messages[name] = critical_messages(plan)
     world.Barrier()
     start = time.perf_counter()
@@ -111,7 +119,7 @@ def _worker(repeats, seconds):
     names = list(cases)
     times = {name: [] for name in names}
     for r in range(repeats):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             fn = cases[name][1]
             world.Barrier()
             t0 = time.perf_counter()
@@ -119,9 +127,16 @@ def _worker(repeats, seconds):
                 fn()
             per_call = (time.perf_counter() - t0) / batch
             times[name].append(world.allreduce(per_call, op=MPI.MAX))
-    rows = [{"case": name, "kind": cases[name][0], "messages": messages[name],
-             "seconds": statistics.median(times[name]), "calls_per_batch": batch}
-            for name in names]
+    rows = [
+        {
+            "case": name,
+            "kind": cases[name][0],
+            "messages": messages[name],
+            "seconds": statistics.median(times[name]),
+            "calls_per_batch": batch,
+        }
+        for name in names
+    ]
     if rank == 0:
         print("RESULT " + json.dumps(rows))
 
@@ -129,8 +144,9 @@ def _worker(repeats, seconds):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=9)
-    parser.add_argument("--seconds", type=float, default=0.03,
-                        help="target time of one batch of calls")
+    parser.add_argument(
+        "--seconds", type=float, default=0.03, help="target time of one batch of calls"
+    )
     parser.add_argument("--out", default=str(RESULTS / "callcost.json"))
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -139,38 +155,69 @@ def main(argv=None):
         return 0
     from wacoll.plans.callcost import as_json, fit_call_costs
 
-    cmd = [mpiexec(), "-n", "2", sys.executable, __file__, "--worker",
-           "--repeats", str(args.repeats), "--seconds", str(args.seconds)]
-    proc = subprocess.run(cmd, capture_output=True, text=True,
-                          env=worker_env(2, halves=True), timeout=1800)
+    cmd = [
+        mpiexec(),
+        "-n",
+        "2",
+        sys.executable,
+        __file__,
+        "--worker",
+        "--repeats",
+        str(args.repeats),
+        "--seconds",
+        str(args.seconds),
+    ]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env=worker_env(2, halves=True), timeout=1800
+    )
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if proc.returncode or line is None:
         print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
         return 1
-    rows = json.loads(line[len("RESULT "):])
+    rows = json.loads(line[len("RESULT ") :])
     costs = fit_call_costs((r["kind"], r["messages"], r["seconds"]) for r in rows)
     command = "python benchmarks/bench_callcost.py " + " ".join(
-        argv if argv is not None else sys.argv[1:])
-    print("Per-call time with no network, 2 ranks as 2 declared clusters, us "
-          f"(median of {args.repeats} interleaved batches; slowest rank)")
+        argv if argv is not None else sys.argv[1:]
+    )
+    print(
+        "Per-call time with no network, 2 ranks as 2 declared clusters, us "
+        f"(median of {args.repeats} interleaved batches; slowest rank)"
+    )
     print(f"command: {command}")
     print(f"{'case':34} {'kind':8} {'messages':>8} {'us':>8} {'fitted':>8}")
     for r in rows:
-        fitted = costs.plan(r["messages"]) if r["kind"] == "plan" else \
-            costs.library(r["messages"])
-        print(f"{r['case']:34} {r['kind']:8} {r['messages']:8g} "
-              f"{r['seconds'] * 1e6:8.2f} {fitted * 1e6:8.2f}")
-    print(f"fitted: plan {costs.plan_call * 1e6:.2f} us + {costs.plan_message * 1e6:.2f} "
-          f"us per message; library {costs.library_call * 1e6:.2f} us + "
-          f"{costs.library_message * 1e6:.2f} us per message")
+        fitted = (
+            costs.plan(r["messages"])
+            if r["kind"] == "plan"
+            else costs.library(r["messages"])
+        )
+        print(
+            f"{r['case']:34} {r['kind']:8} {r['messages']:8g} "
+            f"{r['seconds'] * 1e6:8.2f} {fitted * 1e6:8.2f}"
+        )
+    print(
+        f"fitted: plan {costs.plan_call * 1e6:.2f} us + {costs.plan_message * 1e6:.2f} "
+        f"us per message; library {costs.library_call * 1e6:.2f} us + "
+        f"{costs.library_message * 1e6:.2f} us per message"
+    )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     import wacoll
 
-    out.write_text(as_json(costs, command=command, ranks=2,
-                           library=_library_name(), wacoll=wacoll.__version__))
-    write_csv(out.with_suffix(".csv"), ["case", "kind", "messages", "seconds",
-                                        "calls_per_batch"], rows)
+    out.write_text(
+        as_json(
+            costs,
+            command=command,
+            ranks=2,
+            library=_library_name(),
+            wacoll=wacoll.__version__,
+        )
+    )
+    write_csv(
+        out.with_suffix(".csv"),
+        ["case", "kind", "messages", "seconds", "calls_per_batch"],
+        rows,
+    )
     print(f"wrote {out} and {out.with_suffix('.csv')}")
     return 0
 

@@ -62,57 +62,130 @@ from pathlib import Path
 
 import numpy as np
 
-from _harness import (RESULTS, ROOT, Report, command_line, human, load1, parse_size, pyplot,
-                      repo_path, save_figure, write_csv)
+from _harness import (
+    RESULTS,
+    ROOT,
+    Report,
+    command_line,
+    human,
+    load1,
+    parse_size,
+    pyplot,
+    repo_path,
+    save_figure,
+    write_csv,
+)
 
 sys.path.append(str(Path(__file__).resolve().parent / "apps"))  # this program's MPI side
 from _rankside import abort_on_error, idle_barrier, import_wacoll, round_trips  # noqa: E402
 
 OPS = ("Bcast", "Reduce", "Allreduce", "Allgather")
-DEFAULT_SIZES = (8, 64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20,
-                 4 << 20, 16 << 20, 64 << 20)
+DEFAULT_SIZES = (
+    8,
+    64,
+    256,
+    1 << 10,
+    4 << 10,
+    16 << 10,
+    64 << 10,
+    256 << 10,
+    1 << 20,
+    4 << 20,
+    16 << 20,
+    64 << 20,
+)
 QUICK_SIZES = (8, 64 << 10, 1 << 20)
 SUMMARY_SIZES = (8, 64 << 10, 1 << 20, 64 << 20)
 GOAL_FROM, GOAL_RATIO = 1 << 20, 1.5
 ITEMSIZE = 8  # float64
 MMAP_MAX = 32 << 20  # glibc maps arrays this big afresh on every allocation
-FIELDS = ["op", "bytes", "count", "ranks", "config", "plan", "reps", "native_us",
-          "wacoll_us",
-          "ratio", "native_min_us", "wacoll_min_us", "native_p75_us", "wacoll_p75_us",
-          "ok", "load1", "command"]
+FIELDS = [
+    "op",
+    "bytes",
+    "count",
+    "ranks",
+    "config",
+    "plan",
+    "reps",
+    "native_us",
+    "wacoll_us",
+    "ratio",
+    "native_min_us",
+    "wacoll_min_us",
+    "native_p75_us",
+    "wacoll_p75_us",
+    "ok",
+    "load1",
+    "command",
+]
 
 
 # ------------------------------------------------------------------ arguments
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", type=lambda s: [parse_size(x) for x in s.split(",") if x],
-                   help="comma-separated message sizes in bytes per rank (8,1K,4M,...); "
-                        "rounded down to whole float64 elements")
-    p.add_argument("--ops", type=lambda s: [x for x in s.split(",") if x],
-                   help="comma-separated operations: " + ",".join(OPS))
-    p.add_argument("--reps", type=int, default=200,
-                   help="most repetitions per size (fewer for large sizes; default 200)")
-    p.add_argument("--min-reps", type=int, default=5,
-                   help="fewest repetitions per size, whatever the budget (default 5)")
-    p.add_argument("--budget", type=float, default=150.0,
-                   help="seconds for the timed sweep, shared out over the sizes "
-                        "(default 150; the analysis adds ~20-40 s)")
+    p.add_argument(
+        "--sizes",
+        type=lambda s: [parse_size(x) for x in s.split(",") if x],
+        help="comma-separated message sizes in bytes per rank (8,1K,4M,...); "
+        "rounded down to whole float64 elements",
+    )
+    p.add_argument(
+        "--ops",
+        type=lambda s: [x for x in s.split(",") if x],
+        help="comma-separated operations: " + ",".join(OPS),
+    )
+    p.add_argument(
+        "--reps",
+        type=int,
+        default=200,
+        help="most repetitions per size (fewer for large sizes; default 200)",
+    )
+    p.add_argument(
+        "--min-reps",
+        type=int,
+        default=5,
+        help="fewest repetitions per size, whatever the budget (default 5)",
+    )
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=150.0,
+        help="seconds for the timed sweep, shared out over the sizes "
+        "(default 150; the analysis adds ~20-40 s)",
+    )
     p.add_argument("--family", help="wacoll plan family (default: wacoll's choice)")
-    p.add_argument("--clusters", type=lambda s: [int(x) for x in s.split(",")],
-                   help="explicit topology as cluster sizes, e.g. 2,2 (default: "
-                        "discovered, one cluster per node)")
-    p.add_argument("--segment-size", type=lambda t: 0 if t.strip() == "0" else parse_size(t),
-                   help="wacoll.Comm(segment_size=...) for the sweep (0: never cut; "
-                        "default: wacoll's)")
-    p.add_argument("--level", choices=("strict", "associative", "commutative"),
-                   help="wacoll.Comm(level=...) (default: wacoll's, strict); the data "
-                        "are small integers, exact at every level")
-    p.add_argument("--quick", action="store_true",
-                   help=f"smoke run: sizes {','.join(human(s) for s in QUICK_SIZES)}, "
-                        "few repetitions, short analysis")
-    p.add_argument("--wait-idle", type=float, default=0.0, metavar="SECONDS",
-                   help="first wait up to SECONDS for the machine to be idle (other jobs "
-                        "using < 10%% of the CPUs for 3 s); default: do not wait")
+    p.add_argument(
+        "--clusters",
+        type=lambda s: [int(x) for x in s.split(",")],
+        help="explicit topology as cluster sizes, e.g. 2,2 (default: "
+        "discovered, one cluster per node)",
+    )
+    p.add_argument(
+        "--segment-size",
+        type=lambda t: 0 if t.strip() == "0" else parse_size(t),
+        help="wacoll.Comm(segment_size=...) for the sweep (0: never cut; "
+        "default: wacoll's)",
+    )
+    p.add_argument(
+        "--level",
+        choices=("strict", "associative", "commutative"),
+        help="wacoll.Comm(level=...) (default: wacoll's, strict); the data "
+        "are small integers, exact at every level",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"smoke run: sizes {','.join(human(s) for s in QUICK_SIZES)}, "
+        "few repetitions, short analysis",
+    )
+    p.add_argument(
+        "--wait-idle",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="first wait up to SECONDS for the machine to be idle (other jobs "
+        "using < 10%% of the CPUs for 3 s); default: do not wait",
+    )
     p.add_argument("--no-analysis", action="store_true", help="skip the analysis")
     p.add_argument("--no-write", action="store_true", help="write no result files")
     args = p.parse_args(argv)
@@ -137,11 +210,26 @@ def git_revision():
     import subprocess
 
     try:
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain",
-                                "--untracked-files=no", "wacoll"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(ROOT),
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "wacoll",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "(unknown revision)"
     return f"{head or '?'}{' + uncommitted changes' if dirty else ''}"
@@ -236,8 +324,11 @@ def used_plan(wc, op):
 def plan_label(plan):
     if plan is None:
         return "native (MPI library)"
-    seg = f" ({plan.nblocks} blocks)" if plan.op in ("bcast", "reduce", "allreduce") \
-        and plan.nblocks > 1 else ""
+    seg = (
+        f" ({plan.nblocks} blocks)"
+        if plan.op in ("bcast", "reduce", "allreduce") and plan.nblocks > 1
+        else ""
+    )
     return f"{plan.family}/{plan.algorithm}{seg}"
 
 
@@ -246,8 +337,12 @@ def busy_neighbours():
     import subprocess
 
     try:
-        ps = subprocess.run(["ps", "-eo", "pid,ppid,pcpu,comm", "--sort=-pcpu"],
-                            capture_output=True, text=True, timeout=5).stdout
+        ps = subprocess.run(
+            ["ps", "-eo", "pid,ppid,pcpu,comm", "--sort=-pcpu"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     mine = {os.getpid(), os.getppid()}
@@ -261,10 +356,12 @@ def busy_neighbours():
 
 def cpu_idle_fraction(interval=1.0):
     """Fraction of CPU time idle over ``interval`` seconds (Linux /proc/stat)."""
+
     def sample():
         with open("/proc/stat") as fh:
             fields = [int(x) for x in fh.readline().split()[1:]]
         return fields[3] + fields[4], sum(fields)  # idle + iowait, total
+
     idle0, total0 = sample()
     time.sleep(interval)
     idle1, total1 = sample()
@@ -273,6 +370,7 @@ def cpu_idle_fraction(interval=1.0):
 
 def wait_idle(world, seconds):
     """Rank 0 waits up to ``seconds`` for 3 idle seconds in a row; the others sleep."""
+
     def rank0():
         end = time.perf_counter() + seconds
         streak = 0
@@ -285,6 +383,7 @@ def wait_idle(world, seconds):
             if streak >= 3:
                 return True
         return False
+
     return idle_until(world, rank0)
 
 
@@ -336,7 +435,8 @@ def interleaved(world, calls, reps):
 def values(count, rank, salt=0):
     """float64 small integers: every summation order gives the same bits."""
     return ((np.arange(count, dtype=np.int64) * 7 + rank * 13 + salt) % 1021).astype(
-        np.float64)
+        np.float64
+    )
 
 
 class Case:
@@ -376,8 +476,9 @@ class Case:
             raise ValueError(opname)
         call = calls[0]
         self.native = lambda: call(native, self.outputs[0])
-        self.wacolls = [(lambda c=c, o=o: call(c, o))
-                        for c, o in zip(wcs, self.outputs[1:])]
+        self.wacolls = [
+            (lambda c=c, o=o: call(c, o)) for c, o in zip(wcs, self.outputs[1:])
+        ]
 
     def check(self, world):
         """Run each once on fresh outputs; per wacoll communicator, True on every rank
@@ -414,8 +515,11 @@ def sweep(args, world, native, comms, out):
     rows = []
     # warm up the code paths, the MPI connections and the CPU clock before timing
     warm = [Case(op, 1, world, native, wcs) for op in args.ops]
-    interleaved(world, [c for case in warm for c in (case.native, *case.wacolls)],
-                20 if args.quick else 100)
+    interleaved(
+        world,
+        [c for case in warm for c in (case.native, *case.wacolls)],
+        20 if args.quick else 100,
+    )
     del warm
     start = time.perf_counter()
     for i, (opname, nbytes) in enumerate(points):
@@ -438,21 +542,35 @@ def sweep(args, world, native, comms, out):
         nat = worst[:, 0]
         for j, (config, _) in enumerate(comms):
             wac = worst[:, j + 1]
-            row = {"op": opname, "bytes": count * ITEMSIZE, "count": count, "ranks": P,
-                   "config": config, "plan": labels[j], "reps": reps,
-                   "native_us": float(np.median(nat)), "wacoll_us": float(np.median(wac)),
-                   "native_min_us": float(nat.min()), "wacoll_min_us": float(wac.min()),
-                   "native_p75_us": float(np.percentile(nat, 75)),
-                   "wacoll_p75_us": float(np.percentile(wac, 75)),
-                   "ok": oks[j], "load1": load1(), "command": args.command}
+            row = {
+                "op": opname,
+                "bytes": count * ITEMSIZE,
+                "count": count,
+                "ranks": P,
+                "config": config,
+                "plan": labels[j],
+                "reps": reps,
+                "native_us": float(np.median(nat)),
+                "wacoll_us": float(np.median(wac)),
+                "native_min_us": float(nat.min()),
+                "wacoll_min_us": float(wac.min()),
+                "native_p75_us": float(np.percentile(nat, 75)),
+                "wacoll_p75_us": float(np.percentile(wac, 75)),
+                "ok": oks[j],
+                "load1": load1(),
+                "command": args.command,
+            }
             row["ratio"] = row["wacoll_us"] / row["native_us"]
             rows.append(row)
             if world.rank == 0:
-                print(f"  {opname:<10}{human(count * ITEMSIZE):>9}  native "
-                      f"{row['native_us']:>11.1f} us  {config} {row['wacoll_us']:>11.1f} us"
-                      f"  x{row['ratio']:.2f}  reps {reps}"
-                      f"{'' if oks[j] else '  RESULT MISMATCH'}", file=sys.stderr,
-                      flush=True)
+                print(
+                    f"  {opname:<10}{human(count * ITEMSIZE):>9}  native "
+                    f"{row['native_us']:>11.1f} us  {config} {row['wacoll_us']:>11.1f} us"
+                    f"  x{row['ratio']:.2f}  reps {reps}"
+                    f"{'' if oks[j] else '  RESULT MISMATCH'}",
+                    file=sys.stderr,
+                    flush=True,
+                )
         del case
     order = {op: i for i, op in enumerate(args.ops)}
     configs = {c: i for i, (c, _) in enumerate(comms)}
@@ -461,23 +579,34 @@ def sweep(args, world, native, comms, out):
 
 def table(rows, out):
     for config in dict.fromkeys(r["config"] for r in rows):
-        out(f"wacoll configuration: {config}"
-            + ("  (wacoll.Comm(MPI.COMM_WORLD), no options, as the README)"
-               if config == "default" else ""))
+        out(
+            f"wacoll configuration: {config}"
+            + (
+                "  (wacoll.Comm(MPI.COMM_WORLD), no options, as the README)"
+                if config == "default"
+                else ""
+            )
+        )
         table_of([r for r in rows if r["config"] == config], out)
         out()
-    out("(times: median over repetitions of the max over ranks; 'min ratio': ratio of "
-        "the fastest repetitions, less sensitive to load)")
+    out(
+        "(times: median over repetitions of the max over ranks; 'min ratio': ratio of "
+        "the fastest repetitions, less sensitive to load)"
+    )
 
 
 def table_of(rows, out):
-    out(f"{'op':<10} {'bytes':>9} {'native us':>11} {'wacoll us':>11} {'ratio':>7} "
-        f"{'min ratio':>9} {'reps':>5}  ok   wacoll plan")
+    out(
+        f"{'op':<10} {'bytes':>9} {'native us':>11} {'wacoll us':>11} {'ratio':>7} "
+        f"{'min ratio':>9} {'reps':>5}  ok   wacoll plan"
+    )
     for r in rows:
-        out(f"{r['op']:<10} {human(r['bytes']):>9} {r['native_us']:>11.1f} "
+        out(
+            f"{r['op']:<10} {human(r['bytes']):>9} {r['native_us']:>11.1f} "
             f"{r['wacoll_us']:>11.1f} {r['ratio']:>7.2f} "
             f"{r['wacoll_min_us'] / r['native_min_us']:>9.2f} {r['reps']:>5}  "
-            f"{'yes' if r['ok'] else 'NO ':<4} {r['plan']}")
+            f"{'yes' if r['ok'] else 'NO ':<4} {r['plan']}"
+        )
 
 
 def summary(rows, out):
@@ -490,22 +619,32 @@ def summary_of(rows, config, out):
     ops = list(dict.fromkeys(r["op"] for r in rows))
     sizes = [s for s in SUMMARY_SIZES if any((op, s) in by for op in ops)]
     out(f"ratio wacoll/native at selected sizes, configuration {config}:")
-    out(f"{'op':<10}" + "".join(f"{human(s):>10}" for s in sizes) +
-        f"{'8 B overhead':>16}   goal (<= {GOAL_RATIO}x from {human(GOAL_FROM)})")
+    out(
+        f"{'op':<10}"
+        + "".join(f"{human(s):>10}" for s in sizes)
+        + f"{'8 B overhead':>16}   goal (<= {GOAL_RATIO}x from {human(GOAL_FROM)})"
+    )
     for op in ops:
-        cells = "".join(f"{by[(op, s)]['ratio']:>10.2f}" if (op, s) in by else f"{'-':>10}"
-                        for s in sizes)
+        cells = "".join(
+            f"{by[(op, s)]['ratio']:>10.2f}" if (op, s) in by else f"{'-':>10}"
+            for s in sizes
+        )
         small = min((r for r in rows if r["op"] == op), key=lambda r: r["bytes"])
         over = small["wacoll_us"] - small["native_us"]
         big = [r for r in rows if r["op"] == op and r["bytes"] >= GOAL_FROM]
         if big:
             worst = max(big, key=lambda r: r["ratio"])
-            goal = ("met" if worst["ratio"] <= GOAL_RATIO else
-                    f"missed (worst x{worst['ratio']:.2f} at {human(worst['bytes'])})")
+            goal = (
+                "met"
+                if worst["ratio"] <= GOAL_RATIO
+                else f"missed (worst x{worst['ratio']:.2f} at {human(worst['bytes'])})"
+            )
         else:
             goal = "n/a"
         out(f"{op:<10}{cells}{over:>13.1f} us   {goal}")
-    out(f"(8 B overhead = wacoll - native median at {human(min(r['bytes'] for r in rows))})")
+    out(
+        f"(8 B overhead = wacoll - native median at {human(min(r['bytes'] for r in rows))})"
+    )
 
 
 def plot(rows, path, title):
@@ -516,11 +655,18 @@ def plot(rows, path, title):
     for op in dict.fromkeys(r["op"] for r in rows):
         colour = None
         for k, config in enumerate(configs):
-            pts = [(r["bytes"], r["ratio"]) for r in rows
-                   if r["op"] == op and r["config"] == config]
-            line, = ax.plot(*zip(*pts), marker="o", ls=styles[k % len(styles)],
-                            color=colour,
-                            label=op if len(configs) == 1 else f"{op} ({config})")
+            pts = [
+                (r["bytes"], r["ratio"])
+                for r in rows
+                if r["op"] == op and r["config"] == config
+            ]
+            (line,) = ax.plot(
+                *zip(*pts),
+                marker="o",
+                ls=styles[k % len(styles)],
+                color=colour,
+                label=op if len(configs) == 1 else f"{op} ({config})",
+            )
             colour = line.get_color()
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.axhline(GOAL_RATIO, color="red", lw=0.8, ls="--", label=f"goal {GOAL_RATIO}x")
@@ -529,8 +675,9 @@ def plot(rows, path, title):
     ax.set_yscale("log")
     sizes = sorted({r["bytes"] for r in rows})
     ax.set_xticks(sizes)
-    ax.set_xticklabels([human(s).replace(" ", "") for s in sizes], rotation=45,
-                       fontsize=8)
+    ax.set_xticklabels(
+        [human(s).replace(" ", "") for s in sizes], rotation=45, fontsize=8
+    )
     ax.set_xlabel("message size per rank")
     ax.set_ylabel("wacoll time / native time (median)")
     ax.set_title(title, fontsize=9)
@@ -554,8 +701,9 @@ def replay(plan, comm, inbuf, outbuf):
         if kind == "send":
             sends.append(comm.Isend(bufs[step.src], dest=step.peer, tag=1))
         elif kind == "recv":
-            comm.Recv(bufs.setdefault(step.dst, np.empty_like(outbuf)), source=step.peer,
-                      tag=1)
+            comm.Recv(
+                bufs.setdefault(step.dst, np.empty_like(outbuf)), source=step.peer, tag=1
+            )
         elif kind == "recv_combine":
             tmp = np.empty_like(outbuf)
             comm.Recv(tmp, source=step.peer, tag=1)
@@ -588,20 +736,26 @@ def small_analysis(args, world, native, wacoll, topology, out):
     plan = used_plan(wv, "allreduce")
     ran_natively = plan is None  # one cluster: the MPI library ran the call
     if ran_natively:  # the executor rows then time the plan a forced family runs
-        plan = select(Call("allreduce", count=1, itemsize=8, level="commutative"),
-                      wv.network, family="mpich").build(wv.network)
+        plan = select(
+            Call("allreduce", count=1, itemsize=8, level="commutative"),
+            wv.network,
+            family="mpich",
+        ).build(wv.network)
     program = lower(plan, me)
     ecomm, rcomm = world.Dup(), world.Dup()
     scratch = {}
-    calls = [lambda: native.Allreduce(send, nout, op=MPI.SUM),
-             lambda: wv.Allreduce(send, wout, op=MPI.SUM),
-             lambda: wn.Allreduce(send, vout, op=MPI.SUM),
-             lambda: execute(program, ecomm, send, eout, op=MPI.SUM, scratch=scratch),
-             lambda: replay(plan, rcomm, send, rout)]
+    calls = [
+        lambda: native.Allreduce(send, nout, op=MPI.SUM),
+        lambda: wv.Allreduce(send, wout, op=MPI.SUM),
+        lambda: wn.Allreduce(send, vout, op=MPI.SUM),
+        lambda: execute(program, ecomm, send, eout, op=MPI.SUM, scratch=scratch),
+        lambda: replay(plan, rcomm, send, rout),
+    ]
     for c in calls:
         c()
-    ok = world.allreduce(bool(nout[0] == wout[0] == vout[0] == eout[0] == rout[0]),
-                         op=MPI.LAND)
+    ok = world.allreduce(
+        bool(nout[0] == wout[0] == vout[0] == eout[0] == rout[0]), op=MPI.LAND
+    )
     flags = np.zeros(3, np.int64)
     agree_only = lambda: wn.mpi_comm.Allreduce(MPI.IN_PLACE, flags, op=MPI.MAX)  # noqa
     calls.append(agree_only)
@@ -609,26 +763,46 @@ def small_analysis(args, world, native, wacoll, topology, out):
     worst = interleaved(world, calls, reps)
     med = np.median(worst, axis=0) * 1e6
     t_nat, t_val, t_noval, t_exec, t_replay, t_agree = med
-    out(f"Small messages: Allreduce of 8 B on {P} ranks, configuration {config}, "
-        + ("the MPI library's own collective (the executor and replay rows: the mpich "
-           "family's " if ran_natively else "plan ")
+    out(
+        f"Small messages: Allreduce of 8 B on {P} ranks, configuration {config}, "
+        + (
+            "the MPI library's own collective (the executor and replay rows: the mpich "
+            "family's "
+            if ran_natively
+            else "plan "
+        )
         + f"{plan.family}/{plan.algorithm} ({plan.prove().messages} messages"
         + ("))" if ran_natively else ")")
         + f", median of {reps} interleaved reps, max over ranks"
-        + ("" if ok else "  (RESULT MISMATCH)") + ":")
+        + ("" if ok else "  (RESULT MISMATCH)")
+        + ":"
+    )
     width = max(48, len(config) + 36)
     for name, value, note in (
-            ("native MPI Allreduce", t_nat, ""),
-            ("minimal mpi4py replay of the same plan", t_replay,
-             f"algorithm + mpi4py p2p floor: +{t_replay - t_nat:.1f} us over native"),
-            ("executor alone: execute(lower(plan, rank))", t_exec,
-             f"+{t_exec - t_replay:.1f} us over the replay: the executor"),
-            (f"wacoll.Comm [{config}], validate=False", t_noval,
-             f"+{t_noval - t_exec:.1f} us over the executor alone: arguments, plan "
-             f"and program lookup"),
-            (f"wacoll.Comm [{config}], validation on", t_val,
-             f"+{t_val - t_noval:.1f} us: the argument agreement"),
-            ("agreement-sized collective alone (3 x int64)", t_agree, "")):
+        ("native MPI Allreduce", t_nat, ""),
+        (
+            "minimal mpi4py replay of the same plan",
+            t_replay,
+            f"algorithm + mpi4py p2p floor: +{t_replay - t_nat:.1f} us over native",
+        ),
+        (
+            "executor alone: execute(lower(plan, rank))",
+            t_exec,
+            f"+{t_exec - t_replay:.1f} us over the replay: the executor",
+        ),
+        (
+            f"wacoll.Comm [{config}], validate=False",
+            t_noval,
+            f"+{t_noval - t_exec:.1f} us over the executor alone: arguments, plan "
+            f"and program lookup",
+        ),
+        (
+            f"wacoll.Comm [{config}], validation on",
+            t_val,
+            f"+{t_val - t_noval:.1f} us: the argument agreement",
+        ),
+        ("agreement-sized collective alone (3 x int64)", t_agree, ""),
+    ):
         out(f"  {name:<{width}}{value:9.1f} us" + (f"   ({note})" if note else ""))
 
     # local steps on rank 0 (others sleep, so rank 0 has a core)
@@ -637,23 +811,32 @@ def small_analysis(args, world, native, wacoll, topology, out):
         call = Call("allreduce", count=1, itemsize=8, level=wv.level)
 
         def choose():
-            return select(call, wv.network, comm_family=wv.family,
-                          comm_options=wv.options, policy=wv.policy)
+            return select(
+                call,
+                wv.network,
+                comm_family=wv.family,
+                comm_options=wv.options,
+                policy=wv.policy,
+            )
+
         res["select (the selection policy's choice)"] = best_per_call(choose)
         chosen = choose()
         if not chosen.native:  # else the MPI library runs it: nothing to build
             res["Selection.build (build + prove, uncached)"] = best_per_call(
-                lambda: chosen.build(wv.network), min_calls=3)
+                lambda: chosen.build(wv.network), min_calls=3
+            )
         res["plan.prove() (cached)"] = best_per_call(plan.prove)
         res["lower(plan, rank) (uncached)"] = best_per_call(lambda: lower(plan, me))
         a, b = np.ones(1), np.ones(1)
         from wacoll._kernels import reduce_into
+
         res["kernel reduce_into (1 element)"] = best_per_call(
-            lambda: reduce_into(MPI.SUM, a, b))
-        res["numpy np.add(out=) (1 element)"] = best_per_call(
-            lambda: np.add(a, b, out=b))
+            lambda: reduce_into(MPI.SUM, a, b)
+        )
+        res["numpy np.add(out=) (1 element)"] = best_per_call(lambda: np.add(a, b, out=b))
         res["MPI.Op.Reduce_local (1 element)"] = best_per_call(
-            lambda: MPI.SUM.Reduce_local(a, b))
+            lambda: MPI.SUM.Reduce_local(a, b)
+        )
         sc = MPI.COMM_SELF
         buf = np.zeros(1)
 
@@ -661,14 +844,17 @@ def small_analysis(args, world, native, wacoll, topology, out):
             r = sc.Irecv(buf, source=0, tag=3)
             s = sc.Isend(a, dest=0, tag=3)
             MPI.Request.Waitall([r, s])
+
         res["mpi4py Irecv+Isend+Waitall to self"] = best_per_call(selfmsg)
         return res
 
     res = idle_until(world, local)
     if me == 0:
-        out("  local costs on rank 0 (no communication, best of batches; wacoll.Comm "
+        out(
+            "  local costs on rank 0 (no communication, best of batches; wacoll.Comm "
             "caches the plan and the lowered program, so a repeated call pays neither "
-            "build nor lower):")
+            "build nor lower):"
+        )
         for name, sec in res.items():
             out(f"    {name:<46}{sec * 1e6:9.2f} us")
     phases_small(args, world, wacoll, topology, send, out)
@@ -718,16 +904,23 @@ def phases_small(args, world, wacoll, topology, send, out):
     wt.Free()
     allr = np.array(world.gather(mine, root=0) or [])
     if world.rank == 0:
-        out(f"  wall time per phase, {n} back-to-back Allreduce calls of 8 B on a "
+        out(
+            f"  wall time per phase, {n} back-to-back Allreduce calls of 8 B on a "
             f"communicator of configuration {config} created with trace=True for this "
             f"run only (its 'phase' events; tracing adds a little per call and step), "
-            f"us per call:")
+            f"us per call:"
+        )
         out("    rank   per call   traced call" + "".join(f"{p:>11}" for p in PHASES))
         for r, row in enumerate(allr):
-            out(f"    {r:>4} {row[0]:>10.1f} {row[1]:>13.1f}"
-                + "".join(f"{v:>11.1f}" for v in row[2:]))
+            out(
+                f"    {r:>4} {row[0]:>10.1f} {row[1]:>13.1f}"
+                + "".join(f"{v:>11.1f}" for v in row[2:])
+            )
         m = allr.mean(axis=0)
-        out(f"    mean {m[0]:>10.1f} {m[1]:>13.1f}" + "".join(f"{v:>11.1f}" for v in m[2:]))
+        out(
+            f"    mean {m[0]:>10.1f} {m[1]:>13.1f}"
+            + "".join(f"{v:>11.1f}" for v in m[2:])
+        )
 
 
 def profile_small(args, world, wc, send, outbuf, out):
@@ -746,17 +939,23 @@ def profile_small(args, world, wc, send, outbuf, out):
         prof.disable()
         stream = io.StringIO()
         stats = pstats.Stats(prof, stream=stream)
-        out(f"  cProfile, rank 0 only, {n} Allreduce calls of 8 B: {t / n * 1e6:.1f} us "
+        out(
+            f"  cProfile, rank 0 only, {n} Allreduce calls of 8 B: {t / n * 1e6:.1f} us "
             f"per call under the profiler. mpi4py's Cython methods are invisible to "
             f"cProfile: their time (MPI calls and waiting) counts as the own time of the "
-            f"wacoll function calling them. Cumulative time per call:")
-        wanted = {("comm.py", "Allreduce"): "Comm.Allreduce (whole call)",
-                  ("agreement.py", "agree"): "  agree (argument agreement)",
-                  ("executor.py", "execute"): "  execute (executor)"}
+            f"wacoll function calling them. Cumulative time per call:"
+        )
+        wanted = {
+            ("comm.py", "Allreduce"): "Comm.Allreduce (whole call)",
+            ("agreement.py", "agree"): "  agree (argument agreement)",
+            ("executor.py", "execute"): "  execute (executor)",
+        }
         for (file, func), label in wanted.items():
             for k, v in stats.stats.items():
                 if k[0].endswith(file) and k[2] == func:
-                    out(f"    {label:<44}{v[3] / n * 1e6:8.1f} us  (own {v[2] / n * 1e6:6.1f})")
+                    out(
+                        f"    {label:<44}{v[3] / n * 1e6:8.1f} us  (own {v[2] / n * 1e6:6.1f})"
+                    )
                     break
         stats.sort_stats("tottime").print_stats(14)
         lines = [ln for ln in stream.getvalue().splitlines() if ln.strip()]
@@ -829,6 +1028,7 @@ def large_analysis(args, world, native, wacoll, topology, nbytes, out):
     def local():
         a, b = values(count, 1), values(count, 2)
         reps = 3
+
         def best(fn):
             ts = []
             for _ in range(reps):
@@ -836,9 +1036,11 @@ def large_analysis(args, world, native, wacoll, topology, nbytes, out):
                 fn()
                 ts.append(time.perf_counter() - t)
             return min(ts)
+
         return {
             "kernel reduce_into(SUM) (wacoll._kernels)": best(
-                lambda: reduce_into(MPI.SUM, a, b)),
+                lambda: reduce_into(MPI.SUM, a, b)
+            ),
             "numpy np.add(b, a, out=b)": best(lambda: np.add(b, a, out=b)),
             "MPI.SUM.Reduce_local": best(lambda: MPI.SUM.Reduce_local(a, b)),
             "copy: wacoll._kernels.copy_into": best(lambda: copy_into(a, b)),
@@ -846,6 +1048,7 @@ def large_analysis(args, world, native, wacoll, topology, nbytes, out):
             "fresh buffer: np.empty + first touch": best(lambda: np.empty(count).fill(0)),
             "reused buffer: fill": best(lambda: b.fill(0)),
         }
+
     res = idle_until(world, local)
     if me == 0:
         out("  local on rank 0 (others asleep), best of 3:")
@@ -860,8 +1063,10 @@ def large_analysis(args, world, native, wacoll, topology, nbytes, out):
         idle_barrier(world, poll=0.0005)
         if me == 0:
             one_way = min(trips) / 2
-            out(f"    one message rank 0 -> 1 (ping-pong / 2)     {one_way * 1e3:9.2f} ms  "
-                f"({nbytes / one_way / 1e9:5.2f} GB/s)")
+            out(
+                f"    one message rank 0 -> 1 (ping-pong / 2)     {one_way * 1e3:9.2f} ms  "
+                f"({nbytes / one_way / 1e9:5.2f} GB/s)"
+            )
     ppcomm.Free()
     del buf
 
@@ -880,9 +1085,14 @@ def large_analysis(args, world, native, wacoll, topology, nbytes, out):
     send = values(count, me)
     nout, wout = np.zeros(count), np.zeros(count)
     for opname, call in (
-            ("Allreduce", lambda c, o: c.Allreduce(send, o, op=MPI.SUM)),
-            ("Bcast", lambda c, o: c.Bcast(o, root=0))):
-        calls = [lambda: call(native, nout), lambda: call(wd, wout), lambda: call(wv, wout)]
+        ("Allreduce", lambda c, o: c.Allreduce(send, o, op=MPI.SUM)),
+        ("Bcast", lambda c, o: c.Bcast(o, root=0)),
+    ):
+        calls = [
+            lambda: call(native, nout),
+            lambda: call(wd, wout),
+            lambda: call(wv, wout),
+        ]
         for c in calls[1:]:
             c()
         reps = 3 if args.quick else 5
@@ -901,16 +1111,22 @@ def large_analysis(args, world, native, wacoll, topology, nbytes, out):
         everyone = world.gather(traced, root=0)
         work = world.gather(plan_work(plan, me), root=0)
         if me == 0:
-            out(f"  {opname} {human(nbytes)}: native {med[0]:.2f} ms; wacoll {config} "
+            out(
+                f"  {opname} {human(nbytes)}: native {med[0]:.2f} ms; wacoll {config} "
                 f"{plan_label(plan)} {med[1]:.2f} ms (x{med[1] / med[0]:.2f}); "
                 f"{wv_label}: {plan_label(vplan)} {med[2]:.2f} ms "
-                f"(x{med[2] / med[0]:.2f}); medians of {reps} interleaved")
-            out(f"    {plan_label(plan)}, per rank and call, by step kind, wall ms / CPU ms "
+                f"(x{med[2] / med[0]:.2f}); medians of {reps} interleaved"
+            )
+            out(
+                f"    {plan_label(plan)}, per rank and call, by step kind, wall ms / CPU ms "
                 "(the tracer's step events, on communicators created with trace=True "
                 "for this only; 'recv*' includes waiting for the data and busy-polling, 'send' "
                 "only posting it, 'total' = the execute phase, 'rest' = final Waitall of "
-                "sends + setup; wall time includes being descheduled):")
-            kinds = sorted({k for t in everyone for k in t["wall"][0]} - {"rest", "total"})
+                "sends + setup; wall time includes being descheduled):"
+            )
+            kinds = sorted(
+                {k for t in everyone for k in t["wall"][0]} - {"rest", "total"}
+            )
             out("      rank " + "".join(f"{k:>18}" for k in kinds + ["rest", "total"]))
             for r, t in enumerate(everyone):
                 cells = []
@@ -920,23 +1136,35 @@ def large_analysis(args, world, native, wacoll, topology, nbytes, out):
                 out(f"      {r:>4} " + "".join(cells))
             if work:
                 mib = ITEMSIZE / (1 << 20)
-                out("    per-call work of each rank's lowered program (MiB): allocations "
+                out(
+                    "    per-call work of each rank's lowered program (MiB): allocations "
                     f"(scratch + receive temporaries; 'fresh' = arrays >= {human(MMAP_MAX)}, "
                     "which glibc maps afresh when allocated; wacoll.Comm reuses its "
-                    "scratch), copy steps, packing, kernel input")
+                    "scratch), copy steps, packing, kernel input"
+                )
                 for r, w in enumerate(work):
-                    out(f"      {r:>4}  alloc {w['alloc'] * mib:7.1f} in {w['allocs']:>4} "
+                    out(
+                        f"      {r:>4}  alloc {w['alloc'] * mib:7.1f} in {w['allocs']:>4} "
                         f"arrays, fresh {w['big'] * mib:6.1f}   copy {w['copy'] * mib:6.1f}"
-                        f"   pack {w['pack'] * mib:6.1f}   combine {w['combine'] * mib:6.1f}")
+                        f"   pack {w['pack'] * mib:6.1f}   combine {w['combine'] * mib:6.1f}"
+                    )
                 if res and any(w["big"] or w["copy"] for w in work):
-                    fault = max(res["fresh buffer: np.empty + first touch"] -
-                                res["reused buffer: fill"], 0.0) / nbytes
+                    fault = (
+                        max(
+                            res["fresh buffer: np.empty + first touch"]
+                            - res["reused buffer: fill"],
+                            0.0,
+                        )
+                        / nbytes
+                    )
                     big = max(w["big"] for w in work) * ITEMSIZE
                     copy = max(w["copy"] for w in work) * ITEMSIZE
-                    out(f"    fresh pages cost {fault * (1 << 20) * 1e3:.3f} ms/MiB more than "
+                    out(
+                        f"    fresh pages cost {fault * (1 << 20) * 1e3:.3f} ms/MiB more than "
                         f"reused ones: ~{big * fault * 1e3:.1f} ms per call on the rank with "
                         f"most fresh arrays; its copy steps ~"
-                        f"{copy / nbytes * res['copy: np.copyto'] * 1e3:.1f} ms")
+                        f"{copy / nbytes * res['copy: np.copyto'] * 1e3:.1f} ms"
+                    )
     for c in (wd, wv, wt, wcpu):
         c.Free()
 
@@ -955,33 +1183,56 @@ def main(argv=None):
 
     topology = wacoll.Topology.from_sizes(args.clusters) if args.clusters else None
     # the README's communicator first, then the configuration asked for (if any)
-    comms = [(label, wacoll.Comm(world) if override is None
-              else make_comm(wacoll, world, topology, args))
-             for label, override in configurations(args)]
+    comms = [
+        (
+            label,
+            wacoll.Comm(world)
+            if override is None
+            else make_comm(wacoll, world, topology, args),
+        )
+        for label, override in configurations(args)
+    ]
     native = world.Dup()
     cores = os.cpu_count() or 1
     idle = wait_idle(world, args.wait_idle) if args.wait_idle > 0 else None
-    out(f"wacoll collectives vs native MPI on {P} ranks, {cores} cores"
-        f"{' (OVERSUBSCRIBED: busy-polling ranks share cores, expect noise)' if P > cores else ''}")
-    out(f"MPI: {MPI.Get_library_version().splitlines()[0].strip()}; mpi4py "
+    out(
+        f"wacoll collectives vs native MPI on {P} ranks, {cores} cores"
+        f"{' (OVERSUBSCRIBED: busy-polling ranks share cores, expect noise)' if P > cores else ''}"
+    )
+    out(
+        f"MPI: {MPI.Get_library_version().splitlines()[0].strip()}; mpi4py "
         f"{__import__('mpi4py').__version__}; numpy {np.__version__}; Python "
-        f"{platform.python_version()}")
+        f"{platform.python_version()}"
+    )
     out(f"wacoll {git_revision()}")
     for label, wc in comms:
-        out(f"  configuration {label}"
-            + (" = wacoll.Comm(MPI.COMM_WORLD), no options (as the README)"
-               if label == "default" else f" = {constructor(args)}")
+        out(
+            f"  configuration {label}"
+            + (
+                " = wacoll.Comm(MPI.COMM_WORLD), no options (as the README)"
+                if label == "default"
+                else f" = {constructor(args)}"
+            )
             + f": family {wc.family or 'the selection policy'}, topology {wc.network}, "
             f"level {wc.level}, validate {wc.validate}, segment_size "
-            f"{wc.policy.segment_size}")
+            f"{wc.policy.segment_size}"
+        )
     if me == 0:
         neighbours = busy_neighbours()
-    out(f"load average at start {load1()}; other busy processes: "
-        f"{neighbours if me == 0 else ''}" +
-        ("" if idle is None else "; waited for an idle machine: " +
-         ("found" if idle else f"NOT found within {args.wait_idle:.0f} s")))
-    out(f"float64 data; size = bytes per rank (Allgather receives {P}x); median over "
-        f"repetitions of the max over ranks; native and wacoll interleaved")
+    out(
+        f"load average at start {load1()}; other busy processes: "
+        f"{neighbours if me == 0 else ''}"
+        + (
+            ""
+            if idle is None
+            else "; waited for an idle machine: "
+            + ("found" if idle else f"NOT found within {args.wait_idle:.0f} s")
+        )
+    )
+    out(
+        f"float64 data; size = bytes per rank (Allgather receives {P}x); median over "
+        f"repetitions of the max over ranks; native and wacoll interleaved"
+    )
     out()
     t0 = time.perf_counter()
     rows = sweep(args, world, native, comms, out)
@@ -990,11 +1241,14 @@ def main(argv=None):
     out()
     summary(rows, out)
     if not all(r["ok"] for r in rows):
-        bad = ", ".join(f"{r['op']} {human(r['bytes'])} ({r['config']})" for r in rows
-                        if not r["ok"])
+        bad = ", ".join(
+            f"{r['op']} {human(r['bytes'])} ({r['config']})" for r in rows if not r["ok"]
+        )
         out(f"RESULT MISMATCH (wacoll != native): {bad}")
-    out(f"sweep took {sweep_s:.0f} s; load average during the sweep "
-        f"{min(r['load1'] for r in rows)}..{max(r['load1'] for r in rows)}")
+    out(
+        f"sweep took {sweep_s:.0f} s; load average during the sweep "
+        f"{min(r['load1'] for r in rows)}..{max(r['load1'] for r in rows)}"
+    )
     out(f"command: {args.command}")
     for _, wc in comms:
         wc.Free()
@@ -1006,11 +1260,14 @@ def main(argv=None):
         out()
         big = max(args.sizes)
         if ran_natively:
-            out("Large messages: the MPI library ran the configuration's calls (one "
-                "cluster): no plan steps to analyse")
+            out(
+                "Large messages: the MPI library ran the configuration's calls (one "
+                "cluster): no plan steps to analyse"
+            )
         else:
-            large_analysis(args, world, native, wacoll, topology, max(big, 8 * ITEMSIZE),
-                           out)
+            large_analysis(
+                args, world, native, wacoll, topology, max(big, 8 * ITEMSIZE), out
+            )
     total = time.perf_counter() - t0
     out()
     out(f"total {total:.0f} s")
@@ -1018,13 +1275,21 @@ def main(argv=None):
     if me == 0 and not args.no_write:
         RESULTS.mkdir(parents=True, exist_ok=True)
         stem = result_stem(args, P)
-        write_csv(RESULTS / f"{stem}.csv", FIELDS,
-                  ({k: f"{v:.3f}" if isinstance(v, float) else v for k, v in r.items()}
-                   for r in rows))
+        write_csv(
+            RESULTS / f"{stem}.csv",
+            FIELDS,
+            (
+                {k: f"{v:.3f}" if isinstance(v, float) else v for k, v in r.items()}
+                for r in rows
+            ),
+        )
         loads = [r["load1"] for r in rows]
-        plot(rows, RESULTS / f"{stem}.png",
-             f"wacoll / native MPI, {P} ranks on {cores} cores, load average "
-             f"{min(loads)}..{max(loads)}\n{args.command}")
+        plot(
+            rows,
+            RESULTS / f"{stem}.png",
+            f"wacoll / native MPI, {P} ranks on {cores} cores, load average "
+            f"{min(loads)}..{max(loads)}\n{args.command}",
+        )
         out.write(RESULTS / f"{stem}.txt")
         print(f"wrote {RESULTS / stem}.csv, .png, .txt", file=sys.stderr)
 

@@ -79,6 +79,7 @@ command, the summary and the exponents; the cases are in the CSV); with ``--quic
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import mmap
 import multiprocessing
@@ -96,17 +97,66 @@ from wacoll.plans import FAMILIES, OPERATIONS, Selection, build, builders, lower
 from wacoll.plans.rank import rank_program
 from wacoll.plans.sim import LinkModel, simulate
 
-from _harness import (RESULTS, Report, command_line, human, load1, load_text, parse_size,
-                      pyplot, save_figure, write_csv)
+from _harness import (
+    RESULTS,
+    Report,
+    command_line,
+    human,
+    load1,
+    load_text,
+    parse_size,
+    pyplot,
+    save_figure,
+    write_csv,
+)
 
-FIELDS = ["ranks", "clusters", "family", "op", "algorithm", "status", "note", "build_s",
-          "check_s", "lower_first_s", "lower_last_s", "simulate_s", "total_s",
-          "build_cpu_s", "check_cpu_s", "lower_first_cpu_s", "lower_last_cpu_s",
-          "simulate_cpu_s", "total_cpu_s", "steps", "messages", "base_rss_mib",
-          "peak_rss_mib", "rank_first_s", "rank_last_s", "rank_first_cpu_s",
-          "rank_last_cpu_s", "rank_first_mib", "rank_last_mib", "load1"]
-FIT_FIELDS = ["family", "op", "fitted_ranks", "largest_ranks", "status_after", "build",
-              "check", "lower", "simulate", "total", "memory", "rank", "rank_memory"]
+FIELDS = [
+    "ranks",
+    "clusters",
+    "family",
+    "op",
+    "algorithm",
+    "status",
+    "note",
+    "build_s",
+    "check_s",
+    "lower_first_s",
+    "lower_last_s",
+    "simulate_s",
+    "total_s",
+    "build_cpu_s",
+    "check_cpu_s",
+    "lower_first_cpu_s",
+    "lower_last_cpu_s",
+    "simulate_cpu_s",
+    "total_cpu_s",
+    "steps",
+    "messages",
+    "base_rss_mib",
+    "peak_rss_mib",
+    "rank_first_s",
+    "rank_last_s",
+    "rank_first_cpu_s",
+    "rank_last_cpu_s",
+    "rank_first_mib",
+    "rank_last_mib",
+    "load1",
+]
+FIT_FIELDS = [
+    "family",
+    "op",
+    "fitted_ranks",
+    "largest_ranks",
+    "status_after",
+    "build",
+    "check",
+    "lower",
+    "simulate",
+    "total",
+    "memory",
+    "rank",
+    "rank_memory",
+]
 #: The steps of a case, in the order the child runs them.
 PHASES = ("build", "check", "lower_first", "lower_last", "simulate")
 #: The steps of one rank's own derivation, run first.
@@ -224,8 +274,14 @@ def _timed(step, fn, *args):
     and CPU seconds) as a dict."""
     wall, cpu = time.perf_counter(), time.process_time()
     result = fn(*args)
-    return result, {f"{step}_s": time.perf_counter() - wall,
-                    f"{step}_cpu_s": time.process_time() - cpu}
+    return result, {
+        f"{step}_s": time.perf_counter() - wall,
+        f"{step}_cpu_s": time.process_time() - cpu,
+    }
+
+
+def _simulated(plan, topo):
+    return simulate(plan, LinkModel(topo))
 
 
 def _rank_step(step, selection, topo, rank):
@@ -278,8 +334,9 @@ def run_case(conn, family, op, ranks, clusters, level, max_memory, whole=True):
         warm = build(op, tiny, family, **kwargs)
         lower(warm, 0)
         simulate(warm, LinkModel(tiny))
-        rank_program(Selection(op, family, tuple(sorted(kwargs.items()))), tiny, 0,
-                      proof=True)
+        rank_program(
+            Selection(op, family, tuple(sorted(kwargs.items()))), tiny, 0, proof=True
+        )
     except Exception:  # the timed case below meets and reports the same refusal
         pass
     del warm
@@ -291,14 +348,15 @@ def run_case(conn, family, op, ranks, clusters, level, max_memory, whole=True):
             conn.send(_rank_step(step, selection, topo, rank))
         if not whole:
             raise _RankOnly
-        plan, times = _timed("build", lambda: build(op, topo, family, **kwargs))
-        conn.send({**times, "algorithm": plan.algorithm,
-                   "steps": plan.nsteps})
+        plan, times = _timed(
+            "build", functools.partial(build, op, topo, family, **kwargs)
+        )
+        conn.send({**times, "algorithm": plan.algorithm, "steps": plan.nsteps})
         report, times = _timed("check", plan.prove)
         conn.send({**times, "messages": report.messages})
         for step, rank in (("lower_first", 0), ("lower_last", plan.size - 1)):
             conn.send(_timed(step, lower, plan, rank)[1])
-        conn.send(_timed("simulate", lambda: simulate(plan, LinkModel(topo)))[1])
+        conn.send(_timed("simulate", _simulated, plan, topo)[1])
     except _RankOnly:
         pass
     except MemoryError:
@@ -354,12 +412,28 @@ def run_one(ctx, family, op, ranks, args, whole=True):
         The case's row; ``status`` is ``"ok"``, ``"over budget"``, ``"out of
         memory"`` or ``"error"``.
     """
-    row = {"ranks": ranks, "clusters": min(args.clusters, ranks), "family": family,
-           "op": op, "load1": load1()}
+    row = {
+        "ranks": ranks,
+        "clusters": min(args.clusters, ranks),
+        "family": family,
+        "op": op,
+        "load1": load1(),
+    }
     reader, writer = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=run_case, daemon=True,
-                       args=(writer, family, op, ranks, args.clusters, args.level,
-                             args.max_memory, whole))
+    proc = ctx.Process(
+        target=run_case,
+        daemon=True,
+        args=(
+            writer,
+            family,
+            op,
+            ranks,
+            args.clusters,
+            args.level,
+            args.max_memory,
+            whole,
+        ),
+    )
     deadline = time.perf_counter() + args.budget
     proc.start()
     writer.close()
@@ -414,9 +488,14 @@ def not_run(family, op, ranks, clusters, failed):
     -------
     dict
     """
-    return {"ranks": ranks, "clusters": min(clusters, ranks), "family": family, "op": op,
-            "status": failed["status"],
-            "note": f"not run: {failed['status']} at {failed['ranks']} ranks"}
+    return {
+        "ranks": ranks,
+        "clusters": min(clusters, ranks),
+        "family": family,
+        "op": op,
+        "status": failed["status"],
+        "note": f"not run: {failed['status']} at {failed['ranks']} ranks",
+    }
 
 
 def run(args, out):
@@ -434,8 +513,9 @@ def run(args, out):
         The rows, times as floats.
     """
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["wacoll.plans", "wacoll.plans.sim",
-                                *(FAMILIES[f] for f in FAMILIES)])
+    ctx.set_forkserver_preload(
+        ["wacoll.plans", "wacoll.plans.sim", *(FAMILIES[f] for f in FAMILIES)]
+    )
     todo = cases(args.families, args.ops)
     sizes = sorted(set(args.sizes) | set(args.rooted_sizes))
     failed = {}
@@ -518,8 +598,10 @@ def growth(rows, points):
         if not ok:
             continue
         ranks = [r["ranks"] for r in ok]
-        series = {p: [r[f"{p}_cpu_s"] for r in ok] for p in ("build", "check", "simulate",
-                                                              "total")}
+        series = {
+            p: [r[f"{p}_cpu_s"] for r in ok]
+            for p in ("build", "check", "simulate", "total")
+        }
         series["lower"] = [max(r["lower_first_cpu_s"], r["lower_last_cpu_s"]) for r in ok]
         fit = {"family": family, "op": op, "largest_ranks": ranks[-1]}
         after = [r for r in mine if r["ranks"] > ranks[-1]]
@@ -534,8 +616,9 @@ def growth(rows, points):
         fit["memory"] = None if found is None else found[0]
         own = [r for r in mine if r.get("rank_last_cpu_s") is not None]
         for name, values, floor in (
-                ("rank", [_rank_cpu(r) for r in own], FIT_MIN_SECONDS),
-                ("rank_memory", [_rank_mib(r) for r in own], FIT_MIN_MIB)):
+            ("rank", [_rank_cpu(r) for r in own], FIT_MIN_SECONDS),
+            ("rank_memory", [_rank_mib(r) for r in own], FIT_MIN_MIB),
+        ):
             found = fit_exponent([r["ranks"] for r in own], values, points, floor)
             fit[name] = None if found is None else found[0]
         out.append(fit)
@@ -554,9 +637,12 @@ def _rank_mib(row):
 
 def dominant(row):
     """The step that took the most CPU time in a case that ran, e.g. ``"check 61%"``."""
-    times = {"build": row["build_cpu_s"], "check": row["check_cpu_s"],
-             "lower": row["lower_first_cpu_s"] + row["lower_last_cpu_s"],
-             "simulate": row["simulate_cpu_s"]}
+    times = {
+        "build": row["build_cpu_s"],
+        "check": row["check_cpu_s"],
+        "lower": row["lower_first_cpu_s"] + row["lower_last_cpu_s"],
+        "simulate": row["simulate_cpu_s"],
+    }
     name = max(times, key=times.get)
     total = sum(times.values())
     return f"{name} {100 * times[name] / total:.0f}%" if total > 0 else "-"
@@ -577,10 +663,12 @@ def _formatted(row):
 
 
 def _header():
-    return (f"{'ranks':>6} {'family':9} {'op':20} {'rank':>7} {'rankMiB':>7} "
-            f"{'build':>8} {'check':>8} "
-            f"{'lower0':>7} {'lowerN':>7} {'simul':>7} {'total':>8} {'steps':>9} "
-            f"{'peak MiB':>8}  status")
+    return (
+        f"{'ranks':>6} {'family':9} {'op':20} {'rank':>7} {'rankMiB':>7} "
+        f"{'build':>8} {'check':>8} "
+        f"{'lower0':>7} {'lowerN':>7} {'simul':>7} {'total':>8} {'steps':>9} "
+        f"{'peak MiB':>8}  status"
+    )
 
 
 def _cell(value, width, digits=4):
@@ -590,13 +678,15 @@ def _cell(value, width, digits=4):
 def _line(row):
     status = row["status"] + (f" ({row['note']})" if row.get("note") else "")
     own = row.get("rank_last_s") is not None
-    return (f"{row['ranks']:>6} {row['family']:9} {row['op']:20} "
-            f"{_cell(max(row['rank_first_s'], row['rank_last_s']) if own else None, 7)} "
-            f"{_cell(_rank_mib(row) if own else None, 7, 1)} "
-            f"{_cell(row.get('build_s'), 8)} {_cell(row.get('check_s'), 8)} "
-            f"{_cell(row.get('lower_first_s'), 7)} {_cell(row.get('lower_last_s'), 7)} "
-            f"{_cell(row.get('simulate_s'), 7)} {_cell(row.get('total_s'), 8)} "
-            f"{row.get('steps') or '':>9} {_mib(row.get('peak_rss_mib'))}  {status}")
+    return (
+        f"{row['ranks']:>6} {row['family']:9} {row['op']:20} "
+        f"{_cell(max(row['rank_first_s'], row['rank_last_s']) if own else None, 7)} "
+        f"{_cell(_rank_mib(row) if own else None, 7, 1)} "
+        f"{_cell(row.get('build_s'), 8)} {_cell(row.get('check_s'), 8)} "
+        f"{_cell(row.get('lower_first_s'), 7)} {_cell(row.get('lower_last_s'), 7)} "
+        f"{_cell(row.get('simulate_s'), 7)} {_cell(row.get('total_s'), 8)} "
+        f"{row.get('steps') or '':>9} {_mib(row.get('peak_rss_mib'))}  {status}"
+    )
 
 
 def _mib(value):
@@ -621,54 +711,86 @@ def summary(rows, fits, points, say):
     say : Report
     """
     by_case = {(f["family"], f["op"]): f for f in fits}
-    say(f"{'op/family':30} {'ranks':>6} {'wall s':>8} {'CPU s':>8} {'peak MiB':>8} "
+    say(
+        f"{'op/family':30} {'ranks':>6} {'wall s':>8} {'CPU s':>8} {'peak MiB':>8} "
         f"{'most CPU':>13} {'next size':>13}  CPU-time exponents: build check lower "
-        f"simul total, memory")
+        f"simul total, memory"
+    )
     for family, op in dict.fromkeys((r["family"], r["op"]) for r in rows):
         fit = by_case.get((family, op))
         name = f"{op}/{family}"
         if fit is None:
             first = next(r for r in rows if (r["family"], r["op"]) == (family, op))
-            say(f"{name:30} {first['ranks']:>6} {'':>8} {'':>8} {'':>8} {'':>13} "
-                f"{first['status']:>13}")
+            say(
+                f"{name:30} {first['ranks']:>6} {'':>8} {'':>8} {'':>8} {'':>13} "
+                f"{first['status']:>13}"
+            )
             continue
-        last = next(r for r in rows if (r["family"], r["op"]) == (family, op)
-                    and r["ranks"] == fit["largest_ranks"])
-        say(f"{name:30} {last['ranks']:>6} {last['total_s']:8.3f} "
+        last = next(
+            r
+            for r in rows
+            if (r["family"], r["op"]) == (family, op)
+            and r["ranks"] == fit["largest_ranks"]
+        )
+        say(
+            f"{name:30} {last['ranks']:>6} {last['total_s']:8.3f} "
             f"{last['total_cpu_s']:8.3f} {last['peak_rss_mib']:8.0f} "
             f"{dominant(last):>13} {fit['status_after'] or '-':>13}  "
             f"{_exp(fit['build'])} {_exp(fit['check'])} {_exp(fit['lower'])} "
-            f"{_exp(fit['simulate'])} {_exp(fit['total'])}, {_exp(fit['memory'])}")
+            f"{_exp(fit['simulate'])} {_exp(fit['total'])}, {_exp(fit['memory'])}"
+        )
     say()
-    say("one rank's own program (focused build and lowering, proof cached), at the "
-        "largest size derived: the slower of ranks 0 and P-1")
-    say(f"{'op/family':30} {'ranks':>6} {'CPU s':>8} {'wall s':>8} {'peak MiB':>8}  "
-        f"exponents: CPU time, memory")
+    say(
+        "one rank's own program (focused build and lowering, proof cached), at the "
+        "largest size derived: the slower of ranks 0 and P-1"
+    )
+    say(
+        f"{'op/family':30} {'ranks':>6} {'CPU s':>8} {'wall s':>8} {'peak MiB':>8}  "
+        f"exponents: CPU time, memory"
+    )
     for family, op in dict.fromkeys((r["family"], r["op"]) for r in rows):
-        own = [r for r in rows if (r["family"], r["op"]) == (family, op)
-               and r.get("rank_last_cpu_s") is not None]
+        own = [
+            r
+            for r in rows
+            if (r["family"], r["op"]) == (family, op)
+            and r.get("rank_last_cpu_s") is not None
+        ]
         if not own:
             continue
         last, fit = own[-1], by_case.get((family, op), {})
-        say(f"{op + '/' + family:30} {last['ranks']:>6} {_rank_cpu(last):8.3f} "
+        say(
+            f"{op + '/' + family:30} {last['ranks']:>6} {_rank_cpu(last):8.3f} "
             f"{max(last['rank_first_s'], last['rank_last_s']):8.3f} "
             f"{_rank_mib(last):8.1f}  {_exp(fit.get('rank'))} "
-            f"{_exp(fit.get('rank_memory'))}")
+            f"{_exp(fit.get('rank_memory'))}"
+        )
     say()
-    say("growth found (CPU time ~ P^a, least squares on log-log axes over the last "
-        f"{points} sizes that ran, times from {FIT_MIN_SECONDS * 1000:g} ms):")
+    say(
+        "growth found (CPU time ~ P^a, least squares on log-log axes over the last "
+        f"{points} sizes that ran, times from {FIT_MIN_SECONDS * 1000:g} ms):"
+    )
     for fit in fits:
         if fit["total"] is None:
-            say(f"  {fit['op']}/{fit['family']}: under {FIT_MIN_SECONDS * 1000:g} ms up to "
-                f"{fit['largest_ranks']} ranks, no fit")
+            say(
+                f"  {fit['op']}/{fit['family']}: under {FIT_MIN_SECONDS * 1000:g} ms up to "
+                f"{fit['largest_ranks']} ranks, no fit"
+            )
             continue
-        parts = [f"{n} P^{fit[n]:.1f}" for n in ("build", "check", "lower", "simulate")
-                 if fit[n] is not None]
-        memory = ("" if fit["memory"] is None else
-                  f"; memory above base ~ P^{fit['memory']:.1f}")
+        parts = [
+            f"{n} P^{fit[n]:.1f}"
+            for n in ("build", "check", "lower", "simulate")
+            if fit[n] is not None
+        ]
+        memory = (
+            ""
+            if fit["memory"] is None
+            else f"; memory above base ~ P^{fit['memory']:.1f}"
+        )
         detail = f" ({', '.join(parts)})" if parts else ""
-        say(f"  {fit['op']}/{fit['family']}: total ~ P^{fit['total']:.1f}{detail} on "
-            f"{fit['fitted_ranks']} ranks{memory}")
+        say(
+            f"  {fit['op']}/{fit['family']}: total ~ P^{fit['total']:.1f}{detail} on "
+            f"{fit['fitted_ranks']} ranks{memory}"
+        )
 
 
 def plot(rows, path, args):
@@ -679,8 +801,14 @@ def plot(rows, path, args):
     ops = list(dict.fromkeys(r["op"] for r in rows))
     colours = plt.get_cmap("tab20")
     colour = {op: colours(i % 20) for i, op in enumerate(ops)}
-    fig, axes = plt.subplots(2, len(families), figsize=(3.6 * len(families) + 2.5, 7),
-                             sharex=True, sharey="row", squeeze=False)
+    fig, axes = plt.subplots(
+        2,
+        len(families),
+        figsize=(3.6 * len(families) + 2.5, 7),
+        sharex=True,
+        sharey="row",
+        squeeze=False,
+    )
     for col, family in enumerate(families):
         top, bottom = axes[0][col], axes[1][col]
         for op in ops:
@@ -689,17 +817,31 @@ def plot(rows, path, args):
             if ok:
                 xs = [r["ranks"] for r in ok]
                 top.plot(xs, [r["total_s"] for r in ok], "o-", ms=3, color=colour[op])
-                bottom.plot(xs, [r["peak_rss_mib"] for r in ok], "o-", ms=3,
-                            color=colour[op])
-            over = [r for r in mine if r["status"] == "over budget"
-                    and not r.get("note", "").startswith("not run")]
-            oom = [r for r in mine if r["status"] == "out of memory"
-                   and not r.get("note", "").startswith("not run")]
+                bottom.plot(
+                    xs, [r["peak_rss_mib"] for r in ok], "o-", ms=3, color=colour[op]
+                )
+            over = [
+                r
+                for r in mine
+                if r["status"] == "over budget"
+                and not r.get("note", "").startswith("not run")
+            ]
+            oom = [
+                r
+                for r in mine
+                if r["status"] == "out of memory"
+                and not r.get("note", "").startswith("not run")
+            ]
             for r in over:
                 top.plot([r["ranks"]], [args.budget], "x", ms=7, color=colour[op])
             for r in oom:
-                bottom.plot([r["ranks"]], [args.max_memory / (1 << 20)], "x", ms=7,
-                            color=colour[op])
+                bottom.plot(
+                    [r["ranks"]],
+                    [args.max_memory / (1 << 20)],
+                    "x",
+                    ms=7,
+                    color=colour[op],
+                )
         top.axhline(args.budget, ls="--", lw=0.8, color="grey")
         bottom.axhline(args.max_memory / (1 << 20), ls="--", lw=0.8, color="grey")
         top.set_title(family)
@@ -710,14 +852,20 @@ def plot(rows, path, args):
         bottom.set_xlabel("ranks")
     axes[0][0].set_ylabel("build + check + lower 2 ranks + simulate,\nwall-clock (s)")
     axes[1][0].set_ylabel("peak resident memory (MiB)")
-    handles = [plt.Line2D([], [], color=colour[op], marker="o", ms=3, label=op)
-               for op in ops]
-    handles += [plt.Line2D([], [], color="grey", ls="--", label="budget / memory cap"),
-                plt.Line2D([], [], color="black", ls="", marker="x",
-                           label="over budget / out of memory")]
+    handles = [
+        plt.Line2D([], [], color=colour[op], marker="o", ms=3, label=op) for op in ops
+    ]
+    handles += [
+        plt.Line2D([], [], color="grey", ls="--", label="budget / memory cap"),
+        plt.Line2D(
+            [], [], color="black", ls="", marker="x", label="over budget / out of memory"
+        ),
+    ]
     fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
-    fig.suptitle(f"plan growth on {args.clusters} clusters: time and memory per case "
-                 f"(budget {args.budget:g} s, cap {human(args.max_memory)})")
+    fig.suptitle(
+        f"plan growth on {args.clusters} clusters: time and memory per case "
+        f"(budget {args.budget:g} s, cap {human(args.max_memory)})"
+    )
     fig.tight_layout(rect=(0, 0, 1 - 2.3 / fig.get_figwidth(), 1))
     save_figure(fig, path, dpi=110)
 
@@ -750,32 +898,67 @@ def parse_args(argv):
     argparse.Namespace
     """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="16, 32 and 64 ranks (128 for rooted operations), budget "
-                             "10 s: a check that the benchmark works")
-    parser.add_argument("--sizes", type=_sizes, default=None,
-                        help="comma-separated rank counts of every operation "
-                             f"(default {','.join(map(str, DEFAULT_SIZES))})")
-    parser.add_argument("--rooted-sizes", type=_sizes, default=None,
-                        help="further rank counts of the rooted operations "
-                             f"(default {','.join(map(str, DEFAULT_ROOTED_SIZES))})")
-    parser.add_argument("--budget", type=float, default=None,
-                        help="wall-clock seconds per case (default 60; 10 with --quick)")
-    parser.add_argument("--max-memory", type=parse_size, default=parse_size("6G"),
-                        help="address-space cap of a case (default 6G)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="16, 32 and 64 ranks (128 for rooted operations), budget "
+        "10 s: a check that the benchmark works",
+    )
+    parser.add_argument(
+        "--sizes",
+        type=_sizes,
+        default=None,
+        help="comma-separated rank counts of every operation "
+        f"(default {','.join(map(str, DEFAULT_SIZES))})",
+    )
+    parser.add_argument(
+        "--rooted-sizes",
+        type=_sizes,
+        default=None,
+        help="further rank counts of the rooted operations "
+        f"(default {','.join(map(str, DEFAULT_ROOTED_SIZES))})",
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="wall-clock seconds per case (default 60; 10 with --quick)",
+    )
+    parser.add_argument(
+        "--max-memory",
+        type=parse_size,
+        default=parse_size("6G"),
+        help="address-space cap of a case (default 6G)",
+    )
     parser.add_argument("--clusters", type=int, default=8, help="clusters (default 8)")
-    parser.add_argument("--level", default="commutative",
-                        choices=("strict", "associative", "commutative"),
-                        help="reduction level (default commutative)")
-    parser.add_argument("--families", type=_names, default=None,
-                        help=f"comma-separated subset of {','.join(FAMILIES)}")
-    parser.add_argument("--ops", type=_names, default=None,
-                        help="comma-separated subset of operations")
-    parser.add_argument("--fit-points", type=int, default=4,
-                        help="sizes per fitted exponent, the last that ran (default 4)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="the CSV file (default benchmarks/results/growth.csv, "
-                             "growth-quick.csv with --quick)")
+    parser.add_argument(
+        "--level",
+        default="commutative",
+        choices=("strict", "associative", "commutative"),
+        help="reduction level (default commutative)",
+    )
+    parser.add_argument(
+        "--families",
+        type=_names,
+        default=None,
+        help=f"comma-separated subset of {','.join(FAMILIES)}",
+    )
+    parser.add_argument(
+        "--ops", type=_names, default=None, help="comma-separated subset of operations"
+    )
+    parser.add_argument(
+        "--fit-points",
+        type=int,
+        default=4,
+        help="sizes per fitted exponent, the last that ran (default 4)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="the CSV file (default benchmarks/results/growth.csv, "
+        "growth-quick.csv with --quick)",
+    )
     args = parser.parse_args(argv)
     if args.sizes is None:
         args.sizes = QUICK_SIZES if args.quick else DEFAULT_SIZES
@@ -821,23 +1004,34 @@ def main(argv=None):
     out.parent.mkdir(parents=True, exist_ok=True)
     say = Report()
     say(f"command: {command_line(__file__, argv)}")
-    say(f"{load_text()}; budget {args.budget:g} s and address space "
+    say(
+        f"{load_text()}; budget {args.budget:g} s and address space "
         f"{human(args.max_memory)} per case; {args.clusters} clusters; "
-        f"reductions at level {args.level}; times in seconds")
+        f"reductions at level {args.level}; times in seconds"
+    )
     started = time.perf_counter()
     rows = run(args, out)
-    say(f"ran {sum(1 for r in rows if 'not run' not in r.get('note', ''))} of "
-        f"{len(rows)} cases in {time.perf_counter() - started:.0f} s; {load_text()}")
+    say(
+        f"ran {sum(1 for r in rows if 'not run' not in r.get('note', ''))} of "
+        f"{len(rows)} cases in {time.perf_counter() - started:.0f} s; {load_text()}"
+    )
     say()
     fits = growth(rows, args.fit_points)
     summary(rows, fits, args.fit_points, say)
-    write_csv(out.with_name(out.stem + "-fit.csv"), FIT_FIELDS,
-              [{k: (f"{v:.2f}" if isinstance(v, float) else v) for k, v in f.items()}
-               for f in fits])
+    write_csv(
+        out.with_name(out.stem + "-fit.csv"),
+        FIT_FIELDS,
+        [
+            {k: (f"{v:.2f}" if isinstance(v, float) else v) for k, v in f.items()}
+            for f in fits
+        ],
+    )
     plot(rows, out.with_suffix(".png"), args)
     say()
-    say(f"wrote {out}, {out.with_name(out.stem + '-fit.csv').name}, "
-        f"{out.with_suffix('.png').name}, {out.with_suffix('.txt').name}")
+    say(
+        f"wrote {out}, {out.with_name(out.stem + '-fit.csv').name}, "
+        f"{out.with_suffix('.png').name}, {out.with_suffix('.txt').name}"
+    )
     say.write(out.with_suffix(".txt"))
     return rows
 

@@ -43,9 +43,12 @@ from _harness import RESULTS, Report, command_line, human, load_text, write_csv
 GRIDS = {"2x4": ([4, 4], 0.010, 1e6), "2x4-lan": ([4, 4], 0.001, 1e8)}
 SIZES = (8, 65536, 1 << 20)
 OPS = ("bcast", "reduce", "allreduce")
-IMPLS = ["native", "default",
-         {"family": "magpie", "validate": True, "name": "magpie"},
-         {"family": "han", "validate": True, "name": "han"}]
+IMPLS = [
+    "native",
+    "default",
+    {"family": "magpie", "validate": True, "name": "magpie"},
+    {"family": "han", "validate": True, "name": "han"},
+]
 
 
 def cases():
@@ -63,12 +66,20 @@ def run_grid(name, reps, timeout, say):
 
     sizes, latency, bandwidth = GRIDS[name]
     topology = Topology.from_sizes(sizes, wan_latency=latency, wan_bandwidth=bandwidth)
-    spec = {"reps": reps, "margin": 0.1, "progress": True, "level": None, "cases": [
-        {"label": label, "op": op, "bytes": nbytes, "impls": IMPLS}
-        for label, op, nbytes in cases()]}
+    spec = {
+        "reps": reps,
+        "margin": 0.1,
+        "progress": True,
+        "level": None,
+        "cases": [
+            {"label": label, "op": op, "bytes": nbytes, "impls": IMPLS}
+            for label, op, nbytes in cases()
+        ],
+    }
     with tempfile.TemporaryDirectory(prefix="wacoll-han-") as out:
-        measured, reason = run_on_testbed(topology, spec, out, name="han",
-                                          timeout=timeout)
+        measured, reason = run_on_testbed(
+            topology, spec, out, name="han", timeout=timeout
+        )
     if measured is None:
         say(f"{name}: no measurements ({reason})")
         return []
@@ -77,10 +88,17 @@ def run_grid(name, reps, timeout, say):
         entry = measured[label]
         for impl, times in entry["times"].items():
             valid = [t for t in times if t is not None]
-            rows.append({"grid": name, "case": label, "op": op, "bytes": nbytes,
-                         "config": impl,
-                         "seconds": statistics.median(valid) if valid else None,
-                         "correct": entry.get("correct")})
+            rows.append(
+                {
+                    "grid": name,
+                    "case": label,
+                    "op": op,
+                    "bytes": nbytes,
+                    "config": impl,
+                    "seconds": statistics.median(valid) if valid else None,
+                    "correct": entry.get("correct"),
+                }
+            )
     return rows
 
 
@@ -88,13 +106,18 @@ def report(rows, say):
     grids = dict.fromkeys(r["grid"] for r in rows)
     for grid in grids:
         sizes, latency, bandwidth = GRIDS[grid]
-        say(f"\n{grid}: clusters {sizes}, wide area {latency * 1e3:g} ms, "
-            f"{bandwidth / 1e6:g} MB/s; median ms (ratio to native)")
-        say(f"  {'case':16s} {'native':>9s} {'default':>16s} {'magpie':>16s} "
-            f"{'han':>16s} {'han / magpie':>13s}")
+        say(
+            f"\n{grid}: clusters {sizes}, wide area {latency * 1e3:g} ms, "
+            f"{bandwidth / 1e6:g} MB/s; median ms (ratio to native)"
+        )
+        say(
+            f"  {'case':16s} {'native':>9s} {'default':>16s} {'magpie':>16s} "
+            f"{'han':>16s} {'han / magpie':>13s}"
+        )
         for label, _, _ in cases():
-            mine = {r["config"]: r for r in rows if r["grid"] == grid and
-                    r["case"] == label}
+            mine = {
+                r["config"]: r for r in rows if r["grid"] == grid and r["case"] == label
+            }
             native = mine["native"]["seconds"]
             cells = [f"{native * 1e3:9.2f}"]
             for config in ("default", "magpie", "han"):
@@ -104,8 +127,12 @@ def report(rows, say):
             han_vs = mine["han"]["seconds"] / mine["magpie"]["seconds"]
             mine["han"]["ratio_to_magpie"] = han_vs
             ok = all(r.get("correct") for r in mine.values())
-            say(f"  {label:16s} " + " ".join(cells) + f" {han_vs:13.2f}" +
-                ("" if ok else "  RESULTS DIFFER"))
+            say(
+                f"  {label:16s} "
+                + " ".join(cells)
+                + f" {han_vs:13.2f}"
+                + ("" if ok else "  RESULTS DIFFER")
+            )
 
 
 def main(argv=None):
@@ -119,8 +146,10 @@ def main(argv=None):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     say = Report()
-    say("bench_han: composed plans (library in clusters, MagPIe between) vs MagPIe "
-        "and the MPI library")
+    say(
+        "bench_han: composed plans (library in clusters, MagPIe between) vs MagPIe "
+        "and the MPI library"
+    )
     say(f"command: {command_line(__file__, argv)}")
     say(f"machine: {load_text()} (at start)")
     start = time.time()
@@ -133,8 +162,17 @@ def main(argv=None):
         report(rows, say)
     say(f"\nmachine: {load_text()} (at end); {time.time() - start:.0f} s")
     if rows:
-        fields = ["grid", "case", "op", "bytes", "config", "seconds", "ratio_to_native",
-                  "ratio_to_magpie", "correct"]
+        fields = [
+            "grid",
+            "case",
+            "op",
+            "bytes",
+            "config",
+            "seconds",
+            "ratio_to_native",
+            "ratio_to_magpie",
+            "correct",
+        ]
         write_csv(out / "han.csv", fields, rows)
     say.write(out / "han.txt")
     return 0 if rows else 1

@@ -65,13 +65,14 @@ def measure(op, dtype, nbytes, repeats=21, target=0.005):
     times = {name: [] for name, _ in runners}
     k = len(runners)
     for r in range(repeats):
-        for name, fn in runners[r % k:] + runners[:r % k]:
+        for name, fn in runners[r % k :] + runners[: r % k]:
             start = time.perf_counter()
             for _ in range(number):
                 fn()
             times[name].append((time.perf_counter() - start) / number)
-    speedup = statistics.median(t_np / t_w for t_np, t_w in
-                                zip(times["numpy"], times["wacoll"]))
+    speedup = statistics.median(
+        t_np / t_w for t_np, t_w in zip(times["numpy"], times["wacoll"])
+    )
     return {name: statistics.median(t) for name, t in times.items()}, speedup, number
 
 
@@ -79,21 +80,29 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="sizes up to 1 MiB only")
     parser.add_argument("--repeats", type=int, default=21)
-    parser.add_argument("--out", help="CSV file (default results/kernels.csv; with "
-                                      "--quick results/kernels-quick.csv)")
+    parser.add_argument(
+        "--out",
+        help="CSV file (default results/kernels.csv; with "
+        "--quick results/kernels-quick.csv)",
+    )
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
-    args.out = args.out or str(RESULTS / ("kernels-quick.csv" if args.quick
-                                          else "kernels.csv"))
+    args.out = args.out or str(
+        RESULTS / ("kernels-quick.csv" if args.quick else "kernels.csv")
+    )
     top = 1 if args.quick else 64
-    sizes = [KIB * 4 ** k for k in range(10) if KIB * 4 ** k <= top * KIB * KIB]
+    sizes = [KIB * 4**k for k in range(10) if KIB * 4**k <= top * KIB * KIB]
 
     print("command:", command_line(__file__, argv))
-    print(f"numpy {np.__version__}; wacoll kernels: {KERNEL_VARIANT}; medians of "
-          f"{args.repeats} repeats; GB/s counts 3 x array bytes per call; speedup = "
-          "median of numpy time / wacoll time within a repeat")
-    header = (f"{'op':<4} {'dtype':<8} {'size':>7} {'wacoll us':>10} "
-              f"{'numpy us':>10} {'wacoll GB/s':>12} {'numpy GB/s':>11} {'speedup':>8}")
+    print(
+        f"numpy {np.__version__}; wacoll kernels: {KERNEL_VARIANT}; medians of "
+        f"{args.repeats} repeats; GB/s counts 3 x array bytes per call; speedup = "
+        "median of numpy time / wacoll time within a repeat"
+    )
+    header = (
+        f"{'op':<4} {'dtype':<8} {'size':>7} {'wacoll us':>10} "
+        f"{'numpy us':>10} {'wacoll GB/s':>12} {'numpy GB/s':>11} {'speedup':>8}"
+    )
     print(header)
     print("-" * len(header))
     rows = []
@@ -102,19 +111,28 @@ def main(argv=None):
             t, speedup, number = measure(op, dtype, nbytes, args.repeats)
             traffic = 3 * nbytes / 1e9
             row = {
-                "op": op, "dtype": dtype, "bytes": nbytes,
+                "op": op,
+                "dtype": dtype,
+                "bytes": nbytes,
                 "elements": nbytes // np.dtype(dtype).itemsize,
-                "wacoll_s": t["wacoll"], "numpy_s": t["numpy"],
-                "wacoll_GBps": traffic / t["wacoll"], "numpy_GBps": traffic / t["numpy"],
+                "wacoll_s": t["wacoll"],
+                "numpy_s": t["numpy"],
+                "wacoll_GBps": traffic / t["wacoll"],
+                "numpy_GBps": traffic / t["numpy"],
                 "speedup": speedup,
-                "repeats": args.repeats, "calls_per_repeat": number,
-                "variant": KERNEL_VARIANT, "numpy_version": np.__version__,
+                "repeats": args.repeats,
+                "calls_per_repeat": number,
+                "variant": KERNEL_VARIANT,
+                "numpy_version": np.__version__,
             }
             rows.append(row)
-            print(f"{op:<4} {dtype:<8} {human(nbytes):>7} {t['wacoll'] * 1e6:>10.3f} "
-                  f"{t['numpy'] * 1e6:>10.3f} "
-                  f"{row['wacoll_GBps']:>12.2f} {row['numpy_GBps']:>11.2f} "
-                  f"{row['speedup']:>8.2f}", flush=True)
+            print(
+                f"{op:<4} {dtype:<8} {human(nbytes):>7} {t['wacoll'] * 1e6:>10.3f} "
+                f"{t['numpy'] * 1e6:>10.3f} "
+                f"{row['wacoll_GBps']:>12.2f} {row['numpy_GBps']:>11.2f} "
+                f"{row['speedup']:>8.2f}",
+                flush=True,
+            )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_csv(out, list(rows[0]), rows)

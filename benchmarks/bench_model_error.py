@@ -71,11 +71,24 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import (RESULTS, ROOT, Report, command_line, failure, goal_band, human,
-                      median, pyplot, report_check, save_figure, started_testbed,
-                      write_csv)
 from bench_networks import NETWORKS
 from bench_sim_vs_testbed import _pingpong, time_case
+
+from _harness import (
+    RESULTS,
+    ROOT,
+    Report,
+    command_line,
+    failure,
+    goal_band,
+    human,
+    median,
+    pyplot,
+    report_check,
+    save_figure,
+    started_testbed,
+    write_csv,
+)
 
 sys.path.append(str(Path(__file__).resolve().parent / "apps"))  # the workers' MPI side
 from _rankside import import_wacoll, now, timed  # noqa: E402
@@ -120,9 +133,13 @@ def plan_of(topology, op, nbytes, family):
     float64 data, root 0, a SUM at :data:`LEVEL`."""
     from wacoll.plans import Call, select
 
-    call = Call(op, count=nbytes // 8, itemsize=8,
-                level=LEVEL if op == "allreduce" else None,
-                root=0 if op == "bcast" else None)
+    call = Call(
+        op,
+        count=nbytes // 8,
+        itemsize=8,
+        level=LEVEL if op == "allreduce" else None,
+        root=0 if op == "bcast" else None,
+    )
     return select(call, topology, comm_family=family).build(topology)
 
 
@@ -131,8 +148,11 @@ def _pairs(clusters):
     """Ping-pong pairs, every rank busy: ``intra`` pairs neighbours in each cluster,
     ``wan`` pairs the k-th rank of cluster 2i with the k-th of cluster 2i + 1."""
     intra = [(c[i], c[i + 1]) for c in clusters for i in range(0, len(c) - 1, 2)]
-    wan = [(a, b) for i in range(0, len(clusters) - 1, 2)
-           for a, b in zip(clusters[i], clusters[i + 1])]
+    wan = [
+        (a, b)
+        for i in range(0, len(clusters) - 1, 2)
+        for a, b in zip(clusters[i], clusters[i + 1])
+    ]
     return {"intra": intra, "wan": wan}
 
 
@@ -147,8 +167,7 @@ def _call_pingpong(w, wacoll, pairs, reps=PINGPONG_REPS):
     sub = w.Split(color, rank)
     mine = []
     if color < len(pairs):
-        comm = wacoll.Comm(sub, wacoll.Topology.single(2), family="mpich",
-                           validate=False)
+        comm = wacoll.Comm(sub, wacoll.Topology.single(2), family="mpich", validate=False)
         buf = np.zeros(1)
         times = []
         for i in range(2 * (reps + 3)):
@@ -190,10 +209,12 @@ def _aggregate(w, clusters, nbytes, reps=2):
     into = {p: np.empty(nbytes, np.uint8) for p in peers}
     times = []
     for k in range(reps + 1):
+
         def burst():
             reqs = [w.Irecv(into[p], source=p, tag=7411) for p in peers]
             reqs += [w.Isend(out, dest=p, tag=7411) for p in peers]
             MPI.Request.Waitall(reqs)
+
         t = timed(w, MARGIN, burst)
         if k and t is not None:
             times.append(t)
@@ -227,18 +248,33 @@ def worker(spec_path, out_path):
     pingpong["wacoll"] = _call_pingpong(w, wacoll, _pairs(clusters)["intra"])
     pingpong["wake"] = _wake_delays(w)
     comms = {f: wacoll.Comm(w, topology, family=f, validate=False) for f in FAMILIES}
-    results = {"_meta": {"size": size, "reps": reps, "clusters": clusters,
-                         "figures": figures, "link_seconds": link_seconds,
-                         "pingpong": pingpong}}
+    results = {
+        "_meta": {
+            "size": size,
+            "reps": reps,
+            "clusters": clusters,
+            "figures": figures,
+            "link_seconds": link_seconds,
+            "pingpong": pingpong,
+        }
+    }
     for case in spec["cases"]:
-        results[case["label"]] = time_case(w, comms, case["families"], case, reps,
-                                           MARGIN, warmup=int(spec.get("warmup", 1)),
-                                           level=LEVEL)
+        results[case["label"]] = time_case(
+            w,
+            comms,
+            case["families"],
+            case,
+            reps,
+            MARGIN,
+            warmup=int(spec.get("warmup", 1)),
+            level=LEVEL,
+        )
     results["_meta"]["figures_after"] = measure_links(w, configured.clusters)
     # the same measurement with bursts of 2 MiB instead of 256 KiB: a rate the
     # machine's load disturbs less (a short burst on a fast link lasts ~3 ms)
-    results["_meta"]["figures_long"] = measure_links(w, configured.clusters,
-                                                     large=LONG_BURST // 2, window=2)
+    results["_meta"]["figures_long"] = measure_links(
+        w, configured.clusters, large=LONG_BURST // 2, window=2
+    )
     results["_meta"]["aggregate"] = _aggregate(w, clusters, 2 * LONG_BURST)
     if rank == 0:
         Path(out_path).write_text(json.dumps(results, indent=1))
@@ -248,24 +284,30 @@ def worker(spec_path, out_path):
 def source_state():
     """The checkout the ranks ran: its commit, and the wacoll files changed in the
     working tree (the tree is shared; the ranks import what it holds)."""
+
     def git(*args):
         try:
-            return subprocess.run(["git", *args], capture_output=True, text=True,
-                                  cwd=ROOT, timeout=30).stdout.strip()
+            return subprocess.run(
+                ["git", *args], capture_output=True, text=True, cwd=ROOT, timeout=30
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return "?"
 
-    changed = [line.split(maxsplit=1)[-1]
-               for line in git("status", "--porcelain", "wacoll").splitlines()]
+    changed = [
+        line.split(maxsplit=1)[-1]
+        for line in git("status", "--porcelain", "wacoll").splitlines()
+    ]
     return f"commit {git('rev-parse', '--short', 'HEAD')}" + (
-        f", changed in the working tree: {', '.join(changed)}" if changed else "")
+        f", changed in the working tree: {', '.join(changed)}" if changed else ""
+    )
 
 
 def uptime():
     """The machine's ``uptime`` line (the load of the other work sharing it)."""
     try:
-        return subprocess.run(["uptime"], capture_output=True, text=True,
-                              timeout=10).stdout.strip()
+        return subprocess.run(
+            ["uptime"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError) as exc:
         return f"uptime failed: {exc}"
 
@@ -291,26 +333,41 @@ def run_network(network, reps, say):
         say(f"{network}: no testbed here ({reason})")
         return None
     topo = topology_of(network)
-    spec = {"reps": reps, "cases": [
-        {"label": label, "op": op, "bytes": nbytes, "families": families_for(op)}
-        for label, op, nbytes in case_list(network)]}
+    spec = {
+        "reps": reps,
+        "cases": [
+            {"label": label, "op": op, "bytes": nbytes, "families": families_for(op)}
+            for label, op, nbytes in case_list(network)
+        ],
+    }
     timeout = budget(network, reps)
     before = uptime()
-    say(f"{network}: {'x'.join(map(str, NETWORKS[network][0]))}, "
+    say(
+        f"{network}: {'x'.join(map(str, NETWORKS[network][0]))}, "
         f"{NETWORKS[network][1] * 1e3:g} ms, {NETWORKS[network][2] / 1e6:g} MB/s; "
-        f"{len(spec['cases'])} cases, {reps} runs; time limit {timeout:.0f} s")
+        f"{len(spec['cases'])} cases, {reps} runs; time limit {timeout:.0f} s"
+    )
     say(f"  before: {before}")
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="moderr-") as tmp:
         spec_path, out_path = Path(tmp) / "cases.json", Path(tmp) / "measured.json"
         spec_path.write_text(json.dumps(spec))
         try:
-            with started_testbed(topo, name=f"me{network[:6]}",
-                                 time_limit=timeout + 900) as (tb, caught):
+            with started_testbed(
+                topo, name=f"me{network[:6]}", time_limit=timeout + 900
+            ) as (tb, caught):
                 report_check(say, tb.last_check, caught)
-                run = tb.run([sys.executable, str(Path(__file__).resolve()), "--worker",
-                              str(spec_path), str(out_path)], timeout=timeout,
-                             capture=False)
+                run = tb.run(
+                    [
+                        sys.executable,
+                        str(Path(__file__).resolve()),
+                        "--worker",
+                        str(spec_path),
+                        str(out_path),
+                    ],
+                    timeout=timeout,
+                    capture=False,
+                )
                 if not run.ok:
                     say(f"{network}: the measurement failed ({failure(run)})")
                     return None
@@ -322,10 +379,15 @@ def run_network(network, reps, say):
             return None
     after = uptime()
     say(f"  after:  {after} ({time.monotonic() - t0:.0f} s)")
-    raw["_meta"].update({"uptime_before": before, "uptime_after": after,
-                         "source": source_state(),
-                         "seconds": time.monotonic() - t0, "when": time.strftime(
-                             "%Y-%m-%d %H:%M:%S")})
+    raw["_meta"].update(
+        {
+            "uptime_before": before,
+            "uptime_after": after,
+            "source": source_state(),
+            "seconds": time.monotonic() - t0,
+            "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+        }
+    )
     return raw
 
 
@@ -338,8 +400,10 @@ def best_links(raw):
     disturbed least."""
     meta = raw["_meta"]
     out = {"rtt": dict(meta["figures"]["rtt"]), "rate": dict(meta["figures"]["rate"])}
-    for key, better, sources in (("rtt", min, ("figures_after",)),
-                                 ("rate", max, ("figures_after", "figures_long"))):
+    for key, better, sources in (
+        ("rtt", min, ("figures_after",)),
+        ("rate", max, ("figures_after", "figures_long")),
+    ):
         for source in sources:
             for pair, value in meta.get(source, {}).get(key, {}).items():
                 out[key][pair] = better(out[key].get(pair, value), value)
@@ -403,9 +467,12 @@ def mended_model(network, raw):
     from wacoll.plans.sim import LinkModel
 
     clusters = [tuple(c) for c in raw["_meta"]["clusters"]]
-    return LinkModel(measured_topology(clusters, best_links(raw)),
-                     recv_overhead=software_cost(raw) + wake_cost(raw),
-                     window=burst_window(network), wan_capacity=wan_capacity(raw))
+    return LinkModel(
+        measured_topology(clusters, best_links(raw)),
+        recv_overhead=software_cost(raw) + wake_cost(raw),
+        window=burst_window(network),
+        wan_capacity=wan_capacity(raw),
+    )
 
 
 def measured_topology_of(raw, key="figures"):
@@ -421,8 +488,11 @@ def rows_of(network, raw):
 
     configured = topology_of(network)
     topo = measured_topology_of(raw)
-    models = {"measured": LinkModel(topo), "configured": LinkModel(configured),
-              "mended": mended_model(network, raw)}
+    models = {
+        "measured": LinkModel(topo),
+        "configured": LinkModel(configured),
+        "mended": mended_model(network, raw),
+    }
     rows = []
     for label, op, nbytes in case_list(network):
         m = raw.get(label)
@@ -433,12 +503,21 @@ def rows_of(network, raw):
             plan = plan_of(topo, op, nbytes, family)
             times = [t for t in m["times"].get(family, []) if t is not None]
             meas = median(times)
-            row = {"network": network, "case": label, "op": op, "bytes": nbytes,
-                   "family": family, "algorithm": plan.algorithm,
-                   "messages": len(plan.messages()), "measured": meas,
-                   "measured_min": min(times) if times else None, "runs": len(times),
-                   "start_skew": skew, "correct": m["correct"].get(family),
-                   "same_plan": m["plan"].get(family) == [plan.algorithm, plan.nblocks]}
+            row = {
+                "network": network,
+                "case": label,
+                "op": op,
+                "bytes": nbytes,
+                "family": family,
+                "algorithm": plan.algorithm,
+                "messages": len(plan.messages()),
+                "measured": meas,
+                "measured_min": min(times) if times else None,
+                "runs": len(times),
+                "start_skew": skew,
+                "correct": m["correct"].get(family),
+                "same_plan": m["plan"].get(family) == [plan.algorithm, plan.nblocks],
+            }
             for name, model in models.items():
                 pred = simulate(plan, model).completion
                 if name == "mended" and skew is not None:
@@ -455,25 +534,48 @@ def _steps():
     from wacoll.plans.sim import LinkModel
 
     def best(raw):
-        return measured_topology([tuple(c) for c in raw["_meta"]["clusters"]],
-                                 best_links(raw))
+        return measured_topology(
+            [tuple(c) for c in raw["_meta"]["clusters"]], best_links(raw)
+        )
 
     return [
-        ("measured topology, pairs' messages sharing (the simulator before)",
-         lambda n, raw: LinkModel(measured_topology_of(raw), ordered=False), False),
-        ("measured topology (a pair's messages in order)",
-         lambda n, raw: LinkModel(measured_topology_of(raw)), False),
+        (
+            "measured topology, pairs' messages sharing (the simulator before)",
+            lambda n, raw: LinkModel(measured_topology_of(raw), ordered=False),
+            False,
+        ),
+        (
+            "measured topology (a pair's messages in order)",
+            lambda n, raw: LinkModel(measured_topology_of(raw)),
+            False,
+        ),
         ("+ the start skew", lambda n, raw: LinkModel(measured_topology_of(raw)), True),
-        ("+ the best of the run's link measurements", lambda n, raw: LinkModel(best(raw)),
-         True),
-        ("+ the runner's and waking cost per receive",
-         lambda n, raw: LinkModel(best(raw), recv_overhead=software_cost(raw)
-                                  + wake_cost(raw)), True),
-        ("+ short messages as bursts",
-         lambda n, raw: LinkModel(best(raw), recv_overhead=software_cost(raw)
-                                  + wake_cost(raw), window=burst_window(n)), True),
-        ("+ the links' capacity together (= mended)",
-         lambda n, raw: mended_model(n, raw), True),
+        (
+            "+ the best of the run's link measurements",
+            lambda n, raw: LinkModel(best(raw)),
+            True,
+        ),
+        (
+            "+ the runner's and waking cost per receive",
+            lambda n, raw: LinkModel(
+                best(raw), recv_overhead=software_cost(raw) + wake_cost(raw)
+            ),
+            True,
+        ),
+        (
+            "+ short messages as bursts",
+            lambda n, raw: LinkModel(
+                best(raw),
+                recv_overhead=software_cost(raw) + wake_cost(raw),
+                window=burst_window(n),
+            ),
+            True,
+        ),
+        (
+            "+ the links' capacity together (= mended)",
+            lambda n, raw: mended_model(n, raw),
+            True,
+        ),
     ]
 
 
@@ -499,14 +601,29 @@ def ablation(say, raws):
                     pred += skew if skewed else 0.0
                     errs.setdefault(network, []).append(abs(pred - meas) / meas)
         every = [e for v in errs.values() for e in v]
-        say(f"  {label:66} {statistics.median(every):6.1%}  (" + ", ".join(
-            f"{n} {statistics.median(v):.0%}" for n, v in errs.items()) + ")")
+        say(
+            f"  {label:66} {statistics.median(every):6.1%}  ("
+            + ", ".join(f"{n} {statistics.median(v):.0%}" for n, v in errs.items())
+            + ")"
+        )
 
 
 # ------------------------------------------------------------------ report
-FIELDS = (["network", "case", "op", "bytes", "family", "algorithm", "messages",
-           "measured", "measured_min", "runs", "start_skew", "correct", "same_plan"]
-          + [f"{k}_{n}" for n in MODELS for k in ("pred", "err")])
+FIELDS = [
+    "network",
+    "case",
+    "op",
+    "bytes",
+    "family",
+    "algorithm",
+    "messages",
+    "measured",
+    "measured_min",
+    "runs",
+    "start_skew",
+    "correct",
+    "same_plan",
+] + [f"{k}_{n}" for n in MODELS for k in ("pred", "err")]
 
 
 def _ms(s):
@@ -521,54 +638,75 @@ def _link_sum(raw):
     """The sum of the wide-area links' measured bandwidths (bytes/s)."""
     topo = measured_topology_of(raw)
     k = topo.nclusters
-    return sum(topo.wan_link(a, b).bandwidth for a in range(k) for b in range(k) if a != b)
+    return sum(
+        topo.wan_link(a, b).bandwidth for a in range(k) for b in range(k) if a != b
+    )
 
 
 def links_text(network, raw):
     """The measured links beside the configured ones."""
     configured = topology_of(network)
     out = []
-    names = {"figures": "start of run", "figures_after": "end of run",
-             "figures_long": f"end, {human(LONG_BURST)} bursts"}
+    names = {
+        "figures": "start of run",
+        "figures_after": "end of run",
+        "figures_long": f"end, {human(LONG_BURST)} bursts",
+    }
     for key, name in names.items():
         if key not in raw["_meta"]:
             continue
         topo = measured_topology_of(raw, key)
-        out.append(f"  measured links ({name}): "
-                   f"wide area {topo.wan.latency * 1e3:.3f} ms, "
-                   f"{topo.wan.bandwidth / 1e6:.2f} MB/s (configured "
-                   f"{configured.wan.latency * 1e3:g} ms, "
-                   f"{configured.wan.bandwidth / 1e6:g} MB/s); inside "
-                   f"{topo.intra.latency * 1e6:.0f} us, "
-                   f"{topo.intra.bandwidth / 1e6:.0f} MB/s (configured "
-                   f"{configured.intra.latency * 1e6:.0f} us, "
-                   f"{configured.intra.bandwidth / 1e6:.0f} MB/s)")
+        out.append(
+            f"  measured links ({name}): "
+            f"wide area {topo.wan.latency * 1e3:.3f} ms, "
+            f"{topo.wan.bandwidth / 1e6:.2f} MB/s (configured "
+            f"{configured.wan.latency * 1e3:g} ms, "
+            f"{configured.wan.bandwidth / 1e6:g} MB/s); inside "
+            f"{topo.intra.latency * 1e6:.0f} us, "
+            f"{topo.intra.bandwidth / 1e6:.0f} MB/s (configured "
+            f"{configured.intra.latency * 1e6:.0f} us, "
+            f"{configured.intra.bandwidth / 1e6:.0f} MB/s)"
+        )
     pp = raw["_meta"].get("pingpong", {})
     if pp:
-        out.append("  loaded 1 B one-way times (median per pair): " + "; ".join(
-            f"{k} " + ", ".join(f"{x * 1e6:.0f}" for x in v) + " us"
-            for k, v in pp.items() if v and k in ("intra", "wan", "wacoll")))
+        out.append(
+            "  loaded 1 B one-way times (median per pair): "
+            + "; ".join(
+                f"{k} " + ", ".join(f"{x * 1e6:.0f}" for x in v) + " us"
+                for k, v in pp.items()
+                if v and k in ("intra", "wan", "wacoll")
+            )
+        )
     wake = pp.get("wake")
     if wake:
         wake = sorted(wake)
-        out.append(f"  a sleeping rank wakes late by {statistics.median(wake) * 1e6:.0f} us "
-                   f"(median; mean {statistics.fmean(wake) * 1e6:.0f}, 90th percentile "
-                   f"{wake[int(0.9 * len(wake))] * 1e6:.0f}, max {wake[-1] * 1e6:.0f}; "
-                   f"{len(wake)} wake-ups)")
+        out.append(
+            f"  a sleeping rank wakes late by {statistics.median(wake) * 1e6:.0f} us "
+            f"(median; mean {statistics.fmean(wake) * 1e6:.0f}, 90th percentile "
+            f"{wake[int(0.9 * len(wake))] * 1e6:.0f}, max {wake[-1] * 1e6:.0f}; "
+            f"{len(wake)} wake-ups)"
+        )
     cap = wan_capacity(raw)
-    out.append(f"  mended model: recv_overhead {software_cost(raw) * 1e6:.0f} us (runner) + "
-               f"{wake_cost(raw) * 1e6:.0f} us (waking), window "
-               f"{burst_window(network)} bytes, wan_capacity "
-               + ("-" if cap is None else f"{cap / 1e6:.1f} MB/s (the links' sum "
-                  f"{_link_sum(raw) / 1e6:.1f} MB/s)"))
+    out.append(
+        f"  mended model: recv_overhead {software_cost(raw) * 1e6:.0f} us (runner) + "
+        f"{wake_cost(raw) * 1e6:.0f} us (waking), window "
+        f"{burst_window(network)} bytes, wan_capacity "
+        + (
+            "-"
+            if cap is None
+            else f"{cap / 1e6:.1f} MB/s (the links' sum {_link_sum(raw) / 1e6:.1f} MB/s)"
+        )
+    )
     return out
 
 
 def report(say, raws, rows):
     for network, raw in raws.items():
         meta = raw["_meta"]
-        say(f"\n{network}: measured {meta.get('when', '?')}, {meta['reps']} runs per "
-            f"case, transport {meta.get('transport', '?')}")
+        say(
+            f"\n{network}: measured {meta.get('when', '?')}, {meta['reps']} runs per "
+            f"case, transport {meta.get('transport', '?')}"
+        )
         say(f"  command: {meta.get('command', '?')}")
         if meta.get("source"):
             say(f"  source: {meta['source']}")
@@ -577,20 +715,27 @@ def report(say, raws, rows):
         for line in links_text(network, raw):
             say(line)
     say("")
-    head = (f"{'network':8} {'case':17} {'family':12} {'algorithm':22} {'meas ms':>9} "
-            f"{'skew':>5}" + "".join(f" {n[:8]:>9} {'err':>5}" for n in MODELS))
+    head = (
+        f"{'network':8} {'case':17} {'family':12} {'algorithm':22} {'meas ms':>9} "
+        f"{'skew':>5}" + "".join(f" {n[:8]:>9} {'err':>5}" for n in MODELS)
+    )
     say(head)
     say("-" * len(head))
     for r in rows:
-        say(f"{r['network']:8} {r['case']:17} {r['family']:12} {r['algorithm'][:22]:22} "
+        say(
+            f"{r['network']:8} {r['case']:17} {r['family']:12} {r['algorithm'][:22]:22} "
             f"{_ms(r['measured']):>9} {_ms(r['start_skew']):>5}"
-            + "".join(f" {_ms(r['pred_' + n]):>9} {_pct(r['err_' + n]):>5}"
-                      for n in MODELS)
+            + "".join(
+                f" {_ms(r['pred_' + n]):>9} {_pct(r['err_' + n]):>5}" for n in MODELS
+            )
             + ("" if r["correct"] else "  WRONG RESULT")
-            + ("" if r["same_plan"] else "  (ran another plan)"))
-    say("(ms; skew = median of the null operation; err = (predicted - measured) / "
+            + ("" if r["same_plan"] else "  (ran another plan)")
+        )
+    say(
+        "(ms; skew = median of the null operation; err = (predicted - measured) / "
         "measured; measured = LinkModel on the measured topology, configured = on the "
-        "configured links, mended = see the docstring of bench_model_error.mended_model)")
+        "configured links, mended = see the docstring of bench_model_error.mended_model)"
+    )
     return summary(say, rows)
 
 
@@ -601,16 +746,22 @@ def _med_abs(rows, name):
 
 def summary(say, rows):
     networks = list(dict.fromkeys(r["network"] for r in rows))
-    say("\nmedian |error| per family and network (measured topology / configured links "
-        "/ mended)")
+    say(
+        "\nmedian |error| per family and network (measured topology / configured links "
+        "/ mended)"
+    )
     head = f"{'family':13}" + "".join(f" {n:>20}" for n in networks) + f" {'all':>20}"
     say(head)
     table = {}
     for family in FAMILIES + ("all",):
         cells = []
         for network in networks + ["all"]:
-            sel = [r for r in rows if (family == "all" or r["family"] == family)
-                   and (network == "all" or r["network"] == network)]
+            sel = [
+                r
+                for r in rows
+                if (family == "all" or r["family"] == family)
+                and (network == "all" or r["network"] == network)
+            ]
             vals = [_med_abs(sel, n) for n in MODELS]
             table[family, network] = vals
             cells.append("/".join("-" if v is None else f"{v:.0%}" for v in vals))
@@ -619,17 +770,28 @@ def summary(say, rows):
         v = table["all", "all"][MODELS.index(name)]
         if v is not None:
             n = sum(r.get(f"err_{name}") is not None for r in rows)
-            within = sum(abs(r[f"err_{name}"]) <= GOAL for r in rows
-                         if r.get(f"err_{name}") is not None)
-            say(f"overall, {name:10}: median |error| {v:.1%}, {within}/{n} cases within "
-                f"{GOAL:.0%} -> goal {'MET' if v <= GOAL else 'MISSED'}")
+            within = sum(
+                abs(r[f"err_{name}"]) <= GOAL
+                for r in rows
+                if r.get(f"err_{name}") is not None
+            )
+            say(
+                f"overall, {name:10}: median |error| {v:.1%}, {within}/{n} cases within "
+                f"{GOAL:.0%} -> goal {'MET' if v <= GOAL else 'MISSED'}"
+            )
     for name in MODELS:
         by = {}
         for r in rows:
             if r.get(f"err_{name}") is not None:
-                by.setdefault((r["network"], human(r["bytes"])), []).append(r[f"err_{name}"])
-        say(f"  {name:10} signed median error by network and size: " + "; ".join(
-            f"{n} {s} {statistics.median(v):+.0%}" for (n, s), v in by.items()))
+                by.setdefault((r["network"], human(r["bytes"])), []).append(
+                    r[f"err_{name}"]
+                )
+        say(
+            f"  {name:10} signed median error by network and size: "
+            + "; ".join(
+                f"{n} {s} {statistics.median(v):+.0%}" for (n, s), v in by.items()
+            )
+        )
     return table
 
 
@@ -640,8 +802,11 @@ def plot(path, rows, table):
     ax = axes[0]
     markers = {"measured": "o", "configured": "x", "mended": "s"}
     for name, mk in markers.items():
-        pts = [(r["measured"] * 1e3, r[f"pred_{name}"] * 1e3) for r in rows
-               if r.get("measured") and r.get(f"pred_{name}")]
+        pts = [
+            (r["measured"] * 1e3, r[f"pred_{name}"] * 1e3)
+            for r in rows
+            if r.get("measured") and r.get(f"pred_{name}")
+        ]
         if pts:
             ax.scatter(*zip(*pts), marker=mk, label=name, alpha=0.6, s=18)
     vals = [r["measured"] * 1e3 for r in rows if r.get("measured")]
@@ -668,13 +833,24 @@ def plot(path, rows, table):
                     ys.append(v * 100)
             ax.bar(xs, ys, width, color=f"C{k}", label=name if j == 0 else None)
     ax.axhline(GOAL * 100, color="k", ls="--", lw=0.8, label=f"goal {GOAL:.0%}")
-    ticks = [j * (len(families) + 1) + i for j in range(len(networks) + 1)
-             for i in range(len(families))]
-    ax.set_xticks(ticks, [f for _ in networks + ["all"] for f in families], rotation=90,
-                  fontsize=6)
+    ticks = [
+        j * (len(families) + 1) + i
+        for j in range(len(networks) + 1)
+        for i in range(len(families))
+    ]
+    ax.set_xticks(
+        ticks, [f for _ in networks + ["all"] for f in families], rotation=90, fontsize=6
+    )
     for j, network in enumerate(networks + ["all networks"]):
-        ax.text(j * (len(families) + 1) + (len(families) - 1) / 2, 1.0, network,
-                transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=8)
+        ax.text(
+            j * (len(families) + 1) + (len(families) - 1) / 2,
+            1.0,
+            network,
+            transform=ax.get_xaxis_transform(),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     ax.set_ylabel("median |error| (%)")
     ax.set_title("median |error| per family and network", pad=16)
     ax.legend(fontsize=8)
@@ -687,15 +863,27 @@ def plot(path, rows, table):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--networks", default=",".join(NETWORKS),
-                   help=f"comma-separated, of {', '.join(NETWORKS)}")
+    p.add_argument(
+        "--networks",
+        default=",".join(NETWORKS),
+        help=f"comma-separated, of {', '.join(NETWORKS)}",
+    )
     p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--predict-only", action="store_true",
-                   help="no testbed: the predictions and report from the saved raw file")
-    p.add_argument("--raw", default=str(RAW),
-                   help="the raw measurements (read, and updated by a run)")
-    p.add_argument("--stem", default=STEM,
-                   help="the result files' name in benchmarks/results (.csv, .txt, .png)")
+    p.add_argument(
+        "--predict-only",
+        action="store_true",
+        help="no testbed: the predictions and report from the saved raw file",
+    )
+    p.add_argument(
+        "--raw",
+        default=str(RAW),
+        help="the raw measurements (read, and updated by a run)",
+    )
+    p.add_argument(
+        "--stem",
+        default=STEM,
+        help="the result files' name in benchmarks/results (.csv, .txt, .png)",
+    )
     p.add_argument("--worker", nargs=2, metavar=("SPEC", "OUT"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:

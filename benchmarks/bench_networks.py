@@ -82,12 +82,21 @@ def _cases(sizes, extra, reps, families=(), short_reps=SHORT_REPS):
 
     cases = []
     for op in OPS:
-        for nbytes in (8,) if op == "barrier" else sizes + (
-                extra if op in ("bcast", "allreduce") else ()):
+        for nbytes in (
+            (8,)
+            if op == "barrier"
+            else sizes + (extra if op in ("bcast", "allreduce") else ())
+        ):
             forced = [f for f in families if op in builders(f)]
-            cases.append({"label": f"{op} {nbytes}", "op": op, "bytes": nbytes,
-                          "impls": list(IMPLS) + forced,
-                          "reps": max(reps, short_reps) if nbytes <= 8 else reps})
+            cases.append(
+                {
+                    "label": f"{op} {nbytes}",
+                    "op": op,
+                    "bytes": nbytes,
+                    "impls": list(IMPLS) + forced,
+                    "reps": max(reps, short_reps) if nbytes <= 8 else reps,
+                }
+            )
     # a user's loop: the communicator has explored its candidates (wacoll.mpi.learning)
     # before the timed calls; a family forced is timed as a user gets it, its calls
     # checked across ranks as the default's are (unchecked, a forced family saved
@@ -95,53 +104,80 @@ def _cases(sizes, extra, reps, families=(), short_reps=SHORT_REPS):
     # and the default was held against what no user of it runs)
     # the start margin as short as the network allows (tools.measure.start_margin):
     # a call timed after 50 ms of idling runs cold, unlike the calls of a loop
-    return {"reps": reps, "cases": cases, "progress": True, "warmup": WARMUP,
-            "validate": True, "margin": "auto"}
+    return {
+        "reps": reps,
+        "cases": cases,
+        "progress": True,
+        "warmup": WARMUP,
+        "validate": True,
+        "margin": "auto",
+    }
 
 
 def _learned(row):
     """A tuning row of the default, as read: each candidate's measured time, the
     choice marked."""
-    times = ", ".join(f"{'*' if c == row['chosen'] else ''}{c} {s * 1e3:.3g}"
-                      for c, s in zip(row["candidates"], row["seconds"]))
+    times = ", ".join(
+        f"{'*' if c == row['chosen'] else ''}{c} {s * 1e3:.3g}"
+        for c, s in zip(row["candidates"], row["seconds"])
+    )
     return f"{times} ms"
 
 
 def _size(nbytes):
-    return f"{nbytes // MIB} MiB" if nbytes >= MIB else (
-        f"{nbytes // KIB} KiB" if nbytes >= KIB else f"{nbytes} B")
+    return (
+        f"{nbytes // MIB} MiB"
+        if nbytes >= MIB
+        else (f"{nbytes // KIB} KiB" if nbytes >= KIB else f"{nbytes} B")
+    )
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--networks", default=",".join(NETWORKS))
     parser.add_argument("--reps", type=int, default=9)
-    parser.add_argument("--short-reps", type=int, default=SHORT_REPS,
-                        help="repetitions of the 8-byte cases at least (default "
-                             f"{SHORT_REPS})")
+    parser.add_argument(
+        "--short-reps",
+        type=int,
+        default=SHORT_REPS,
+        help=f"repetitions of the 8-byte cases at least (default {SHORT_REPS})",
+    )
     parser.add_argument("--out", default=str(RESULTS / "networks.csv"))
-    parser.add_argument("--report", metavar="CSV",
-                        help="print the table of an earlier run's CSV (with the "
-                             "bounds) and run nothing")
-    parser.add_argument("--families", default="",
-                        help="plan families to time forced too, comma-separated (e.g. "
-                             "magpie,mpich,modern,gridmpi,recent,hierarchical): the "
-                             "table then gives the default against the best of them "
-                             "and the library")
+    parser.add_argument(
+        "--report",
+        metavar="CSV",
+        help="print the table of an earlier run's CSV (with the bounds) and run nothing",
+    )
+    parser.add_argument(
+        "--families",
+        default="",
+        help="plan families to time forced too, comma-separated (e.g. "
+        "magpie,mpich,modern,gridmpi,recent,hierarchical): the "
+        "table then gives the default against the best of them "
+        "and the library",
+    )
     args = parser.parse_args(argv)
     families = [f for f in args.families.split(",") if f]
     if args.report:
         try:
             rows = _read_rows(Path(args.report))
         except (OSError, KeyError, ValueError) as exc:
-            parser.error(f"--report {args.report}: not a CSV this benchmark wrote "
-                         f"({type(exc).__name__}: {exc})")
+            parser.error(
+                f"--report {args.report}: not a CSV this benchmark wrote "
+                f"({type(exc).__name__}: {exc})"
+            )
         if not rows:
             parser.error(f"--report {args.report}: no rows")
         names = list(dict.fromkeys(r["network"] for r in rows))
         print(f"reprinted from {args.report} (an earlier run; nothing was timed now)")
-        _report(rows, names, "best" in rows[0], None, None,
-                {r["network"]: r.get("margin_s") for r in rows})
+        _report(
+            rows,
+            names,
+            "best" in rows[0],
+            None,
+            None,
+            {r["network"]: r.get("margin_s") for r in rows},
+        )
         return 0
     names = [n for n in args.networks.split(",") if n]
     unknown = set(names) - set(NETWORKS)
@@ -154,15 +190,23 @@ def main(argv=None):
     rows, margins = [], {}
     for name in names:
         sizes, latency, bandwidth, main_sizes, extra = NETWORKS[name]
-        topology = Topology.from_sizes(list(sizes), wan_latency=latency,
-                                       wan_bandwidth=bandwidth)
-        print(f"# {name}: {'x'.join(map(str, sizes))}, {latency * 1e3:g} ms, "
-              f"{bandwidth / 1e6:g} MB/s", file=sys.stderr, flush=True)
+        topology = Topology.from_sizes(
+            list(sizes), wan_latency=latency, wan_bandwidth=bandwidth
+        )
+        print(
+            f"# {name}: {'x'.join(map(str, sizes))}, {latency * 1e3:g} ms, "
+            f"{bandwidth / 1e6:g} MB/s",
+            file=sys.stderr,
+            flush=True,
+        )
         with tempfile.TemporaryDirectory() as tmp:
-            results, reason = run_on_testbed(topology, _cases(main_sizes, extra,
-                                                              args.reps, families,
-                                                              args.short_reps),
-                                             tmp, name=f"net{name}", timeout=3600)
+            results, reason = run_on_testbed(
+                topology,
+                _cases(main_sizes, extra, args.reps, families, args.short_reps),
+                tmp,
+                name=f"net{name}",
+                timeout=3600,
+            )
         if results is None:
             print(f"bench_networks: {name}: {reason}", file=sys.stderr)
             return 1
@@ -171,30 +215,49 @@ def main(argv=None):
             if label.startswith("_"):
                 continue
             if not all(case["correct"].values()):
-                print(f"bench_networks: {name} {label}: wacoll's result differs from "
-                      f"the library's", file=sys.stderr)
+                print(
+                    f"bench_networks: {name} {label}: wacoll's result differs from "
+                    f"the library's",
+                    file=sys.stderr,
+                )
                 return 1
-            med = {impl: statistics.median(times)
-                   for impl, times in case["times"].items()}
-            row = {"network": name, "op": case["op"], "bytes": case["bytes"],
-                   "native_s": med["native"], "default_s": med["default"],
-                   "ratio": med["default"] / med["native"],
-                   "margin_s": margins[name],
-                   "bound_s": case_bound(case["op"], case["bytes"], topology)}
+            med = {
+                impl: statistics.median(times) for impl, times in case["times"].items()
+            }
+            row = {
+                "network": name,
+                "op": case["op"],
+                "bytes": case["bytes"],
+                "native_s": med["native"],
+                "default_s": med["default"],
+                "ratio": med["default"] / med["native"],
+                "margin_s": margins[name],
+                "bound_s": case_bound(case["op"], case["bytes"], topology),
+            }
             if families:
                 best = min((impl for impl in med if impl != "default"), key=med.get)
                 ran = case.get("default_ran")
-                row.update(best=best, best_s=med[best],
-                           vs_best=med["default"] / med[best],
-                           spread=_spread(case["times"]["default"]), ran=ran,
-                           vs_same=med["default"] / med[ran] if ran in med else "")
+                row.update(
+                    best=best,
+                    best_s=med[best],
+                    vs_best=med["default"] / med[best],
+                    spread=_spread(case["times"]["default"]),
+                    ran=ran,
+                    vs_same=med["default"] / med[ran] if ran in med else "",
+                )
             row["learned"] = "; ".join(_learned(r) for r in case.get("learned", ()))
             rows.append(row)
 
-    _report(rows, names, bool(families),
-            f"{args.reps} ({args.short_reps} for 8 B)" if args.short_reps > args.reps
-            else f"{args.reps}",
-            argv if argv is not None else sys.argv[1:], margins)
+    _report(
+        rows,
+        names,
+        bool(families),
+        f"{args.reps} ({args.short_reps} for 8 B)"
+        if args.short_reps > args.reps
+        else f"{args.reps}",
+        argv if argv is not None else sys.argv[1:],
+        margins,
+    )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as f:
@@ -235,14 +298,28 @@ def _read_rows(path):
         for raw in csv.DictReader(f):
             row = dict(raw)
             row["bytes"] = int(row["bytes"])
-            for key in ("native_s", "default_s", "ratio", "best_s", "vs_best",
-                        "bound_s", "spread", "vs_same", "margin_s"):
+            for key in (
+                "native_s",
+                "default_s",
+                "ratio",
+                "best_s",
+                "vs_best",
+                "bound_s",
+                "spread",
+                "vs_same",
+                "margin_s",
+            ):
                 if row.get(key) not in (None, ""):
                     row[key] = float(row[key])
             if "bound_s" not in row or row["bound_s"] in (None, ""):
                 sizes, latency, bandwidth, _, _ = NETWORKS[row["network"]]
-                row["bound_s"] = case_bound(row["op"], row["bytes"], Topology.from_sizes(
-                    list(sizes), wan_latency=latency, wan_bandwidth=bandwidth))
+                row["bound_s"] = case_bound(
+                    row["op"],
+                    row["bytes"],
+                    Topology.from_sizes(
+                        list(sizes), wan_latency=latency, wan_bandwidth=bandwidth
+                    ),
+                )
             rows.append(row)
     return rows
 
@@ -266,44 +343,64 @@ def _report(rows, names, families, reps, argv, margins=None):
     """Print the table of times and ratios, then each network's summary (and the
     start margin of each network's calls, where ``margins`` gives it)."""
     runs = reps or "the run's"
-    print("default = wacoll.Comm(MPI.COMM_WORLD), no options; native = the MPI "
-          f"library; median of {runs} repetitions; ratio = default / native (below 1: "
-          "wacoll faster); bound = the physical bound (no algorithm is faster)")
+    print(
+        "default = wacoll.Comm(MPI.COMM_WORLD), no options; native = the MPI "
+        f"library; median of {runs} repetitions; ratio = default / native (below 1: "
+        "wacoll faster); bound = the physical bound (no algorithm is faster)"
+    )
     if argv is not None:
         print("command: python benchmarks/bench_networks.py " + " ".join(argv))
-    print(f"{'network':9} {'op':10} {'size':>7} {'native ms':>10} {'default ms':>11} "
-          f"{'ratio':>6} {'bound ms':>9} {'bound/native':>12}")
+    print(
+        f"{'network':9} {'op':10} {'size':>7} {'native ms':>10} {'default ms':>11} "
+        f"{'ratio':>6} {'bound ms':>9} {'bound/native':>12}"
+    )
     for r in rows:
-        best = f"  best forced {r['best']} {r['best_s'] * 1e3:.3f} ms, default/best " \
-            f"{r['vs_best']:.2f}" if families else ""
+        best = (
+            f"  best forced {r['best']} {r['best_s'] * 1e3:.3f} ms, default/best "
+            f"{r['vs_best']:.2f}"
+            if families
+            else ""
+        )
         if families and r.get("vs_same") not in (None, ""):
-            best += f"; ran {r['ran']}, /{r['ran']} forced {r['vs_same']:.2f}, " \
+            best += (
+                f"; ran {r['ran']}, /{r['ran']} forced {r['vs_same']:.2f}, "
                 f"spread {100 * r['spread']:.0f}%"
-        print(f"{r['network']:9} {r['op']:10} {_size(r['bytes']):>7} "
-              f"{r['native_s'] * 1e3:10.3f} {r['default_s'] * 1e3:11.3f} "
-              f"{r['ratio']:6.2f} {r['bound_s'] * 1e3:9.3f} "
-              f"{r['bound_s'] / r['native_s']:12.2f}{best}")
+            )
+        print(
+            f"{r['network']:9} {r['op']:10} {_size(r['bytes']):>7} "
+            f"{r['native_s'] * 1e3:10.3f} {r['default_s'] * 1e3:11.3f} "
+            f"{r['ratio']:6.2f} {r['bound_s'] * 1e3:9.3f} "
+            f"{r['bound_s'] / r['native_s']:12.2f}{best}"
+        )
         if r.get("learned"):
             print(f"{'':28}learned: {r['learned']}")
     for name in names:
         mine = [r for r in rows if r["network"] == name]
         if (margins or {}).get(name):
-            print(f"{name}: each call started {margins[name] * 1e3:.2f} ms after its "
-                  f"start instant was sent (tools.measure.start_margin)")
+            print(
+                f"{name}: each call started {margins[name] * 1e3:.2f} ms after its "
+                f"start instant was sent (tools.measure.start_margin)"
+            )
         worst = max(mine, key=lambda r: r["ratio"])
-        print(f"{name}: geometric mean {statistics.geometric_mean(r['ratio'] for r in mine):.2f}, worst "
-              f"{worst['ratio']:.2f} ({worst['op']} {_size(worst['bytes'])}); "
-              f"physical bound / library: geometric mean "
-              f"{statistics.geometric_mean(r['bound_s'] / r['native_s'] for r in mine):.2f}")
+        print(
+            f"{name}: geometric mean {statistics.geometric_mean(r['ratio'] for r in mine):.2f}, worst "
+            f"{worst['ratio']:.2f} ({worst['op']} {_size(worst['bytes'])}); "
+            f"physical bound / library: geometric mean "
+            f"{statistics.geometric_mean(r['bound_s'] / r['native_s'] for r in mine):.2f}"
+        )
         if families:
             within = sum(r["vs_best"] <= 1.1 for r in mine)
-            print(f"{name}: default within 1.1x of the best of the library and the "
-                  f"forced families in {within} of {len(mine)} cases")
+            print(
+                f"{name}: default within 1.1x of the best of the library and the "
+                f"forced families in {within} of {len(mine)} cases"
+            )
             same = [r["vs_same"] for r in mine if r.get("vs_same") not in (None, "")]
             if same:
-                print(f"{name}: default against the family it ran, forced: geometric "
-                      f"mean {statistics.geometric_mean(same):.2f}, {sum(v <= 1.1 for v in same)} of "
-                      f"{len(same)} within 1.1x")
+                print(
+                    f"{name}: default against the family it ran, forced: geometric "
+                    f"mean {statistics.geometric_mean(same):.2f}, {sum(v <= 1.1 for v in same)} of "
+                    f"{len(same)} within 1.1x"
+                )
 
 
 def _plot(rows, names, path):
@@ -312,8 +409,9 @@ def _plot(rows, names, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 4), sharey=True,
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(names), figsize=(4.2 * len(names), 4), sharey=True, squeeze=False
+    )
     for ax, name in zip(axes[0], names):
         mine = [r for r in rows if r["network"] == name]
         labels = [f"{r['op']}\n{_size(r['bytes'])}" for r in mine]

@@ -48,16 +48,20 @@ def _worker(repeats, calls):
     obj = {"rank": world.Get_rank(), "name": "x" * 20, "values": [1, 2, 3]}
     rows = []
     for op in OPS:
-        fns = {"mpi4py": (lambda c: lambda: c.allgather(obj))(world) if op == "allgather"
-               else (lambda c: lambda: c.bcast(obj, root=0))(world),
-               "wacoll": (lambda c: lambda: c.allgather(obj))(comm) if op == "allgather"
-               else (lambda c: lambda: c.bcast(obj, root=0))(comm)}
+        fns = {
+            "mpi4py": (lambda c: lambda: c.allgather(obj))(world)
+            if op == "allgather"
+            else (lambda c: lambda: c.bcast(obj, root=0))(world),
+            "wacoll": (lambda c: lambda: c.allgather(obj))(comm)
+            if op == "allgather"
+            else (lambda c: lambda: c.bcast(obj, root=0))(comm),
+        }
         for fn in fns.values():  # warm: plans built and recorded
             for _ in range(20):
                 fn()
         times = {name: [] for name in CONFIGS}
         for r in range(repeats):
-            for name in (CONFIGS if r % 2 == 0 else CONFIGS[::-1]):
+            for name in CONFIGS if r % 2 == 0 else CONFIGS[::-1]:
                 world.Barrier()
                 started = time.perf_counter()
                 for _ in range(calls):
@@ -65,9 +69,14 @@ def _worker(repeats, calls):
                 elapsed = (time.perf_counter() - started) / calls
                 times[name].append(world.allreduce(elapsed, op=MPI.MAX))
         for name in CONFIGS:
-            rows.append({"op": op, "config": name,
-                         "ms": statistics.median(times[name]) * 1e3,
-                         "family": comm.last_family if name == "wacoll" else "mpi4py"})
+            rows.append(
+                {
+                    "op": op,
+                    "config": name,
+                    "ms": statistics.median(times[name]) * 1e3,
+                    "family": comm.last_family if name == "wacoll" else "mpi4py",
+                }
+            )
     if world.Get_rank() == 0:
         print("RESULT " + json.dumps(rows))
 
@@ -87,26 +96,45 @@ def main(argv=None):
 
     say = _harness.Report()
     layout = "two declared clusters" if args.clusters == "halves" else "one cluster"
-    say(f"Object collectives per call, {args.ranks} ranks, {layout}: median of "
-        f"{args.repeats} interleaved batches of {args.calls} calls, slowest rank (ms)")
+    say(
+        f"Object collectives per call, {args.ranks} ranks, {layout}: median of "
+        f"{args.repeats} interleaved batches of {args.calls} calls, slowest rank (ms)"
+    )
     say(f"command: {_harness.command_line(__file__, argv or sys.argv[1:])}")
     say(_harness.load_text())
     env = _harness.worker_env(args.ranks, halves=args.clusters == "halves")
-    cmd = mpiexec_command(args.ranks, [sys.executable, __file__, "--worker", "--repeats",
-                                       str(args.repeats), "--calls", str(args.calls)])
+    cmd = mpiexec_command(
+        args.ranks,
+        [
+            sys.executable,
+            __file__,
+            "--worker",
+            "--repeats",
+            str(args.repeats),
+            "--calls",
+            str(args.calls),
+        ],
+    )
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
-    rows = json.loads(next(line for line in out.splitlines()
-                           if line.startswith("RESULT "))[len("RESULT "):])
+    rows = json.loads(
+        next(line for line in out.splitlines() if line.startswith("RESULT "))[
+            len("RESULT ") :
+        ]
+    )
     keyed = {(r["op"], r["config"]): r for r in rows}
     say(f"{'op':>10} | {'mpi4py ms':>9} | {'wacoll ms':>9} | {'ratio':>5} | wacoll ran")
     for op in OPS:
         mine, theirs = keyed[op, "wacoll"], keyed[op, "mpi4py"]
-        say(f"{op:>10} | {theirs['ms']:9.3f} | {mine['ms']:9.3f} | "
-            f"{mine['ms'] / theirs['ms']:5.2f} | {mine['family']}")
+        say(
+            f"{op:>10} | {theirs['ms']:9.3f} | {mine['ms']:9.3f} | "
+            f"{mine['ms'] / theirs['ms']:5.2f} | {mine['family']}"
+        )
     name = "objects" if args.clusters == "halves" else f"objects-{args.clusters}"
-    _harness.write_csv(_harness.RESULTS / f"{name}.csv",
-                       ["ranks", "clusters", "op", "config", "ms", "family"],
-                       [dict(r, ranks=args.ranks, clusters=args.clusters) for r in rows])
+    _harness.write_csv(
+        _harness.RESULTS / f"{name}.csv",
+        ["ranks", "clusters", "op", "config", "ms", "family"],
+        [dict(r, ranks=args.ranks, clusters=args.clusters) for r in rows],
+    )
     say.write(_harness.RESULTS / f"{name}.txt")
     return 0
 

@@ -47,8 +47,11 @@ def _worker(nbytes, repeats):
     import wacoll
 
     world = MPI.COMM_WORLD
-    comms = {"native": world, "default": wacoll.Comm(world),
-             "plan": wacoll.Comm(world, family="mpich")}
+    comms = {
+        "native": world,
+        "default": wacoll.Comm(world),
+        "plan": wacoll.Comm(world, family="mpich"),
+    }
     n = max(1, nbytes // 8)
     send, recv = np.ones(n), np.zeros(n)
     work = np.random.default_rng(world.Get_rank()).random(1 << 12)
@@ -86,8 +89,13 @@ def _worker(nbytes, repeats):
             samples["both"].append(timed(lambda: both(comm, rounds)))
         med = {k: statistics.median(v) for k, v in samples.items()}
         hidden = med["comm"] + med["compute"] - med["both"]
-        rows.append({"config": name, **{k: v * 1e3 for k, v in med.items()},
-                     "overlap": hidden / min(med["comm"], med["compute"])})
+        rows.append(
+            {
+                "config": name,
+                **{k: v * 1e3 for k, v in med.items()},
+                "overlap": hidden / min(med["comm"], med["compute"]),
+            }
+        )
     if world.Get_rank() == 0:
         print("RESULT " + json.dumps(rows), flush=True)
 
@@ -104,27 +112,45 @@ def main(argv=None):
         return 0
     from wacoll.tools.launch import mpiexec_command
 
-    cmd = mpiexec_command(args.ranks, [sys.executable, __file__, "--worker", "--bytes",
-                                       str(args.bytes), "--repeats", str(args.repeats)])
+    cmd = mpiexec_command(
+        args.ranks,
+        [
+            sys.executable,
+            __file__,
+            "--worker",
+            "--bytes",
+            str(args.bytes),
+            "--repeats",
+            str(args.repeats),
+        ],
+    )
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if proc.returncode or line is None:
         print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
         return 1
-    rows = json.loads(line[len("RESULT "):])
-    print(f"Iallreduce of {_harness.human(args.bytes)} at {args.ranks} ranks, ms (median "
-          f"of {args.repeats}, slowest rank); load {_harness.load1():.1f}")
-    print("command: " + _harness.command_line(__file__, argv if argv is not None
-                                              else sys.argv[1:]))
+    rows = json.loads(line[len("RESULT ") :])
+    print(
+        f"Iallreduce of {_harness.human(args.bytes)} at {args.ranks} ranks, ms (median "
+        f"of {args.repeats}, slowest rank); load {_harness.load1():.1f}"
+    )
+    print(
+        "command: "
+        + _harness.command_line(__file__, argv if argv is not None else sys.argv[1:])
+    )
     print(f"{'config':>8} {'comm':>9} {'compute':>9} {'both':>9} {'overlap':>8}")
     for r in rows:
-        print(f"{r['config']:>8} {r['comm']:9.2f} {r['compute']:9.2f} {r['both']:9.2f} "
-              f"{r['overlap']:8.2f}")
+        print(
+            f"{r['config']:>8} {r['comm']:9.2f} {r['compute']:9.2f} {r['both']:9.2f} "
+            f"{r['overlap']:8.2f}"
+        )
     _harness.RESULTS.mkdir(exist_ok=True)
     path = _harness.RESULTS / "overlap.csv"
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["ranks", "bytes", "config", "comm",
-                                               "compute", "both", "overlap"])
+        writer = csv.DictWriter(
+            f,
+            fieldnames=["ranks", "bytes", "config", "comm", "compute", "both", "overlap"],
+        )
         writer.writeheader()
         writer.writerows(dict(r, ranks=args.ranks, bytes=args.bytes) for r in rows)
     print(f"wrote {path.relative_to(Path(_harness.ROOT))}")

@@ -55,14 +55,26 @@ RESULTS = HERE / "results"
 SIZES = (8, 1 << 20)
 LAYOUTS = ("one", "two")
 #: Ratios printed beside the times: (name, numerator, denominator).
-RATIOS = (("default/native", "default", "native"),
-          ("no check/native", "no check", "native"),
-          ("library, checked/native", "library, checked", "native"),
-          ("plan persistent/native persistent", "plan persistent", "native persistent"))
+RATIOS = (
+    ("default/native", "default", "native"),
+    ("no check/native", "no check", "native"),
+    ("library, checked/native", "library, checked", "native"),
+    ("plan persistent/native persistent", "plan persistent", "native persistent"),
+)
 OPS = ("Allreduce", "Bcast")
-CONFIGS = ("native", "native persistent", "default", "no check", "persistent",
-           "plan persistent", "plan", "library, checked", "non-blocking", "native, new array",
-           "default, new array")
+CONFIGS = (
+    "native",
+    "native persistent",
+    "default",
+    "no check",
+    "persistent",
+    "plan persistent",
+    "plan",
+    "library, checked",
+    "non-blocking",
+    "native, new array",
+    "default, new array",
+)
 
 
 def _worker(repeats, seconds):
@@ -73,7 +85,10 @@ def _worker(repeats, seconds):
 
     world = MPI.COMM_WORLD
     rank = world.Get_rank()
-    comms = {"default": wacoll.Comm(world), "no check": wacoll.Comm(world, validate=False)}
+    comms = {
+        "default": wacoll.Comm(world),
+        "no check": wacoll.Comm(world, validate=False),
+    }
     rows = []
     for op in OPS:
         for nbytes in SIZES:
@@ -95,6 +110,7 @@ def _worker(repeats, seconds):
                 def call():
                     req.Start()
                     req.Wait()
+
                 return call
 
             def fresh(c):  # a new receive buffer every call, as np.empty gives it
@@ -132,7 +148,7 @@ def _worker(repeats, seconds):
             times = {name: [] for name in calls}
             names = list(calls)
             for r in range(repeats):
-                order = names[r % len(names):] + names[:r % len(names)]
+                order = names[r % len(names) :] + names[: r % len(names)]
                 for name in order:
                     fn = calls[name]
                     world.Barrier()
@@ -142,9 +158,15 @@ def _worker(repeats, seconds):
                     dt = (time.perf_counter() - t0) / batch
                     times[name].append(world.allreduce(dt, op=MPI.MAX))
             for name in names:
-                rows.append({"op": op, "bytes": nbytes, "config": name,
-                             "us": statistics.median(times[name]) * 1e6,
-                             "calls_per_batch": batch})
+                rows.append(
+                    {
+                        "op": op,
+                        "bytes": nbytes,
+                        "config": name,
+                        "us": statistics.median(times[name]) * 1e6,
+                        "calls_per_batch": batch,
+                    }
+                )
     if rank == 0:
         print("RESULT " + json.dumps(rows))
 
@@ -152,11 +174,15 @@ def _worker(repeats, seconds):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ranks", default="2,8")
-    parser.add_argument("--layouts", default=",".join(LAYOUTS),
-                        help="one (one cluster) and/or two (two declared clusters)")
+    parser.add_argument(
+        "--layouts",
+        default=",".join(LAYOUTS),
+        help="one (one cluster) and/or two (two declared clusters)",
+    )
     parser.add_argument("--repeats", type=int, default=9)
-    parser.add_argument("--seconds", type=float, default=0.05,
-                        help="target time of one batch of calls")
+    parser.add_argument(
+        "--seconds", type=float, default=0.05, help="target time of one batch of calls"
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -172,27 +198,49 @@ def main(argv=None):
     for layout in layouts:
         for p in ranks:
             env = worker_env(p, halves=layout == "two")
-            cmd = [mpiexec(), "-n", str(p), sys.executable, __file__, "--worker",
-                   "--repeats", str(repeats), "--seconds", str(args.seconds)]
-            print(f"# {layout} cluster(s), {p} ranks: {' '.join(cmd[:3])} ...",
-                  file=sys.stderr, flush=True)
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                                  timeout=1800)
-            line = next((x for x in proc.stdout.splitlines()
-                         if x.startswith("RESULT ")), None)
+            cmd = [
+                mpiexec(),
+                "-n",
+                str(p),
+                sys.executable,
+                __file__,
+                "--worker",
+                "--repeats",
+                str(repeats),
+                "--seconds",
+                str(args.seconds),
+            ]
+            print(
+                f"# {layout} cluster(s), {p} ranks: {' '.join(cmd[:3])} ...",
+                file=sys.stderr,
+                flush=True,
+            )
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, env=env, timeout=1800
+            )
+            line = next(
+                (x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None
+            )
             if proc.returncode or line is None:
                 print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
                 return 1
-            for row in json.loads(line[len("RESULT "):]):
+            for row in json.loads(line[len("RESULT ") :]):
                 out_rows.append(dict(row, ranks=p, layout=layout))
     print(f"Per-call time, us (median of {repeats} interleaved batches; slowest rank):")
-    print(f"command: {Path(sys.executable).name} benchmarks/bench_percall.py "
-          + " ".join(a for a in (argv or sys.argv[1:])))
-    keyed = {(r["layout"], r["ranks"], r["op"], r["bytes"], r["config"]): r["us"]
-             for r in out_rows}
+    print(
+        f"command: {Path(sys.executable).name} benchmarks/bench_percall.py "
+        + " ".join(a for a in (argv or sys.argv[1:]))
+    )
+    keyed = {
+        (r["layout"], r["ranks"], r["op"], r["bytes"], r["config"]): r["us"]
+        for r in out_rows
+    }
     for layout in layouts:
-        print(f"\n{layout} cluster(s):" if layout == "one" else
-              f"\n{layout} declared clusters (every call runs a plan):")
+        print(
+            f"\n{layout} cluster(s):"
+            if layout == "one"
+            else f"\n{layout} declared clusters (every call runs a plan):"
+        )
         header = ["ranks", "op", "bytes"] + list(CONFIGS) + [r[0] for r in RATIOS]
         print(" | ".join(header))
         for p in ranks:
@@ -206,8 +254,18 @@ def main(argv=None):
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / ("percall-quick.csv" if args.quick else "percall.csv")
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["layout", "ranks", "op", "bytes", "config",
-                                               "us", "calls_per_batch"])
+        writer = csv.DictWriter(
+            f,
+            fieldnames=[
+                "layout",
+                "ranks",
+                "op",
+                "bytes",
+                "config",
+                "us",
+                "calls_per_batch",
+            ],
+        )
         writer.writeheader()
         writer.writerows(out_rows)
     print(f"wrote {path.relative_to(HERE.parent)}")

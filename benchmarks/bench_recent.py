@@ -61,8 +61,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _harness import (RESULTS, Report, command_line, human, load_text, median,
-                      parse_size, pyplot, save_figure, write_csv)
+from _harness import (
+    RESULTS,
+    Report,
+    command_line,
+    human,
+    load_text,
+    median,
+    parse_size,
+    pyplot,
+    save_figure,
+    write_csv,
+)
 
 KIB, MIB = 1 << 10, 1 << 20
 SIZES = (8, 64 * KIB, MIB)
@@ -107,8 +117,22 @@ IMPLS = {
 #: The families this benchmark is about.
 NEW = ("recent", "hierarchical")
 LEVEL = "commutative"
-FIELDS = ["network", "op", "bytes", "impl", "family", "algorithm", "median_ms", "min_ms",
-          "predicted_ms", "ratio_native", "wan_msgs", "wan_bytes", "fastest", "correct"]
+FIELDS = [
+    "network",
+    "op",
+    "bytes",
+    "impl",
+    "family",
+    "algorithm",
+    "median_ms",
+    "min_ms",
+    "predicted_ms",
+    "ratio_native",
+    "wan_msgs",
+    "wan_bytes",
+    "fastest",
+    "correct",
+]
 
 
 def topology_of(network):
@@ -126,8 +150,11 @@ def topology_of(network):
 
 def impls_for(op, topology):
     """The implementations timed for ``op`` on ``topology`` (no pairs on one cluster)."""
-    return [(name, fam, opts) for name, fam, opts in IMPLS[op]
-            if topology.nclusters > 1 or fam != "hierarchical"]
+    return [
+        (name, fam, opts)
+        for name, fam, opts in IMPLS[op]
+        if topology.nclusters > 1 or fam != "hierarchical"
+    ]
 
 
 def spec(topology, sizes, reps):
@@ -135,8 +162,10 @@ def spec(topology, sizes, reps):
     cases = []
     for op in OPS:
         for nbytes in sizes:
-            impls = [{"family": fam, "name": name, **opts}
-                     for name, fam, opts in impls_for(op, topology)]
+            impls = [
+                {"family": fam, "name": name, **opts}
+                for name, fam, opts in impls_for(op, topology)
+            ]
             case = {"label": f"{op} {nbytes}", "op": op, "bytes": nbytes, "impls": impls}
             if op == "allreduce":
                 case["level"] = LEVEL
@@ -148,9 +177,13 @@ def _call(op, nbytes):
     """The call :mod:`wacoll.tools.measure` makes: float64, root 0, SUM at :data:`LEVEL`."""
     from wacoll.plans import Call
 
-    return Call(op, count=nbytes // 8, itemsize=8,
-                level=LEVEL if op == "allreduce" else None,
-                root=0 if op == "bcast" else None)
+    return Call(
+        op,
+        count=nbytes // 8,
+        itemsize=8,
+        level=LEVEL if op == "allreduce" else None,
+        root=0 if op == "bcast" else None,
+    )
 
 
 def predicted(topology, op, nbytes, family, options):
@@ -162,23 +195,37 @@ def predicted(topology, op, nbytes, family, options):
 
     if family == "native":
         family, options = "modern", {"algorithm": "auto"}
-    plan = select(_call(op, nbytes), topology, comm_family=family,
-                  comm_options=options).build(topology)
+    plan = select(
+        _call(op, nbytes), topology, comm_family=family, comm_options=options
+    ).build(topology)
     report = plan.prove()
-    return (plan.algorithm, simulate(plan, LinkModel(topology)).completion,
-            report.wide_area_messages, report.wide_area_bytes)
+    return (
+        plan.algorithm,
+        simulate(plan, LinkModel(topology)).completion,
+        report.wide_area_messages,
+        report.wide_area_bytes,
+    )
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--networks", default=",".join(DEFAULT_NETWORKS),
-                        help=f"comma-separated, of {', '.join(NETWORKS)}")
-    parser.add_argument("--sizes", default=",".join(map(str, SIZES)),
-                        help="message sizes, comma-separated (8,64K,1M)")
+    parser.add_argument(
+        "--networks",
+        default=",".join(DEFAULT_NETWORKS),
+        help=f"comma-separated, of {', '.join(NETWORKS)}",
+    )
+    parser.add_argument(
+        "--sizes",
+        default=",".join(map(str, SIZES)),
+        help="message sizes, comma-separated (8,64K,1M)",
+    )
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--out", default=str(RESULTS / "recent.csv"))
-    parser.add_argument("--replot", action="store_true",
-                        help="redraw the .png from the saved .csv; run nothing")
+    parser.add_argument(
+        "--replot",
+        action="store_true",
+        help="redraw the .png from the saved .csv; run nothing",
+    )
     args = parser.parse_args(argv)
     if args.replot:
         return _replot(Path(args.out))
@@ -199,11 +246,19 @@ def main(argv=None):
     rows, library = [], "the MPI library"
     for network in names:
         topology = topology_of(network)
-        print(f"# {network}: {topology.nclusters} cluster(s), {topology.size} ranks",
-              file=sys.stderr, flush=True)
+        print(
+            f"# {network}: {topology.nclusters} cluster(s), {topology.size} ranks",
+            file=sys.stderr,
+            flush=True,
+        )
         with tempfile.TemporaryDirectory() as tmp:
-            results, reason = run_on_testbed(topology, spec(topology, sizes, args.reps),
-                                             tmp, name=f"rec_{network}", timeout=7200)
+            results, reason = run_on_testbed(
+                topology,
+                spec(topology, sizes, args.reps),
+                tmp,
+                name=f"rec_{network}",
+                timeout=7200,
+            )
         if results is None:
             say(f"bench_recent: {network}: {reason}")
             return 1
@@ -214,20 +269,35 @@ def main(argv=None):
                 native = median(case["times"]["native"])
                 for name, family, options in impls_for(op, topology):
                     algorithm, seconds, wan_msgs, wan_bytes = predicted(
-                        topology, op, nbytes, family, options)
+                        topology, op, nbytes, family, options
+                    )
                     times = [t for t in case["times"][name] if t is not None]
-                    rows.append({
-                        "network": network, "op": op, "bytes": nbytes, "impl": name,
-                        "family": family, "algorithm": algorithm,
-                        "median_ms": median(times) * 1e3 if times else None,
-                        "min_ms": min(times) * 1e3 if times else None,
-                        "predicted_ms": seconds * 1e3,
-                        "ratio_native": median(times) / native if times and native
-                        else None,
-                        "wan_msgs": wan_msgs, "wan_bytes": wan_bytes, "fastest": False,
-                        "correct": case["correct"][name]})
-                mine = [r for r in rows if (r["network"], r["op"], r["bytes"]) ==
-                        (network, op, nbytes) and r["median_ms"] is not None]
+                    rows.append(
+                        {
+                            "network": network,
+                            "op": op,
+                            "bytes": nbytes,
+                            "impl": name,
+                            "family": family,
+                            "algorithm": algorithm,
+                            "median_ms": median(times) * 1e3 if times else None,
+                            "min_ms": min(times) * 1e3 if times else None,
+                            "predicted_ms": seconds * 1e3,
+                            "ratio_native": median(times) / native
+                            if times and native
+                            else None,
+                            "wan_msgs": wan_msgs,
+                            "wan_bytes": wan_bytes,
+                            "fastest": False,
+                            "correct": case["correct"][name],
+                        }
+                    )
+                mine = [
+                    r
+                    for r in rows
+                    if (r["network"], r["op"], r["bytes"]) == (network, op, nbytes)
+                    and r["median_ms"] is not None
+                ]
                 if mine:
                     min(mine, key=lambda r: r["median_ms"])["fastest"] = True
     say(f"after: {load_text()}")
@@ -242,33 +312,49 @@ def main(argv=None):
 
 
 def _report(say, rows, names, sizes, reps, library):
-    say(f"native = {library}'s collective (predicted as the modern family's MPICH 4 "
+    say(
+        f"native = {library}'s collective (predicted as the modern family's MPICH 4 "
         f"choice); median of {reps} interleaved repetitions, from a common start to the "
         f"last rank's finish; ratio = median / native's (below 1: faster than the "
         f"library); * = fastest measured of the case; wan = the plan's wide-area "
-        f"messages and bytes")
-    say(f"{'network':8} {'op':9} {'size':>7} {'impl':21} {'algorithm':28} "
-        f"{'ms':>9} {'pred ms':>9} {'ratio':>6} {'wan':>4} {'wan bytes':>9}")
+        f"messages and bytes"
+    )
+    say(
+        f"{'network':8} {'op':9} {'size':>7} {'impl':21} {'algorithm':28} "
+        f"{'ms':>9} {'pred ms':>9} {'ratio':>6} {'wan':>4} {'wan bytes':>9}"
+    )
     for r in rows:
         ms = "-" if r["median_ms"] is None else f"{r['median_ms']:9.2f}"
         ratio = "-" if r["ratio_native"] is None else f"{r['ratio_native']:6.2f}"
-        say(f"{r['network']:8} {r['op']:9} {human(r['bytes']):>7} {r['impl']:21} "
+        say(
+            f"{r['network']:8} {r['op']:9} {human(r['bytes']):>7} {r['impl']:21} "
             f"{_short(r['algorithm']):28} {ms:>9} {r['predicted_ms']:9.2f} {ratio:>6} "
             f"{r['wan_msgs']:4d} {r['wan_bytes']:9d}{' *' if r['fastest'] else ''}"
-            f"{'' if r['correct'] else '  RESULT DIFFERS'}")
+            f"{'' if r['correct'] else '  RESULT DIFFERS'}"
+        )
     say("")
     say("where a new family (recent or hierarchical) is the fastest measured:")
     won = [r for r in rows if r["fastest"] and r["family"] in NEW]
     for r in won:
-        case = [x for x in rows if (x["network"], x["op"], x["bytes"]) ==
-                (r["network"], r["op"], r["bytes"])]
-        runner = sorted((x for x in case if x is not r and x["median_ms"] is not None),
-                        key=lambda x: x["median_ms"])
-        nxt = f"; next {runner[0]['impl']} {runner[0]['median_ms']:.2f} ms" if runner \
+        case = [
+            x
+            for x in rows
+            if (x["network"], x["op"], x["bytes"]) == (r["network"], r["op"], r["bytes"])
+        ]
+        runner = sorted(
+            (x for x in case if x is not r and x["median_ms"] is not None),
+            key=lambda x: x["median_ms"],
+        )
+        nxt = (
+            f"; next {runner[0]['impl']} {runner[0]['median_ms']:.2f} ms"
+            if runner
             else ""
+        )
         nat = [x for x in case if x["impl"] == "native"][0]
-        say(f"  {r['network']} {r['op']} {human(r['bytes'])}: {r['impl']} "
-            f"{r['median_ms']:.2f} ms (native {nat['median_ms']:.2f} ms{nxt})")
+        say(
+            f"  {r['network']} {r['op']} {human(r['bytes'])}: {r['impl']} "
+            f"{r['median_ms']:.2f} ms (native {nat['median_ms']:.2f} ms{nxt})"
+        )
     if not won:
         say("  nowhere")
 
@@ -287,8 +373,11 @@ def _replot(out):
     names = list(dict.fromkeys(r["network"] for r in rows))
     sizes = tuple(dict.fromkeys(r["bytes"] for r in rows))
     text = out.with_suffix(".txt").read_text() if out.with_suffix(".txt").exists() else ""
-    library = text.split("native = ", 1)[-1].split("'s collective", 1)[0] \
-        if "'s collective" in text else "the MPI library"
+    library = (
+        text.split("native = ", 1)[-1].split("'s collective", 1)[0]
+        if "'s collective" in text
+        else "the MPI library"
+    )
     _plot(rows, names, sizes, out.with_suffix(".png"), library)
     print(f"redrew {out.with_suffix('.png')}", file=sys.stderr)
     return 0
@@ -305,35 +394,57 @@ def _short(algorithm):
 
 def _plot(rows, names, sizes, path, library):
     plt = pyplot()
-    fig, axes = plt.subplots(len(names), len(OPS), figsize=(5.2 * len(OPS),
-                                                              3.8 * len(names)),
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        len(names),
+        len(OPS),
+        figsize=(5.2 * len(OPS), 3.8 * len(names)),
+        squeeze=False,
+        layout="constrained",
+    )
     # tab10 without its grey (the library's), then tab20's light shades
-    palette = [c for i, c in enumerate(plt.get_cmap("tab10").colors) if i != 7] + \
-        list(plt.get_cmap("tab20").colors[1::2])
-    others = [n for n in dict.fromkeys(name for op in OPS for name, _, _ in IMPLS[op])
-              if n != "native"]
+    palette = [c for i, c in enumerate(plt.get_cmap("tab10").colors) if i != 7] + list(
+        plt.get_cmap("tab20").colors[1::2]
+    )
+    others = [
+        n
+        for n in dict.fromkeys(name for op in OPS for name, _, _ in IMPLS[op])
+        if n != "native"
+    ]
     colours = {name: palette[k % len(palette)] for k, name in enumerate(others)}
     colours["native"] = "dimgray"
     for i, network in enumerate(names):
         for j, op in enumerate(OPS):
             ax = axes[i][j]
-            impls = [name for name, fam, _ in IMPLS[op]
-                     if any(r["impl"] == name and r["network"] == network and
-                            r["op"] == op for r in rows)]
+            impls = [
+                name
+                for name, fam, _ in IMPLS[op]
+                if any(
+                    r["impl"] == name and r["network"] == network and r["op"] == op
+                    for r in rows
+                )
+            ]
             width = 0.8 / max(len(impls), 1)
             for k, name in enumerate(impls):
                 colour = colours[name]
                 for s, nbytes in enumerate(sizes):
-                    r = [x for x in rows if (x["network"], x["op"], x["bytes"],
-                                             x["impl"]) == (network, op, nbytes, name)]
+                    r = [
+                        x
+                        for x in rows
+                        if (x["network"], x["op"], x["bytes"], x["impl"])
+                        == (network, op, nbytes, name)
+                    ]
                     if not r or r[0]["median_ms"] is None:
                         continue
                     x = s + (k - (len(impls) - 1) / 2) * width
-                    ax.bar(x, r[0]["median_ms"], width, color=colour,
-                           label=name if s == 0 else None,
-                           edgecolor="black" if r[0]["fastest"] else "none",
-                           linewidth=1.5)
+                    ax.bar(
+                        x,
+                        r[0]["median_ms"],
+                        width,
+                        color=colour,
+                        label=name if s == 0 else None,
+                        edgecolor="black" if r[0]["fastest"] else "none",
+                        linewidth=1.5,
+                    )
                     ax.plot(x, r[0]["predicted_ms"], "D", color="black", ms=3)
             ax.set_yscale("log")
             ax.set_xticks(range(len(sizes)), [human(n) for n in sizes])
@@ -342,8 +453,10 @@ def _plot(rows, names, sizes, path, library):
             if j == 0:
                 ax.set_ylabel("median completion (ms)")
             ax.legend(fontsize=6, loc="upper left")
-    fig.suptitle(f"recent and hierarchical families against {library} and MagPIe "
-                 "(bars measured, outlined: fastest; diamonds: simulator)")
+    fig.suptitle(
+        f"recent and hierarchical families against {library} and MagPIe "
+        "(bars measured, outlined: fastest; diamonds: simulator)"
+    )
     save_figure(fig, path, dpi=110)
 
 

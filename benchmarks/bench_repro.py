@@ -35,8 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from wacoll._kernels import repro, repro_wire
-from wacoll._kernels.repro import (add_values, combine, from_accumulator,
-                                   to_accumulator)
+from wacoll._kernels.repro import add_values, combine, from_accumulator, to_accumulator
 
 from _harness import RESULTS, calls_per_batch, command_line, human, load1, write_csv
 
@@ -79,13 +78,16 @@ def measure(nbytes, repeats):
             for _ in range(number):
                 fn()
             times[name].append((time.perf_counter() - start) / number)
-    ratios = {name: statistics.median(t / t0 for t, t0 in zip(times[name], times["np.add"]))
-              for name in times}
+    ratios = {
+        name: statistics.median(t / t0 for t, t0 in zip(times[name], times["np.add"]))
+        for name in times
+    }
     medians = {name: statistics.median(t) for name, t in times.items()}
     # The two-pass path a receiver of raw values could take: convert, then combine.
     ratios["to_accumulator+combine"] = statistics.median(
-        (t1 + t2) / t0 for t1, t2, t0 in zip(times["to_accumulator"], times["combine"],
-                                             times["np.add"]))
+        (t1 + t2) / t0
+        for t1, t2, t0 in zip(times["to_accumulator"], times["combine"], times["np.add"])
+    )
     medians["to_accumulator+combine"] = medians["to_accumulator"] + medians["combine"]
     return n, medians, ratios, number
 
@@ -100,35 +102,57 @@ def main(argv=None):
     sizes = [MIB] if args.quick else [MIB, 64 * MIB]
 
     print("command:", command_line(__file__, argv))
-    print(f"numpy {np.__version__}; repro kernels: {repro.KERNEL_VARIANT}; float64; "
-          f"medians of {args.repeats} repeats; load average {load1()}; ratio = time / "
-          "np.add time within a repeat")
-    header = (f"{'input':>7} {'operation':<24} {'ns/elem':>8} {'ratio':>7} "
-              f"{'GB/s':>7}")
+    print(
+        f"numpy {np.__version__}; repro kernels: {repro.KERNEL_VARIANT}; float64; "
+        f"medians of {args.repeats} repeats; load average {load1()}; ratio = time / "
+        "np.add time within a repeat"
+    )
+    header = f"{'input':>7} {'operation':<24} {'ns/elem':>8} {'ratio':>7} {'GB/s':>7}"
     print(header)
     print("-" * len(header))
-    traffic = {"np.add": 24, "to_accumulator": 40, "combine": 96, "add_values": 72,
-               "from_accumulator": 40, "numpy int64 C+=A": 96,
-               "to_accumulator+combine": 136, "pack": 48, "unpack": 48}
+    traffic = {
+        "np.add": 24,
+        "to_accumulator": 40,
+        "combine": 96,
+        "add_values": 72,
+        "from_accumulator": 40,
+        "numpy int64 C+=A": 96,
+        "to_accumulator+combine": 136,
+        "pack": 48,
+        "unpack": 48,
+    }
     rows = []
     for nbytes in sizes:
         n, med, ratios, number = measure(nbytes, args.repeats)
         for name in traffic:
             ns = med[name] / n * 1e9
-            row = {"bytes": nbytes, "elements": n, "operation": name,
-                   "seconds": med[name], "ns_per_element": ns, "ratio_to_np_add":
-                   ratios[name], "bytes_moved_per_element": traffic[name],
-                   "GBps": traffic[name] * n / med[name] / 1e9, "repeats": args.repeats,
-                   "calls_per_repeat": number, "variant": repro.KERNEL_VARIANT,
-                   "numpy_version": np.__version__}
+            row = {
+                "bytes": nbytes,
+                "elements": n,
+                "operation": name,
+                "seconds": med[name],
+                "ns_per_element": ns,
+                "ratio_to_np_add": ratios[name],
+                "bytes_moved_per_element": traffic[name],
+                "GBps": traffic[name] * n / med[name] / 1e9,
+                "repeats": args.repeats,
+                "calls_per_repeat": number,
+                "variant": repro.KERNEL_VARIANT,
+                "numpy_version": np.__version__,
+            }
             rows.append(row)
-            print(f"{human(nbytes):>7} {name:<24} {ns:>8.3f} {ratios[name]:>7.2f} "
-                  f"{row['GBps']:>7.1f}", flush=True)
+            print(
+                f"{human(nbytes):>7} {name:<24} {ns:>8.3f} {ratios[name]:>7.2f} "
+                f"{row['GBps']:>7.1f}",
+                flush=True,
+            )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_csv(out, list(rows[0]), rows)
-    print("GB/s counts the bytes each operation must move per element (np.add: 24; "
-          "accumulators are 32 B per float64 element)")
+    print(
+        "GB/s counts the bytes each operation must move per element (np.add: 24; "
+        "accumulators are 32 B per float64 element)"
+    )
     print(f"wrote {out}")
 
 

@@ -66,53 +66,82 @@ def _worker(config, counts):
     everyone = world.gather(marks, root=0)
     oks = world.gather(ok, root=0)
     if world.Get_rank() == 0:
-        points = [(marks[j][0], max(m[j][1] for m in everyone)) for j in range(len(marks))]
+        points = [
+            (marks[j][0], max(m[j][1] for m in everyone)) for j in range(len(marks))
+        ]
         print(json.dumps({"config": config, "points": points, "correct": all(oks)}))
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=4)
-    parser.add_argument("--counts", type=int, default=5000,
-                        help="distinct counts (calls of each operation)")
+    parser.add_argument(
+        "--counts",
+        type=int,
+        default=5000,
+        help="distinct counts (calls of each operation)",
+    )
     parser.add_argument("--worker", choices=CONFIGS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         _worker(args.worker, args.counts)
         return 0
-    from wacoll.tools.launch import mpiexec_command
     from wacoll.mpi.bounded import SHAPES
+    from wacoll.tools.launch import mpiexec_command
 
     say = _harness.Report()
-    say(f"Resident MiB (largest rank) along a loop of Allreduce + Bcast over "
+    say(
+        f"Resident MiB (largest rank) along a loop of Allreduce + Bcast over "
         f"{args.counts} distinct counts, {args.ranks} ranks on 2 clusters; "
-        f"a communicator keeps {SHAPES} shapes")
+        f"a communicator keeps {SHAPES} shapes"
+    )
     say(f"command: {_harness.command_line(__file__, argv or sys.argv[1:])}")
     say(_harness.load_text())
-    env = dict(os.environ, WACOLL_CLUSTERS=",".join(
-        "0" if r < args.ranks // 2 else "1" for r in range(args.ranks)))
+    env = dict(
+        os.environ,
+        WACOLL_CLUSTERS=",".join(
+            "0" if r < args.ranks // 2 else "1" for r in range(args.ranks)
+        ),
+    )
     rows = []
     for config in CONFIGS:
-        cmd = mpiexec_command(args.ranks, [sys.executable, __file__, "--worker", config,
-                                           "--counts", str(args.counts)])
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True,
-                             env=env).stdout
+        cmd = mpiexec_command(
+            args.ranks,
+            [sys.executable, __file__, "--worker", config, "--counts", str(args.counts)],
+        )
+        out = subprocess.run(
+            cmd, capture_output=True, text=True, check=True, env=env
+        ).stdout
         rows.append(json.loads(out.strip().splitlines()[-1]))
     calls = [i for i, _ in rows[0]["points"]]
-    say(f"{'config':>8} | " + " | ".join(f"{i:>6}" for i in calls) +
-        " | growth | correct")
+    say(
+        f"{'config':>8} | " + " | ".join(f"{i:>6}" for i in calls) + " | growth | correct"
+    )
     table = []
     for row in rows:
         values = [v for _, v in row["points"]]
         growth = values[-1] - values[0]
-        say(f"{row['config']:>8} | " + " | ".join(f"{v:6.1f}" for v in values) +
-            f" | {growth:+6.1f} | {row['correct']}")
-        table += [{"ranks": args.ranks, "counts": args.counts, "config": row["config"],
-                   "calls": i, "resident_mib": round(v, 2), "correct": row["correct"]}
-                  for i, v in row["points"]]
-    _harness.write_csv(_harness.RESULTS / "shapes_memory.csv",
-                       ["ranks", "counts", "config", "calls", "resident_mib", "correct"],
-                       table)
+        say(
+            f"{row['config']:>8} | "
+            + " | ".join(f"{v:6.1f}" for v in values)
+            + f" | {growth:+6.1f} | {row['correct']}"
+        )
+        table += [
+            {
+                "ranks": args.ranks,
+                "counts": args.counts,
+                "config": row["config"],
+                "calls": i,
+                "resident_mib": round(v, 2),
+                "correct": row["correct"],
+            }
+            for i, v in row["points"]
+        ]
+    _harness.write_csv(
+        _harness.RESULTS / "shapes_memory.csv",
+        ["ranks", "counts", "config", "calls", "resident_mib", "correct"],
+        table,
+    )
     say.write(_harness.RESULTS / "shapes_memory.txt")
     return 0
 

@@ -49,9 +49,22 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import (RESULTS, ROOT, Report, command_line, failure, goal_band, human,
-                      load_text, median, pyplot, report_check, save_figure,
-                      started_testbed, write_csv)
+from _harness import (
+    RESULTS,
+    ROOT,
+    Report,
+    command_line,
+    failure,
+    goal_band,
+    human,
+    load_text,
+    median,
+    pyplot,
+    report_check,
+    save_figure,
+    started_testbed,
+    write_csv,
+)
 
 sys.path.append(str(Path(__file__).resolve().parent / "apps"))  # the workers' MPI side
 from _rankside import import_wacoll, now, timed  # noqa: E402
@@ -101,8 +114,13 @@ def comm_plan(topology, op, nbytes, family, options=None):
         level = None
         if op in ("reduce", "allreduce"):
             level = "commutative" if itemsize == 1 else LEVEL
-        call = Call(op, count=nbytes // itemsize, itemsize=itemsize, level=level,
-                    root=0 if op in ("bcast", "reduce") else None)
+        call = Call(
+            op,
+            count=nbytes // itemsize,
+            itemsize=itemsize,
+            level=level,
+            root=0 if op in ("bcast", "reduce") else None,
+        )
     return select(call, topology, family=family, options=options).build(topology)
 
 
@@ -115,11 +133,13 @@ def models(topology, calibration):
     if calibration:
         o = calibration["overhead"]
         out["overhead"] = (LinkModel(topology, overhead=o), 0.0)
-        topo2 = Topology.from_clusters(topology.clusters,
-                                       intra_latency=topology.intra.latency,
-                                       intra_bandwidth=topology.intra.bandwidth,
-                                       wan_latency=calibration["wan_latency"],
-                                       wan_bandwidth=topology.wan.bandwidth)
+        topo2 = Topology.from_clusters(
+            topology.clusters,
+            intra_latency=topology.intra.latency,
+            intra_bandwidth=topology.intra.bandwidth,
+            wan_latency=calibration["wan_latency"],
+            wan_bandwidth=topology.wan.bandwidth,
+        )
         out["full"] = (LinkModel(topo2, overhead=o), 0.0)  # + the case's start skew
     return out
 
@@ -134,12 +154,16 @@ def predictions(topology, case_list, calibration):
             plan = comm_plan(topology, op, nbytes, family)
             report = plan.prove()
             out[label, family] = {
-                "algorithm": plan.algorithm, "blocks": plan.nblocks,
+                "algorithm": plan.algorithm,
+                "blocks": plan.nblocks,
                 "messages": len(plan.messages()),
                 "wide_area_messages": report.wide_area_messages,
                 "wide_area_bytes": report.wide_area_bytes,
-                **{name: simulate(plan, m).completion + extra
-                   for name, (m, extra) in mods.items()}}
+                **{
+                    name: simulate(plan, m).completion + extra
+                    for name, (m, extra) in mods.items()
+                },
+            }
     return out
 
 
@@ -193,8 +217,12 @@ def pingpong_worker(out_path, reps):
             got = _pingpong(w, pairs, nbytes, reps)
             if w.Get_rank() == 0:
                 results[f"{what} {mode} {nbytes}"] = {
-                    "what": what, "mode": mode, "bytes": nbytes,
-                    "half_rtt": got[0], "min": got[1]}
+                    "what": what,
+                    "mode": mode,
+                    "bytes": nbytes,
+                    "half_rtt": got[0],
+                    "min": got[1],
+                }
     if w.Get_rank() == 0:
         Path(out_path).write_text(json.dumps(results, indent=1))
 
@@ -207,8 +235,12 @@ def calibrate(pingpong, topology):
     modelled_intra = topology.intra.latency + 1 / topology.intra.bandwidth
     overhead = max(0.0, intra - modelled_intra)
     wan_latency = max(0.0, wan - overhead - 1 / topology.wan.bandwidth)
-    return {"overhead": overhead, "wan_latency": wan_latency,
-            "intra_half_rtt": intra, "wan_half_rtt": wan}
+    return {
+        "overhead": overhead,
+        "wan_latency": wan_latency,
+        "intra_half_rtt": intra,
+        "wan_half_rtt": wan,
+    }
 
 
 # ------------------------------------------------------------------ measurement (worker)
@@ -234,9 +266,12 @@ def _expected(op, nbytes, size, rank):
         return _case_buffers(op, nbytes, size, 0)[0]
     if op == "allreduce" or (op == "reduce" and rank == 0):
         return sum(_case_buffers(op, nbytes, size, r)[0] for r in range(size)).astype(
-            send.dtype)
+            send.dtype
+        )
     if op == "allgather":
-        return np.concatenate([_case_buffers(op, nbytes, size, r)[0] for r in range(size)])
+        return np.concatenate(
+            [_case_buffers(op, nbytes, size, r)[0] for r in range(size)]
+        )
     return None
 
 
@@ -303,21 +338,27 @@ def time_case(w, comms, families, case, reps, margin, warmup=1, level=LEVEL):
         for _, fn in runs:
             fn()
     want = _expected(op, nbytes, size, rank)
-    correct = {f: bool(w.allreduce(want is None or np.array_equal(checks[f], want),
-                                   op=MPI.LAND)) for f in families}
+    correct = {
+        f: bool(w.allreduce(want is None or np.array_equal(checks[f], want), op=MPI.LAND))
+        for f in families
+    }
     # (last_plan is this rank's part of the plan: its algorithm and blocks)
-    plans = {f: [comms[f].last_plan.algorithm, comms[f].last_plan.nblocks]
-             for f in families}
+    plans = {
+        f: [comms[f].last_plan.algorithm, comms[f].last_plan.nblocks] for f in families
+    }
     times = {name: [] for name, _ in runs}
     for _ in range(reps):
         for name, fn in runs:
             times[name].append(timed(w, margin, fn))
     if rank == 0:
-        print(f"  {label}: " + ", ".join(
-            f"{n} {(median(ts) or 0) * 1e3:.2f} ms" for n, ts in times.items()),
-            flush=True)
-    return {"op": op, "bytes": nbytes, "times": times, "correct": correct,
-            "plan": plans}
+        print(
+            f"  {label}: "
+            + ", ".join(
+                f"{n} {(median(ts) or 0) * 1e3:.2f} ms" for n, ts in times.items()
+            ),
+            flush=True,
+        )
+    return {"op": op, "bytes": nbytes, "times": times, "correct": correct, "plan": plans}
 
 
 def measure_worker(spec_path, out_path):
@@ -333,8 +374,13 @@ def measure_worker(spec_path, out_path):
     reps, margin = int(spec["reps"]), float(spec["margin"])
     topology = wacoll.topology_from_comm(w)
     comms = {f: wacoll.Comm(w, topology, family=f, validate=False) for f in FAMILIES}
-    results = {"_meta": {"size": size, "reps": reps,
-                         "clusters": [list(c) for c in topology.clusters]}}
+    results = {
+        "_meta": {
+            "size": size,
+            "reps": reps,
+            "clusters": [list(c) for c in topology.clusters],
+        }
+    }
     for case in spec["cases"]:
         results[case["label"]] = time_case(w, comms, FAMILIES, case, reps, margin)
     if rank == 0:
@@ -353,19 +399,41 @@ def run_testbed(topology, spec, out_dir, timeout, say, pp_reps):
     pp_path = out_dir / "pingpong.json"
     spec_path.write_text(json.dumps(spec))
     try:
-        with started_testbed(topology, name=TESTBED_NAME,
-                             time_limit=timeout + 900) as (tb, caught):
-            say(f"testbed {tb.name}: backend {tb.backend}, MTU {tb.mtu}, transport "
-                f"{tb.transport}")
+        with started_testbed(topology, name=TESTBED_NAME, time_limit=timeout + 900) as (
+            tb,
+            caught,
+        ):
+            say(
+                f"testbed {tb.name}: backend {tb.backend}, MTU {tb.mtu}, transport "
+                f"{tb.transport}"
+            )
             report_check(say, tb.last_check, caught)
-            run = tb.run([sys.executable, str(Path(__file__).resolve()), "--pingpong-worker",
-                          str(pp_path), "--pingpong-reps", str(pp_reps)], timeout=300,
-                         capture=False)
+            run = tb.run(
+                [
+                    sys.executable,
+                    str(Path(__file__).resolve()),
+                    "--pingpong-worker",
+                    str(pp_path),
+                    "--pingpong-reps",
+                    str(pp_reps),
+                ],
+                timeout=300,
+                capture=False,
+            )
             pingpong = json.loads(pp_path.read_text()) if run.ok else None
             if pingpong is None:
                 say(f"ping-pong failed: {failure(run)}")
-            run = tb.run([sys.executable, str(Path(__file__).resolve()), "--measure-worker",
-                          str(spec_path), str(result_path)], timeout=timeout, capture=False)
+            run = tb.run(
+                [
+                    sys.executable,
+                    str(Path(__file__).resolve()),
+                    "--measure-worker",
+                    str(spec_path),
+                    str(result_path),
+                ],
+                timeout=timeout,
+                capture=False,
+            )
             if not run.ok:
                 return pingpong, None, f"the measurement run failed ({failure(run)})"
             results = json.loads(result_path.read_text())
@@ -378,10 +446,23 @@ def run_testbed(topology, spec, out_dir, timeout, say, pp_reps):
 
 # ------------------------------------------------------------------ tables
 MODEL_NAMES = ("uncalibrated", "overhead", "full")
-FIELDS = (["case", "op", "bytes", "family", "algorithm", "messages", "wide_area_messages",
-           "wide_area_bytes", "measured", "measured_min", "runs", "start_skew", "correct",
-           "same_plan", "err_min_uncalibrated"]
-          + [f"{k}_{n}" for n in MODEL_NAMES for k in ("pred", "err")])
+FIELDS = [
+    "case",
+    "op",
+    "bytes",
+    "family",
+    "algorithm",
+    "messages",
+    "wide_area_messages",
+    "wide_area_bytes",
+    "measured",
+    "measured_min",
+    "runs",
+    "start_skew",
+    "correct",
+    "same_plan",
+    "err_min_uncalibrated",
+] + [f"{k}_{n}" for n in MODEL_NAMES for k in ("pred", "err")]
 
 
 def build_rows(case_list, pred, measured):
@@ -389,10 +470,16 @@ def build_rows(case_list, pred, measured):
     for label, op, nbytes in case_list:
         for family in FAMILIES:
             p = pred[label, family]
-            row = {"case": label, "op": op, "bytes": nbytes, "family": family,
-                   "algorithm": p["algorithm"], "messages": p["messages"],
-                   "wide_area_messages": p["wide_area_messages"],
-                   "wide_area_bytes": p["wide_area_bytes"]}
+            row = {
+                "case": label,
+                "op": op,
+                "bytes": nbytes,
+                "family": family,
+                "algorithm": p["algorithm"],
+                "messages": p["messages"],
+                "wide_area_messages": p["wide_area_messages"],
+                "wide_area_bytes": p["wide_area_bytes"],
+            }
             for name in MODEL_NAMES:
                 if name in p:
                     row[f"pred_{name}"] = p[name]
@@ -402,18 +489,27 @@ def build_rows(case_list, pred, measured):
                 med = median(valid)
                 skew = median(m["times"].get("null"))
                 ran = m.get("plan", {}).get(family)
-                row.update({"measured": med, "runs": len(valid), "start_skew": skew,
-                            "measured_min": min(valid) if valid else None,
-                            "correct": m["correct"].get(family),
-                            "same_plan": ran[:2] == [p["algorithm"], p["blocks"]]
-                            if ran else None})
+                row.update(
+                    {
+                        "measured": med,
+                        "runs": len(valid),
+                        "start_skew": skew,
+                        "measured_min": min(valid) if valid else None,
+                        "correct": m["correct"].get(family),
+                        "same_plan": ran[:2] == [p["algorithm"], p["blocks"]]
+                        if ran
+                        else None,
+                    }
+                )
                 if row.get("pred_full") is not None and skew is not None:
                     row["pred_full"] += skew
                 for name in MODEL_NAMES:
                     if row.get(f"pred_{name}") is not None and med:
                         row[f"err_{name}"] = (row[f"pred_{name}"] - med) / med
                 if valid:  # against the fastest run: the least disturbed by load
-                    row["err_min_uncalibrated"] = (p["uncalibrated"] - min(valid)) / min(valid)
+                    row["err_min_uncalibrated"] = (p["uncalibrated"] - min(valid)) / min(
+                        valid
+                    )
             rows.append(row)
     return rows
 
@@ -442,8 +538,10 @@ def print_table(rows, measured, calibrated, say):
         line = f"{r['case']:17s} {r['family']:6s} {r['algorithm'][:14]:14s}"
         if measured:
             skew = r.get("start_skew")
-            line += f" {fmt_ms(r.get('measured')):>9s} " \
-                    f"{'-' if skew is None else f'{skew * 1e3:.1f}':>5s}"
+            line += (
+                f" {fmt_ms(r.get('measured')):>9s} "
+                f"{'-' if skew is None else f'{skew * 1e3:.1f}':>5s}"
+            )
         for n in names:
             line += f" {fmt_ms(r.get('pred_' + n)):>13s}"
             if measured:
@@ -453,8 +551,10 @@ def print_table(rows, measured, calibrated, say):
             if r.get("same_plan") is False:
                 line += " (ran another plan!)"
         say(line)
-    say("(times in ms; skew = median time of the 'null' operation: how late the last rank "
-        "starts; err = (predicted - measured) / measured; ok = results correct)")
+    say(
+        "(times in ms; skew = median time of the 'null' operation: how late the last rank "
+        "starts; err = (predicted - measured) / measured; ok = results correct)"
+    )
 
 
 def summary(rows, calibrated, say):
@@ -467,15 +567,22 @@ def summary(rows, calibrated, say):
         med = statistics.median(errs)
         out[n] = med
         within = sum(e <= GOAL for e in errs)
-        say(f"model {n:17s}: median |error| {med:5.1%}, {within}/{len(errs)} cases within "
+        say(
+            f"model {n:17s}: median |error| {med:5.1%}, {within}/{len(errs)} cases within "
             f"{GOAL:.0%}, max {max(errs):.0%} -> goal (median within {GOAL:.0%}) "
-            f"{'MET' if med <= GOAL else 'MISSED'}")
-    errs = [abs(r["err_min_uncalibrated"]) for r in rows
-            if r.get("err_min_uncalibrated") is not None]
+            f"{'MET' if med <= GOAL else 'MISSED'}"
+        )
+    errs = [
+        abs(r["err_min_uncalibrated"])
+        for r in rows
+        if r.get("err_min_uncalibrated") is not None
+    ]
     if errs:
-        say(f"(uncalibrated vs the FASTEST run of each case, the least disturbed by the "
+        say(
+            f"(uncalibrated vs the FASTEST run of each case, the least disturbed by the "
             f"machine's load: median |error| {statistics.median(errs):.1%}, "
-            f"{sum(e <= GOAL for e in errs)}/{len(errs)} within {GOAL:.0%})")
+            f"{sum(e <= GOAL for e in errs)}/{len(errs)} within {GOAL:.0%})"
+        )
     for n in MODEL_NAMES:
         by = {}
         for r in rows:
@@ -483,8 +590,13 @@ def summary(rows, calibrated, say):
                 key = "small (<= 1 KiB)" if r["bytes"] <= KiB else "large (>= 16 KiB)"
                 by.setdefault(key, []).append(r[f"err_{n}"])
         if by:
-            say(f"  {n:17s} signed median error: " + "; ".join(
-                f"{k}: {statistics.median(v):+.0%} ({len(v)})" for k, v in sorted(by.items())))
+            say(
+                f"  {n:17s} signed median error: "
+                + "; ".join(
+                    f"{k}: {statistics.median(v):+.0%} ({len(v)})"
+                    for k, v in sorted(by.items())
+                )
+            )
     return out
 
 
@@ -495,14 +607,25 @@ def plot(path, rows, measured, title):
     labels = [f"{r['case']}\n{r['family']}" for r in rows]
     x = range(len(rows))
     if measured:
-        ax.scatter(x, [(r.get("measured") or float("nan")) * 1e3 for r in rows],
-                   marker="o", color="k", label="measured (median)", zorder=3)
+        ax.scatter(
+            x,
+            [(r.get("measured") or float("nan")) * 1e3 for r in rows],
+            marker="o",
+            color="k",
+            label="measured (median)",
+            zorder=3,
+        )
     markers = {"uncalibrated": "v", "overhead": "^", "full": "s"}
     for n, m in markers.items():
         ys = [r.get("pred_" + n) for r in rows]
         if any(y is not None for y in ys):
-            ax.scatter(x, [(y or float("nan")) * 1e3 for y in ys], marker=m,
-                       label=f"predicted, {n}", alpha=0.7)
+            ax.scatter(
+                x,
+                [(y or float("nan")) * 1e3 for y in ys],
+                marker=m,
+                label=f"predicted, {n}",
+                alpha=0.7,
+            )
     ax.set_yscale("log")
     ax.set_xticks(list(x), labels, rotation=90, fontsize=6)
     ax.set_ylabel("completion time (ms)")
@@ -512,12 +635,21 @@ def plot(path, rows, measured, title):
     ax = axes[1]
     if measured:
         for n, m in markers.items():
-            pts = [(r["measured"] * 1e3, r["pred_" + n] * 1e3) for r in rows
-                   if r.get("measured") and r.get("pred_" + n)]
+            pts = [
+                (r["measured"] * 1e3, r["pred_" + n] * 1e3)
+                for r in rows
+                if r.get("measured") and r.get("pred_" + n)
+            ]
             if pts:
                 ax.scatter(*zip(*pts), marker=m, label=n, alpha=0.7)
-        lo = min(min(r.get("measured") or 1 for r in rows),
-                 min(r.get("pred_uncalibrated") or 1 for r in rows)) * 1e3 * 0.8
+        lo = (
+            min(
+                min(r.get("measured") or 1 for r in rows),
+                min(r.get("pred_uncalibrated") or 1 for r in rows),
+            )
+            * 1e3
+            * 0.8
+        )
         hi = max(r.get("measured") or 0 for r in rows) * 1e3 * 1.25
         goal_band(ax, lo, hi, GOAL)
         ax.set_xlabel("measured (ms)")
@@ -539,8 +671,9 @@ def parse_args(argv):
     p.add_argument("--reps", type=int, help="runs per case (default 7, --quick 3)")
     p.add_argument("--simulate-only", action="store_true", help="no testbed")
     p.add_argument("--pingpong-worker", metavar="OUT", help=argparse.SUPPRESS)
-    p.add_argument("--measure-worker", nargs=2, metavar=("SPEC", "OUT"),
-                   help=argparse.SUPPRESS)
+    p.add_argument(
+        "--measure-worker", nargs=2, metavar=("SPEC", "OUT"), help=argparse.SUPPRESS
+    )
     p.add_argument("--pingpong-reps", type=int, default=30, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.reps = args.reps or (3 if args.quick else 7)
@@ -567,68 +700,105 @@ def main(argv=None):
     case_list = cases(sizes, args.quick)
     say("wacoll's simulator (LinkModel) against the emulated testbed")
     say(f"command: {command_line(__file__, argv)}")
-    say(f"setting: 4 clusters x 2 ranks, 10 ms one-way / 1 MB/s between clusters (MagPIe's), "
+    say(
+        f"setting: 4 clusters x 2 ranks, 10 ms one-way / 1 MB/s between clusters (MagPIe's), "
         f"{topo.size} ranks on this {os.cpu_count()}-core machine; families "
         f"{', '.join(FAMILIES)}; wacoll with validate=False (arguments trusted, as MPI "
-        f"does)")
+        f"does)"
+    )
     say(f"at start: {load_text()}")
     pingpong = measured = calibration = None
     reason = "--simulate-only was given"
     if not args.simulate_only:
-        spec = {"reps": args.reps, "margin": 0.1, "progress": True,
-                "cases": [{"label": label, "op": op, "bytes": nbytes, "level": LEVEL,
-                           "impls": list(FAMILIES)} for label, op, nbytes in case_list]}
+        spec = {
+            "reps": args.reps,
+            "margin": 0.1,
+            "progress": True,
+            "cases": [
+                {
+                    "label": label,
+                    "op": op,
+                    "bytes": nbytes,
+                    "level": LEVEL,
+                    "impls": list(FAMILIES),
+                }
+                for label, op, nbytes in case_list
+            ],
+        }
         rough = predictions(topo, case_list, None)
         budget = sum(v["uncalibrated"] for v in rough.values()) * (args.reps + 1)
         timeout = 240 + 5 * budget
-        say(f"measuring: {len(case_list)} cases x {len(FAMILIES)} families x {args.reps} "
-            f"runs, after a ping-pong (time limit {timeout:.0f} s)")
+        say(
+            f"measuring: {len(case_list)} cases x {len(FAMILIES)} families x {args.reps} "
+            f"runs, after a ping-pong (time limit {timeout:.0f} s)"
+        )
         with tempfile.TemporaryDirectory(prefix="simtb-") as tmp:
-            pingpong, measured, reason = run_testbed(topo, spec, Path(tmp), timeout, say,
-                                                     10 if args.quick else 30)
+            pingpong, measured, reason = run_testbed(
+                topo, spec, Path(tmp), timeout, say, 10 if args.quick else 30
+            )
     if pingpong:
         calibration = calibrate(pingpong, topo)
-        say("\nping-pong (median one-way = half round trip, Irecv/Isend/Wait as the "
+        say(
+            "\nping-pong (median one-way = half round trip, Irecv/Isend/Wait as the "
             "executor does; 'alone': one pair, the other ranks in a Barrier; 'loaded': "
-            "all 8 ranks in pairs at once):")
-        for key, v in pingpong.items():
+            "all 8 ranks in pairs at once):"
+        )
+        for _key, v in pingpong.items():
             if isinstance(v, dict):
-                say(f"  {v['what']:5s} {v['mode']:6s} {human(v['bytes']):>7s}: "
-                    f"{v['half_rtt'] * 1e3:8.3f} ms (min {v['min'] * 1e3:.3f})")
+                say(
+                    f"  {v['what']:5s} {v['mode']:6s} {human(v['bytes']):>7s}: "
+                    f"{v['half_rtt'] * 1e3:8.3f} ms (min {v['min'] * 1e3:.3f})"
+                )
         c = calibration
-        say(f"calibration (loaded, 1 B): per-message overhead o = {c['overhead'] * 1e6:.0f} us "
+        say(
+            f"calibration (loaded, 1 B): per-message overhead o = {c['overhead'] * 1e6:.0f} us "
             f"(intra one-way {c['intra_half_rtt'] * 1e6:.0f} us vs "
             f"{(topo.intra.latency + 1 / topo.intra.bandwidth) * 1e6:.0f} us configured); "
             f"wide-area latency {c['wan_latency'] * 1e3:.3f} ms (configured "
-            f"{topo.wan.latency * 1e3:.1f} ms)")
-        say("models: 'uncal' = LinkModel(topology); '+ovh' = LinkModel(topology, "
+            f"{topo.wan.latency * 1e3:.1f} ms)"
+        )
+        say(
+            "models: 'uncal' = LinkModel(topology); '+ovh' = LinkModel(topology, "
             "overhead=o); 'full' = overhead o, the measured wide-area latency, plus the "
             "start skew (median completion of the 'null' operation, no operation timed "
-            "interleaved with the case) added")
+            "interleaved with the case) added"
+        )
     if measured is None:
         say(f"\nNO MEASUREMENTS: {reason}. Only the SIMULATOR's predictions are shown.")
     else:
-        say(f"\nmedian of {measured['_meta']['reps']} runs per case; transport "
-            f"{measured['_meta']['transport']}")
+        say(
+            f"\nmedian of {measured['_meta']['reps']} runs per case; transport "
+            f"{measured['_meta']['transport']}"
+        )
     say(f"at end: {load_text()}\n")
     pred = predictions(topo, case_list, calibration)
     rows = build_rows(case_list, pred, measured)
     print_table(rows, measured is not None, calibration is not None, say)
     if measured is not None:
         summary(rows, calibration is not None, say)
-    stem = ("sim_vs_testbed" + ("_quick" if args.quick else "")
-            + ("" if measured is not None else "_simulated"))
+    stem = (
+        "sim_vs_testbed"
+        + ("_quick" if args.quick else "")
+        + ("" if measured is not None else "_simulated")
+    )
     RESULTS.mkdir(parents=True, exist_ok=True)
     write_csv(RESULTS / f"{stem}.csv", FIELDS, rows)
-    plot(RESULTS / f"{stem}.png", rows, measured is not None,
-         "wacoll simulator vs testbed: 4 x 2 ranks, 10 ms / 1 MB/s"
-         + ("" if measured else " - SIMULATED ONLY"))
+    plot(
+        RESULTS / f"{stem}.png",
+        rows,
+        measured is not None,
+        "wacoll simulator vs testbed: 4 x 2 ranks, 10 ms / 1 MB/s"
+        + ("" if measured else " - SIMULATED ONLY"),
+    )
     if measured is not None:
         measured["_meta"]["pingpong"] = pingpong
         measured["_meta"]["calibration"] = calibration
         (RESULTS / f"{stem}_measured.json").write_text(json.dumps(measured, indent=1))
-    say(f"\nwrote {RESULTS.relative_to(ROOT)}/{stem}.csv, .png, .txt"
-        + (", _measured.json" if measured else "") + f" in {time.monotonic() - t0:.0f} s")
+    say(
+        f"\nwrote {RESULTS.relative_to(ROOT)}/{stem}.csv, .png, .txt"
+        + (", _measured.json" if measured else "")
+        + f" in {time.monotonic() - t0:.0f} s"
+    )
     say.write(RESULTS / f"{stem}.txt")
     return 0
 

@@ -42,9 +42,18 @@ import sys
 import time
 from pathlib import Path
 
-from _harness import (RESULTS, ROOT, Report, command_line, human, load_text, median,
-                      write_csv)
 from bench_sim_vs_testbed import comm_plan as testbed_plan
+
+from _harness import (
+    RESULTS,
+    ROOT,
+    Report,
+    command_line,
+    human,
+    load_text,
+    median,
+    write_csv,
+)
 
 GOAL = 0.10
 KiB, MiB = 1 << 10, 1 << 20
@@ -65,16 +74,22 @@ def grids(quick):
         return Topology.from_sizes(sizes, wan_latency=0.005, wan_bandwidth=100e6)
 
     def matsuda(sizes):
-        return Topology.from_sizes(sizes, wan_latency=0.010, wan_bandwidth=20e6,
-                                   node_bandwidth=[5e6] * sum(sizes))
+        return Topology.from_sizes(
+            sizes,
+            wan_latency=0.010,
+            wan_bandwidth=20e6,
+            node_bandwidth=[5e6] * sum(sizes),
+        )
 
     def lan(sizes):
         return Topology.from_sizes(sizes, wan_latency=100e-6, wan_bandwidth=12.5e6)
 
     small, large = (KiB, 64 * KiB), (KiB, 64 * KiB, MiB)
     if quick:
-        return [("magpie 4x2", default_topology(), (64 * KiB,)),
-                ("longfast 2x4", longfast([4, 4]), (MiB,))]
+        return [
+            ("magpie 4x2", default_topology(), (64 * KiB,)),
+            ("longfast 2x4", longfast([4, 4]), (MiB,)),
+        ]
     return [
         ("magpie 4x2", default_topology(), small),
         ("magpie 4x16", wan([16] * 4), small),
@@ -135,19 +150,29 @@ def grid_rows(grid_list, max_messages, say):
                     if plan is None or plan.family != family:
                         continue
                     ours, sg = compare(plan, model, max_messages)
-                    row = {"section": "grid", "grid": name, "ranks": topo.size, "op": op,
-                           "bytes": nbytes, "family": family, "algorithm": plan.algorithm,
-                           "messages": len(plan.messages()), "wacoll_s": ours,
-                           "simgrid_s": sg and sg.completion,
-                           "simgrid_wall_s": sg and sg.wall,
-                           "diff": diff(sg and sg.completion, ours)}
+                    row = {
+                        "section": "grid",
+                        "grid": name,
+                        "ranks": topo.size,
+                        "op": op,
+                        "bytes": nbytes,
+                        "family": family,
+                        "algorithm": plan.algorithm,
+                        "messages": len(plan.messages()),
+                        "wacoll_s": ours,
+                        "simgrid_s": sg and sg.completion,
+                        "simgrid_wall_s": sg and sg.wall,
+                        "diff": diff(sg and sg.completion, ours),
+                    }
                     rows.append(row)
         done = [r for r in rows if r["grid"] == name]
         ds = [abs(r["diff"]) for r in done if r["diff"] is not None]
-        say(f"  {name:15s} {topo.size:5d} ranks: {len(ds)} cases on SimGrid "
+        say(
+            f"  {name:15s} {topo.size:5d} ranks: {len(ds)} cases on SimGrid "
             f"({len(done) - len(ds)} over {max_messages} messages left out), median "
             f"|difference| {statistics.median(ds) if ds else float('nan'):.2%} "
-            f"[{time.monotonic() - t0:.0f} s]")
+            f"[{time.monotonic() - t0:.0f} s]"
+        )
     return rows
 
 
@@ -155,9 +180,9 @@ def grid_rows(grid_list, max_messages, say):
 def testbed_rows(max_messages, say):
     """Both simulators on the plans of the stored testbed runs."""
     from wacoll import Topology
-    from wacoll.tools.demo import default_topology
     from wacoll.plans import build
     from wacoll.plans.sim import LinkModel
+    from wacoll.tools.demo import default_topology
 
     rows = []
     path = RESULTS / "sim_vs_testbed_measured.json"
@@ -170,16 +195,30 @@ def testbed_rows(max_messages, say):
             if label.startswith("_"):
                 continue
             for family in ("magpie", "mpich"):
-                plan = comm_plan(topo, case["op"], case["bytes"], family) \
-                    if case["op"] != "barrier" else None
+                plan = (
+                    comm_plan(topo, case["op"], case["bytes"], family)
+                    if case["op"] != "barrier"
+                    else None
+                )
                 measured = median(case["times"].get(family))
                 if plan is None or measured is None:
                     continue
                 for mname, model in models.items():
                     ours, sg = compare(plan, model, max_messages)
-                    rows.append(_testbed_row("sim_vs_testbed 4x2", topo, case["op"],
-                                             case["bytes"], family, plan, mname, ours,
-                                             sg, measured))
+                    rows.append(
+                        _testbed_row(
+                            "sim_vs_testbed 4x2",
+                            topo,
+                            case["op"],
+                            case["bytes"],
+                            family,
+                            plan,
+                            mname,
+                            ours,
+                            sg,
+                            measured,
+                        )
+                    )
         say(f"  {path.relative_to(ROOT)}: {len(rows)} cases (o = {o * 1e6:.0f} us)")
     path = RESULTS / "matsuda_fig6_measured.json"
     if path.exists():
@@ -187,8 +226,12 @@ def testbed_rows(max_messages, say):
         data = json.loads(path.read_text())
         clusters = data["_meta"]["clusters"]
         per = len(clusters[0])
-        topo = Topology.from_clusters(clusters, wan_latency=0.010, wan_bandwidth=20e6,
-                                      node_bandwidth=[5e6] * sum(map(len, clusters)))
+        topo = Topology.from_clusters(
+            clusters,
+            wan_latency=0.010,
+            wan_bandwidth=20e6,
+            node_bandwidth=[5e6] * sum(map(len, clusters)),
+        )
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from bench_matsuda import ITEMSIZE, algorithms
 
@@ -206,28 +249,68 @@ def testbed_rows(max_messages, say):
                     kwargs["level"] = LEVEL
                 plan = build(op, topo, "gridmpi", **kwargs)
                 ours, sg = compare(plan, model, max_messages)
-                rows.append(_testbed_row("matsuda_fig6 2x4", topo, op, case["bytes"],
-                                         "gridmpi", plan, "uncal", ours, sg,
-                                         median(times), impl))
+                rows.append(
+                    _testbed_row(
+                        "matsuda_fig6 2x4",
+                        topo,
+                        op,
+                        case["bytes"],
+                        "gridmpi",
+                        plan,
+                        "uncal",
+                        ours,
+                        sg,
+                        median(times),
+                        impl,
+                    )
+                )
         say(f"  {path.relative_to(ROOT)}: {len(rows) - before} cases")
     return rows
 
 
-def _testbed_row(grid, topo, op, nbytes, family, plan, mname, ours, sg, measured,
-                 algorithm=None):
+def _testbed_row(
+    grid, topo, op, nbytes, family, plan, mname, ours, sg, measured, algorithm=None
+):
     sgt = sg and sg.completion
-    return {"section": "testbed", "grid": grid, "ranks": topo.size, "op": op,
-            "bytes": nbytes, "family": family, "algorithm": algorithm or plan.algorithm,
-            "model": mname, "messages": len(plan.messages()), "wacoll_s": ours,
-            "simgrid_s": sgt, "simgrid_wall_s": sg and sg.wall, "diff": diff(sgt, ours),
-            "measured_s": measured, "err_wacoll": diff(ours, measured),
-            "err_simgrid": diff(sgt, measured)}
+    return {
+        "section": "testbed",
+        "grid": grid,
+        "ranks": topo.size,
+        "op": op,
+        "bytes": nbytes,
+        "family": family,
+        "algorithm": algorithm or plan.algorithm,
+        "model": mname,
+        "messages": len(plan.messages()),
+        "wacoll_s": ours,
+        "simgrid_s": sgt,
+        "simgrid_wall_s": sg and sg.wall,
+        "diff": diff(sgt, ours),
+        "measured_s": measured,
+        "err_wacoll": diff(ours, measured),
+        "err_simgrid": diff(sgt, measured),
+    }
 
 
 # ------------------------------------------------------------------ report
-FIELDS = ["section", "grid", "ranks", "op", "bytes", "family", "algorithm", "model",
-          "messages", "wacoll_s", "simgrid_s", "diff", "measured_s", "err_wacoll",
-          "err_simgrid", "simgrid_wall_s"]
+FIELDS = [
+    "section",
+    "grid",
+    "ranks",
+    "op",
+    "bytes",
+    "family",
+    "algorithm",
+    "model",
+    "messages",
+    "wacoll_s",
+    "simgrid_s",
+    "diff",
+    "measured_s",
+    "err_wacoll",
+    "err_simgrid",
+    "simgrid_wall_s",
+]
 
 
 def _med(values):
@@ -253,49 +336,83 @@ def report(rows, say):
             n = sum(d is not None for d in ds)
             cells.append(f"{_pct(_med(ds))} ({n})" if n else "-")
         alls = [r["diff"] for r in grid if r["grid"] == name]
-        say(f"{name:{width}s} " + " ".join(f"{c:>10s}" for c in cells)
-            + f" {_pct(_med(alls)):>10s}")
+        say(
+            f"{name:{width}s} "
+            + " ".join(f"{c:>10s}" for c in cells)
+            + f" {_pct(_med(alls)):>10s}"
+        )
     per_family = {f: _med([r["diff"] for r in grid if r["family"] == f]) for f in fams}
-    say(f"{'all grids':{width}s} " + " ".join(f"{_pct(per_family[f]):>10s}" for f in fams)
-        + f" {_pct(_med([r['diff'] for r in grid])):>10s}")
+    say(
+        f"{'all grids':{width}s} "
+        + " ".join(f"{_pct(per_family[f]):>10s}" for f in fams)
+        + f" {_pct(_med([r['diff'] for r in grid])):>10s}"
+    )
     # the goal: the median over families and sizes, per grid of the papers
-    cells = [_med([r["diff"] for r in grid if r["grid"] == n and r["family"] == f
-                   and r["bytes"] == b])
-             for n in names for f in fams for b in {r["bytes"] for r in grid}]
+    cells = [
+        _med(
+            [
+                r["diff"]
+                for r in grid
+                if r["grid"] == n and r["family"] == f and r["bytes"] == b
+            ]
+        )
+        for n in names
+        for f in fams
+        for b in {r["bytes"] for r in grid}
+    ]
     cells = [c for c in cells if c is not None]
     overall = statistics.median(cells) if cells else None
-    say(f"\nmedian over (grid, family, size) cells of the median |difference|: "
+    say(
+        f"\nmedian over (grid, family, size) cells of the median |difference|: "
         f"{_pct(overall)} over {len(cells)} cells -> goal (within {GOAL:.0%}) "
-        f"{'MET' if overall is not None and overall <= GOAL else 'MISSED'}")
+        f"{'MET' if overall is not None and overall <= GOAL else 'MISSED'}"
+    )
     far = [r for r in grid if r["diff"] is not None and abs(r["diff"]) > GOAL]
-    say(f"cases over {GOAL:.0%}: {len(far)} of {sum(r['diff'] is not None for r in grid)}")
+    say(
+        f"cases over {GOAL:.0%}: {len(far)} of {sum(r['diff'] is not None for r in grid)}"
+    )
     for r in sorted(far, key=lambda r: -abs(r["diff"]))[:25]:
-        say(f"  {r['grid']:15s} {r['family']:9s} {r['op']:9s} {human(r['bytes']):>7s} "
+        say(
+            f"  {r['grid']:15s} {r['family']:9s} {r['op']:9s} {human(r['bytes']):>7s} "
             f"{r['algorithm'][:22]:22s} wacoll {r['wacoll_s'] * 1e3:9.3f} ms  SimGrid "
-            f"{r['simgrid_s'] * 1e3:9.3f} ms  {r['diff']:+.1%}")
+            f"{r['simgrid_s'] * 1e3:9.3f} ms  {r['diff']:+.1%}"
+        )
     tb = [r for r in rows if r["section"] == "testbed"]
     if tb:
-        say("\nagainst the testbed's stored medians: median |predicted - measured| / "
-            "measured")
-        say(f"{'runs':18s} {'family':8s} {'model':6s} {'cases':>5s} {'wacoll':>8s} "
-            f"{'SimGrid':>8s} {'SG vs wacoll':>12s}")
+        say(
+            "\nagainst the testbed's stored medians: median |predicted - measured| / "
+            "measured"
+        )
+        say(
+            f"{'runs':18s} {'family':8s} {'model':6s} {'cases':>5s} {'wacoll':>8s} "
+            f"{'SimGrid':>8s} {'SG vs wacoll':>12s}"
+        )
         keys = list(dict.fromkeys((r["grid"], r["family"], r["model"]) for r in tb))
         for g, f, m in keys:
             sel = [r for r in tb if (r["grid"], r["family"], r["model"]) == (g, f, m)]
-            say(f"{g:18s} {f:8s} {m:6s} {len(sel):5d} "
+            say(
+                f"{g:18s} {f:8s} {m:6s} {len(sel):5d} "
                 f"{_pct(_med([r['err_wacoll'] for r in sel])):>8s} "
                 f"{_pct(_med([r['err_simgrid'] for r in sel])):>8s} "
-                f"{_pct(_med([r['diff'] for r in sel])):>12s}")
+                f"{_pct(_med([r['diff'] for r in sel])):>12s}"
+            )
     return overall
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="two grids, one size")
-    p.add_argument("--max-messages", type=int, default=40_000,
-                   help="plans with more messages are not run on SimGrid (40000)")
-    p.add_argument("--no-testbed", action="store_true",
-                   help="leave out the stored testbed measurements")
+    p.add_argument(
+        "--max-messages",
+        type=int,
+        default=40_000,
+        help="plans with more messages are not run on SimGrid (40000)",
+    )
+    p.add_argument(
+        "--no-testbed",
+        action="store_true",
+        help="leave out the stored testbed measurements",
+    )
     return p.parse_args(argv)
 
 
@@ -313,8 +430,10 @@ def main(argv=None):
     say("SimGrid against wacoll's simulator (LinkModel), and both against the testbed")
     say(f"command: {command_line(__file__, argv)}")
     say(f"at start: {load_text()}")
-    say("grids (the plan wacoll.Comm(..., family=f) runs; LinkModel(topology) and the "
-        "same topology's SimGrid platform):")
+    say(
+        "grids (the plan wacoll.Comm(..., family=f) runs; LinkModel(topology) and the "
+        "same topology's SimGrid platform):"
+    )
     rows = grid_rows(grids(args.quick), args.max_messages, say)
     if not args.no_testbed and not args.quick:
         say("stored testbed runs:")
@@ -324,8 +443,10 @@ def main(argv=None):
     RESULTS.mkdir(parents=True, exist_ok=True)
     write_csv(RESULTS / f"{stem}.csv", FIELDS, rows)
     say(f"\nat end: {load_text()}")
-    say(f"wrote {RESULTS.relative_to(ROOT)}/{stem}.csv, .txt in "
-        f"{time.monotonic() - t0:.0f} s")
+    say(
+        f"wrote {RESULTS.relative_to(ROOT)}/{stem}.csv, .txt in "
+        f"{time.monotonic() - t0:.0f} s"
+    )
     say.write(RESULTS / f"{stem}.txt")
     return 0
 

@@ -31,28 +31,57 @@ from wacoll.plans.sim import LinkModel, TiniModel, TsTrModel, simulate
 
 from _harness import RESULTS, command_line, write_csv
 
-FIELDS = ["plan", "model", "ranks", "messages", "wide_area_messages", "completion_s",
-          "cold_wall_s", "cold_cpu_s", "warm_wall_s", "warm_cpu_s",
-          "cold_msgs_per_s", "warm_msgs_per_s", "cold_cpu_msgs_per_s",
-          "warm_cpu_msgs_per_s"]
+FIELDS = [
+    "plan",
+    "model",
+    "ranks",
+    "messages",
+    "wide_area_messages",
+    "completion_s",
+    "cold_wall_s",
+    "cold_cpu_s",
+    "warm_wall_s",
+    "warm_cpu_s",
+    "cold_msgs_per_s",
+    "warm_msgs_per_s",
+    "cold_cpu_msgs_per_s",
+    "warm_cpu_msgs_per_s",
+]
 
 
 def plans(ranks):
     """(name, plan, topology) of the benchmark plans."""
     per = max(1, ranks // 4)
-    contiguous = Topology.from_sizes([per] * (ranks // per) + (
-        [ranks % per] if ranks % per else []))
+    contiguous = Topology.from_sizes(
+        [per] * (ranks // per) + ([ranks % per] if ranks % per else [])
+    )
     reordered = Topology.from_clusters(
-        [[r for r in range(ranks) if r % 4 == c] for c in range(min(4, ranks))])
-    yield ("allreduce-binomial-seg8", build(
-        "allreduce", Topology.single(ranks), "tree", tree="binomial",
-        level="commutative", count=1 << 20, itemsize=8, segments=8), Topology.single(ranks))
-    yield ("bcast-binomial-seg16-4clusters", build(
-        "bcast", contiguous, "tree", tree="binomial", count=1 << 23, segments=16),
-        contiguous)
-    yield ("bcast-binomial-seg16-reordered", build(
-        "bcast", reordered, "tree", tree="binomial", count=1 << 23, segments=16),
-        reordered)
+        [[r for r in range(ranks) if r % 4 == c] for c in range(min(4, ranks))]
+    )
+    yield (
+        "allreduce-binomial-seg8",
+        build(
+            "allreduce",
+            Topology.single(ranks),
+            "tree",
+            tree="binomial",
+            level="commutative",
+            count=1 << 20,
+            itemsize=8,
+            segments=8,
+        ),
+        Topology.single(ranks),
+    )
+    yield (
+        "bcast-binomial-seg16-4clusters",
+        build("bcast", contiguous, "tree", tree="binomial", count=1 << 23, segments=16),
+        contiguous,
+    )
+    yield (
+        "bcast-binomial-seg16-reordered",
+        build("bcast", reordered, "tree", tree="binomial", count=1 << 23, segments=16),
+        reordered,
+    )
 
 
 def models(topology):
@@ -86,25 +115,35 @@ def run(ranks, repeat):
             warm = [timed(fresh, model) for _ in range(repeat)]
             warm_wall = min(w for _, w, _ in warm)
             warm_cpu = min(c for _, _, c in warm)
-            rows.append({
-                "plan": name, "model": mname, "ranks": plan.size, "messages": nmsg,
-                "wide_area_messages": nwide, "completion_s": f"{result.completion:.6g}",
-                "cold_wall_s": f"{cold_wall:.4f}", "cold_cpu_s": f"{cold_cpu:.4f}",
-                "warm_wall_s": f"{warm_wall:.4f}", "warm_cpu_s": f"{warm_cpu:.4f}",
-                "cold_msgs_per_s": round(nmsg / cold_wall),
-                "warm_msgs_per_s": round(nmsg / warm_wall),
-                "cold_cpu_msgs_per_s": round(nmsg / cold_cpu),
-                "warm_cpu_msgs_per_s": round(nmsg / warm_cpu),
-            })
+            rows.append(
+                {
+                    "plan": name,
+                    "model": mname,
+                    "ranks": plan.size,
+                    "messages": nmsg,
+                    "wide_area_messages": nwide,
+                    "completion_s": f"{result.completion:.6g}",
+                    "cold_wall_s": f"{cold_wall:.4f}",
+                    "cold_cpu_s": f"{cold_cpu:.4f}",
+                    "warm_wall_s": f"{warm_wall:.4f}",
+                    "warm_cpu_s": f"{warm_cpu:.4f}",
+                    "cold_msgs_per_s": round(nmsg / cold_wall),
+                    "warm_msgs_per_s": round(nmsg / warm_wall),
+                    "cold_cpu_msgs_per_s": round(nmsg / cold_cpu),
+                    "warm_cpu_msgs_per_s": round(nmsg / warm_cpu),
+                }
+            )
             print(_line(rows[-1]), flush=True)
     return rows
 
 
 def _line(row):
-    return (f"{row['plan']:32} {row['model']:9} {row['messages']:>7} "
-            f"{row['wide_area_messages']:>7} {row['completion_s']:>11} "
-            f"{row['cold_msgs_per_s']:>10,} {row['warm_msgs_per_s']:>10,} "
-            f"{row['cold_cpu_msgs_per_s']:>10,} {row['warm_cpu_msgs_per_s']:>10,}")
+    return (
+        f"{row['plan']:32} {row['model']:9} {row['messages']:>7} "
+        f"{row['wide_area_messages']:>7} {row['completion_s']:>11} "
+        f"{row['cold_msgs_per_s']:>10,} {row['warm_msgs_per_s']:>10,} "
+        f"{row['cold_cpu_msgs_per_s']:>10,} {row['warm_cpu_msgs_per_s']:>10,}"
+    )
 
 
 def main(argv=None):
@@ -115,8 +154,10 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     print("command:", command_line(__file__, argv))
-    print(f"{'plan':32} {'model':9} {'msgs':>7} {'wan':>7} {'completion':>11} "
-          f"{'cold msg/s':>10} {'warm msg/s':>10} {'cold cpu':>10} {'warm cpu':>10}")
+    print(
+        f"{'plan':32} {'model':9} {'msgs':>7} {'wan':>7} {'completion':>11} "
+        f"{'cold msg/s':>10} {'warm msg/s':>10} {'cold cpu':>10} {'warm cpu':>10}"
+    )
     print(f"{'':70} {'(wall-clock)':>21} {'(CPU time)':>21}")
     rows = run(args.ranks, args.repeat)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -27,8 +27,15 @@ from wacoll.trees.optimal import MAX_PARTICIPANTS
 
 from _harness import RESULTS, command_line, write_csv
 
-FIELDS = ["algorithm", "participants", "seconds", "repeats", "latency", "fnf_latency",
-          "command"]
+FIELDS = [
+    "algorithm",
+    "participants",
+    "seconds",
+    "repeats",
+    "latency",
+    "fnf_latency",
+    "command",
+]
 
 
 def _timed(build, costs, repeats):
@@ -47,9 +54,16 @@ def bench_scale(sizes, repeats, seed):
         costs = [rng.uniform(1.0, 100.0) for _ in range(n)]
         for name, build in (("fnf", fnf), ("spoc", spoc)):
             seconds, tree = _timed(build, costs, repeats)
-            rows.append({"algorithm": name, "participants": n, "seconds": seconds,
-                         "repeats": repeats, "latency": bcast_time(tree, costs),
-                         "fnf_latency": ""})
+            rows.append(
+                {
+                    "algorithm": name,
+                    "participants": n,
+                    "seconds": seconds,
+                    "repeats": repeats,
+                    "latency": bcast_time(tree, costs),
+                    "fnf_latency": "",
+                }
+            )
     return rows
 
 
@@ -63,20 +77,39 @@ def bench_optimal(first, last, budget, seed):
         seconds, tree = _timed(optimal, costs, 1)
         spent += seconds
         previous = seconds
-        rows.append({"algorithm": "optimal", "participants": n, "seconds": seconds,
-                     "repeats": 1, "latency": bcast_time(tree, costs),
-                     "fnf_latency": bcast_time(fnf(costs), costs)})
+        rows.append(
+            {
+                "algorithm": "optimal",
+                "participants": n,
+                "seconds": seconds,
+                "repeats": 1,
+                "latency": bcast_time(tree, costs),
+                "fnf_latency": bcast_time(fnf(costs), costs),
+            }
+        )
     return rows
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--budget", type=float, default=60.0,
-                        help="seconds to spend on optimal() (default 60)")
-    parser.add_argument("--max-optimal", type=int, default=MAX_PARTICIPANTS,
-                        help=f"largest optimal() size (default {MAX_PARTICIPANTS})")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="runs per fnf/spoc size, best kept (default 3)")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=60.0,
+        help="seconds to spend on optimal() (default 60)",
+    )
+    parser.add_argument(
+        "--max-optimal",
+        type=int,
+        default=MAX_PARTICIPANTS,
+        help=f"largest optimal() size (default {MAX_PARTICIPANTS})",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="runs per fnf/spoc size, best kept (default 3)",
+    )
     parser.add_argument("--seed", type=int, default=1998)
     parser.add_argument("--output", type=Path, default=RESULTS / "trees.csv")
     argv = sys.argv[1:] if argv is None else argv
@@ -87,14 +120,20 @@ def main(argv=None):
     rows += bench_optimal(8, args.max_optimal, args.budget, args.seed)
 
     print(f"# {command}")
-    print(f"# Python {platform.python_version()} on {platform.machine()}, "
-          f"{platform.processor() or platform.system()}")
-    print(f"{'algorithm':<10}{'participants':>13}{'seconds':>11}{'latency':>13}"
-          f"{'fnf latency':>13}")
+    print(
+        f"# Python {platform.python_version()} on {platform.machine()}, "
+        f"{platform.processor() or platform.system()}"
+    )
+    print(
+        f"{'algorithm':<10}{'participants':>13}{'seconds':>11}{'latency':>13}"
+        f"{'fnf latency':>13}"
+    )
     for r in rows:
         fnf_lat = f"{r['fnf_latency']:>13.0f}" if r["fnf_latency"] != "" else f"{'':>13}"
-        print(f"{r['algorithm']:<10}{r['participants']:>13}{r['seconds']:>11.4f}"
-              f"{r['latency']:>13.1f}{fnf_lat}")
+        print(
+            f"{r['algorithm']:<10}{r['participants']:>13}{r['seconds']:>11.4f}"
+            f"{r['latency']:>13.1f}{fnf_lat}"
+        )
 
     args.output.parent.mkdir(parents=True, exist_ok=True)
     write_csv(args.output, FIELDS, ({**r, "command": command} for r in rows))

@@ -31,9 +31,9 @@ from mpi4py import MPI
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "mpi"))
 
-import differential  # noqa: E402
-
 from wacoll import Topology, topology_from_comm  # noqa: E402
+
+import differential  # noqa: E402
 
 
 def _topology(args, size):
@@ -57,30 +57,43 @@ def main(argv=None):
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--start", type=int, default=0, help="the first trial index")
-    parser.add_argument("--clusters", type=int, default=0,
-                        help="declare this many clusters of consecutive ranks")
+    parser.add_argument(
+        "--clusters",
+        type=int,
+        default=0,
+        help="declare this many clusters of consecutive ranks",
+    )
     parser.add_argument("--layout", default="", help="each rank's cluster label")
     parser.add_argument("--only", default="", help="comma-separated trial indices")
     parser.add_argument("--methods", default="", help="comma-separated method names")
     parser.add_argument("--forms", default="", help="comma-separated forms")
-    parser.add_argument("--configs", default="",
-                        help="comma-separated configuration names "
-                             f"({', '.join(differential.CONFIGS)})")
-    parser.add_argument("--failures", type=int, default=40,
-                        help="failures to print in full")
-    parser.add_argument("--trace", action="store_true",
-                        help="print each trial before it runs (rank 0)")
-    parser.add_argument("--hang", type=float, default=600,
-                        help="seconds after which a silent run dumps its stacks and "
-                             "exits")
+    parser.add_argument(
+        "--configs",
+        default="",
+        help=f"comma-separated configuration names ({', '.join(differential.CONFIGS)})",
+    )
+    parser.add_argument(
+        "--failures", type=int, default=40, help="failures to print in full"
+    )
+    parser.add_argument(
+        "--trace", action="store_true", help="print each trial before it runs (rank 0)"
+    )
+    parser.add_argument(
+        "--hang",
+        type=float,
+        default=600,
+        help="seconds after which a silent run dumps its stacks and exits",
+    )
     args = parser.parse_args(argv)
     world = MPI.COMM_WORLD
     size, rank = world.Get_size(), world.Get_rank()
     topology = _topology(args, size)
     configs = differential.CONFIGS
     if args.configs:  # the chosen ones, those of weight 0 too
-        configs = {name: (max(configs[name][0], 1), configs[name][1])
-                   for name in args.configs.split(",")}
+        configs = {
+            name: (max(configs[name][0], 1), configs[name][1])
+            for name in args.configs.split(",")
+        }
     only = [int(x) for x in args.only.split(",")] if args.only else None
     faulthandler.dump_traceback_later(args.hang, exit=True)
     started = time.perf_counter()
@@ -88,21 +101,33 @@ def main(argv=None):
     def progress(done, tally):
         faulthandler.dump_traceback_later(args.hang, exit=True)
         if rank == 0:
-            print(f"  {done} trials, {time.perf_counter() - started:.0f} s: "
-                  + ", ".join(f"{s} {n}" for s, n in sorted(tally.statuses.items())),
-                  flush=True)
+            print(
+                f"  {done} trials, {time.perf_counter() - started:.0f} s: "
+                + ", ".join(f"{s} {n}" for s, n in sorted(tally.statuses.items())),
+                flush=True,
+            )
 
     if rank == 0:
-        print(f"{size} ranks, clusters {[list(c) for c in topology.clusters]}, seed "
-              f"{args.seed}, {args.trials if only is None else len(only)} trials; "
-              f"command: mpiexec -n {size} python {' '.join(sys.argv)}", flush=True)
+        print(
+            f"{size} ranks, clusters {[list(c) for c in topology.clusters]}, seed "
+            f"{args.seed}, {args.trials if only is None else len(only)} trials; "
+            f"command: mpiexec -n {size} python {' '.join(sys.argv)}",
+            flush=True,
+        )
     tally = differential.run_trials(
-        args.trials, args.seed, topology, configs=configs,
+        args.trials,
+        args.seed,
+        topology,
+        configs=configs,
         methods=tuple(args.methods.split(",")) if args.methods else None,
         forms=tuple(args.forms.split(",")) if args.forms else None,
-        start=args.start, only=only, progress=progress,
-        trace=(lambda case: print(case.describe(), flush=True)) if args.trace and
-        rank == 0 else None)
+        start=args.start,
+        only=only,
+        progress=progress,
+        trace=(lambda case: print(case.describe(), flush=True))
+        if args.trace and rank == 0
+        else None,
+    )
     faulthandler.cancel_dump_traceback_later()
     if rank == 0:
         print("\n".join(tally.summary(args.failures)))

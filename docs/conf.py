@@ -45,8 +45,10 @@ numpydoc_validation_checks = set()
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
 html_theme = "alabaster"
 html_static_path = []
-html_theme_options = {"description": "Topology-aware collective communication for MPI",
-                      "fixed_sidebar": True}
+html_theme_options = {
+    "description": "Topology-aware collective communication for MPI",
+    "fixed_sidebar": True,
+}
 suppress_warnings = []
 
 

@@ -38,6 +38,8 @@ assert np.array_equal(data, np.arange(8.0))
 
 if rank == 0:
     n = comm.network.nclusters
-    print(f"{size} ranks in {n} {'cluster' if n == 1 else 'clusters'} "
-          f"({comm.last_family} family): {ITERS} checked Allreduce calls, "
-          f"{(t2 - t1) / ITERS * 1e6:.1f} us each")
+    print(
+        f"{size} ranks in {n} {'cluster' if n == 1 else 'clusters'} "
+        f"({comm.last_family} family): {ITERS} checked Allreduce calls, "
+        f"{(t2 - t1) / ITERS * 1e6:.1f} us each"
+    )

@@ -46,7 +46,9 @@ fig.suptitle("Broadcast from node 0: the tree each builder makes and its complet
              "(lower is better)")
 times = {name: trees.bcast_time(t, costs) for name, t in shapes.items()}
 times"""),
-    new_code_cell("""assert times == {"binomial": 700, "SPOC": 500, "FNF": 400, "optimal": 400}"""),
+    new_code_cell(
+        """assert times == {"binomial": 700, "SPOC": 500, "FNF": 400, "optimal": 400}"""
+    ),
     new_markdown_cell("""FNF is a greedy heuristic; on random instances it is usually optimal and within about
 1% on average (the paper's Table 2). The same trees feed any plan builder: here the
 simulator runs a broadcast plan over each tree under the t_ini model."""),
@@ -726,8 +728,11 @@ most of the time):
 
 def write(name, cells):
     nb = new_notebook(cells=cells)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nbformat.write(nb, HERE / name)
 
 

@@ -46,11 +46,14 @@ def pytest_collection_modifyitems(config, items):
     """The MPI world's doctests (``wacoll/mpi/``), which pytest-mpi would skip as
     "need --with-mpi option to run", say what they need and where they run."""
     _skip_simgrid_doctests(items)
-    if config.getoption("--only-mpi", default=False) or \
-            config.getoption("--with-mpi", default=False):
+    if config.getoption("--only-mpi", default=False) or config.getoption(
+        "--with-mpi", default=False
+    ):
         return
-    reason = ("an MPI-world doctest (wacoll/mpi/): needs processes started by mpiexec; "
-              "tests/test_mpi_suite.py runs it under mpiexec at 1, 2, 3, 5 and 8 ranks")
+    reason = (
+        "an MPI-world doctest (wacoll/mpi/): needs processes started by mpiexec; "
+        "tests/test_mpi_suite.py runs it under mpiexec at 1, 2, 3, 5 and 8 ranks"
+    )
     for item in items:
         path = Path(str(item.path))
         if MPI_DOCTESTS in path.parents and "mpi" in item.keywords:
@@ -63,9 +66,16 @@ SIMGRID_MODULE = Path(__file__).parent.parent / "wacoll" / "plans" / "sim" / "si
 def _skip_simgrid_doctests(items):
     """The doctests of wacoll/plans/sim/simgrid.py that run SimGrid skip, saying why,
     where its Python bindings are not installed (tools/install_simgrid.sh)."""
-    needs = [item for item in items if Path(str(item.path)) == SIMGRID_MODULE
-             and any(call in ex.source for ex in getattr(item, "dtest", None).examples
-                     for call in ("simulate_simgrid(", "routes("))]
+    needs = [
+        item
+        for item in items
+        if Path(str(item.path)) == SIMGRID_MODULE
+        and any(
+            call in ex.source
+            for ex in getattr(item, "dtest", None).examples
+            for call in ("simulate_simgrid(", "routes(")
+        )
+    ]
     if needs:
         from wacoll.plans.sim.simgrid import simgrid_unavailable
 

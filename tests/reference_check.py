@@ -41,8 +41,9 @@ class _Exprs:
             self.mask.append(self.mask[a] | self.mask[b])
             self.lo.append(min(self.lo[a], self.lo[b]))
             self.hi.append(max(self.hi[a], self.hi[b]))
-            self.ordered.append(self.ordered[a] and self.ordered[b]
-                                and self.hi[a] + 1 == self.lo[b])
+            self.ordered.append(
+                self.ordered[a] and self.ordered[b] and self.hi[a] + 1 == self.lo[b]
+            )
         return e
 
     def subexpressions(self, e, into):
@@ -102,15 +103,18 @@ class _Checker:
         self.spec = ops.spec(plan.op)
         self.kind = self.spec.kind
         # exact accumulators make any order and grouping give the strict bits
-        self.level = ("commutative" if plan.arithmetic == "reproducible"
-                      else plan.level)
+        self.level = "commutative" if plan.arithmetic == "reproducible" else plan.level
         self.clusters = plan.clusters
         nb = plan.nblocks
         self._validate_layout(nb)
         self.exprs = _Exprs(size)
-        self.out_allowed = [frozenset(ops.out_blocks(plan.op, size, plan.root, nb, r))
-                            for r in range(size)]
-        self.expected = [ops.expected(plan.op, size, plan.root, nb, r) for r in range(size)]
+        self.out_allowed = [
+            frozenset(ops.out_blocks(plan.op, size, plan.root, nb, r))
+            for r in range(size)
+        ]
+        self.expected = [
+            ops.expected(plan.op, size, plan.root, nb, r) for r in range(size)
+        ]
         self.state = []
         for r in range(size):
             init = ops.initial(plan.op, size, plan.root, nb, r)
@@ -128,7 +132,7 @@ class _Checker:
         self.visited = {}
         if self.kind == "movement":
             for r in range(size):
-                for (_buf, b) in self.state[r]:
+                for _buf, b in self.state[r]:
                     self.visited.setdefault(b, set()).add(self.clusters[r])
         self.buffers = [{buf for buf, _ in self.state[r]} for r in range(size)]
         self.sent_pairs = set()
@@ -142,10 +146,13 @@ class _Checker:
 
     def _validate_layout(self, nb):
         plan, s = self.plan, self.spec
-        want = {"none": 0, "per_rank": plan.size, "pairs": plan.size * plan.size}.get(s.layout)
+        want = {"none": 0, "per_rank": plan.size, "pairs": plan.size * plan.size}.get(
+            s.layout
+        )
         if want is not None and nb != want:
-            raise PlanError(f"{plan.op} on {plan.size} ranks has {want} blocks; "
-                            f"the plan has {nb}")
+            raise PlanError(
+                f"{plan.op} on {plan.size} ranks has {want} blocks; the plan has {nb}"
+            )
         if s.layout == "segments" and nb < 1:
             raise PlanError(f"{plan.op} needs at least one segment block")
 
@@ -157,7 +164,9 @@ class _Checker:
     # ------------------------------------------------------------ values
     def read(self, r, i, buf, b):
         if b >= self.plan.nblocks:
-            self.fail(r, i, f"block {b} does not exist (the plan has {self.plan.nblocks})")
+            self.fail(
+                r, i, f"block {b} does not exist (the plan has {self.plan.nblocks})"
+            )
         value = self.state[r].get((buf, b))
         if value is None:
             self.fail(r, i, f"reads block {b} of {buf!r}, which rank {r} does not hold")
@@ -165,12 +174,15 @@ class _Checker:
 
     def write(self, r, i, buf, b, value):
         if b >= self.plan.nblocks:
-            self.fail(r, i, f"block {b} does not exist (the plan has {self.plan.nblocks})")
+            self.fail(
+                r, i, f"block {b} does not exist (the plan has {self.plan.nblocks})"
+            )
         if buf == "in":
             self.fail(r, i, "writes to 'in', the user's read-only send buffer")
         if buf == "out" and b not in self.out_allowed[r]:
-            self.fail(r, i, f"writes block {b} to 'out', which has no place for it on "
-                            f"rank {r}")
+            self.fail(
+                r, i, f"writes block {b} to 'out', which has no place for it on rank {r}"
+            )
         self.buffers[r].add(buf)
         self.state[r][(buf, b)] = value
 
@@ -181,16 +193,27 @@ class _Checker:
         ex = self.exprs
         overlap = ex.mask[a[0]] & ex.mask[b[0]]
         if overlap:
-            self.fail(r, i, f"combines the contribution of rank "
-                            f"{_fmt_ranks(_ranks(overlap))} twice")
+            self.fail(
+                r,
+                i,
+                f"combines the contribution of rank {_fmt_ranks(_ranks(overlap))} twice",
+            )
         e = ex.make(a[0], b[0])
         if self.level == "associative" and not ex.ordered[e]:
-            self.fail(r, i, f"puts ranks {ex.lo[a[0]]}..{ex.hi[a[0]]} before ranks "
-                            f"{ex.lo[b[0]]}..{ex.hi[b[0]]}, breaking rank order (level "
-                            f"'associative' keeps operands in rank order)")
+            self.fail(
+                r,
+                i,
+                f"puts ranks {ex.lo[a[0]]}..{ex.hi[a[0]]} before ranks "
+                f"{ex.lo[b[0]]}..{ex.hi[b[0]]}, breaking rank order (level "
+                f"'associative' keeps operands in rank order)",
+            )
         if self.level == "strict" and e not in self.canonical_set:
-            self.fail(r, i, "computes a combination that is not part of the canonical "
-                            "expression (level 'strict' needs the one fixed expression)")
+            self.fail(
+                r,
+                i,
+                "computes a combination that is not part of the canonical "
+                "expression (level 'strict' needs the one fixed expression)",
+            )
         return (e, max(a[1], b[1]))
 
     # ----------------------------------------------------------- execution
@@ -234,8 +257,13 @@ class _Checker:
                         self.write(r, i, step.dst, b, self.read(r, i, step.src, b))
                 else:  # combine
                     for b in step.blocks:
-                        value = self.combine(r, i, self.read(r, i, step.dst, b),
-                                             self.read(r, i, step.src, b), step.side)
+                        value = self.combine(
+                            r,
+                            i,
+                            self.read(r, i, step.dst, b),
+                            self.read(r, i, step.src, b),
+                            step.side,
+                        )
                         self.write(r, i, step.dst, b, value)
                 pc[r] += 1
         stuck = [r for r in range(size) if pc[r] < len(programs[r])]
@@ -244,8 +272,11 @@ class _Checker:
         for (a, b), chan in sorted(channels.items()):
             if chan:
                 msg = chan[0]
-                raise PlanError(f"rank {a} step {msg[0]} sends to {b}, which never receives "
-                                f"it", rank=a, step=msg[0])
+                raise PlanError(
+                    f"rank {a} step {msg[0]} sends to {b}, which never receives it",
+                    rank=a,
+                    step=msg[0],
+                )
         self.verify_results()
         return self.report()
 
@@ -294,9 +325,13 @@ class _Checker:
     def do_recv(self, r, i, step, msg):
         send_index, blocks, values, know = msg
         if blocks != step.blocks:
-            self.fail(r, i, f"expects blocks {list(step.blocks)} from {step.peer}, but the "
-                            f"message (rank {step.peer} step {send_index}) carries "
-                            f"{list(blocks)}")
+            self.fail(
+                r,
+                i,
+                f"expects blocks {list(step.blocks)} from {step.peer}, but the "
+                f"message (rank {step.peer} step {send_index}) carries "
+                f"{list(blocks)}",
+            )
         if know is not None:
             mine = self.knowledge[r]
             for k, h in know.items():
@@ -306,9 +341,13 @@ class _Checker:
             if step.kind == "recv":
                 held = self.holder(r, b, value[0])
                 if held is not None:
-                    self.fail(r, i, f"receives block {b} into {step.dst!r}, but rank {r} "
-                                    f"already holds that data in {held!r} (a block sent "
-                                    f"twice)")
+                    self.fail(
+                        r,
+                        i,
+                        f"receives block {b} into {step.dst!r}, but rank {r} "
+                        f"already holds that data in {held!r} (a block sent "
+                        f"twice)",
+                    )
                 self.write(r, i, step.dst, b, value)
             else:
                 acc = self.read(r, i, step.dst, b)
@@ -330,8 +369,11 @@ class _Checker:
             parts.append(f"rank {r} waits at step {pc[r]} ({step})")
         more = f" and {len(stuck) - 4} more" if len(stuck) > 4 else ""
         r = stuck[0]
-        raise PlanError("deadlock: " + "; ".join(parts) + more +
-                        " for messages that are never sent", rank=r, step=pc[r])
+        raise PlanError(
+            "deadlock: " + "; ".join(parts) + more + " for messages that are never sent",
+            rank=r,
+            step=pc[r],
+        )
 
     # ------------------------------------------------------------ results
     def verify_results(self):
@@ -346,8 +388,11 @@ class _Checker:
                 e = got[0]
                 if self.kind == "movement":
                     if e != want:
-                        raise PlanError(f"rank {r} block {b} of {buf!r} holds the data of "
-                                        f"rank {e}, expected rank {want}", rank=r)
+                        raise PlanError(
+                            f"rank {r} block {b} of {buf!r} holds the data of "
+                            f"rank {e}, expected rank {want}",
+                            rank=r,
+                        )
                     continue
                 form, n = want
                 full = (1 << n) - 1
@@ -355,22 +400,31 @@ class _Checker:
                 if mask != full:
                     lacking = _ranks(full & ~mask)
                     extra = _ranks(mask & ~full)
-                    what = (f"lacks the contributions of ranks {_fmt_ranks(lacking)}"
-                            if lacking else
-                            f"has extra contributions of ranks {_fmt_ranks(extra)}")
+                    what = (
+                        f"lacks the contributions of ranks {_fmt_ranks(lacking)}"
+                        if lacking
+                        else f"has extra contributions of ranks {_fmt_ranks(extra)}"
+                    )
                     raise PlanError(f"rank {r} block {b} of {buf!r} {what}", rank=r)
                 if self.level == "strict" and e != self.canonical[want]:
-                    raise PlanError(f"rank {r} block {b} of {buf!r} is not the canonical "
-                                    f"expression of level 'strict'", rank=r)
+                    raise PlanError(
+                        f"rank {r} block {b} of {buf!r} is not the canonical "
+                        f"expression of level 'strict'",
+                        rank=r,
+                    )
                 if self.level == "associative" and not ex.ordered[e]:
-                    raise PlanError(f"rank {r} block {b} of {buf!r} is not in rank order",
-                                    rank=r)
+                    raise PlanError(
+                        f"rank {r} block {b} of {buf!r} is not in rank order", rank=r
+                    )
         if self.knowledge is not None:
             for r in range(self.size):
                 if len(self.knowledge[r]) != self.size:
                     missing = sorted(set(range(self.size)) - set(self.knowledge[r]))
-                    raise PlanError(f"rank {r} leaves the barrier without hearing from "
-                                    f"ranks {_fmt_ranks(missing)}", rank=r)
+                    raise PlanError(
+                        f"rank {r} leaves the barrier without hearing from "
+                        f"ranks {_fmt_ranks(missing)}",
+                        rank=r,
+                    )
 
     def max_hops(self):
         if self.knowledge is not None:
@@ -384,11 +438,18 @@ class _Checker:
     def report(self):
         hops = self.max_hops()
         return ProofReport(
-            op=self.plan.op, level=self.plan.level, messages=self.messages, bytes=self.bytes,
-            wide_area_messages=self.wan_messages, wide_area_bytes=self.wan_bytes,
-            max_wide_area_hops=hops, single_latency=hops <= 1,
-            no_repeated_data=not self.any_repeat, repeated=tuple(self.repeated),
-            steps=sum(len(p) for p in self.plan.programs), max_sends=max(self.sends),
+            op=self.plan.op,
+            level=self.plan.level,
+            messages=self.messages,
+            bytes=self.bytes,
+            wide_area_messages=self.wan_messages,
+            wide_area_bytes=self.wan_bytes,
+            max_wide_area_hops=hops,
+            single_latency=hops <= 1,
+            no_repeated_data=not self.any_repeat,
+            repeated=tuple(self.repeated),
+            steps=sum(len(p) for p in self.plan.programs),
+            max_sends=max(self.sends),
             arithmetic=self.plan.arithmetic,
         )
 

@@ -19,8 +19,7 @@ REDUCTIONS = ("reduce", "allreduce", "reduce_scatter_block", "scan", "exscan")
 
 def commutative_plan(op, topology):
     kw = {"root": 2} if op == "reduce" else {}
-    return build(op, topology, "magpie", level="commutative", count=16, itemsize=32,
-                 **kw)
+    return build(op, topology, "magpie", level="commutative", count=16, itemsize=32, **kw)
 
 
 @pytest.mark.parametrize("op", REDUCTIONS)
@@ -28,8 +27,10 @@ def commutative_plan(op, topology):
 def test_checker_proves_strict_only_with_reproducible_arithmetic(op, topology):
     plan = commutative_plan(op, topology)
     if plan.algorithm != "coordinator":
-        pytest.skip(f"magpie builds no coordinator plan for {op} on this layout (it "
-                    f"runs {plan.algorithm!r}): no commutative-only plan to check")
+        pytest.skip(
+            f"magpie builds no coordinator plan for {op} on this layout (it "
+            f"runs {plan.algorithm!r}): no commutative-only plan to check"
+        )
     plain = dataclasses.replace(plan, level="strict")
     with pytest.raises(PlanError, match="canonical"):
         plain.prove()
@@ -45,8 +46,9 @@ def test_reproducible_arithmetic_still_needs_each_contribution_once():
     plan = commutative_plan("allreduce", GRID)
     programs = list(plan.programs)
     programs[0] = programs[0][:-1]  # rank 0 drops its last step
-    broken = dataclasses.replace(plan, level="strict", arithmetic="reproducible",
-                                 programs=tuple(programs))
+    broken = dataclasses.replace(
+        plan, level="strict", arithmetic="reproducible", programs=tuple(programs)
+    )
     with pytest.raises(PlanError):
         broken.prove()
 
@@ -65,8 +67,9 @@ def call(op="allreduce", count=128, **kw):
     return Call(op, count=count, itemsize=8, root=0 if op == "reduce" else None, **kw)
 
 
-@pytest.mark.parametrize("topology", [GRID, REORDERED, ONE], ids=["grid", "reordered",
-                                                                   "one"])
+@pytest.mark.parametrize(
+    "topology", [GRID, REORDERED, ONE], ids=["grid", "reordered", "one"]
+)
 def test_auto_depends_on_the_call_not_the_topology(topology):
     small, big = call(count=511), call(count=512)  # 4 KiB of float64 is the threshold
     assert select(small, topology).arithmetic == "reproducible"
@@ -83,14 +86,22 @@ def test_only_strict_float_sums_take_accumulators():
     assert select(call(accumulator_itemsize=0), GRID).arithmetic == "plain"
     assert select(call(level="associative"), GRID).arithmetic == "plain"
     forced = Policy(arithmetic="reproducible")
-    assert select(Call("bcast", count=4, itemsize=8, root=0, accumulator_itemsize=32),
-                  GRID, policy=forced).arithmetic == "plain"
+    assert (
+        select(
+            Call("bcast", count=4, itemsize=8, root=0, accumulator_itemsize=32),
+            GRID,
+            policy=forced,
+        ).arithmetic
+        == "plain"
+    )
 
 
 def test_forced_arithmetics_and_families():
     big = call(count=1 << 16)
-    assert select(big, GRID, policy=Policy(arithmetic="reproducible")).arithmetic == \
-        "reproducible"
+    assert (
+        select(big, GRID, policy=Policy(arithmetic="reproducible")).arithmetic
+        == "reproducible"
+    )
     assert select(call(), GRID, policy=Policy(arithmetic="plain")).arithmetic == "plain"
     # a family that cannot keep 'strict' plainly runs it on accumulators
     sel = select(call(), GRID, family="gridmpi")
@@ -115,14 +126,22 @@ def test_fastest_weighs_the_topology():
 def test_predicted_time_counts_the_accumulator_work():
     c = call(count=1 << 12)
     repro = select(c, ONE, policy=Policy(arithmetic="reproducible"))
-    cheap = predicted_time(repro, ONE, c, Policy(convert_time=0, combine_time=0,
-                                                 stage_time=0))
+    cheap = predicted_time(
+        repro, ONE, c, Policy(convert_time=0, combine_time=0, stage_time=0)
+    )
     dear = predicted_time(repro, ONE, c, Policy(convert_time=1e-6))
     assert dear - cheap == pytest.approx((1 << 12) * (1e-6 + 3 * 1.5e-8) + 3e-5)
 
 
-@pytest.mark.parametrize("bad", [dict(arithmetic="fast"), dict(convert_time=-1.0),
-                                 dict(stage_time="1"), dict(reproducible_below=-1)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(arithmetic="fast"),
+        dict(convert_time=-1.0),
+        dict(stage_time="1"),
+        dict(reproducible_below=-1),
+    ],
+)
 def test_policy_validation(bad):
     with pytest.raises(PlanError):
         Policy(**bad)
@@ -147,7 +166,9 @@ def test_scripts_keep_the_arithmetic():
     assert "arithmetic" not in scripts.to_sexpr(plain)
     assert "arithmetic" not in scripts.to_json(plain)
     with pytest.raises(Exception, match="unknown arithmetic 'exact'"):
-        scripts.from_sexpr(text.replace("(arithmetic reproducible)", "(arithmetic exact)"))
+        scripts.from_sexpr(
+            text.replace("(arithmetic reproducible)", "(arithmetic exact)")
+        )
     # without the field the plan is a plain strict plan, which the prover refuses
     with pytest.raises(PlanError):
         scripts.from_sexpr(text.replace(" (arithmetic reproducible)", ""))

@@ -13,17 +13,39 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "bench_growth.py"
-TIMES = ["build_s", "check_s", "lower_first_s", "lower_last_s", "simulate_s", "total_s",
-         "build_cpu_s", "check_cpu_s", "lower_first_cpu_s", "lower_last_cpu_s",
-         "simulate_cpu_s", "total_cpu_s"]
-RANK = ["rank_first_s", "rank_last_s", "rank_first_cpu_s", "rank_last_cpu_s",
-        "rank_first_mib", "rank_last_mib"]
+TIMES = [
+    "build_s",
+    "check_s",
+    "lower_first_s",
+    "lower_last_s",
+    "simulate_s",
+    "total_s",
+    "build_cpu_s",
+    "check_cpu_s",
+    "lower_first_cpu_s",
+    "lower_last_cpu_s",
+    "simulate_cpu_s",
+    "total_cpu_s",
+]
+RANK = [
+    "rank_first_s",
+    "rank_last_s",
+    "rank_first_cpu_s",
+    "rank_last_cpu_s",
+    "rank_first_mib",
+    "rank_last_mib",
+]
 
 
 def run_bench(out, *args, timeout=120):
     """Run the benchmark writing to ``out``; return its CSV rows and printed text."""
-    done = subprocess.run([sys.executable, str(SCRIPT), *args, "--out", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *args, "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     with open(out, newline="") as fh:
         return list(csv.DictReader(fh)), done.stdout
@@ -39,8 +61,10 @@ def quick(tmp_path_factory):
 def test_quick_mode_has_a_row_per_case_with_numeric_times(quick):
     out, rows, text = quick
     expected = set()
-    for family, ops in (("tree", ("bcast", "reduce", "allreduce")),
-                        ("combining", ("alltoall", "alltoallv"))):
+    for family, ops in (
+        ("tree", ("bcast", "reduce", "allreduce")),
+        ("combining", ("alltoall", "alltoallv")),
+    ):
         for op in ops:
             sizes = (16, 32, 64, 128) if op in ("bcast", "reduce") else (16, 32, 64)
             expected.update((family, op, ranks) for ranks in sizes)
@@ -71,11 +95,24 @@ def test_quick_mode_has_a_row_per_case_with_numeric_times(quick):
 
 
 def test_a_case_over_budget_is_recorded_and_its_larger_sizes_not_run(tmp_path):
-    rows, text = run_bench(tmp_path / "g.csv", "--families", "mpich", "--ops", "alltoall",
-                           "--sizes", "64,128", "--rooted-sizes", "", "--budget", "0.001",
-                           timeout=60)
-    assert [(int(r["ranks"]), r["status"]) for r in rows] == [(64, "over budget"),
-                                                               (128, "over budget")]
+    rows, text = run_bench(
+        tmp_path / "g.csv",
+        "--families",
+        "mpich",
+        "--ops",
+        "alltoall",
+        "--sizes",
+        "64,128",
+        "--rooted-sizes",
+        "",
+        "--budget",
+        "0.001",
+        timeout=60,
+    )
+    assert [(int(r["ranks"]), r["status"]) for r in rows] == [
+        (64, "over budget"),
+        (128, "over budget"),
+    ]
     assert rows[0]["note"].startswith("stopped after 0.001 s")
     assert rows[1]["note"] == "not run: over budget at 64 ranks"
     assert all(rows[i][n] == "" for i in (0, 1) for n in TIMES)
@@ -83,9 +120,22 @@ def test_a_case_over_budget_is_recorded_and_its_larger_sizes_not_run(tmp_path):
 
 
 def test_a_case_out_of_memory_is_recorded_and_others_go_on(tmp_path):
-    rows, _ = run_bench(tmp_path / "g.csv", "--families", "mpich", "--ops",
-                        "alltoall,bcast", "--sizes", "16,512,1024", "--rooted-sizes", "",
-                        "--max-memory", "300M", "--budget", "60", timeout=120)
+    rows, _ = run_bench(
+        tmp_path / "g.csv",
+        "--families",
+        "mpich",
+        "--ops",
+        "alltoall,bcast",
+        "--sizes",
+        "16,512,1024",
+        "--rooted-sizes",
+        "",
+        "--max-memory",
+        "300M",
+        "--budget",
+        "60",
+        timeout=120,
+    )
     got = {(r["op"], int(r["ranks"])): r for r in rows}
     assert len(got) == len(rows) == 6
     assert all(got[("bcast", n)]["status"] == "ok" for n in (16, 512, 1024))

@@ -30,21 +30,24 @@ def test_bound_is_one_latency_plus_the_bytes_a_cluster_must_receive(bench):
     assert bench.case_bound("bcast", 8, lf) == pytest.approx(5e-3 + 8 / 100e6)
     # four ranks' 1 MiB blocks enter the other cluster
     assert bench.case_bound("allgather", 2**20, lf) == pytest.approx(
-        5e-3 + 4 * 2**20 / 100e6)
+        5e-3 + 4 * 2**20 / 100e6
+    )
     # 4 x 4 blocks of 1 MiB cross each way
     assert bench.case_bound("alltoall", 2**20, lf) == pytest.approx(
-        5e-3 + 16 * 2**20 / 100e6)
+        5e-3 + 16 * 2**20 / 100e6
+    )
     # four clusters: a cluster receives over its three incoming links at once
     wan = Topology.from_sizes([2, 2, 2, 2], wan_latency=10e-3, wan_bandwidth=1e6)
-    assert bench.case_bound("bcast", 2**16, wan) == pytest.approx(
-        10e-3 + 2**16 / 3e6)
+    assert bench.case_bound("bcast", 2**16, wan) == pytest.approx(10e-3 + 2**16 / 3e6)
 
 
 def test_report_reprints_a_run_with_bounds(bench, tmp_path, capsys):
     csv = tmp_path / "run.csv"
-    csv.write_text("network,op,bytes,native_s,default_s,ratio,learned\n"
-                   "longfast,allreduce,16777216,0.24,0.20,0.833,\n"
-                   "longfast,barrier,8,0.0055,0.0056,1.018,\n")
+    csv.write_text(
+        "network,op,bytes,native_s,default_s,ratio,learned\n"
+        "longfast,allreduce,16777216,0.24,0.20,0.833,\n"
+        "longfast,barrier,8,0.0055,0.0056,1.018,\n"
+    )
     assert bench.main(["--report", str(csv)]) == 0
     out = capsys.readouterr().out
     assert "reprinted from" in out and "nothing was timed" in out
@@ -65,8 +68,12 @@ def test_report_of_a_bad_csv_says_so(bench, tmp_path, capsys, text):
 
 def test_report_gives_the_start_margin_a_run_wrote(bench, tmp_path, capsys):
     csv = tmp_path / "run.csv"
-    csv.write_text("network,op,bytes,native_s,default_s,ratio,margin_s,learned\n"
-                   "lan,barrier,8,0.0006,0.0005,0.833,0.0025,\n")
+    csv.write_text(
+        "network,op,bytes,native_s,default_s,ratio,margin_s,learned\n"
+        "lan,barrier,8,0.0006,0.0005,0.833,0.0025,\n"
+    )
     assert bench.main(["--report", str(csv)]) == 0
-    assert "lan: each call started 2.50 ms after its start instant was sent" in \
-        capsys.readouterr().out
+    assert (
+        "lan: each call started 2.50 ms after its start instant was sent"
+        in capsys.readouterr().out
+    )

@@ -12,8 +12,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
-PUBLIC_API_USERS = sorted([*BENCHMARKS.glob("*.py"), *(BENCHMARKS / "apps").glob("*.py"),
-                           ROOT / "wacoll" / "tools" / "demo.py"])
+PUBLIC_API_USERS = sorted(
+    [
+        *BENCHMARKS.glob("*.py"),
+        *(BENCHMARKS / "apps").glob("*.py"),
+        ROOT / "wacoll" / "tools" / "demo.py",
+    ]
+)
 #: A package whose name starts with an underscore but is public as a module path: the
 #: kernels' face (its own underscored attributes are not).
 PUBLIC_MODULE_PATHS = {"_kernels"}
@@ -77,7 +82,9 @@ def private_uses(source, filename="<source>"):
     """
     tree = ast.parse(source, filename)
     found = []
-    wacoll_names = {"wacoll"}  # the module, also as a parameter or import_wacoll()'s result
+    wacoll_names = {
+        "wacoll"
+    }  # the module, also as a parameter or import_wacoll()'s result
     wacoll_modules = {"wacoll"}
     other_modules = set()
     for node in ast.walk(tree):
@@ -88,7 +95,9 @@ def private_uses(source, filename="<source>"):
                 if parts[0] != "wacoll":
                     other_modules.add(bound)
                     continue
-                bad = [p for p in parts[1:] if _private(p) and p not in PUBLIC_MODULE_PATHS]
+                bad = [
+                    p for p in parts[1:] if _private(p) and p not in PUBLIC_MODULE_PATHS
+                ]
                 if bad:
                     found.append((node.lineno, f"import {alias.name}"))
                 wacoll_names.add(bound)
@@ -104,14 +113,18 @@ def private_uses(source, filename="<source>"):
             for alias in node.names:
                 bound = alias.asname or alias.name
                 if _private(alias.name) and not (
-                        alias.name in PUBLIC_MODULE_PATHS and _is_module(module, alias.name)):
+                    alias.name in PUBLIC_MODULE_PATHS and _is_module(module, alias.name)
+                ):
                     found.append((node.lineno, f"from {module} import {alias.name}"))
                 wacoll_names.add(bound)
                 if _is_module(module, alias.name):
                     wacoll_modules.add(bound)
     # names bound to anything computed from a wacoll name (flow-insensitive)
-    assigns = [n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign,
-                                                          ast.NamedExpr, ast.For))]
+    assigns = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.For))
+    ]
     changed = True
     while changed:
         changed = False
@@ -121,10 +134,12 @@ def private_uses(source, filename="<source>"):
                 continue
             used = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
             if not used & wacoll_names and not (
-                    isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
-                    and value.func.id == "import_wacoll"):
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Name)
+                and value.func.id == "import_wacoll"
+            ):
                 continue
-            targets = (node.targets if isinstance(node, ast.Assign) else [node.target])
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
                 for n in ast.walk(target):
                     if isinstance(n, ast.Name) and n.id not in wacoll_names:
@@ -138,20 +153,32 @@ def private_uses(source, filename="<source>"):
             if root in ("self", "cls") and depth == 1:
                 continue
             found.append((node.lineno, f"{ast.unparse(node.value)}.{node.attr}"))
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-              and node.func.id in ("getattr", "setattr", "delattr", "hasattr")
-              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
-              and isinstance(node.args[1].value, str) and _private(node.args[1].value)):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "delattr", "hasattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and _private(node.args[1].value)
+        ):
             found.append((node.lineno, f"{node.func.id}(..., {node.args[1].value!r})"))
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
-            targets = (node.targets if isinstance(node, (ast.Assign, ast.Delete))
-                       else [node.target])
+            targets = (
+                node.targets
+                if isinstance(node, (ast.Assign, ast.Delete))
+                else [node.target]
+            )
             for target in targets:
                 if isinstance(target, ast.Attribute):
                     root, _ = _root(target)
                     if root in wacoll_modules:
-                        found.append((node.lineno, "assigns wacoll module attribute "
-                                      f"{ast.unparse(target)}"))
+                        found.append(
+                            (
+                                node.lineno,
+                                f"assigns wacoll module attribute {ast.unparse(target)}",
+                            )
+                        )
     return sorted(set(found))
 
 
@@ -167,8 +194,10 @@ def test_private_use_detector_examples():
 def test_uses_public_wacoll_names_only(path):
     """Benchmarks measure what a user runs: no private wacoll internals, no patching."""
     found = private_uses(path.read_text(), str(path))
-    assert not found, f"{path.relative_to(ROOT)} reaches private wacoll names: " + "; ".join(
-        f"line {line}: {text}" for line, text in found)
+    assert not found, (
+        f"{path.relative_to(ROOT)} reaches private wacoll names: "
+        + "; ".join(f"line {line}: {text}" for line, text in found)
+    )
 
 
 def segment_rules(source, filename="<source>"):
@@ -193,8 +222,11 @@ def segment_rules(source, filename="<source>"):
             values.append((node.value.lineno, node.value))
         elif isinstance(node, ast.Assign):
             for target in node.targets:
-                if (isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant)
-                        and target.slice.value == "segments"):
+                if (
+                    isinstance(target, ast.Subscript)
+                    and isinstance(target.slice, ast.Constant)
+                    and target.slice.value == "segments"
+                ):
                     values.append((node.lineno, node.value))
         elif isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values):
@@ -206,10 +238,13 @@ def segment_rules(source, filename="<source>"):
     return sorted(found)
 
 
-@pytest.mark.parametrize("path", sorted(BENCHMARKS.rglob("*.py")),
-                         ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    "path", sorted(BENCHMARKS.rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT))
+)
 def test_benchmarks_take_segments_from_the_selection_policy(path):
     """No benchmark keeps its own copy of the segment rule: wacoll.plans.select has it."""
     found = segment_rules(path.read_text(), str(path))
-    assert not found, (f"{path.relative_to(ROOT)} computes segments itself (lines "
-                       f"{found}); ask wacoll.plans.select for the plan instead")
+    assert not found, (
+        f"{path.relative_to(ROOT)} computes segments itself (lines "
+        f"{found}); ask wacoll.plans.select for the plan instead"
+    )

@@ -20,7 +20,9 @@ from wacoll.plans.plan import Plan, Step
 from wacoll.plans.prover.encode import encode
 from wacoll.plans.rank import rank_plan, rank_program
 
-lower_module = importlib.import_module("wacoll.plans.lower")  # (the package exports the function)
+lower_module = importlib.import_module(
+    "wacoll.plans.lower"
+)  # (the package exports the function)
 
 
 def _id_arrays():
@@ -43,7 +45,9 @@ def test_runs_behave_as_the_tuple_of_their_ids(ids):
     assert block_array(runs).tolist() == list(want)
     assert tuple(runs) == want and runs == want and want == runs
     assert (runs == list(want)) == (want == list(want))  # (a tuple is no list)
-    assert (runs == tuple(map(float, want))) and (runs == tuple(map(str, want))) == (not want)
+    assert (runs == tuple(map(float, want))) and (runs == tuple(map(str, want))) == (
+        not want
+    )
     assert hash(runs) == hash(want) and len(runs) == len(want)
     assert [runs[i] for i in range(-len(want), len(want))] == list(want + want)
     assert runs[1:-1] == want[1:-1]
@@ -61,7 +65,9 @@ def test_runs_refuse_what_is_no_block_sequence():
     with pytest.raises(IndexError):
         BlockRuns([0], [1], [2])[2]
     assert BlockRuns([0], [1], [2]) != (0, 2) and BlockRuns([0], [1], [2]) != "ab"
-    assert BlockRuns([0], [1], [3]) != (0.5, 1, 2) and BlockRuns([0], [1], [1]) != (2**70,)
+    assert BlockRuns([0], [1], [3]) != (0.5, 1, 2) and BlockRuns([0], [1], [1]) != (
+        2**70,
+    )
     with pytest.raises(ValueError, match="below 2"):
         BlockRuns([0], [2**62], [5])  # ids that would wrap around in int64
     with pytest.raises(TypeError):
@@ -69,8 +75,9 @@ def test_runs_refuse_what_is_no_block_sequence():
 
 
 def test_compact_blocks_keeps_short_or_irregular_sets_as_tuples():
-    assert compact_blocks(np.arange(blockruns.COMPACT_FROM)) == \
-        tuple(range(blockruns.COMPACT_FROM))
+    assert compact_blocks(np.arange(blockruns.COMPACT_FROM)) == tuple(
+        range(blockruns.COMPACT_FROM)
+    )
     assert type(compact_blocks(np.arange(blockruns.COMPACT_FROM))) is tuple
     irregular = np.random.default_rng(1).permutation(1000)
     assert type(compact_blocks(irregular)) is tuple
@@ -85,7 +92,8 @@ def test_a_step_holds_runs_as_it_holds_the_tuple():
     assert step == same and hash(step) == hash(same) and step.to_row() == same.to_row()
     assert str(step) == str(same)
     assert str(step).startswith("send 2 [0,1,2,") and str(step).endswith(
-        ",... 110 blocks] from in")
+        ",... 110 blocks] from in"
+    )
     assert program_digest((step,)) == program_digest((same,))
     with pytest.raises(PlanError, match="peer"):
         Step("send", runs, src="in")
@@ -103,13 +111,34 @@ def test_element_runs_equal_their_pairs():
 
 def _as_tuples(plan):
     """``plan`` with every step's blocks as a tuple."""
-    programs = tuple(tuple(Step(s.kind, tuple(s.blocks), peer=s.peer, src=s.src,
-                                dst=s.dst, side=s.side, group=s.group) for s in program)
-                     for program in plan.programs)
-    return Plan(op=plan.op, size=plan.size, root=plan.root, counts=plan.counts,
-                programs=programs, clusters=plan.clusters, level=plan.level,
-                itemsize=plan.itemsize, family=plan.family, algorithm=plan.algorithm,
-                params=plan.params)
+    programs = tuple(
+        tuple(
+            Step(
+                s.kind,
+                tuple(s.blocks),
+                peer=s.peer,
+                src=s.src,
+                dst=s.dst,
+                side=s.side,
+                group=s.group,
+            )
+            for s in program
+        )
+        for program in plan.programs
+    )
+    return Plan(
+        op=plan.op,
+        size=plan.size,
+        root=plan.root,
+        counts=plan.counts,
+        programs=programs,
+        clusters=plan.clusters,
+        level=plan.level,
+        itemsize=plan.itemsize,
+        family=plan.family,
+        algorithm=plan.algorithm,
+        params=plan.params,
+    )
 
 
 def _pairs(runs):
@@ -117,9 +146,15 @@ def _pairs(runs):
 
 
 def _lowered(program):
-    return [(s.kind, s.peer, s.elements, _pairs(s.src), _pairs(s.dst), s.direct, s.label)
-            for s in program.steps], program.scratch_sizes, program.in_extent, \
-        program.out_extent
+    return (
+        [
+            (s.kind, s.peer, s.elements, _pairs(s.src), _pairs(s.dst), s.direct, s.label)
+            for s in program.steps
+        ],
+        program.scratch_sizes,
+        program.in_extent,
+        program.out_extent,
+    )
 
 
 TOPOLOGIES = {
@@ -159,8 +194,12 @@ def test_runs_prove_digest_and_lower_as_tuples_do(name, counts, chunk, monkeypat
         assert program_digest(plan.programs[r]) == program_digest(tuples.programs[r])
         runs_lowered, tuples_lowered = lower(plan, r), lower(tuples, r)
         assert _lowered(runs_lowered) == _lowered(tuples_lowered)
-        many = [s for s in runs_lowered.steps
-                for runs in (s.src, s.dst) if runs and isinstance(runs[1], ElementRuns)]
+        many = [
+            s
+            for s in runs_lowered.steps
+            for runs in (s.src, s.dst)
+            if runs and isinstance(runs[1], ElementRuns)
+        ]
         compact += len(many)
     assert compact or counts is not None  # the executor's compact path was exercised
 
@@ -200,5 +239,7 @@ def test_a_coordinator_of_4096_ranks_derives_its_program_in_little_memory():
     assert len(digest) == 64
     kinds = [s.kind for s in program.steps]
     assert kinds.count("send") == 511 + 7 and kinds.count("recv") == 511 + 7
-    assert sum(s.elements for s in program.steps if s.kind == "send") == \
-        511 * 3585 + 7 * 512 * 512  # each member's column, each other cluster's share
+    assert (
+        sum(s.elements for s in program.steps if s.kind == "send")
+        == 511 * 3585 + 7 * 512 * 512
+    )  # each member's column, each other cluster's share

@@ -9,17 +9,31 @@ from wacoll.plans.sim import LinkModel, simulate
 
 TOPOLOGIES = [
     Topology.from_sizes([3, 2, 4], wan_latency=0.01, wan_bandwidth=1e6),
-    Topology.from_clusters([[0, 3], [1, 4], [2, 5]], wan_latency=0.005, wan_bandwidth=5e5,
-                           wan_pairs={(0, 1): (0.02, 2e6)}),
+    Topology.from_clusters(
+        [[0, 3], [1, 4], [2, 5]],
+        wan_latency=0.005,
+        wan_bandwidth=5e5,
+        wan_pairs={(0, 1): (0.02, 2e6)},
+    ),
 ]
 
 
 def _plans(topo):
     for family in FAMILIES:
-        for op, fn in builders(family).items():
-            kwargs = {"level": "commutative"} if op in (
-                "reduce", "allreduce", "reduce_scatter", "reduce_scatter_block", "scan",
-                "exscan") else {}
+        for op, _fn in builders(family).items():
+            kwargs = (
+                {"level": "commutative"}
+                if op
+                in (
+                    "reduce",
+                    "allreduce",
+                    "reduce_scatter",
+                    "reduce_scatter_block",
+                    "scan",
+                    "exscan",
+                )
+                else {}
+            )
             if op != "barrier":
                 kwargs["count"] = 3000
             yield family, op, build(op, topo, family, **kwargs)

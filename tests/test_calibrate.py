@@ -12,8 +12,13 @@ import numpy as np
 import pytest
 
 from wacoll import Topology
-from wacoll.calibration import (CalibrationReport, build_topology, compare_topologies,
-                                find_clusters, fit_t_ini)
+from wacoll.calibration import (
+    CalibrationReport,
+    build_topology,
+    compare_topologies,
+    find_clusters,
+    fit_t_ini,
+)
 from wacoll.errors import TopologyError
 from wacoll.mpi.allpairs import latency_pairs, rounds
 
@@ -23,8 +28,15 @@ BIN = Path(sys.executable).parent
 def _matrix(topo, rng=None, noise=0.0, intra=5e-6):
     """One-way latencies of ``topo`` (intra link ``intra``), with multiplicative noise."""
     n = topo.size
-    lat = np.array([[topo.link(i, j).latency if topo.is_wide_area(i, j) else intra
-                     for j in range(n)] for i in range(n)])
+    lat = np.array(
+        [
+            [
+                topo.link(i, j).latency if topo.is_wide_area(i, j) else intra
+                for j in range(n)
+            ]
+            for i in range(n)
+        ]
+    )
     if noise:
         lat *= rng.uniform(1 - noise, 1 + noise, size=lat.shape)
     np.fill_diagonal(lat, np.nan)
@@ -33,10 +45,16 @@ def _matrix(topo, rng=None, noise=0.0, intra=5e-6):
 
 def test_clusters_of_uneven_sizes_reordered_and_noisy():
     rng = np.random.default_rng(3)
-    topo = Topology.from_clusters([[0, 4], [1, 2, 5, 7], [3], [6, 8, 9]],
-                                  wan_latency=0.01,
-                                  wan_pairs={(0, 1): (0.004, 1e6), (1, 0): (0.004, 1e6),
-                                             (2, 3): (0.03, 1e6), (3, 2): (0.03, 1e6)})
+    topo = Topology.from_clusters(
+        [[0, 4], [1, 2, 5, 7], [3], [6, 8, 9]],
+        wan_latency=0.01,
+        wan_pairs={
+            (0, 1): (0.004, 1e6),
+            (1, 0): (0.004, 1e6),
+            (2, 3): (0.03, 1e6),
+            (3, 2): (0.03, 1e6),
+        },
+    )
     for _ in range(20):
         lat = _matrix(topo, rng, noise=0.3)
         found = find_clusters(lat)
@@ -53,12 +71,14 @@ def test_a_slow_outlier_inside_a_cluster_does_not_split_it():
 
 def test_one_cluster_and_every_rank_alone():
     rng = np.random.default_rng(0)
-    fast = 2e-6 * rng.uniform(0.5, 1.5, size=(6, 6))   # x3 spread, no gap of x3
+    fast = 2e-6 * rng.uniform(0.5, 1.5, size=(6, 6))  # x3 spread, no gap of x3
     one = find_clusters(fast)
     assert one.clusters == ((0, 1, 2, 3, 4, 5),) and one.threshold is None
     slow = 0.02 * rng.uniform(0.8, 1.2, size=(5, 5))
     alone = find_clusters(slow)
-    assert alone.clusters == tuple((r,) for r in range(5)) and "own cluster" in alone.reason
+    assert (
+        alone.clusters == tuple((r,) for r in range(5)) and "own cluster" in alone.reason
+    )
     # the absolute bound decides only where there is no gap
     assert find_clusters(slow, wide_area=1.0).clusters == ((0, 1, 2, 3, 4),)
     assert find_clusters(np.zeros((1, 1))).clusters == ((0,),)
@@ -67,8 +87,13 @@ def test_one_cluster_and_every_rank_alone():
 def test_every_rank_alone_with_different_pair_latencies():
     # four sites, all wide-area, pair latencies 5..40 ms: a gap among the wide-area
     # links must not be taken for the fast/slow gap when no link is fast
-    lat = np.array([[0, 5, 10, 40], [5, 0, 12, 35], [10, 12, 0, 30], [40, 35, 30, 0]],
-                   dtype=float) * 1e-3
+    lat = (
+        np.array(
+            [[0, 5, 10, 40], [5, 0, 12, 35], [10, 12, 0, 30], [40, 35, 30, 0]],
+            dtype=float,
+        )
+        * 1e-3
+    )
     found = find_clusters(lat, min_gap=3)
     # the largest ratio (12 -> 30 ms, x2.5) is below min_gap: all alike and slow
     assert found.clusters == ((0,), (1,), (2,), (3,))
@@ -100,7 +125,7 @@ def test_t_ini_from_round_trips_banikazemi_figure_1():
     t = np.array([100, 300, 300, 300, 300, 100, 300, 300]) * 1e-6
     rtt = t[:, None] + t[None, :]
     assert fit_t_ini(rtt, [range(8)]) == pytest.approx(t)
-    rtt[2, 6] = rtt[6, 2] = 0.01   # disturbed round trips move nothing
+    rtt[2, 6] = rtt[6, 2] = 0.01  # disturbed round trips move nothing
     rtt[0, 3] = rtt[3, 0] = 0.02
     assert fit_t_ini(rtt, [range(8)]) == pytest.approx(t, rel=1e-3)
     # clusters are fitted apart; a rank alone uses its round trip to itself
@@ -109,9 +134,14 @@ def test_t_ini_from_round_trips_banikazemi_figure_1():
 
 
 def test_topology_from_measurements_with_per_pair_links(tmp_path):
-    truth = Topology.from_sizes([2, 1, 3], intra_latency=5e-6, intra_bandwidth=5e9,
-                                wan_latency=0.01, wan_bandwidth=2e6,
-                                wan_pairs={(0, 2): (0.02, 1e6), (2, 0): (0.02, 1e6)})
+    truth = Topology.from_sizes(
+        [2, 1, 3],
+        intra_latency=5e-6,
+        intra_bandwidth=5e9,
+        wan_latency=0.01,
+        wan_bandwidth=2e6,
+        wan_pairs={(0, 2): (0.02, 1e6), (2, 0): (0.02, 1e6)},
+    )
     lat = _matrix(truth)
     bw = np.array([[truth.link(i, j).bandwidth for j in range(6)] for i in range(6)])
     topo = build_topology(truth.clusters, lat, bw)
@@ -128,8 +158,11 @@ def test_topology_from_measurements_with_per_pair_links(tmp_path):
     text = report.table(truth)
     assert "wan 2->0 latency (ms)" in text and "same" in text
     report.save(tmp_path / "r.json")
-    assert json.loads((tmp_path / "r.json").read_text())["clusters"] == [[0, 1], [2],
-                                                                          [3, 4, 5]]
+    assert json.loads((tmp_path / "r.json").read_text())["clusters"] == [
+        [0, 1],
+        [2],
+        [3, 4, 5],
+    ]
 
 
 def test_heatmap_has_units_labels_and_a_colour_bar(tmp_path):
@@ -148,9 +181,24 @@ def test_heatmap_has_units_labels_and_a_colour_bar(tmp_path):
 
 def test_calibrate_command_under_mpiexec(tmp_path):
     out = tmp_path / "topo.toml"
-    cmd = [str(BIN / "mpiexec"), "-n", "3", sys.executable, "-m", "wacoll.cli",
-           "calibrate", "--out", str(out), "--report", str(tmp_path / "r.json"),
-           "--heatmap", str(tmp_path / "h.png"), "--reps", "5", "--no-progress"]
+    cmd = [
+        str(BIN / "mpiexec"),
+        "-n",
+        "3",
+        sys.executable,
+        "-m",
+        "wacoll.cli",
+        "calibrate",
+        "--out",
+        str(out),
+        "--report",
+        str(tmp_path / "r.json"),
+        "--heatmap",
+        str(tmp_path / "h.png"),
+        "--reps",
+        "5",
+        "--no-progress",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     topo = Topology.from_file(out)
@@ -173,15 +221,31 @@ def test_calibration_finds_the_testbeds_clusters_and_latencies(tmp_path):
     # three clusters of uneven sizes, a different latency for each pair
     pairs = {(0, 1): (0.004, 4e6), (0, 2): (0.008, 4e6), (1, 2): (0.016, 2e6)}
     topo = Topology.from_clusters(
-        [[0, 1], [2], [3, 4, 5]], wan_latency=0.01, wan_bandwidth=4e6,
-        wan_pairs={**pairs, **{(b, a): v for (a, b), v in pairs.items()}})
+        [[0, 1], [2], [3, 4, 5]],
+        wan_latency=0.01,
+        wan_bandwidth=4e6,
+        wan_pairs={**pairs, **{(b, a): v for (a, b), v in pairs.items()}},
+    )
     out = tmp_path / "measured.toml"
     given = tmp_path / "configured.toml"
     topo.save(given)
     with Testbed(topo, name="cal", netem="relay") as tb:
-        result = tb.run([sys.executable, "-m", "wacoll.cli", "calibrate", "--out", str(out),
-                         "--compare", str(given), "--reps", "10", "--no-progress"],
-                        timeout=240)
+        result = tb.run(
+            [
+                sys.executable,
+                "-m",
+                "wacoll.cli",
+                "calibrate",
+                "--out",
+                str(out),
+                "--compare",
+                str(given),
+                "--reps",
+                "10",
+                "--no-progress",
+            ],
+            timeout=240,
+        )
     assert result.ok, (result.stdout or "")[-3000:] + (result.stderr or "")[-3000:]
     print(result.stdout)
     found = Topology.from_file(out)
@@ -191,4 +255,5 @@ def test_calibration_finds_the_testbeds_clusters_and_latencies(tmp_path):
             if a != b:
                 i, j = topo.clusters[a][0], topo.clusters[b][0]
                 assert found.link(i, j).latency == pytest.approx(
-                    topo.link(i, j).latency, rel=0.1), (a, b, result.stdout)
+                    topo.link(i, j).latency, rel=0.1
+                ), (a, b, result.stdout)

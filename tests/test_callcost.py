@@ -9,8 +9,13 @@ import pytest
 
 from wacoll import PlanError, Topology
 from wacoll.plans import build
-from wacoll.plans.callcost import (CallCosts, as_json, critical_messages,
-                                   fit_call_costs, read_call_costs)
+from wacoll.plans.callcost import (
+    CallCosts,
+    as_json,
+    critical_messages,
+    fit_call_costs,
+    read_call_costs,
+)
 
 
 def test_a_fit_recovers_a_line_per_kind():
@@ -22,10 +27,16 @@ def test_a_fit_recovers_a_line_per_kind():
     assert costs.library_call == pytest.approx(3e-6) and costs.library_message == 0
 
 
-@pytest.mark.parametrize("samples, named", [
-    ([("plan", 1, 1e-6)], "no samples of the library kind"),
-    ([("plan", 1, 1e-6), ("library", 1, 1e-6), ("gpu", 1, 1e-6)], "unknown kind 'gpu'"),
-])
+@pytest.mark.parametrize(
+    "samples, named",
+    [
+        ([("plan", 1, 1e-6)], "no samples of the library kind"),
+        (
+            [("plan", 1, 1e-6), ("library", 1, 1e-6), ("gpu", 1, 1e-6)],
+            "unknown kind 'gpu'",
+        ),
+    ],
+)
 def test_bad_samples_are_refused(samples, named):
     with pytest.raises(PlanError, match=named):
         fit_call_costs(samples)
@@ -34,8 +45,9 @@ def test_bad_samples_are_refused(samples, named):
 @pytest.mark.parametrize("value", [-1e-6, math.nan, math.inf, True, "1e-6"])
 def test_bad_costs_are_refused(value):
     with pytest.raises(PlanError, match="plan_call must be a number of seconds"):
-        CallCosts(plan_call=value, plan_message=0.0, library_call=0.0,
-                  library_message=0.0)
+        CallCosts(
+            plan_call=value, plan_message=0.0, library_call=0.0, library_message=0.0
+        )
 
 
 def test_a_written_fit_reads_back(tmp_path):
@@ -45,14 +57,28 @@ def test_a_written_fit_reads_back(tmp_path):
     assert read_call_costs(path) == costs
 
 
-@pytest.mark.parametrize("text, named", [
-    (None, "no such file"),
-    ("{not json", "is not JSON"),
-    (json.dumps({"costs": {"plan_call": 1e-6}}), "must hold"),
-    (json.dumps({"costs": {"plan_call": -1, "plan_message": 0, "library_call": 0,
-                           "library_message": 0}}), "plan_call must be a number"),
-    ('{"costs": {}, "costs": {}}', "given twice"),
-])
+@pytest.mark.parametrize(
+    "text, named",
+    [
+        (None, "no such file"),
+        ("{not json", "is not JSON"),
+        (json.dumps({"costs": {"plan_call": 1e-6}}), "must hold"),
+        (
+            json.dumps(
+                {
+                    "costs": {
+                        "plan_call": -1,
+                        "plan_message": 0,
+                        "library_call": 0,
+                        "library_message": 0,
+                    }
+                }
+            ),
+            "plan_call must be a number",
+        ),
+        ('{"costs": {}, "costs": {}}', "given twice"),
+    ],
+)
 def test_a_bad_file_raises_an_error_naming_it(tmp_path, text, named):
     path = tmp_path / "callcost.json"
     if text is not None:

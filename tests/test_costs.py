@@ -5,7 +5,13 @@ import math
 import pytest
 
 from wacoll import Topology, TopologyError, trees
-from wacoll.costs import arrival, validate_rate, validate_t_ini, validate_time, ts_tr_message
+from wacoll.costs import (
+    arrival,
+    ts_tr_message,
+    validate_rate,
+    validate_t_ini,
+    validate_time,
+)
 from wacoll.plans import build
 from wacoll.plans.sim import LinkModel, TiniModel, TsTrModel, simulate
 
@@ -14,8 +20,13 @@ FIG1 = [100, 300, 300, 300, 300, 100, 300, 300]  # Banikazemi Figure 1
 
 @pytest.mark.parametrize("t_ini", [[1, -1], [1, math.nan], [1, "2"], [], "12"])
 def test_a_bad_t_ini_is_a_topology_error_everywhere(t_ini):
-    for use in (trees.fnf, trees.spoc, trees.optimal, TiniModel,
-                lambda c: trees.bcast_time(trees.flat(2), c)):
+    for use in (
+        trees.fnf,
+        trees.spoc,
+        trees.optimal,
+        TiniModel,
+        lambda c: trees.bcast_time(trees.flat(2), c),
+    ):
         with pytest.raises(TopologyError):
             use(t_ini)
 
@@ -47,8 +58,9 @@ def test_tree_costs_and_simulator_agree(tree):
     t = trees.make_tree(tree, topo)
     plan = build("bcast", topo, "tree", tree=t)
     assert simulate(plan, TiniModel(FIG1)).completion == trees.bcast_time(t, FIG1)
-    assert simulate(plan, TsTrModel(10, 1000)).completion \
-        == trees.bcast_time_ts_tr(t, 10, 1000)
+    assert simulate(plan, TsTrModel(10, 1000)).completion == trees.bcast_time_ts_tr(
+        t, 10, 1000
+    )
 
 
 def test_parameter_checks():

@@ -14,7 +14,7 @@ def _gallery():
         if line.startswith(".. figure:: _figures/"):
             name = line.split("_figures/", 1)[1].removesuffix(".png")
             body = []
-            for more in lines[i + 1:]:
+            for more in lines[i + 1 :]:
                 if more and not more.startswith("   "):
                     break
                 body.append(more.strip())
@@ -26,17 +26,20 @@ def _gallery():
 def test_the_gallery_shows_every_figure_once_with_a_caption():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("make_figures",
-                                                  ROOT / "docs" / "make_figures.py")
+    spec = importlib.util.spec_from_file_location(
+        "make_figures", ROOT / "docs" / "make_figures.py"
+    )
     make_figures = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(make_figures)
     shown = _gallery()
     names = [name for name, _ in shown]
-    assert sorted(names) == sorted(make_figures.FIGURES), \
+    assert sorted(names) == sorted(make_figures.FIGURES), (
         "docs/gallery.rst and docs/make_figures.FIGURES differ"
+    )
     assert len(set(names)) == len(names), "a figure is shown twice"
     short = [name for name, caption in shown if len(caption.split()) < 15]
     assert not short, f"figures without a caption that says how to read them: {short}"
     notebooks = {p.stem for p in (ROOT / "notebooks").glob("*.ipynb")}
-    assert set(make_figures.NOTEBOOK_FIGURES) == notebooks, \
+    assert set(make_figures.NOTEBOOK_FIGURES) == notebooks, (
         "docs/make_figures.NOTEBOOK_FIGURES names every notebook's figures"
+    )

@@ -16,16 +16,24 @@ from wacoll import Topology
 from wacoll.errors import PlanError
 from wacoll.plans import build
 from wacoll.plans.builder import focus
-from wacoll.plans.encoded import (EncodedPrograms, program_digest, program_digests,
-                                  single_block_steps)
+from wacoll.plans.encoded import (
+    EncodedPrograms,
+    program_digest,
+    program_digests,
+    single_block_steps,
+)
 from wacoll.plans.plan import Step
 from wacoll.plans.proofs import plan_digest
 from wacoll.plans.prover.encode import encode
 
-CASES = [("mpich", "alltoall", {}), ("mpich", "alltoall", {"order": "rotated"}),
-         ("magpie", "alltoall", {}), ("mpich", "allgather", {}),
-         ("mpich", "allgatherv", {"counts": "ragged"}),
-         ("mpich", "alltoallv", {"counts": "matrix"})]
+CASES = [
+    ("mpich", "alltoall", {}),
+    ("mpich", "alltoall", {"order": "rotated"}),
+    ("magpie", "alltoall", {}),
+    ("mpich", "allgather", {}),
+    ("mpich", "allgatherv", {"counts": "ragged"}),
+    ("mpich", "alltoallv", {"counts": "matrix"}),
+]
 LAYOUTS = [[2], [3], [1, 1], [2, 3], [3, 1, 2], [1] * 7, [4, 4]]
 
 
@@ -71,8 +79,9 @@ def test_a_broken_encoded_plan_is_refused_as_a_plan_of_steps():
     s = plan.programs.steps
     block = s.block.copy()
     block[5] = (block[5] + 1) % 4  # one send now carries another block than its receive
-    broken = dataclasses.replace(plan, programs=EncodedPrograms(
-        dataclasses.replace(s, block=block)))
+    broken = dataclasses.replace(
+        plan, programs=EncodedPrograms(dataclasses.replace(s, block=block))
+    )
     as_steps = dataclasses.replace(broken, programs=tuple(broken.programs))
     with pytest.raises(PlanError) as held:
         broken.prove()
@@ -83,19 +92,29 @@ def test_a_broken_encoded_plan_is_refused_as_a_plan_of_steps():
 
 def test_digest_sees_every_field():
     base = (Step("recv_combine", (1,), peer=0, dst="acc", side="right", group=1),)
-    others = [(Step("recv_combine", (1,), peer=0, dst="acc", side="left", group=1),),
-              (Step("recv_combine", (1,), peer=0, dst="acc", side="right", group=2),),
-              (Step("recv_combine", (2,), peer=0, dst="acc", side="right", group=1),),
-              (Step("recv_combine", (1,), peer=2, dst="acc", side="right", group=1),),
-              (Step("recv_combine", (1,), peer=0, dst="out", side="right", group=1),),
-              (Step("recv", (1,), peer=0, dst="acc"),)]
+    others = [
+        (Step("recv_combine", (1,), peer=0, dst="acc", side="left", group=1),),
+        (Step("recv_combine", (1,), peer=0, dst="acc", side="right", group=2),),
+        (Step("recv_combine", (2,), peer=0, dst="acc", side="right", group=1),),
+        (Step("recv_combine", (1,), peer=2, dst="acc", side="right", group=1),),
+        (Step("recv_combine", (1,), peer=0, dst="out", side="right", group=1),),
+        (Step("recv", (1,), peer=0, dst="acc"),),
+    ]
     digests = {program_digest(p) for p in [base, *others]}
     assert len(digests) == 1 + len(others)
 
 
 def test_only_single_block_steps_without_groups_are_held():
-    steps = single_block_steps(1, [1], np.array([3]), np.array([-1]), np.array([0]),
-                               np.array([1]), np.array([0]), ("in", "out"))
+    steps = single_block_steps(
+        1,
+        [1],
+        np.array([3]),
+        np.array([-1]),
+        np.array([0]),
+        np.array([1]),
+        np.array([0]),
+        ("in", "out"),
+    )
     held = EncodedPrograms(steps)
     assert held[0] == (Step("copy", (0,), src="in", dst="out"),) and len(held) == 1
     with pytest.raises(ValueError, match="one block each"):
@@ -104,15 +123,19 @@ def test_only_single_block_steps_without_groups_are_held():
         single_block_steps(1, [1], [3], [-1], [1], [0], [0], ("out", "in"))
 
 
-@pytest.mark.parametrize("edit, match", [
-    (lambda s: {"kind": _put(s.kind, 0, 9)}, "kinds"),
-    (lambda s: {"src": _put(s.src, 1, -1)}, "src"),
-    (lambda s: {"peer": _put(s.peer, 0, 1)}, "peer"),
-    (lambda s: {"dst": _put(s.dst, 0, 7)}, "dst"),
-    (lambda s: {"rank": _put(s.rank, 0, 1)}, "rank"),
-    (lambda s: {"block": _put(s.block, 0, -1)}, "negative"),
-    (lambda s: {"left": _put(s.left, 0, True)}, "side"),
-    (lambda s: {"buffers": ("out", "in")}, "buffer names")])
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (lambda s: {"kind": _put(s.kind, 0, 9)}, "kinds"),
+        (lambda s: {"src": _put(s.src, 1, -1)}, "src"),
+        (lambda s: {"peer": _put(s.peer, 0, 1)}, "peer"),
+        (lambda s: {"dst": _put(s.dst, 0, 7)}, "dst"),
+        (lambda s: {"rank": _put(s.rank, 0, 1)}, "rank"),
+        (lambda s: {"block": _put(s.block, 0, -1)}, "negative"),
+        (lambda s: {"left": _put(s.left, 0, True)}, "side"),
+        (lambda s: {"buffers": ("out", "in")}, "buffer names"),
+    ],
+)
 def test_invalid_arrays_are_refused(edit, match):
     steps = build("allgather", Topology.single(3), "mpich").programs.steps
     with pytest.raises(ValueError, match=match):
@@ -132,7 +155,10 @@ def test_held_plans_are_immutable_and_hash_as_their_steps():
     as_steps = dataclasses.replace(plan, programs=tuple(plan.programs))
     assert plan == as_steps and hash(plan) == hash(as_steps)
     again = build("alltoall", Topology.from_sizes([2, 1]), "magpie")
-    assert again.programs == plan.programs and again.programs.steps is not plan.programs.steps
+    assert (
+        again.programs == plan.programs
+        and again.programs.steps is not plan.programs.steps
+    )
     with pytest.raises(PlanError, match="another size"):
         dataclasses.replace(plan, counts=plan.counts[:-1])
 

@@ -86,8 +86,14 @@ def test_one_cluster_is_a_pairwise_exchange():
     assert all(len(m.blocks) == 1 for m in plan.messages())
     assert all(s.src != "tmp" and s.dst != "tmp" for p in plan.programs for s in p)
     assert [str(s) for s in plan.programs[1]] == [
-        "copy [5] in -> out", "send 2 [6] from in", "send 3 [7] from in",
-        "send 0 [4] from in", "recv 0 [1]", "recv 3 [13]", "recv 2 [9]"]
+        "copy [5] in -> out",
+        "send 2 [6] from in",
+        "send 3 [7] from in",
+        "send 0 [4] from in",
+        "recv 0 [1]",
+        "recv 3 [13]",
+        "recv 2 [9]",
+    ]
 
 
 def test_zero_counts_move_no_bytes():

@@ -7,17 +7,37 @@ import pytest
 
 from wacoll import PlanError, Topology
 from wacoll.plans import build, builders
-from wacoll.plans.families import gridmpi
 from wacoll.plans.builder import PlanBuilder
-from wacoll.plans.families.gridmpi_parts import Layout, reduce_scatter, sender_groups, split_points
+from wacoll.plans.families import gridmpi
+from wacoll.plans.families.gridmpi_parts import (
+    Layout,
+    reduce_scatter,
+    sender_groups,
+    split_points,
+)
 from wacoll.plans.plan import Step
 
-CONTIGUOUS = [[1], [2], [3], [5], [8], [4, 4], [3, 5], [2, 7], [1, 1, 1], [6, 3, 2],
-              [2, 3, 4]]
-REORDERED = [[[0, 3, 4], [1, 2], [5]], [[0, 2, 4, 6], [1, 3, 5, 7]],
-             [[1, 4, 5, 7], [0, 2], [3, 6, 8]]]
-TOPOLOGIES = ([Topology.from_sizes(s) for s in CONTIGUOUS]
-              + [Topology.from_clusters(c) for c in REORDERED])
+CONTIGUOUS = [
+    [1],
+    [2],
+    [3],
+    [5],
+    [8],
+    [4, 4],
+    [3, 5],
+    [2, 7],
+    [1, 1, 1],
+    [6, 3, 2],
+    [2, 3, 4],
+]
+REORDERED = [
+    [[0, 3, 4], [1, 2], [5]],
+    [[0, 2, 4, 6], [1, 3, 5, 7]],
+    [[1, 4, 5, 7], [0, 2], [3, 6, 8]],
+]
+TOPOLOGIES = [Topology.from_sizes(s) for s in CONTIGUOUS] + [
+    Topology.from_clusters(c) for c in REORDERED
+]
 COUNTS = (0, 1, 7, 24)
 
 
@@ -48,8 +68,9 @@ def test_every_allreduce_plan_passes_its_check(topo):
     for count in COUNTS:
         for level in _levels(topo):
             for algorithm in gridmpi.ALLREDUCE_ALGORITHMS:
-                gridmpi.allreduce(topo, count=count, level=level,
-                                  algorithm=algorithm).prove()
+                gridmpi.allreduce(
+                    topo, count=count, level=level, algorithm=algorithm
+                ).prove()
             for n in (1, 2, 3):
                 report = gridmpi.allreduce(topo, count=count, level=level, n=n).prove()
                 assert report.max_wide_area_hops <= 1
@@ -68,8 +89,9 @@ def test_every_allgather_plan_passes_its_check(topo):
             magpie = build("allgather", topo, "magpie", count=count).prove()
             assert report.wide_area_bytes == magpie.wide_area_bytes
             senders = gridmpi.wide_area_senders(plan)
-            assert all(senders[c] == tuple(sorted(m))
-                       for c, m in enumerate(topo.clusters))
+            assert all(
+                senders[c] == tuple(sorted(m)) for c, m in enumerate(topo.clusters)
+            )
 
 
 def test_allgather_beats_magpies_on_a_long_fast_link():
@@ -77,8 +99,10 @@ def test_allgather_beats_magpies_on_a_long_fast_link():
 
     topo = Topology.from_sizes([4, 4], wan_latency=5e-3, wan_bandwidth=100e6)
     model = LinkModel(topo)
-    times = {f: simulate(build("allgather", topo, f, count=1 << 20), model).completion
-             for f in ("gridmpi", "magpie")}
+    times = {
+        f: simulate(build("allgather", topo, f, count=1 << 20), model).completion
+        for f in ("gridmpi", "magpie")
+    }
     # MagPIe's coordinator sends its cluster's 4 MiB alone, then passes 8 MiB down
     # its tree; here the four ranks share the link and the clusters work meanwhile
     assert times["gridmpi"] < 0.85 * times["magpie"]
@@ -89,8 +113,9 @@ def test_build_dispatches_to_the_family():
     assert sorted(builders("gridmpi")) == ["allgather", "allreduce", "bcast"]
     plan = build("bcast", topo, "gridmpi", root=5, count=64, n=2)
     assert (plan.family, plan.algorithm, plan.param("n")) == ("gridmpi", "vandegeijn", 2)
-    plan = build("allreduce", topo, "gridmpi", count=64, level="associative",
-                 algorithm="two-tier")
+    plan = build(
+        "allreduce", topo, "gridmpi", count=64, level="associative", algorithm="two-tier"
+    )
     assert plan.algorithm == "two-tier" and plan.param("n") is None
     plan.prove()
 
@@ -154,8 +179,9 @@ def test_plan_counts_are_the_refinement_not_even_segments():
 
 
 def test_recursive_halving_owns_bit_reversed_ranges_and_keeps_rank_order():
-    b = PlanBuilder("allreduce", Topology.single(8), count=8, segments=8,
-                    level="associative")
+    b = PlanBuilder(
+        "allreduce", Topology.single(8), count=8, segments=8, level="associative"
+    )
     ranges = tuple((j,) for j in range(8))
     assert reduce_scatter(b, tuple(range(8)), ranges) == (0, 4, 2, 6, 1, 5, 3, 7)
     # the first exchange is between neighbours, so every partial is a rank range
@@ -190,8 +216,10 @@ def test_bcast_n_selects_the_wide_area_senders(n):
 
 def test_bcast_n_changes_wide_area_messages_into_a_smaller_cluster():
     topo = Topology.from_sizes([8, 2])
-    counts = {n: gridmpi.bcast(topo, count=80, n=n).prove().wide_area_messages
-              for n in (1, 2, 4, 8)}
+    counts = {
+        n: gridmpi.bcast(topo, count=80, n=n).prove().wide_area_messages
+        for n in (1, 2, 4, 8)
+    }
     assert counts == {1: 2, 2: 2, 4: 4, 8: 8}
 
 
@@ -231,8 +259,9 @@ def test_every_pipelined_bcast_plan_passes_its_check(topo):
         for root in range(topo.size):
             for segments in (2, 3, 5):
                 for n in (1, 2, None):
-                    report = gridmpi.bcast(topo, root=root, count=count, n=n,
-                                           segments=segments).prove()
+                    report = gridmpi.bcast(
+                        topo, root=root, count=count, n=n, segments=segments
+                    ).prove()
                     assert report.max_wide_area_hops <= 1
                     assert report.optimality == "yes"
 
@@ -242,8 +271,13 @@ def test_pipelined_bcast_scatters_and_sends_a_segment_before_the_next():
     # the root scatters segment 0 (blocks 0, 1) and sends its block across, then
     # segment 1 (blocks 2, 3); its allgather with rank 1 comes last
     assert [str(s) for s in plan.programs[0]] == [
-        "send 1 [1]", "send 2 [0]", "send 1 [3]", "send 2 [2]",
-        "send 1 [0]", "send 1 [2]"]
+        "send 1 [1]",
+        "send 2 [0]",
+        "send 1 [3]",
+        "send 2 [2]",
+        "send 1 [0]",
+        "send 1 [2]",
+    ]
     assert plan.prove().wide_area_bytes == 8
 
 
@@ -253,8 +287,9 @@ def test_every_pipelined_allreduce_plan_passes_its_check(topo):
         for level in _levels(topo):
             for segments in (2, 3, 5):
                 for n in (1, 2, None):
-                    report = gridmpi.allreduce(topo, count=count, level=level, n=n,
-                                               segments=segments).prove()
+                    report = gridmpi.allreduce(
+                        topo, count=count, level=level, n=n, segments=segments
+                    ).prove()
                     assert report.max_wide_area_hops <= 1
 
 
@@ -262,9 +297,12 @@ def test_short_segments_keep_every_rank_a_wide_area_sender():
     # 8 elements of 256 KiB in 8 segments would leave ranks 1-3 of each cluster
     # without a range: the pipeline takes 2 segments of 4 elements instead
     topo = Topology.from_sizes([4, 4])
-    for plan in (gridmpi.allreduce(topo, count=8, itemsize=1 << 18,
-                                   level="associative", segments=8),
-                 gridmpi.bcast(topo, count=8, itemsize=1 << 18, segments=8)):
+    for plan in (
+        gridmpi.allreduce(
+            topo, count=8, itemsize=1 << 18, level="associative", segments=8
+        ),
+        gridmpi.bcast(topo, count=8, itemsize=1 << 18, segments=8),
+    ):
         assert plan.param("segments") == 2
         assert [len(s) for s in gridmpi.wide_area_senders(plan).values()][0] == 4
         plan.prove()
@@ -286,12 +324,21 @@ def test_pipelined_allreduce_sends_a_segment_before_reducing_the_next():
     # partial to its owner in the other cluster, then does the same for segment 1
     # (blocks 2, 3); the wide-area partials are combined and allgathered last
     assert [str(s) for s in plan.programs[0]] == [
-        "send 1 [1] from in", "copy [0] in -> out", "recv-combine 1 [0] into out",
+        "send 1 [1] from in",
+        "copy [0] in -> out",
+        "recv-combine 1 [0] into out",
         "send 2 [0]",
-        "send 1 [3] from in", "copy [2] in -> out", "recv-combine 1 [2] into out",
+        "send 1 [3] from in",
+        "copy [2] in -> out",
+        "recv-combine 1 [2] into out",
         "send 2 [2]",
-        "recv-combine 2 [0] into out", "send 1 [0]", "recv 1 [1]",
-        "recv-combine 2 [2] into out", "send 1 [2]", "recv 1 [3]"]
+        "recv-combine 2 [0] into out",
+        "send 1 [0]",
+        "recv 1 [1]",
+        "recv-combine 2 [2] into out",
+        "send 1 [2]",
+        "recv 1 [3]",
+    ]
 
 
 def test_pipelines_hide_the_clusters_stages_on_a_long_fast_link():
@@ -301,11 +348,14 @@ def test_pipelines_hide_the_clusters_stages_on_a_long_fast_link():
 
     topo = Topology.from_sizes([4, 4], wan_latency=5e-3, wan_bandwidth=100e6)
     model = LinkModel(topo)
-    for build in (lambda s: gridmpi.allreduce(topo, count=1 << 21, itemsize=8,
-                                              level="commutative", segments=s),
-                  lambda s: gridmpi.bcast(topo, count=1 << 21, itemsize=8, segments=s)):
-        times = {s: simulate(build(s), model).completion for s in (1, 2, 4, 8)}
-        bound = physical_bound(build(1), topo)
+    for make in (
+        lambda s: gridmpi.allreduce(
+            topo, count=1 << 21, itemsize=8, level="commutative", segments=s
+        ),
+        lambda s: gridmpi.bcast(topo, count=1 << 21, itemsize=8, segments=s),
+    ):
+        times = {s: simulate(make(s), model).completion for s in (1, 2, 4, 8)}
+        bound = physical_bound(make(1), topo)
         assert times[1] > times[2] > times[4] > times[8]
         # unpipelined, the clusters' two stages add 25 ms to the 173 ms bound
         assert times[1] > 1.12 * bound and times[8] < 1.03 * bound
@@ -339,7 +389,9 @@ def test_farfirst_sends_the_whole_message_to_each_coordinator_first():
     assert report.wide_area_messages == 2 and report.wide_area_bytes == 60
     first = plan.programs[1][:2]
     assert [(s.kind, s.peer, s.blocks) for s in first] == [
-        ("send", 3, tuple(range(plan.nblocks))), ("send", 5, tuple(range(plan.nblocks)))]
+        ("send", 3, tuple(range(plan.nblocks))),
+        ("send", 5, tuple(range(plan.nblocks))),
+    ]
 
 
 def test_flat_vandegeijn_ignores_clusters():
@@ -360,8 +412,9 @@ def test_two_tier_exchanges_between_coordinators_only():
 
 def test_flat_rabenseifner_keeps_rank_order_on_reordered_clusters():
     topo = Topology.from_clusters(REORDERED[0])
-    plan = gridmpi.allreduce(topo, count=12, level="associative",
-                             algorithm="flat-rabenseifner")
+    plan = gridmpi.allreduce(
+        topo, count=12, level="associative", algorithm="flat-rabenseifner"
+    )
     assert plan.prove().max_wide_area_hops >= 1
 
 
@@ -417,8 +470,13 @@ def test_the_checker_would_catch_a_swapped_cluster_order():
     for r, prog in enumerate(programs):
         for i, s in enumerate(prog):
             if s.kind == "recv_combine" and plan.clusters[s.peer] != plan.clusters[r]:
-                prog[i] = Step("recv_combine", s.blocks, peer=s.peer, dst=s.dst,
-                               side="left" if s.side == "right" else "right")
+                prog[i] = Step(
+                    "recv_combine",
+                    s.blocks,
+                    peer=s.peer,
+                    dst=s.dst,
+                    side="left" if s.side == "right" else "right",
+                )
     broken = replace(plan, programs=tuple(tuple(p) for p in programs))
     with pytest.raises(PlanError, match="rank order"):
         broken.prove()

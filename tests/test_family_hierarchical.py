@@ -24,8 +24,12 @@ TOPOLOGIES = {
 #: modern flat algorithms between coordinators, and the other way round.
 PAIRS = [
     ("magpie", None, "modern", None),
-    ("modern", (("bcast", "knomial"), ("reduce", "binomial")), "modern",
-     (("allreduce", "recursive_doubling"), ("bcast", "binomial"))),
+    (
+        "modern",
+        (("bcast", "knomial"), ("reduce", "binomial")),
+        "modern",
+        (("allreduce", "recursive_doubling"), ("bcast", "binomial")),
+    ),
     ("mpich", None, "magpie", None),
     ("tree", None, "mpich", None),
     ("modern", (("bcast", "scatter_ring"),), "gridmpi", None),
@@ -40,9 +44,13 @@ def _kwargs(op, topo, pair, level=None, root=None, count=5, segments=2):
         parts["inner_algorithm"] = inner_algorithm
     if outer_algorithm is not None:
         parts["outer_algorithm"] = outer_algorithm
-    kw = {k: v for k, v in dict(parts, count=count, segments=segments, level=level,
-                                root=root).items()
-          if k in options("hierarchical", op) and v is not None}
+    kw = {
+        k: v
+        for k, v in dict(
+            parts, count=count, segments=segments, level=level, root=root
+        ).items()
+        if k in options("hierarchical", op) and v is not None
+    }
     # a per-operation algorithm names only the phases this operation has
     for key in ("inner_algorithm", "outer_algorithm"):
         if isinstance(kw.get(key), tuple):
@@ -139,20 +147,36 @@ def test_strict_on_sixteen_clusters_of_four():
     """Swing-like sizes: a k-nomial tree inside, recursive doubling between 16
     coordinators; level strict, since 4 is a power of two."""
     topo = Topology.from_sizes([4] * 16)
-    plan = build("allreduce", topo, "hierarchical", level="strict", count=64,
-                 inner="modern", inner_algorithm=(("bcast", "knomial"),
-                                                  ("reduce", "binomial")),
-                 inner_options={"radix": 4}, outer="modern",
-                 outer_algorithm="recursive_doubling")
+    plan = build(
+        "allreduce",
+        topo,
+        "hierarchical",
+        level="strict",
+        count=64,
+        inner="modern",
+        inner_algorithm=(("bcast", "knomial"), ("reduce", "binomial")),
+        inner_options={"radix": 4},
+        outer="modern",
+        outer_algorithm="recursive_doubling",
+    )
     report = plan.prove()
     assert report.level == "strict"
-    assert plan.algorithm == ("inner:modern/binomial+outer:modern/recursive_doubling+"
-                              "inner:modern/knomial")
+    assert plan.algorithm == (
+        "inner:modern/binomial+outer:modern/recursive_doubling+inner:modern/knomial"
+    )
     # recursive doubling: 4 rounds of one message each way per coordinator
     assert report.wide_area_messages == 16 * 4
     assert dict(plan.params)["inner_options"] == (("radix", 4),)
-    bcast = build("bcast", topo, "hierarchical", root=5, inner="modern",
-                  inner_algorithm="knomial", outer="modern", outer_algorithm="binomial")
+    bcast = build(
+        "bcast",
+        topo,
+        "hierarchical",
+        root=5,
+        inner="modern",
+        inner_algorithm="knomial",
+        outer="modern",
+        outer_algorithm="binomial",
+    )
     assert bcast.prove().wide_area_messages == 15
 
 
@@ -160,8 +184,16 @@ def test_the_root_need_not_be_a_coordinator():
     """MagPIe's rule: the root coordinates its own cluster, so its cluster's
     partial ends there without a detour through the cluster's lowest rank."""
     topo = Topology.from_sizes([3, 3, 3])
-    plan = build("reduce", topo, "hierarchical", root=4, level="commutative",
-                 inner="modern", outer="modern", outer_algorithm="binomial")
+    plan = build(
+        "reduce",
+        topo,
+        "hierarchical",
+        root=4,
+        level="commutative",
+        inner="modern",
+        outer="modern",
+        outer_algorithm="binomial",
+    )
     report = plan.prove()
     assert report.wide_area_messages == 2  # one partial per other cluster
     assert all(m.dst == 4 for m in plan.messages() if m.wide_area)
@@ -174,36 +206,68 @@ def test_segments_refined_where_the_parts_cut_differently():
     power of two <= the cluster's ranks: clusters of 3, 4 and 6 ranks cut the
     vector in 2, 4 and 4 pieces; the plan's blocks refine them all."""
     topo = Topology.from_sizes([3, 4, 6])
-    plan = build("allreduce", topo, "hierarchical", count=24, segments=1,
-                 level="commutative", inner="modern",
-                 inner_algorithm=(("reduce", "rabenseifner"),), outer="modern",
-                 outer_algorithm="ring")
+    plan = build(
+        "allreduce",
+        topo,
+        "hierarchical",
+        count=24,
+        segments=1,
+        level="commutative",
+        inner="modern",
+        inner_algorithm=(("reduce", "rabenseifner"),),
+        outer="modern",
+        outer_algorithm="ring",
+    )
     assert plan.prove().level == "commutative"
     assert sum(plan.counts) == 24 and plan.nblocks > 1
-    tiny = build("allreduce", topo, "hierarchical", count=1, segments=1,
-                 level="commutative", inner="modern",
-                 inner_algorithm=(("reduce", "rabenseifner"),))
+    tiny = build(
+        "allreduce",
+        topo,
+        "hierarchical",
+        count=1,
+        segments=1,
+        level="commutative",
+        inner="modern",
+        inner_algorithm=(("reduce", "rabenseifner"),),
+    )
     assert tiny.prove() and tiny.counts == (1,)
 
 
 def test_allgather_sends_no_rank_its_own_block():
     topo = Topology.from_sizes([3, 2, 4])
-    plan = build("allgather", topo, "hierarchical", count=2, inner="mpich",
-                 outer="modern", outer_algorithm="bruck")
+    plan = build(
+        "allgather",
+        topo,
+        "hierarchical",
+        count=2,
+        inner="mpich",
+        outer="modern",
+        outer_algorithm="bruck",
+    )
     plan.prove()  # (the prover refuses a block a rank already holds)
     for m in plan.messages():
         assert m.dst not in m.blocks or m.wide_area
 
 
 def test_one_cluster_and_clusters_of_one_rank_leave_a_level_out():
-    one = build("allreduce", Topology.single(4), "hierarchical", level="strict",
-                inner="mpich")
+    one = build(
+        "allreduce", Topology.single(4), "hierarchical", level="strict", inner="mpich"
+    )
     assert one.algorithm == "inner:mpich/binomial+inner:mpich/binomial"
-    ones = build("allreduce", Topology.from_sizes([1] * 4), "hierarchical",
-                 level="strict", outer_algorithm="recursive_doubling")
+    ones = build(
+        "allreduce",
+        Topology.from_sizes([1] * 4),
+        "hierarchical",
+        level="strict",
+        outer_algorithm="recursive_doubling",
+    )
     assert ones.algorithm == "outer:modern/recursive_doubling"
-    assert ones.nsteps == build("allreduce", Topology.single(4), "modern",
-                                algorithm="recursive_doubling").nsteps
+    assert (
+        ones.nsteps
+        == build(
+            "allreduce", Topology.single(4), "modern", algorithm="recursive_doubling"
+        ).nsteps
+    )
     assert build("bcast", Topology.single(1), "hierarchical").algorithm == "local"
 
 
@@ -221,49 +285,76 @@ def test_priced_by_the_simulator():
 def test_selected_by_name():
     topo = Topology.from_sizes([2, 2, 2])
     call = Call("allreduce", count=1 << 12, itemsize=8, level="commutative")
-    sel = select(call, topo, family="hierarchical",
-                 options={"inner": "modern", "outer_algorithm": "ring"})
+    sel = select(
+        call,
+        topo,
+        family="hierarchical",
+        options={"inner": "modern", "outer_algorithm": "ring"},
+    )
     plan = sel.build(topo)
     assert plan.family == "hierarchical" and "outer:modern/ring" in plan.algorithm
     assert select(call, topo).family != "hierarchical"  # not a default
 
 
 # ------------------------------------------------------------------ errors
-@pytest.mark.parametrize("kw,match", [
-    ({"inner": "oak"}, "inner must be one of gridmpi, magpie, modern, mpich, tree"),
-    ({"outer": "hierarchical"}, "composes flat families"),
-    ({"outer": "combining"}, "outer must be one of"),
-    ({"outer": "mpich", "outer_algorithm": "ring"}, "mpich allreduce algorithm must"),
-    ({"inner_algorithm": (("allreduce", "ring"),)}, "not among the inner phases"),
-    ({"inner_algorithm": (("bcast", 3),)}, "must be a string"),
-    ({"inner_algorithm": "knomial"}, "magpie family's reduce takes no algorithm"),
-    ({"inner": "modern", "inner_algorithm": "knomial"},
-     "modern reduce algorithm must be"),
-    ({"inner_options": {"radix": 2}}, "the magpie family takes no option 'radix'"),
-    ({"outer_options": {"count": 2}}, "may not set 'count'"),
-    ({"outer_options": {"algorithm": "ring"}}, "outer_algorithm sets it"),
-    ({"outer_options": 5}, "pairs or a mapping"),
-    ({"outer_options": (("a", 1), ("a", 2))}, "twice"),
-    ({"level": "loose"}, "level must be one of"),
-    ({"segments": 0}, "segments must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"inner": "oak"}, "inner must be one of gridmpi, magpie, modern, mpich, tree"),
+        ({"outer": "hierarchical"}, "composes flat families"),
+        ({"outer": "combining"}, "outer must be one of"),
+        ({"outer": "mpich", "outer_algorithm": "ring"}, "mpich allreduce algorithm must"),
+        ({"inner_algorithm": (("allreduce", "ring"),)}, "not among the inner phases"),
+        ({"inner_algorithm": (("bcast", 3),)}, "must be a string"),
+        ({"inner_algorithm": "knomial"}, "magpie family's reduce takes no algorithm"),
+        (
+            {"inner": "modern", "inner_algorithm": "knomial"},
+            "modern reduce algorithm must be",
+        ),
+        ({"inner_options": {"radix": 2}}, "the magpie family takes no option 'radix'"),
+        ({"outer_options": {"count": 2}}, "may not set 'count'"),
+        ({"outer_options": {"algorithm": "ring"}}, "outer_algorithm sets it"),
+        ({"outer_options": 5}, "pairs or a mapping"),
+        ({"outer_options": (("a", 1), ("a", 2))}, "twice"),
+        ({"level": "loose"}, "level must be one of"),
+        ({"segments": 0}, "segments must be a positive integer"),
+    ],
+)
 def test_bad_options(kw, match):
     with pytest.raises(PlanError, match=match):
-        build("allreduce", Topology.from_sizes([2, 2]), "hierarchical",
-              **dict({"level": "commutative"}, **kw))
+        build(
+            "allreduce",
+            Topology.from_sizes([2, 2]),
+            "hierarchical",
+            **dict({"level": "commutative"}, **kw),
+        )
 
 
 def test_options_apply_where_a_builder_takes_them():
     """One set of options serves every operation: the k-nomial radix reaches the
     broadcasts and is no error for a reduce, which has none."""
     topo = Topology.from_sizes([5, 5])
-    kw = dict(inner="modern", inner_algorithm=(("bcast", "knomial"),),
-              inner_options={"radix": 2})
-    assert build("reduce", topo, "hierarchical", inner="modern", level="commutative",
-                 inner_options={"radix": 2}).prove()
+    kw = dict(
+        inner="modern",
+        inner_algorithm=(("bcast", "knomial"),),
+        inner_options={"radix": 2},
+    )
+    assert build(
+        "reduce",
+        topo,
+        "hierarchical",
+        inner="modern",
+        level="commutative",
+        inner_options={"radix": 2},
+    ).prove()
     binary = build("allreduce", topo, "hierarchical", level="commutative", **kw)
-    quad = build("allreduce", topo, "hierarchical", level="commutative",
-                 **dict(kw, inner_options={"radix": 4}))
+    quad = build(
+        "allreduce",
+        topo,
+        "hierarchical",
+        level="commutative",
+        **dict(kw, inner_options={"radix": 4}),
+    )
     assert binary.prove().max_sends < quad.prove().max_sends  # wider tree, more children
 
 
@@ -293,10 +384,12 @@ def test_a_candidate_of_the_policy_when_asked():
     on = Policy(hierarchical_from=1 << 16, priced_from=0)
     chosen = select(call, topo, policy=on)
     assert chosen.family == "hierarchical"
-    assert {k: v for k, v in chosen.options if k in ("inner", "outer")} in \
-        HIERARCHICAL_PAIRS
+    assert {
+        k: v for k, v in chosen.options if k in ("inner", "outer")
+    } in HIERARCHICAL_PAIRS
     assert predicted_time(chosen, topo, call) < predicted_time(
-        select(call, topo, policy=rule), topo, call)
+        select(call, topo, policy=rule), topo, call
+    )
     small = Call("allreduce", count=16, itemsize=8, level="commutative")
     assert select(small, topo, policy=on) == select(small, topo, policy=rule)
     strict = Call("allreduce", count=1 << 17, itemsize=8, level="strict")

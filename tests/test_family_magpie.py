@@ -76,8 +76,9 @@ def test_reductions_check_everywhere(op, level):
     for topo in TOPOLOGIES:
         for count, itemsize, segments in SIZES:
             for intra in magpie.INTRA:
-                for plan in _plans(op, topo, count, itemsize, segments, intra=intra,
-                                   level=level):
+                for plan in _plans(
+                    op, topo, count, itemsize, segments, intra=intra, level=level
+                ):
                     report = plan.prove()
                     want = choose_variant(op, topo, level, sum(plan.counts) * itemsize)
                     assert plan.param("variant") == want
@@ -105,7 +106,9 @@ MULTI = [t for t in TOPOLOGIES if t.nclusters > 1] + [Topology.from_sizes([5] * 
 def test_wide_area_messages(topo):
     c = topo.nclusters
     for root in range(topo.size):
-        assert build("bcast", topo, "magpie", root=root).prove().wide_area_messages == c - 1
+        assert (
+            build("bcast", topo, "magpie", root=root).prove().wide_area_messages == c - 1
+        )
         plan = build("reduce", topo, "magpie", root=root, level="commutative")
         assert plan.prove().wide_area_messages == c - 1
     assert build("barrier", topo, "magpie").prove().wide_area_messages == c * (c - 1)
@@ -128,9 +131,19 @@ def test_bcast_segments_cross_once_each():
     assert report.wide_area_bytes == 12 * 2
     # the root serves both remote coordinators before its own cluster, per segment
     assert [str(s) for s in plan.programs[1][:4]] == [
-        "send 3 [0]", "send 5 [0]", "send 0 [0]", "send 2 [0]"]
+        "send 3 [0]",
+        "send 5 [0]",
+        "send 0 [0]",
+        "send 2 [0]",
+    ]
     assert [str(s) for s in plan.programs[3]] == [
-        "recv 1 [0]", "send 4 [0]", "recv 1 [1]", "send 4 [1]", "recv 1 [2]", "send 4 [2]"]
+        "recv 1 [0]",
+        "send 4 [0]",
+        "recv 1 [1]",
+        "send 4 [1]",
+        "recv 1 [2]",
+        "send 4 [2]",
+    ]
 
 
 def test_short_reduce_sends_every_remote_vector_once():
@@ -163,22 +176,30 @@ def test_allgather_local_broadcast_sends_only_missing_blocks():
 def test_scan_coordinators_send_only_to_later_clusters():
     topo = Topology.from_sizes([2, 3, 1, 2])
     plan = build("scan", topo, "magpie", level="associative")
-    wan = [(topo.cluster_of(m.src), topo.cluster_of(m.dst)) for m in plan.messages()
-           if m.wide_area]
+    wan = [
+        (topo.cluster_of(m.src), topo.cluster_of(m.dst))
+        for m in plan.messages()
+        if m.wide_area
+    ]
     assert sorted(wan) == [(a, b) for a in range(4) for b in range(a + 1, 4)]
 
 
 # ----------------------------------------------------------- variant selection
-@pytest.mark.parametrize("count, variant, algorithm", [
-    (511, "short", "gather"), (512, "long", "binomial"), (513, "long", "binomial")])
+@pytest.mark.parametrize(
+    "count, variant, algorithm",
+    [(511, "short", "gather"), (512, "long", "binomial"), (513, "long", "binomial")],
+)
 def test_threshold_boundary(count, variant, algorithm):
     topo = Topology.from_sizes([2, 2])
     plan = build("reduce", topo, "magpie", count=count, itemsize=1, segments=4)
     assert (plan.param("variant"), plan.algorithm) == (variant, algorithm)
     plan.prove()
     short = variant == "short"
-    for op, name in (("allreduce", "binomial+bcast"), ("scan", "chain"),
-                     ("exscan", "chain")):
+    for op, name in (
+        ("allreduce", "binomial+bcast"),
+        ("scan", "chain"),
+        ("exscan", "chain"),
+    ):
         plan = build(op, topo, "magpie", count=count)
         assert plan.algorithm == ("allgather" if short else name)
     # reduce-scatter's vector is the sum of its blocks
@@ -188,10 +209,14 @@ def test_threshold_boundary(count, variant, algorithm):
 
 def test_threshold_counts_bytes_and_can_be_changed():
     topo = Topology.from_sizes([2, 2])
-    assert build("allreduce", topo, "magpie", count=63, itemsize=8).param("variant") == \
-        "short"
-    assert build("allreduce", topo, "magpie", count=64, itemsize=8).param("variant") == \
-        "long"
+    assert (
+        build("allreduce", topo, "magpie", count=63, itemsize=8).param("variant")
+        == "short"
+    )
+    assert (
+        build("allreduce", topo, "magpie", count=64, itemsize=8).param("variant")
+        == "long"
+    )
     plan = build("allreduce", topo, "magpie", count=64, itemsize=8, threshold=1024)
     assert (plan.param("variant"), plan.param("threshold")) == ("short", 1024)
 
@@ -227,13 +252,16 @@ def test_forced_variants():
         build("reduce", topo, "magpie", variant="associative")
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"intra": "chain"}, "intra must be one of"),
-    ({"level": "loose"}, "level must be one of"),
-    ({"threshold": -1}, "threshold must be an integer"),
-    ({"threshold": 1.5}, "threshold must be an integer"),
-    ({"variant": "fast"}, "variant must be one of"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"intra": "chain"}, "intra must be one of"),
+        ({"level": "loose"}, "level must be one of"),
+        ({"threshold": -1}, "threshold must be an integer"),
+        ({"threshold": 1.5}, "threshold must be an integer"),
+        ({"variant": "fast"}, "variant must be one of"),
+    ],
+)
 def test_bad_options(options, message):
     with pytest.raises(PlanError, match=message):
         build("allreduce", Topology.from_sizes([2, 2]), "magpie", **options)
@@ -272,7 +300,7 @@ def test_ordered_tree_subtrees_are_runs(intra):
                 kids = children(tree, v)
                 assert len(kids) <= (2 if intra == "binary" else n)
                 below = sorted(_subtree(tree, v))
-                run = members[members.index(below[0]):members.index(below[-1]) + 1]
+                run = members[members.index(below[0]) : members.index(below[-1]) + 1]
                 assert below == run
                 if parent(tree, v) is not None and v != coord:
                     assert v == below[0]  # every non-coordinator heads its run
@@ -293,12 +321,21 @@ def test_intra_binomial_changes_local_trees_only():
     binom = build("bcast", topo, "magpie", intra="binomial")
     assert binary.prove().wide_area_messages == binom.prove().wide_area_messages == 1
     assert [str(s) for s in binom.programs[0]] == [
-        "send 8 [0]", "send 4 [0]", "send 2 [0]", "send 1 [0]"]
-    assert [str(s) for s in binary.programs[0]] == ["send 8 [0]", "send 1 [0]",
-                                                    "send 2 [0]"]
+        "send 8 [0]",
+        "send 4 [0]",
+        "send 2 [0]",
+        "send 1 [0]",
+    ]
+    assert [str(s) for s in binary.programs[0]] == [
+        "send 8 [0]",
+        "send 1 [0]",
+        "send 2 [0]",
+    ]
 
 
 def test_builders_cover_every_operation():
     assert sorted(magpie.BUILDERS) == sorted(OPERATIONS)
     for op, fn in magpie.BUILDERS.items():
-        assert fn(Topology.single(1), **({} if op == "barrier" else {"count": 2})).op == op
+        assert (
+            fn(Topology.single(1), **({} if op == "barrier" else {"count": 2})).op == op
+        )

@@ -6,9 +6,9 @@ import pytest
 
 from wacoll import PlanError, Topology
 from wacoll.plans import LEVELS, Call, build, builders, select
-from wacoll.plans.families import modern, tree as tree_family
+from wacoll.plans.families import modern
+from wacoll.plans.families import tree as tree_family
 from wacoll.plans.families.modern_parts import fold, fold_is_canonical, rounds
-from wacoll.plans.halving import largest_power_of_two
 
 SIZES = list(range(1, 18)) + [32, 64]
 CASES = [(op, name) for op, names in modern.ALGORITHMS.items() for name in names]
@@ -67,22 +67,44 @@ def test_every_algorithm_proves_at_every_size_and_level(op, name):
 def test_strict_sizes_of_the_fold():
     """MPICH's fold is the canonical expression exactly on 2**a (2**b - 1) ranks."""
     assert [n for n in range(1, 33) if fold_is_canonical(n)] == [
-        1, 2, 3, 4, 6, 7, 8, 12, 14, 15, 16, 24, 28, 30, 31, 32]
+        1,
+        2,
+        3,
+        4,
+        6,
+        7,
+        8,
+        12,
+        14,
+        15,
+        16,
+        24,
+        28,
+        30,
+        31,
+        32,
+    ]
     assert fold(7) == (4, 3, (1, 3, 5, 6)) and fold(7, "even") == (4, 3, (0, 2, 4, 6))
     for size in (5, 9, 10, 11, 13):
-        assert _build("allreduce", size, "recursive_doubling",
-                      "associative").prove().level == "associative"
+        assert (
+            _build("allreduce", size, "recursive_doubling", "associative").prove().level
+            == "associative"
+        )
 
 
 def test_segments_and_other_topologies():
     """The family ignores clusters; segments only refine the blocks."""
-    for topo in (Topology.from_sizes([3, 2, 4]), Topology.from_clusters([[0, 3], [1, 4], [2]])):
+    for topo in (
+        Topology.from_sizes([3, 2, 4]),
+        Topology.from_clusters([[0, 3], [1, 4], [2]]),
+    ):
         for op, name in CASES:
             kw = {"segments": 3} if "segments" in modern.OPTIONS[op] else {}
             level = "commutative" if op in REDUCTIONS else None
             root = topo.size - 1 if op in ("bcast", "reduce") else None
-            _build(op, topo.size, name, level, root, count=10, topology=topo,
-                   **kw).prove()
+            _build(
+                op, topo.size, name, level, root, count=10, topology=topo, **kw
+            ).prove()
 
 
 # ------------------------------------------------------------ message counts
@@ -111,8 +133,9 @@ def test_recursive_doubling_rounds(size):
     assert report.messages == p * log + 2 * rem
     if rem == 0:  # P = 2**k: k rounds, each rank receives the other P - 1 blocks
         assert report.max_sends == log and report.bytes == size * (size - 1) * n
-    report = _build("allreduce", size, "recursive_doubling", "commutative",
-                    count=n).prove()
+    report = _build(
+        "allreduce", size, "recursive_doubling", "commutative", count=n
+    ).prove()
     assert report.messages == p * log + 2 * rem
     assert report.bytes == report.messages * n  # whole vectors
     assert report.max_sends == log + (1 if rem else 0)
@@ -140,8 +163,9 @@ def test_rabenseifner_formulas(size):
     assert report.messages == 2 * p * log + 2 * rem
     assert report.bytes == 2 * (p - 1) * n + 2 * rem * n
     for root in sorted({0, size - 1, 1 % size}):
-        report = _build("reduce", size, "rabenseifner", "commutative", root=root,
-                        count=n).prove()
+        report = _build(
+            "reduce", size, "rabenseifner", "commutative", root=root, count=n
+        ).prove()
         stand_in = root not in fold(size, "even")[2]
         # reduce-scatter, a binomial gather of p - 1 messages carrying n/2 per level
         assert report.messages == p * log + (p - 1) + rem + stand_in
@@ -182,11 +206,15 @@ def test_scatter_allgather_broadcasts(size):
 def test_tree_broadcasts_are_the_tree_familys(size):
     """chain, k-nomial and binomial broadcasts with segments are the tree family's
     plans (reused, not rebuilt)."""
-    for name, tree in (("binomial", "binomial"), ("chain", "chain"),
-                       ("knomial", "knomial4")):
+    for name, tree in (
+        ("binomial", "binomial"),
+        ("chain", "chain"),
+        ("knomial", "knomial4"),
+    ):
         plan = _build("bcast", size, name, root=size - 1, count=12, segments=3)
-        same = tree_family.bcast(Topology.single(size), tree=tree, root=size - 1,
-                                 count=12, segments=3)
+        same = tree_family.bcast(
+            Topology.single(size), tree=tree, root=size - 1, count=12, segments=3
+        )
         assert plan.programs == same.programs and plan.algorithm == name
         assert plan.prove().messages == 3 * (size - 1)
     plan = _build("bcast", size, "knomial", count=2, radix=3)
@@ -196,10 +224,18 @@ def test_tree_broadcasts_are_the_tree_familys(size):
 @pytest.mark.parametrize("size", [1, 2, 5, 8, 13])
 def test_binomial_reduce_is_mpichs(size):
     for level in LEVELS:
-        plan = _build("reduce", size, "binomial", level, root=size - 1, count=6,
-                      segments=2)
-        same = build("reduce", Topology.single(size), "mpich", root=size - 1, count=6,
-                     segments=2, level=level)
+        plan = _build(
+            "reduce", size, "binomial", level, root=size - 1, count=6, segments=2
+        )
+        same = build(
+            "reduce",
+            Topology.single(size),
+            "mpich",
+            root=size - 1,
+            count=6,
+            segments=2,
+            level=level,
+        )
         assert plan.programs == same.programs and plan.family == "modern"
 
 
@@ -218,10 +254,14 @@ def test_auto_follows_mpich_selection_file():
     assert c("alltoall", 8, count=256) == "bruck"
     assert c("alltoall", 7, count=256) == "scattered"
     assert c("alltoall", 8, count=32769) == "pairwise"
-    assert c("allreduce", 8, count=1, itemsize=8, level="commutative") == \
-        "recursive_doubling"
-    assert c("allreduce", 8, count=7, itemsize=8, level="commutative") == \
-        "recursive_doubling"  # fewer elements than owners
+    assert (
+        c("allreduce", 8, count=1, itemsize=8, level="commutative")
+        == "recursive_doubling"
+    )
+    assert (
+        c("allreduce", 8, count=7, itemsize=8, level="commutative")
+        == "recursive_doubling"
+    )  # fewer elements than owners
     assert c("allreduce", 8, count=8, itemsize=8, level="commutative") == "rabenseifner"
     assert c("reduce", 8, count=256, itemsize=8, level="commutative") == "binomial"
     assert c("reduce", 8, count=257, itemsize=8, level="commutative") == "rabenseifner"
@@ -249,9 +289,13 @@ def test_selection_runs_the_family_by_name_without_changing_defaults():
     chosen = select(call, one, family="modern", options={"algorithm": "ring"})
     plan = chosen.build(one)
     assert (plan.family, plan.algorithm, plan.prove().level) == (
-        "modern", "ring", "commutative")
+        "modern",
+        "ring",
+        "commutative",
+    )
     grid = Topology.from_sizes([3, 3])
     assert select(call, grid).family == "magpie"
-    plan = select(Call("bcast", count=1 << 20, itemsize=1, root=2), grid,
-                  family="modern").build(grid)
+    plan = select(
+        Call("bcast", count=1 << 20, itemsize=1, root=2), grid, family="modern"
+    ).build(grid)
     assert plan.algorithm == "binomial" and plan.prove().messages == 5 * plan.nblocks

@@ -79,7 +79,13 @@ def test_barrier_messages_carry_no_blocks():
     # rank 5 (above the power of two 4) fans in to rank 1 and waits for its release
     assert [str(s) for s in plan.programs[5]] == ["send 1 []", "recv 1 []"]
     assert [str(s) for s in plan.programs[1]] == [
-        "recv 5 []", "send 0 []", "recv 0 []", "send 3 []", "recv 3 []", "send 5 []"]
+        "recv 5 []",
+        "send 0 []",
+        "recv 0 []",
+        "send 3 []",
+        "recv 3 []",
+        "send 5 []",
+    ]
 
 
 def test_barrier_chains_wide_area_latencies():
@@ -93,8 +99,9 @@ def test_barrier_chains_wide_area_latencies():
 def test_bcast_tree_is_binomial_for_powers_of_two(size):
     for root in {0, size // 2, size - 1}:
         t, b = mpich.bcast_tree(size, root), trees.binomial(size, root)
-        assert {(u, v, d["order"]) for u, v, d in t.edges(data=True)} == \
-               {(u, v, d["order"]) for u, v, d in b.edges(data=True)}
+        assert {(u, v, d["order"]) for u, v, d in t.edges(data=True)} == {
+            (u, v, d["order"]) for u, v, d in b.edges(data=True)
+        }
 
 
 def test_bcast_tree_sends_to_the_ranks_above_the_power_of_two_last():
@@ -121,8 +128,10 @@ def test_bcast_reproduces_magpie_table_2_wide_area_traffic():
     # ASP broadcasts from every rank in turn. MagPIe sends C - 1 = 7 wide-area
     # messages per broadcast; Table 2's MPICH/MagPIe ratio of wide-area data is
     # 1272.74 MB / 432.49 MB. A plain binomial tree would give 16 / 7 = 2.29.
-    wan = [build("bcast", MAGPIE_40, "mpich", root=r).prove().wide_area_messages
-           for r in range(40)]
+    wan = [
+        build("bcast", MAGPIE_40, "mpich", root=r).prove().wide_area_messages
+        for r in range(40)
+    ]
     assert sum(wan) / 40 == pytest.approx(20.6)
     assert (sum(wan) / 40) / 7 == pytest.approx(1272.74 / 432.49, rel=1e-3)
 
@@ -142,7 +151,9 @@ def test_movement_message_counts(size):
 
 def test_allgather_is_a_ring():
     plan = build("allgather", Topology.single(5), "mpich")
-    assert {(m.src, m.dst) for m in plan.messages()} == {(r, (r + 1) % 5) for r in range(5)}
+    assert {(m.src, m.dst) for m in plan.messages()} == {
+        (r, (r + 1) % 5) for r in range(5)
+    }
     received = [s.blocks for s in plan.programs[0] if s.kind == "recv"]
     assert received == [(4,), (3,), (2,), (1,)]
 
@@ -151,17 +162,24 @@ def test_scatter_and_gather_use_the_pieces_in_rank_order():
     topo = Topology.single(4)
     plan = build("scatterv", topo, "mpich", root=2, counts=[1, 0, 2, 1])
     assert [str(s) for s in plan.programs[2]] == [
-        "send 0 [0] from in", "send 1 [1] from in", "copy [2] in -> out",
-        "send 3 [3] from in"]
-    assert [s.peer for s in build("gather", topo, "mpich", root=1).programs[1]
-            if s.kind == "recv"] == [0, 2, 3]
+        "send 0 [0] from in",
+        "send 1 [1] from in",
+        "copy [2] in -> out",
+        "send 3 [3] from in",
+    ]
+    assert [
+        s.peer
+        for s in build("gather", topo, "mpich", root=1).programs[1]
+        if s.kind == "recv"
+    ] == [0, 2, 3]
 
 
 def test_alltoall_send_orders():
     topo = Topology.single(4)
     rank = build("alltoall", topo, "mpich")
-    rotated = build("alltoallv", topo, "mpich", order="rotated",
-                    counts=[[1] * 4 for _ in range(4)])
+    rotated = build(
+        "alltoallv", topo, "mpich", order="rotated", counts=[[1] * 4 for _ in range(4)]
+    )
     assert [s.peer for s in rank.programs[2] if s.kind == "send"] == [0, 1, 3]
     assert [s.peer for s in rotated.programs[2] if s.kind == "send"] == [3, 0, 1]
     assert [s.peer for s in rotated.programs[2] if s.kind == "recv"] == [1, 0, 3]
@@ -180,26 +198,35 @@ def test_reduction_message_counts(size):
         # the non-commutative path reduces to rank 0 and forwards to the root
         assert strict.messages == size - 1 + (root != 0)
         assert comm.messages == size - 1
-    assert build("allreduce", topo, "mpich", count=4, segments=2).prove().messages == \
-        4 * (size - 1)
+    assert build(
+        "allreduce", topo, "mpich", count=4, segments=2
+    ).prove().messages == 4 * (size - 1)
     assert build("reduce_scatter_block", topo, "mpich").prove().messages == 2 * (size - 1)
-    assert build("scan", topo, "mpich", count=3, segments=3).prove().messages == \
-        3 * (size - 1)
+    assert build("scan", topo, "mpich", count=3, segments=3).prove().messages == 3 * (
+        size - 1
+    )
     assert build("exscan", topo, "mpich").prove().messages == size - 1
 
 
 def test_strict_reduce_goes_through_rank_0():
     plan = build("reduce", Topology.single(6), "mpich", root=4)
     assert plan.param("tree_root") == 0
-    assert [str(s) for s in plan.programs[4]][-2:] == ["send 0 [0] from acc", "recv 0 [0]"]
-    commutative = build("reduce", Topology.single(6), "mpich", root=4, level="commutative")
+    assert [str(s) for s in plan.programs[4]][-2:] == [
+        "send 0 [0] from acc",
+        "recv 0 [0]",
+    ]
+    commutative = build(
+        "reduce", Topology.single(6), "mpich", root=4, level="commutative"
+    )
     assert commutative.param("tree_root") == 4
     children = [s.peer for s in commutative.programs[4] if s.kind == "recv_combine"]
     assert children == [5, 0, 2]
 
 
 def test_scan_is_a_chain():
-    plan = build("scan", Topology.from_clusters([[0, 2], [1, 3]]), "mpich", level="strict")
+    plan = build(
+        "scan", Topology.from_clusters([[0, 2], [1, 3]]), "mpich", level="strict"
+    )
     assert [(m.src, m.dst) for m in plan.messages()] == [(0, 1), (1, 2), (2, 3)]
     assert plan.prove().max_wide_area_hops == 3
 
@@ -211,10 +238,22 @@ def test_a_level_the_plan_model_does_not_know_is_rejected():
 
 # ---------------------------------------------------------- MagPIe Table 1
 TABLE_1_MPICH = {
-    "barrier": "no", "bcast": "no", "scatter": "yes", "scatterv": "yes",
-    "gather": "yes", "gatherv": "yes", "allgather": "no", "allgatherv": "no",
-    "alltoall": "yes", "alltoallv": "yes", "reduce": "no", "allreduce": "no",
-    "reduce_scatter": "no", "reduce_scatter_block": "no", "scan": "no", "exscan": "no",
+    "barrier": "no",
+    "bcast": "no",
+    "scatter": "yes",
+    "scatterv": "yes",
+    "gather": "yes",
+    "gatherv": "yes",
+    "allgather": "no",
+    "allgatherv": "no",
+    "alltoall": "yes",
+    "alltoallv": "yes",
+    "reduce": "no",
+    "allreduce": "no",
+    "reduce_scatter": "no",
+    "reduce_scatter_block": "no",
+    "scan": "no",
+    "exscan": "no",
 }
 
 

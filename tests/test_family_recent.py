@@ -54,12 +54,17 @@ def test_every_algorithm_proves_at_every_size_and_level(op, name):
 
 def test_segments_and_other_topologies():
     """The family ignores clusters; segments only refine the blocks."""
-    for topo in (Topology.from_sizes([3, 2, 4]), Topology.from_clusters([[0, 3], [1, 4], [2]])):
+    for topo in (
+        Topology.from_sizes([3, 2, 4]),
+        Topology.from_clusters([[0, 3], [1, 4], [2]]),
+    ):
         for op, name in CASES:
             kw = {"segments": 3} if "segments" in recent.OPTIONS[op] else {}
             level = "commutative" if op in REDUCTIONS else None
             root = topo.size - 1 if op in ("bcast", "reduce") else None
-            _build(op, topo.size, name, level, root, count=10, topology=topo, **kw).prove()
+            _build(
+                op, topo.size, name, level, root, count=10, topology=topo, **kw
+            ).prove()
 
 
 # ------------------------------------------------------------------ Swing's pairs
@@ -84,7 +89,9 @@ def test_butterflies_are_bandwidth_optimal_on_even_sizes(size):
         assert report.bytes == 2 * (size - 1) * n
         report = _build("allgather", size, name, count=2).prove()
         assert (report.max_sends, report.bytes) == (steps, 2 * size * (size - 1))
-        report = _build("reduce_scatter_block", size, name, "commutative", count=2).prove()
+        report = _build(
+            "reduce_scatter_block", size, name, "commutative", count=2
+        ).prove()
         assert (report.max_sends, report.bytes) == (steps, 2 * size * (size - 1))
 
 
@@ -106,7 +113,9 @@ def test_bine_tree_is_a_spanning_tree_of_near_edges(size):
         assert all(tree.in_degree(v) == (0 if v == root else 1) for v in tree)
     if size & (size - 1) == 0 and size > 1:
         # on 2**L ranks a node's farthest child is at |rho(L - 1)| < 2**(L-1) + 1
-        far = max(min((u - v) % size, (v - u) % size) for u, v in bine_tree(size, 0).edges)
+        far = max(
+            min((u - v) % size, (v - u) % size) for u, v in bine_tree(size, 0).edges
+        )
         assert far == abs(rho((size - 1).bit_length() - 1))
 
 
@@ -116,7 +125,7 @@ def test_nccl_trees_are_trees_and_complementary(size):
     for tree in dtree(size):
         roots = [r for r, (up, _) in tree.items() if up is None]
         assert len(roots) == 1 and sorted(tree) == list(range(size))
-        for r, (up, kids) in tree.items():
+        for r, (_up, kids) in tree.items():
             assert len(kids) <= 2
             for c in kids:
                 assert tree[c][0] == r
@@ -130,8 +139,9 @@ def test_nccl_trees_are_trees_and_complementary(size):
 @pytest.mark.parametrize("size", SIZES)
 def test_double_binary_tree_messages(size):
     segments = 4  # two per tree
-    plan = _build("allreduce", size, "double_binary_tree", "commutative", count=8,
-                  segments=segments)
+    plan = _build(
+        "allreduce", size, "double_binary_tree", "commutative", count=8, segments=segments
+    )
     report = plan.prove()
     # each tree: P - 1 edges, a segment up and down each
     assert report.messages == 2 * (size - 1) * segments
@@ -157,10 +167,14 @@ def test_pat_steps_and_aggregation(size):
 def test_auto_and_bad_options():
     topo = Topology.single(6)
     assert build("allreduce", topo, "recent", level="commutative").algorithm == "swing"
-    assert build("allreduce", topo, "recent", level="associative").algorithm == \
-        "double_binary_tree"
-    with pytest.raises(PlanError, match="no recent allreduce algorithm keeps level "
-                                        "'associative' on 5 ranks"):
+    assert (
+        build("allreduce", topo, "recent", level="associative").algorithm
+        == "double_binary_tree"
+    )
+    with pytest.raises(
+        PlanError,
+        match="no recent allreduce algorithm keeps level 'associative' on 5 ranks",
+    ):
         build("allreduce", Topology.single(5), "recent", level="associative")
     with pytest.raises(PlanError, match="must be 'auto' or one of swing"):
         build("allgather", topo, "recent", algorithm="ring")
@@ -178,7 +192,10 @@ def test_selection_runs_the_family_by_name_without_changing_defaults():
     assert select(call, one).family == "native"
     plan = select(call, one, family="recent", options={"algorithm": "bine"}).build(one)
     assert (plan.family, plan.algorithm, plan.prove().level) == (
-        "recent", "bine", "commutative")
+        "recent",
+        "bine",
+        "commutative",
+    )
 
 
 @pytest.mark.parametrize("op,name", CASES)

@@ -6,14 +6,15 @@ import inspect
 import pytest
 
 from wacoll import PlanError, Topology
-from wacoll.plans import FAMILIES, build, builders, options
-from wacoll.plans import families
+from wacoll.plans import FAMILIES, build, builders, families, options
 
 
 def _signature_options(fn):
     params = inspect.signature(fn).parameters
     assert next(iter(params)) == "topology"
-    assert all(p.kind is p.KEYWORD_ONLY for name, p in params.items() if name != "topology")
+    assert all(
+        p.kind is p.KEYWORD_ONLY for name, p in params.items() if name != "topology"
+    )
     return tuple(name for name in params if name != "topology")
 
 
@@ -40,7 +41,9 @@ def test_options_and_build_errors():
         options("tree", "scan")
     with pytest.raises(PlanError, match="unknown operation 'sum'"):
         build("sum", Topology.single(2))
-    with pytest.raises(PlanError, match="takes no option 'intra'; it takes count, itemsize"):
+    with pytest.raises(
+        PlanError, match="takes no option 'intra'; it takes count, itemsize"
+    ):
         build("alltoall", Topology.single(2), "combining", intra="binary")
 
 
@@ -57,8 +60,13 @@ def test_the_plan_world_does_not_read_builder_signatures():
         if path.relative_to(root).parts[0] == "mpi":
             continue  # wacoll.mpi.comm is being moved to options() on its own branch
         for node in ast.walk(ast.parse(path.read_text())):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                     [node.module] if isinstance(node, ast.ImportFrom) else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             if "inspect" in names:
                 users.append(str(path.relative_to(root)))
     assert users == []

@@ -18,8 +18,19 @@ TOPOLOGIES = [
 
 
 @pytest.mark.parametrize("topo", TOPOLOGIES, ids=str)
-@pytest.mark.parametrize("name", ["flat", "chain", "binary", "binomial", "lam",
-                                  "two-level", "paths-hierarchical", "paths-grouped"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "flat",
+        "chain",
+        "binary",
+        "binomial",
+        "lam",
+        "two-level",
+        "paths-hierarchical",
+        "paths-grouped",
+    ],
+)
 def test_bcast_every_tree_every_root(topo, name):
     for root in range(topo.size):
         plan = build("bcast", topo, "tree", tree=name, root=root, count=6, segments=2)
@@ -28,8 +39,9 @@ def test_bcast_every_tree_every_root(topo, name):
 
 
 @pytest.mark.parametrize("topo", TOPOLOGIES, ids=str)
-@pytest.mark.parametrize("name", ["flat", "chain", "lam", "paths-hierarchical",
-                                  "paths-grouped"])
+@pytest.mark.parametrize(
+    "name", ["flat", "chain", "lam", "paths-hierarchical", "paths-grouped"]
+)
 def test_rank_ordered_reduce_trees_at_associative_level(topo, name):
     plan = build("allreduce", topo, "tree", tree=name, level="associative", count=3)
     assert plan.prove().messages == 2 * (topo.size - 1)
@@ -39,8 +51,17 @@ def test_rank_ordered_reduce_trees_at_associative_level(topo, name):
 @pytest.mark.parametrize("name", ["binary", "binomial", "two-level", "knomial3"])
 def test_any_tree_any_root_when_commutative(topo, name):
     for root in range(topo.size):
-        plan = build("reduce", topo, "tree", tree=name, root=root, level="commutative",
-                     arrival=True, count=2, segments=2)
+        plan = build(
+            "reduce",
+            topo,
+            "tree",
+            tree=name,
+            root=root,
+            level="commutative",
+            arrival=True,
+            count=2,
+            segments=2,
+        )
         plan.prove()
 
 
@@ -52,8 +73,12 @@ def test_lam_reduce_is_the_canonical_strict_expression():
 def test_lam_allreduce_uses_both_lam_trees():
     plan = tree_family.allreduce(Topology.single(32), tree="lam")
     steps = [str(s) for s in plan.programs[12]]
-    assert steps[:4] == ["copy [0] in -> acc", "recv-combine 13 [0] into acc",
-                         "recv-combine 14 [0] into acc", "send 8 [0] from acc"]
+    assert steps[:4] == [
+        "copy [0] in -> acc",
+        "recv-combine 13 [0] into acc",
+        "recv-combine 14 [0] into acc",
+        "send 8 [0] from acc",
+    ]
     # LAM's broadcast tree: 12 hears from 4 (highest bit cleared)
     assert steps[4] == "recv 4 [0]"
     assert plan.algorithm == "lam"
@@ -61,15 +86,17 @@ def test_lam_allreduce_uses_both_lam_trees():
 
 def test_paths_hierarchical_sends_one_partial_per_node():
     topo = Topology.from_sizes([4] * 8)
-    report = build("reduce", topo, "tree", tree="paths-hierarchical",
-                   level="associative").prove()
+    report = build(
+        "reduce", topo, "tree", tree="paths-hierarchical", level="associative"
+    ).prove()
     assert report.wide_area_messages == 7
 
 
 def test_paths_grouped_by_name_takes_group_size():
     topo = Topology.from_sizes([4] * 4)
-    report = build("reduce", topo, "tree", tree="paths-grouped", group_size=2,
-                   level="associative").prove()
+    report = build(
+        "reduce", topo, "tree", tree="paths-grouped", group_size=2, level="associative"
+    ).prove()
     assert report.wide_area_messages == 6
 
 
@@ -84,7 +111,13 @@ def test_paths_grouped_doubles_internode_messages():
 def test_segments_pipeline_through_the_tree():
     plan = build("bcast", Topology.single(4), "tree", tree="chain", count=9, segments=3)
     assert [str(s) for s in plan.programs[1]] == [
-        "recv 0 [0]", "send 2 [0]", "recv 0 [1]", "send 2 [1]", "recv 0 [2]", "send 2 [2]"]
+        "recv 0 [0]",
+        "send 2 [0]",
+        "recv 0 [1]",
+        "send 2 [1]",
+        "recv 0 [2]",
+        "send 2 [2]",
+    ]
     assert plan.counts == (3, 3, 3)
 
 

@@ -10,8 +10,15 @@ from hypothesis import strategies as st
 from wacoll import PlanError, Topology
 from wacoll.errors import ScriptError
 from wacoll.plans import FAMILIES, build, builders, options
-from wacoll.plans.goal import (GoalDep, GoalSchedule, from_goal, goal_schedule, load_goal,
-                               save_goal, to_goal)
+from wacoll.plans.goal import (
+    GoalDep,
+    GoalSchedule,
+    from_goal,
+    goal_schedule,
+    load_goal,
+    save_goal,
+    to_goal,
+)
 
 TOPOLOGIES = [Topology.single(1), Topology.single(5), Topology.from_sizes([3, 2, 3])]
 
@@ -79,7 +86,8 @@ def run(schedule, o=1500, L=2500, G=6):
                 elif op.kind == "send":
                     start[key], end[key] = t, t + o
                     arrivals.setdefault((rank, op.peer, op.tag), []).append(
-                        t + o + L + max(op.size - 1, 0) * G)
+                        t + o + L + max(op.size - 1, 0) * G
+                    )
                 else:
                     start[key], end[key] = t, t + op.size
                 pending.discard(key)
@@ -113,8 +121,13 @@ def test_tags_number_the_messages_between_two_ranks():
     plan = build("bcast", Topology.single(3), "tree", tree="chain", count=6, segments=3)
     ops = [op for op in goal_schedule(plan).ranks[1].ops]
     assert [(op.kind, op.peer, op.tag) for op in ops] == [
-        ("recv", 0, 0), ("send", 2, 0), ("recv", 0, 1), ("send", 2, 1),
-        ("recv", 0, 2), ("send", 2, 2)]
+        ("recv", 0, 0),
+        ("send", 2, 0),
+        ("recv", 0, 1),
+        ("send", 2, 1),
+        ("recv", 0, 2),
+        ("send", 2, 2),
+    ]
 
 
 def test_program_order_dependencies():
@@ -123,7 +136,7 @@ def test_program_order_dependencies():
     blocks."""
     plan = build("allgather", Topology.single(3), "mpich", count=2)  # the ring
     text = to_goal(plan, combine_ns_per_byte=1, copy_ns_per_byte=0.5)
-    block = text[text.index("rank 1 {"):text.index("}", text.index("rank 1 {"))]
+    block = text[text.index("rank 1 {") : text.index("}", text.index("rank 1 {"))]
     assert block.splitlines()[1:] == [
         "s0: calc 1",
         "s1: send 2b to 2 tag 0",
@@ -135,16 +148,19 @@ def test_program_order_dependencies():
         "s4: recv 2b from 0 tag 1",
     ]
     data = to_goal(plan, order="data")
-    block = data[data.index("rank 1 {"):data.index("}", data.index("rank 1 {"))]
+    block = data[data.index("rank 1 {") : data.index("}", data.index("rank 1 {"))]
     assert "s3 requires s2" in block and "s3 irequires s1" not in block
 
 
 def test_combine_costs_and_header():
-    plan = build("reduce", Topology.single(2), "mpich", count=10, itemsize=8,
-                 level="strict")
+    plan = build(
+        "reduce", Topology.single(2), "mpich", count=10, itemsize=8, level="strict"
+    )
     text = to_goal(plan, combine_ns_per_byte=0.5, copy_ns_per_byte=0.25)
-    assert text.startswith("// wacoll plan: reduce on 2 ranks, root 0, level strict "
-                           "(mpich/binomial); 1 blocks, 80 bytes\n")
+    assert text.startswith(
+        "// wacoll plan: reduce on 2 ranks, root 0, level strict "
+        "(mpich/binomial); 1 blocks, 80 bytes\n"
+    )
     assert "s0: calc 20\n" in text and "s1c: calc 40\n" in text
     assert goal_schedule(plan, combine_ns_per_byte=0, copy_ns_per_byte=0).calc == 0
     with pytest.raises(PlanError, match="combine_ns_per_byte"):
@@ -224,18 +240,31 @@ BAD = [
     ("num_ranks 1\nrank 0 {\nsend: calc 3\n}\n", "is a keyword", 3),
     ("num_ranks 1\nrank 0 {\nl1: calc 3\nl1: calc 4\n}\n", "defined twice", 4),
     ("num_ranks 1\nrank 0 {\nl2 requires l1\nl1: calc 3\n}\n", "not defined before", 3),
-    ("num_ranks 1\nrank 0 {\nl1: calc 3\nl2: calc 3\nl1 requires l2\n"
-     "l2 irequires l1\n}\n", "form a cycle", 5),
+    (
+        "num_ranks 1\nrank 0 {\nl1: calc 3\nl2: calc 3\nl1 requires l2\n"
+        "l2 irequires l1\n}\n",
+        "form a cycle",
+        5,
+    ),
     ("num_ranks 2\nrank 0 {\nl1: send 8b to 2\n}\nrank 1 {\n}\n", "not below", 3),
     ("num_ranks 2\nrank 0 {\nl1: send 8b from 1\n}\nrank 1 {\n}\n", "takes 'to'", 3),
-    ("num_ranks 2\nrank 0 {\nl1: send 8b to 1 tag -1\n}\nrank 1 {\n}\n",
-     "tag cannot be -1", 3),
+    (
+        "num_ranks 2\nrank 0 {\nl1: send 8b to 1 tag -1\n}\nrank 1 {\n}\n",
+        "tag cannot be -1",
+        3,
+    ),
     ("num_ranks 1\nrank 0 {\nl1: calc 3 cpu 256\n}\n", "cpu 256 is too large", 3),
     ("num_ranks 2\nrank 0 {\nl1: send 8b to 1\n}\nrank 1 {\n}\n", "never receives", 3),
-    ("num_ranks 2\nrank 0 {\n}\nrank 1 {\nl1: recv 8b from 0 tag 3\n}\n",
-     "never sends", 5),
-    ("num_ranks 2\nrank 0 {\nl1: send 8b to 1\n}\nrank 1 {\nl1: recv 4b from 0\n}\n",
-     "whose matching send carries 8b", 6),
+    (
+        "num_ranks 2\nrank 0 {\n}\nrank 1 {\nl1: recv 8b from 0 tag 3\n}\n",
+        "never sends",
+        5,
+    ),
+    (
+        "num_ranks 2\nrank 0 {\nl1: send 8b to 1\n}\nrank 1 {\nl1: recv 4b from 0\n}\n",
+        "whose matching send carries 8b",
+        6,
+    ),
     ("num_ranks 1\nrank 0 {\nl1: calc 1\x00\n}\n", "NUL", 3),
     ("num_ranks 1\nrank 0 {\nl1: calc 123456789012345678901\n}\n", "expected", 3),
     ("", "no num_ranks line", 1),
@@ -257,8 +286,12 @@ def test_the_reader_takes_only_text():
 SEED_TEXTS = [to_goal(p) for p in PLANS[:40:4]] + [HANDWRITTEN]
 
 
-@settings(max_examples=200, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=200,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(data=st.data())
 def test_mutated_files_raise_script_error_or_read_back(data):
     text = data.draw(st.sampled_from(SEED_TEXTS))
@@ -266,11 +299,35 @@ def test_mutated_files_raise_script_error_or_read_back(data):
         at = data.draw(st.integers(0, len(text)))
         how = data.draw(st.sampled_from(["cut", "insert", "swap-lines"]))
         if how == "cut":
-            text = text[:at] + text[at + data.draw(st.integers(1, 12)):]
+            text = text[:at] + text[at + data.draw(st.integers(1, 12)) :]
         elif how == "insert":
-            text = text[:at] + data.draw(st.sampled_from(
-                ["{", "}", " ", "\n", "-1", "99", ":", "requires", "//", "/*", "*/", "b",
-                 "rank 0 {\n", "calc", "tag", "\x00", "\r"])) + text[at:]
+            text = (
+                text[:at]
+                + data.draw(
+                    st.sampled_from(
+                        [
+                            "{",
+                            "}",
+                            " ",
+                            "\n",
+                            "-1",
+                            "99",
+                            ":",
+                            "requires",
+                            "//",
+                            "/*",
+                            "*/",
+                            "b",
+                            "rank 0 {\n",
+                            "calc",
+                            "tag",
+                            "\x00",
+                            "\r",
+                        ]
+                    )
+                )
+                + text[at:]
+            )
         else:
             lines = text.split("\n")
             i, j = (data.draw(st.integers(0, len(lines) - 1)) for _ in range(2))
@@ -291,16 +348,53 @@ def test_command_line_export(tmp_path, capsys):
     from wacoll.cli import main
 
     path = tmp_path / "out" / "bcast.goal"
-    assert main(["plan", "bcast", "--clusters", "4", "--family", "modern",
-                 "--option", "algorithm=scatter_ring", "--bytes", "64",
-                 "--export-goal", str(path)]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "bcast",
+                "--clusters",
+                "4",
+                "--family",
+                "modern",
+                "--option",
+                "algorithm=scatter_ring",
+                "--bytes",
+                "64",
+                "--export-goal",
+                str(path),
+            ]
+        )
+        == 0
+    )
     assert "txt2bin -i" in capsys.readouterr().out
     schedule = load_goal(path)
-    plan = build("bcast", Topology.single(4), "modern", algorithm="scatter_ring",
-                 count=64, segments=1)
+    plan = build(
+        "bcast",
+        Topology.single(4),
+        "modern",
+        algorithm="scatter_ring",
+        count=64,
+        segments=1,
+    )
     assert schedule == from_goal(to_goal(plan))
     assert schedule.messages == plan.prove().messages == 3 + 8  # scatter, ring
-    assert main(["plan", "barrier", "--clusters", "2x2", "--family", "modern,mpich",
-                 "--export-goal", str(path), "--goal-order", "data"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "barrier",
+                "--clusters",
+                "2x2",
+                "--family",
+                "modern,mpich",
+                "--export-goal",
+                str(path),
+                "--goal-order",
+                "data",
+            ]
+        )
+        == 0
+    )
     assert load_goal(path.with_name("bcast-mpich.goal")).messages == 8  # hypercube
     assert "the blocks' data flow" in (path.parent / "bcast-modern.goal").read_text()

@@ -11,13 +11,24 @@ from wacoll.plans.select import Policy
 
 
 def _halving(topo, count, segments=1, level="strict", op="allreduce", **kw):
-    return build(op, topo, "mpich", count=count, segments=segments, itemsize=8,
-                 level=level, algorithm="halving", **kw)
+    return build(
+        op,
+        topo,
+        "mpich",
+        count=count,
+        segments=segments,
+        itemsize=8,
+        level=level,
+        algorithm="halving",
+        **kw,
+    )
 
 
 TOPOLOGIES = [Topology.single(n) for n in range(1, 17)] + [
-    Topology.from_sizes([2, 2, 2, 2]), Topology.from_sizes([3, 1, 4]),
-    Topology.from_clusters([[0, 3, 5], [1, 2], [4, 6]])]
+    Topology.from_sizes([2, 2, 2, 2]),
+    Topology.from_sizes([3, 1, 4]),
+    Topology.from_clusters([[0, 3, 5], [1, 2], [4, 6]]),
+]
 
 
 @pytest.mark.parametrize("topo", TOPOLOGIES, ids=repr)
@@ -55,8 +66,13 @@ def test_other_sizes_hand_the_remainder_to_the_owners(size):
     for rank in range(owners, size):
         last = plan.programs[rank][-1]
         assert (last.kind, last.peer, last.blocks) == (
-            "recv", rank - owners, tuple(range(plan.nblocks)))
-        assert not any(s.kind == "recv" and s.dst == "out" for s in plan.programs[rank][:-1])
+            "recv",
+            rank - owners,
+            tuple(range(plan.nblocks)),
+        )
+        assert not any(
+            s.kind == "recv" and s.dst == "out" for s in plan.programs[rank][:-1]
+        )
 
 
 @pytest.mark.parametrize("size", [2, 4, 8, 16])
@@ -81,8 +97,9 @@ def test_blocks_are_rounded_up_to_a_multiple_of_the_owners():
 
 def test_unknown_algorithm_is_refused():
     for op in ("reduce", "allreduce"):
-        with pytest.raises(PlanError, match=f"mpich {op} algorithm must be one of.*"
-                                            f"'binomial', 'halving'"):
+        with pytest.raises(
+            PlanError, match=f"mpich {op} algorithm must be one of.*'binomial', 'halving'"
+        ):
             build(op, Topology.single(4), "mpich", algorithm="ring")
 
 
@@ -92,13 +109,23 @@ def test_the_reduce_gathers_the_shares_at_the_root(size):
     less its own share."""
     owners = largest_power_of_two(size)
     count = 64 * owners
-    plan = _halving(Topology.single(size), count, segments=owners, op="reduce",
-                    root=size - 1)
+    plan = _halving(
+        Topology.single(size), count, segments=owners, op="reduce", root=size - 1
+    )
     root = size - 1
-    sent = [b for program in plan.programs for s in program
-            if s.kind == "send" and s.peer == root and s.src == "part" for b in s.blocks]
-    kept = [b for s in plan.programs[root] if s.kind == "copy" and s.dst == "out"
-            for b in s.blocks]
+    sent = [
+        b
+        for program in plan.programs
+        for s in program
+        if s.kind == "send" and s.peer == root and s.src == "part"
+        for b in s.blocks
+    ]
+    kept = [
+        b
+        for s in plan.programs[root]
+        if s.kind == "copy" and s.dst == "out"
+        for b in s.blocks
+    ]
     assert sorted(sent + kept) == list(range(owners))
     assert len(kept) == (1 if root < owners else 0)
 
@@ -106,13 +133,19 @@ def test_the_reduce_gathers_the_shares_at_the_root(size):
 @pytest.mark.parametrize("size", [1, 3, 5, 6, 8])
 def test_rank_programs_derived_alone_equal_the_whole_plan(size):
     topo = Topology.single(size)
-    selection = select(Call("allreduce", count=4096, itemsize=8, level="strict"), topo,
-                       family="mpich", options={"algorithm": "halving"})
+    selection = select(
+        Call("allreduce", count=4096, itemsize=8, level="strict"),
+        topo,
+        family="mpich",
+        options={"algorithm": "halving"},
+    )
     whole = selection.build(topo)
     for rank in range(size):
         assert rank_plan(selection, topo, rank).program == whole.programs[rank]
-        assert rank_program(selection, topo, rank, proof=True).steps == \
-            lower(whole, rank).steps
+        assert (
+            rank_program(selection, topo, rank, proof=True).steps
+            == lower(whole, rank).steps
+        )
 
 
 def _chosen(topo, nbytes, level="strict", **policy):
@@ -152,13 +185,21 @@ def test_an_applications_own_operator_keeps_whole_segments():
     operators too)."""
     call = Call("allreduce", count=1 << 17, itemsize=8, level="strict", user_op=True)
     assert select(call, Topology.single(4)).options == (
-        ("count", 1 << 17), ("itemsize", 8), ("level", "strict"), ("segments", 4))
+        ("count", 1 << 17),
+        ("itemsize", 8),
+        ("level", "strict"),
+        ("segments", 4),
+    )
 
 
 def test_a_forced_mpich_family_keeps_its_binomial_algorithm():
     call = Call("allreduce", count=1 << 17, itemsize=8, level="strict")
     assert select(call, Topology.single(4), family="mpich").options == (
-        ("count", 1 << 17), ("itemsize", 8), ("level", "strict"), ("segments", 4))
+        ("count", 1 << 17),
+        ("itemsize", 8),
+        ("level", "strict"),
+        ("segments", 4),
+    )
 
 
 def test_policy_checks_halving_from():

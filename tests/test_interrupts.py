@@ -22,8 +22,16 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from wacoll.mpi.interrupts import (collective_name, exit_code, interrupted, is_interrupt,
-                                   mark, message, policy, set_policy)
+from wacoll.mpi.interrupts import (
+    collective_name,
+    exit_code,
+    interrupted,
+    is_interrupt,
+    mark,
+    message,
+    policy,
+    set_policy,
+)
 
 #: Seconds from the signal to the end of the whole job.
 DEADLINE = 10.0
@@ -32,8 +40,10 @@ STARTUP = 60.0
 #: How long rank 0 is late when no signal reaches it: far past the deadline.
 LATE = 60.0
 
-LINE = ("wacoll: rank {rank} interrupted inside {where} ({what}); aborting the job, as "
-        "its peers would wait forever")
+LINE = (
+    "wacoll: rank {rank} interrupted inside {where} ({what}); aborting the job, as "
+    "its peers would wait forever"
+)
 
 PROGRAM = r'''
 import faulthandler, os, signal, sys, time
@@ -116,8 +126,10 @@ class Job:
     families: dict = field(default_factory=dict)
 
     def output(self):
-        return f"exit status {self.returncode}\n--- stdout\n{self.stdout[-3000:]}" \
-               f"\n--- stderr\n{self.stderr[-3000:]}"
+        return (
+            f"exit status {self.returncode}\n--- stdout\n{self.stdout[-3000:]}"
+            f"\n--- stderr\n{self.stderr[-3000:]}"
+        )
 
 
 def _vendor():
@@ -129,8 +141,11 @@ def _vendor():
 def _env(clusters, extra):
     """This environment without an outer launcher's or a developer's wacoll settings;
     ``extra`` added."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_", "WACOLL_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_", "WACOLL_"))
+    }
     if clusters:
         env["WACOLL_CLUSTERS"] = clusters
     env.update(extra or {})
@@ -164,16 +179,27 @@ def run_job(tmp_path, route, targets, *, clusters="0,0,1,1", env=None, late=LATE
 
     script = tmp_path / "interrupted.py"
     script.write_text(PROGRAM)
-    cmd = mpiexec_command(4, [sys.executable, str(script), route, str(late),
-                              str(STARTUP - 10)])
-    env = {"WACOLL_PROOF_CACHE": str(tmp_path / "proofs"), "WACOLL_LEARN": "off",
-           **(env or {})}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=_env(clusters, env), start_new_session=True)
+    cmd = mpiexec_command(
+        4, [sys.executable, str(script), route, str(late), str(STARTUP - 10)]
+    )
+    env = {
+        "WACOLL_PROOF_CACHE": str(tmp_path / "proofs"),
+        "WACOLL_LEARN": "off",
+        **(env or {}),
+    }
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(clusters, env),
+        start_new_session=True,
+    )
     out, err, lines = [], [], queue.Queue()
-    readers = [threading.Thread(target=_read, args=(proc.stdout, out, lines),
-                                daemon=True),
-               threading.Thread(target=_read, args=(proc.stderr, err), daemon=True)]
+    readers = [
+        threading.Thread(target=_read, args=(proc.stdout, out, lines), daemon=True),
+        threading.Thread(target=_read, args=(proc.stderr, err), daemon=True),
+    ]
     for reader in readers:
         reader.start()
     pids, routes, families, entered = {}, {}, {}, set()
@@ -185,8 +211,10 @@ def run_job(tmp_path, route, targets, *, clusters="0,0,1,1", env=None, late=LATE
             except queue.Empty:
                 line = None
             if line is None:
-                pytest.fail(f"the ranks did not reach the call in {STARTUP} s:\n"
-                            f"{''.join(out)[-3000:]}\n{''.join(err)[-3000:]}")
+                pytest.fail(
+                    f"the ranks did not reach the call in {STARTUP} s:\n"
+                    f"{''.join(out)[-3000:]}\n{''.join(err)[-3000:]}"
+                )
             if m := re.search(r"PID (\d+) (\d+) (\S+) (\S+)", line):
                 rank = int(m[1])
                 pids[rank], routes[rank], families[rank] = int(m[2]), m[3], m[4]
@@ -202,8 +230,10 @@ def run_job(tmp_path, route, targets, *, clusters="0,0,1,1", env=None, late=LATE
         try:
             proc.wait(timeout=DEADLINE + (3.0 if not targets else 0.0))
         except subprocess.TimeoutExpired:
-            pytest.fail(f"the job still ran {DEADLINE} s after the signal:\n"
-                        f"{''.join(out)[-3000:]}\n{''.join(err)[-3000:]}")
+            pytest.fail(
+                f"the job still ran {DEADLINE} s after the signal:\n"
+                f"{''.join(out)[-3000:]}\n{''.join(err)[-3000:]}"
+            )
         seconds = time.monotonic() - signalled
         for reader in readers:
             reader.join(timeout=5)
@@ -223,8 +253,9 @@ def run_job(tmp_path, route, targets, *, clusters="0,0,1,1", env=None, late=LATE
         proc.wait(timeout=30)
 
 
-def _expect_abort(job, route="compiled", where="Allreduce", ranks=(1, 2, 3),
-                  what="KeyboardInterrupt"):
+def _expect_abort(
+    job, route="compiled", where="Allreduce", ranks=(1, 2, 3), what="KeyboardInterrupt"
+):
     assert set(job.routes.values()) == {route}, job.output()
     families = set(job.families.values())  # one of wacoll's plans, not the library
     assert len(families) == 1 and families.isdisjoint({"native", "None"}), job.output()
@@ -280,8 +311,10 @@ def test_an_exception_a_signal_handler_raises_in_the_wait(tmp_path):
 def test_policy_raise_keeps_the_exception_and_breaks_the_communicator(tmp_path):
     job = run_job(tmp_path, "compiled", [1], env={"WACOLL_ON_INTERRUPT": "raise"})
     assert "CAUGHT 1" in job.stdout, job.output()
-    assert "REFUSED 1 a collective on this wacoll.Comm (Allreduce) was interrupted" \
-        in job.stdout, job.output()
+    assert (
+        "REFUSED 1 a collective on this wacoll.Comm (Allreduce) was interrupted"
+        in job.stdout
+    ), job.output()
     assert "wacoll: rank" not in job.stderr, job.output()
     if _vendor() == "mpich":
         assert job.returncode == 3, job.output()
@@ -298,18 +331,26 @@ def test_python_executor_sigint_to_three_ranks(tmp_path):
 
 def test_nonblocking_wait_sigint_to_one_rank(tmp_path):
     # (the call runs compiled: its Wait finishes it in C, and notices the signal)
-    _expect_abort(run_job(tmp_path, "nonblocking", [1]), route="compiled",
-                  where="Wait of Iallreduce", ranks=[1])
+    _expect_abort(
+        run_job(tmp_path, "nonblocking", [1]),
+        route="compiled",
+        where="Wait of Iallreduce",
+        ranks=[1],
+    )
 
 
 def test_nonblocking_wait_sigint_to_every_rank(tmp_path):
-    _expect_abort(run_job(tmp_path, "nonblocking", [0, 1, 2, 3]), route="compiled",
-                  where="Wait of Iallreduce")
+    _expect_abort(
+        run_job(tmp_path, "nonblocking", [0, 1, 2, 3]),
+        route="compiled",
+        where="Wait of Iallreduce",
+    )
 
 
 def test_persistent_wait_sigint_to_one_rank(tmp_path):
-    _expect_abort(run_job(tmp_path, "persistent", [1]), where="Wait of Allreduce_init",
-                  ranks=[1])
+    _expect_abort(
+        run_job(tmp_path, "persistent", [1]), where="Wait of Allreduce_init", ranks=[1]
+    )
 
 
 def test_one_cluster_replayed_call_sigint_to_one_rank(tmp_path):
@@ -340,10 +381,14 @@ def test_exit_codes():
 
 
 def test_names_and_message():
-    assert [collective_name("allreduce", m) for m in ("call", "start", "bind")] == \
-        ["Allreduce", "Iallreduce", "Allreduce_init"]
-    assert message(3, "Bcast", SystemExit(2)) == LINE.format(rank=3, where="Bcast",
-                                                             what="SystemExit: 2")
+    assert [collective_name("allreduce", m) for m in ("call", "start", "bind")] == [
+        "Allreduce",
+        "Iallreduce",
+        "Allreduce_init",
+    ]
+    assert message(3, "Bcast", SystemExit(2)) == LINE.format(
+        rank=3, where="Bcast", what="SystemExit: 2"
+    )
 
 
 def test_policy_from_the_environment(monkeypatch):

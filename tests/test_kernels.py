@@ -11,12 +11,19 @@ import sys
 import numpy as np
 import pytest
 
-from wacoll.errors import OperatorError
-from wacoll._kernels import (DTYPES, KERNEL_VARIANT, OPERATORS,
-                             validate_op, copy_into, is_commutative, pack, reduce_into,
-                             unpack)
+from wacoll._kernels import (
+    DTYPES,
+    KERNEL_VARIANT,
+    OPERATORS,
+    copy_into,
+    is_commutative,
+    pack,
+    reduce_into,
+    unpack,
+    validate_op,
+)
 from wacoll._kernels import _reduce as baseline_kernels
-from wacoll.errors import BufferMismatchError
+from wacoll.errors import BufferMismatchError, OperatorError
 
 SIGNED = ["int8", "int16", "int32", "int64"]
 UNSIGNED = ["uint8", "uint16", "uint32", "uint64"]
@@ -252,12 +259,14 @@ def test_buffer_errors_leave_dst_untouched():
 
 def test_kernels_do_not_import_mpi4py():
     code = "import sys, wacoll._kernels; print('mpi4py' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "False"
 
 
 # -- mpi4py operators --------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def MPI():
@@ -267,6 +276,7 @@ def MPI():
 @pytest.fixture
 def matmul_op(MPI):
     """Non-commutative: each run of 4 int64 is a 2x2 matrix; inoutvec = invec @ inoutvec."""
+
     def matmul(inbuf, inoutbuf, datatype):
         a = np.frombuffer(inbuf, dtype=np.int64).reshape(-1, 2, 2)
         b = np.frombuffer(inoutbuf, dtype=np.int64).reshape(-1, 2, 2)
@@ -290,7 +300,9 @@ def test_predefined_mpi_ops(MPI):
     dst = np.ones(3)
     reduce_into(MPI.Op.fromhandle(MPI.SUM.handle), np.ones(3), dst)
     assert dst.tolist() == [2.0, 2.0, 2.0]
-    with pytest.raises(BufferMismatchError, match="MPI.MIN is not defined for complex128"):
+    with pytest.raises(
+        BufferMismatchError, match="MPI.MIN is not defined for complex128"
+    ):
         reduce_into(MPI.MIN, np.ones(2, complex), np.ones(2, complex))
     for name in ("REPLACE", "NO_OP"):
         with pytest.raises(OperatorError, match=f"MPI.{name} is not supported"):
@@ -307,8 +319,14 @@ def test_minloc_maxloc_pairs():
     from mpi4py import MPI
     from mpi4py.util import dtlib
 
-    for pair in (MPI.DOUBLE_INT, MPI.FLOAT_INT, MPI.LONG_INT, MPI.TWOINT,
-                 MPI.SHORT_INT, MPI.LONG_DOUBLE_INT):
+    for pair in (
+        MPI.DOUBLE_INT,
+        MPI.FLOAT_INT,
+        MPI.LONG_INT,
+        MPI.TWOINT,
+        MPI.SHORT_INT,
+        MPI.LONG_DOUBLE_INT,
+    ):
         dt = dtlib.to_numpy_dtype(pair)
         v, i = dt.names
         a = np.zeros(3, dt)
@@ -360,7 +378,9 @@ def test_user_op_matrix_product_respects_order(MPI, matmul_op, side):
 
 
 def test_user_op_aliasing_and_checks(MPI, matmul_op):
-    m = np.array([[1, 1, 0, 1]], dtype=np.int64)  # [[1, 1], [0, 1]]; m @ m = [[1, 2], [0, 1]]
+    m = np.array(
+        [[1, 1, 0, 1]], dtype=np.int64
+    )  # [[1, 1], [0, 1]]; m @ m = [[1, 2], [0, 1]]
     reduce_into(matmul_op, m, m, side="left")
     assert m.tolist() == [[1, 2, 0, 1]]
     readonly = np.zeros((1, 4), dtype=np.int64)
@@ -380,6 +400,7 @@ def test_user_op_aliasing_and_checks(MPI, matmul_op):
 
 
 # -- copy, pack, unpack ------------------------------------------------------------
+
 
 def test_copy_into():
     a = np.arange(10, dtype=np.int16)
@@ -409,20 +430,23 @@ def _random_layout(n, k, rng):
 @pytest.mark.parametrize("dtype", ["int8", "float64", "complex128", "f8,i4"])
 def test_pack_random_layouts(dtype):
     rng = np.random.default_rng(3)
-    for trial in range(30):
+    for _trial in range(30):
         n, k = int(rng.integers(0, 40)), int(rng.integers(0, 6))
-        src = np.arange(n).astype(dtype) if dtype != "f8,i4" else np.array(
-            [(i, -i) for i in range(n)], dtype=dtype)
+        src = (
+            np.arange(n).astype(dtype)
+            if dtype != "f8,i4"
+            else np.array([(i, -i) for i in range(n)], dtype=dtype)
+        )
         displs, counts = _random_layout(n, k, rng)
         out = np.empty(int(counts.sum()), dtype=src.dtype)
         pack(src, displs.tolist(), counts, out)
-        expected = [src[d:d + c] for d, c in zip(displs, counts)]
+        expected = [src[d : d + c] for d, c in zip(displs, counts)]
         np.testing.assert_array_equal(out, np.concatenate(expected) if k else out[:0])
 
 
 def test_unpack_round_trip_with_disjoint_blocks_in_any_order():
     rng = np.random.default_rng(4)
-    for trial in range(50):
+    for _trial in range(50):
         n = int(rng.integers(1, 60))
         cuts = np.sort(rng.choice(np.arange(n + 1), size=min(n + 1, 6), replace=False))
         displs, counts = cuts[:-1], np.diff(cuts)
@@ -435,7 +459,7 @@ def test_unpack_round_trip_with_disjoint_blocks_in_any_order():
         unpack(packed, displs, counts, back)
         covered = np.zeros(n, bool)
         for d, c in zip(displs, counts):
-            covered[d:d + c] = True
+            covered[d : d + c] = True
         np.testing.assert_array_equal(back[covered], full[covered])
         assert np.isnan(back[~covered]).all()
 
@@ -453,12 +477,25 @@ def test_pack_and_unpack_errors_write_nothing():
 
     rejects(pack, "2 displacements but 1 counts", src, [0, 5], [4], out)
     rejects(pack, "block 1 has displacement -1 and count 2", src, [0, -1], [2, 2], out)
-    rejects(pack, r"block 1 \(displacement 8, count 3\) runs past the end of src "
-            r"\(10 elements\)", src, [0, 8], [1, 3], out)
+    rejects(
+        pack,
+        r"block 1 \(displacement 8, count 3\) runs past the end of src "
+        r"\(10 elements\)",
+        src,
+        [0, 8],
+        [1, 3],
+        out,
+    )
     rejects(pack, "counts add up to 3 elements, out has 4", src, [0, 5], [1, 2], out)
     rejects(pack, "counts add up to 6 elements, out has 4", src, [0, 5], [3, 3], out)
-    rejects(pack, "dtype mismatch: src is float64, out is float32", src, [0], [4],
-            np.zeros(4, np.float32))
+    rejects(
+        pack,
+        "dtype mismatch: src is float64, out is float32",
+        src,
+        [0],
+        [4],
+        np.zeros(4, np.float32),
+    )
     rejects(pack, "displs must hold integers, not float64", src, [0.5], [4], out)
     rejects(pack, "counts must be one-dimensional", src, [0], [[4]], out)
     rejects(pack, "src is not C-contiguous", np.arange(20.0)[::2], [0], [4], out)
@@ -466,10 +503,20 @@ def test_pack_and_unpack_errors_write_nothing():
     readonly.flags.writeable = False
     rejects(pack, "out is read-only", src, [0], [4], readonly)
     dst = np.zeros(10)
-    rejects(unpack, "blocks 0 and 2 overlap in dst", np.ones(6), [4, 0, 5], [2, 2, 2], dst)
-    rejects(unpack, r"block 0 \(displacement 9, count 2\) runs past the end of dst",
-            np.ones(2), [9], [2], dst)
-    rejects(unpack, "counts add up to 2 elements, packed has 3", np.ones(3), [0], [2], dst)
+    rejects(
+        unpack, "blocks 0 and 2 overlap in dst", np.ones(6), [4, 0, 5], [2, 2, 2], dst
+    )
+    rejects(
+        unpack,
+        r"block 0 \(displacement 9, count 2\) runs past the end of dst",
+        np.ones(2),
+        [9],
+        [2],
+        dst,
+    )
+    rejects(
+        unpack, "counts add up to 2 elements, packed has 3", np.ones(3), [0], [2], dst
+    )
     rejects(unpack, "packed is not C-contiguous", np.ones(8)[::2], [0], [4], dst)
 
 

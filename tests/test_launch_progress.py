@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from wacoll.tools import launch, progress
 from wacoll.emulate import launcher
+from wacoll.tools import launch, progress
 
 OPEN_MPI = "mpiexec (Open MPI) 5.0.11\n\nReport bugs to https://www.open-mpi.org/community/help/\n"
 HYDRA = "HYDRA build details:\n    Version:                                 5.0.2\n"
@@ -30,11 +30,14 @@ def test_vendor_is_read_from_the_version_text():
 
 def test_open_mpi_gets_oversubscribe_and_root_flags():
     assert launch.launch_flags("openmpi", root=False) == ["--oversubscribe"]
-    assert launch.launch_flags("openmpi", root=True) == ["--oversubscribe",
-                                                         "--allow-run-as-root"]
+    assert launch.launch_flags("openmpi", root=True) == [
+        "--oversubscribe",
+        "--allow-run-as-root",
+    ]
     assert launch.launch_flags("mpich", root=True) == []
-    assert launch.mpiexec_command(3, ["python", "x.py"], mpiexec="/m", vendor="openmpi")[:2] \
-        == ["/m", "--oversubscribe"]
+    assert launch.mpiexec_command(3, ["python", "x.py"], mpiexec="/m", vendor="openmpi")[
+        :2
+    ] == ["/m", "--oversubscribe"]
 
 
 def test_the_installed_mpiexec_is_recognised():
@@ -77,7 +80,7 @@ def test_the_testbed_refuses_to_start_with_open_mpi(tmp_path, monkeypatch):
 
 def test_progress_lines_only_where_enabled(monkeypatch):
     monkeypatch.delenv(progress.ENV, raising=False)
-    assert not progress.enabled(io.StringIO())   # not a terminal: quiet (CI)
+    assert not progress.enabled(io.StringIO())  # not a terminal: quiet (CI)
     monkeypatch.setenv(progress.ENV, "1")
     assert progress.enabled(io.StringIO()) and progress.child_env() == {progress.ENV: "1"}
     monkeypatch.setenv(progress.ENV, "0")
@@ -92,8 +95,10 @@ def test_heartbeat_prints_while_work_runs():
 
         time.sleep(0.1)
     lines = out.getvalue().splitlines()
-    assert lines and all(line.startswith("[testbed tb 0:00] still running (time limit 10:00)")
-                         for line in lines)
+    assert lines and all(
+        line.startswith("[testbed tb 0:00] still running (time limit 10:00)")
+        for line in lines
+    )
     quiet = io.StringIO()
     with progress.Progress("x", stream=quiet, enabled=False).heartbeat(every=0.01):
         time.sleep(0.05)
@@ -108,8 +113,11 @@ def test_a_source_checkout_shadowing_the_kernels_says_what_to_do(tmp_path):
     import wacoll
 
     src = Path(wacoll.__file__).parent
-    shutil.copytree(src, tmp_path / "wacoll", ignore=shutil.ignore_patterns(
-        "*.so", "*.pyd", "__pycache__"))
+    shutil.copytree(
+        src,
+        tmp_path / "wacoll",
+        ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"),
+    )
     for name in ("meson.build", "pyproject.toml"):
         (tmp_path / name).write_text("")
     code = textwrap.dedent("""
@@ -118,8 +126,13 @@ def test_a_source_checkout_shadowing_the_kernels_says_what_to_do(tmp_path):
                             if "editable" not in type(f).__module__.lower()]
         import wacoll._kernels
     """)
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0
     assert "ImportError: wacoll's compiled kernels are missing" in proc.stderr
     assert "Run from another directory" in proc.stderr and "-e ." in proc.stderr

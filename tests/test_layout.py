@@ -42,13 +42,15 @@ def _imported(node, package, mods) -> list:
         return [a.name for a in node.names]
     if isinstance(node, ast.ImportFrom):
         if node.level:
-            base = package.split(".")[:len(package.split(".")) - node.level + 1]
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
             module = ".".join(base + ([node.module] if node.module else []))
         else:
             module = node.module
         # ``from package import submodule`` imports the submodule
-        return [f"{module}.{a.name}" if f"{module}.{a.name}" in mods else module
-                for a in node.names]
+        return [
+            f"{module}.{a.name}" if f"{module}.{a.name}" in mods else module
+            for a in node.names
+        ]
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return [node.value]
     return []
@@ -71,7 +73,10 @@ def import_graph() -> nx.DiGraph:
 def test_the_import_graph_is_read():
     graph = import_graph()
     edges = set(graph.edges)
-    assert ("wacoll.plans.families.magpie", "wacoll.plans.families.magpie_reduce") in edges
+    assert (
+        "wacoll.plans.families.magpie",
+        "wacoll.plans.families.magpie_reduce",
+    ) in edges
     assert ("wacoll.trees.cost", "wacoll.costs") in edges
     assert ("wacoll.plans.sim.models", "wacoll.costs") in edges
     # a lazy import inside a function, and a module named in a table, count
@@ -87,12 +92,21 @@ def test_no_import_cycles():
 
 def test_the_plan_world_imports_no_mpi_world():
     graph = import_graph()
-    plan_world = ["wacoll.errors", "wacoll.costs", "wacoll.topology", "wacoll.trees",
-                  "wacoll.plans", "wacoll.plans.families", "wacoll.plans.sim",
-                  "wacoll.plans.scripts"]
+    plan_world = [
+        "wacoll.errors",
+        "wacoll.costs",
+        "wacoll.topology",
+        "wacoll.trees",
+        "wacoll.plans",
+        "wacoll.plans.families",
+        "wacoll.plans.sim",
+        "wacoll.plans.scripts",
+    ]
     reached = set().union(*(nx.descendants(graph, m) | {m} for m in plan_world))
-    assert sorted(m for m in reached
-                  if m.startswith(("wacoll.mpi", "wacoll._kernels"))) == []
+    assert (
+        sorted(m for m in reached if m.startswith(("wacoll.mpi", "wacoll._kernels")))
+        == []
+    )
 
 
 BLOCKED = textwrap.dedent("""
@@ -144,8 +158,9 @@ BLOCKED = textwrap.dedent("""
 
 
 def test_the_plan_world_works_without_mpi_and_kernels():
-    done = subprocess.run([sys.executable, "-c", BLOCKED], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", BLOCKED], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
 
@@ -153,9 +168,15 @@ def test_the_plan_world_works_without_mpi_and_kernels():
 def _environment_reads(tree) -> list:
     """The ``WACOLL_*`` names a module reads from ``os.environ`` itself
     (``environ.get(NAME)``, ``environ[NAME]``; NAME a string or a module constant)."""
-    constants = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign)
-                 and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)
-                 for t in n.targets if isinstance(t, ast.Name)}
+    constants = {
+        t.id: n.value.value
+        for n in tree.body
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Constant)
+        and isinstance(n.value.value, str)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
 
     def named(node):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -165,14 +186,20 @@ def _environment_reads(tree) -> list:
         return None
 
     def is_environ(node):
-        return (isinstance(node, ast.Attribute) and node.attr == "environ") or \
-            (isinstance(node, ast.Name) and node.id == "environ")
+        return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
+            isinstance(node, ast.Name) and node.id == "environ"
+        )
 
     found = []
     for node in ast.walk(tree):
         key = None
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr == "get" and is_environ(node.func.value) and node.args:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and is_environ(node.func.value)
+            and node.args
+        ):
             key = named(node.args[0])
         elif isinstance(node, ast.Subscript) and is_environ(node.value):
             key = named(node.slice)
@@ -187,9 +214,13 @@ def test_wacoll_variables_are_read_in_one_place():
     from wacoll.settings import VARIABLES
 
     own = ROOT / "settings.py"
-    readers = {str(path.relative_to(ROOT.parent)): reads
-               for path in sorted(ROOT.rglob("*.py")) if path != own
-               for reads in [_environment_reads(ast.parse(path.read_text()))] if reads}
+    readers = {
+        str(path.relative_to(ROOT.parent)): reads
+        for path in sorted(ROOT.rglob("*.py"))
+        if path != own
+        for reads in [_environment_reads(ast.parse(path.read_text()))]
+        if reads
+    }
     assert readers == {}, f"read WACOLL_* variables outside wacoll.settings: {readers}"
     text = own.read_text()
     for name in VARIABLES:
@@ -197,8 +228,9 @@ def test_wacoll_variables_are_read_in_one_place():
 
 
 def test_the_environment_check_finds_a_reader():
-    tree = ast.parse('import os\nENV = "WACOLL_X"\nos.environ.get(ENV, "")\n'
-                     'environ["WACOLL_Y"]\n')
+    tree = ast.parse(
+        'import os\nENV = "WACOLL_X"\nos.environ.get(ENV, "")\nenviron["WACOLL_Y"]\n'
+    )
     assert _environment_reads(tree) == ["WACOLL_X", "WACOLL_Y"]
 
 
@@ -216,14 +248,20 @@ def _exception_classes(tree, known=()) -> list:
 
     def is_exception(name):
         builtin = getattr(builtins, name, None)
-        return name.endswith(("Error", "Exception", "Warning")) or name in known or \
-            (isinstance(builtin, type) and issubclass(builtin, BaseException))
+        return (
+            name.endswith(("Error", "Exception", "Warning"))
+            or name in known
+            or (isinstance(builtin, type) and issubclass(builtin, BaseException))
+        )
 
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
-            names = [base.attr if isinstance(base, ast.Attribute) else base.id
-                     for base in node.bases if isinstance(base, (ast.Attribute, ast.Name))]
+            names = [
+                base.attr if isinstance(base, ast.Attribute) else base.id
+                for base in node.bases
+                if isinstance(base, (ast.Attribute, ast.Name))
+            ]
             if any(map(is_exception, names)):
                 found.append(node.name)
     return found
@@ -234,26 +272,37 @@ def test_exception_classes_live_in_errors():
     :mod:`wacoll.errors`."""
     own = ROOT / "errors.py"
     known = _class_names(ast.parse(own.read_text()))
-    defined = {str(path.relative_to(ROOT.parent)): classes
-               for path in sorted(ROOT.rglob("*.py")) if path != own
-               for classes in [_exception_classes(ast.parse(path.read_text()), known)]
-               if classes}
+    defined = {
+        str(path.relative_to(ROOT.parent)): classes
+        for path in sorted(ROOT.rglob("*.py"))
+        if path != own
+        for classes in [_exception_classes(ast.parse(path.read_text()), known)]
+        if classes
+    }
     assert defined == {}, f"exception classes defined outside wacoll.errors: {defined}"
 
 
 def test_the_exception_check_finds_a_class():
-    tree = ast.parse("from mpi4py import MPI\n"
-                     "class A(ValueError): pass\n"
-                     "class B(MPI.Exception): pass\n"
-                     "class C(StopIteration): pass\n"
-                     "class D(TestbedUnavailable): pass\n"
-                     "class E(UserWarning, dict): pass\n"
-                     "class F(dict): pass\n"
-                     "class G: pass\n"
-                     "def f():\n"
-                     "    class H(OSError): pass\n")
-    assert _exception_classes(tree, {"TestbedUnavailable"}) == ["A", "B", "C", "D", "E",
-                                                                 "H"]
+    tree = ast.parse(
+        "from mpi4py import MPI\n"
+        "class A(ValueError): pass\n"
+        "class B(MPI.Exception): pass\n"
+        "class C(StopIteration): pass\n"
+        "class D(TestbedUnavailable): pass\n"
+        "class E(UserWarning, dict): pass\n"
+        "class F(dict): pass\n"
+        "class G: pass\n"
+        "def f():\n"
+        "    class H(OSError): pass\n"
+    )
+    assert _exception_classes(tree, {"TestbedUnavailable"}) == [
+        "A",
+        "B",
+        "C",
+        "D",
+        "E",
+        "H",
+    ]
     assert _exception_classes(ast.parse("class D(TestbedUnavailable): pass")) == []
 
 
@@ -262,10 +311,20 @@ def test_the_exception_check_finds_a_class():
 #: lazily). The bridge between the plans and MPI is the MPI world's: it is the only
 #: layer that imports mpi4py.
 LAYERS = (
-    ("shared", ("wacoll.errors", "wacoll.settings", "wacoll.strict_json",
-                "wacoll.datafile")),
-    ("plan world", ("wacoll.costs", "wacoll.topology", "wacoll.calibration",
-                    "wacoll.trees", "wacoll.plans")),
+    (
+        "shared",
+        ("wacoll.errors", "wacoll.settings", "wacoll.strict_json", "wacoll.datafile"),
+    ),
+    (
+        "plan world",
+        (
+            "wacoll.costs",
+            "wacoll.topology",
+            "wacoll.calibration",
+            "wacoll.trees",
+            "wacoll.plans",
+        ),
+    ),
     ("kernels", ("wacoll._kernels",)),
     ("MPI world", ("wacoll.mpi",)),
     ("tools", ("wacoll.emulate", "wacoll.tools", "wacoll.cli")),
@@ -286,12 +345,15 @@ def test_every_module_has_a_layer():
 
 def test_no_import_reaches_up_a_layer():
     graph = import_graph()
-    upward = sorted((a, b) for a, b in graph.edges
-                    if None not in (layer_of(a), layer_of(b))
-                    and layer_of(a) < layer_of(b))
+    upward = sorted(
+        (a, b)
+        for a, b in graph.edges
+        if None not in (layer_of(a), layer_of(b)) and layer_of(a) < layer_of(b)
+    )
     assert upward == [], "imports from a lower layer into a higher one: " + ", ".join(
         f"{a} -> {b} ({LAYERS[layer_of(a)][0]} -> {LAYERS[layer_of(b)][0]})"
-        for a, b in upward)
+        for a, b in upward
+    )
 
 
 #: Where the private-name check reads: the package, its tests and benchmarks, and the
@@ -301,9 +363,12 @@ PRIVATE_NAME_SCOPE = ("wacoll", "tests", "benchmarks", "notebooks/make_notebooks
 
 def _every_module() -> set:
     """The dotted names of wacoll's modules, the compiled ones (``.pyx``) too."""
-    return {".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
-            for path in ROOT.rglob("*") if path.suffix in (".py", ".pyx")
-            for rel in [path.relative_to(ROOT.parent).with_suffix("")]}
+    return {
+        ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        for path in ROOT.rglob("*")
+        if path.suffix in (".py", ".pyx")
+        for rel in [path.relative_to(ROOT.parent).with_suffix("")]
+    }
 
 
 def _is_private(name: str) -> bool:
@@ -355,7 +420,7 @@ def private_name_uses(tree, module=None, mods=(), package=None) -> list:
                 if package is None:
                     continue
                 parts = package.split(".")
-                base = parts[:len(parts) - node.level + 1]
+                base = parts[: len(parts) - node.level + 1]
                 source = ".".join(base + ([node.module] if node.module else []))
             else:
                 source = node.module or ""
@@ -382,8 +447,12 @@ def private_name_uses(tree, module=None, mods=(), package=None) -> list:
         if isinstance(node, ast.Attribute):
             owner = owner_of(node.value)
             name = owner and private_of(owner, node.attr)
-        elif isinstance(node, ast.Call) and len(node.args) >= 2 and \
-                isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+        elif (
+            isinstance(node, ast.Call)
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
             owner = owner_of(node.args[0])
             name = owner and private_of(owner, node.args[1].value)
         if name:
@@ -392,9 +461,16 @@ def private_name_uses(tree, module=None, mods=(), package=None) -> list:
 
 
 def test_the_private_name_check_finds_every_form():
-    mods = {"wacoll", "wacoll.mpi", "wacoll.mpi.engine", "wacoll.mpi._runner",
-            "wacoll.plans", "wacoll.plans.sim", "wacoll.plans.sim.engine",
-            "wacoll.plans.sim.simulator"}
+    mods = {
+        "wacoll",
+        "wacoll.mpi",
+        "wacoll.mpi.engine",
+        "wacoll.mpi._runner",
+        "wacoll.plans",
+        "wacoll.plans.sim",
+        "wacoll.plans.sim.engine",
+        "wacoll.plans.sim.simulator",
+    }
     source = textwrap.dedent("""
         import wacoll.mpi._runner as _runner
         import wacoll.mpi.engine
@@ -419,12 +495,15 @@ def test_the_private_name_check_finds_every_form():
     # relative imports, resolved within wacoll; a module's own names are its own
     own = "from .engine import _Engine\nfrom . import engine\nengine._programs(_flat)\n"
     assert private_name_uses(ast.parse(own), "wacoll.plans.sim.simulator", mods) == [
-        (1, "wacoll.plans.sim.engine._Engine"), (3, "wacoll.plans.sim.engine._programs")]
+        (1, "wacoll.plans.sim.engine._Engine"),
+        (3, "wacoll.plans.sim.engine._programs"),
+    ]
     itself = "import wacoll.plans.sim.engine as me\nme._CACHE\n"
     assert private_name_uses(ast.parse(itself), "wacoll.plans.sim.engine", mods) == []
     package = "from .sim import _helper\nfrom . import sim\nsim._x\n"
-    assert private_name_uses(ast.parse(package), "wacoll.plans", mods, "wacoll.plans") == [
-        (1, "wacoll.plans.sim._helper"), (3, "wacoll.plans.sim._x")]
+    assert private_name_uses(
+        ast.parse(package), "wacoll.plans", mods, "wacoll.plans"
+    ) == [(1, "wacoll.plans.sim._helper"), (3, "wacoll.plans.sim._x")]
 
 
 def test_no_module_uses_a_private_name_of_another():
@@ -452,8 +531,10 @@ def test_no_module_uses_a_private_name_of_another():
             module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
             package = module if parts[-1] == "__init__" else None
         tree = ast.parse(path.read_text(), str(path))
-        found += [f"{rel}:{line}: {name}"
-                  for line, name in private_name_uses(tree, module, mods, package)]
+        found += [
+            f"{rel}:{line}: {name}"
+            for line, name in private_name_uses(tree, module, mods, package)
+        ]
     assert len(paths) > 100
     assert found == [], "private names of another module used:\n" + "\n".join(found)
 
@@ -463,12 +544,18 @@ REPO = ROOT.parent
 
 def test_the_layout_page_names_every_module():
     text = (REPO / "docs" / "layout.rst").read_text()
-    modules = sorted(p.relative_to(REPO).as_posix()
-                     for ext in ("*.py", "*.pyx") for p in ROOT.rglob(ext))
+    modules = sorted(
+        p.relative_to(REPO).as_posix()
+        for ext in ("*.py", "*.pyx")
+        for p in ROOT.rglob(ext)
+    )
     assert modules, "no modules found"
     missing = [m for m in modules if f"``{m}``" not in text]
     assert not missing, f"docs/layout.rst does not name {missing}: add a line for each"
-    listed = {line.split("``")[1] for line in text.splitlines()
-              if line.startswith("- ``wacoll/")}
+    listed = {
+        line.split("``")[1]
+        for line in text.splitlines()
+        if line.startswith("- ``wacoll/")
+    }
     gone = sorted(m for m in listed if not (REPO / m).exists())
     assert not gone, f"docs/layout.rst names modules that no longer exist: {gone}"

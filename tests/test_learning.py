@@ -119,15 +119,19 @@ def test_a_candidate_faster_by_less_than_the_calls_spread_does_not_replace_the_m
     library = [0.02, 1.20e-3, 1.45e-3, 1.28e-3, 1.50e-3, 1.31e-3]
     modern = [0.02] + [2e-3] * 5
     noisy = Tuning(Recorder(), rounds=6, clock_offset=0.0)
-    assert _explore_calls(noisy, {None: model, "native": library, "modern": modern}) \
-        is None
+    assert (
+        _explore_calls(noisy, {None: model, "native": library, "modern": modern}) is None
+    )
     row = noisy.table[0]
     assert row["seconds"][1] < row["seconds"][0] / (1 + MARGIN)
     assert row["spread"][0] + row["spread"][1] > row["seconds"][0] - row["seconds"][1]
     # the same medians from steady calls: the library is clearly faster
     steady = Tuning(Recorder(), rounds=6, clock_offset=0.0)
-    flat = {None: [0.02] + [1.40e-3] * 5, "native": [0.02] + [1.31e-3] * 5,
-            "modern": modern}
+    flat = {
+        None: [0.02] + [1.40e-3] * 5,
+        "native": [0.02] + [1.31e-3] * 5,
+        "modern": modern,
+    }
     assert _explore_calls(steady, flat) == "native"
     assert steady.table[0]["spread"] == [0.0, 0.0, 0.0]
 
@@ -136,8 +140,11 @@ def test_a_candidate_that_could_not_run_some_calls_does_not_replace_the_model():
     # a loop whose counts vary within one size class: the family plans some counts
     # and not others; its finite median says nothing sure
     tuning = Tuning(Recorder(), rounds=6, clock_offset=0.0)
-    calls = {None: [0.02] + [2e-3] * 5, "native": [0.02] + [3e-3] * 5,
-             "modern": [0.02, 1e-4, math.inf, 1e-4, math.inf, 1e-4]}
+    calls = {
+        None: [0.02] + [2e-3] * 5,
+        "native": [0.02] + [3e-3] * 5,
+        "modern": [0.02, 1e-4, math.inf, 1e-4, math.inf, 1e-4],
+    }
     assert _explore_calls(tuning, calls) is None
     assert math.isinf(tuning.table[0]["spread"][2])
 
@@ -153,4 +160,3 @@ def test_a_decided_shape_is_never_forgotten():
     for k in range(SHAPES + 5):  # many other shapes explored since
         tuning.observe(("bcast", k, "<f8", None, None, 0), 0.01, cands)
     assert tuning.family_for(SHAPE, [None, "native", "modern"]) == ("native", False)
-

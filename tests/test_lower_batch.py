@@ -61,11 +61,16 @@ def layouts(plan, rank, rng):
 
 def comparable(program):
     """A lowered program with its pack arrays as lists (arrays do not compare)."""
+
     def listed(index):
         return None if index is None else [a.tolist() for a in index]
-    steps = [dataclasses.replace(s, src_index=listed(s.src_index),
-                                 dst_index=listed(s.dst_index))
-             for s in program.steps]
+
+    steps = [
+        dataclasses.replace(
+            s, src_index=listed(s.src_index), dst_index=listed(s.dst_index)
+        )
+        for s in program.steps
+    ]
     return dataclasses.replace(program, steps=tuple(steps))
 
 
@@ -133,8 +138,11 @@ def test_random_programs_lower_alike(monkeypatch):
     direct = touched = 0
     for op in ("allreduce", "alltoallv", "allgather"):
         rng = random.Random(op)
-        kwargs = {"counts": [[rng.randrange(3) for _ in range(4)] for _ in range(4)]} \
-            if op == "alltoallv" else {"count": 3}
+        kwargs = (
+            {"counts": [[rng.randrange(3) for _ in range(4)] for _ in range(4)]}
+            if op == "alltoallv"
+            else {"count": 3}
+        )
         plan = build(op, Topology.from_sizes([2, 2]), "mpich", **kwargs)
         for _ in range(300):
             program = random_program(plan, rng, rng.randrange(1, 40))
@@ -146,6 +154,7 @@ def test_random_programs_lower_alike(monkeypatch):
                 except (PlanError, BufferMismatchError, IndexError) as e:
                     # (an id beyond the plan in a scratch buffer fails its layout)
                     return (type(e).__name__, str(e))
+
             batched = lowered()
             with monkeypatch.context() as patch:
                 patch.setattr(lowering, "SMALL_STEP", -1)

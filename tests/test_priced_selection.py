@@ -42,8 +42,10 @@ def test_the_fastest_predicted_wins():
     call = _allreduce(1 << 20)
     chosen = select(call, longfast)
     others = [select(call, longfast, family=f) for f in ("magpie", "modern", "gridmpi")]
-    assert _time(chosen, longfast, call) <= min(_time(o, longfast, call)
-                                                 for o in others) * 1.03
+    assert (
+        _time(chosen, longfast, call)
+        <= min(_time(o, longfast, call) for o in others) * 1.03
+    )
     assert chosen.family != "magpie"
 
 
@@ -58,8 +60,9 @@ def test_matsudas_allreduce_is_pipelined_on_a_long_fast_link():
     bcast = Call("bcast", count=1 << 21, itemsize=8, root=0)
     gridmpi = select(bcast, longfast, family="gridmpi")
     assert dict(gridmpi.options)["segments"] == Policy().max_segments
-    assert _time(gridmpi, longfast, bcast) <= _time(select(bcast, longfast), longfast,
-                                                   bcast)
+    assert _time(gridmpi, longfast, bcast) <= _time(
+        select(bcast, longfast), longfast, bcast
+    )
 
 
 def test_a_long_allgather_is_priced_too():
@@ -72,7 +75,8 @@ def test_a_long_allgather_is_priced_too():
     assert chosen.family == "gridmpi"
     assert "predicted fastest" in chosen.reason
     assert _time(chosen, longfast, call) < 0.85 * _time(
-        select(call, longfast, family="magpie"), longfast, call)
+        select(call, longfast, family="magpie"), longfast, call
+    )
     assert select(Call("allgather", count=1, itemsize=8), longfast).family == "magpie"
 
 
@@ -86,10 +90,14 @@ def test_a_priced_choice_does_not_depend_on_the_count_priced_first():
     # two policies that price these broadcasts alike, each its own cache
     # entries: one prices the octave's first count first, the other the second
     policies = (Policy(), Policy(reproducible_below=4097))
-    firsts = [select(calls[0], one8, policy=policies[0]).family,
-              select(calls[1], one8, policy=policies[1]).family]
-    seconds = [select(calls[1], one8, policy=policies[0]).family,
-               select(calls[0], one8, policy=policies[1]).family]
+    firsts = [
+        select(calls[0], one8, policy=policies[0]).family,
+        select(calls[1], one8, policy=policies[1]).family,
+    ]
+    seconds = [
+        select(calls[1], one8, policy=policies[0]).family,
+        select(calls[0], one8, policy=policies[1]).family,
+    ]
     assert len(set(firsts + seconds)) == 1, (firsts, seconds)
 
 
@@ -97,16 +105,26 @@ def test_short_vectors_and_large_communicators_keep_the_rule():
     pair = Topology.from_sizes([1, 1], wan_latency=2e-6, wan_bandwidth=5e9)
     plans_only = Policy(library_priced=False)
     assert select(_allreduce(1024), pair, policy=plans_only).family == "magpie"
-    assert select(_allreduce(1 << 24), pair,
-                  policy=Policy(priced_from=0, library_priced=False)).family == "magpie"
-    big = Topology.from_sizes([2] * 16, wan_latency=2e-6, wan_bandwidth=5e9)
-    assert select(_allreduce(1 << 24), big, policy=Policy(priced_up_to=16)).family \
+    assert (
+        select(
+            _allreduce(1 << 24), pair, policy=Policy(priced_from=0, library_priced=False)
+        ).family
         == "magpie"
+    )
+    big = Topology.from_sizes([2] * 16, wan_latency=2e-6, wan_bandwidth=5e9)
+    assert (
+        select(_allreduce(1 << 24), big, policy=Policy(priced_up_to=16)).family
+        == "magpie"
+    )
 
 
 def _costs(plan_call, library_call):
-    return CallCosts(plan_call=plan_call, plan_message=0.0, library_call=library_call,
-                     library_message=0.0)
+    return CallCosts(
+        plan_call=plan_call,
+        plan_message=0.0,
+        library_call=library_call,
+        library_message=0.0,
+    )
 
 
 @pytest.mark.parametrize("op", ["bcast", "reduce", "allreduce", "allgather"])
@@ -114,11 +132,13 @@ def test_where_no_plan_can_win_the_library_runs(op):
     assert not Policy().library_priced  # asked for: see its docstring
     # 4 x 2 ranks over links as fast as the library's: a plan saves no wide-area
     # latency, and a call of a plan costs more than the library's
-    fast = Topology.from_sizes([4, 4], wan_latency=5e-6, wan_bandwidth=5e9,
-                               intra_latency=5e-6)
+    fast = Topology.from_sizes(
+        [4, 4], wan_latency=5e-6, wan_bandwidth=5e9, intra_latency=5e-6
+    )
     call = Call(op, count=1, itemsize=8, root=0 if op in ("bcast", "reduce") else None)
-    dear_plans = Policy(call_costs=_costs(plan_call=50e-6, library_call=1e-6),
-                        library_priced=True)
+    dear_plans = Policy(
+        call_costs=_costs(plan_call=50e-6, library_call=1e-6), library_priced=True
+    )
     chosen = select(call, fast, policy=dear_plans)
     assert chosen.native
     assert "native" in chosen.reason and "magpie" in chosen.reason
@@ -129,8 +149,9 @@ def test_where_no_plan_can_win_the_library_runs(op):
 def test_where_a_plan_saves_wide_area_latency_it_runs():
     grid = Topology.from_sizes([2, 2, 2, 2])  # 10 ms, 1 MB/s
     call = Call("allreduce", count=1, itemsize=8)
-    chosen = select(call, grid, policy=Policy(call_costs=_costs(1e-3, 0.0),
-                                              library_priced=True))
+    chosen = select(
+        call, grid, policy=Policy(call_costs=_costs(1e-3, 0.0), library_priced=True)
+    )
     assert chosen.family == "magpie"
     magpie = _time(chosen, grid, call)
     library = _time(select(call, grid, family="native"), grid, call)
@@ -141,18 +162,23 @@ def test_the_library_is_predicted_as_the_modern_family_with_its_call_costs():
     pair = Topology.from_sizes([1, 1], wan_latency=1e-3, wan_bandwidth=1e9)
     call = _allreduce(8)
     costs = _costs(plan_call=0.0, library_call=7e-6)
-    library = predicted_time(select(call, pair, family="native"), pair, call,
-                             Policy(call_costs=costs))
-    modern = predicted_time(select(call, pair, family="modern"), pair, call,
-                            Policy(call_costs=FREE))
+    library = predicted_time(
+        select(call, pair, family="native"), pair, call, Policy(call_costs=costs)
+    )
+    modern = predicted_time(
+        select(call, pair, family="modern"), pair, call, Policy(call_costs=FREE)
+    )
     assert library == pytest.approx(modern + 7e-6)
 
 
 def test_a_strict_call_never_goes_to_the_library():
     fast = Topology.from_sizes([4, 4], wan_latency=5e-6, wan_bandwidth=5e9)
     call = Call("allreduce", count=1, itemsize=8, level="strict")
-    dear_plans = Policy(call_costs=_costs(plan_call=1.0, library_call=0.0),
-                        arithmetic="plain", library_priced=True)
+    dear_plans = Policy(
+        call_costs=_costs(plan_call=1.0, library_call=0.0),
+        arithmetic="plain",
+        library_priced=True,
+    )
     assert not select(call, fast, policy=dear_plans).native
 
 
@@ -182,10 +208,18 @@ def test_every_count_of_a_priced_octave_builds(sizes):
     """The choice is kept per octave of bytes; every count in it builds and proves."""
     topo = Topology.from_sizes(sizes, wan_latency=5e-4, wan_bandwidth=1e8)
     for count in (8192, 8193, 12345, 16383, 131071, 131072, 200001):
-        for op, level in (("allreduce", "commutative"), ("allreduce", "associative"),
-                          ("bcast", None)):
-            call = Call(op, count=count, itemsize=8, level=level,
-                        root=len(sizes) - 1 if op == "bcast" else None)
+        for op, level in (
+            ("allreduce", "commutative"),
+            ("allreduce", "associative"),
+            ("bcast", None),
+        ):
+            call = Call(
+                op,
+                count=count,
+                itemsize=8,
+                level=level,
+                root=len(sizes) - 1 if op == "bcast" else None,
+            )
             select(call, topo).build(topo).prove()
 
 

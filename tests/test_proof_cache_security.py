@@ -32,8 +32,9 @@ from wacoll.plans import Call, prooflock, proofs
 from wacoll.plans import select as select_plan
 from wacoll.plans.rank import plan_for_rank
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0,
-                                reason="plants files as another user: needs root")
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0, reason="plants files as another user: needs root"
+)
 
 OTHER = 65534  # nobody
 TOPO = Topology.from_sizes([3, 2, 3])
@@ -165,12 +166,14 @@ def test_a_fifo_where_a_record_should_be_does_not_block(shared):
         os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
 
     found, said = _run_with_timeout(
-        lambda: proofs.lookup(_sel(), TOPO, directory=shared), 1.0, unblock)
+        lambda: proofs.lookup(_sel(), TOPO, directory=shared), 1.0, unblock
+    )
     assert found is None
     assert any("is a FIFO, not a regular file" in m and "ignored" in m for m in said)
     # the whole path too: the plan is proved here and its proof replaces the FIFO
     proof, said = _run_with_timeout(
-        lambda: proofs.prove(_sel(), TOPO, directory=shared), 10.0, unblock)
+        lambda: proofs.prove(_sel(), TOPO, directory=shared), 10.0, unblock
+    )
     assert not proof.cached and proof.plan.proved
     assert sum("FIFO" in m for m in said) == 1  # (a waiter that looks again: once)
     assert stat.S_ISREG(os.lstat(path).st_mode)
@@ -246,8 +249,9 @@ def test_a_forged_report_is_not_believed(shared):
         record = json.load(fh)
     lie = {**record["report"], "messages": 0, "wide_area_messages": 0}
     forged = {k: v for k, v in record.items() if k != "mac"}
-    forged.update(report=lie,
-                  report_digest=proofs.report_digest(proofs.report_from_fields(lie)))
+    forged.update(
+        report=lie, report_digest=proofs.report_digest(proofs.report_from_fields(lie))
+    )
     with open(path, "w") as fh:
         fh.write(json.dumps(forged))
     with pytest.warns(ProofCacheWarning, match="carries no authentication code"):
@@ -259,8 +263,10 @@ def test_untrusted_records_are_warned_of_once_per_process(shared):
     """Records made with another key: one warning for the folder, not one a record
     (a job that met a folder of them warned 5-9 times a rank)."""
     topo = Topology.from_sizes([3, 3], wan_latency=0.01, wan_bandwidth=1e6)
-    sels = [select_plan(Call("bcast", count=count, itemsize=8, root=0), topo,
-                        family="magpie") for count in (16, 32, 64)]
+    sels = [
+        select_plan(Call("bcast", count=count, itemsize=8, root=0), topo, family="magpie")
+        for count in (16, 32, 64)
+    ]
     for sel in sels:
         genuine = proofs.prove(sel, topo, directory=shared)
         path = os.path.join(shared, f"{genuine.key}.json")
@@ -315,8 +321,10 @@ def test_a_symlinked_lock_creates_nothing_where_it_points(shared, others):
         as_other(os.symlink, target, lock)
     with pytest.raises(ProofLockRefused, match="symbolic link"):
         prooflock.Claim.take(shared, _key())
-    with within(5), pytest.warns(ProofCacheWarning,
-                                 match="symbolic link.*this process proves"):
+    with (
+        within(5),
+        pytest.warns(ProofCacheWarning, match="symbolic link.*this process proves"),
+    ):
         proof = proofs.prove(_sel(), TOPO, directory=shared)
     assert not proof.cached and proof.plan.proved
     assert not os.path.lexists(target)
@@ -363,13 +371,19 @@ def test_another_users_held_lock_is_not_waited_for(shared):
         with pytest.raises(ProofLockRefused, match=f"owned by uid {OTHER}"):
             prooflock.Claim.take(shared, _key())
         # the default wait is 300 s: none of it is spent on another user's lock
-        with within(5), pytest.warns(ProofCacheWarning,
-                                     match=f"owned by uid {OTHER}.*not waited for"):
+        with (
+            within(5),
+            pytest.warns(
+                ProofCacheWarning, match=f"owned by uid {OTHER}.*not waited for"
+            ),
+        ):
             part = plan_for_rank(_sel(), TOPO, 2, directory=shared)
         assert type(part).__name__ == "Plan" and part.proved
         with within(5):  # the proof stored meanwhile serves the next rank
-            assert type(plan_for_rank(_sel(), TOPO, 3, directory=shared)).__name__ == \
-                "RankPlan"
+            assert (
+                type(plan_for_rank(_sel(), TOPO, 3, directory=shared)).__name__
+                == "RankPlan"
+            )
     finally:
         holder.__exit__(None, None, None)
 
@@ -407,8 +421,9 @@ def test_a_cache_folder_others_can_write_is_refused(shared, mode):
     folder = os.path.join(shared, "proofs")
     os.mkdir(folder)
     os.chmod(folder, mode)
-    said = f"proof cache {folder} is refused: it is writable by others " \
-           f"\\(mode {mode:o}\\)"
+    said = (
+        f"proof cache {folder} is refused: it is writable by others \\(mode {mode:o}\\)"
+    )
     with pytest.warns(ProofCacheWarning, match=said):
         first = proofs.prove(_sel(), TOPO, directory=folder)
     again = proofs.prove(_sel(), TOPO, directory=folder)
@@ -418,8 +433,7 @@ def test_a_cache_folder_others_can_write_is_refused(shared, mode):
 
 def test_a_cache_folder_of_another_user_is_refused(others):
     os.chmod(others, 0o755)
-    with pytest.warns(ProofCacheWarning,
-                      match=f"is refused: it is owned by uid {OTHER}"):
+    with pytest.warns(ProofCacheWarning, match=f"is refused: it is owned by uid {OTHER}"):
         assert not proofs.prove(_sel(), TOPO, directory=others).cached
     assert os.listdir(others) == []
 
@@ -456,27 +470,38 @@ def _chown_other(path):
 
 
 KEY_FAULTS = {
-    "readable by others": (lambda p: os.chmod(p, 0o644),
-                           "readable or writable by others \\(mode 644\\)"),
-    "writable by the group": (lambda p: os.chmod(p, 0o620),
-                              "readable or writable by others \\(mode 620\\)"),
+    "readable by others": (
+        lambda p: os.chmod(p, 0o644),
+        "readable or writable by others \\(mode 644\\)",
+    ),
+    "writable by the group": (
+        lambda p: os.chmod(p, 0o620),
+        "readable or writable by others \\(mode 620\\)",
+    ),
     "another user's": (_chown_other, f"owned by uid {OTHER}"),
-    "a symbolic link": (lambda p: (os.rename(p, f"{p}.real"),
-                                   os.symlink(f"{p}.real", p)), "symbolic link"),
+    "a symbolic link": (
+        lambda p: (os.rename(p, f"{p}.real"), os.symlink(f"{p}.real", p)),
+        "symbolic link",
+    ),
     "not a key": (lambda p: _write(p, "password\n"), "does not hold a proof key"),
     "a FIFO": (lambda p: (os.unlink(p), os.mkfifo(p, 0o600)), "FIFO"),
 }
 
 
 @pytest.mark.parametrize("fault", sorted(KEY_FAULTS))
-def test_a_key_file_that_is_not_the_users_alone_turns_the_cache_off(tmp_path, own_key,
-                                                                     fault):
+def test_a_key_file_that_is_not_the_users_alone_turns_the_cache_off(
+    tmp_path, own_key, fault
+):
     proofs.prove(_sel(), TOPO, directory=tmp_path)  # (makes the key; a record)
     assert proofs.prove(_sel(), TOPO, directory=tmp_path).cached
     spoil, reason = KEY_FAULTS[fault]
     spoil(own_key)
-    with within(5), pytest.warns(ProofCacheWarning,
-                                 match=f"proof key {own_key} is refused: .*{reason}"):
+    with (
+        within(5),
+        pytest.warns(
+            ProofCacheWarning, match=f"proof key {own_key} is refused: .*{reason}"
+        ),
+    ):
         assert not proofs.prove(_sel(), TOPO, directory=tmp_path).cached
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -494,8 +519,10 @@ def _key_of(path, start, out):
 @pytest.mark.parametrize("link", [True, False], ids=["linked", "written in place"])
 def test_processes_that_make_the_key_together_end_with_one(tmp_path, monkeypatch, link):
     if not link:  # a file system without hard links: the key is written in place
+
         def no_links(*args):
             raise PermissionError(1, "Operation not permitted")
+
         monkeypatch.setattr(os, "link", no_links)
     path = str(tmp_path / "k" / "proof-key")
     ctx = multiprocessing.get_context("fork")

@@ -37,8 +37,10 @@ def test_processes_that_miss_together_prove_once(tmp_path, short_wait):
     ctx = multiprocessing.get_context("fork")
     ranks = [0, 5, 31, 63]
     start, results = ctx.Barrier(len(ranks)), ctx.Queue()
-    procs = [ctx.Process(target=_first_call, args=(str(tmp_path), r, start, results))
-             for r in ranks]
+    procs = [
+        ctx.Process(target=_first_call, args=(str(tmp_path), r, start, results))
+        for r in ranks
+    ]
     for p in procs:
         p.start()
     got = dict(results.get(timeout=120) for _ in procs)
@@ -96,8 +98,10 @@ def test_a_stuck_prover_is_waited_for_at_most_the_limit(tmp_path, monkeypatch):
 
 def _waiter(tmp_path, rank):
     got = []
-    thread = threading.Thread(daemon=True, target=lambda: got.append(
-        plan_for_rank(_sel(), TOPO, rank, directory=tmp_path)))
+    thread = threading.Thread(
+        daemon=True,
+        target=lambda: got.append(plan_for_rank(_sel(), TOPO, rank, directory=tmp_path)),
+    )
     thread.start()
     return thread, got
 
@@ -115,8 +119,7 @@ def test_a_waiter_gets_the_proof_the_holder_stores(tmp_path, short_wait):
     assert type(got[0]).__name__ == "RankPlan" and got[0].rank == 7
 
 
-def test_a_claim_given_up_without_a_proof_sends_the_waiter_to_prove(tmp_path,
-                                                                    short_wait):
+def test_a_claim_given_up_without_a_proof_sends_the_waiter_to_prove(tmp_path, short_wait):
     claim = prooflock.Claim.take(tmp_path, _key())
     try:
         thread, got = _waiter(tmp_path, 7)
@@ -131,7 +134,9 @@ def test_a_failed_proof_releases_the_claim(tmp_path, monkeypatch):
     def refuse(*args, **kwargs):
         raise PlanError("broken on purpose")
 
-    monkeypatch.setattr(Plan, "prove", refuse)  # (the proof plan_for_rank and prove() make)
+    monkeypatch.setattr(
+        Plan, "prove", refuse
+    )  # (the proof plan_for_rank and prove() make)
     with pytest.raises(PlanError, match="broken on purpose"):
         plan_for_rank(_sel(), TOPO, 0, directory=tmp_path)
     prooflock.Claim.take(tmp_path, _key()).release()  # free

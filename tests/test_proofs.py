@@ -55,11 +55,12 @@ def test_cache_dir_follows_the_environment(tmp_path):
     for off in ("off", "OFF", "0", "no", "false", " off "):
         assert proofs.cache_dir({proofs.ENV: off}) is None
     assert proofs.cache_dir({proofs.ENV: str(tmp_path)}) == tmp_path
-    assert proofs.cache_dir({"XDG_CACHE_HOME": "/x"}) == \
-        proofs.Path("/x/wacoll/proofs")
+    assert proofs.cache_dir({"XDG_CACHE_HOME": "/x"}) == proofs.Path("/x/wacoll/proofs")
     home = proofs.cache_dir({proofs.ENV: ""})
-    assert home.parts[-3:] == (".cache", "wacoll", "proofs") or \
-        home.parts[-2:] == ("wacoll", "proofs")
+    assert home.parts[-3:] == (".cache", "wacoll", "proofs") or home.parts[-2:] == (
+        "wacoll",
+        "proofs",
+    )
 
 
 def test_miss_proves_and_stores_then_hit_builds_nothing(tmp_path, builds):
@@ -95,19 +96,30 @@ def test_every_determinant_changes_the_key(monkeypatch):
         proofs.plan_key(_sel(itemsize=4), TOPO),
         proofs.plan_key(_sel("allgatherv", counts=(1,) * 8, count=None), TOPO),
         proofs.plan_key(_sel("allreduce", level="strict"), TOPO),
-        proofs.plan_key(select(Call("allgather", count=4, itemsize=8), TOPO,
-                               options={"intra": "binomial"}), TOPO),
-        proofs.plan_key(select(Call("allgather", count=4, itemsize=8), TOPO,
-                               family="mpich"), TOPO),
+        proofs.plan_key(
+            select(
+                Call("allgather", count=4, itemsize=8),
+                TOPO,
+                options={"intra": "binomial"},
+            ),
+            TOPO,
+        ),
+        proofs.plan_key(
+            select(Call("allgather", count=4, itemsize=8), TOPO, family="mpich"), TOPO
+        ),
     ]
     other_topo = Topology.from_clusters([[0, 1, 2], [3, 4], [5, 6, 7]], wan_latency=0.02)
-    others.append(proofs.plan_key(select(Call("allgather", count=4, itemsize=8),
-                                         other_topo), other_topo))
+    others.append(
+        proofs.plan_key(
+            select(Call("allgather", count=4, itemsize=8), other_topo), other_topo
+        )
+    )
     monkeypatch.setattr(proofs, "code_digest", lambda: "changed code")
     others.append(proofs.plan_key(_sel(), TOPO))
     assert len({base, *others}) == len(others) + 1
-    assert proofs.plan_key(_sel("allreduce", level="strict"), TOPO) != \
-        proofs.plan_key(_sel("allreduce", level="commutative"), TOPO)
+    assert proofs.plan_key(_sel("allreduce", level="strict"), TOPO) != proofs.plan_key(
+        _sel("allreduce", level="commutative"), TOPO
+    )
 
 
 def _record_path(tmp_path, sel):
@@ -119,23 +131,22 @@ CORRUPTIONS = {  # (signed with the user's key, unless said: each check on its o
     "not utf-8": lambda r: b"\xff\xfe",
     "a list": lambda r: b"[]",
     "deeply nested": lambda r: b"[" * 60000,
-    "unsigned": lambda r: json.dumps({k: v for k, v in r.items()
-                                      if k != "mac"}).encode(),
+    "unsigned": lambda r: json.dumps({k: v for k, v in r.items() if k != "mac"}).encode(),
     "tampered after signing": lambda r: json.dumps(
-        {**r, "ranks": list(reversed(r["ranks"]))}).encode(),
+        {**r, "ranks": list(reversed(r["ranks"]))}
+    ).encode(),
     "mac not a string": lambda r: json.dumps({**r, "mac": 0}).encode(),
     "extra field": lambda r: _sign({**r, "eval": "__import__('os')"}),
     "other key": lambda r: _sign({**r, "key": "0" * 64}),
     "other format": lambda r: _sign({**r, "format": proofs.FORMAT + 1}),
     "bad digest": lambda r: _sign({**r, "plan": "xyz"}),
     "tampered report": lambda r: _sign(
-        {**r, "report": {**r["report"], "max_wide_area_hops": 0}}),
-    "report types": lambda r: _sign(
-        {**r, "report": {**r["report"], "messages": "many"}}),
+        {**r, "report": {**r["report"], "max_wide_area_hops": 0}}
+    ),
+    "report types": lambda r: _sign({**r, "report": {**r["report"], "messages": "many"}}),
     "huge": lambda r: b" " * 70000 + _sign(r),
     "ranks short": lambda r: _sign({**r, "ranks": r["ranks"][:-1]}),
-    "ranks not digests": lambda r: _sign(
-        {**r, "ranks": ["zz" * 32] * len(r["ranks"])}),
+    "ranks not digests": lambda r: _sign({**r, "ranks": ["zz" * 32] * len(r["ranks"])}),
 }
 
 
@@ -153,15 +164,18 @@ def test_a_corrupt_file_is_ignored_with_a_warning_and_replaced(tmp_path, builds,
     assert proofs.prove(sel, TOPO, directory=tmp_path).cached
 
 
-def test_build_proved_takes_the_cached_report_only_for_the_same_plan(tmp_path,
-                                                                      monkeypatch):
+def test_build_proved_takes_the_cached_report_only_for_the_same_plan(
+    tmp_path, monkeypatch
+):
     sel = _sel()
     proofs.prove(sel, TOPO, directory=tmp_path)
     proofs_run = []
     from wacoll.plans import plan as plan_module
+
     real = plan_module.Plan.prove
-    monkeypatch.setattr(plan_module.Plan, "prove",
-                        lambda self: proofs_run.append(1) or real(self))
+    monkeypatch.setattr(
+        plan_module.Plan, "prove", lambda self: proofs_run.append(1) or real(self)
+    )
     plan = proofs.build_proved(sel, TOPO, directory=tmp_path)
     assert plan.proved and proofs_run == []
     # a record whose (valid) plan digest is another plan's: not trusted
@@ -177,10 +191,10 @@ def test_build_proved_takes_the_cached_report_only_for_the_same_plan(tmp_path,
 def test_the_record_holds_each_ranks_program_digest(tmp_path):
     sel = _sel("reduce_scatter_block", level="commutative")
     proof = proofs.prove(sel, TOPO, directory=tmp_path)
-    assert proof.rank_digests == tuple(proofs.program_digest(p)
-                                       for p in proof.plan.programs)
-    assert proofs.lookup(sel, TOPO, directory=tmp_path).rank_digests == \
-        proof.rank_digests
+    assert proof.rank_digests == tuple(
+        proofs.program_digest(p) for p in proof.plan.programs
+    )
+    assert proofs.lookup(sel, TOPO, directory=tmp_path).rank_digests == proof.rank_digests
 
 
 def test_a_rank_whose_program_is_not_the_proved_one_proves_the_whole_plan(tmp_path):
@@ -226,8 +240,10 @@ def test_a_cached_proof_lets_a_rank_derive_its_program_alone(tmp_path, builds):
 def test_a_proof_of_reproducible_arithmetic_is_of_the_plan_that_runs(tmp_path):
     # a strict float sum on accumulators: the proof is of the plan marked with its
     # arithmetic (level strict), the one build_proved and the ranks run
-    sel = select(Call("allreduce", count=128, itemsize=8, level="strict",
-                      accumulator_itemsize=32), TOPO)
+    sel = select(
+        Call("allreduce", count=128, itemsize=8, level="strict", accumulator_itemsize=32),
+        TOPO,
+    )
     assert sel.arithmetic == "reproducible"
     proof = proofs.prove(sel, TOPO, directory=tmp_path)
     assert (proof.report.level, proof.report.arithmetic) == ("strict", "reproducible")

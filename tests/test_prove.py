@@ -7,8 +7,8 @@ import pytest
 from wacoll import PlanError, Topology
 from wacoll.plans import build
 from wacoll.plans.builder import PlanBuilder
-from wacoll.plans.prove import Expressions, canonical_expression
 from wacoll.plans.plan import Plan, Step
+from wacoll.plans.prove import Expressions, canonical_expression
 
 
 def mutate(plan, rank, edit):
@@ -39,11 +39,15 @@ def test_dropped_step_names_rank_and_step():
 
 def test_changed_peer_is_caught():
     plan = lam_reduce()
-    broken = mutate(plan, 13, lambda steps: steps[:-1] + [dataclasses.replace(
-        steps[-1], peer=14)])
+    broken = mutate(
+        plan, 13, lambda steps: steps[:-1] + [dataclasses.replace(steps[-1], peer=14)]
+    )
     # rank 13 now sends to 14, which has no receive for it; 12 waits in vain
-    with pytest.raises(PlanError, match=r"rank 12 step 1 receives from 13, which never "
-                                        r"sends it") as e:
+    with pytest.raises(
+        PlanError,
+        match=r"rank 12 step 1 receives from 13, which never "
+        r"sends it",
+    ) as e:
         broken.prove()
     assert (e.value.rank, e.value.step) == (12, 1)
 
@@ -63,12 +67,16 @@ def test_block_sent_twice_is_caught_for_reductions_and_movement():
     plan = lam_reduce("commutative")
     twice = mutate(plan, 13, lambda s: s + [s[-1]])
     twice = mutate(twice, 12, lambda s: s[:2] + [s[1]] + s[2:])
-    with pytest.raises(PlanError, match=r"rank 12 step 2 .* contribution of rank 13 twice"):
+    with pytest.raises(
+        PlanError, match=r"rank 12 step 2 .* contribution of rank 13 twice"
+    ):
         twice.prove()
     bcast = build("bcast", Topology.single(4), "tree", tree="flat")
     again = mutate(bcast, 0, lambda s: s + [s[0]])
     again = mutate(again, 1, lambda s: s + s)
-    with pytest.raises(PlanError, match=r"rank 1 step 1 .* already holds that data in .out."):
+    with pytest.raises(
+        PlanError, match=r"rank 1 step 1 .* already holds that data in .out."
+    ):
         again.prove()
 
 
@@ -105,7 +113,9 @@ def test_buffers_are_respected():
         b.build().prove()
     b = PlanBuilder("gather", Topology.single(2), root=0)
     b.transfer(1, 0, (0,), "in", "out")
-    with pytest.raises(PlanError, match="reads block 0 of 'in', which rank 1 does not hold"):
+    with pytest.raises(
+        PlanError, match="reads block 0 of 'in', which rank 1 does not hold"
+    ):
         b.build().prove()
 
 
@@ -122,8 +132,9 @@ def test_results_are_verified():
     b.copy(1, (0,), "acc", "out")
     b.transfer(0, 2, (0,), "out", "acc")
     b.copy(2, (0,), "acc", "out")
-    with pytest.raises(PlanError, match="rank 0 block 0 of 'out' lacks the contributions "
-                                        "of ranks 2"):
+    with pytest.raises(
+        PlanError, match="rank 0 block 0 of 'out' lacks the contributions of ranks 2"
+    ):
         b.build().prove()
 
 
@@ -138,12 +149,20 @@ def test_strict_level_needs_the_canonical_expression():
 
 
 def test_arrival_order_groups_need_commutative():
-    plan = build("reduce", Topology.single(5), "tree", tree="flat", level="commutative",
-                 arrival=True)
+    plan = build(
+        "reduce",
+        Topology.single(5),
+        "tree",
+        tree="flat",
+        level="commutative",
+        arrival=True,
+    )
     plan.prove()
     assert any(s.group for s in plan.programs[0])
     forced = dataclasses.replace(plan, level="associative")
-    with pytest.raises(PlanError, match="arrival-order combining needs level 'commutative'"):
+    with pytest.raises(
+        PlanError, match="arrival-order combining needs level 'commutative'"
+    ):
         forced.prove()
 
 
@@ -179,7 +198,9 @@ def test_plan_validates_its_fields():
 
 def test_message_graph_view():
     topo = Topology.from_sizes([2, 2])
-    g = build("bcast", topo, "tree", tree="two-level", count=100, itemsize=8).message_graph()
+    g = build(
+        "bcast", topo, "tree", tree="two-level", count=100, itemsize=8
+    ).message_graph()
     assert g.number_of_edges() == 3
     assert {r: d["cluster"] for r, d in g.nodes(data=True)} == {0: 0, 1: 0, 2: 1, 3: 1}
     wan = [(u, v, d["bytes"]) for u, v, d in g.edges(data=True) if d["wide_area"]]
@@ -200,7 +221,10 @@ def test_block_delivered_again_into_another_buffer_is_caught():
     bcast = build("bcast", Topology.single(3), "tree", tree="flat")
     again = mutate(bcast, 0, lambda s: s + [Step("send", (0,), peer=2, src="out")])
     again = mutate(again, 2, lambda s: s + [Step("recv", (0,), peer=0, dst="tmp")])
-    with pytest.raises(PlanError, match=r"rank 2 step 1 .* already holds that data in "
-                                        r"'out' \(a block sent twice\)") as e:
+    with pytest.raises(
+        PlanError,
+        match=r"rank 2 step 1 .* already holds that data in "
+        r"'out' \(a block sent twice\)",
+    ) as e:
         again.prove()
     assert (e.value.rank, e.value.step) == (2, 1)

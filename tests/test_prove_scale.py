@@ -17,15 +17,16 @@ import pytest
 
 from wacoll import PlanError, Topology
 from wacoll.plans import FAMILIES, build, builders, options
-from wacoll.plans.prove import prove_plan
 from wacoll.plans.plan import Step
+from wacoll.plans.prove import prove_plan
 from wacoll.plans.prover import encode as encoding
 from wacoll.plans.prover import flow, pairing, pieces, values
 from wacoll.plans.prover.layout import Layout
 from wacoll.plans.prover.run import Run
 
 _SPEC = importlib.util.spec_from_file_location(
-    "reference_check", pathlib.Path(__file__).with_name("reference_check.py"))
+    "reference_check", pathlib.Path(__file__).with_name("reference_check.py")
+)
 reference = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(reference)
 
@@ -56,7 +57,7 @@ def replace(plan, edits):
     (empty: the step is removed)."""
     programs = [list(p) for p in plan.programs]
     for (r, i), new in sorted(edits.items(), reverse=True):
-        programs[r][i:i + 1] = new
+        programs[r][i : i + 1] = new
     return dataclasses.replace(plan, programs=tuple(map(tuple, programs)))
 
 
@@ -101,7 +102,8 @@ def mutate(plan, rng):
         prog[i], prog[j] = prog[j], prog[i]
     elif what == 3 and prog and s.peer is not None:
         prog[i] = dataclasses.replace(
-            s, peer=rng.choice([r, -1, plan.size, rng.randrange(plan.size)]))
+            s, peer=rng.choice([r, -1, plan.size, rng.randrange(plan.size)])
+        )
     elif what == 4 and prog:
         blocks = list(s.blocks)
         how = rng.randrange(4)
@@ -117,20 +119,31 @@ def mutate(plan, rng):
         if s.peer is not None and 0 <= s.peer < plan.size and rng.random() < 0.7:
             other = programs[s.peer]
             for k, t in enumerate(other):  # the partner too, so that they still pair
-                if t.peer == r and t.blocks == s.blocks and \
-                        (s.kind == "send") != (t.kind == "send"):
+                if (
+                    t.peer == r
+                    and t.blocks == s.blocks
+                    and (s.kind == "send") != (t.kind == "send")
+                ):
                     other[k] = dataclasses.replace(t, blocks=tuple(blocks))
                     break
     elif what == 5 and prog:
-        name = "src" if s.src is not None and (s.dst is None or rng.random() < 0.5) \
+        name = (
+            "src"
+            if s.src is not None and (s.dst is None or rng.random() < 0.5)
             else "dst"
+        )
         prog[i] = dataclasses.replace(s, **{name: rng.choice(BUFFERS)})
     elif what == 6 and prog and s.side is not None:
         prog[i] = dataclasses.replace(s, side="left" if s.side == "right" else "right")
     elif what == 7 and prog:
         if s.kind == "recv":
-            prog[i] = Step("recv_combine", s.blocks, peer=s.peer, dst=s.dst,
-                           side=rng.choice(["left", "right"]))
+            prog[i] = Step(
+                "recv_combine",
+                s.blocks,
+                peer=s.peer,
+                dst=s.dst,
+                side=rng.choice(["left", "right"]),
+            )
         elif s.kind == "recv_combine":
             prog[i] = Step("recv", s.blocks, peer=s.peer, dst=s.dst)
         elif s.kind == "copy":
@@ -143,16 +156,27 @@ def mutate(plan, rng):
         blocks = tuple(rng.sample(range(max(plan.nblocks, 1)), count))
         how = rng.randrange(3)
         if how == 0:
-            prog.insert(at, Step("copy", blocks, src=rng.choice(BUFFERS),
-                                 dst=rng.choice(BUFFERS)))
+            prog.insert(
+                at, Step("copy", blocks, src=rng.choice(BUFFERS), dst=rng.choice(BUFFERS))
+            )
         elif how == 1:
-            prog.insert(at, Step("combine", blocks, src=rng.choice(BUFFERS),
-                                 dst=rng.choice(BUFFERS), side="right"))
+            prog.insert(
+                at,
+                Step(
+                    "combine",
+                    blocks,
+                    src=rng.choice(BUFFERS),
+                    dst=rng.choice(BUFFERS),
+                    side="right",
+                ),
+            )
         else:
             q = rng.randrange(plan.size)
             prog.insert(at, Step("send", blocks, peer=q, src=rng.choice(BUFFERS)))
-            programs[q].insert(rng.randrange(len(programs[q]) + 1),
-                               Step("recv", blocks, peer=r, dst=rng.choice(BUFFERS)))
+            programs[q].insert(
+                rng.randrange(len(programs[q]) + 1),
+                Step("recv", blocks, peer=r, dst=rng.choice(BUFFERS)),
+            )
     elif what == 9 and prog and s.kind == "recv_combine":
         prog[i] = dataclasses.replace(s, group=1)
     return dataclasses.replace(plan, programs=tuple(map(tuple, programs)))
@@ -193,10 +217,16 @@ def test_the_reader_of_steps_folds_what_no_plan_can_use_and_takes_any_programs()
     row = int(steps.start[1]) - 1
     at = slice(steps.first[row], steps.first[row + 1])
     assert steps.peer[row] == encoding.BAD_PEER and steps.buffers[steps.src[row]] == "q"
-    assert (steps.block[at].tolist(), steps.length[at].tolist()) == ([plan.nblocks, 2],
-                                                                     [1, 3])
-    same_arrays(encoding.encode(dataclasses.replace(
-        odd, programs=[list(p) for p in odd.programs])), steps)
+    assert (steps.block[at].tolist(), steps.length[at].tolist()) == (
+        [plan.nblocks, 2],
+        [1, 3],
+    )
+    same_arrays(
+        encoding.encode(
+            dataclasses.replace(odd, programs=[list(p) for p in odd.programs])
+        ),
+        steps,
+    )
     empty = dataclasses.replace(plan, programs=((),) * plan.size)
     assert encoding.encode(empty).nsteps == 0
 
@@ -225,16 +255,22 @@ def varied_plans(seed, mutations):
     return plans + [mutate(rng.choice(plans), rng) for _ in range(mutations)]
 
 
-@pytest.mark.parametrize("plan", [
-    build("allgather", Topology.from_sizes([3, 4]), "mpich"),
-    build("allreduce", Topology.from_sizes([3, 4, 2]), "magpie", level="strict"),
-    build("alltoall", Topology.from_sizes([3, 4]), "combining"),
-    build("alltoallv", Topology.from_sizes([5, 2, 4]), "combining"),
-    build("scan", Topology.single(6), "magpie"),
-    build("reduce_scatter", Topology.from_sizes([2, 3]), "mpich", level="strict")],
-    ids=lambda plan: f"{plan.op}-{plan.family}")
+@pytest.mark.parametrize(
+    "plan",
+    [
+        build("allgather", Topology.from_sizes([3, 4]), "mpich"),
+        build("allreduce", Topology.from_sizes([3, 4, 2]), "magpie", level="strict"),
+        build("alltoall", Topology.from_sizes([3, 4]), "combining"),
+        build("alltoallv", Topology.from_sizes([5, 2, 4]), "combining"),
+        build("scan", Topology.single(6), "magpie"),
+        build("reduce_scatter", Topology.from_sizes([2, 3]), "mpich", level="strict"),
+    ],
+    ids=lambda plan: f"{plan.op}-{plan.family}",
+)
 def test_programs_held_as_arrays_and_as_steps_prove_alike(plan):
-    assert plan.prove() == dataclasses.replace(plan, programs=tuple(plan.programs)).prove()
+    assert (
+        plan.prove() == dataclasses.replace(plan, programs=tuple(plan.programs)).prove()
+    )
 
 
 def test_packed_and_ordered_keys_agree_on_varied_plans(monkeypatch):
@@ -271,10 +307,12 @@ def write_hops(plan):
 def test_hops_count_copies_and_pieces_as_the_earlier_checker_does():
     # the most wide-area hops (receives and copies), on plans whose pieces differ at
     # a message's two ends and whose copies relay received data
-    plans = [build("alltoall", Topology.from_sizes([3, 4, 2]), "combining"),
-             build("allgather", Topology.from_sizes([2, 3, 3]), "magpie"),
-             build("bcast", Topology.from_sizes([3, 3]), "magpie", root=4),
-             build("gatherv", Topology.from_sizes([4, 1, 3]), "magpie", root=2)]
+    plans = [
+        build("alltoall", Topology.from_sizes([3, 4, 2]), "combining"),
+        build("allgather", Topology.from_sizes([2, 3, 3]), "magpie"),
+        build("bcast", Topology.from_sizes([3, 3]), "magpie", root=4),
+        build("gatherv", Topology.from_sizes([4, 1, 3]), "magpie", root=2),
+    ]
     for plan in plans:
         same(plan)
         assert write_hops(plan).max() >= 1, plan.op
@@ -288,10 +326,12 @@ def allgather_1024():
 
 def _exchange(plan, a, b):
     """The indices of coordinator ``a``'s send to ``b`` and ``b``'s receive of it."""
-    send = next(i for i, s in enumerate(plan.programs[a])
-                if s.kind == "send" and s.peer == b)
-    recv = next(i for i, s in enumerate(plan.programs[b])
-                if s.kind == "recv" and s.peer == a)
+    send = next(
+        i for i, s in enumerate(plan.programs[a]) if s.kind == "send" and s.peer == b
+    )
+    recv = next(
+        i for i, s in enumerate(plan.programs[b]) if s.kind == "recv" and s.peer == a
+    )
     return send, recv
 
 
@@ -305,21 +345,35 @@ def test_a_block_dropped_from_one_message_is_refused_at_1024_ranks(allgather_102
     send, recv = _exchange(plan, 0, 128)
     step = plan.programs[0][send]
     kept = step.blocks[:-1]  # block 127 no longer reaches cluster 1
-    broken = replace(plan, {
-        (0, send): [dataclasses.replace(step, blocks=kept)],
-        (128, recv): [dataclasses.replace(plan.programs[128][recv], blocks=kept)]})
-    with pytest.raises(PlanError, match=r"reads block 127 of 'out', which rank 128 does "
-                                        r"not hold") as e:
+    broken = replace(
+        plan,
+        {
+            (0, send): [dataclasses.replace(step, blocks=kept)],
+            (128, recv): [dataclasses.replace(plan.programs[128][recv], blocks=kept)],
+        },
+    )
+    with pytest.raises(
+        PlanError,
+        match=r"reads block 127 of 'out', which rank 128 does "
+        r"not hold",
+    ) as e:
         broken.prove()
     assert e.value.rank == 128
     # the same edit on a small plan: the same error from both provers
     small = build("allgather", Topology.from_sizes([4] * 3), "magpie")
     send, recv = _exchange(small, 0, 4)
     step = small.programs[0][send]
-    same(replace(small, {
-        (0, send): [dataclasses.replace(step, blocks=step.blocks[:-1])],
-        (4, recv): [dataclasses.replace(small.programs[4][recv],
-                                        blocks=step.blocks[:-1])]}))
+    same(
+        replace(
+            small,
+            {
+                (0, send): [dataclasses.replace(step, blocks=step.blocks[:-1])],
+                (4, recv): [
+                    dataclasses.replace(small.programs[4][recv], blocks=step.blocks[:-1])
+                ],
+            },
+        )
+    )
 
 
 def test_a_block_sent_twice_in_one_message_is_refused_at_1024_ranks(allgather_1024):
@@ -327,12 +381,19 @@ def test_a_block_sent_twice_in_one_message_is_refused_at_1024_ranks(allgather_10
     send, recv = _exchange(plan, 0, 256)
     step = plan.programs[0][send]
     doubled = step.blocks + (step.blocks[5],)
-    broken = replace(plan, {
-        (0, send): [dataclasses.replace(step, blocks=doubled)],
-        (256, recv): [dataclasses.replace(plan.programs[256][recv], blocks=doubled)]})
-    with pytest.raises(PlanError, match=r"rank 256 step \d+ \(recv 0 .*\): receives "
-                                        r"block 5 into 'out', but rank 256 already holds "
-                                        r"that data in 'out' \(a block sent twice\)"):
+    broken = replace(
+        plan,
+        {
+            (0, send): [dataclasses.replace(step, blocks=doubled)],
+            (256, recv): [dataclasses.replace(plan.programs[256][recv], blocks=doubled)],
+        },
+    )
+    with pytest.raises(
+        PlanError,
+        match=r"rank 256 step \d+ \(recv 0 .*\): receives "
+        r"block 5 into 'out', but rank 256 already holds "
+        r"that data in 'out' \(a block sent twice\)",
+    ):
         broken.prove()
 
 
@@ -344,20 +405,40 @@ def test_a_message_of_an_alltoall_at_1024_ranks_dropped_or_doubled_is_refused():
     assert plan.programs[5][send].blocks == (5 * size + 6,)
     assert plan.programs[6][recv].peer == 5
     dropped = replace(plan, {(5, send): [], (6, recv): []})
-    with pytest.raises(PlanError, match=f"rank 6 ends without block {5 * size + 6} in "
-                                        f"'out'"):
+    with pytest.raises(
+        PlanError, match=f"rank 6 ends without block {5 * size + 6} in 'out'"
+    ):
         dropped.prove()
-    twice = replace(plan, {(5, send): [plan.programs[5][send]] * 2,
-                           (6, recv): [plan.programs[6][recv]] * 2})
-    with pytest.raises(PlanError, match=f"rank 6 step {recv + 1} .*receives block "
-                                        f"{5 * size + 6} into 'out', but rank 6 already "
-                                        f"holds"):
+    twice = replace(
+        plan,
+        {
+            (5, send): [plan.programs[5][send]] * 2,
+            (6, recv): [plan.programs[6][recv]] * 2,
+        },
+    )
+    with pytest.raises(
+        PlanError,
+        match=f"rank 6 step {recv + 1} .*receives block "
+        f"{5 * size + 6} into 'out', but rank 6 already "
+        f"holds",
+    ):
         twice.prove()
-    elsewhere = replace(plan, {
-        (5, send): [dataclasses.replace(plan.programs[5][send], blocks=(5 * size + 7,))],
-        (6, recv): [dataclasses.replace(plan.programs[6][recv], blocks=(5 * size + 7,))]})
-    with pytest.raises(PlanError, match=f"writes block {5 * size + 7} to 'out', which "
-                                        f"has no place for it on rank 6"):
+    elsewhere = replace(
+        plan,
+        {
+            (5, send): [
+                dataclasses.replace(plan.programs[5][send], blocks=(5 * size + 7,))
+            ],
+            (6, recv): [
+                dataclasses.replace(plan.programs[6][recv], blocks=(5 * size + 7,))
+            ],
+        },
+    )
+    with pytest.raises(
+        PlanError,
+        match=f"writes block {5 * size + 7} to 'out', which "
+        f"has no place for it on rank 6",
+    ):
         elsewhere.prove()
 
 
@@ -378,23 +459,37 @@ def combined_twice(plan, r):
         ``(broken, i, step)``: the broken plan, the index of that receive in
         ``r``'s program, and the receive.
     """
-    i, step = next((i, s) for i, s in enumerate(plan.programs[r])
-                   if s.kind == "recv_combine")
-    j = next(j for j, s in enumerate(plan.programs[step.peer])
-             if s.kind == "send" and s.peer == r)
-    broken = replace(plan, {(r, i): [step, step],
-                            (step.peer, j): [plan.programs[step.peer][j]] * 2})
+    i, step = next(
+        (i, s) for i, s in enumerate(plan.programs[r]) if s.kind == "recv_combine"
+    )
+    j = next(
+        j
+        for j, s in enumerate(plan.programs[step.peer])
+        if s.kind == "send" and s.peer == r
+    )
+    broken = replace(
+        plan, {(r, i): [step, step], (step.peer, j): [plan.programs[step.peer][j]] * 2}
+    )
     return broken, i, step
 
 
 def test_a_partial_combined_twice_is_refused_at_1024_ranks():
-    plan = build("reduce_scatter_block", Topology.from_sizes([128] * 8), "mpich",
-                 level="commutative")
-    r = next(r for r in range(plan.size) if any(s.kind == "recv_combine"
-                                                 for s in plan.programs[r]))
+    plan = build(
+        "reduce_scatter_block",
+        Topology.from_sizes([128] * 8),
+        "mpich",
+        level="commutative",
+    )
+    r = next(
+        r
+        for r in range(plan.size)
+        if any(s.kind == "recv_combine" for s in plan.programs[r])
+    )
     broken, i, step = combined_twice(plan, r)
-    with pytest.raises(PlanError, match=f"rank {r} step {i + 1} .*combines the "
-                                        f"contribution of rank {step.peer}") as e:
+    with pytest.raises(
+        PlanError,
+        match=f"rank {r} step {i + 1} .*combines the contribution of rank {step.peer}",
+    ) as e:
         broken.prove()
     assert (e.value.rank, e.value.step) == (r, i + 1)
 
@@ -402,13 +497,26 @@ def test_a_partial_combined_twice_is_refused_at_1024_ranks():
 def test_a_wrong_side_is_refused_at_level_strict_at_1024_ranks():
     plan = build("allreduce", Topology.from_sizes([128] * 8), "mpich", level="strict")
     plan.prove()
-    r, i = next((r, i) for r in range(plan.size) for i, s in enumerate(plan.programs[r])
-                if s.kind == "recv_combine")
+    r, i = next(
+        (r, i)
+        for r in range(plan.size)
+        for i, s in enumerate(plan.programs[r])
+        if s.kind == "recv_combine"
+    )
     step = plan.programs[r][i]
-    flipped = replace(plan, {(r, i): [dataclasses.replace(
-        step, side="left" if step.side == "right" else "right")]})
-    with pytest.raises(PlanError, match=f"rank {r} step {i} .*not part of the canonical "
-                                        f"expression"):
+    flipped = replace(
+        plan,
+        {
+            (r, i): [
+                dataclasses.replace(
+                    step, side="left" if step.side == "right" else "right"
+                )
+            ]
+        },
+    )
+    with pytest.raises(
+        PlanError, match=f"rank {r} step {i} .*not part of the canonical expression"
+    ):
         flipped.prove()
     associative = dataclasses.replace(flipped, level="associative")
     with pytest.raises(PlanError, match=f"rank {r} step {i} .*breaking rank order"):
@@ -418,14 +526,22 @@ def test_a_wrong_side_is_refused_at_level_strict_at_1024_ranks():
 # ------------------------------------------------------- the recent family at 4096
 #: Every recent algorithm proved at 4096 ranks (one cluster, a block per rank or a
 #: chunk per rank): minutes in all, so run with ``WACOLL_TEST_SCALE=1`` only.
-RECENT_4096 = [(op, name) for op, names in sorted(
-    __import__("wacoll.plans.families.recent", fromlist=["ALGORITHMS"]).ALGORITHMS.items())
-    for name in names]
+RECENT_4096 = [
+    (op, name)
+    for op, names in sorted(
+        __import__(
+            "wacoll.plans.families.recent", fromlist=["ALGORITHMS"]
+        ).ALGORITHMS.items()
+    )
+    for name in names
+]
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(__import__("os").environ.get("WACOLL_TEST_SCALE") != "1",
-                    reason="set WACOLL_TEST_SCALE=1 to prove the 4096-rank plans")
+@pytest.mark.skipif(
+    __import__("os").environ.get("WACOLL_TEST_SCALE") != "1",
+    reason="set WACOLL_TEST_SCALE=1 to prove the 4096-rank plans",
+)
 @pytest.mark.parametrize("op,name", RECENT_4096, ids=lambda x: str(x))
 def test_every_recent_algorithm_is_proved_at_4096_ranks(op, name):
     size = 4096
@@ -444,12 +560,21 @@ def test_every_recent_algorithm_is_proved_at_4096_ranks(op, name):
 def recent_plans():
     """Swing's, Bine's and PAT's reductions on a few sizes (level commutative)."""
     for size in (2, 7, 8, 12):
-        for op, name in (("allreduce", "swing"), ("allreduce", "bine"),
-                         ("reduce_scatter_block", "swing"),
-                         ("reduce_scatter_block", "bine"),
-                         ("reduce_scatter", "pat")):
-            yield build(op, Topology.single(size), "recent", algorithm=name,
-                        level="commutative", count=size)
+        for op, name in (
+            ("allreduce", "swing"),
+            ("allreduce", "bine"),
+            ("reduce_scatter_block", "swing"),
+            ("reduce_scatter_block", "bine"),
+            ("reduce_scatter", "pat"),
+        ):
+            yield build(
+                op,
+                Topology.single(size),
+                "recent",
+                algorithm=name,
+                level="commutative",
+                count=size,
+            )
 
 
 @pytest.mark.parametrize("seed", range(2))
@@ -475,42 +600,57 @@ def exact_outcome(plan, monkeypatch):
 
 @pytest.fixture(scope="module")
 def swing_256():
-    return build("allreduce", Topology.single(256), "recent", algorithm="swing",
-                 level="commutative", count=256)
+    return build(
+        "allreduce",
+        Topology.single(256),
+        "recent",
+        algorithm="swing",
+        level="commutative",
+        count=256,
+    )
 
 
-def test_a_swing_allreduce_at_256_ranks_combining_twice_is_refused(swing_256,
-                                                                    monkeypatch):
+def test_a_swing_allreduce_at_256_ranks_combining_twice_is_refused(
+    swing_256, monkeypatch
+):
     r = 5
     broken, i, _ = combined_twice(swing_256, r)
-    with pytest.raises(PlanError, match=f"rank {r} step {i + 1} .*combines the "
-                                        f"contribution of rank") as e:
+    with pytest.raises(
+        PlanError, match=f"rank {r} step {i + 1} .*combines the contribution of rank"
+    ) as e:
         broken.prove()
     assert (e.value.rank, e.value.step) == (r, i + 1)
     assert outcome(prove_plan, broken) == exact_outcome(broken, monkeypatch)
 
 
-def test_a_block_dropped_from_a_swing_allgather_message_is_refused(swing_256,
-                                                                  monkeypatch):
+def test_a_block_dropped_from_a_swing_allgather_message_is_refused(
+    swing_256, monkeypatch
+):
     plan = swing_256
     r = 9
     i, step = [(i, s) for i, s in enumerate(plan.programs[r]) if s.kind == "recv"][-1]
-    j = next(j for j, s in enumerate(plan.programs[step.peer])
-             if s.kind == "send" and s.peer == r and s.blocks == step.blocks)
+    j = next(
+        j
+        for j, s in enumerate(plan.programs[step.peer])
+        if s.kind == "send" and s.peer == r and s.blocks == step.blocks
+    )
     kept = step.blocks[:-1]
-    broken = replace(plan, {
-        (r, i): [dataclasses.replace(step, blocks=kept)],
-        (step.peer, j): [dataclasses.replace(plan.programs[step.peer][j],
-                                             blocks=kept)]})
-    with pytest.raises(PlanError, match=f"rank {r} ends without block "
-                                        f"{step.blocks[-1]}"):
+    broken = replace(
+        plan,
+        {
+            (r, i): [dataclasses.replace(step, blocks=kept)],
+            (step.peer, j): [
+                dataclasses.replace(plan.programs[step.peer][j], blocks=kept)
+            ],
+        },
+    )
+    with pytest.raises(PlanError, match=f"rank {r} ends without block {step.blocks[-1]}"):
         broken.prove()
     # a block received twice: the copy it already holds is found block by block
-    twice = replace(plan, {
-        (r, i): [step, step],
-        (step.peer, j): [plan.programs[step.peer][j]] * 2})
+    twice = replace(
+        plan, {(r, i): [step, step], (step.peer, j): [plan.programs[step.peer][j]] * 2}
+    )
     with pytest.raises(PlanError, match=f"rank {r} step {i + 1} .*already holds"):
         twice.prove()
     for broken_plan in (broken, twice):
-        assert outcome(prove_plan, broken_plan) == exact_outcome(broken_plan,
-                                                                 monkeypatch)
+        assert outcome(prove_plan, broken_plan) == exact_outcome(broken_plan, monkeypatch)

@@ -79,8 +79,10 @@ def run_ranks(pytester, n, *args):
     from wacoll.tools.launch import mpiexec_command
 
     try:
-        cmd = mpiexec_command(n, [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-                                  "-q", "-s", *args])
+        cmd = mpiexec_command(
+            n,
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-s", *args],
+        )
     except FileNotFoundError as exc:
         pytest.fail(str(exc))
     result = pytester.run(*cmd, timeout=TIMEOUT)
@@ -118,10 +120,21 @@ def test_fixture_without_options_discovers_one_cluster(user_project):
 def test_options_choose_layout_family_and_level(user_project):
     # the options give two clusters and the magpie family; the marker's layout wins
     # for the test that has one
-    result, out = run_ranks(user_project, 3, "test_user.py", "--wacoll-clusters", "0,0,1",
-                            "--wacoll-family", "magpie", "--wacoll-level", "associative")
+    result, out = run_ranks(
+        user_project,
+        3,
+        "test_user.py",
+        "--wacoll-clusters",
+        "0,0,1",
+        "--wacoll-family",
+        "magpie",
+        "--wacoll-level",
+        "associative",
+    )
     assert result.ret == 0, out[-4000:]
-    assert per_rank(user_project, "layout", 3) == ["[[0, 1], [2]] magpie"] * 3, out[-3000:]
+    assert per_rank(user_project, "layout", 3) == ["[[0, 1], [2]] magpie"] * 3, out[
+        -3000:
+    ]
     assert_each_rank(user_project, 3, out, passed=2)
 
 
@@ -129,24 +142,47 @@ def test_options_choose_layout_family_and_level(user_project):
 def test_a_plan_the_checker_rejects_fails_the_test(user_project):
     # gridmpi's allreduce cannot keep the strict level: every rank's test fails with
     # the prover's message (and none waits for the others)
-    result, out = run_ranks(user_project, 4, "test_rejected.py", "--wacoll-clusters",
-                            "0,0,1,1", "--wacoll-family", "gridmpi", "--wacoll-level",
-                            "strict")
+    result, out = run_ranks(
+        user_project,
+        4,
+        "test_rejected.py",
+        "--wacoll-clusters",
+        "0,0,1,1",
+        "--wacoll-family",
+        "gridmpi",
+        "--wacoll-level",
+        "strict",
+    )
     assert result.ret == 1, out[-4000:]
     assert "PlanError" in out and "cannot keep level 'strict'" in out, out[-4000:]
     assert_each_rank(user_project, 4, out, failed=1)
     # at a level it can keep, the same test passes
-    result, out = run_ranks(user_project, 4, "test_rejected.py", "--wacoll-clusters",
-                            "0,0,1,1", "--wacoll-family", "gridmpi", "--wacoll-level",
-                            "commutative")
+    result, out = run_ranks(
+        user_project,
+        4,
+        "test_rejected.py",
+        "--wacoll-clusters",
+        "0,0,1,1",
+        "--wacoll-family",
+        "gridmpi",
+        "--wacoll-level",
+        "commutative",
+    )
     assert result.ret == 0, out[-4000:]
     assert_each_rank(user_project, 4, out, passed=1)
 
 
 @pytest.mark.slow
 def test_option_for_another_size_fails_clearly(user_project):
-    result, out = run_ranks(user_project, 2, "test_user.py", "-k", "test_allreduce",
-                            "--wacoll-clusters", "0,0,1")
+    result, out = run_ranks(
+        user_project,
+        2,
+        "test_user.py",
+        "-k",
+        "test_allreduce",
+        "--wacoll-clusters",
+        "0,0,1",
+    )
     assert result.ret != 0
     assert_each_rank(user_project, 2, out, error=1)
     assert "--wacoll-clusters gives 3 cluster labels (0,0,1); this run has 2 ranks" in out
@@ -155,19 +191,26 @@ def test_option_for_another_size_fails_clearly(user_project):
 def test_plugin_is_inert_without_its_fixture(pytester):
     # loaded through the entry point, but nothing of MPI is imported for tests that
     # do not ask for wacoll_comm
-    pytester.makepyfile(test_plain='''
+    pytester.makepyfile(
+        test_plain='''
         import sys
 
         def test_plain(request):
             assert request.config.pluginmanager.has_plugin("wacoll")
             assert "mpi4py.MPI" not in sys.modules
             assert "wacoll.mpi" not in sys.modules
-    ''')
+    '''
+    )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:mpi")
     result.assert_outcomes(passed=1)
 
 
 def test_options_are_listed_in_help(pytester):
     result = pytester.runpytest_subprocess("--help")
-    result.stdout.fnmatch_lines(["*--wacoll-clusters=LABELS*", "*--wacoll-family=FAMILY*",
-                                 "*--wacoll-level=LEVEL*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*--wacoll-clusters=LABELS*",
+            "*--wacoll-family=FAMILY*",
+            "*--wacoll-level=LEVEL*",
+        ]
+    )

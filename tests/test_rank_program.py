@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wacoll import PlanError, Topology
-from wacoll.plans import Call, FAMILIES, builders, lower, select
+from wacoll.plans import FAMILIES, Call, builders, lower, select
 from wacoll.plans.builder import PlanBuilder, RankPlan, focus, focused_rank
 from wacoll.plans.operations import spec
 from wacoll.plans.rank import rank_plan, rank_program
@@ -21,14 +21,30 @@ def _lowered(program):
     """A lowered program as plain comparable data (its index arrays as tuples)."""
     steps = []
     for s in program.steps:
-        row = [s.kind, s.peer, s.elements, s.src, s.dst, s.direct, s.group, s.side,
-               s.index, s.label]
+        row = [
+            s.kind,
+            s.peer,
+            s.elements,
+            s.src,
+            s.dst,
+            s.direct,
+            s.group,
+            s.side,
+            s.index,
+            s.label,
+        ]
         for idx in (s.src_index, s.dst_index):
-            row.append(None if idx is None else tuple(tuple(np.asarray(a).tolist())
-                                                      for a in idx))
+            row.append(
+                None if idx is None else tuple(tuple(np.asarray(a).tolist()) for a in idx)
+            )
         steps.append(tuple(row))
-    return (program.rank, tuple(steps), sorted(program.scratch_sizes.items()),
-            program.in_extent, program.out_extent)
+    return (
+        program.rank,
+        tuple(steps),
+        sorted(program.scratch_sizes.items()),
+        program.in_extent,
+        program.out_extent,
+    )
 
 
 @st.composite
@@ -36,8 +52,20 @@ def topologies(draw):
     """1..12 ranks in 1..4 clusters, contiguous or shuffled (a reordered communicator)."""
     size = draw(st.integers(1, 12))
     nclusters = draw(st.integers(1, min(4, size)))
-    cuts = sorted(draw(st.lists(st.integers(1, size - 1), min_size=nclusters - 1,
-                                max_size=nclusters - 1, unique=True))) if size > 1 else []
+    cuts = (
+        sorted(
+            draw(
+                st.lists(
+                    st.integers(1, size - 1),
+                    min_size=nclusters - 1,
+                    max_size=nclusters - 1,
+                    unique=True,
+                )
+            )
+        )
+        if size > 1
+        else []
+    )
     ranks = list(range(size))
     if draw(st.booleans()):
         ranks = draw(st.permutations(ranks))
@@ -53,12 +81,20 @@ def _call(draw, op, size):
     count = draw(st.integers(1, 70))
     counts = None
     if op == "alltoallv":
-        counts = tuple(tuple(draw(st.lists(st.integers(0, 3), min_size=size,
-                                           max_size=size))) for _ in range(size))
+        counts = tuple(
+            tuple(draw(st.lists(st.integers(0, 3), min_size=size, max_size=size)))
+            for _ in range(size)
+        )
     elif op.endswith("v") or op == "reduce_scatter":
         counts = tuple(draw(st.lists(st.integers(0, 3), min_size=size, max_size=size)))
-    return Call(op, count=None if counts else count, counts=counts, root=root,
-                itemsize=draw(st.sampled_from((1, 8))), level=level)
+    return Call(
+        op,
+        count=None if counts else count,
+        counts=counts,
+        root=root,
+        itemsize=draw(st.sampled_from((1, 8))),
+        level=level,
+    )
 
 
 def _assert_same(selection, topo):
@@ -67,24 +103,38 @@ def _assert_same(selection, topo):
         part = rank_plan(selection, topo, rank)
         assert part.program == whole.programs[rank], (selection, rank)
         assert (part.family, part.algorithm, part.params, part.counts, part.level) == (
-            whole.family, whole.algorithm, whole.params, whole.counts, whole.level)
-        assert _lowered(rank_program(selection, topo, rank, proof=True)) == \
-            _lowered(lower(whole, rank)), (selection, rank)
+            whole.family,
+            whole.algorithm,
+            whole.params,
+            whole.counts,
+            whole.level,
+        )
+        assert _lowered(rank_program(selection, topo, rank, proof=True)) == _lowered(
+            lower(whole, rank)
+        ), (selection, rank)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), topo=topologies(),
-       op=st.sampled_from(sorted(builders("magpie"))))
+@given(data=st.data(), topo=topologies(), op=st.sampled_from(sorted(builders("magpie"))))
 def test_default_selection_rank_programs_equal_the_whole_plans(data, topo, op):
     call = _call(data.draw, op, topo.size)
     selection = select(call, topo, allow_native=False)
     _assert_same(selection, topo)
 
 
-MAGPIE_VARIANTS = [(op, v, intra) for op in ("reduce", "allreduce", "reduce_scatter",
-                                             "reduce_scatter_block", "scan", "exscan")
-                   for v in ("short", "long", "associative")
-                   for intra in ("binary", "binomial")]
+MAGPIE_VARIANTS = [
+    (op, v, intra)
+    for op in (
+        "reduce",
+        "allreduce",
+        "reduce_scatter",
+        "reduce_scatter_block",
+        "scan",
+        "exscan",
+    )
+    for v in ("short", "long", "associative")
+    for intra in ("binary", "binomial")
+]
 
 
 @pytest.mark.parametrize("op,variant,intra", MAGPIE_VARIANTS)
@@ -92,11 +142,17 @@ MAGPIE_VARIANTS = [(op, v, intra) for op in ("reduce", "allreduce", "reduce_scat
 def test_every_magpie_reduction_variant(op, variant, intra, sizes):
     topo = Topology.from_sizes(sizes)
     counts = tuple(range(1, topo.size + 1)) if op == "reduce_scatter" else None
-    call = Call(op, count=None if counts else 6, counts=counts, itemsize=8,
-                level="commutative" if variant == "associative" else "strict",
-                root=topo.size - 1 if op == "reduce" else None)
-    selection = select(call, topo, family="magpie",
-                       options={"variant": variant, "intra": intra})
+    call = Call(
+        op,
+        count=None if counts else 6,
+        counts=counts,
+        itemsize=8,
+        level="commutative" if variant == "associative" else "strict",
+        root=topo.size - 1 if op == "reduce" else None,
+    )
+    selection = select(
+        call, topo, family="magpie", options={"variant": variant, "intra": intra}
+    )
     _assert_same(selection, topo)
 
 
@@ -114,8 +170,11 @@ def test_every_family_rank_programs_equal_the_whole_plans(data, topo, family):
 
 
 EVERY_BUILDER = [(f, op) for f in sorted(FAMILIES) for op in sorted(builders(f))]
-FIXED = [Topology.from_clusters([[0, 3, 5], [1, 2], [4, 6]]), Topology.from_sizes([4, 1]),
-         Topology.single(5)]
+FIXED = [
+    Topology.from_clusters([[0, 3, 5], [1, 2], [4, 6]]),
+    Topology.from_sizes([4, 1]),
+    Topology.single(5),
+]
 
 
 @pytest.mark.parametrize("family,op", EVERY_BUILDER)
@@ -123,15 +182,22 @@ def test_every_builder_on_fixed_topologies(family, op):
     """Each family's each builder at least once, on every level it accepts."""
     ran = 0
     for topo in FIXED:
-        for level in (LEVELS if spec(op).kind == "reduction" else (None,)):
+        for level in LEVELS if spec(op).kind == "reduction" else (None,):
             counts = None
             if op == "alltoallv":
-                counts = tuple(tuple((i + j) % 3 for j in range(topo.size))
-                               for i in range(topo.size))
+                counts = tuple(
+                    tuple((i + j) % 3 for j in range(topo.size)) for i in range(topo.size)
+                )
             elif op.endswith("v") or op == "reduce_scatter":
                 counts = tuple(i % 3 for i in range(topo.size))
-            call = Call(op, count=None if counts else 5, counts=counts, itemsize=8,
-                        level=level, root=topo.size - 1 if spec(op).rooted else None)
+            call = Call(
+                op,
+                count=None if counts else 5,
+                counts=counts,
+                itemsize=8,
+                level=level,
+                root=topo.size - 1 if spec(op).rooted else None,
+            )
             try:
                 selection = select(call, topo, family=family)
                 selection.build(topo)
@@ -165,8 +231,9 @@ def test_rank_program_without_a_proof_proves_the_whole_plan(monkeypatch):
     selection = select(Call("allgather", count=2, itemsize=4), topo)
     built = []
     real = type(selection).build
-    monkeypatch.setattr(type(selection), "build",
-                        lambda self, t: built.append(1) or real(self, t))
+    monkeypatch.setattr(
+        type(selection), "build", lambda self, t: built.append(1) or real(self, t)
+    )
     rank_program(selection, topo, 1)
     rank_program(selection, topo, 1, proof=lambda s, t: None)
     assert built == [1, 1]
@@ -185,7 +252,7 @@ def test_a_rank_plan_builds_the_whole_plan_only_when_asked(monkeypatch):
     with focus(1):
         bare = PlanBuilder("bcast", topo).build()
     with pytest.raises(PlanError, match="does not know its selection"):
-        bare.programs
+        _ = bare.programs
 
 
 def test_rank_plan_refuses_native_and_bad_ranks():

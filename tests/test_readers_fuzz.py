@@ -21,13 +21,17 @@ from hypothesis import strategies as st
 
 from wacoll import PlanError, Topology, TopologyError
 from wacoll.errors import ScriptError
-from wacoll.plans import build, operations as ops
-from wacoll.plans import scripts
+from wacoll.plans import build, scripts
+from wacoll.plans import operations as ops
 from wacoll.plans.plan import Step
 
 #: Each property stays within a few seconds on a slow shared machine.
-FAST = settings(max_examples=150, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(
+    max_examples=150,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 #: The longest a single read may take: readers work in time bounded by their input.
 READ_SECONDS = 2.0
 
@@ -35,8 +39,14 @@ SEEDS = [
     build("bcast", Topology.from_sizes([2, 2]), "tree", tree="two-level", root=1),
     build("bcast", Topology.from_sizes([3]), "tree", tree="chain", count=4, segments=2),
     build("reduce", Topology.from_sizes([4]), "tree", tree="lam", level="associative"),
-    build("reduce", Topology.from_sizes([3]), "tree", tree="flat", level="commutative",
-          arrival=True),
+    build(
+        "reduce",
+        Topology.from_sizes([3]),
+        "tree",
+        tree="flat",
+        level="commutative",
+        arrival=True,
+    ),
     build("allreduce", Topology.from_sizes([2, 2]), "magpie", level="associative"),
     build("allgather", Topology.from_sizes([2, 1]), "mpich"),
     build("alltoall", Topology.from_sizes([3]), "mpich"),
@@ -62,8 +72,9 @@ def run_concretely(plan):
     state = []
     for r in range(size):
         init = ops.initial(plan.op, size, plan.root, nb, r)
-        state.append({key: (Counter([src]) if reduction else src)
-                      for key, src in init.items()})
+        state.append(
+            {key: (Counter([src]) if reduction else src) for key, src in init.items()}
+        )
     chans, pc = {}, [0] * size
     progress = True
     while progress:
@@ -105,8 +116,9 @@ def assert_delivers(plan):
         return
     state = run_concretely(plan)
     for r in range(plan.size):
-        for key, want in ops.expected(plan.op, plan.size, plan.root, plan.nblocks,
-                                      r).items():
+        for key, want in ops.expected(
+            plan.op, plan.size, plan.root, plan.nblocks, r
+        ).items():
             got = state[r][key]
             if isinstance(want, tuple):  # (form, n): contributions of ranks 0..n-1
                 assert got == Counter(range(want[1])), (r, key, got)
@@ -138,12 +150,58 @@ def test_the_oracle_sees_every_seed_deliver():
 
 
 # ==================================================================== mutations
-TOKENS = ["(", ")", " ", "\n", ";", '"', "0", "1", "2", "-1", "3.5", "1e999", "007",
-          "99999999999999999999", "1" * 30, "true", "none", "x", "send", "recv",
-          "recv-combine", "copy", "combine", "blocks", "from", "into", "side", "left",
-          "group", "rank", "size", "counts", "clusters", "op", "plan", "script", "acc",
-          "in", "out", "(size 1048576)", "(counts" + " 1" * 50 + ")", "(blocks)",
-          "\\", "\x00", "\xff", "é", "\u2028", "#t", "'", "`"]
+TOKENS = [
+    "(",
+    ")",
+    " ",
+    "\n",
+    ";",
+    '"',
+    "0",
+    "1",
+    "2",
+    "-1",
+    "3.5",
+    "1e999",
+    "007",
+    "99999999999999999999",
+    "1" * 30,
+    "true",
+    "none",
+    "x",
+    "send",
+    "recv",
+    "recv-combine",
+    "copy",
+    "combine",
+    "blocks",
+    "from",
+    "into",
+    "side",
+    "left",
+    "group",
+    "rank",
+    "size",
+    "counts",
+    "clusters",
+    "op",
+    "plan",
+    "script",
+    "acc",
+    "in",
+    "out",
+    "(size 1048576)",
+    "(counts" + " 1" * 50 + ")",
+    "(blocks)",
+    "\\",
+    "\x00",
+    "\xff",
+    "é",
+    "\u2028",
+    "#t",
+    "'",
+    "`",
+]
 
 
 @st.composite
@@ -154,8 +212,9 @@ def mutated_text(draw, texts, tokens=TOKENS):
         n = len(text)
         i = draw(st.integers(0, n))
         j = draw(st.integers(i, min(n, i + 40)))
-        edit = draw(st.sampled_from(["delete", "insert", "duplicate", "replace",
-                                     "digit"]))
+        edit = draw(
+            st.sampled_from(["delete", "insert", "duplicate", "replace", "digit"])
+        )
         if edit == "delete":
             text = text[:i] + text[j:]
         elif edit == "insert":
@@ -168,18 +227,30 @@ def mutated_text(draw, texts, tokens=TOKENS):
             digits = [k for k, c in enumerate(text) if c.isdigit()]
             if digits:
                 k = draw(st.sampled_from(digits))
-                text = text[:k] + str(draw(st.integers(0, 9))) + text[k + 1:]
+                text = text[:k] + str(draw(st.integers(0, 9))) + text[k + 1 :]
     return text
 
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.sampled_from([0, 1, 2, -1])
-    | st.floats(allow_nan=False) | st.text(max_size=8)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.sampled_from([0, 1, 2, -1])
+    | st.floats(allow_nan=False)
+    | st.text(max_size=8)
     | st.sampled_from(["out", "in", "acc", "send", "recv_combine", "left", "bcast"]),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-        st.sampled_from(["kind", "blocks", "peer", "src", "dst", "side", "group", "x"]),
-        inner, max_size=4),
-    max_leaves=8)
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                ["kind", "blocks", "peer", "src", "dst", "side", "group", "x"]
+            ),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=8,
+)
 
 
 def _paths(value, path=()):
@@ -245,8 +316,25 @@ def test_mutated_rank_scripts_are_refused_or_proved(which, data):
 
 
 @FAST
-@given(mutated_text(JSONS, TOKENS + ["{", "}", "[", "]", ",", ":", "null", "NaN",
-                                     '"peer": 1', '"blocks": []', "1" * 5000]))
+@given(
+    mutated_text(
+        JSONS,
+        TOKENS
+        + [
+            "{",
+            "}",
+            "[",
+            "]",
+            ",",
+            ":",
+            "null",
+            "NaN",
+            '"peer": 1',
+            '"blocks": []',
+            "1" * 5000,
+        ],
+    )
+)
 def test_mutated_json_text_is_refused_or_proved(text):
     plan = read_or_refuse(scripts.from_json, text)
     if plan is not None:
@@ -283,8 +371,11 @@ def mutated_plan(draw):
     for _ in range(draw(st.integers(1, 3))):
         r = draw(st.integers(0, plan.size - 1))
         prog = programs[r]
-        edit = draw(st.sampled_from(["drop", "duplicate", "reorder", "retarget",
-                                     "blocks", "buffer"]))
+        edit = draw(
+            st.sampled_from(
+                ["drop", "duplicate", "reorder", "retarget", "blocks", "buffer"]
+            )
+        )
         if not prog:
             continue
         i = draw(st.integers(0, len(prog) - 1))
@@ -301,8 +392,9 @@ def mutated_plan(draw):
             blocks = draw(st.lists(st.integers(0, plan.nblocks - 1), max_size=3))
             prog[i] = dataclasses.replace(step, blocks=tuple(blocks))
         elif edit == "buffer" and step.dst is not None:
-            prog[i] = dataclasses.replace(step, dst=draw(st.sampled_from(["out", "acc",
-                                                                          "in", "t"])))
+            prog[i] = dataclasses.replace(
+                step, dst=draw(st.sampled_from(["out", "acc", "in", "t"]))
+            )
     return dataclasses.replace(plan, programs=tuple(map(tuple, programs)))
 
 
@@ -317,8 +409,7 @@ def test_checker_rejects_mutated_plans_or_they_still_deliver(plan):
 
 
 # ==================================================================== topology
-LINK = st.tuples(st.floats(0, 1, allow_nan=False),
-                 st.floats(1e-3, 1e12, allow_nan=False))
+LINK = st.tuples(st.floats(0, 1, allow_nan=False), st.floats(1e-3, 1e12, allow_nan=False))
 
 
 @st.composite
@@ -328,21 +419,28 @@ def topologies(draw):
     ranks = draw(st.permutations(range(n)))
     clusters, start = [], 0
     for s in sizes:
-        clusters.append(ranks[start:start + s])
+        clusters.append(ranks[start : start + s])
         start += s
     pairs = {}
     if k > 1:
         for _ in range(draw(st.integers(0, 3))):
-            a, b = draw(st.sampled_from([(a, b) for a in range(k) for b in range(k)
-                                         if a != b]))
+            a, b = draw(
+                st.sampled_from([(a, b) for a in range(k) for b in range(k) if a != b])
+            )
             pairs[(a, b)] = draw(LINK)
     intra, wan = draw(LINK), draw(LINK)
     t_ini = draw(st.none() | st.lists(st.floats(0, 1), min_size=n, max_size=n))
     node_bw = draw(st.none() | st.lists(st.floats(1, 1e12), min_size=n, max_size=n))
-    return Topology.from_clusters(clusters, intra_latency=intra[0],
-                                  intra_bandwidth=intra[1], wan_latency=wan[0],
-                                  wan_bandwidth=wan[1], wan_pairs=pairs, t_ini=t_ini,
-                                  node_bandwidth=node_bw)
+    return Topology.from_clusters(
+        clusters,
+        intra_latency=intra[0],
+        intra_bandwidth=intra[1],
+        wan_latency=wan[0],
+        wan_bandwidth=wan[1],
+        wan_pairs=pairs,
+        t_ini=t_ini,
+        node_bandwidth=node_bw,
+    )
 
 
 @FAST
@@ -359,12 +457,23 @@ TOPO_DATA = [
     Topology.from_clusters([[0, 3], [1, 2]], node_bandwidth=[1e6] * 4).to_dict(),
 ]
 TOPO_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.integers(-3, 5)
-    | st.floats() | st.text(max_size=4) | st.sampled_from([0, 1, 1e6, 2**62, 10**7]),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-        st.sampled_from(["from", "to", "latency", "bandwidth", "sizes", "x"]), inner,
-        max_size=4),
-    max_leaves=6)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.integers(-3, 5)
+    | st.floats()
+    | st.text(max_size=4)
+    | st.sampled_from([0, 1, 1e6, 2**62, 10**7]),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["from", "to", "latency", "bandwidth", "sizes", "x"]),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=6,
+)
 
 
 def validate_topology_file(path):
@@ -393,14 +502,40 @@ def test_mutated_topology_data_is_refused_or_valid(tmp_path_factory, data, suffi
 
 
 TOML_TEXTS = []
-for _t in (Topology.from_sizes([2, 3], wan_pairs={(0, 1): (0.05, 2e6)}),
-           Topology.from_clusters([[0, 3], [1, 2]], node_bandwidth=[1e6] * 4,
-                                  t_ini=[0.0, 1e-4, 2e-4, 0.5])):
+for _t in (
+    Topology.from_sizes([2, 3], wan_pairs={(0, 1): (0.05, 2e6)}),
+    Topology.from_clusters(
+        [[0, 3], [1, 2]], node_bandwidth=[1e6] * 4, t_ini=[0.0, 1e-4, 2e-4, 0.5]
+    ),
+):
     TOML_TEXTS.append(_t.to_dict())
-TOML_TOKENS = ["[", "]", "=", ",", '"', "\n", "true", "false", "inf", "nan", "-1",
-               "0.7", "1e400", "10000000", "4611686018427387904", "[0]", "sizes = 4\n",
-               "[[wan_pairs]]\nfrom = 0\nto = 1\nlatency = 0.1\nbandwidth = 1.0\n",
-               "[intra]\n", "x = 1\n", "\xff", "1" * 5000, "{}", "from", "to"]
+TOML_TOKENS = [
+    "[",
+    "]",
+    "=",
+    ",",
+    '"',
+    "\n",
+    "true",
+    "false",
+    "inf",
+    "nan",
+    "-1",
+    "0.7",
+    "1e400",
+    "10000000",
+    "4611686018427387904",
+    "[0]",
+    "sizes = 4\n",
+    "[[wan_pairs]]\nfrom = 0\nto = 1\nlatency = 0.1\nbandwidth = 1.0\n",
+    "[intra]\n",
+    "x = 1\n",
+    "\xff",
+    "1" * 5000,
+    "{}",
+    "from",
+    "to",
+]
 
 
 @FAST
@@ -430,11 +565,14 @@ def test_scripts_folder_with_such_a_number_raises_script_error(tmp_path):
         scripts.load_all(tmp_path)
 
 
-@pytest.mark.parametrize("text", [
-    "(plan (op barrier) (size 1048576) (counts))",
-    "(plan (op barrier) (size 100000) (counts))",
-    "(plan (op allgather) (size 6000) (counts" + " 1" * 6000 + "))",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "(plan (op barrier) (size 1048576) (counts))",
+        "(plan (op barrier) (size 100000) (counts))",
+        "(plan (op allgather) (size 6000) (counts" + " 1" * 6000 + "))",
+    ],
+)
 def test_short_scripts_cannot_ask_for_huge_plans(text):
     start = time.perf_counter()
     with pytest.raises(ScriptError, match="cells of checking work") as e:
@@ -444,20 +582,37 @@ def test_short_scripts_cannot_ask_for_huge_plans(text):
 
 
 def test_one_step_cannot_name_a_million_blocks_a_million_times():
-    text = ("(plan (op bcast) (size 2) (root 0) (counts" + " 1" * 4000 + ")"
-            + " (rank 0" + " (send 1)" * 2000 + "))")
+    text = (
+        "(plan (op bcast) (size 2) (root 0) (counts"
+        + " 1" * 4000
+        + ")"
+        + " (rank 0"
+        + " (send 1)" * 2000
+        + "))"
+    )
     with pytest.raises(ScriptError, match=r"this step \(of 4000 blocks\)"):
         scripts.from_sexpr(text)
 
 
 def test_json_and_rank_scripts_have_the_same_budget():
-    doc = {"op": "barrier", "size": 3000, "root": None, "counts": [],
-           "clusters": [0] * 3000, "level": None, "itemsize": 1, "family": "",
-           "algorithm": "", "params": [], "programs": [[]] * 3000}
+    doc = {
+        "op": "barrier",
+        "size": 3000,
+        "root": None,
+        "counts": [],
+        "clusters": [0] * 3000,
+        "level": None,
+        "itemsize": 1,
+        "family": "",
+        "algorithm": "",
+        "params": [],
+        "programs": [[]] * 3000,
+    }
     with pytest.raises(ScriptError, match="size: this barrier plan on 3000 ranks"):
         scripts.from_json(json.dumps(doc))
-    texts = {r: f"(script (op barrier) (size 1500) (rank {r}) (counts))"
-             for r in range(1500)}
+    texts = {
+        r: f"(script (op barrier) (size 1500) (rank {r}) (counts))" for r in range(1500)
+    }
     with pytest.raises(ScriptError, match="cells of checking work"):
         scripts.from_rank_scripts(texts)
 
@@ -501,23 +656,38 @@ def write(tmp_path, name, data):
 PAIR = "[[wan_pairs]]\nfrom = {}\nto = 1\nlatency = 0.1\nbandwidth = 1e6\n"
 
 
-@pytest.mark.parametrize("text, message", [
-    (b"sizes = [2]\n# \xff\n", "not UTF-8"),
-    ("sizes = 4\n", "'sizes' must be a list"),
-    ("sizes = [1, 1]\n" + PAIR.format("[0]"), r"wan_pairs\[0\]\.from must be an integer"),
-    ("sizes = [1, 1]\n" + PAIR.format("inf"), r"wan_pairs\[0\]\.from must be an integer"),
-    ("sizes = [1, 1]\n" + PAIR.format("0.7"), r"wan_pairs\[0\]\.from .* got 0\.7"),
-    ("sizes = [1, 1]\n" + PAIR.format("true"), r"wan_pairs\[0\]\.from .* got True"),
-    ("sizes = [1, 1]\n" + PAIR.format("0") + PAIR.format("0"), r"\(0, 1\) is given twice"),
-    ("sizes = [2]\n[wan]\nlatency = " + "1" * 5000 + "\n", "too many digits"),
-    ("sizes = [2]\nnode_bandwidth = [inf, 1.0]\n", r"node_bandwidth\[0\] must be finite"),
-    ("sizes = [2]\n[intra]\nbandwidth = inf\n", "intra bandwidth must be finite"),
-    ("sizes = [2]\n[intra]\nlatency = false\n", "intra latency must be a number"),
-    ("sizes = [2]\nt_ini = 5\n", "t_ini must be a list"),
-    ("sizes = [2]\nwan_pairs = 5\n", "wan_pairs must be a list"),
-    ("clusters = [0, 1]\n", r"clusters\[0\] must be a list"),
-    ("sizes = " + "[" * 5000 + "\n", "nested too deeply|t.toml"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (b"sizes = [2]\n# \xff\n", "not UTF-8"),
+        ("sizes = 4\n", "'sizes' must be a list"),
+        (
+            "sizes = [1, 1]\n" + PAIR.format("[0]"),
+            r"wan_pairs\[0\]\.from must be an integer",
+        ),
+        (
+            "sizes = [1, 1]\n" + PAIR.format("inf"),
+            r"wan_pairs\[0\]\.from must be an integer",
+        ),
+        ("sizes = [1, 1]\n" + PAIR.format("0.7"), r"wan_pairs\[0\]\.from .* got 0\.7"),
+        ("sizes = [1, 1]\n" + PAIR.format("true"), r"wan_pairs\[0\]\.from .* got True"),
+        (
+            "sizes = [1, 1]\n" + PAIR.format("0") + PAIR.format("0"),
+            r"\(0, 1\) is given twice",
+        ),
+        ("sizes = [2]\n[wan]\nlatency = " + "1" * 5000 + "\n", "too many digits"),
+        (
+            "sizes = [2]\nnode_bandwidth = [inf, 1.0]\n",
+            r"node_bandwidth\[0\] must be finite",
+        ),
+        ("sizes = [2]\n[intra]\nbandwidth = inf\n", "intra bandwidth must be finite"),
+        ("sizes = [2]\n[intra]\nlatency = false\n", "intra latency must be a number"),
+        ("sizes = [2]\nt_ini = 5\n", "t_ini must be a list"),
+        ("sizes = [2]\nwan_pairs = 5\n", "wan_pairs must be a list"),
+        ("clusters = [0, 1]\n", r"clusters\[0\] must be a list"),
+        ("sizes = " + "[" * 5000 + "\n", "nested too deeply|t.toml"),
+    ],
+)
 def test_bad_toml_raises_topology_error_naming_the_file(tmp_path, text, message):
     path = write(tmp_path, "t.toml", text)
     with pytest.raises(TopologyError, match=message) as e:
@@ -525,19 +695,26 @@ def test_bad_toml_raises_topology_error_naming_the_file(tmp_path, text, message)
     assert str(path) in str(e.value)
 
 
-@pytest.mark.parametrize("text, message", [
-    ('{"sizes": [2], "sizes": [3]}', "'sizes' is given twice"),
-    ('{"sizes": [2], "t_ini": [NaN, 0]}', "NaN is not a number JSON allows"),
-    ('{"sizes": [2], "wan": {"latency": ' + "1" * 400 + "}}", "wan latency is too large"),
-    ('{"sizes": ' + "[" * 100000 + "}", "nested too deeply|t.json"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"sizes": [2], "sizes": [3]}', "'sizes' is given twice"),
+        ('{"sizes": [2], "t_ini": [NaN, 0]}', "NaN is not a number JSON allows"),
+        (
+            '{"sizes": [2], "wan": {"latency": ' + "1" * 400 + "}}",
+            "wan latency is too large",
+        ),
+        ('{"sizes": ' + "[" * 100000 + "}", "nested too deeply|t.json"),
+    ],
+)
 def test_bad_json_raises_topology_error_naming_the_file(tmp_path, text, message):
     with pytest.raises(TopologyError, match=message):
         Topology.from_file(write(tmp_path, "t.json", text))
 
 
-@pytest.mark.parametrize("sizes", ["[10000000]", "[4611686018427387904]",
-                                   "[65536, 65536]"])
+@pytest.mark.parametrize(
+    "sizes", ["[10000000]", "[4611686018427387904]", "[65536, 65536]"]
+)
 def test_sizes_cannot_ask_for_huge_topologies(tmp_path, sizes):
     start = time.perf_counter()
     with pytest.raises(TopologyError, match="more than max_ranks"):
@@ -554,8 +731,11 @@ def test_the_rank_limit_can_be_raised():
 
 
 def test_infinite_bandwidth_is_refused_everywhere():
-    for kw in ({"wan_bandwidth": math.inf}, {"node_bandwidth": [math.inf]},
-               {"wan_pairs": {(0, 0): (0.1, math.inf)}}):
+    for kw in (
+        {"wan_bandwidth": math.inf},
+        {"node_bandwidth": [math.inf]},
+        {"wan_pairs": {(0, 0): (0.1, math.inf)}},
+    ):
         with pytest.raises(TopologyError, match="must be finite"):
             Topology.from_sizes([1], **kw)
 

@@ -34,7 +34,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,10 +49,10 @@ KINDS = ("file", "output", "needs testbed", "install", "ci")
 
 @dataclass(frozen=True)
 class Block:
-    line: int      # of the opening fence, 1-based
+    line: int  # of the opening fence, 1-based
     lang: str
     text: str
-    marker: str    # "" when none
+    marker: str  # "" when none
 
     @property
     def id(self):
@@ -80,8 +79,9 @@ def parse(text: str) -> list:
             end += 1
         if end == len(lines):
             raise ValueError(f"README line {i + 1}: the code block is never closed")
-        blocks.append(Block(i + 1, fence.group(1), "\n".join(lines[i + 1:end]) + "\n",
-                            marker))
+        blocks.append(
+            Block(i + 1, fence.group(1), "\n".join(lines[i + 1 : end]) + "\n", marker)
+        )
         i = end + 1
     return blocks
 
@@ -92,14 +92,17 @@ BLOCKS = parse(README.read_text())
 def test_every_block_has_a_known_kind():
     for b in BLOCKS:
         if b.marker:
-            assert b.marker.startswith(KINDS), f"line {b.line}: unknown marker {b.marker!r}"
+            assert b.marker.startswith(KINDS), (
+                f"line {b.line}: unknown marker {b.marker!r}"
+            )
             if b.marker.startswith("file"):
-                name = b.marker[len("file"):].strip()
+                name = b.marker[len("file") :].strip()
                 assert re.fullmatch(r"[\w.-]+", name), f"line {b.line}: file {name!r}"
         else:
             assert b.lang in ("bash", "python"), (
                 f"README line {b.line}: a ```{b.lang} block needs a readme-test marker "
-                f"(file NAME, output, ...) or a language this test runs")
+                f"(file NAME, output, ...) or a language this test runs"
+            )
 
 
 def test_the_readme_reads_in_five_minutes():
@@ -138,18 +141,25 @@ def test_ci_runs_the_blocks_marked_ci():
     for b in BLOCKS:
         if b.marker == "ci":
             for line in filter(None, (x.strip() for x in b.text.splitlines())):
-                assert line in _ci_lines(), f"README line {b.line}: .ci/run lacks {line!r}"
+                assert line in _ci_lines(), (
+                    f"README line {b.line}: .ci/run lacks {line!r}"
+                )
 
 
 # ------------------------------------------------------------------ running the blocks
 def _checkout_copy(dest: Path) -> None:
     """The checkout's files (tracked, or new and not ignored) copied to ``dest``."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
-                             "--exclude-standard"], cwd=ROOT, capture_output=True,
-                            timeout=60)
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=60,
+    )
     if listed.returncode:
-        pytest.skip(f"the README's blocks run in a copy of a git checkout; git ls-files "
-                    f"failed here: {listed.stderr.decode(errors='replace').strip()}")
+        pytest.skip(
+            f"the README's blocks run in a copy of a git checkout; git ls-files "
+            f"failed here: {listed.stderr.decode(errors='replace').strip()}"
+        )
     for name in filter(None, listed.stdout.decode().split("\0")):
         src = ROOT / name
         if src.is_file():
@@ -162,12 +172,18 @@ def _environment() -> dict:
     """A newcomer's shell: no MPI launcher's, wacoll's or an activated venv's
     variables (the test session's own proof cache and key are kept)."""
     keep = ("WACOLL_PROOF_CACHE", "WACOLL_PROOF_KEY")
-    env = {k: v for k, v in os.environ.items()
-           if k in keep or not k.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_",
-                                             "WACOLL_", "PYTEST_", "VIRTUAL_ENV"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k in keep
+        or not k.startswith(
+            ("PMI_", "PMIX_", "HYDRA_", "OMPI_", "WACOLL_", "PYTEST_", "VIRTUAL_ENV")
+        )
+    }
     venv_bin = str(ROOT / ".venv" / "bin")
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
-                                  if p and p != venv_bin)
+    env["PATH"] = os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if p and p != venv_bin
+    )
     env["MPLBACKEND"] = "Agg"
     return env
 
@@ -184,9 +200,16 @@ def _testbed_unavailable() -> str | None:
 
 
 def _run(argv, cwd, env, stdin=None):
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(stdin, timeout=BLOCK_TIMEOUT)
     except subprocess.TimeoutExpired:
@@ -214,8 +237,10 @@ def _matches(expected: str, output: str) -> str | None:
 def outcomes(tmp_path_factory):
     """Run every block in order; block line -> ("ok" | "failed" | "skipped", text)."""
     if not (ROOT / ".venv" / "bin" / "python").exists():
-        pytest.skip("the README's blocks run with the quick start's .venv, which this "
-                    "checkout lacks: make it with the README's test command")
+        pytest.skip(
+            "the README's blocks run with the quick start's .venv, which this "
+            "checkout lacks: make it with the README's test command"
+        )
     where = tmp_path_factory.mktemp("readme") / "checkout"
     where.mkdir()
     _checkout_copy(where)
@@ -227,12 +252,15 @@ def outcomes(tmp_path_factory):
                 results[b.line] = ("checked", "")
                 continue
             if b.marker.startswith("file"):
-                (where / b.marker[len("file"):].strip()).write_text(b.text)
+                (where / b.marker[len("file") :].strip()).write_text(b.text)
                 results[b.line] = ("ok", "")
                 continue
             if b.marker == "output":
                 if skipped:
-                    results[b.line] = ("skipped", f"the block before was not run: {skipped}")
+                    results[b.line] = (
+                        "skipped",
+                        f"the block before was not run: {skipped}",
+                    )
                 elif last_output is None:
                     results[b.line] = ("failed", "no block ran before this output")
                 else:
@@ -246,21 +274,28 @@ def outcomes(tmp_path_factory):
                     last_output, skipped = None, why
                     continue
             if b.lang == "python":
-                code, out, err = _run([str(where / ".venv/bin/python"), "-"], where, env,
-                                      b.text)
+                code, out, err = _run(
+                    [str(where / ".venv/bin/python"), "-"], where, env, b.text
+                )
             else:
-                code, out, err = _run(["bash", "-euo", "pipefail", "-c", b.text], where,
-                                      env)
+                code, out, err = _run(
+                    ["bash", "-euo", "pipefail", "-c", b.text], where, env
+                )
             last_output, skipped = out, None
             if code == 0:
                 results[b.line] = ("ok", "")
             else:
-                results[b.line] = ("failed", f"exit status {code}\n--- block:\n{b.text}"
-                                             f"--- stdout:\n{out[-3000:]}\n--- stderr:\n"
-                                             f"{err[-3000:]}")
+                results[b.line] = (
+                    "failed",
+                    f"exit status {code}\n--- block:\n{b.text}"
+                    f"--- stdout:\n{out[-3000:]}\n--- stderr:\n"
+                    f"{err[-3000:]}",
+                )
     finally:
-        if any(b.marker == "needs testbed" and results.get(b.line, ("",))[0] == "failed"
-               for b in BLOCKS):
+        if any(
+            b.marker == "needs testbed" and results.get(b.line, ("",))[0] == "failed"
+            for b in BLOCKS
+        ):
             _run([str(where / ".venv/bin/wacoll"), "testbed", "down"], where, env)
     return results
 

@@ -12,13 +12,22 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wacoll._kernels import repro
-from wacoll._kernels.repro import (DTYPES, MAX_DEPOSITS, accumulator_bytes,
-                                   accumulator_dtype, add_values, combine,
-                                   from_accumulator, new_accumulator, reproducible_sum,
-                                   to_accumulator)
+from wacoll._kernels.repro import (
+    DTYPES,
+    MAX_DEPOSITS,
+    accumulator_bytes,
+    accumulator_dtype,
+    add_values,
+    combine,
+    from_accumulator,
+    new_accumulator,
+    reproducible_sum,
+    to_accumulator,
+)
 from wacoll.errors import AccumulatorOverflowError, BufferMismatchError
 
 REALS = ["float32", "float64"]
@@ -49,7 +58,7 @@ def random_values(rng, n, dtype, spread=30):
     real = np.dtype(dtype).type(0).real.dtype
     lo = -spread // 2 if real == np.float64 else -min(spread, 30) // 2
     mags = 10.0 ** rng.uniform(lo, -lo, n)
-    v = (rng.choice([-1.0, 1.0], n) * mags * rng.random(n))
+    v = rng.choice([-1.0, 1.0], n) * mags * rng.random(n)
     if np.dtype(dtype).kind == "c":
         v = v + 1j * (rng.choice([-1.0, 1.0], n) * 10.0 ** rng.uniform(lo, -lo, n))
     return v.astype(dtype)
@@ -61,9 +70,14 @@ def exact_sum(values):
 
 # -- layout ---------------------------------------------------------------------------
 
+
 def test_layout_sizes():
     assert {str(dt): accumulator_bytes(dt) for dt in DTYPES} == {
-        "float32": 24, "float64": 32, "complex64": 48, "complex128": 64}
+        "float32": 24,
+        "float64": 32,
+        "complex64": 48,
+        "complex128": 64,
+    }
     assert new_accumulator(5, "complex128").shape == (5, 2, 4)
     assert accumulator_dtype(np.float32) == np.dtype((np.int64, (3,)))
     # Zeros are the empty sum (+0.0), the neutral element of combine.
@@ -81,6 +95,7 @@ def test_accumulator_dtype_rejects():
 
 
 # -- reproducibility ------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("dtype", [str(d) for d in DTYPES])
 def test_permutations_and_groupings_bit_identical(dtype):
@@ -104,8 +119,10 @@ def test_permutations_and_groupings_bit_identical(dtype):
     assert bits(acc) == bits(ref)
     # A plain sum of the same data does depend on the order.
     if dtype == "float64":
-        plain = [np.sum(np.stack([xs[i] for i in perm]), axis=0)
-                 for perm in (order, order[::-1])]
+        plain = [
+            np.sum(np.stack([xs[i] for i in perm]), axis=0)
+            for perm in (order, order[::-1])
+        ]
         assert bits(plain[0]) != bits(plain[1])
 
 
@@ -114,8 +131,10 @@ any64 = st.floats(width=64)
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(any64, min_size=3, max_size=3), min_size=1, max_size=9),
-       st.randoms(use_true_random=False))
+@given(
+    st.lists(st.lists(any64, min_size=3, max_size=3), min_size=1, max_size=9),
+    st.randoms(use_true_random=False),
+)
 def test_random_trees_property(rows, rnd):
     """Random contributions (any floats, specials included), random trees: same bits."""
     accs = [to_accumulator(np.array(r, dtype=np.float64)) for r in rows]
@@ -126,8 +145,14 @@ def test_random_trees_property(rows, rnd):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32),
-                min_size=1, max_size=12), st.randoms(use_true_random=False))
+@given(
+    st.lists(
+        st.floats(allow_nan=False, allow_infinity=False, width=32),
+        min_size=1,
+        max_size=12,
+    ),
+    st.randoms(use_true_random=False),
+)
 def test_random_trees_property_float32(values, rnd):
     accs = [to_accumulator(np.array([v], dtype=np.float32)) for v in values]
     assert bits(tree_sum(accs, rnd)) == bits(tree_sum(accs, rnd))
@@ -136,6 +161,7 @@ def test_random_trees_property_float32(values, rnd):
 def test_variants_agree():
     """The AVX2 and portable builds give the same bits."""
     from wacoll._kernels import _repro as baseline
+
     rng = np.random.default_rng(3)
     x = random_values(rng, 1000, "float64", spread=600)
     y = random_values(rng, 1000, "float64", spread=20)
@@ -177,8 +203,8 @@ def model_row(x, dtype):
         neg, e, frac, nbins = u >> 63, (u >> 52) & 0x7FF, u & ((1 << 52) - 1), 3
         special, m, s = e == 0x7FF, frac | ((e != 0) << 52), max(e, 1) + 63
         hi = (s + 52) >> 5
-        off = s + 64 - 32 * hi             # the significand's place in the 3 bins
-        grid = -1138                       # bin b holds weights 2**(32 b + grid) up
+        off = s + 64 - 32 * hi  # the significand's place in the 3 bins
+        grid = -1138  # bin b holds weights 2**(32 b + grid) up
         negzero = u == 1 << 63
     else:
         u = int(x.view(np.uint32))
@@ -189,16 +215,22 @@ def model_row(x, dtype):
         grid = -181
         negzero = u == 1 << 31
     flags = 0 if negzero else repro.compiled.F_NOT_NEG_ZERO
-    if special:                            # infinity or NaN: a flag, no index, no bins
-        flags |= (repro.compiled.F_NAN if frac else
-                  repro.compiled.F_NEG_INF if neg else repro.compiled.F_POS_INF)
+    if special:  # infinity or NaN: a flag, no index, no bins
+        flags |= (
+            repro.compiled.F_NAN
+            if frac
+            else repro.compiled.F_NEG_INF
+            if neg
+            else repro.compiled.F_POS_INF
+        )
         return [(1 << repro.compiled.COUNT_SHIFT) | flags] + [0] * nbins
     wide = m << off
     pieces = [(wide >> (32 * (nbins - 1 - k))) & _M32 for k in range(nbins)]
     signed = [-p if neg else p for p in pieces]
     # The pieces hold the value exactly, at the weights of bins hi, hi - 1, ...
-    value = sum(Fraction(p) * Fraction(2) ** (32 * (hi - k) + grid)
-                for k, p in enumerate(signed))
+    value = sum(
+        Fraction(p) * Fraction(2) ** (32 * (hi - k) + grid) for k, p in enumerate(signed)
+    )
     assert value == Fraction(float(x)), x
     return [(1 << repro.compiled.COUNT_SHIFT) | flags | hi] + signed
 
@@ -212,22 +244,48 @@ def model_merge(d, s):
     top = max(idd, ids)
     shift = repro.compiled.COUNT_SHIFT
     head = (((hd >> shift) + (hs >> shift)) << shift) | ((hd | hs) & 0xFF00) | top
-    bins = [(d[1 + k - (top - idd)] if top - idd <= k else 0)
-            + (s[1 + k - (top - ids)] if top - ids <= k else 0) for k in range(len(d) - 1)]
+    bins = [
+        (d[1 + k - (top - idd)] if top - idd <= k else 0)
+        + (s[1 + k - (top - ids)] if top - ids <= k else 0)
+        for k in range(len(d) - 1)
+    ]
     return [_int64(head)] + [_int64(b) for b in bins]
 
 
 def kernel_builds():
     """The compiled variants to check: the portable one, and the AVX2 one if in use."""
     from wacoll._kernels import _repro as baseline
+
     return [baseline] + ([repro.compiled] if repro.compiled is not baseline else [])
 
 
 SPECIALS = [0.0, -0.0, math.inf, -math.inf, math.nan, -math.nan]
-EDGES64 = [5e-324, -5e-324, 2.0 ** -1022, -(2.0 ** -1022 - 5e-324), 1.7976931348623157e308,
-           -1.7976931348623157e308, 1.0, -1.0, 2.0 ** 31, 2.0 ** 32 - 1, 2.0 ** -20]
-EDGES32 = [1e-45, -1e-45, 2.0 ** -126, -(2.0 ** -126 - 2.0 ** -149), 3.4028235e38,
-           -3.4028235e38, 1.0, -1.0, 2.0 ** 31, 2.0 ** 24 - 1, 2.0 ** -20]
+EDGES64 = [
+    5e-324,
+    -5e-324,
+    2.0**-1022,
+    -(2.0**-1022 - 5e-324),
+    1.7976931348623157e308,
+    -1.7976931348623157e308,
+    1.0,
+    -1.0,
+    2.0**31,
+    2.0**32 - 1,
+    2.0**-20,
+]
+EDGES32 = [
+    1e-45,
+    -1e-45,
+    2.0**-126,
+    -(2.0**-126 - 2.0**-149),
+    3.4028235e38,
+    -3.4028235e38,
+    1.0,
+    -1.0,
+    2.0**31,
+    2.0**24 - 1,
+    2.0**-20,
+]
 
 
 def model_values(rng, dtype, n=72):
@@ -239,8 +297,8 @@ def model_values(rng, dtype, n=72):
     x = rng.integers(0, np.iinfo(bits_t).max, n, dtype=bits_t, endpoint=True).view(real)
     x = np.where(np.isfinite(x), x, real.type(1.5))
     x[rng.integers(0, n, 12)] = rng.standard_normal(12)
-    x[:len(edges)] = edges
-    x[len(edges):len(edges) + 4] = [0.0, -0.0, -0.0, 0.0]
+    x[: len(edges)] = edges
+    x[len(edges) : len(edges) + 4] = [0.0, -0.0, -0.0, 0.0]
     for k, pos in enumerate([17, 22, 27, 32, 40, 41, 42, 43, 44, 50]):
         x[pos] = SPECIALS[2 + k % 4]
     return x
@@ -248,8 +306,12 @@ def model_values(rng, dtype, n=72):
 
 def slices(n):
     """(start, stop) pairs: every start within a group of four, short and long spans."""
-    return [(a, b) for a in range(5) for b in sorted({a, a + 1, a + 3, a + 4, a + 5, a + 7,
-                                                      a + 9, a + 13, n - 1, n}) if b <= n]
+    return [
+        (a, b)
+        for a in range(5)
+        for b in sorted({a, a + 1, a + 3, a + 4, a + 5, a + 7, a + 9, a + 13, n - 1, n})
+        if b <= n
+    ]
 
 
 @pytest.mark.parametrize("dtype", REALS)
@@ -277,7 +339,7 @@ def model_rows(rng, dtype, n):
     (wrapping sums) here and there."""
     real = np.dtype(dtype)
     width = 4 if real == np.float64 else 3
-    tiny = 1e-310 if width == 4 else 1e-40           # a subnormal: the lowest top bin
+    tiny = 1e-310 if width == 4 else 1e-40  # a subnormal: the lowest top bin
     specials = [math.inf, -math.inf, math.nan]
     row = lambda v: model_row(v, real)
     one_bin = lambda k: (rng.choice([-1.0, 1.0], k) * (1 + rng.random(k))).astype(real)
@@ -287,32 +349,34 @@ def model_rows(rng, dtype, n):
     for i in rng.choice(n, n // 4, replace=False):
         kind = rng.integers(0, 3)
         if kind == 0:
-            src[i, 0] = _int64(int(src[i, 0])
-                               + (int(rng.choice([2**31 - 2, 2**31 - 1, 2**47])) << shift))
-            dst[i, 0] = _int64(int(dst[i, 0])
-                               + (int(rng.choice([1, 2**31 - 1, 2**47])) << shift))
+            src[i, 0] = _int64(
+                int(src[i, 0]) + (int(rng.choice([2**31 - 2, 2**31 - 1, 2**47])) << shift)
+            )
+            dst[i, 0] = _int64(
+                int(dst[i, 0]) + (int(rng.choice([1, 2**31 - 1, 2**47])) << shift)
+            )
         elif kind == 1:
             dst[i, 0] = _int64((int(dst[i, 0]) & 0xFFFF) | ((2**48 - 1) << shift))
         else:
-            dst[i, 1:] = rng.integers(-2**63, 2**63, width - 1, dtype=np.int64)
-            src[i, 1:] = rng.integers(-2**63, 2**63, width - 1, dtype=np.int64)
+            dst[i, 1:] = rng.integers(-(2**63), 2**63, width - 1, dtype=np.int64)
+            src[i, 1:] = rng.integers(-(2**63), 2**63, width - 1, dtype=np.int64)
     kinds = [
-        lambda: (row(3e30), None),                       # higher top bin in src
-        lambda: (None, row(-2e25)),                      # ... in dst
-        lambda: (row(2.0 ** -60), None),                 # lower top bin in src
-        lambda: (row(rng.choice(specials)), None),       # a new flag, index 0
+        lambda: (row(3e30), None),  # higher top bin in src
+        lambda: (None, row(-2e25)),  # ... in dst
+        lambda: (row(2.0**-60), None),  # lower top bin in src
+        lambda: (row(rng.choice(specials)), None),  # a new flag, index 0
         lambda: (None, row(rng.choice(specials))),
-        lambda: (row(-0.0), None),                       # src lacks "not -0.0"
-        lambda: (None, row(-0.0)),                       # src brings it, other index
-        lambda: (None, 0),                               # empty dst
-        lambda: (0, None),                               # empty src
-        lambda: (rng.integers(-2**63, 2**63, width, dtype=np.int64), None),
-        lambda: (row(rng.choice(specials)), 0),          # new flag, same index (0)
+        lambda: (row(-0.0), None),  # src lacks "not -0.0"
+        lambda: (None, row(-0.0)),  # src brings it, other index
+        lambda: (None, 0),  # empty dst
+        lambda: (0, None),  # empty src
+        lambda: (rng.integers(-(2**63), 2**63, width, dtype=np.int64), None),
+        lambda: (row(rng.choice(specials)), 0),  # new flag, same index (0)
         lambda: (row(rng.choice([-math.inf, math.nan])), row(math.inf)),
-        lambda: (row(rng.choice([0.0, tiny])), row(-0.0)),   # "not -0.0", same index
-        lambda: (row(-0.0), row(rng.choice([0.0, tiny]))),   # a plain addition
+        lambda: (row(rng.choice([0.0, tiny])), row(-0.0)),  # "not -0.0", same index
+        lambda: (row(-0.0), row(rng.choice([0.0, tiny]))),  # a plain addition
         lambda: (row(math.inf), row(rng.choice(specials))),  # maybe a new flag
-        lambda: (row(tiny), row(-tiny)),                     # a plain addition
+        lambda: (row(tiny), row(-tiny)),  # a plain addition
         lambda: (row(rng.choice(specials)), row(rng.choice(specials))),
     ]
     for j, i in enumerate(range(0, n, 5)):
@@ -327,10 +391,12 @@ def model_rows(rng, dtype, n):
 @pytest.mark.parametrize("dtype", REALS)
 def test_combine_rows_match_model(dtype):
     rng = np.random.default_rng(22)
-    n = 340                                # each kind at each place of a group of four
+    n = 340  # each kind at each place of a group of four
     src, dst = model_rows(rng, dtype, n)
-    want = np.array([model_merge([int(w) for w in d], [int(w) for w in s])
-                     for s, d in zip(src, dst)], np.int64)
+    want = np.array(
+        [model_merge([int(w) for w in d], [int(w) for w in s]) for s, d in zip(src, dst)],
+        np.int64,
+    )
     for mod in kernel_builds():
         for a, b in slices(n):
             got = dst[a:b].copy()
@@ -342,8 +408,10 @@ def test_combine_rows_match_model(dtype):
         s, d = same[0].copy(), same[1].copy()
         if k is not None:
             s[k] = model_row(math.inf, dtype)
-        want = np.array([model_merge([int(w) for w in r], [int(w) for w in q])
-                         for q, r in zip(s, d)], np.int64)
+        want = np.array(
+            [model_merge([int(w) for w in r], [int(w) for w in q]) for q, r in zip(s, d)],
+            np.int64,
+        )
         for mod in kernel_builds():
             got = d.copy()
             mod.combine(s, got)
@@ -355,8 +423,10 @@ def test_add_values_rows_match_model(dtype):
     rng = np.random.default_rng(23)
     x = model_values(rng, dtype, 340)
     _, acc = model_rows(rng, dtype, len(x))
-    want = np.array([model_merge([int(w) for w in r], model_row(v, dtype))
-                     for v, r in zip(x, acc)], np.int64)
+    want = np.array(
+        [model_merge([int(w) for w in r], model_row(v, dtype)) for v, r in zip(x, acc)],
+        np.int64,
+    )
     add = "add_f64" if dtype == "float64" else "add_f32"
     for mod in kernel_builds():
         for a, b in slices(len(x)):
@@ -378,7 +448,7 @@ def placed(a, offset):
     of 32 (numpy puts large arrays 16 bytes past one)."""
     raw = np.empty(a.nbytes + 64, np.uint8)
     start = (offset - raw.ctypes.data) % 32
-    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out = raw[start : start + a.nbytes].view(a.dtype).reshape(a.shape)
     out[...] = a
     assert out.ctypes.data % 32 == offset and out.flags.c_contiguous
     return out
@@ -393,11 +463,17 @@ def test_kernels_at_every_alignment(dtype):
     x = model_values(rng, dtype, n)
     src, dst = model_rows(rng, dtype, n)
     rows = np.array([model_row(v, dtype) for v in x], np.int64)
-    merged = np.array([model_merge([int(w) for w in d], [int(w) for w in s])
-                       for s, d in zip(src, dst)], np.int64)
-    added = np.array([model_merge([int(w) for w in d], model_row(v, dtype))
-                      for v, d in zip(x, dst)], np.int64)
-    to, add = ("to_acc_f64", "add_f64") if dtype == "float64" else ("to_acc_f32", "add_f32")
+    merged = np.array(
+        [model_merge([int(w) for w in d], [int(w) for w in s]) for s, d in zip(src, dst)],
+        np.int64,
+    )
+    added = np.array(
+        [model_merge([int(w) for w in d], model_row(v, dtype)) for v, d in zip(x, dst)],
+        np.int64,
+    )
+    to, add = (
+        ("to_acc_f64", "add_f64") if dtype == "float64" else ("to_acc_f32", "add_f32")
+    )
     for mod in kernel_builds():
         for a in (0, 8, 16, 24):
             for b in (0, 8, 16, 24):
@@ -415,16 +491,17 @@ def test_kernels_at_every_alignment(dtype):
 
 # -- accuracy -------------------------------------------------------------------------
 
+
 def test_cancellation_and_wide_range():
     cases = [
         ([1e16, 1.0, -1e16], 1.0),
-        ([1e300, 1e-300, -1e300], 0.0),        # 1e-300 is below 2**-64 * 1e300
+        ([1e300, 1e-300, -1e300], 0.0),  # 1e-300 is below 2**-64 * 1e300
         ([1e300, -1e300, 1e-300], 0.0),
         ([1.0, 1e-16, 1e-16], math.fsum([1.0, 1e-16, 1e-16])),
-        ([2.0 ** 1023, 2.0 ** 1023, -2.0 ** 1023], 2.0 ** 1023),  # no overflow inside
+        ([2.0**1023, 2.0**1023, -(2.0**1023)], 2.0**1023),  # no overflow inside
         ([1e308, 1e308], math.inf),
         ([5e-324, 5e-324, -1e-323, 5e-324], 5e-324),  # subnormals are exact
-        ([2.0 ** -1022, -5e-324], 2.0 ** -1022 - 5e-324),
+        ([2.0**-1022, -5e-324], 2.0**-1022 - 5e-324),
     ]
     for values, expected in cases:
         got = reproducible_sum([np.array([v]) for v in values])[0]
@@ -466,7 +543,8 @@ def test_float32_accuracy():
     rng = np.random.default_rng(2)
     k, n = 50, 200
     data = (rng.standard_normal((k, n)) * 10.0 ** rng.uniform(-3, 3, (k, n))).astype(
-        np.float32)
+        np.float32
+    )
     got = reproducible_sum(list(data))
     assert got.dtype == np.float32
     for j in range(n):
@@ -490,7 +568,9 @@ def test_complex_parts_independent():
     xs32 = [x.astype(np.complex64) for x in xs]
     got32 = reproducible_sum(xs32)
     assert got32.dtype == np.complex64
-    assert bits(got32.real.copy()) == bits(reproducible_sum([x.real.copy() for x in xs32]))
+    assert bits(got32.real.copy()) == bits(
+        reproducible_sum([x.real.copy() for x in xs32])
+    )
 
 
 # -- special values -------------------------------------------------------------------
@@ -499,21 +579,24 @@ INF, NAN = math.inf, math.nan
 
 
 @pytest.mark.parametrize("dtype", REALS)
-@pytest.mark.parametrize("values, expected", [
-    ([-0.0, -0.0], "-0"),
-    ([-0.0], "-0"),
-    ([-0.0, 0.0], "+0"),
-    ([0.0, -0.0, -0.0], "+0"),
-    ([1.0, -1.0], "+0"),
-    ([-1.0, 1.0, -0.0], "+0"),
-    ([INF, 1.0], INF),
-    ([-INF, 1e30], -INF),
-    ([INF, INF], INF),
-    ([INF, -INF], "nan"),
-    ([NAN, 1.0], "nan"),
-    ([NAN, INF], "nan"),
-    ([1.0, float.fromhex("0x1.2345p-1000")], "plain"),
-])
+@pytest.mark.parametrize(
+    "values, expected",
+    [
+        ([-0.0, -0.0], "-0"),
+        ([-0.0], "-0"),
+        ([-0.0, 0.0], "+0"),
+        ([0.0, -0.0, -0.0], "+0"),
+        ([1.0, -1.0], "+0"),
+        ([-1.0, 1.0, -0.0], "+0"),
+        ([INF, 1.0], INF),
+        ([-INF, 1e30], -INF),
+        ([INF, INF], INF),
+        ([INF, -INF], "nan"),
+        ([NAN, 1.0], "nan"),
+        ([NAN, INF], "nan"),
+        ([1.0, float.fromhex("0x1.2345p-1000")], "plain"),
+    ],
+)
 def test_special_values(dtype, values, expected):
     for perm in (values, values[::-1]):
         acc = new_accumulator(1, dtype)
@@ -538,7 +621,8 @@ def test_special_values(dtype, values, expected):
             for v in plain[1:]:
                 ieee = ieee + v
         assert (np.isnan(ieee) and np.isnan(got)) or bits(np.array(ieee)) == bits(
-            np.array(got))
+            np.array(got)
+        )
 
 
 def test_empty_sum_is_positive_zero():
@@ -548,13 +632,14 @@ def test_empty_sum_is_positive_zero():
 
 def test_deposit_limit():
     acc = to_accumulator(np.array([1.0, 2.0]))
-    acc[1, 0] += (MAX_DEPOSITS << repro.compiled.COUNT_SHIFT)  # pretend 2**31 values
+    acc[1, 0] += MAX_DEPOSITS << repro.compiled.COUNT_SHIFT  # pretend 2**31 values
     with pytest.raises(AccumulatorOverflowError, match="element 1 sums more") as info:
         from_accumulator(acc)
     assert info.value.index == 1
 
 
 # -- argument checks ------------------------------------------------------------------
+
 
 def test_wrapper_errors():
     x = np.arange(4.0)
@@ -567,8 +652,10 @@ def test_wrapper_errors():
         to_accumulator(np.zeros((2, 2)))
     with pytest.raises(BufferMismatchError, match="x is a list"):
         to_accumulator([1.0, 2.0])
-    with pytest.raises(BufferMismatchError,
-                       match=r"out has shape \(4, 4\); 3 float64 values need .*\(3, 4\)"):
+    with pytest.raises(
+        BufferMismatchError,
+        match=r"out has shape \(4, 4\); 3 float64 values need .*\(3, 4\)",
+    ):
         to_accumulator(np.arange(3.0), out=acc)
     with pytest.raises(BufferMismatchError, match=r"acc has shape \(4, 4\); 4 float32"):
         add_values(x.astype(np.float32), acc)
@@ -604,6 +691,7 @@ def test_empty_arrays():
 
 # -- accumulator elements: the executor's "repro_sum" -------------------------------
 
+
 def _elements(x):
     out = np.empty(x.size, repro.element_dtype(x.dtype))
     to_accumulator(x, out=repro.as_accumulators(out))
@@ -611,9 +699,11 @@ def _elements(x):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from([str(d) for d in DTYPES]),
-       st.lists(st.lists(any64, min_size=4, max_size=4), min_size=1, max_size=8),
-       st.randoms(use_true_random=False))
+@given(
+    st.sampled_from([str(d) for d in DTYPES]),
+    st.lists(st.lists(any64, min_size=4, max_size=4), min_size=1, max_size=8),
+    st.randoms(use_true_random=False),
+)
 def test_repro_sum_elements_any_grouping_and_side(dtype, rows, rnd):
     """Random permutations and groupings of ``reduce_into("repro_sum", ...)`` on
     accumulator elements, either side, give the bits of :func:`reproducible_sum`."""
@@ -627,8 +717,9 @@ def test_repro_sum_elements_any_grouping_and_side(dtype, rows, rnd):
     while len(pool) > 1:
         i, j = sorted(rnd.sample(range(len(pool)), 2))
         src, dst = pool.pop(j), pool.pop(i)
-        _kernels.reduce_into(_kernels.REPRO_SUM, src, dst,
-                             side=rnd.choice(["left", "right"]))
+        _kernels.reduce_into(
+            _kernels.REPRO_SUM, src, dst, side=rnd.choice(["left", "right"])
+        )
         pool.append(dst)
     got = from_accumulator(repro.as_accumulators(pool[0]))
     want = repro.reproducible_sum(parts)

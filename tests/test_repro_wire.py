@@ -7,15 +7,28 @@ special values; a message that does not fit the receiver is refused.
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wacoll._kernels import repro
 from wacoll._kernels.repro_wire import max_message_bytes, pack, unpack, wire_bytes
 from wacoll.errors import BufferMismatchError
 
 DTYPES = [str(d) for d in repro.DTYPES]
-SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 2.2250738585072014e-308,
-            1.7976931348623157e308, -1.7976931348623157e308, 1.0, -3.5]
+SPECIALS = [
+    0.0,
+    -0.0,
+    np.inf,
+    -np.inf,
+    np.nan,
+    5e-324,
+    -5e-324,
+    2.2250738585072014e-308,
+    1.7976931348623157e308,
+    -1.7976931348623157e308,
+    1.0,
+    -3.5,
+]
 
 
 def elements(values, dtype):
@@ -76,10 +89,17 @@ def test_sizes_the_cost_model_counts():
     rng = np.random.default_rng(2)
     for dtype in DTYPES:
         for parts in (2, 8):
-            el = summed(*[elements(rng.standard_normal(512).astype(dtype) if
-                                   np.dtype(dtype).kind == "f" else
-                                   (rng.standard_normal(512) * (1 + 1j)).astype(dtype),
-                                   dtype) for _ in range(parts)])
+            el = summed(
+                *[
+                    elements(
+                        rng.standard_normal(512).astype(dtype)
+                        if np.dtype(dtype).kind == "f"
+                        else (rng.standard_normal(512) * (1 + 1j)).astype(dtype),
+                        dtype,
+                    )
+                    for _ in range(parts)
+                ]
+            )
             per_element = (len(pack(el)) - 24) / 512
             assert per_element <= wire_bytes(dtype, parts)
     assert wire_bytes("float64", 2) == 16 and wire_bytes("float64", 1) == 8
@@ -111,8 +131,12 @@ def test_empty_message():
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.lists(st.lists(st.floats(width=64), min_size=1, max_size=6), min_size=1,
-                max_size=5), st.booleans())
+@given(
+    st.lists(
+        st.lists(st.floats(width=64), min_size=1, max_size=6), min_size=1, max_size=5
+    ),
+    st.booleans(),
+)
 def test_any_accumulators_roundtrip(parts, into_larger_buffer):
     n = min(len(p) for p in parts)
     el = summed(*[elements(p[:n], "float64") for p in parts])
@@ -124,9 +148,15 @@ def test_any_accumulators_roundtrip(parts, into_larger_buffer):
     assert back.tobytes() == el.tobytes()
 
 
-@pytest.mark.parametrize("sender, receiver", [
-    ("float64", "float32"), ("float32", "float64"), ("complex64", "float64"),
-    ("float64", "complex128")])
+@pytest.mark.parametrize(
+    "sender, receiver",
+    [
+        ("float64", "float32"),
+        ("float32", "float64"),
+        ("complex64", "float64"),
+        ("float64", "complex128"),
+    ],
+)
 def test_a_message_of_another_type_is_refused(sender, receiver):
     x = np.ones(4, sender) / 3
     for el in (elements(x, sender), summed(elements(x, sender), elements(x, sender))):

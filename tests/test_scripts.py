@@ -10,12 +10,20 @@ import pytest
 
 from wacoll import PlanError, Topology
 from wacoll.errors import ScriptError
-from wacoll.plans import FAMILIES, OPERATIONS, build
-from wacoll.plans import scripts
+from wacoll.plans import FAMILIES, OPERATIONS, build, scripts
 from wacoll.plans.plan import Step
 from wacoll.plans.scripts import (
-    from_json, from_rank_scripts, from_sexpr, load, parse_script, rank_scripts, save,
-    script_filename, to_json, to_sexpr, write_scripts,
+    from_json,
+    from_rank_scripts,
+    from_sexpr,
+    load,
+    parse_script,
+    rank_scripts,
+    save,
+    script_filename,
+    to_json,
+    to_sexpr,
+    write_scripts,
 )
 
 DATA = Path(__file__).parent / "data" / "scripts"
@@ -31,22 +39,58 @@ def tree_plans():
     """Plans of the tree family the brief names, and a spread of sizes and levels."""
     plans = [
         build("allreduce", Topology.single(7), "tree", tree="lam", level="associative"),
-        build("reduce", Topology.single(5), "tree", tree="flat", level="commutative",
-              arrival=True),
-        build("allreduce", Topology.single(6), "tree", tree="flat", level="commutative",
-              arrival=True, count=4, segments=2),
-        build("bcast", Topology.single(9), "tree", tree="chain", count=10, segments=3,
-              root=4, itemsize=8),
-        build("bcast", Topology.from_clusters([[0, 3, 4], [1, 2], [5]]), "tree",
-              tree="two-level", root=2, count=7, segments=2),
-        build("reduce", Topology.from_sizes([3, 2]), "tree", tree="two-level", root=3,
-              level="commutative"),
+        build(
+            "reduce",
+            Topology.single(5),
+            "tree",
+            tree="flat",
+            level="commutative",
+            arrival=True,
+        ),
+        build(
+            "allreduce",
+            Topology.single(6),
+            "tree",
+            tree="flat",
+            level="commutative",
+            arrival=True,
+            count=4,
+            segments=2,
+        ),
+        build(
+            "bcast",
+            Topology.single(9),
+            "tree",
+            tree="chain",
+            count=10,
+            segments=3,
+            root=4,
+            itemsize=8,
+        ),
+        build(
+            "bcast",
+            Topology.from_clusters([[0, 3, 4], [1, 2], [5]]),
+            "tree",
+            tree="two-level",
+            root=2,
+            count=7,
+            segments=2,
+        ),
+        build(
+            "reduce",
+            Topology.from_sizes([3, 2]),
+            "tree",
+            tree="two-level",
+            root=3,
+            level="commutative",
+        ),
         build("reduce", Topology.single(32), "tree", tree="lam"),
     ]
     for n in range(1, 10):
         plans.append(build("bcast", Topology.single(n), "tree", root=n - 1))
-        plans.append(build("reduce", Topology.single(n), "tree", tree="lam",
-                           level="associative"))
+        plans.append(
+            build("reduce", Topology.single(n), "tree", tree="lam", level="associative")
+        )
     return plans
 
 
@@ -66,13 +110,20 @@ def test_lam_reduce_rank_12_receives_and_combines_from_13_and_14_then_sends_to_8
     net = [(s.kind, s.peer) for s in script.program if s.peer is not None]
     assert net == [("recv_combine", 13), ("recv_combine", 14), ("send", 8)]
     assert script.program == plan.programs[12]
-    assert "(recv-combine 13 (into acc))\n  (recv-combine 14 (into acc))\n" \
-           "  (send 8 (from acc)))" in text
+    assert (
+        "(recv-combine 13 (into acc))\n  (recv-combine 14 (into acc))\n"
+        "  (send 8 (from acc)))" in text
+    )
 
 
 def test_rank_scripts_cover_every_rank_with_the_same_header():
-    plan = build("allreduce", Topology.from_sizes([3, 4]), "tree", tree="two-level",
-                 level="commutative")
+    plan = build(
+        "allreduce",
+        Topology.from_sizes([3, 4]),
+        "tree",
+        tree="two-level",
+        level="commutative",
+    )
     texts = rank_scripts(plan)
     assert sorted(texts) == list(range(7))
     parsed = [parse_script(texts[r]) for r in range(7)]
@@ -82,7 +133,9 @@ def test_rank_scripts_cover_every_rank_with_the_same_header():
 
 
 # ------------------------------------------------------------------ round trips
-@pytest.mark.parametrize("plan", tree_plans(), ids=lambda p: f"{p.op}-{p.size}-{p.algorithm}")
+@pytest.mark.parametrize(
+    "plan", tree_plans(), ids=lambda p: f"{p.op}-{p.size}-{p.algorithm}"
+)
 def test_tree_plans_round_trip_exactly(plan):
     assert_round_trips(plan)
 
@@ -98,8 +151,11 @@ def family_plans(module):
     """Every plan ``module``'s builders make over small topologies (PlanError: skipped)."""
     for op, builder in sorted(module.BUILDERS.items()):
         spec = OPERATIONS[op]
-        levels = ("strict", "associative", "commutative") if spec.kind == "reduction" \
+        levels = (
+            ("strict", "associative", "commutative")
+            if spec.kind == "reduction"
             else (None,)
+        )
         for topo in TOPOLOGIES:
             roots = sorted({0, topo.size - 1}) if spec.rooted else (None,)
             for root in roots:
@@ -134,8 +190,12 @@ def test_write_scripts_names_files_by_op_size_and_rank(tmp_path):
     plan = build("reduce", Topology.single(4), "tree", tree="lam", level="associative")
     paths = write_scripts(plan, tmp_path / "new")
     assert [p.name for p in paths] == [
-        "reduce-4.scm", "reduce-4-rank0.scm", "reduce-4-rank1.scm", "reduce-4-rank2.scm",
-        "reduce-4-rank3.scm"]
+        "reduce-4.scm",
+        "reduce-4-rank0.scm",
+        "reduce-4-rank1.scm",
+        "reduce-4-rank2.scm",
+        "reduce-4-rank3.scm",
+    ]
     assert script_filename("reduce", 32, 12) == "reduce-32-rank12.scm"
     assert from_rank_scripts(tmp_path / "new") == plan
     assert load(paths[0]) == plan
@@ -156,8 +216,14 @@ def test_directory_with_several_plans_needs_op_and_size(tmp_path):
 
 @pytest.mark.parametrize("name", ["plan.scm", "plan.sexp", "plan.json", "PLAN.JSON"])
 def test_save_and_load_choose_the_format_by_suffix(tmp_path, name):
-    plan = build("allreduce", Topology.from_sizes([2, 2]), "tree", tree="two-level",
-                 level="commutative", arrival=True)
+    plan = build(
+        "allreduce",
+        Topology.from_sizes([2, 2]),
+        "tree",
+        tree="two-level",
+        level="commutative",
+        arrival=True,
+    )
     path = save(plan, tmp_path / name)
     text = path.read_text()
     assert text.startswith("{") == name.lower().endswith(".json")
@@ -174,17 +240,27 @@ def test_unknown_suffix_is_refused(tmp_path):
 
 def test_every_kind_of_parameter_value_round_trips():
     plan = build("bcast", Topology.single(3), "tree")
-    params = (("a_none", None), ("flag", True), ("off", False), ("neg", -7),
-              ("big", 2**63 - 1), ("ratio", 0.1), ("tiny", 1e-300), ("text", 'a "q"\\\n\tb'),
-              ("unicode", "Bjørndalen"), ("nested", ((1, 2), (), ("x", None))))
+    params = (
+        ("a_none", None),
+        ("flag", True),
+        ("off", False),
+        ("neg", -7),
+        ("big", 2**63 - 1),
+        ("ratio", 0.1),
+        ("tiny", 1e-300),
+        ("text", 'a "q"\\\n\tb'),
+        ("unicode", "Bjørndalen"),
+        ("nested", ((1, 2), (), ("x", None))),
+    )
     plan = dataclasses.replace(plan, params=params, family="f \"x\"", algorithm="")
     assert_round_trips(plan)
 
 
 @pytest.mark.parametrize("value", [{"a": 1}, float("nan"), float("inf"), {1, 2}, 2**70])
 def test_writers_refuse_values_scripts_cannot_hold(value):
-    plan = dataclasses.replace(build("bcast", Topology.single(2), "tree"),
-                               params=(("bad", value),))
+    plan = dataclasses.replace(
+        build("bcast", Topology.single(2), "tree"), params=(("bad", value),)
+    )
     for writer in (to_sexpr, to_json, rank_scripts):
         with pytest.raises(ScriptError, match="plan parameter 'bad'"):
             writer(plan)
@@ -195,7 +271,11 @@ def test_design_example_loads_and_is_wide_area_optimal():
     plan = load(DATA / "bcast-6.scm")
     assert (plan.op, plan.size, plan.root, plan.itemsize) == ("bcast", 6, 1, 8)
     assert plan.clusters == (0, 0, 0, 1, 1, 1)
-    assert [str(s) for s in plan.programs[1]] == ["send 3 [0]", "send 0 [0]", "send 2 [0]"]
+    assert [str(s) for s in plan.programs[1]] == [
+        "send 3 [0]",
+        "send 0 [0]",
+        "send 2 [0]",
+    ]
     report = plan.prove()
     assert report.wide_area_messages == 1 and report.optimality == "yes"
     assert from_sexpr(to_sexpr(plan)) == plan
@@ -203,11 +283,20 @@ def test_design_example_loads_and_is_wide_area_optimal():
 
 def test_hand_written_rank_scripts_reassemble(tmp_path):
     plan = from_rank_scripts(DATA / "reduce-4")
-    assert (plan.op, plan.root, plan.level, plan.counts) == ("reduce", 2, "associative", (5,))
-    assert plan.programs[2][3] == Step("recv_combine", (0,), peer=0, dst="out", side="left")
+    assert (plan.op, plan.root, plan.level, plan.counts) == (
+        "reduce",
+        2,
+        "associative",
+        (5,),
+    )
+    assert plan.programs[2][3] == Step(
+        "recv_combine", (0,), peer=0, dst="out", side="left"
+    )
     assert plan.prove().wide_area_messages == 1
     # the same files keyed by rank, and copied elsewhere with the whole-plan file beside
-    texts = {r: (DATA / "reduce-4" / f"reduce-4-rank{r}.scm").read_text() for r in range(4)}
+    texts = {
+        r: (DATA / "reduce-4" / f"reduce-4-rank{r}.scm").read_text() for r in range(4)
+    }
     assert from_rank_scripts(texts) == plan
     shutil.copytree(DATA / "reduce-4", tmp_path / "copy")
     (tmp_path / "copy" / "reduce-4.scm").write_text(to_sexpr(plan))
@@ -225,8 +314,9 @@ def test_hand_written_json_with_arrival_groups_loads():
 def test_well_formed_script_of_a_wrong_plan_raises_plan_error():
     with pytest.raises(PlanError, match="rank 1 step 1 sends to 2, which never receives"):
         load(DATA / "broken-missing-recv.scm")
-    text = to_sexpr(build("reduce", Topology.single(4), "tree", tree="lam",
-                          level="associative"))
+    text = to_sexpr(
+        build("reduce", Topology.single(4), "tree", tree="lam", level="associative")
+    )
     with pytest.raises(PlanError, match="before ranks"):  # operands out of rank order
         from_sexpr(text.replace("(recv-combine 1)", "(recv-combine 1 (side left))"))
 
@@ -257,14 +347,19 @@ def test_reassembly_needs_every_rank_once():
 
 def test_reassembly_needs_one_header():
     texts = mutated_scripts(LAM4, 3, "(itemsize 1)", "(itemsize 2)")
-    with pytest.raises(ScriptError, match="rank 3 disagrees with rank 0 on field 'itemsize'"):
+    with pytest.raises(
+        ScriptError, match="rank 3 disagrees with rank 0 on field 'itemsize'"
+    ):
         from_rank_scripts(texts)
 
 
 def test_rank_script_errors_name_the_rank_and_position():
     texts = mutated_scripts(LAM4, 2, "(send 0 (from in))", "(send 0 (form in))")
-    with pytest.raises(ScriptError, match=r"^script of rank 2: unknown option 'form' in "
-                                          r"send \(line 7, column 12\)$") as e:
+    with pytest.raises(
+        ScriptError,
+        match=r"^script of rank 2: unknown option 'form' in "
+        r"send \(line 7, column 12\)$",
+    ) as e:
         from_rank_scripts(texts)
     assert (e.value.line, e.value.column) == (7, 12)
 
@@ -314,10 +409,14 @@ MALFORMED = [
     ("(plan (op bcast) ^(size 2 3))", "takes exactly one value, got 2"),
     ("(plan (op ^scatter_gather))", "unknown operation 'scatter_gather'"),
     ("(plan (op reduce) (level ^sloppy))", "unknown level 'sloppy'"),
-    ("(plan (op bcast) ^(level strict) (size 2) (root 0) (counts 1))",
-     "bcast is not a reduction"),
-    ("(plan (op allreduce) (size 2) ^(root 0) (level strict) (counts 1))",
-     "allreduce has no root"),
+    (
+        "(plan (op bcast) ^(level strict) (size 2) (root 0) (counts 1))",
+        "bcast is not a reduction",
+    ),
+    (
+        "(plan (op allreduce) (size 2) ^(root 0) (level strict) (counts 1))",
+        "allreduce has no root",
+    ),
     (H + " ^(clusters 0 1 1))", "clusters names 3 ranks; the size is 2"),
     (H + " ^(counts x))", "duplicate field 'counts'"),
     (H + " (rank ^2 (send 1)))", r"rank 2 is out of range 0\.\.1"),
@@ -342,8 +441,10 @@ MALFORMED = [
     (R + " (rank 0 (recv-combine 1 (group ^0))))", r"group 0 is out of range"),
     (H + " (rank 0 ^()))", "empty list where a step was expected"),
     (H + " (rank 0 (^3 1)))", "expected a step name, got integer 3"),
-    (H + "\n  (rank 0 (send 1))\n  (rank 1\n    (recv 0)\n    (^recieve 0)))",
-     "unknown step kind 'recieve'"),
+    (
+        H + "\n  (rank 0 (send 1))\n  (rank 1\n    (recv 0)\n    (^recieve 0)))",
+        "unknown step kind 'recieve'",
+    ),
     (H + " (params (tree ^lam)))", "unknown constant 'lam'"),
     (H + " (params ^(tree)))", r"a parameter is written \(name value\)"),
     (H + " (params (x 1) ^(x 2)))", "duplicate parameter 'x'"),
@@ -358,14 +459,16 @@ MALFORMED = [
     ("(plan (op bc^.ast))", r"unexpected character '\.' in symbol"),
     ("(plan (op bcast) (size 2)^\f)", r"unexpected character '\\x0c'"),
     ("(plan " * 16 + "^(", "nesting deeper than 16"),
-    ("(^script (op bcast) (size 1) (rank 0) (root 0) (counts 1))",
-     "one rank's script; reassemble"),
+    (
+        "(^script (op bcast) (size 1) (rank 0) (root 0) (counts 1))",
+        "one rank's script; reassemble",
+    ),
 ]
 
 
 def split_marker(marked):
     pos = marked.index("^")
-    text = marked[:pos] + marked[pos + 1:]
+    text = marked[:pos] + marked[pos + 1 :]
     line = text.count("\n", 0, pos) + 1
     column = pos - text.rfind("\n", 0, pos)
     return text, line, column
@@ -387,11 +490,16 @@ def test_the_well_formed_base_of_the_table_reads():
 SCRIPT = "(script (op bcast) (size 2) (rank 1) (root 0) (counts 1)"
 
 MALFORMED_SCRIPTS = [
-    ("^(script (op bcast) (size 2) (root 0) (counts 1) (recv 0))", "missing field 'rank'"),
+    (
+        "^(script (op bcast) (size 2) (root 0) (counts 1) (recv 0))",
+        "missing field 'rank'",
+    ),
     (SCRIPT + " (recv 0) ^(root 0))", "'root' is a header field, not a step"),
     (SCRIPT + " ^(rank 1 (recv 0)))", "duplicate field 'rank'"),
-    ("(script (op bcast) (size 2) (rank ^2) (root 0) (counts 1))",
-     r"rank 2 is out of range 0\.\.1"),
+    (
+        "(script (op bcast) (size 2) (rank ^2) (root 0) (counts 1))",
+        r"rank 2 is out of range 0\.\.1",
+    ),
     (SCRIPT + " (^eval 0))", "unknown field or step 'eval'"),
     ("(^plan (op bcast) (size 1) (root 0) (counts 1))", "this is a whole plan"),
 ]
@@ -441,8 +549,18 @@ def test_text_must_be_a_string():
 
 
 # ---------------------------------------------------------------------- JSON
-BASE = json.loads(to_json(build("reduce", Topology.single(3), "tree", tree="flat",
-                                level="commutative", arrival=True)))
+BASE = json.loads(
+    to_json(
+        build(
+            "reduce",
+            Topology.single(3),
+            "tree",
+            tree="flat",
+            level="commutative",
+            arrival=True,
+        )
+    )
+)
 
 
 def edited(edit):
@@ -498,13 +616,16 @@ def test_json_base_of_the_table_reads():
     assert from_json(json.dumps(BASE)).level == "commutative"
 
 
-@pytest.mark.parametrize("text, line, column, message", [
-    ('{"op": "bcast",\n  "op": "bcast"}', None, None, "the key 'op' is given twice"),
-    ('{"op": NaN}', None, None, "NaN is not a number JSON allows"),
-    ('{"op": 1e999}', None, None, "plan: missing field"),
-    ('{\n  "op": "bcast",,\n}', 2, 17, "invalid JSON"),
-    ("[" * 100000, None, None, "nested too deeply|invalid JSON"),
-])
+@pytest.mark.parametrize(
+    "text, line, column, message",
+    [
+        ('{"op": "bcast",\n  "op": "bcast"}', None, None, "the key 'op' is given twice"),
+        ('{"op": NaN}', None, None, "NaN is not a number JSON allows"),
+        ('{"op": 1e999}', None, None, "plan: missing field"),
+        ('{\n  "op": "bcast",,\n}', 2, 17, "invalid JSON"),
+        ("[" * 100000, None, None, "nested too deeply|invalid JSON"),
+    ],
+)
 def test_json_syntax_errors(text, line, column, message):
     with pytest.raises(ScriptError, match=message) as e:
         from_json(text)
@@ -515,6 +636,7 @@ def test_json_syntax_errors(text, line, column, message):
 def test_json_of_a_wrong_plan_raises_plan_error():
     def drop_recv(d):
         d["programs"][0].pop(2)
+
     with pytest.raises(PlanError, match="rank 2 step 0 sends to 0, which never receives"):
         from_json(edited(drop_recv))
 

@@ -20,9 +20,14 @@ needs_simgrid = pytest.mark.skipif(REASON is not None, reason=f"needs SimGrid: {
 
 
 def test_platform_description_has_the_topologys_links():
-    topo = Topology.from_sizes([2, 3], intra_latency=2e-5, intra_bandwidth=5e8,
-                               wan_latency=0.005, wan_bandwidth=1e8,
-                               node_bandwidth=[1e8, 2e8, 1e8, 1e8, 3e8])
+    topo = Topology.from_sizes(
+        [2, 3],
+        intra_latency=2e-5,
+        intra_bandwidth=5e8,
+        wan_latency=0.005,
+        wan_bandwidth=1e8,
+        node_bandwidth=[1e8, 2e8, 1e8, 1e8, 3e8],
+    )
     p = sgsim.platform_description(topo)
     assert p["clusters"] == [[0, 1], [2, 3, 4]]
     assert p["up"] == [1e8, 2e8, 1e8, 1e8, 3e8]  # node rates cap each rank
@@ -52,8 +57,12 @@ def without_simgrid(monkeypatch, tmp_path):
     path that refuses), and the cached answer of simgrid_unavailable() forgotten
     before and after."""
     (tmp_path / "simgrid.py").write_text('raise ImportError("no SimGrid here")\n')
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(tmp_path)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    monkeypatch.setenv(
+        "PYTHONPATH",
+        os.pathsep.join(
+            [str(tmp_path)] + [p for p in [os.environ.get("PYTHONPATH")] if p]
+        ),
+    )
     sgsim.simgrid_unavailable.cache_clear()
     yield
     sgsim.simgrid_unavailable.cache_clear()
@@ -72,13 +81,19 @@ def test_without_simgrid_the_error_says_how_to_install(without_simgrid):
 @needs_simgrid
 @pytest.mark.parametrize("wide", [False, True])
 def test_one_message_takes_latency_plus_size_over_bandwidth(wide):
-    topo = Topology.from_sizes([1, 1] if wide else [2], intra_latency=3e-5,
-                               intra_bandwidth=2e8, wan_latency=0.01, wan_bandwidth=1e6)
+    topo = Topology.from_sizes(
+        [1, 1] if wide else [2],
+        intra_latency=3e-5,
+        intra_bandwidth=2e8,
+        wan_latency=0.01,
+        wan_bandwidth=1e6,
+    )
     plan = build("bcast", topo, "tree", tree="flat", count=50_000)
     link = topo.link(0, 1)
     result = sgsim.simulate_simgrid(plan, LinkModel(topo))
-    assert result.finish[1] == pytest.approx(link.latency + 50_000 / link.bandwidth,
-                                             rel=1e-9)
+    assert result.finish[1] == pytest.approx(
+        link.latency + 50_000 / link.bandwidth, rel=1e-9
+    )
     assert result.finish[0] == pytest.approx(50_000 / 2e8)  # the sender's node rate
     assert result.messages == 1 and result.version
 
@@ -93,8 +108,15 @@ def test_the_platform_routes_have_the_topologys_links():
 
 
 @needs_simgrid
-@pytest.mark.parametrize("op,family", [("bcast", "magpie"), ("allreduce", "mpich"),
-                                       ("alltoall", "magpie"), ("allreduce", "gridmpi")])
+@pytest.mark.parametrize(
+    "op,family",
+    [
+        ("bcast", "magpie"),
+        ("allreduce", "mpich"),
+        ("alltoall", "magpie"),
+        ("allreduce", "gridmpi"),
+    ],
+)
 def test_a_small_plan_matches_wacolls_simulator(op, family):
     topo = Topology.from_sizes([2, 2, 2], wan_latency=0.01, wan_bandwidth=1e6)
     level = {"level": "commutative"} if "reduce" in op else {}

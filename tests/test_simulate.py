@@ -76,9 +76,15 @@ def random_tree(n, rng):
 
 
 # ------------------------------------------------------------- TsTr: MagPIe Figure 1
-@pytest.mark.parametrize("shape, t_r, expected", [
-    ("flat", 1000, 1060), ("flat", 11, 71), ("binomial", 1000, 3000), ("binomial", 11, 33),
-])
+@pytest.mark.parametrize(
+    "shape, t_r, expected",
+    [
+        ("flat", 1000, 1060),
+        ("flat", 11, 71),
+        ("binomial", 1000, 3000),
+        ("binomial", 11, 33),
+    ],
+)
 def test_magpie_figure1(shape, t_r, expected):
     plan = tree_bcast(Topology.single(8), shape)
     assert simulate(plan, TsTrModel(10, t_r)).completion == expected
@@ -135,7 +141,9 @@ def test_banikazemi_binomial_by_numbering_is_700():
 
 def test_banikazemi_spoc_tree_is_500():
     tree = trees.spoc(FIG1)
-    assert simulate(tree_bcast(Topology.single(8), tree), TiniModel(FIG1)).completion == 500
+    assert (
+        simulate(tree_bcast(Topology.single(8), tree), TiniModel(FIG1)).completion == 500
+    )
 
 
 def test_tini_matches_the_tree_cost_function_on_random_trees():
@@ -145,7 +153,9 @@ def test_tini_matches_the_tree_cost_function_on_random_trees():
         tree = random_tree(n, rng)
         costs = [rng.randint(1, 9) * 50 for _ in range(n)]
         plan = tree_bcast(Topology.single(n), tree)
-        assert simulate(plan, TiniModel(costs)).completion == trees.bcast_time(tree, costs)
+        assert simulate(plan, TiniModel(costs)).completion == trees.bcast_time(
+            tree, costs
+        )
 
 
 def test_tini_from_topology_and_bandwidth():
@@ -164,8 +174,9 @@ def test_tini_from_topology_and_bandwidth():
 
 # ------------------------------------------------------------ general semantics
 def test_receive_overhead_and_compute_rate():
-    plan = build("reduce", Topology.single(3), "tree", tree="flat", count=100,
-                 level="commutative")
+    plan = build(
+        "reduce", Topology.single(3), "tree", tree="flat", count=100, level="commutative"
+    )
     # rank 0: copy in->out, recv-combine 1, recv-combine 2; ranks 1, 2: send
     base = simulate(plan, TsTrModel(1, 5))
     assert base.completion == 5  # both leaves send at 0; t_r later the root has both
@@ -207,10 +218,14 @@ def test_finish_and_events_follow_the_programs():
             assert a.end == b.start  # one step after the other, no gaps
     msgs = plan.messages()
     for m, t in zip(msgs, result.arrivals):
-        send = result.events[sum(len(p) for p in plan.programs[:m.src]) + m.send_step]
-        recv = result.events[sum(len(p) for p in plan.programs[:m.dst]) + m.recv_step]
+        send = result.events[sum(len(p) for p in plan.programs[: m.src]) + m.send_step]
+        recv = result.events[sum(len(p) for p in plan.programs[: m.dst]) + m.recv_step]
         assert (send.rank, send.step, recv.rank, recv.step) == (
-            m.src, m.send_step, m.dst, m.recv_step)
+            m.src,
+            m.send_step,
+            m.dst,
+            m.recv_step,
+        )
         assert send.arrival == recv.arrival == t == send.start + [1, 2, 3, 4, 5][m.src]
         assert recv.end == max(recv.start, t)
         assert send.wide_area == recv.wide_area == m.wide_area
@@ -269,18 +284,21 @@ def test_default_model_is_the_link_model_on_default_links():
 # -------------------------------------------------------------------- link model
 @pytest.mark.parametrize("node, wan", [(5e5, 1e6), (4e6, 1e6)])
 def test_one_wide_area_message(node, wan):
-    topo = Topology.from_sizes([1, 1], wan_latency=0.01, wan_bandwidth=wan,
-                               node_bandwidth=[node, node])
+    topo = Topology.from_sizes(
+        [1, 1], wan_latency=0.01, wan_bandwidth=wan, node_bandwidth=[node, node]
+    )
     plan = tree_bcast(topo, "flat", count=KIB64)
     assert simulate(plan, LinkModel(topo)).completion == pytest.approx(
-        0.01 + KIB64 / min(node, wan), rel=1e-12)
+        0.01 + KIB64 / min(node, wan), rel=1e-12
+    )
     with_overhead = simulate(plan, LinkModel(topo, overhead=0.002))
     assert with_overhead.completion == pytest.approx(0.012 + KIB64 / min(node, wan))
 
 
 def test_intra_cluster_message_at_the_sender_rate():
-    topo = Topology.single(3, intra_latency=1e-5, intra_bandwidth=1e9,
-                           node_bandwidth=[1e8, 1e9, 1e9])
+    topo = Topology.single(
+        3, intra_latency=1e-5, intra_bandwidth=1e9, node_bandwidth=[1e8, 1e9, 1e9]
+    )
     plan = tree_bcast(topo, "flat", count=10**6)  # rank 0 sends at 100 MB/s
     result = simulate(plan, LinkModel(topo))
     assert arrival(result, 0, 1) == pytest.approx(0.01 + 1e-5)
@@ -296,8 +314,9 @@ def test_simultaneous_senders_fill_the_wide_area_link(n):
     the transfer takes M / min(n B, C): it shrinks as 1/n until n B reaches C.
     """
     B, C, L, M = 1e8, 2.5e8, 0.01, 12_000_000
-    topo = Topology.from_sizes([4, 4], intra_latency=0.0, wan_latency=L,
-                               wan_bandwidth=C, node_bandwidth=[B] * 8)
+    topo = Topology.from_sizes(
+        [4, 4], intra_latency=0.0, wan_latency=L, wan_bandwidth=C, node_bandwidth=[B] * 8
+    )
     plan = exchange(topo, {i: [(4 + i, M // n)] for i in range(n)})
     for buffered in (True, False):
         result = simulate(plan, LinkModel(topo, buffered=buffered))
@@ -311,8 +330,13 @@ def test_simultaneous_senders_fill_the_wide_area_link(n):
 
 def test_water_filling_with_unequal_node_rates():
     # caps 1 and 3 MB/s on a 3 MB/s link: the slow sender keeps 1, the other gets 2
-    topo = Topology.from_sizes([2, 2], intra_latency=0.0, wan_latency=0.0,
-                               wan_bandwidth=3e6, node_bandwidth=[1e6, 3e6, 1e6, 1e6])
+    topo = Topology.from_sizes(
+        [2, 2],
+        intra_latency=0.0,
+        wan_latency=0.0,
+        wan_bandwidth=3e6,
+        node_bandwidth=[1e6, 3e6, 1e6, 1e6],
+    )
     plan = exchange(topo, {0: [(2, 10**6)], 1: [(3, 4 * 10**6)]})
     result = simulate(plan, LinkModel(topo))
     assert arrival(result, 0, 2) == pytest.approx(1.0)
@@ -323,8 +347,13 @@ def test_water_filling_with_unequal_node_rates():
 @pytest.mark.parametrize("buffered", [True, False])
 def test_rates_are_recomputed_when_flows_end_and_start(buffered):
     C = 1e6
-    topo = Topology.from_clusters([[0, 1, 2], [3, 4]], intra_latency=0.0,
-                                  wan_latency=0.005, wan_bandwidth=C, node_bandwidth=[C] * 5)
+    topo = Topology.from_clusters(
+        [[0, 1, 2], [3, 4]],
+        intra_latency=0.0,
+        wan_latency=0.005,
+        wan_bandwidth=C,
+        node_bandwidth=[C] * 5,
+    )
     # rank 0 sends 3000 bytes at once; rank 1 first spends 1 ms on a local message,
     # then joins with 4000 bytes: both at C/2 until rank 0 is done at 5 ms
     plan = exchange(topo, {0: [(3, 3000)], 1: [(2, 1000), (4, 4000)]})
@@ -372,8 +401,10 @@ def reference_fluid(topo, sends, buffered):
                 rate[f] = min(rates[f[0]], left / k)
                 left -= rate[f]
                 k -= 1
-        step = min([rem / rate[f] for f, rem in active.items()] +
-                   [t - now for t in waiting.values()])
+        step = min(
+            [rem / rate[f] for f, rem in active.items()]
+            + [t - now for t in waiting.values()]
+        )
         now += step
         for (r, d), rem in list(active.items()):
             active[(r, d)] = rem - rate[(r, d)] * step
@@ -391,11 +422,18 @@ def test_link_model_matches_a_naive_fluid_simulation(buffered):
     for trial in range(12):
         sizes = [rng.randint(1, 3) for _ in range(rng.randint(2, 4))]
         n = sum(sizes)
-        pairs = {(a, b): (rng.choice([0.0, 0.01]), rng.choice([1e6, 2e6, 5e6]))
-                 for a in range(len(sizes)) for b in range(len(sizes)) if a != b}
-        topo = Topology.from_sizes(sizes, intra_latency=0.0, wan_pairs=pairs,
-                                   node_bandwidth=[rng.choice([1e6, 2e6, 3e6])
-                                                   for _ in range(n)])
+        pairs = {
+            (a, b): (rng.choice([0.0, 0.01]), rng.choice([1e6, 2e6, 5e6]))
+            for a in range(len(sizes))
+            for b in range(len(sizes))
+            if a != b
+        }
+        topo = Topology.from_sizes(
+            sizes,
+            intra_latency=0.0,
+            wan_pairs=pairs,
+            node_bandwidth=[rng.choice([1e6, 2e6, 3e6]) for _ in range(n)],
+        )
         sends = {}
         for r in range(n):
             remote = [d for d in range(n) if topo.is_wide_area(r, d)]
@@ -414,23 +452,26 @@ def test_messages_of_one_pair_cross_in_order(ordered):
     # two 1000-byte segments from rank 0 to rank 1 over 1 MB/s, 10 ms: on one
     # connection the first arrives after 1 ms of transfer, the second after 2 ms;
     # shared at once, both after 2 ms (the first a byte's time earlier)
-    topo = Topology.from_sizes([1, 1], intra_latency=0.0, wan_latency=0.01,
-                               wan_bandwidth=1e6)
+    topo = Topology.from_sizes(
+        [1, 1], intra_latency=0.0, wan_latency=0.01, wan_bandwidth=1e6
+    )
     plan = build("bcast", topo, "tree", tree="flat", count=2000, itemsize=1, segments=2)
     result = simulate(plan, LinkModel(topo, ordered=ordered))
     first = 0.011 if ordered else 0.012 - 1e-6
     assert result.arrivals == pytest.approx((first, 0.012), abs=1e-12)
 
 
-@pytest.mark.parametrize("window, expected", [(None, (0.026, 0.026)),
-                                              (10_000, (0.018, 0.026)),
-                                              (5_000, (0.026, 0.026))])
+@pytest.mark.parametrize(
+    "window, expected",
+    [(None, (0.026, 0.026)), (10_000, (0.018, 0.026)), (5_000, (0.026, 0.026))],
+)
 def test_bursts_cross_first_come_first_served(window, expected):
     # ranks 0 and 1 send 8000 bytes each over one 1 MB/s link at once: as bursts
     # (at most `window` bytes) the link serves them one after the other; else they
     # share it and both take 16 ms
-    topo = Topology.from_sizes([2, 2], intra_latency=0.0, wan_latency=0.01,
-                               wan_bandwidth=1e6)
+    topo = Topology.from_sizes(
+        [2, 2], intra_latency=0.0, wan_latency=0.01, wan_bandwidth=1e6
+    )
     plan = exchange(topo, {0: [(2, 8000)], 1: [(3, 8000)]})
     result = simulate(plan, LinkModel(topo, window=window))
     assert (arrival(result, 0, 2), arrival(result, 1, 3)) == pytest.approx(expected)
@@ -439,8 +480,9 @@ def test_bursts_cross_first_come_first_served(window, expected):
 def test_busy_links_share_the_wide_area_capacity():
     # three 1 MB/s links that carry 1.5 MB/s together: while two carry flows, each
     # gets 0.75 MB/s; the second flow, alone after 1 s, gets its link's 1 MB/s
-    topo = Topology.from_sizes([1, 1, 1], intra_latency=0.0, wan_latency=0.0,
-                               wan_bandwidth=1e6)
+    topo = Topology.from_sizes(
+        [1, 1, 1], intra_latency=0.0, wan_latency=0.0, wan_bandwidth=1e6
+    )
     plan = exchange(topo, {0: [(1, 750_000)], 2: [(0, 1_500_000)]})
     shared = simulate(plan, LinkModel(topo, wan_capacity=1.5e6))
     assert (arrival(shared, 0, 1), arrival(shared, 2, 0)) == pytest.approx((1.0, 1.75))
@@ -451,9 +493,13 @@ def test_busy_links_share_the_wide_area_capacity():
 def test_a_link_that_starts_later_slows_the_busy_ones():
     # rank 0 sends 1 MB alone at 1 MB/s; after 0.5 s rank 1 (a 0.5 s local message
     # first) joins on another link, and from then on each has 0.75 MB/s
-    topo = Topology.from_clusters([[0, 1, 2], [3], [4]], intra_latency=0.0,
-                                  wan_latency=0.0, wan_bandwidth=1e6,
-                                  node_bandwidth=[1e6] * 5)
+    topo = Topology.from_clusters(
+        [[0, 1, 2], [3], [4]],
+        intra_latency=0.0,
+        wan_latency=0.0,
+        wan_bandwidth=1e6,
+        node_bandwidth=[1e6] * 5,
+    )
     plan = exchange(topo, {0: [(3, 1_000_000)], 1: [(2, 500_000), (4, 1_000_000)]})
     result = simulate(plan, LinkModel(topo, wan_capacity=1.5e6))
     assert arrival(result, 0, 3) == pytest.approx(0.5 + 0.5 / 0.75)
@@ -462,8 +508,9 @@ def test_a_link_that_starts_later_slows_the_busy_ones():
     assert arrival(result, 1, 4) == pytest.approx(0.5 + 0.5 / 0.75 + left)
 
 
-@pytest.mark.parametrize("family, op", [("magpie", "allgather"), ("mpich", "allreduce"),
-                                        ("modern", "bcast")])
+@pytest.mark.parametrize(
+    "family, op", [("magpie", "allgather"), ("mpich", "allreduce"), ("modern", "bcast")]
+)
 def test_an_ample_wide_area_capacity_changes_nothing(family, op):
     topo = Topology.from_sizes([2, 2, 2, 2], wan_latency=0.01, wan_bandwidth=1e6)
     plan = build(op, topo, family, count=4096)
@@ -476,19 +523,22 @@ def test_an_ample_wide_area_capacity_changes_nothing(family, op):
 
 def test_distinct_links_do_not_share():
     C = 1e6
-    topo = Topology.from_sizes([2, 1, 1, 2], intra_latency=0.0, wan_latency=0.0,
-                               wan_bandwidth=C)
+    topo = Topology.from_sizes(
+        [2, 1, 1, 2], intra_latency=0.0, wan_latency=0.0, wan_bandwidth=C
+    )
     # 0 -> cluster 1 and 1 -> cluster 2 leave the same cluster on different links;
     # 4 -> 0 runs the other way: all three at the full rate
     plan = exchange(topo, {0: [(2, 10**6)], 1: [(3, 10**6)], 4: [(0, 10**6)]})
     result = simulate(plan, LinkModel(topo))
-    assert [arrival(result, *p) for p in ((0, 2), (1, 3), (4, 0))] == \
-        pytest.approx([1.0, 1.0, 1.0])
+    assert [arrival(result, *p) for p in ((0, 2), (1, 3), (4, 0))] == pytest.approx(
+        [1.0, 1.0, 1.0]
+    )
 
 
 def test_wide_area_pair_overrides():
-    topo = Topology.from_sizes([1, 1, 1], wan_latency=0.01, wan_bandwidth=1e6,
-                               wan_pairs={(0, 2): (0.05, 2e6)})
+    topo = Topology.from_sizes(
+        [1, 1, 1], wan_latency=0.01, wan_bandwidth=1e6, wan_pairs={(0, 2): (0.05, 2e6)}
+    )
     plan = tree_bcast(topo, "flat", count=10**6)  # 0 -> 1 then 0 -> 2
     result = simulate(plan, LinkModel(topo))
     assert arrival(result, 0, 1) == pytest.approx(1.01)
@@ -514,7 +564,8 @@ def test_magpie_shaped_flat_wide_area_broadcast():
 
     result = simulate(plan, LinkModel(topo))
     assert list(result.arrivals) == pytest.approx(
-        [k * inject + cross + 0.01 for k in range(3)], rel=1e-12)
+        [k * inject + cross + 0.01 for k in range(3)], rel=1e-12
+    )
     assert result.completion == pytest.approx(2 * inject + cross + 0.01)
     sends = [e for e in result.events if e.kind == "send"]
     assert all(e.wide_area for e in sends)
@@ -523,7 +574,8 @@ def test_magpie_shaped_flat_wide_area_broadcast():
 
     waiting = simulate(plan, LinkModel(topo, buffered=False))
     assert list(waiting.arrivals) == pytest.approx(
-        [(k + 1) * cross + 0.01 for k in range(3)], rel=1e-12)
+        [(k + 1) * cross + 0.01 for k in range(3)], rel=1e-12
+    )
     assert waiting.completion == pytest.approx(0.206608)
     sends = [e for e in waiting.events if e.kind == "send"]
     assert [e.end - e.start for e in sends] == pytest.approx([cross] * 3)
@@ -531,8 +583,11 @@ def test_magpie_shaped_flat_wide_area_broadcast():
 
 def test_magpie_bcast_beats_a_binomial_tree_on_the_wide_area():
     # clusters of 4; the binomial tree by numbering chains wide-area latencies
-    topo = Topology.from_clusters([[0, 4, 8, 12], [1, 5, 9, 13], [2, 6, 10, 14],
-                                   [3, 7, 11, 15]], wan_latency=0.01, wan_bandwidth=1e6)
+    topo = Topology.from_clusters(
+        [[0, 4, 8, 12], [1, 5, 9, 13], [2, 6, 10, 14], [3, 7, 11, 15]],
+        wan_latency=0.01,
+        wan_bandwidth=1e6,
+    )
     b = PlanBuilder("bcast", topo, root=0, count=1024)
     coordinators = topo.coordinators(0)
     for c in coordinators[1:]:
@@ -543,16 +598,21 @@ def test_magpie_bcast_beats_a_binomial_tree_on_the_wide_area():
     magpie = b.build(family="test", algorithm="two-level")
     binomial = tree_bcast(topo, "binomial", count=1024)
     model = LinkModel(topo)
-    assert simulate(magpie, model).completion < 0.02 < simulate(binomial, model).completion
+    assert (
+        simulate(magpie, model).completion < 0.02 < simulate(binomial, model).completion
+    )
 
 
-@pytest.mark.parametrize("topo", [
-    Topology.single(5),
-    Topology.from_sizes([3, 1, 4]),
-    Topology.from_clusters([[0, 3, 4], [1, 2], [5]]),
-    Topology.from_sizes([1] * 6),
-    Topology.from_sizes([2, 2], node_bandwidth=[1e6, 2e6, 3e6, 4e6]),
-])
+@pytest.mark.parametrize(
+    "topo",
+    [
+        Topology.single(5),
+        Topology.from_sizes([3, 1, 4]),
+        Topology.from_clusters([[0, 3, 4], [1, 2], [5]]),
+        Topology.from_sizes([1] * 6),
+        Topology.from_sizes([2, 2], node_bandwidth=[1e6, 2e6, 3e6, 4e6]),
+    ],
+)
 @pytest.mark.parametrize("op", ["bcast", "reduce", "allreduce"])
 def test_link_model_timelines_are_consistent(topo, op):
     options = dict(count=3000, segments=3, tree="binomial")
@@ -566,7 +626,7 @@ def test_link_model_timelines_are_consistent(topo, op):
         for e in result.events:
             assert e.end >= e.start >= 0
             by_rank.setdefault(e.rank, []).append(e)
-        for r, events in by_rank.items():
+        for _r, events in by_rank.items():
             for a, b in zip(events, events[1:]):
                 assert b.start == a.end
         for m, t in zip(plan.messages(), result.arrivals):
@@ -580,10 +640,20 @@ def test_link_model_timelines_are_consistent(topo, op):
 
 
 def test_repeated_runs_give_identical_results():
-    topo = Topology.from_clusters([[r for r in range(32) if r % 4 == c] for c in range(4)],
-                                  node_bandwidth=[1e6 * (1 + r % 3) for r in range(32)])
-    plan = build("allreduce", topo, "tree", tree="binomial", count=4096, segments=4,
-                 level="commutative", arrival=True)
+    topo = Topology.from_clusters(
+        [[r for r in range(32) if r % 4 == c] for c in range(4)],
+        node_bandwidth=[1e6 * (1 + r % 3) for r in range(32)],
+    )
+    plan = build(
+        "allreduce",
+        topo,
+        "tree",
+        tree="binomial",
+        count=4096,
+        segments=4,
+        level="commutative",
+        arrival=True,
+    )
     first = simulate(plan, LinkModel(topo))
     second = simulate(plan, LinkModel(topo))
     assert first.finish == second.finish and first.arrivals == second.arrivals

@@ -32,8 +32,13 @@ class _Check:
 
 
 def _task(order, started, name, check):
-    return CallTask(NativeWork(lambda: started.append(name) or MPI.REQUEST_NULL),
-                    check, gated=True, exchange=False, order=(order, order.ticket()))
+    return CallTask(
+        NativeWork(lambda: started.append(name) or MPI.REQUEST_NULL),
+        check,
+        gated=True,
+        exchange=False,
+        order=(order, order.ticket()),
+    )
 
 
 def test_a_later_call_whose_check_passes_first_starts_second():

@@ -24,10 +24,23 @@ from pathlib import Path
 import pytest
 
 from wacoll import Topology
-from wacoll.cli.testbed import add_testbed_parser, command_of, parse_pair, topology_from_args
-from wacoll.emulate import (Testbed, TestbedError, TestbedUnavailable, TestbedWarning,
-                            netem, teardown)
-from wacoll.emulate import launcher, netns, relay
+from wacoll.cli.testbed import (
+    add_testbed_parser,
+    command_of,
+    parse_pair,
+    topology_from_args,
+)
+from wacoll.emulate import (
+    Testbed,
+    TestbedError,
+    TestbedUnavailable,
+    TestbedWarning,
+    launcher,
+    netem,
+    netns,
+    relay,
+    teardown,
+)
 from wacoll.emulate.layout import Layout
 from wacoll.emulate.units import parse_duration, parse_rate
 
@@ -48,13 +61,14 @@ def test_units_are_parsed_strictly():
 
 
 def test_layout_gives_each_directed_pair_its_own_queue():
-    topo = Topology.from_sizes([2, 1, 3], wan_latency=0.01, wan_bandwidth=1e6,
-                               wan_pairs={(0, 2): (0.03, 5e5)})
+    topo = Topology.from_sizes(
+        [2, 1, 3], wan_latency=0.01, wan_bandwidth=1e6, wan_pairs={(0, 2): (0.03, 5e5)}
+    )
     lay = Layout.build(topo, "x")
     assert [e.ranks for e in lay.endpoints] == [(0, 1), (2,), (3, 4, 5)]
     assert len(lay.queues) == 6 and len(lay.paths) == 6
-    (q02, lat02), = lay.paths[0, 2]
-    (q20, lat20), = lay.paths[2, 0]
+    ((q02, lat02),) = lay.paths[0, 2]
+    ((q20, lat20),) = lay.paths[2, 0]
     assert (lat02, lay.queues[q02].rate) == (0.03, 5e5)
     assert (lat20, lay.queues[q20].rate) == (0.01, 1e6)
     assert len({q for path in lay.paths.values() for q, _ in path}) == 6
@@ -69,11 +83,19 @@ def test_layout_uplink_shares_one_queue_per_source_cluster():
 
 
 def test_layout_per_node_chains_node_and_wide_area_queues():
-    topo = Topology.from_clusters([[0, 2], [1]], wan_latency=0.01, wan_bandwidth=1e6,
-                                  intra_latency=1e-4, node_bandwidth=[4e6, 2e6, 3e6])
+    topo = Topology.from_clusters(
+        [[0, 2], [1]],
+        wan_latency=0.01,
+        wan_bandwidth=1e6,
+        intra_latency=1e-4,
+        node_bandwidth=[4e6, 2e6, 3e6],
+    )
     lay = Layout.build(topo, "x", per_node=True)
     assert [(e.ns, e.ranks) for e in lay.endpoints] == [
-        ("wacoll-x-c0n0", (0,)), ("wacoll-x-c0n1", (2,)), ("wacoll-x-c1n0", (1,))]
+        ("wacoll-x-c0n0", (0,)),
+        ("wacoll-x-c0n1", (2,)),
+        ("wacoll-x-c1n0", (1,)),
+    ]
     assert lay.endpoint_of_rank() == [0, 2, 1]
     latency, rate = lay.expected(0, 2, 1000)  # rank 0 -> rank 1: out, wide area, in
     assert rate == 1e6
@@ -85,7 +107,9 @@ def test_layout_per_node_chains_node_and_wide_area_queues():
 
 def _ipv4_udp(dst, payload):
     """A minimal IPv4/UDP packet to ``dst`` with ``payload`` bytes of data."""
-    header = bytes([0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0]) + socket.inet_aton("10.77.9.9")
+    header = bytes([0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0]) + socket.inet_aton(
+        "10.77.9.9"
+    )
     return header + socket.inet_aton(dst) + bytes(8 + payload)
 
 
@@ -93,7 +117,7 @@ def _relay_run(uplink, packets, limit=1 << 20):
     """Forward ``packets`` (endpoint 0 -> destination) through a relay over socket pairs;
     return the arrival times (seconds after sending) per destination endpoint."""
     pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM) for _ in range(3)]
-    for inside, outside in pairs:
+    for _inside, outside in pairs:
         outside.setblocking(False)
     rate, lat = 1e5, 0.005
     if uplink:
@@ -102,8 +126,12 @@ def _relay_run(uplink, packets, limit=1 << 20):
     else:
         queues = [relay.Queue(rate, limit), relay.Queue(rate, limit)]
         paths = {(0, 1): [(0, lat)], (0, 2): [(1, lat)]}
-    r = relay.Relay([o.fileno() for _, o in pairs], ["10.77.0.1", "10.77.1.1", "10.77.2.1"],
-                    queues, paths)
+    r = relay.Relay(
+        [o.fileno() for _, o in pairs],
+        ["10.77.0.1", "10.77.1.1", "10.77.2.1"],
+        queues,
+        paths,
+    )
     stop_r, stop_w = os.pipe()
     thread = threading.Thread(target=r.run, args=(time.monotonic() + 10, [stop_r]))
     thread.start()
@@ -150,17 +178,22 @@ def test_relay_drops_the_tail_of_a_full_queue():
 
 
 def test_netem_commands_shape_each_pair_on_the_router():
-    topo = Topology.from_sizes([1, 1, 1], wan_latency=0.01, wan_bandwidth=1e6,
-                               wan_pairs={(2, 0): (0.05, 2e5)})
+    topo = Topology.from_sizes(
+        [1, 1, 1], wan_latency=0.01, wan_bandwidth=1e6, wan_pairs={(2, 0): (0.05, 2e5)}
+    )
     cmds = netem.tc_commands(Layout.build(topo, "x"), 1500)
     router = "\n".join(cmds["router"])
-    assert "dev wr0 parent 1:13 handle 13: netem delay 50000us rate 1600000bit -66 limit" in router
+    assert (
+        "dev wr0 parent 1:13 handle 13: netem delay 50000us rate 1600000bit -66 limit"
+        in router
+    )
     assert "match ip src 10.77.2.0/24 flowid 1:13" in router
     assert router.count("netem") == 6 and set(cmds) == {"router"}
     up = netem.tc_commands(Layout.build(topo, "x", uplink=True), 1500)
     assert not any("netem" in line and "rate" in line for line in up["router"])
-    assert up["wacoll-x-c2"] == ["qdisc add dev wcwan root netem delay 0us "
-                                 "rate 1600000bit -66 limit 1000"]
+    assert up["wacoll-x-c2"] == [
+        "qdisc add dev wcwan root netem delay 0us rate 1600000bit -66 limit 1000"
+    ]
     with pytest.raises(TestbedError, match="per-node"):
         netem.tc_commands(Layout.build(topo, "x", per_node=True), 1500)
 
@@ -170,26 +203,44 @@ def test_hydra_launcher_runs_the_proxy_in_the_host_namespace(tmp_path):
     fake_ip.write_text("#!/bin/sh\necho \"$@\"\n")
     fake_ip.chmod(0o755)
     script = launcher.install_launcher(tmp_path)
-    env = {"PATH": f"{tmp_path}:/usr/bin:/bin",
-           "WACOLL_TESTBED_HOSTS": "10.78.0.2=wacoll-t-c0 10.78.0.3=wacoll-t-c1"}
-    out = subprocess.run([str(script), "-x", "10.78.0.3", '"/bin/proxy"', "--id", "1"],
-                         capture_output=True, text=True, env=env, timeout=10)
+    env = {
+        "PATH": f"{tmp_path}:/usr/bin:/bin",
+        "WACOLL_TESTBED_HOSTS": "10.78.0.2=wacoll-t-c0 10.78.0.3=wacoll-t-c1",
+    }
+    out = subprocess.run(
+        [str(script), "-x", "10.78.0.3", '"/bin/proxy"', "--id", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=10,
+    )
     assert out.returncode == 0
     assert out.stdout.strip() == 'netns exec wacoll-t-c1 /bin/sh -c "/bin/proxy" --id 1'
-    out = subprocess.run([str(script), "-x", "10.9.9.9", "true"], capture_output=True,
-                         text=True, env=env, timeout=10)
+    out = subprocess.run(
+        [str(script), "-x", "10.9.9.9", "true"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=10,
+    )
     assert out.returncode == 255 and "no namespace for host '10.9.9.9'" in out.stderr
 
 
 def test_mpiexec_command_places_every_rank_on_its_endpoint():
-    cmd = launcher.mpiexec_command("wacoll-t-ctl", Path("/x/hydra-launch"),
-                                   ["10.78.0.2", "10.78.0.3"], [0, 1, 1, 0],
-                                   ["python", "app.py"], mpiexec=Path("/v/mpiexec"))
+    cmd = launcher.mpiexec_command(
+        "wacoll-t-ctl",
+        Path("/x/hydra-launch"),
+        ["10.78.0.2", "10.78.0.3"],
+        [0, 1, 1, 0],
+        ["python", "app.py"],
+        mpiexec=Path("/v/mpiexec"),
+    )
     assert cmd[:5] == ["ip", "netns", "exec", "wacoll-t-ctl", "/v/mpiexec"]
     text = " ".join(cmd)
     assert "-launcher ssh -launcher-exec /x/hydra-launch -iface wcbr" in text
-    assert text.endswith("-hosts 10.78.0.2,10.78.0.3 -rankmap (vector,0,1,1,0) -n 4 "
-                         "python app.py")
+    assert text.endswith(
+        "-hosts 10.78.0.2,10.78.0.3 -rankmap (vector,0,1,1,0) -n 4 python app.py"
+    )
     assert launcher.transport_env("ucx", "wctun")["UCX_TLS"] == "tcp,self"
     with pytest.raises(TestbedError):
         launcher.transport_env("shm")
@@ -200,8 +251,10 @@ def test_idle_mode_yields_only_when_ranks_outnumber_cores():
     assert launcher.resolve_idle("auto", nprocs=2, cores=2) == "poll"
     assert launcher.resolve_idle("poll", nprocs=8, cores=2) == "poll"
     assert launcher.idle_env("poll") == {}
-    assert launcher.idle_env("yield") == {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1",
-                                          "MPIR_CVAR_POLLS_BEFORE_YIELD": "1"}
+    assert launcher.idle_env("yield") == {
+        "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1",
+        "MPIR_CVAR_POLLS_BEFORE_YIELD": "1",
+    }
     assert launcher.transport_name("ofi", "yield") == "ofi:tcp idle=yield"
     assert launcher.transport_name("ucx", "poll") == "ucx:tcp,self"
     with pytest.raises(TestbedError, match="idle must be one of"):
@@ -214,15 +267,32 @@ def test_idle_mode_yields_only_when_ranks_outnumber_cores():
 def test_cli_builds_the_topology_from_its_options():
     parser = argparse.ArgumentParser(prog="wacoll")
     add_testbed_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["testbed", "up", "--clusters", "3x2", "--latency", "5ms",
-                              "--bandwidth", "100Mbit/s", "--pair", "2:0=40ms,1MB/s",
-                              "--node-bandwidth", "1Gbit/s", "--name", "west"])
+    args = parser.parse_args(
+        [
+            "testbed",
+            "up",
+            "--clusters",
+            "3x2",
+            "--latency",
+            "5ms",
+            "--bandwidth",
+            "100Mbit/s",
+            "--pair",
+            "2:0=40ms,1MB/s",
+            "--node-bandwidth",
+            "1Gbit/s",
+            "--name",
+            "west",
+        ]
+    )
     topo = topology_from_args(args)
     assert topo.clusters == ((0, 1), (2, 3), (4, 5))
     assert (topo.wan.latency, topo.wan.bandwidth) == (0.005, 12.5e6)
     assert topo.link(4, 0).latency == 0.04 and topo.link(0, 4).latency == 0.005
     assert topo.node_bandwidth == (125e6,) * 6 and args.name == "west"
-    run = parser.parse_args(["testbed", "run", "--timeout", "30s", "--", "python", "x.py"])
+    run = parser.parse_args(
+        ["testbed", "run", "--timeout", "30s", "--", "python", "x.py"]
+    )
     assert command_of(run) == ["python", "x.py"] and run.timeout == 30.0
     with pytest.raises(SystemExit):
         parser.parse_args(["testbed", "up", "--latency", "10"])  # no unit
@@ -250,8 +320,11 @@ def test_testbed_rejects_bad_arguments():
 
 
 def test_start_refuses_clearly_where_it_cannot_work(monkeypatch):
-    monkeypatch.setattr(netns, "unavailable_reason",
-                        lambda: "the testbed needs root (network namespaces, TUN devices)")
+    monkeypatch.setattr(
+        netns,
+        "unavailable_reason",
+        lambda: "the testbed needs root (network namespaces, TUN devices)",
+    )
     with pytest.raises(TestbedUnavailable, match="needs root"):
         Testbed(Topology.from_sizes([1, 1]), name="refused").start()
 
@@ -324,6 +397,7 @@ def testbed_host():
         pytest.skip(f"no emulated testbed here: {reason}")
     try:
         import mpi4py  # noqa: F401
+
         launcher.mpiexec_path()
     except (ImportError, TestbedError) as exc:
         pytest.skip(f"no emulated testbed here: {exc}")
@@ -334,8 +408,9 @@ def _name(tag):
 
 
 def _namespaces(prefix):
-    listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
-                             timeout=10).stdout
+    listing = subprocess.run(
+        ["ip", "netns", "list"], capture_output=True, text=True, timeout=10
+    ).stdout
     return [line.split()[0] for line in listing.splitlines() if line.startswith(prefix)]
 
 
@@ -353,7 +428,8 @@ def test_two_clusters_ping_pong_and_collectives(testbed_host, tmp_path):
             warnings.simplefilter("error", TestbedWarning)  # the self-check must pass
             tb.start()
         assert sorted(_namespaces(prefix)) == sorted(
-            [f"{prefix}c0", f"{prefix}c1", f"{prefix}ctl"])
+            [f"{prefix}c0", f"{prefix}c1", f"{prefix}ctl"]
+        )
         report = tb.last_check
         assert report.ok, report.table()
         assert len(report.pairs) == 2
@@ -363,9 +439,11 @@ def test_two_clusters_ping_pong_and_collectives(testbed_host, tmp_path):
 
         for netmod, transport in (("ucx", "ucx:tcp,self"), ("ofi", "ofi:tcp")):
             result = tb.run([sys.executable, str(script)], timeout=120, netmod=netmod)
-            assert result.ok, (result.stdout or "")[-2000:] + (result.stderr or "")[-2000:]
+            assert result.ok, (result.stdout or "")[-2000:] + (result.stderr or "")[
+                -2000:
+            ]
             line = next(x for x in result.stdout.splitlines() if x.startswith("RESULT "))
-            data = json.loads(line[len("RESULT "):])
+            data = json.loads(line[len("RESULT ") :])
             assert data["ok"] and data["family"] == "magpie"
             assert data["clusters"] == [[0, 1], [2, 3]]
             # 4 ranks: idle ranks yield on a machine with fewer cores than that
@@ -378,14 +456,18 @@ def test_two_clusters_ping_pong_and_collectives(testbed_host, tmp_path):
             # Ranks busy-poll, and on a loaded machine waiting for a core only adds
             # delay, so the fastest of 21 round trips shows the link (median reported).
             wide, local = data["wide"], data["local"]
-            seen = (f"{netmod}: one-way fastest {wide[0] * 1e3:.3f} ms, median "
-                    f"{wide[len(wide) // 2] * 1e3:.3f} ms")
+            seen = (
+                f"{netmod}: one-way fastest {wide[0] * 1e3:.3f} ms, median "
+                f"{wide[len(wide) // 2] * 1e3:.3f} ms"
+            )
             assert 0.0095 <= wide[0] <= 0.011 + 0.0005, seen
             assert local[0] < 0.002, local  # inside a cluster: no emulated link
 
         hung = tb.run([sys.executable, str(hang)], timeout=3)
         assert hung.timed_out and hung.returncode is None and not hung.ok
-        assert all(netns.netns_pids(ns) == [] for ns in [tb.ctl_namespace] + tb.namespaces)
+        assert all(
+            netns.netns_pids(ns) == [] for ns in [tb.ctl_namespace] + tb.namespaces
+        )
     finally:
         tb.stop()
     assert _namespaces(prefix) == []
@@ -399,8 +481,13 @@ def test_two_clusters_ping_pong_and_collectives(testbed_host, tmp_path):
 def test_per_node_rates_are_measured(testbed_host):
     # Links of a few milliseconds: scheduler jitter on a busy 2-core machine (a tenth
     # of a millisecond or more) must not look like a 10 % error.
-    topo = Topology.from_clusters([[0, 2], [1]], wan_latency=0.008, wan_bandwidth=1e6,
-                                  intra_latency=0.004, node_bandwidth=[4e6, 2e6, 4e6])
+    topo = Topology.from_clusters(
+        [[0, 2], [1]],
+        wan_latency=0.008,
+        wan_bandwidth=1e6,
+        intra_latency=0.004,
+        node_bandwidth=[4e6, 2e6, 4e6],
+    )
     with Testbed(topo, name=_name("pn"), netem="relay") as tb:
         report = tb.last_check if tb.last_check.ok else tb.check()
         assert report.ok, report.table()
@@ -420,8 +507,9 @@ def test_a_crashed_owner_leaves_nothing_behind(testbed_host):
         print("up", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == -signal.SIGKILL and out.stdout.strip() == "up", out.stderr
     deadline = time.monotonic() + 15
     while _namespaces(f"wacoll-{name}-") and time.monotonic() < deadline:

@@ -10,10 +10,18 @@ SIZES = [1, 2, 3, 5, 6, 7, 8, 13, 32]
 
 
 @pytest.mark.parametrize("n", SIZES)
-@pytest.mark.parametrize("make", [trees.flat, trees.chain, trees.binary, trees.binomial,
-                                  lambda n, root: trees.knomial(n, 3, root),
-                                  lambda n, root: trees.lam(n, root, "reduce"),
-                                  lambda n, root: trees.lam(n, root, "bcast")])
+@pytest.mark.parametrize(
+    "make",
+    [
+        trees.flat,
+        trees.chain,
+        trees.binary,
+        trees.binomial,
+        lambda n, root: trees.knomial(n, 3, root),
+        lambda n, root: trees.lam(n, root, "reduce"),
+        lambda n, root: trees.lam(n, root, "bcast"),
+    ],
+)
 def test_every_builder_follows_the_convention(n, make):
     for root in sorted({0, n - 1, n // 2}):
         tree = make(n, root)

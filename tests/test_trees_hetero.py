@@ -6,7 +6,7 @@ Kielmann et al., MagPIe, PPoPP 1999 (Figure 1).
 
 import math
 import random
-from functools import lru_cache
+from functools import cache
 from itertools import combinations
 
 import numpy as np
@@ -36,6 +36,7 @@ FIG1 = [100, 300, 300, 300, 300, 100, 300, 300]
 
 # --- cost models ------------------------------------------------------------------
 
+
 def test_magpie_figure1():
     assert bcast_time_ts_tr(flat(8), 10, 1000) == 1060
     assert bcast_time_ts_tr(flat(8), 10, 11) == 71
@@ -58,16 +59,20 @@ def test_receive_times_follow_send_order():
 def test_cost_errors():
     with pytest.raises(PlanError, match="has no cost"):
         bcast_time(binomial(4), [1, 1, 1])
-    with pytest.raises(TopologyError, match="cost of rank 1 must be a finite number >= 0"):
+    with pytest.raises(
+        TopologyError, match="cost of rank 1 must be a finite number >= 0"
+    ):
         bcast_time(binomial(2), [1, -1])
     with pytest.raises(TopologyError, match="t_s must be a finite number >= 0"):
         bcast_time_ts_tr(binomial(2), math.inf, 1)
     with pytest.raises(PlanError, match="not a tree"):
         import networkx as nx
+
         bcast_time(nx.DiGraph([(0, 1), (1, 0)]), [1, 1])
 
 
 # --- Banikazemi Figure 1 ----------------------------------------------------------
+
 
 def test_figure1_latencies():
     assert bcast_time(binomial(8, root=0), FIG1) == 700
@@ -80,11 +85,16 @@ def test_figure1b_spoc_puts_fast_node_under_root():
     t = spoc(FIG1)
     # Positions by descendants: v4 (3), v2, v6 (1 each), then leaves; ranks by cost:
     # 5 (fast), then the slow ranks 1, 2, 3, 4, 6, 7 in rank order.
-    assert children(t, 0) == [5, 1, 3]  # rank 5 (paper node 6) takes the 3-descendant slot
+    assert children(t, 0) == [
+        5,
+        1,
+        3,
+    ]  # rank 5 (paper node 6) takes the 3-descendant slot
     assert children(t, 5) == [2, 6] and children(t, 2) == [7] and children(t, 1) == [4]
 
 
 # --- validity, members, errors ----------------------------------------------------
+
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))
 def test_trees_are_valid_and_span_members(name):
@@ -104,24 +114,57 @@ def test_trees_are_valid_and_span_members(name):
 
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))
-@pytest.mark.parametrize("costs, root, members, error, message", [
-    ([1, -2, 3], 0, None, TopologyError, "cost of rank 1 must be a finite number >= 0"),
-    ([1, math.nan], 0, None, TopologyError, "cost of rank 1 must be a finite number >= 0"),
-    ([1, math.inf], 0, None, TopologyError, "cost of rank 1 must be a finite number >= 0"),
-    ([1, "2"], 0, None, TopologyError, "cost of rank 1 must be a finite number >= 0"),
-    ([1, True], 0, None, TopologyError, "cost of rank 1 must be a finite number >= 0"),
-    (np.array([1.0, -1.0]), 0, None, TopologyError, "cost of rank 1 must be a finite number >= 0"),
-    ("12", 0, None, TopologyError, "costs must be a sequence"),
-    (5, 0, None, TopologyError, "costs must be a sequence"),
-    ([], 0, None, TopologyError, "costs is empty"),
-    ([1, 2, 3], 3, None, PlanError, "root 3 is not a rank of 0..2"),
-    ([1, 2, 3], -1, None, PlanError, "root -1 is not a rank of 0..2"),
-    ([1, 2, 3], 0, [1, 2], PlanError, "root 0 is not in members"),
-    ([1, 2, 3], 0, [0, 1, 1], PlanError, "member 1 appears more than once"),
-    ([1, 2, 3], 0, [0, 5], PlanError, "member 5 is not a rank of 0..2"),
-    ([1, 2, 3], 0, [0, -1], PlanError, "member -1 is not a rank of 0..2"),
-    ([1, 2, 3], 0, 7, PlanError, "members must be a collection of ranks"),
-])
+@pytest.mark.parametrize(
+    "costs, root, members, error, message",
+    [
+        (
+            [1, -2, 3],
+            0,
+            None,
+            TopologyError,
+            "cost of rank 1 must be a finite number >= 0",
+        ),
+        (
+            [1, math.nan],
+            0,
+            None,
+            TopologyError,
+            "cost of rank 1 must be a finite number >= 0",
+        ),
+        (
+            [1, math.inf],
+            0,
+            None,
+            TopologyError,
+            "cost of rank 1 must be a finite number >= 0",
+        ),
+        ([1, "2"], 0, None, TopologyError, "cost of rank 1 must be a finite number >= 0"),
+        (
+            [1, True],
+            0,
+            None,
+            TopologyError,
+            "cost of rank 1 must be a finite number >= 0",
+        ),
+        (
+            np.array([1.0, -1.0]),
+            0,
+            None,
+            TopologyError,
+            "cost of rank 1 must be a finite number >= 0",
+        ),
+        ("12", 0, None, TopologyError, "costs must be a sequence"),
+        (5, 0, None, TopologyError, "costs must be a sequence"),
+        ([], 0, None, TopologyError, "costs is empty"),
+        ([1, 2, 3], 3, None, PlanError, "root 3 is not a rank of 0..2"),
+        ([1, 2, 3], -1, None, PlanError, "root -1 is not a rank of 0..2"),
+        ([1, 2, 3], 0, [1, 2], PlanError, "root 0 is not in members"),
+        ([1, 2, 3], 0, [0, 1, 1], PlanError, "member 1 appears more than once"),
+        ([1, 2, 3], 0, [0, 5], PlanError, "member 5 is not a rank of 0..2"),
+        ([1, 2, 3], 0, [0, -1], PlanError, "member -1 is not a rank of 0..2"),
+        ([1, 2, 3], 0, 7, PlanError, "members must be a collection of ranks"),
+    ],
+)
 def test_invalid_input(name, costs, root, members, error, message):
     # a bad cost describes the network (TopologyError); a bad root or member set
     # is the tree's own fault (PlanError)
@@ -148,9 +191,11 @@ def test_fnf_order_is_send_order():
 
 # --- optimal is exact ---------------------------------------------------------------
 
+
 def brute_force_latency(costs, root, members):
     """The literal Section 5 recurrence: enumerate j in A and every split B + C."""
-    @lru_cache(maxsize=None)
+
+    @cache
     def L(i, A):
         if not A:
             return 0
@@ -197,12 +242,15 @@ def test_optimal_exhaustive_small_trees():
                 new[v] = []
                 yield from ordered_trees(new, pending[1:])
 
-    best = min(bcast_time(from_parents(ch, 4, 0, "x"), costs)
-               for ch in ordered_trees({0: []}, [1, 2, 3]))
+    best = min(
+        bcast_time(from_parents(ch, 4, 0, "x"), costs)
+        for ch in ordered_trees({0: []}, [1, 2, 3])
+    )
     assert bcast_time(optimal(costs), costs) == best
 
 
 # --- Table 2: FNF against optimal ---------------------------------------------------
+
 
 def table2_instances(participants, count, seed):
     rng = random.Random(seed * 100 + participants)
@@ -221,7 +269,9 @@ def test_table2_fnf_versus_optimal(participants):
     for costs, root, members in table2_instances(participants, count, seed=1998):
         for name, build in BUILDERS.items():
             lat[name].append(bcast_time(build(costs, root=root, members=members), costs))
-    fnf_l, opt_l, spoc_l = (np.array(lat[k], dtype=float) for k in ("fnf", "optimal", "spoc"))
+    fnf_l, opt_l, spoc_l = (
+        np.array(lat[k], dtype=float) for k in ("fnf", "optimal", "spoc")
+    )
     assert (opt_l <= fnf_l).all() and (opt_l <= spoc_l).all()
     if participants <= 5:
         assert (fnf_l == opt_l).all()  # the paper's Table 2: 0.00% up to 5 nodes
@@ -234,6 +284,7 @@ def test_table2_fnf_versus_optimal(participants):
 
 
 # --- Section 6.4: homogeneous costs ------------------------------------------------
+
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 13, 16, 31, 64, 100])
 def test_homogeneous_costs_match_binomial(n):

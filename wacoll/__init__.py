@@ -43,8 +43,11 @@ __all__ = [
     "plans",
 ]
 
-_MPI_WORLD = {"Comm": "wacoll.mpi.comm", "topology_from_comm": "wacoll.mpi.discover",
-              "calibrate": "wacoll.mpi.allpairs"}
+_MPI_WORLD = {
+    "Comm": "wacoll.mpi.comm",
+    "topology_from_comm": "wacoll.mpi.discover",
+    "calibrate": "wacoll.mpi.allpairs",
+}
 
 
 def __getattr__(name):

@@ -40,9 +40,17 @@ import numpy as np
 from wacoll.errors import TopologyError
 from wacoll.topology import LinkParams, Topology
 
-__all__ = ["Clustering", "find_clusters", "fit_t_ini", "build_topology",
-           "CalibrationReport", "compare_topologies", "plot_latency_heatmap",
-           "DEFAULT_MIN_GAP", "DEFAULT_WIDE_AREA"]
+__all__ = [
+    "Clustering",
+    "find_clusters",
+    "fit_t_ini",
+    "build_topology",
+    "CalibrationReport",
+    "compare_topologies",
+    "plot_latency_heatmap",
+    "DEFAULT_MIN_GAP",
+    "DEFAULT_WIDE_AREA",
+]
 
 #: A split between fast and slow links needs the slow ones this many times slower.
 DEFAULT_MIN_GAP = 3.0
@@ -56,7 +64,9 @@ DEFAULT_PAIR_TOLERANCE = 0.05
 def _square(matrix, name) -> np.ndarray:
     m = np.array(matrix, dtype=float)
     if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] == 0:
-        raise TopologyError(f"{name} must be a non-empty square matrix, got shape {m.shape}")
+        raise TopologyError(
+            f"{name} must be a non-empty square matrix, got shape {m.shape}"
+        )
     return m
 
 
@@ -67,7 +77,9 @@ def _symmetric(matrix) -> np.ndarray:
     both = np.stack([m, m.T])
     with np.errstate(invalid="ignore"):
         counts = np.sum(~np.isnan(both), axis=0)
-        out = np.where(counts > 0, np.nansum(both, axis=0) / np.maximum(counts, 1), np.nan)
+        out = np.where(
+            counts > 0, np.nansum(both, axis=0) / np.maximum(counts, 1), np.nan
+        )
     return out
 
 
@@ -122,8 +134,9 @@ def _components(n, edges):
     return tuple(sorted((tuple(g) for g in groups.values()), key=lambda g: g[0]))
 
 
-def find_clusters(latency, *, min_gap: float = DEFAULT_MIN_GAP,
-                  wide_area: float = DEFAULT_WIDE_AREA) -> Clustering:
+def find_clusters(
+    latency, *, min_gap: float = DEFAULT_MIN_GAP, wide_area: float = DEFAULT_WIDE_AREA
+) -> Clustering:
     """Group ranks into clusters from their pair latencies.
 
     The pair latencies (both directions of a pair averaged; NaN for pairs not
@@ -183,18 +196,24 @@ def find_clusters(latency, *, min_gap: float = DEFAULT_MIN_GAP,
     if threshold is not None:
         edges = [p for p, v in zip(pairs, values) if v <= threshold]
         clusters = _components(n, edges)
-        reason = (f"largest gap x{gap:.3g} between {order[order <= threshold].max():.3g} s "
-                  f"and {order[order > threshold].min():.3g} s")
+        reason = (
+            f"largest gap x{gap:.3g} between {order[order <= threshold].max():.3g} s "
+            f"and {order[order > threshold].min():.3g} s"
+        )
         return Clustering(clusters, threshold, gap, reason)
     median = float(np.median(values))
     if median > wide_area:
         clusters = tuple((r,) for r in range(n))
-        reason = (f"no gap of x{min_gap:g} (largest x{gap:.3g}); median {median:.3g} s is "
-                  f"above {wide_area:g} s: every rank is its own cluster")
+        reason = (
+            f"no gap of x{min_gap:g} (largest x{gap:.3g}); median {median:.3g} s is "
+            f"above {wide_area:g} s: every rank is its own cluster"
+        )
     else:
         clusters = _components(n, pairs)
-        reason = (f"no gap of x{min_gap:g} (largest x{gap:.3g}); median {median:.3g} s is "
-                  f"at most {wide_area:g} s: one cluster")
+        reason = (
+            f"no gap of x{min_gap:g} (largest x{gap:.3g}); median {median:.3g} s is "
+            f"at most {wide_area:g} s: one cluster"
+        )
     return Clustering(clusters, None, gap, reason)
 
 
@@ -289,12 +308,20 @@ def _median(values, default):
 
 
 def _close(a: LinkParams, b: LinkParams, tolerance):
-    return (abs(a.latency - b.latency) <= tolerance * max(b.latency, 1e-12)
-            and abs(a.bandwidth - b.bandwidth) <= tolerance * b.bandwidth)
+    return (
+        abs(a.latency - b.latency) <= tolerance * max(b.latency, 1e-12)
+        and abs(a.bandwidth - b.bandwidth) <= tolerance * b.bandwidth
+    )
 
 
-def build_topology(clusters, latency, bandwidth=None, *, t_ini=None,
-                   pair_tolerance: float = DEFAULT_PAIR_TOLERANCE) -> Topology:
+def build_topology(
+    clusters,
+    latency,
+    bandwidth=None,
+    *,
+    t_ini=None,
+    pair_tolerance: float = DEFAULT_PAIR_TOLERANCE,
+) -> Topology:
     """A topology from clusters and measured one-way latency and bandwidth matrices.
 
     The intra-cluster link is the median over pairs inside clusters; each directed
@@ -346,23 +373,32 @@ def build_topology(clusters, latency, bandwidth=None, *, t_ini=None,
             else:
                 pair_lat.setdefault((a, b), []).append(lat[i, j])
                 pair_bw.setdefault((a, b), []).append(bw[i, j])
-    intra = LinkParams(_median(intra_lat, base.intra.latency),
-                       _median(intra_bw, base.intra.bandwidth))
+    intra = LinkParams(
+        _median(intra_lat, base.intra.latency), _median(intra_bw, base.intra.bandwidth)
+    )
     links = {}
     for key in pair_lat:
         links[key] = (_median(pair_lat[key], None), _median(pair_bw[key], None))
-    wan = LinkParams(_median([v[0] for v in links.values()], base.wan.latency),
-                     _median([v[1] for v in links.values()], base.wan.bandwidth))
+    wan = LinkParams(
+        _median([v[0] for v in links.values()], base.wan.latency),
+        _median([v[1] for v in links.values()], base.wan.bandwidth),
+    )
     wan_pairs = {}
     for key, (pl, pb) in sorted(links.items()):
-        link = LinkParams(wan.latency if pl is None else pl,
-                          wan.bandwidth if pb is None else pb)
+        link = LinkParams(
+            wan.latency if pl is None else pl, wan.bandwidth if pb is None else pb
+        )
         if not _close(link, wan, pair_tolerance):
             wan_pairs[key] = (link.latency, link.bandwidth)
     return Topology.from_clusters(
-        base.clusters, intra_latency=intra.latency, intra_bandwidth=intra.bandwidth,
-        wan_latency=wan.latency, wan_bandwidth=wan.bandwidth, wan_pairs=wan_pairs or None,
-        t_ini=None if t_ini is None else [float(v) for v in t_ini])
+        base.clusters,
+        intra_latency=intra.latency,
+        intra_bandwidth=intra.bandwidth,
+        wan_latency=wan.latency,
+        wan_bandwidth=wan.bandwidth,
+        wan_pairs=wan_pairs or None,
+        t_ini=None if t_ini is None else [float(v) for v in t_ini],
+    )
 
 
 def _same_partition(a: Topology, b: Topology) -> bool:
@@ -384,31 +420,63 @@ def compare_topologies(measured: Topology, configured: Topology) -> list:
     ('wan 0->1 latency', 0.01, 0.01, 1.0)
     """
     if measured.size != configured.size:
-        raise TopologyError(f"the topologies have {measured.size} and {configured.size} "
-                            f"ranks")
-    rows = [("clusters", [list(c) for c in configured.clusters],
-             [list(c) for c in measured.clusters],
-             "same" if _same_partition(measured, configured) else "different")]
+        raise TopologyError(
+            f"the topologies have {measured.size} and {configured.size} ranks"
+        )
+    rows = [
+        (
+            "clusters",
+            [list(c) for c in configured.clusters],
+            [list(c) for c in measured.clusters],
+            "same" if _same_partition(measured, configured) else "different",
+        )
+    ]
     for a in range(configured.nclusters):
         for b in range(configured.nclusters):
             if a == b:
                 continue
             i, j = configured.clusters[a][0], configured.clusters[b][0]
             want, got = configured.link(i, j), measured.link(i, j)
-            rows.append((f"wan {a}->{b} latency", want.latency, got.latency,
-                         got.latency / want.latency if want.latency else math.nan))
-            rows.append((f"wan {a}->{b} bandwidth", want.bandwidth, got.bandwidth,
-                         got.bandwidth / want.bandwidth))
+            rows.append(
+                (
+                    f"wan {a}->{b} latency",
+                    want.latency,
+                    got.latency,
+                    got.latency / want.latency if want.latency else math.nan,
+                )
+            )
+            rows.append(
+                (
+                    f"wan {a}->{b} bandwidth",
+                    want.bandwidth,
+                    got.bandwidth,
+                    got.bandwidth / want.bandwidth,
+                )
+            )
     if any(len(c) > 1 for c in configured.clusters):
-        rows.append(("intra latency", configured.intra.latency, measured.intra.latency,
-                     measured.intra.latency / configured.intra.latency
-                     if configured.intra.latency else math.nan))
-        rows.append(("intra bandwidth", configured.intra.bandwidth,
-                     measured.intra.bandwidth,
-                     measured.intra.bandwidth / configured.intra.bandwidth))
+        rows.append(
+            (
+                "intra latency",
+                configured.intra.latency,
+                measured.intra.latency,
+                measured.intra.latency / configured.intra.latency
+                if configured.intra.latency
+                else math.nan,
+            )
+        )
+        rows.append(
+            (
+                "intra bandwidth",
+                configured.intra.bandwidth,
+                measured.intra.bandwidth,
+                measured.intra.bandwidth / configured.intra.bandwidth,
+            )
+        )
     if measured.t_ini is not None or configured.t_ini is not None:
+
         def span(t):
             return None if t is None else (min(t), max(t))
+
         rows.append(("t_ini min..max", span(configured.t_ini), span(measured.t_ini), ""))
     return rows
 
@@ -459,10 +527,14 @@ def plot_latency_heatmap(latency, *, clusters=None, ax=None, title=None, unit="m
         _, ax = plt.subplots(figsize=(size + 1.2, size))
     data = lat * scale
     finite = data[np.isfinite(data) & (data > 0)]
-    norm = LogNorm(vmin=finite.min(), vmax=finite.max()) if finite.size and \
-        finite.max() > finite.min() else None
-    image = ax.imshow(np.ma.masked_invalid(data), cmap="viridis", norm=norm,
-                      interpolation="nearest")
+    norm = (
+        LogNorm(vmin=finite.min(), vmax=finite.max())
+        if finite.size and finite.max() > finite.min()
+        else None
+    )
+    image = ax.imshow(
+        np.ma.masked_invalid(data), cmap="viridis", norm=norm, interpolation="nearest"
+    )
     bar = ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     bar.set_label(f"one-way latency ({'µs' if unit == 'us' else unit})")
     ax.set_xlabel("destination rank")
@@ -478,8 +550,16 @@ def plot_latency_heatmap(latency, *, clusters=None, ax=None, title=None, unit="m
         for members in order:
             lo, hi = min(members), max(members)
             if list(members) == list(range(lo, hi + 1)):
-                ax.add_patch(Rectangle((lo - 0.5, lo - 0.5), hi - lo + 1, hi - lo + 1,
-                                       fill=False, edgecolor="white", linewidth=1.5))
+                ax.add_patch(
+                    Rectangle(
+                        (lo - 0.5, lo - 0.5),
+                        hi - lo + 1,
+                        hi - lo + 1,
+                        fill=False,
+                        edgecolor="white",
+                        linewidth=1.5,
+                    )
+                )
     ax.set_title(title or f"measured latency, {n} ranks")
     return ax
 
@@ -520,9 +600,18 @@ class CalibrationReport:
     elapsed: float = 0.0
 
     @classmethod
-    def from_measurements(cls, rtt, bandwidth, self_rtt, *, settings=None, elapsed=0.0,
-                          min_gap=DEFAULT_MIN_GAP, wide_area=DEFAULT_WIDE_AREA,
-                          pair_tolerance=DEFAULT_PAIR_TOLERANCE) -> "CalibrationReport":
+    def from_measurements(
+        cls,
+        rtt,
+        bandwidth,
+        self_rtt,
+        *,
+        settings=None,
+        elapsed=0.0,
+        min_gap=DEFAULT_MIN_GAP,
+        wide_area=DEFAULT_WIDE_AREA,
+        pair_tolerance=DEFAULT_PAIR_TOLERANCE,
+    ) -> CalibrationReport:
         """Cluster, fit and build the topology from raw measurements.
 
         Examples
@@ -536,17 +625,37 @@ class CalibrationReport:
         rtt = _square(rtt, "rtt").copy()
         np.fill_diagonal(rtt, np.nan)
         n = rtt.shape[0]
-        bw = np.full((n, n), np.nan) if bandwidth is None else _square(bandwidth,
-                                                                      "bandwidth")
+        bw = (
+            np.full((n, n), np.nan)
+            if bandwidth is None
+            else _square(bandwidth, "bandwidth")
+        )
         latency = rtt / 2
-        clustering = find_clusters(latency, min_gap=min_gap, wide_area=wide_area) \
-            if n > 1 else Clustering(((0,),), None, 1.0, "one rank")
+        clustering = (
+            find_clusters(latency, min_gap=min_gap, wide_area=wide_area)
+            if n > 1
+            else Clustering(((0,),), None, 1.0, "one rank")
+        )
         self_rtt = np.asarray(self_rtt, dtype=float)
         t_ini = fit_t_ini(rtt, clustering.clusters, self_rtt)
-        topology = build_topology(clustering.clusters, _symmetric(latency), bw,
-                                  t_ini=t_ini, pair_tolerance=pair_tolerance)
-        return cls(latency, rtt, bw, self_rtt, t_ini, clustering, topology,
-                   dict(settings or {}), float(elapsed))
+        topology = build_topology(
+            clustering.clusters,
+            _symmetric(latency),
+            bw,
+            t_ini=t_ini,
+            pair_tolerance=pair_tolerance,
+        )
+        return cls(
+            latency,
+            rtt,
+            bw,
+            self_rtt,
+            t_ini,
+            clustering,
+            topology,
+            dict(settings or {}),
+            float(elapsed),
+        )
 
     # ----------------------------------------------------------------- output
     def table(self, configured: Topology | None = None) -> str:
@@ -566,40 +675,55 @@ class CalibrationReport:
         t_ini (us): 0.5 0.5
         """
         topo = self.topology
-        lines = [f"calibrated {topo.size} ranks: {topo.nclusters} "
-                 f"{'cluster' if topo.nclusters == 1 else 'clusters'} "
-                 f"{_fmt([list(c) for c in topo.clusters])}",
-                 f"  {self.clustering.reason}"]
+        lines = [
+            f"calibrated {topo.size} ranks: {topo.nclusters} "
+            f"{'cluster' if topo.nclusters == 1 else 'clusters'} "
+            f"{_fmt([list(c) for c in topo.clusters])}",
+            f"  {self.clustering.reason}",
+        ]
         if configured is not None:
             lines.append(f"{'':28s}{'configured':>18s} {'measured':>18s} {'ratio':>8s}")
             for what, want, got, ratio in compare_topologies(topo, configured):
                 if what == "clusters":
                     lines.insert(2, f"  configured clusters {_fmt(want)}: {ratio}")
                     continue
-                unit, scale = ("ms", 1e3) if "latency" in what or "t_ini" in what \
+                unit, scale = (
+                    ("ms", 1e3)
+                    if "latency" in what or "t_ini" in what
                     else ("MB/s", 1e-6)
+                )
+
                 def show(v):
                     if v is None:
                         return "-"
                     if isinstance(v, tuple):
                         return "..".join(f"{x * scale:.4g}" for x in v)
                     return f"{v * scale:.4g}"
+
                 ratio_s = f"{ratio:.3f}" if isinstance(ratio, float) else ratio
-                lines.append(f"{what + ' (' + unit + ')':28s}{show(want):>18s} "
-                             f"{show(got):>18s} {ratio_s:>8s}")
+                lines.append(
+                    f"{what + ' (' + unit + ')':28s}{show(want):>18s} "
+                    f"{show(got):>18s} {ratio_s:>8s}"
+                )
             if topo.t_ini is not None:
                 lines.append(_t_ini_line(topo.t_ini))
             return "\n".join(lines)
         lines.append(f"{'link':28s}{'latency':>10s}{'bandwidth':>17s}")
         if any(len(c) > 1 for c in topo.clusters):
-            lines.append(f"{'intra':26s}{topo.intra.latency * 1e6:>10.1f} us"
-                         f"{topo.intra.bandwidth:>11.4g} B/s")
+            lines.append(
+                f"{'intra':26s}{topo.intra.latency * 1e6:>10.1f} us"
+                f"{topo.intra.bandwidth:>11.4g} B/s"
+            )
         if topo.nclusters > 1:
-            lines.append(f"{'wan (default)':26s}{topo.wan.latency * 1e6:>10.1f} us"
-                         f"{topo.wan.bandwidth:>11.4g} B/s")
+            lines.append(
+                f"{'wan (default)':26s}{topo.wan.latency * 1e6:>10.1f} us"
+                f"{topo.wan.bandwidth:>11.4g} B/s"
+            )
             for (a, b), link in topo.wan_pairs:
-                lines.append(f"{f'wan {a}->{b}':26s}{link.latency * 1e6:>10.1f} us"
-                             f"{link.bandwidth:>11.4g} B/s")
+                lines.append(
+                    f"{f'wan {a}->{b}':26s}{link.latency * 1e6:>10.1f} us"
+                    f"{link.bandwidth:>11.4g} B/s"
+                )
         if topo.t_ini is not None:
             lines.append(_t_ini_line(topo.t_ini))
         return "\n".join(lines)
@@ -613,9 +737,16 @@ class CalibrationReport:
         """
         unit = "us" if np.nanmax(self.latency) < 1e-3 else "ms"
         ax = plot_latency_heatmap(
-            self.latency, clusters=self.topology.clusters, ax=ax, unit=unit,
-            title=title or (f"measured one-way latency, {self.topology.size} ranks, "
-                            f"{self.topology.nclusters} clusters"))
+            self.latency,
+            clusters=self.topology.clusters,
+            ax=ax,
+            unit=unit,
+            title=title
+            or (
+                f"measured one-way latency, {self.topology.size} ranks, "
+                f"{self.topology.nclusters} clusters"
+            ),
+        )
         if path is not None:
             ax.figure.tight_layout()
             ax.figure.savefig(path, dpi=120)
@@ -623,9 +754,13 @@ class CalibrationReport:
 
     def to_dict(self) -> dict:
         """A JSON-ready form: matrices as nested lists (null where not measured)."""
+
         def listify(m):
-            return [[None if not np.isfinite(v) else float(v) for v in row]
-                    for row in np.atleast_2d(m)]
+            return [
+                [None if not np.isfinite(v) else float(v) for v in row]
+                for row in np.atleast_2d(m)
+            ]
+
         return {
             "topology": self.topology.to_dict(),
             "clusters": [list(c) for c in self.clustering.clusters],

@@ -48,8 +48,13 @@ import numpy as np
 from wacoll.errors import TopologyError
 
 __all__ = [
-    "validate_time", "validate_rate", "validate_time_or_function", "validate_t_ini",
-    "t_ini_message", "ts_tr_message", "arrival",
+    "validate_time",
+    "validate_rate",
+    "validate_time_or_function",
+    "validate_t_ini",
+    "t_ini_message",
+    "ts_tr_message",
+    "arrival",
 ]
 
 
@@ -148,14 +153,20 @@ def validate_t_ini(costs, name="t_ini", item="t_ini of rank") -> list:
     """
     if isinstance(costs, np.ndarray):
         if costs.ndim != 1 or costs.dtype.kind not in "iuf":
-            raise TopologyError(f"{name} must be a one-dimensional sequence of numbers, "
-                                f"got an array of shape {costs.shape} and dtype "
-                                f"{costs.dtype}")
+            raise TopologyError(
+                f"{name} must be a one-dimensional sequence of numbers, "
+                f"got an array of shape {costs.shape} and dtype "
+                f"{costs.dtype}"
+            )
         costs = costs.tolist()
-    elif isinstance(costs, (str, bytes, dict)) or not hasattr(costs, "__len__") \
-            or not hasattr(costs, "__getitem__"):
-        raise TopologyError(f"{name} must be a sequence of numbers indexed by rank, "
-                            f"got {costs!r}")
+    elif (
+        isinstance(costs, (str, bytes, dict))
+        or not hasattr(costs, "__len__")
+        or not hasattr(costs, "__getitem__")
+    ):
+        raise TopologyError(
+            f"{name} must be a sequence of numbers indexed by rank, got {costs!r}"
+        )
     costs = [validate_time(f"{item} {r}", c) for r, c in enumerate(costs)]
     if not costs:
         raise TopologyError(f"{name} is empty: a tree needs at least one rank")

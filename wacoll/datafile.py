@@ -38,9 +38,13 @@ import stat
 
 __all__ = ["read_text", "read_bytes"]
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def read_bytes(path, error: type, what: str, max_bytes: int) -> bytes:
@@ -57,8 +61,9 @@ def read_bytes(path, error: type, what: str, max_bytes: int) -> bytes:
     except FileNotFoundError:
         raise error(f"{where}: no such file") from None
     except (OSError, ValueError, TypeError) as exc:
-        raise error(f"{where} cannot be read ({getattr(exc, 'strerror', None) or exc})") \
-            from None
+        raise error(
+            f"{where} cannot be read ({getattr(exc, 'strerror', None) or exc})"
+        ) from None
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
@@ -82,5 +87,7 @@ def read_text(path, error: type, what: str, max_bytes: int) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise error(f"{what} {os.fspath(path)} is not UTF-8 text ({exc.reason} at byte "
-                    f"{exc.start})") from None
+        raise error(
+            f"{what} {os.fspath(path)} is not UTF-8 text ({exc.reason} at byte "
+            f"{exc.start})"
+        ) from None

@@ -141,8 +141,13 @@ class RootTypeError(WacollError, TypeError):
 
 
 #: The classes built on first use (they derive from mpi4py's ``MPI.Exception``).
-_MPI_CLASSES = ("MPIError", "BufferAliasError", "CountError", "RootError",
-                "UndefinedOperatorError")
+_MPI_CLASSES = (
+    "MPIError",
+    "BufferAliasError",
+    "CountError",
+    "RootError",
+    "UndefinedOperatorError",
+)
 
 
 def __getattr__(name):
@@ -232,8 +237,13 @@ def _mpi_error_classes():
         mpi_error_class = MPI.ERR_OP
 
     built = {}
-    for cls in (MPIError, BufferAliasError, CountError, RootError,
-                UndefinedOperatorError):
+    for cls in (
+        MPIError,
+        BufferAliasError,
+        CountError,
+        RootError,
+        UndefinedOperatorError,
+    ):
         # importable by name, so that pickle (the object collectives send errors
         # as pickled classes) and the agreement (by name) find them
         cls.__module__, cls.__qualname__ = __name__, cls.__name__
@@ -386,8 +396,10 @@ def compiled_missing(exc: ImportError, module_file) -> ImportError:
     from pathlib import Path
 
     here = Path(module_file).resolve().parent
-    package = next((p for p in (here, *here.parents)
-                    if not (p.parent / "__init__.py").is_file()), here)
+    package = next(
+        (p for p in (here, *here.parents) if not (p.parent / "__init__.py").is_file()),
+        here,
+    )
     root = package.parent
     if (root / "meson.build").is_file() and (root / "pyproject.toml").is_file():
         return ImportError(
@@ -397,8 +409,9 @@ def compiled_missing(exc: ImportError, module_file) -> ImportError:
             f"compiled modules, instead of the installed package. Run from another "
             f"directory (then the installed wacoll is used), or install the checkout "
             f"editable (pip install meson-python meson ninja cython && pip install "
-            f"--no-build-isolation -e .).")
+            f"--no-build-isolation -e .)."
+        )
     return ImportError(
         f"wacoll's compiled kernels are missing from {here}: the installation is "
-        f"incomplete; reinstall wacoll (pip install --force-reinstall wacoll). ({exc})")
-
+        f"incomplete; reinstall wacoll (pip install --force-reinstall wacoll). ({exc})"
+    )

@@ -36,8 +36,7 @@ import os
 
 from wacoll.errors import ConfigurationError
 
-__all__ = ["VARIABLES", "SHARED", "setting", "read_settings", "agreed_settings",
-           "switch"]
+__all__ = ["VARIABLES", "SHARED", "setting", "read_settings", "agreed_settings", "switch"]
 
 #: The variables every rank of a communicator must agree on, with what each decides.
 SHARED = {
@@ -63,7 +62,7 @@ VARIABLES = {
     "WACOLL_PROGRESS": "progress lines of long commands forced on (1) or off (0)",
     "WACOLL_ON_INTERRUPT": "what an interrupt inside a collective does",
     "WACOLL_LINKS_MAX_AGE": "hours a measured links record is reused (rank 0's "
-                            "value decides)",
+    "value decides)",
 }
 
 
@@ -83,8 +82,9 @@ def setting(name, environ=None):
         ``name`` is not one of :data:`VARIABLES` (a misspelt name in wacoll's code).
     """
     if name not in VARIABLES:
-        raise KeyError(f"{name} is not a wacoll setting; add it to "
-                       f"wacoll.settings.VARIABLES")
+        raise KeyError(
+            f"{name} is not a wacoll setting; add it to wacoll.settings.VARIABLES"
+        )
     environ = os.environ if environ is None else environ
     return (environ.get(name) or "").strip() or None
 
@@ -135,7 +135,8 @@ def agreed_settings(comm, environ=None) -> dict:
                     f"{name} ({SHARED[name]}) differs between the ranks: rank 0 has "
                     f"{_shown(first[name])}, rank {rank} has {_shown(theirs[name])}; "
                     f"give every rank the same environment (for example "
-                    f"mpiexec -genv {name} ...)")
+                    f"mpiexec -genv {name} ...)"
+                )
     return mine
 
 
@@ -157,6 +158,12 @@ def switch(value) -> str:
         return "on" if value else "off"
     if isinstance(value, str):
         low = value.strip().lower()
-        return {"1": "on", "yes": "on", "true": "on", "0": "off", "no": "off",
-                "false": "off"}.get(low, low)
+        return {
+            "1": "on",
+            "yes": "on",
+            "true": "on",
+            "0": "off",
+            "no": "off",
+            "false": "off",
+        }.get(low, low)
     return value

@@ -34,6 +34,7 @@ def loads_strict(text: str, error: type):
     Other faults (``json.JSONDecodeError``, ``RecursionError``, an integer too long to
     convert) propagate for the caller to locate and name.
     """
+
     def no_duplicates(pairs):
         out = {}
         for key, value in pairs:

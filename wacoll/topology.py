@@ -39,9 +39,9 @@ from __future__ import annotations
 import json
 import math
 import numbers
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 from wacoll.datafile import read_text
 from wacoll.errors import TopologyError
@@ -117,8 +117,10 @@ def _validate_bandwidth(name, value):
     if math.isnan(f) or f <= 0:
         raise TopologyError(f"{name} must be > 0 bytes/s, got {_show(value)}")
     if math.isinf(f):
-        raise TopologyError(f"{name} must be finite (give a large number for an "
-                            f"unlimited link), got {_show(value)}")
+        raise TopologyError(
+            f"{name} must be finite (give a large number for an "
+            f"unlimited link), got {_show(value)}"
+        )
 
 
 def _cluster_id(name, value):
@@ -168,11 +170,15 @@ class Topology:
                 raise TopologyError(f"cluster {c} is empty")
             for r in members:
                 if not _is_int(r):
-                    raise TopologyError(f"cluster {c} has a rank that is not an integer: {r!r}")
+                    raise TopologyError(
+                        f"cluster {c} has a rank that is not an integer: {r!r}"
+                    )
                 if r < 0:
                     raise TopologyError(f"cluster {c} has a negative rank {r}")
                 if r in seen:
-                    raise TopologyError(f"rank {r} appears twice (clusters {seen[r]} and {c})")
+                    raise TopologyError(
+                        f"rank {r} appears twice (clusters {seen[r]} and {c})"
+                    )
                 seen[r] = c
         size = len(seen)
         missing = sorted(set(range(size)) - set(seen))
@@ -180,15 +186,17 @@ class Topology:
             beyond = max(seen)
             raise TopologyError(
                 f"ranks must be 0..{size - 1}; rank {missing[0]} is missing"
-                + (f" and rank {beyond} is out of range" if beyond >= size else ""))
+                + (f" and rank {beyond} is out of range" if beyond >= size else "")
+            )
         object.__setattr__(self, "_cluster_of", tuple(seen[r] for r in range(size)))
         pairs = {}
         for key, link in self.wan_pairs:
             a, b = key
             for c in (a, b):
                 if not (0 <= c < len(clusters)):
-                    raise TopologyError(f"wide-area pair {key} names cluster {c}, "
-                                        f"which does not exist")
+                    raise TopologyError(
+                        f"wide-area pair {key} names cluster {c}, which does not exist"
+                    )
             if a == b:
                 raise TopologyError(f"wide-area pair {key} joins a cluster to itself")
             if not isinstance(link, LinkParams):
@@ -208,14 +216,18 @@ class Topology:
 
     # ----------------------------------------------------------------- constructors
     @classmethod
-    def from_clusters(cls, clusters: Iterable[Iterable[int]], *,
-                      intra_latency=DEFAULT_INTRA_LATENCY,
-                      intra_bandwidth=DEFAULT_INTRA_BANDWIDTH,
-                      wan_latency=DEFAULT_WAN_LATENCY,
-                      wan_bandwidth=DEFAULT_WAN_BANDWIDTH,
-                      wan_pairs: Mapping | None = None,
-                      t_ini: Sequence[float] | None = None,
-                      node_bandwidth: Sequence[float] | None = None) -> "Topology":
+    def from_clusters(
+        cls,
+        clusters: Iterable[Iterable[int]],
+        *,
+        intra_latency=DEFAULT_INTRA_LATENCY,
+        intra_bandwidth=DEFAULT_INTRA_BANDWIDTH,
+        wan_latency=DEFAULT_WAN_LATENCY,
+        wan_bandwidth=DEFAULT_WAN_BANDWIDTH,
+        wan_pairs: Mapping | None = None,
+        t_ini: Sequence[float] | None = None,
+        node_bandwidth: Sequence[float] | None = None,
+    ) -> Topology:
         """A topology from the rank lists of its clusters.
 
         Parameters
@@ -243,20 +255,26 @@ class Topology:
         wacoll.errors.TopologyError: rank 1 appears twice (clusters 0 and 1)
         """
         try:
-            cl = tuple(tuple(sorted(int(r) if _is_int(r) else r for r in members))
-                       for members in clusters)
+            cl = tuple(
+                tuple(sorted(int(r) if _is_int(r) else r for r in members))
+                for members in clusters
+            )
         except TypeError as exc:
-            raise TopologyError(f"clusters must be lists of integer ranks: {exc}") from None
+            raise TopologyError(
+                f"clusters must be lists of integer ranks: {exc}"
+            ) from None
         pairs = ()
         if wan_pairs:
             if not isinstance(wan_pairs, Mapping):
-                raise TopologyError("wan_pairs must map (from, to) cluster pairs to "
-                                    "(latency, bandwidth)")
+                raise TopologyError(
+                    "wan_pairs must map (from, to) cluster pairs to (latency, bandwidth)"
+                )
             found = []
             for key, v in wan_pairs.items():
                 if not isinstance(key, tuple) or len(key) != 2:
-                    raise TopologyError(f"wan_pairs key {_show(key)} is not a (from, to) "
-                                        f"pair of clusters")
+                    raise TopologyError(
+                        f"wan_pairs key {_show(key)} is not a (from, to) pair of clusters"
+                    )
                 a = _cluster_id(f"wan_pairs key {_show(key)}: from", key[0])
                 b = _cluster_id(f"wan_pairs key {_show(key)}: to", key[1])
                 found.append(((a, b), _link(v, f"wan_pairs[{a},{b}]")))
@@ -271,8 +289,9 @@ class Topology:
         )
 
     @classmethod
-    def from_sizes(cls, sizes: Sequence[int], *, max_ranks: int | None = None,
-                   **links) -> "Topology":
+    def from_sizes(
+        cls, sizes: Sequence[int], *, max_ranks: int | None = None, **links
+    ) -> Topology:
         """Clusters of the given sizes over contiguous rank ranges.
 
         Parameters
@@ -294,21 +313,26 @@ class Topology:
         wacoll.errors.TopologyError: sizes ask for 4611686018427387904 ranks or more (clusters 0..0), more than max_ranks=65536; pass max_ranks= or raise wacoll.topology.MAX_RANKS for a larger topology
         """
         limit = MAX_RANKS if max_ranks is None else max_ranks
-        if isinstance(sizes, (str, bytes, Mapping, set, frozenset)) or \
-                not hasattr(sizes, "__iter__"):
-            raise TopologyError(f"sizes must be a list of cluster sizes, got {_show(sizes)}")
+        if isinstance(sizes, (str, bytes, Mapping, set, frozenset)) or not hasattr(
+            sizes, "__iter__"
+        ):
+            raise TopologyError(
+                f"sizes must be a list of cluster sizes, got {_show(sizes)}"
+            )
         sizes = list(sizes)
         total = 0
         for c, n in enumerate(sizes):
             if not _is_int(n) or n < 1:
-                raise TopologyError(f"cluster {c} must have at least one rank, got "
-                                    f"{_show(n)}")
+                raise TopologyError(
+                    f"cluster {c} must have at least one rank, got {_show(n)}"
+                )
             total += int(n)
             if total > limit:
                 raise TopologyError(
                     f"sizes ask for {total} ranks or more (clusters 0..{c}), more than "
                     f"max_ranks={limit}; pass max_ranks= or raise "
-                    f"wacoll.topology.MAX_RANKS for a larger topology")
+                    f"wacoll.topology.MAX_RANKS for a larger topology"
+                )
         clusters, start = [], 0
         for n in sizes:
             clusters.append(range(start, start + int(n)))
@@ -316,7 +340,7 @@ class Topology:
         return cls.from_clusters(clusters, **links)
 
     @classmethod
-    def single(cls, size: int, **links) -> "Topology":
+    def single(cls, size: int, **links) -> Topology:
         """One cluster of ``size`` ranks (``max_ranks=`` as for :meth:`from_sizes`).
 
         Examples
@@ -327,7 +351,7 @@ class Topology:
         return cls.from_sizes([size], **links)
 
     @classmethod
-    def from_dict(cls, data: Mapping, *, max_ranks: int | None = None) -> "Topology":
+    def from_dict(cls, data: Mapping, *, max_ranks: int | None = None) -> Topology:
         """A topology from its dictionary form (see :meth:`to_dict`).
 
         The form is checked strictly, so that a typo does not pass silently: unknown
@@ -347,18 +371,30 @@ class Topology:
         """
         if not isinstance(data, Mapping):
             raise TopologyError("a topology description must be a mapping")
-        known = {"clusters", "sizes", "intra", "wan", "wan_pairs", "t_ini", "node_bandwidth"}
+        known = {
+            "clusters",
+            "sizes",
+            "intra",
+            "wan",
+            "wan_pairs",
+            "t_ini",
+            "node_bandwidth",
+        }
         unknown = sorted(set(data) - known, key=str)
         if unknown:
-            raise TopologyError(f"unknown topology field {unknown[0]!r}; "
-                                f"known fields: {', '.join(sorted(known))}")
+            raise TopologyError(
+                f"unknown topology field {unknown[0]!r}; "
+                f"known fields: {', '.join(sorted(known))}"
+            )
         if ("clusters" in data) == ("sizes" in data):
             raise TopologyError("give exactly one of 'clusters' and 'sizes'")
         links = {}
         for level in ("intra", "wan"):
             spec = data.get(level, {})
             if not isinstance(spec, Mapping):
-                raise TopologyError(f"{level!r} must be a table with latency and bandwidth")
+                raise TopologyError(
+                    f"{level!r} must be a table with latency and bandwidth"
+                )
             bad = sorted(set(spec) - {"latency", "bandwidth"}, key=str)
             if bad:
                 raise TopologyError(f"unknown field {bad[0]!r} in {level!r}")
@@ -369,24 +405,40 @@ class Topology:
         pairs = {}
         entries = data.get("wan_pairs", [])
         if not _is_list(entries):
-            raise TopologyError("wan_pairs must be a list of tables with from, to, "
-                                "latency and bandwidth")
+            raise TopologyError(
+                "wan_pairs must be a list of tables with from, to, latency and bandwidth"
+            )
         for i, entry in enumerate(entries):
             where = f"wan_pairs[{i}]"
             fields = ("from", "to", "latency", "bandwidth")
             if not isinstance(entry, Mapping) or set(entry) != set(fields):
-                extra = sorted(set(entry) - set(fields), key=str) \
-                    if isinstance(entry, Mapping) else []
-                lacking = [k for k in fields if isinstance(entry, Mapping) and k not in entry]
-                detail = (f"; unknown field {extra[0]!r}" if extra else
-                          f"; it lacks {lacking[0]!r}" if lacking else "")
-                raise TopologyError(f"{where} needs exactly from, to, latency and "
-                                    f"bandwidth{detail}")
-            key = (_cluster_id(f"{where}.from", entry["from"]),
-                   _cluster_id(f"{where}.to", entry["to"]))
+                extra = (
+                    sorted(set(entry) - set(fields), key=str)
+                    if isinstance(entry, Mapping)
+                    else []
+                )
+                lacking = [
+                    k for k in fields if isinstance(entry, Mapping) and k not in entry
+                ]
+                detail = (
+                    f"; unknown field {extra[0]!r}"
+                    if extra
+                    else f"; it lacks {lacking[0]!r}"
+                    if lacking
+                    else ""
+                )
+                raise TopologyError(
+                    f"{where} needs exactly from, to, latency and bandwidth{detail}"
+                )
+            key = (
+                _cluster_id(f"{where}.from", entry["from"]),
+                _cluster_id(f"{where}.to", entry["to"]),
+            )
             if key in pairs:
-                raise TopologyError(f"{where}: the wide-area pair {key} is given twice "
-                                    f"(also wan_pairs[{pairs[key][0]}])")
+                raise TopologyError(
+                    f"{where}: the wide-area pair {key} is given twice "
+                    f"(also wan_pairs[{pairs[key][0]}])"
+                )
             pairs[key] = (i, (entry["latency"], entry["bandwidth"]))
         links["wan_pairs"] = {key: link for key, (_, link) in pairs.items()} or None
         for name in ("t_ini", "node_bandwidth"):
@@ -396,20 +448,22 @@ class Topology:
             links[name] = values
         if "sizes" in data:
             if not _is_list(data["sizes"]):
-                raise TopologyError(f"'sizes' must be a list of cluster sizes, got "
-                                    f"{_show(data['sizes'])}")
+                raise TopologyError(
+                    f"'sizes' must be a list of cluster sizes, got {_show(data['sizes'])}"
+                )
             return cls.from_sizes(list(data["sizes"]), max_ranks=max_ranks, **links)
         clusters = data["clusters"]
         if not _is_list(clusters):
             raise TopologyError("'clusters' must be a list of rank lists")
         for c, members in enumerate(clusters):
             if not _is_list(members):
-                raise TopologyError(f"clusters[{c}] must be a list of ranks, got "
-                                    f"{_show(members)}")
+                raise TopologyError(
+                    f"clusters[{c}] must be a list of ranks, got {_show(members)}"
+                )
         return cls.from_clusters(clusters, **links)
 
     @classmethod
-    def from_file(cls, path, *, max_ranks: int | None = None) -> "Topology":
+    def from_file(cls, path, *, max_ranks: int | None = None) -> Topology:
         """Read a topology from a ``.json`` or ``.toml`` file (data only, never run).
 
         The file must be UTF-8 of at most :data:`MAX_FILE_BYTES` bytes; JSON must be
@@ -468,9 +522,10 @@ class Topology:
             "wan": {"latency": self.wan.latency, "bandwidth": self.wan.bandwidth},
         }
         if self.wan_pairs:
-            data["wan_pairs"] = [{"from": a, "to": b, "latency": l.latency,
-                                  "bandwidth": l.bandwidth}
-                                 for (a, b), l in self.wan_pairs]
+            data["wan_pairs"] = [
+                {"from": a, "to": b, "latency": link.latency, "bandwidth": link.bandwidth}
+                for (a, b), link in self.wan_pairs
+            ]
         if self.t_ini is not None:
             data["t_ini"] = list(self.t_ini)
         if self.node_bandwidth is not None:
@@ -528,8 +583,9 @@ class Topology:
 
         MagPIe calls a communicator whose clusters are not such ranges *reordered*.
         """
-        return all(self._cluster_of[r] <= self._cluster_of[r + 1]
-                   for r in range(self.size - 1))
+        return all(
+            self._cluster_of[r] <= self._cluster_of[r + 1] for r in range(self.size - 1)
+        )
 
     def coordinators(self, root: int | None = None) -> tuple:
         """The coordinator of each cluster: its lowest rank, or ``root`` in root's cluster.
@@ -563,12 +619,18 @@ class Topology:
         """Whether a message from ``src`` to ``dst`` crosses clusters."""
         return self._cluster_of[src] != self._cluster_of[dst]
 
-    def with_t_ini(self, t_ini: Sequence[float]) -> "Topology":
+    def with_t_ini(self, t_ini: Sequence[float]) -> Topology:
         """The same topology with per-rank message initiation costs."""
-        return Topology(self.clusters, self.intra, self.wan, self.wan_pairs,
-                        tuple(t_ini), self.node_bandwidth)
+        return Topology(
+            self.clusters,
+            self.intra,
+            self.wan,
+            self.wan_pairs,
+            tuple(t_ini),
+            self.node_bandwidth,
+        )
 
-    def restrict(self, members: Sequence[int]) -> "Topology":
+    def restrict(self, members: Sequence[int]) -> Topology:
         """The topology of a sub-communicator whose rank ``i`` is ``members[i]`` here.
 
         Clusters keep their links (wide-area pairs included) and are numbered by
@@ -589,12 +651,22 @@ class Topology:
             groups.setdefault(self._cluster_of[old], []).append(new)
         order = sorted(groups, key=lambda c: groups[c][0])
         renumber = {old: new for new, old in enumerate(order)}
-        pairs = tuple(((renumber[a], renumber[b]), link) for (a, b), link in self.wan_pairs
-                      if a in renumber and b in renumber)
-        pick = (lambda values: None if values is None
-                else tuple(values[m] for m in members))
-        return Topology(tuple(tuple(groups[c]) for c in order), self.intra, self.wan,
-                        pairs, pick(self.t_ini), pick(self.node_bandwidth))
+        pairs = tuple(
+            ((renumber[a], renumber[b]), link)
+            for (a, b), link in self.wan_pairs
+            if a in renumber and b in renumber
+        )
+        pick = lambda values: (
+            None if values is None else tuple(values[m] for m in members)
+        )
+        return Topology(
+            tuple(tuple(groups[c]) for c in order),
+            self.intra,
+            self.wan,
+            pairs,
+            pick(self.t_ini),
+            pick(self.node_bandwidth),
+        )
 
     def _validate_rank(self, rank):
         if not _is_int(rank) or not (0 <= rank < self.size):
@@ -603,9 +675,11 @@ class Topology:
     def __str__(self):
         sizes = [len(c) for c in self.clusters]
         kind = "contiguous" if self.is_contiguous else "reordered"
-        return (f"Topology({self.size} ranks in {self.nclusters} {kind} clusters {sizes}; "
-                f"intra {self.intra.latency:g} s, {self.intra.bandwidth:g} B/s; "
-                f"wide-area {self.wan.latency:g} s, {self.wan.bandwidth:g} B/s)")
+        return (
+            f"Topology({self.size} ranks in {self.nclusters} {kind} clusters {sizes}; "
+            f"intra {self.intra.latency:g} s, {self.intra.bandwidth:g} B/s; "
+            f"wide-area {self.wan.latency:g} s, {self.wan.bandwidth:g} B/s)"
+        )
 
 
 def _is_list(value):
@@ -616,10 +690,14 @@ def _per_rank(name, values):
     """``values`` as a tuple, or None; a clear error for a value that is no sequence."""
     if values is None:
         return None
-    if isinstance(values, (str, bytes, Mapping, set, frozenset)) or \
-            not hasattr(values, "__len__") or not hasattr(values, "__iter__"):
-        raise TopologyError(f"{name} must be a list of numbers, one per rank, got "
-                            f"{_show(values)}")
+    if (
+        isinstance(values, (str, bytes, Mapping, set, frozenset))
+        or not hasattr(values, "__len__")
+        or not hasattr(values, "__iter__")
+    ):
+        raise TopologyError(
+            f"{name} must be a list of numbers, one per rank, got {_show(values)}"
+        )
     return tuple(values)
 
 
@@ -653,8 +731,12 @@ def _to_toml(data) -> str:
         if key in data:
             lines.append(f"{key} = {json.dumps(data[key])}")
     for level in ("intra", "wan"):
-        lines += ["", f"[{level}]", f"latency = {data[level]['latency']!r}",
-                  f"bandwidth = {data[level]['bandwidth']!r}"]
+        lines += [
+            "",
+            f"[{level}]",
+            f"latency = {data[level]['latency']!r}",
+            f"bandwidth = {data[level]['bandwidth']!r}",
+        ]
     for entry in data.get("wan_pairs", []):
         lines += ["", "[[wan_pairs]]"] + [f"{k} = {v!r}" for k, v in entry.items()]
     return "\n".join(lines) + "\n"

@@ -190,8 +190,9 @@ def impl_comm(world, impl, topology=None, **kwargs):
     import wacoll
 
     options = {k: v for k, v in impl.items() if k not in ("name", "family")}
-    return wacoll.Comm(world, topology, family=impl["family"], validate=False,
-                       **kwargs, **options)
+    return wacoll.Comm(
+        world, topology, family=impl["family"], validate=False, **kwargs, **options
+    )
 
 
 def start_with_spec(path):
@@ -277,8 +278,11 @@ def timed_runs(world, impls, reps, margin, prepare, expected, label):
             times[impl].append(t)
             if me == 0:
                 shown = "late start" if t is None else f"{t:.3f} s"
-                print(f"  {label} rep {rep + 1}/{reps} {impl:7s} {shown}"
-                      f"{'' if ok else '  WRONG RESULT'}", flush=True)
+                print(
+                    f"  {label} rep {rep + 1}/{reps} {impl:7s} {shown}"
+                    f"{'' if ok else '  WRONG RESULT'}",
+                    flush=True,
+                )
     return times, correct
 
 
@@ -367,6 +371,9 @@ def run_meta(world):
         ``size``; ``clusters``, ``transport`` and ``testbed`` from the environment
         (``WACOLL_CLUSTERS``, ``WACOLL_TRANSPORT``, ``WACOLL_TESTBED``).
     """
-    return {"size": world.Get_size(), "clusters": os.environ.get("WACOLL_CLUSTERS", ""),
-            "transport": os.environ.get("WACOLL_TRANSPORT", "default"),
-            "testbed": os.environ.get("WACOLL_TESTBED")}
+    return {
+        "size": world.Get_size(),
+        "clusters": os.environ.get("WACOLL_CLUSTERS", ""),
+        "transport": os.environ.get("WACOLL_TRANSPORT", "default"),
+        "testbed": os.environ.get("WACOLL_TESTBED"),
+    }

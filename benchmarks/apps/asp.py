@@ -28,7 +28,6 @@ import sys
 import time
 
 import numpy as np
-
 from _rankside import digest, idle_barrier, run_meta, start_impls, timed_runs
 
 INF = 1 << 28  # INF + INF still fits in int32
@@ -38,12 +37,19 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=256, help="vertices (default 256)")
     p.add_argument("--reps", type=int, default=7, help="runs per implementation")
-    p.add_argument("--impls", default="native,magpie,mpich",
-                   help="comma-separated: native and/or wacoll plan families")
+    p.add_argument(
+        "--impls",
+        default="native,magpie,mpich",
+        help="comma-separated: native and/or wacoll plan families",
+    )
     p.add_argument("--density", type=float, default=0.2, help="edge probability")
     p.add_argument("--seed", type=int, default=1999)
-    p.add_argument("--margin", type=float, default=0.2,
-                   help="seconds between announcing a start instant and it")
+    p.add_argument(
+        "--margin",
+        type=float,
+        default=0.2,
+        help="seconds between announcing a start instant and it",
+    )
     p.add_argument("--out", help="JSON file for the results (rank 0)")
     return p.parse_args(argv)
 
@@ -115,8 +121,11 @@ def main(argv=None):
         t = time.perf_counter()
         ref = floyd_warshall(graph.copy())
         expected = [digest(ref[slice(*row_range(n, size, r))]) for r in range(size)]
-        print(f"asp: n={n}, {size} ranks, rows of {n * 4} B; serial reference in "
-              f"{time.perf_counter() - t:.2f} s", flush=True)
+        print(
+            f"asp: n={n}, {size} ranks, rows of {n * 4} B; serial reference in "
+            f"{time.perf_counter() - t:.2f} s",
+            flush=True,
+        )
     idle_barrier(world)
     row = np.empty(n, dtype=np.int32)
     for impl in impls:  # warm up: connections, and one plan per root
@@ -127,13 +136,25 @@ def main(argv=None):
         block = mine.copy()
         return lambda: asp(comms[impl], block, lo, owner, row), lambda: digest(block)
 
-    times, correct = timed_runs(world, impls, args.reps, args.margin, prepare, expected,
-                                "asp")
+    times, correct = timed_runs(
+        world, impls, args.reps, args.margin, prepare, expected, "asp"
+    )
     if me == 0 and args.out:
         with open(args.out, "w") as fh:
-            json.dump({"app": "asp", "n": n, "row_bytes": n * 4, "reps": args.reps,
-                       "times": times, "correct": correct, "calls": calls(n, size),
-                       "meta": run_meta(world)}, fh, indent=1)
+            json.dump(
+                {
+                    "app": "asp",
+                    "n": n,
+                    "row_bytes": n * 4,
+                    "reps": args.reps,
+                    "times": times,
+                    "correct": correct,
+                    "calls": calls(n, size),
+                    "meta": run_meta(world),
+                },
+                fh,
+                indent=1,
+            )
     idle_barrier(world)
     return 0
 

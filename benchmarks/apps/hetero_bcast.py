@@ -46,7 +46,6 @@ import json
 import sys
 
 import numpy as np
-
 from _rankside import common_start, impl_comm, now, start_with_spec
 
 
@@ -80,8 +79,11 @@ def main(argv):
 
     world, wacoll, spec = start_with_spec(argv[0])
     rank, size = world.rank, world.size
-    reps, margin, root = int(spec["reps"]), float(spec.get("margin", 0.05)), \
-        int(spec.get("root", 0))
+    reps, margin, root = (
+        int(spec["reps"]),
+        float(spec.get("margin", 0.05)),
+        int(spec.get("root", 0)),
+    )
     fast = set(spec["fast"])
     slow = [r for r in range(size) if r not in fast]
     sizes = sorted(int(s) for s in spec["topologies"])
@@ -95,11 +97,12 @@ def main(argv):
         # measured per-message cost of each sender class (one message, nothing else)
         pairs = {}
         f_other = next((r for r in sorted(fast) if r != root), None)
-        candidates = {"fast->slow": (root, slow[0] if slow else None),
-                      "slow->fast": (slow[0] if slow else None, root),
-                      "fast->fast": (root, f_other),
-                      "slow->slow": (slow[0] if slow else None,
-                                     slow[1] if len(slow) > 1 else None)}
+        candidates = {
+            "fast->slow": (root, slow[0] if slow else None),
+            "slow->fast": (slow[0] if slow else None, root),
+            "fast->fast": (root, f_other),
+            "slow->slow": (slow[0] if slow else None, slow[1] if len(slow) > 1 else None),
+        }
         for label, (a, b) in candidates.items():
             if a is not None and b is not None:
                 pairs[label] = one_way(world, a, b, nbytes, probe_reps, margin)
@@ -113,9 +116,14 @@ def main(argv):
             ok = bool(np.array_equal(buf, pattern(nbytes, k)))
             plan = getattr(comm, "last_plan", None)
             runners.append((impl["name"], comm, buf, ok, plan))
-        res = {name: {"latency": [], "ok": ok, "plan": None if plan is None else
-                      f"{plan.family}/{plan.algorithm}"}
-               for name, _, _, ok, plan in runners}
+        res = {
+            name: {
+                "latency": [],
+                "ok": ok,
+                "plan": None if plan is None else f"{plan.family}/{plan.algorithm}",
+            }
+            for name, _, _, ok, plan in runners
+        }
         n = len(runners)
         for rep in range(reps):
             for j in range(n):
@@ -141,10 +149,15 @@ def main(argv):
         if rank == 0:
             out[str(nbytes)] = {"impls": res, "one_way": pairs}
             if spec.get("progress"):
-                med = {nm: np.median([v for v in r["latency"] if v is not None] or [np.nan])
-                       for nm, r in res.items()}
-                print(f"    {nbytes} B: " + ", ".join(f"{nm} {v * 1e3:.2f} ms"
-                                                     for nm, v in med.items()), flush=True)
+                med = {
+                    nm: np.median([v for v in r["latency"] if v is not None] or [np.nan])
+                    for nm, r in res.items()
+                }
+                print(
+                    f"    {nbytes} B: "
+                    + ", ".join(f"{nm} {v * 1e3:.2f} ms" for nm, v in med.items()),
+                    flush=True,
+                )
     if rank == 0:
         with open(argv[1], "w") as fh:
             json.dump(out, fh, indent=1)

@@ -39,7 +39,6 @@ import json
 import sys
 
 import numpy as np
-
 from _rankside import common_start, impl_comm, now, round_trips, start_with_spec
 
 
@@ -93,9 +92,15 @@ def main(argv):
         plan = getattr(comm, "last_plan", None)
         ok = int(recv[0]) == size
         runners.append((impl["name"], fn, comm, plan, ok))
-    results = {name: {"per_op": [], "wrong": 0, "first_ok": ok,
-                      "plan": None if plan is None else f"{plan.family}/{plan.algorithm}"}
-               for name, _, _, plan, ok in runners}
+    results = {
+        name: {
+            "per_op": [],
+            "wrong": 0,
+            "first_ok": ok,
+            "plan": None if plan is None else f"{plan.family}/{plan.algorithm}",
+        }
+        for name, _, _, plan, ok in runners
+    }
     k = len(runners)
     for run in range(runs):
         for j in range(k):
@@ -110,16 +115,29 @@ def main(argv):
             results[name]["per_op"].append(None if any_late else worst / iters)
             results[name]["wrong"] += wrong_total
         if rank == 0 and spec.get("progress"):
-            print(f"    run {run + 1}/{runs}: " + ", ".join(
-                f"{n} {results[n]['per_op'][-1] * 1e6:.0f} us"
-                if results[n]["per_op"][-1] is not None else f"{n} late"
-                for n, *_ in runners), flush=True)
+            print(
+                f"    run {run + 1}/{runs}: "
+                + ", ".join(
+                    f"{n} {results[n]['per_op'][-1] * 1e6:.0f} us"
+                    if results[n]["per_op"][-1] is not None
+                    else f"{n} late"
+                    for n, *_ in runners
+                ),
+                flush=True,
+            )
     for _, _, comm, _, _ in runners:
         comm.Free()
     if rank == 0:
-        out = {"_meta": {"size": size, "clusters": [list(c) for c in topology.clusters],
-                         "iters": iters, "runs": runs, "ping_one_way": pings},
-               **results}
+        out = {
+            "_meta": {
+                "size": size,
+                "clusters": [list(c) for c in topology.clusters],
+                "iters": iters,
+                "runs": runs,
+                "ping_one_way": pings,
+            },
+            **results,
+        }
         with open(argv[1], "w") as fh:
             json.dump(out, fh, indent=1)
     return 0

@@ -38,7 +38,6 @@ import sys
 import time
 
 import numpy as np
-
 from _rankside import abort_on_error, import_wacoll, now, timed
 
 __all__ = ["main"]
@@ -87,13 +86,19 @@ def main(argv=None):
             cfg = json.load(fh)
         topology = wacoll.Topology.from_sizes(cfg["clusters"])
         if topology.size != size:
-            raise SystemExit(f"config clusters have {topology.size} ranks, run has {size}")
+            raise SystemExit(
+                f"config clusters have {topology.size} ranks, run has {size}"
+            )
         found = wacoll.topology_from_comm(world)
         if found.nclusters > 1 and found.clusters != topology.clusters:
-            raise SystemExit(f"the testbed's clusters {found.clusters} differ from the "
-                             f"config's {topology.clusters}")
-        comms = {f: wacoll.Comm(world, topology, family=f, validate=False)
-                 for f in cfg["families"]}
+            raise SystemExit(
+                f"the testbed's clusters {found.clusters} differ from the "
+                f"config's {topology.clusters}"
+            )
+        comms = {
+            f: wacoll.Comm(world, topology, family=f, validate=False)
+            for f in cfg["families"]
+        }
     n = max(1, int(cfg["row_bytes"]) // 8)
     row, flag = np.zeros(n), np.zeros(1)
     total = size * (size + 1) / 2
@@ -103,23 +108,30 @@ def main(argv=None):
     good = {f: True for f in comms}
     for f, comm in comms.items():  # warm up: every root's plan, connections
         for i in range(size):
-            good[f] &= iteration(comm, i, size, rank, row, flag, total,
-                                 dict(cfg, compute_ms=0))
+            good[f] &= iteration(
+                comm, i, size, rank, row, flag, total, dict(cfg, compute_ms=0)
+            )
     names = list(comms)
     for rep in range(reps):
         order = names if rep % 2 == 0 else names[::-1]
         for f in order:
+
             def run():
                 for i in range(iters):
-                    good[f] &= iteration(comms[f], rep * iters + i, size, rank, row, flag,
-                                         total, cfg)
+                    good[f] &= iteration(
+                        comms[f], rep * iters + i, size, rank, row, flag, total, cfg
+                    )
 
             times[f].append(timed(world, margin, run))
     correct = {f: bool(world.allreduce(good[f], op=MPI.LAND)) for f in comms}
     if rank == 0:
-        meta = {"size": size, "clusters": [list(c) for c in topology.clusters],
-                "testbed_clusters": [list(c) for c in found.clusters],
-                "transport": os.environ.get("WACOLL_TRANSPORT", "default"), **cfg}
+        meta = {
+            "size": size,
+            "clusters": [list(c) for c in topology.clusters],
+            "testbed_clusters": [list(c) for c in found.clusters],
+            "transport": os.environ.get("WACOLL_TRANSPORT", "default"),
+            **cfg,
+        }
         with open(argv[1], "w") as fh:
             json.dump({"times": times, "correct": correct, "meta": meta}, fh, indent=1)
     return 0

@@ -39,9 +39,14 @@ import json
 import sys
 
 import numpy as np
-
-from _rankside import (digest, digests_match, idle_barrier, run_meta, start_impls,
-                       timed_runs)
+from _rankside import (
+    digest,
+    digests_match,
+    idle_barrier,
+    run_meta,
+    start_impls,
+    timed_runs,
+)
 
 LOW = 12
 MASK = (1 << LOW) - 1
@@ -54,11 +59,18 @@ def parse_args(argv):
     p.add_argument("--n", type=int, default=128, help="columns (default 128)")
     p.add_argument("--steps", type=int, help="elimination steps (default n)")
     p.add_argument("--reps", type=int, default=7, help="runs per implementation")
-    p.add_argument("--impls", default="native,magpie,mpich",
-                   help="comma-separated: native and/or wacoll plan families")
+    p.add_argument(
+        "--impls",
+        default="native,magpie,mpich",
+        help="comma-separated: native and/or wacoll plan families",
+    )
     p.add_argument("--seed", type=int, default=1999)
-    p.add_argument("--margin", type=float, default=0.2,
-                   help="seconds between announcing a start instant and it")
+    p.add_argument(
+        "--margin",
+        type=float,
+        default=0.2,
+        help="seconds between announcing a start instant and it",
+    )
     p.add_argument("--out", help="JSON file for the results (rank 0)")
     args = p.parse_args(argv)
     args.steps = min(args.n, args.m - 1) if args.steps is None else args.steps
@@ -122,7 +134,7 @@ def qr(comm, local, steps, m, size, vec, record, result, pivots, calls=None):
             vv = v @ v
             buf[0] = 2.0 / vv if vv > 0 else 0.0
             a[k, j] = alpha
-            a[k + 1:, j] = 0.0
+            a[k + 1 :, j] = 0.0
             local.remaining[j] = False
         comm.Bcast(buf, root=root)
         rem = np.flatnonzero(local.remaining)
@@ -159,9 +171,11 @@ def main(argv=None):
     result = np.zeros(RECORD, dtype=np.int32)
     pivots = np.zeros(steps, dtype=np.int64)
     if me == 0:
-        print(f"qr: {m} x {n}, {steps} steps, {size} ranks; Householder vectors "
-              f"{(m - steps + 2) * 8}-{(m + 1) * 8} B, pivot allreduce {RECORD * 4} B",
-              flush=True)
+        print(
+            f"qr: {m} x {n}, {steps} steps, {size} ranks; Householder vectors "
+            f"{(m - steps + 2) * 8}-{(m + 1) * 8} B, pivot allreduce {RECORD * 4} B",
+            flush=True,
+        )
     # One untimed run per implementation first: it opens the connections and builds
     # the plans (one per broadcast length: wacoll caches them for the timed runs);
     # the first one's result is the reference, checked numerically on rank 0.
@@ -184,17 +198,33 @@ def main(argv=None):
 
     def prepare(impl):
         local = Columns(a0, me, size)
-        return (lambda: qr(comms[impl], local, steps, m, size, vec, record, result, pivots),
-                lambda: digest(local.a, pivots))
+        return (
+            lambda: qr(comms[impl], local, steps, m, size, vec, record, result, pivots),
+            lambda: digest(local.a, pivots),
+        )
 
-    times, timed_ok = timed_runs(world, impls, args.reps, args.margin, prepare, reference,
-                                 "qr")
+    times, timed_ok = timed_runs(
+        world, impls, args.reps, args.margin, prepare, reference, "qr"
+    )
     correct = {impl: warm_ok[impl] and timed_ok[impl] for impl in impls}
     if me == 0 and args.out:
         with open(args.out, "w") as fh:
-            json.dump({"app": "qr", "m": m, "n": n, "steps": steps, "reps": args.reps,
-                       "times": times, "correct": correct, "calls": call_log,
-                       "numerics": numerics, "meta": run_meta(world)}, fh, indent=1)
+            json.dump(
+                {
+                    "app": "qr",
+                    "m": m,
+                    "n": n,
+                    "steps": steps,
+                    "reps": args.reps,
+                    "times": times,
+                    "correct": correct,
+                    "calls": call_log,
+                    "numerics": numerics,
+                    "meta": run_meta(world),
+                },
+                fh,
+                indent=1,
+            )
     idle_barrier(world)
     return 0
 
@@ -209,8 +239,11 @@ def first_check(world, local, template, a0, pivots, steps):
             r_top[:, cols] = rows
         gram_err, diag_err = validate_numerics(a0, r_top, pivots, steps)
         ok = gram_err < 1e-10 and diag_err < 1e-10
-        print(f"qr: first run checked on rank 0: R^T R vs A_p^T A_p {gram_err:.1e}, "
-              f"|diag R| vs numpy {diag_err:.1e} -> {'ok' if ok else 'WRONG'}", flush=True)
+        print(
+            f"qr: first run checked on rank 0: R^T R vs A_p^T A_p {gram_err:.1e}, "
+            f"|diag R| vs numpy {diag_err:.1e} -> {'ok' if ok else 'WRONG'}",
+            flush=True,
+        )
         out = {"gram_rel_err": gram_err, "diag_rel_err": diag_err, "ok": ok}
     return world.bcast(out, root=0)
 

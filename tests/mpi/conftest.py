@@ -142,9 +142,15 @@ class Mpi:
         """
         topo = self.topology(layout)
         reserved = ("count", "counts", "itemsize", "root", "level", "user_op")
-        call = Call(op, count=kwargs.get("count"), counts=kwargs.get("counts"),
-                    root=kwargs.get("root"), itemsize=kwargs.get("itemsize", 1),
-                    level=kwargs.get("level"), user_op=kwargs.get("user_op", False))
+        call = Call(
+            op,
+            count=kwargs.get("count"),
+            counts=kwargs.get("counts"),
+            root=kwargs.get("root"),
+            itemsize=kwargs.get("itemsize", 1),
+            level=kwargs.get("level"),
+            user_op=kwargs.get("user_op", False),
+        )
         options = {k: v for k, v in kwargs.items() if k not in reserved}
         try:
             selection = select(call, topo, family=family, options=options)
@@ -162,11 +168,13 @@ class Mpi:
         if prediction[0] == "native":
             return comm.last_family == "native"
         plan = comm.last_plan
-        return prediction[0] == "plan" and plan is not None and \
-            (plan.op, plan.root, plan.counts, plan.programs) == prediction[1]
+        return (
+            prediction[0] == "plan"
+            and plan is not None
+            and (plan.op, plan.root, plan.counts, plan.programs) == prediction[1]
+        )
 
-    def family_run(self, comm, what, call, got, want, problems, family,
-                   algorithm=None):
+    def family_run(self, comm, what, call, got, want, problems, family, algorithm=None):
         """Run ``call()`` on this rank and add to ``problems`` what went wrong: it
         raised, the last call did not run ``family``'s plan (of ``algorithm`` when
         given), or ``got`` differs from ``want`` (None: not compared)."""
@@ -174,10 +182,15 @@ class Mpi:
         plan = comm.last_plan
         if exc is not None:
             problems.append(f"{what} raised {exc!r}")
-        elif comm.last_family != family or plan is None or plan.family != family or (
-                algorithm is not None and plan.algorithm != algorithm):
-            problems.append(f"{what} ran {comm.last_family}/"
-                            f"{getattr(plan, 'algorithm', None)}")
+        elif (
+            comm.last_family != family
+            or plan is None
+            or plan.family != family
+            or (algorithm is not None and plan.algorithm != algorithm)
+        ):
+            problems.append(
+                f"{what} ran {comm.last_family}/{getattr(plan, 'algorithm', None)}"
+            )
         elif want is not None and got.tobytes() != want.tobytes():
             bad = np.flatnonzero(got != want)
             problems.append(f"{what}: {bad.size} elements differ, first at {bad[0]}")
@@ -195,8 +208,9 @@ class Mpi:
             kwargs["algorithm"] = algorithm
         return kwargs
 
-    def family_bcast(self, comm, problems, label, family, algorithm=None,
-                     counts=None, **options):
+    def family_bcast(
+        self, comm, problems, label, family, algorithm=None, counts=None, **options
+    ):
         """Bcast from the first, last and middle rank with ``family`` (and
         ``algorithm``) against the root's data; what goes wrong is added to
         ``problems`` (see :meth:`family_run`), ``label`` ends each line.
@@ -223,12 +237,20 @@ class Mpi:
             for root in sorted({0, SIZE - 1, SIZE // 2}):
                 want = self.ints(n, seed=root, rank=root)
                 buf = want.copy() if RANK == root else np.full(n, -1, np.int64)
-                self.family_run(comm, f"Bcast n={n} root={root} {label}",
-                                lambda: comm.Bcast(buf, root=root, **kwargs),
-                                buf, want, problems, family, algorithm)
+                self.family_run(
+                    comm,
+                    f"Bcast n={n} root={root} {label}",
+                    lambda: comm.Bcast(buf, root=root, **kwargs),
+                    buf,
+                    want,
+                    problems,
+                    family,
+                    algorithm,
+                )
 
-    def _family_exchange(self, method, sizes, per_rank, comm, problems, label,
-                         family, algorithm, options):
+    def _family_exchange(
+        self, method, sizes, per_rank, comm, problems, label, family, algorithm, options
+    ):
         """Allgather or Alltoall (``method``) of each of ``sizes`` elements a block
         with ``family`` against the library's; ``per_rank``: each rank sends a
         block to every rank."""
@@ -238,33 +260,48 @@ class Mpi:
             want = np.empty(n * SIZE, np.int64)
             getattr(WORLD, method)(send, want)
             got = np.full(n * SIZE, -1, np.int64)
-            self.family_run(comm, f"{method} n={n} {label}",
-                            lambda: getattr(comm, method)(send, got, **kwargs),
-                            got, want, problems, family, algorithm)
+            self.family_run(
+                comm,
+                f"{method} n={n} {label}",
+                lambda: getattr(comm, method)(send, got, **kwargs),
+                got,
+                want,
+                problems,
+                family,
+                algorithm,
+            )
 
-    def family_allgather(self, comm, problems, label, family, algorithm=None,
-                         **options):
+    def family_allgather(self, comm, problems, label, family, algorithm=None, **options):
         """Allgather of 1 and 5 elements with ``family`` against the library's
         (arguments as :meth:`family_bcast`)."""
-        self._family_exchange("Allgather", (1, 5), False, comm, problems, label,
-                              family, algorithm, options)
+        self._family_exchange(
+            "Allgather", (1, 5), False, comm, problems, label, family, algorithm, options
+        )
 
-    def family_alltoall(self, comm, problems, label, family, algorithm=None,
-                        **options):
+    def family_alltoall(self, comm, problems, label, family, algorithm=None, **options):
         """Alltoall of 1 and 3 elements a rank with ``family`` against the
         library's (arguments as :meth:`family_bcast`)."""
-        self._family_exchange("Alltoall", (1, 3), True, comm, problems, label,
-                              family, algorithm, options)
+        self._family_exchange(
+            "Alltoall", (1, 3), True, comm, problems, label, family, algorithm, options
+        )
 
-    def family_barrier(self, comm, problems, label, family, algorithm=None,
-                       **options):
+    def family_barrier(self, comm, problems, label, family, algorithm=None, **options):
         """One Barrier with ``family`` (arguments as :meth:`family_bcast`)."""
         kwargs = self._family_kwargs(family, algorithm, options)
-        self.family_run(comm, f"Barrier {label}", lambda: comm.Barrier(**kwargs),
-                        None, None, problems, family, algorithm)
+        self.family_run(
+            comm,
+            f"Barrier {label}",
+            lambda: comm.Barrier(**kwargs),
+            None,
+            None,
+            problems,
+            family,
+            algorithm,
+        )
 
-    def family_allreduce(self, comm, problems, label, family, algorithm=None,
-                         counts=None, **options):
+    def family_allreduce(
+        self, comm, problems, label, family, algorithm=None, counts=None, **options
+    ):
         """Allreduce of integers (sum, max, bitwise or) with ``family`` against
         the library's: the same bits whatever the order (arguments as
         :meth:`family_bcast`)."""
@@ -275,12 +312,20 @@ class Mpi:
                 want = np.empty(n, np.int64)
                 WORLD.Allreduce(send, want, op=op)
                 got = np.full(n, -1, np.int64)
-                self.family_run(comm, f"Allreduce n={n} {op} {label}",
-                                lambda: comm.Allreduce(send, got, op=op, **kwargs),
-                                got, want, problems, family, algorithm)
+                self.family_run(
+                    comm,
+                    f"Allreduce n={n} {op} {label}",
+                    lambda: comm.Allreduce(send, got, op=op, **kwargs),
+                    got,
+                    want,
+                    problems,
+                    family,
+                    algorithm,
+                )
 
-    def family_reduce(self, comm, problems, label, family, algorithm=None,
-                      counts=None, **options):
+    def family_reduce(
+        self, comm, problems, label, family, algorithm=None, counts=None, **options
+    ):
         """Integer sums to the first, last and middle rank with ``family`` against
         the library's (arguments as :meth:`family_bcast`)."""
         kwargs = self._family_kwargs(family, algorithm, options)
@@ -290,10 +335,16 @@ class Mpi:
                 want = np.empty(n, np.int64) if RANK == root else None
                 WORLD.Reduce(send, want, op=MPI.SUM, root=root)
                 got = np.full(n, -1, np.int64) if RANK == root else None
-                self.family_run(comm, f"Reduce n={n} root={root} {label}",
-                                lambda: comm.Reduce(send, got, op=MPI.SUM, root=root,
-                                                    **kwargs),
-                                got, want, problems, family, algorithm)
+                self.family_run(
+                    comm,
+                    f"Reduce n={n} root={root} {label}",
+                    lambda: comm.Reduce(send, got, op=MPI.SUM, root=root, **kwargs),
+                    got,
+                    want,
+                    problems,
+                    family,
+                    algorithm,
+                )
 
     @staticmethod
     def canonical_sum(values):
@@ -319,8 +370,19 @@ class Mpi:
             mask *= 2
         return acc[0]
 
-    def family_float_sum(self, comm, problems, what, method, send, want, keeps,
-                         family, algorithm=None, **options):
+    def family_float_sum(
+        self,
+        comm,
+        problems,
+        what,
+        method,
+        send,
+        want,
+        keeps,
+        family,
+        algorithm=None,
+        **options,
+    ):
         """One float sum whose bits depend on the order: ``method`` is
         ``"Allreduce"`` or ``"Reduce"`` (to the last rank) of this rank's ``send``.
 
@@ -347,11 +409,23 @@ class Mpi:
         kw.update(self._family_kwargs(family, algorithm, options))
         has_recv = method == "Allreduce" or RANK == root
         got = np.full(send.size, np.nan) if has_recv else None
-        call = lambda: getattr(comm, method)(send, got, op=MPI.SUM,  # noqa: E731
-                                             **kw)
+        call = lambda: getattr(comm, method)(
+            send,
+            got,
+            op=MPI.SUM,  # noqa: E731
+            **kw,
+        )
         if keeps:
-            self.family_run(comm, what, call, got, want if has_recv else None,
-                            problems, family, algorithm)
+            self.family_run(
+                comm,
+                what,
+                call,
+                got,
+                want if has_recv else None,
+                problems,
+                family,
+                algorithm,
+            )
         else:
             self.same_error(call, PlanError, match="level")
 
@@ -399,7 +473,8 @@ class Mpi:
         """Collective assert: fails on every rank if it fails on any."""
         bad = self.failures(ok, detail)
         assert not bad, "; ".join(f"rank {r}: {d}" for r, d in bad[:4]) + (
-            f" (and {len(bad) - 4} more ranks)" if len(bad) > 4 else "")
+            f" (and {len(bad) - 4} more ranks)" if len(bad) > 4 else ""
+        )
 
     def assert_equal(self, got, want, what="result"):
         """Collective: ``got`` equals ``want`` exactly (arrays: same dtype and bits)."""
@@ -438,8 +513,11 @@ class Mpi:
         everyone = WORLD.allgather((got, ok, "" if ok else detail))
         bad = [(r, d) for r, (_, o, d) in enumerate(everyone) if not o]
         if not bad and any(e[0] != everyone[0][0] for e in everyone):
-            bad = [(r, f"raised {e[0]!r}") for r, e in enumerate(everyone)
-                   if e[0] != everyone[0][0]] + [(0, f"raised {everyone[0][0]!r}")]
+            bad = [
+                (r, f"raised {e[0]!r}")
+                for r, e in enumerate(everyone)
+                if e[0] != everyone[0][0]
+            ] + [(0, f"raised {everyone[0][0]!r}")]
         assert not bad, "; ".join(f"rank {r}: {d}" for r, d in bad[:4])
         return str(exc)
 
@@ -452,11 +530,14 @@ def _same(got, want):
         if got.dtype != want.dtype or got.shape != want.shape:
             return False, f"{got.dtype}{got.shape} != {want.dtype}{want.shape}"
         if got.tobytes() != want.tobytes():
-            diff = np.flatnonzero(got.view(np.uint8).reshape(-1) !=
-                                  want.view(np.uint8).reshape(-1))
+            diff = np.flatnonzero(
+                got.view(np.uint8).reshape(-1) != want.view(np.uint8).reshape(-1)
+            )
             at = int(diff[0]) // max(want.itemsize, 1)
-            return False, (f"{diff.size} bytes differ, first at element {at}: got "
-                           f"{got.reshape(-1)[at]!r}, want {want.reshape(-1)[at]!r}")
+            return False, (
+                f"{diff.size} bytes differ, first at element {at}: got "
+                f"{got.reshape(-1)[at]!r}, want {want.reshape(-1)[at]!r}"
+            )
         return True, ""
     return (got == want), f"got {got!r}, want {want!r}"
 
@@ -465,5 +546,3 @@ def _same(got, want):
 def mpi():
     """The session's :class:`Mpi` helper."""
     return Mpi()
-
-

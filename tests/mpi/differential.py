@@ -62,20 +62,55 @@ import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
 
-__all__ = ["BUFFER_METHODS", "OBJECT_METHODS", "FORMS", "CONFIGS", "Case", "draw",
-           "judge", "Trials", "run_trials", "make_comms", "user_ops"]
+__all__ = [
+    "BUFFER_METHODS",
+    "OBJECT_METHODS",
+    "FORMS",
+    "CONFIGS",
+    "Case",
+    "draw",
+    "judge",
+    "Trials",
+    "run_trials",
+    "make_comms",
+    "user_ops",
+]
 
 WORLD = MPI.COMM_WORLD
 
 #: The buffer collectives ``wacoll.Comm`` mirrors (``Alltoallw`` it leaves to the
 #: library: its own by inheritance, so not drawn).
-BUFFER_METHODS = ("Barrier", "Bcast", "Scatter", "Scatterv", "Gather", "Gatherv",
-                  "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Reduce",
-                  "Allreduce", "Reduce_scatter_block", "Reduce_scatter", "Scan",
-                  "Exscan")
+BUFFER_METHODS = (
+    "Barrier",
+    "Bcast",
+    "Scatter",
+    "Scatterv",
+    "Gather",
+    "Gatherv",
+    "Allgather",
+    "Allgatherv",
+    "Alltoall",
+    "Alltoallv",
+    "Reduce",
+    "Allreduce",
+    "Reduce_scatter_block",
+    "Reduce_scatter",
+    "Scan",
+    "Exscan",
+)
 #: The object (pickle) collectives it mirrors.
-OBJECT_METHODS = ("barrier", "bcast", "scatter", "gather", "allgather", "alltoall",
-                  "reduce", "allreduce", "scan", "exscan")
+OBJECT_METHODS = (
+    "barrier",
+    "bcast",
+    "scatter",
+    "gather",
+    "allgather",
+    "alltoall",
+    "reduce",
+    "allreduce",
+    "scan",
+    "exscan",
+)
 #: How a buffer collective is called.
 FORMS = ("blocking", "nonblocking", "persistent")
 
@@ -99,10 +134,25 @@ CONFIGS = {
     "family-han": (0, {"family": "han"}),
 }
 
-_REDUCTIONS = ("Reduce", "Allreduce", "Reduce_scatter_block", "Reduce_scatter", "Scan",
-               "Exscan")
-_IN_PLACE_ALL = ("Allreduce", "Scan", "Exscan", "Reduce_scatter_block",
-                 "Reduce_scatter", "Allgather", "Allgatherv", "Alltoall", "Alltoallv")
+_REDUCTIONS = (
+    "Reduce",
+    "Allreduce",
+    "Reduce_scatter_block",
+    "Reduce_scatter",
+    "Scan",
+    "Exscan",
+)
+_IN_PLACE_ALL = (
+    "Allreduce",
+    "Scan",
+    "Exscan",
+    "Reduce_scatter_block",
+    "Reduce_scatter",
+    "Allgather",
+    "Allgatherv",
+    "Alltoall",
+    "Alltoallv",
+)
 _IN_PLACE_ROOT = ("Reduce", "Gather", "Gatherv", "Scatter", "Scatterv")
 
 
@@ -211,7 +261,7 @@ class Elem:
     def elements(self, arr, start, n):
         """A numpy view of elements ``start .. start+n`` of buffer ``arr``."""
         if self.predefined:
-            return arr[start:start + n]
+            return arr[start : start + n]
         return np.ndarray((n,), self.dtype, buffer=arr.data, offset=start * self.extent)
 
     def kind(self):
@@ -220,18 +270,25 @@ class Elem:
 
 #: Predefined element types: ``(name, numpy dtype, MPI datatype name)`` (the
 #: datatype used is the one mpi4py maps the dtype to, see :func:`_predefined`).
-_PREDEFINED = [("int8", "i1", "INT8_T"), ("int16", "i2", "INT16_T"),
-               ("int32", "i4", "INT32_T"), ("int64", "i8", "INT64_T"),
-               ("uint8", "u1", "UINT8_T"), ("uint16", "u2", "UINT16_T"),
-               ("uint32", "u4", "UINT32_T"), ("uint64", "u8", "UINT64_T"),
-               ("float32", "f4", "FLOAT"), ("float64", "f8", "DOUBLE"),
-               ("complex64", "c8", "C_FLOAT_COMPLEX"),
-               ("complex128", "c16", "C_DOUBLE_COMPLEX"), ("bool", "?", "C_BOOL"),
-               ("longdouble", "g", "LONG_DOUBLE")]
+_PREDEFINED = [
+    ("int8", "i1", "INT8_T"),
+    ("int16", "i2", "INT16_T"),
+    ("int32", "i4", "INT32_T"),
+    ("int64", "i8", "INT64_T"),
+    ("uint8", "u1", "UINT8_T"),
+    ("uint16", "u2", "UINT16_T"),
+    ("uint32", "u4", "UINT32_T"),
+    ("uint64", "u8", "UINT64_T"),
+    ("float32", "f4", "FLOAT"),
+    ("float64", "f8", "DOUBLE"),
+    ("complex64", "c8", "C_FLOAT_COMPLEX"),
+    ("complex128", "c16", "C_DOUBLE_COMPLEX"),
+    ("bool", "?", "C_BOOL"),
+    ("longdouble", "g", "LONG_DOUBLE"),
+]
 _PAIRS = ("DOUBLE_INT", "FLOAT_INT", "LONG_INT", "TWOINT", "SHORT_INT")
 #: Base types of derived elements (bool and long double are not among them).
-_BASES = ("int8", "int16", "int32", "int64", "uint32", "float32", "float64",
-          "complex128")
+_BASES = ("int8", "int16", "int32", "int64", "uint32", "float32", "float64", "complex128")
 
 
 def _predefined(name):
@@ -250,15 +307,28 @@ def _predefined(name):
 
 def _layout(fields, extent):
     """A numpy dtype of an element: ``fields`` = [(numpy dtype, offset), ...]."""
-    return np.dtype({"names": [f"f{i}" for i in range(len(fields))],
-                     "formats": [f for f, _ in fields],
-                     "offsets": [o for _, o in fields], "itemsize": extent})
+    return np.dtype(
+        {
+            "names": [f"f{i}" for i in range(len(fields))],
+            "formats": [f for f, _ in fields],
+            "offsets": [o for _, o in fields],
+            "itemsize": extent,
+        }
+    )
 
 
 def _derived(g):
     """A committed derived datatype drawn with ``g``, as an :class:`Elem`."""
-    kinds = ["contiguous", "vector", "hvector", "indexed", "indexed_block", "struct",
-             "resized", "dup"]
+    kinds = [
+        "contiguous",
+        "vector",
+        "hvector",
+        "indexed",
+        "indexed_block",
+        "struct",
+        "resized",
+        "dup",
+    ]
     kind = kinds[g.integers(len(kinds))]
     base_name = _BASES[g.integers(len(_BASES))]
     base = _predefined(base_name)
@@ -297,8 +367,9 @@ def _derived(g):
         fields = [(bt, (d + j) * bs) for b, d in zip(blens, displs) for j in range(b)]
         desc = f"{blens},{displs}"
     elif kind == "struct":
-        names = ["int32", "float64"] if g.random() < 0.5 else ["int16", "int64",
-                                                               "float32"]
+        names = (
+            ["int32", "float64"] if g.random() < 0.5 else ["int16", "int64", "float32"]
+        )
         if g.random() < 0.3:
             names = [base_name, base_name]
         members = [_predefined(n) for n in names]
@@ -308,8 +379,9 @@ def _derived(g):
             at = -(-at // size) * size
             offsets.append(at)
             at += size
-        dt = MPI.Datatype.Create_struct([1] * len(members), offsets,
-                                        [m.datatype for m in members])
+        dt = MPI.Datatype.Create_struct(
+            [1] * len(members), offsets, [m.datatype for m in members]
+        )
         fields = [(m.dtype, o) for m, o in zip(members, offsets)]
         hetero = len(set(names)) > 1
         desc = "+".join(names)
@@ -333,8 +405,15 @@ def _derived(g):
     _LAYOUTS[dt.handle] = layout
     name = f"{kind}({base_name if not hetero else ''}{';' if desc else ''}{desc})"
     equiv = None if hetero else (base, len(fields))
-    return Elem(name, dt, layout, predefined=False, base=None if hetero else bt,
-                equiv=equiv, owned=True)
+    return Elem(
+        name,
+        dt,
+        layout,
+        predefined=False,
+        base=None if hetero else bt,
+        equiv=equiv,
+        owned=True,
+    )
 
 
 # ------------------------------------------------------------------ values
@@ -346,11 +425,17 @@ def _values(d, dtype, n, mode):
     if mode == "small":
         low = 0 if kind == "u" else -2
         v = d.integers(low, 3, n)
-        return v.astype(dtype) if kind != "c" else (v + 1j * d.integers(-2, 3, n)
-                                                    ).astype(dtype)
+        return (
+            v.astype(dtype)
+            if kind != "c"
+            else (v + 1j * d.integers(-2, 3, n)).astype(dtype)
+        )
     if mode == "logical":
-        return np.array([0, 0, 1, 2, 3], dtype)[d.integers(0, 5, n)] if kind in "iu" \
+        return (
+            np.array([0, 0, 1, 2, 3], dtype)[d.integers(0, 5, n)]
+            if kind in "iu"
             else d.integers(0, 2, n).astype(dtype)
+        )
     if mode == "arith":
         if kind in "iu":
             low = 0 if kind == "u" else -60
@@ -455,10 +540,22 @@ def _vector_layout(rng, counts):
 
 # ------------------------------------------------------------------ operators
 _INT_OPS = ("SUM", "PROD", "MIN", "MAX", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR")
-_VALUES_OF = {"SUM": "arith", "PROD": "arith", "MIN": "order", "MAX": "order",
-              "LAND": "logical", "LOR": "logical", "LXOR": "logical", "BAND": "bits",
-              "BOR": "bits", "BXOR": "bits", "MINLOC": "pairs", "MAXLOC": "pairs",
-              "ncomm": "small", "comm": "small"}
+_VALUES_OF = {
+    "SUM": "arith",
+    "PROD": "arith",
+    "MIN": "order",
+    "MAX": "order",
+    "LAND": "logical",
+    "LOR": "logical",
+    "LXOR": "logical",
+    "BAND": "bits",
+    "BOR": "bits",
+    "BXOR": "bits",
+    "MINLOC": "pairs",
+    "MAXLOC": "pairs",
+    "ncomm": "small",
+    "comm": "small",
+}
 
 
 def _operator(g, elem):
@@ -551,15 +648,17 @@ class Case:
         #: point: exact on the small integers drawn, but -0.0 and 0.0 come out of
         #: different groupings of m x + c)
         self.zero_sign = False
-        self.objects = None    # object methods: (args, kwargs, tolerance)
+        self.objects = None  # object methods: (args, kwargs, tolerance)
 
     def describe(self):
         what = ", ".join(f"{k}={v}" for k, v in self.details.items())
         elem = "" if self.elem is None else f" {self.elem.name}"
         op = "" if self.opname is None else f" op={self.opname}"
         form = "" if self.form == "blocking" else f"[{self.form}]"
-        return (f"seed {self.seed} trial {self.trial}: {self.method}{form}{elem}{op} "
-                f"({what}) config={self.config}")
+        return (
+            f"seed {self.seed} trial {self.trial}: {self.method}{form}{elem}{op} "
+            f"({what}) config={self.config}"
+        )
 
     def free(self):
         for e in self.elems:
@@ -641,8 +740,9 @@ def draw(g, size, rank, *, seed=0, trial=0, configs=None, methods=None, forms=No
         _draw_objects(case, g, d, size, rank)
         return case
     forms = forms or FORMS
-    weights = np.array([{"blocking": 6, "nonblocking": 2, "persistent": 2}[f]
-                        for f in forms], float)
+    weights = np.array(
+        [{"blocking": 6, "nonblocking": 2, "persistent": 2}[f] for f in forms], float
+    )
     form = forms[g.choice(len(forms), p=weights / weights.sum())]
     case = Case(method, form, config, seed, trial)
     _BUILDERS[method](case, g, d, size, rank)
@@ -681,7 +781,7 @@ def _region(case, d, elem, n, style, role, mode="bits", rounds=1):
     only noise."""
     before, after = _room(d, style)
     templates = []
-    for r in range(rounds):
+    for _r in range(rounds):
         arr = _noise(d, elem, before + n + after)
         if role != "out":
             _fill(d, elem, arr, before, n, mode)
@@ -710,8 +810,9 @@ def _build_bcast(case, g, d, size, rank):
     root = int(g.integers(size))
     style = _style(d, elem)
     case.details.update(count=n, root=root, style=style)
-    _, displ = _region(case, d, elem, n, style, "in" if rank == root else "out",
-                       rounds=_rounds(case))
+    _, displ = _region(
+        case, d, elem, n, style, "in" if rank == root else "out", rounds=_rounds(case)
+    )
     case.make_args = lambda a: ((_spec(elem, a[0], n, style, displ), root), {})
 
 
@@ -751,13 +852,15 @@ def _blocks_setup(case, g, d, size, rooted):
 
 
 def _build_scatter(case, g, d, size, rank):
-    elem, relem, k, n, root, in_place, sstyle, rstyle, rounds = \
-        _blocks_setup(case, g, d, size, rooted=True)
+    elem, relem, k, n, root, in_place, sstyle, rstyle, rounds = _blocks_setup(
+        case, g, d, size, rooted=True
+    )
     parts = []
     if rank == root:
         _, sdispl = _region(case, d, elem, n * size, sstyle, "in", rounds=rounds)
-        parts.append(lambda a, i=len(case.buffers) - 1: _block_send(elem, a[i], n, sstyle,
-                                                                    sdispl))
+        parts.append(
+            lambda a, i=len(case.buffers) - 1: _block_send(elem, a[i], n, sstyle, sdispl)  # noqa: B008
+        )
     else:
         parts.append(lambda a: None)
     if rank == root and in_place:
@@ -777,12 +880,20 @@ def _block_send(elem, arr, n, style, displ):
 
 
 def _build_gather(case, g, d, size, rank):
-    elem, relem, k, n, root, in_place, sstyle, rstyle, rounds = \
-        _blocks_setup(case, g, d, size, rooted=True)
+    elem, relem, k, n, root, in_place, sstyle, rstyle, rounds = _blocks_setup(
+        case, g, d, size, rooted=True
+    )
     rbuf_index = None
     if rank == root:
-        rbuf, rdispl = _region(case, d, relem, n * k * size, rstyle,
-                               "inout" if in_place else "out", rounds=rounds)
+        rbuf, rdispl = _region(
+            case,
+            d,
+            relem,
+            n * k * size,
+            rstyle,
+            "inout" if in_place else "out",
+            rounds=rounds,
+        )
         rbuf_index = len(case.buffers) - 1
         if in_place:  # the root's own block, in place
             for t in rbuf.rounds:
@@ -793,31 +904,45 @@ def _build_gather(case, g, d, size, rank):
         _, sdispl = _region(case, d, elem, n, sstyle, "in", rounds=rounds)
         i = len(case.buffers) - 1
         send = lambda a: _spec(elem, a[i], n, sstyle, sdispl)  # noqa: E731
-    recv = (lambda a: _block_send(relem, a[rbuf_index], n * k, rstyle, rdispl)) \
-        if rank == root else (lambda a: None)
+    recv = (
+        (lambda a: _block_send(relem, a[rbuf_index], n * k, rstyle, rdispl))
+        if rank == root
+        else (lambda a: None)
+    )
     case.make_args = lambda a: ((send(a), recv(a), root), {})
 
 
 def _build_allgather_like(case, g, d, size, rank):
     """Allgather (this rank sends its own block to every rank) and Alltoall (a
     block to each rank)."""
-    elem, relem, k, n, _, in_place, sstyle, rstyle, rounds = \
-        _blocks_setup(case, g, d, size, rooted=False)
+    elem, relem, k, n, _, in_place, sstyle, rstyle, rounds = _blocks_setup(
+        case, g, d, size, rooted=False
+    )
     to_each = case.method == "Alltoall"
-    rbuf, rdispl = _region(case, d, relem, n * k * size, rstyle,
-                           "inout" if in_place else "out", rounds=rounds)
+    rbuf, rdispl = _region(
+        case,
+        d,
+        relem,
+        n * k * size,
+        rstyle,
+        "inout" if in_place else "out",
+        rounds=rounds,
+    )
     if in_place:  # what the send buffer would hold: this rank's block, or all
         start, length = (0, n * k * size) if to_each else (rank * n * k, n * k)
         for t in rbuf.rounds:
             _fill(d, relem, t, rdispl + start, length, "bits")
         send = lambda a: MPI.IN_PLACE  # noqa: E731
     else:
-        _, sdispl = _region(case, d, elem, n * size if to_each else n, sstyle, "in",
-                            rounds=rounds)
+        _, sdispl = _region(
+            case, d, elem, n * size if to_each else n, sstyle, "in", rounds=rounds
+        )
         spec = _block_send if to_each else _spec
         send = lambda a: spec(elem, a[1], n, sstyle, sdispl)  # noqa: E731
-    case.make_args = lambda a: ((send(a), _block_send(relem, a[0], n * k, rstyle,
-                                                      rdispl)), {})
+    case.make_args = lambda a: (
+        (send(a), _block_send(relem, a[0], n * k, rstyle, rdispl)),
+        {},
+    )
 
 
 def _vspec(elem, arr, counts, displs, g_style):
@@ -872,8 +997,9 @@ def _vector_setup(case, g, d, size, rooted):
 
 
 def _build_scatterv(case, g, d, size, rank):
-    elem, relem, k, counts, root, in_place, vstyle = \
-        _vector_setup(case, g, d, size, rooted=True)
+    elem, relem, k, counts, root, in_place, vstyle = _vector_setup(
+        case, g, d, size, rooted=True
+    )
     rstyle = _style(d, relem)
     case.details.update(recv_style=rstyle, in_place=in_place)
     rounds = _rounds(case)
@@ -885,26 +1011,39 @@ def _build_scatterv(case, g, d, size, rank):
     if rank == root and in_place:
         recv = lambda a: MPI.IN_PLACE  # noqa: E731
     else:
-        _, rdispl = _region(case, d, relem, counts[rank] * k, rstyle, "out",
-                            rounds=rounds)
+        _, rdispl = _region(
+            case, d, relem, counts[rank] * k, rstyle, "out", rounds=rounds
+        )
         i = len(case.buffers) - 1
-        recv = lambda a: _spec(relem, a[i], counts[rank] * k, rstyle,  # noqa: E731
-                               rdispl)
+        recv = lambda a: _spec(
+            relem,
+            a[i],
+            counts[rank] * k,
+            rstyle,  # noqa: E731
+            rdispl,
+        )
     case.make_args = lambda a: ((send(a), recv(a), root), {})
 
 
 def _build_gatherv(case, g, d, size, rank):
-    elem, relem, k, counts, root, in_place, vstyle = \
-        _vector_setup(case, g, d, size, rooted=True)
+    elem, relem, k, counts, root, in_place, vstyle = _vector_setup(
+        case, g, d, size, rooted=True
+    )
     sstyle = _style(d, elem)
     case.details.update(send=sstyle, in_place=in_place)
     rounds = _rounds(case)
     recv = lambda a: None  # noqa: E731
     rcounts = [c * k for c in counts]
     if rank == root:
-        _, displs = _vbuffer(case, d, relem, rcounts,
-                             "inout" if in_place else "out", rounds,
-                             (root,) if in_place else ())
+        _, displs = _vbuffer(
+            case,
+            d,
+            relem,
+            rcounts,
+            "inout" if in_place else "out",
+            rounds,
+            (root,) if in_place else (),
+        )
         case.details["displs"] = tuple(displs)
         recv = lambda a: _vspec(relem, a[0], rcounts, displs, vstyle)  # noqa: E731
     if rank == root and in_place:
@@ -917,22 +1056,32 @@ def _build_gatherv(case, g, d, size, rank):
 
 
 def _build_allgatherv(case, g, d, size, rank):
-    elem, relem, k, counts, _, in_place, vstyle = \
-        _vector_setup(case, g, d, size, rooted=False)
+    elem, relem, k, counts, _, in_place, vstyle = _vector_setup(
+        case, g, d, size, rooted=False
+    )
     sstyle = _style(d, elem)
     case.details.update(send=sstyle, in_place=in_place)
     rounds = _rounds(case)
     rcounts = [c * k for c in counts]
-    _, displs = _vbuffer(case, d, relem, rcounts, "inout" if in_place else "out",
-                         rounds, (rank,) if in_place else ())
+    _, displs = _vbuffer(
+        case,
+        d,
+        relem,
+        rcounts,
+        "inout" if in_place else "out",
+        rounds,
+        (rank,) if in_place else (),
+    )
     case.details["displs"] = tuple(displs)
     if in_place:
         send = lambda a: MPI.IN_PLACE  # noqa: E731
     else:
         _, sdispl = _region(case, d, elem, counts[rank], sstyle, "in", rounds=rounds)
         send = lambda a: _spec(elem, a[1], counts[rank], sstyle, sdispl)  # noqa: E731
-    case.make_args = lambda a: ((send(a), _vspec(relem, a[0], rcounts, displs, vstyle)),
-                                {})
+    case.make_args = lambda a: (
+        (send(a), _vspec(relem, a[0], rcounts, displs, vstyle)),
+        {},
+    )
 
 
 def _build_alltoallv(case, g, d, size, rank):
@@ -948,15 +1097,24 @@ def _build_alltoallv(case, g, d, size, rank):
     rounds = _rounds(case)
     scounts = [int(c) for c in matrix[rank]]
     rcounts = [int(c) * k for c in matrix[:, rank]]
-    _, rdispls = _vbuffer(case, d, relem, rcounts, "inout" if in_place else "out",
-                          rounds, range(size) if in_place else ())
+    _, rdispls = _vbuffer(
+        case,
+        d,
+        relem,
+        rcounts,
+        "inout" if in_place else "out",
+        rounds,
+        range(size) if in_place else (),
+    )
     if in_place:
         send = lambda a: MPI.IN_PLACE  # noqa: E731
     else:
         _, sdispls = _vbuffer(case, d, elem, scounts, "in", rounds, range(size))
         send = lambda a: _vspec(elem, a[1], scounts, sdispls, vstyle)  # noqa: E731
-    case.make_args = lambda a: ((send(a), _vspec(relem, a[0], rcounts, rdispls, vstyle)),
-                                {})
+    case.make_args = lambda a: (
+        (send(a), _vspec(relem, a[0], rcounts, rdispls, vstyle)),
+        {},
+    )
 
 
 # -------------------------------------------------------------- reductions
@@ -970,8 +1128,12 @@ def _padded(datatype):
 def _reduction_setup(case, g):
     elem = _element(case, g)
     opname, op = _operator(g, elem)
-    if opname == "ncomm" and case.method == "Reduce_scatter_block" and \
-            not elem.predefined and _padded(elem.datatype):
+    if (
+        opname == "ncomm"
+        and case.method == "Reduce_scatter_block"
+        and not elem.predefined
+        and _padded(elem.datatype)
+    ):
         # MPICH 5.0's Reduce_scatter_block with a non-commutative operator on a
         # datatype whose extent exceeds its true extent (a resized type, a struct
         # padded to its alignment) returns wrong blocks on a power of two of ranks
@@ -989,14 +1151,22 @@ def _build_reduce(case, g, d, size, rank):
     in_place = _in_place(g)
     sstyle, rstyle = _style(d, elem), _style(d, elem)
     recv_on_others = g.random() < 0.3
-    case.details.update(count=n, root=root, send=sstyle, recv_style=rstyle,
-                        in_place=in_place)
+    case.details.update(
+        count=n, root=root, send=sstyle, recv_style=rstyle, in_place=in_place
+    )
     rounds = _rounds(case)
     recv = lambda a: None  # noqa: E731
     if rank == root or recv_on_others:
-        rbuf, rdispl = _region(case, d, elem, n, rstyle,
-                               "inout" if in_place and rank == root else "out",
-                               mode=mode, rounds=rounds)
+        rbuf, rdispl = _region(
+            case,
+            d,
+            elem,
+            n,
+            rstyle,
+            "inout" if in_place and rank == root else "out",
+            mode=mode,
+            rounds=rounds,
+        )
         rbuf.tolerance = tol
         i = len(case.buffers) - 1
         recv = lambda a: _spec(elem, a[i], n, rstyle, rdispl)  # noqa: E731
@@ -1016,8 +1186,9 @@ def _build_allreduce_like(case, g, d, size, rank):
     sstyle, rstyle = _style(d, elem), _style(d, elem)
     case.details.update(count=n, send=sstyle, recv_style=rstyle, in_place=in_place)
     rounds = _rounds(case)
-    rbuf, rdispl = _region(case, d, elem, n, rstyle, "inout" if in_place else "out",
-                           mode=mode, rounds=rounds)
+    rbuf, rdispl = _region(
+        case, d, elem, n, rstyle, "inout" if in_place else "out", mode=mode, rounds=rounds
+    )
     rbuf.tolerance = tol
     if case.method == "Exscan" and rank == 0:
         rbuf.compare = False  # MPI leaves rank 0's result undefined
@@ -1026,8 +1197,10 @@ def _build_allreduce_like(case, g, d, size, rank):
     else:
         _, sdispl = _region(case, d, elem, n, sstyle, "in", mode=mode, rounds=rounds)
         send = lambda a: _spec(elem, a[1], n, sstyle, sdispl)  # noqa: E731
-    case.make_args = lambda a: ((send(a), _spec(elem, a[0], n, rstyle, rdispl)),
-                                {"op": op})
+    case.make_args = lambda a: (
+        (send(a), _spec(elem, a[0], n, rstyle, rdispl)),
+        {"op": op},
+    )
 
 
 def _build_reduce_scatter_block(case, g, d, size, rank):
@@ -1038,19 +1211,26 @@ def _build_reduce_scatter_block(case, g, d, size, rank):
     case.details.update(count=n, send=sstyle, recv_style=rstyle, in_place=in_place)
     rounds = _rounds(case)
     if in_place:
-        rbuf, rdispl = _region(case, d, elem, n * size, rstyle, "inout", mode=mode,
-                               rounds=rounds)
+        rbuf, rdispl = _region(
+            case, d, elem, n * size, rstyle, "inout", mode=mode, rounds=rounds
+        )
         rbuf.tolerance = tol
         rbuf.undefined = (rdispl + n, rdispl + n * size)
-        case.make_args = lambda a: ((MPI.IN_PLACE, _block_send(
-            elem, a[0], n, rstyle, rdispl)), {"op": op})
+        case.make_args = lambda a: (
+            (MPI.IN_PLACE, _block_send(elem, a[0], n, rstyle, rdispl)),
+            {"op": op},
+        )
         return
     rbuf, rdispl = _region(case, d, elem, n, rstyle, "out", mode=mode, rounds=rounds)
     rbuf.tolerance = tol
-    _, sdispl = _region(case, d, elem, n * size, sstyle, "in", mode=mode,
-                        rounds=rounds)
-    case.make_args = lambda a: ((_block_send(elem, a[1], n, sstyle, sdispl),
-                                 _spec(elem, a[0], n, rstyle, rdispl)), {"op": op})
+    _, sdispl = _region(case, d, elem, n * size, sstyle, "in", mode=mode, rounds=rounds)
+    case.make_args = lambda a: (
+        (
+            _block_send(elem, a[1], n, sstyle, sdispl),
+            _spec(elem, a[0], n, rstyle, rdispl),
+        ),
+        {"op": op},
+    )
 
 
 def _build_reduce_scatter(case, g, d, size, rank):
@@ -1059,25 +1239,39 @@ def _build_reduce_scatter(case, g, d, size, rank):
     in_place = _in_place(g)
     given = in_place or g.random() < 0.7  # else recvcounts=None (inferred)
     sstyle, rstyle = _style(d, elem), _style(d, elem)
-    case.details.update(counts=tuple(counts), send=sstyle, recv_style=rstyle,
-                        in_place=in_place, recvcounts=given)
+    case.details.update(
+        counts=tuple(counts),
+        send=sstyle,
+        recv_style=rstyle,
+        in_place=in_place,
+        recvcounts=given,
+    )
     rounds = _rounds(case)
     total = sum(counts)
     if in_place:
-        rbuf, rdispl = _region(case, d, elem, total, rstyle, "inout", mode=mode,
-                               rounds=rounds)
+        rbuf, rdispl = _region(
+            case, d, elem, total, rstyle, "inout", mode=mode, rounds=rounds
+        )
         rbuf.tolerance = tol
         rbuf.undefined = (rdispl + counts[rank], rdispl + total)
-        case.make_args = lambda a: ((MPI.IN_PLACE, _spec(elem, a[0], total, rstyle,
-                                                         rdispl), counts), {"op": op})
+        case.make_args = lambda a: (
+            (MPI.IN_PLACE, _spec(elem, a[0], total, rstyle, rdispl), counts),
+            {"op": op},
+        )
         return
-    rbuf, rdispl = _region(case, d, elem, counts[rank], rstyle, "out", mode=mode,
-                           rounds=rounds)
+    rbuf, rdispl = _region(
+        case, d, elem, counts[rank], rstyle, "out", mode=mode, rounds=rounds
+    )
     rbuf.tolerance = tol
     _, sdispl = _region(case, d, elem, total, sstyle, "in", mode=mode, rounds=rounds)
-    case.make_args = lambda a: ((_spec(elem, a[1], total, sstyle, sdispl),
-                                 _spec(elem, a[0], counts[rank], rstyle, rdispl),
-                                 counts if given else None), {"op": op})
+    case.make_args = lambda a: (
+        (
+            _spec(elem, a[1], total, sstyle, sdispl),
+            _spec(elem, a[0], counts[rank], rstyle, rdispl),
+            counts if given else None,
+        ),
+        {"op": op},
+    )
 
 
 # -------------------------------------------------------------- objects
@@ -1099,7 +1293,8 @@ def _object(d, kind, rank):
     if kind == "logical":
         return int(d.integers(0, 3))
     return [None, {"k": int(d.integers(9))}, (1, "x"), b"\x00\x01", 2.5][
-        int(d.integers(5))]
+        int(d.integers(5))
+    ]
 
 
 def _concat(x, y):
@@ -1111,15 +1306,26 @@ def _right(x, y):
 
 
 #: Object reductions: ``(operator name, operator, object kind)``.
-_OBJECT_OPS = [("SUM", MPI.SUM, "int"), ("SUM", MPI.SUM, "float"),
-               ("SUM", MPI.SUM, "str"), ("SUM", MPI.SUM, "list"),
-               ("SUM", MPI.SUM, "array"), ("PROD", MPI.PROD, "int"),
-               ("MAX", MPI.MAX, "int"), ("MIN", MPI.MIN, "str"),
-               ("MAXLOC", MPI.MAXLOC, "pair"), ("MINLOC", MPI.MINLOC, "pair"),
-               ("LAND", MPI.LAND, "logical"), ("LOR", MPI.LOR, "logical"),
-               ("LXOR", MPI.LXOR, "logical"), ("BAND", MPI.BAND, "bits"),
-               ("BOR", MPI.BOR, "bits"), ("BXOR", MPI.BXOR, "bits"),
-               ("concat", _concat, "str"), ("right", _right, "misc")]
+_OBJECT_OPS = [
+    ("SUM", MPI.SUM, "int"),
+    ("SUM", MPI.SUM, "float"),
+    ("SUM", MPI.SUM, "str"),
+    ("SUM", MPI.SUM, "list"),
+    ("SUM", MPI.SUM, "array"),
+    ("PROD", MPI.PROD, "int"),
+    ("MAX", MPI.MAX, "int"),
+    ("MIN", MPI.MIN, "str"),
+    ("MAXLOC", MPI.MAXLOC, "pair"),
+    ("MINLOC", MPI.MINLOC, "pair"),
+    ("LAND", MPI.LAND, "logical"),
+    ("LOR", MPI.LOR, "logical"),
+    ("LXOR", MPI.LXOR, "logical"),
+    ("BAND", MPI.BAND, "bits"),
+    ("BOR", MPI.BOR, "bits"),
+    ("BXOR", MPI.BXOR, "bits"),
+    ("concat", _concat, "str"),
+    ("right", _right, "misc"),
+]
 
 
 def _draw_objects(case, g, d, size, rank):
@@ -1133,8 +1339,10 @@ def _draw_objects(case, g, d, size, rank):
     elif m == "bcast":
         args, kwargs = (_object(d, kind, rank) if rank == root else None, root), {}
     elif m == "scatter":
-        args = ([_object(d, kind, rank) for _ in range(size)] if rank == root else None,
-                root)
+        args = (
+            [_object(d, kind, rank) for _ in range(size)] if rank == root else None,
+            root,
+        )
         kwargs = {}
     elif m == "gather":
         args, kwargs = (_object(d, kind, rank), root), {}
@@ -1156,12 +1364,20 @@ def _draw_objects(case, g, d, size, rank):
 
 
 _BUILDERS = {
-    "Barrier": _build_barrier, "Bcast": _build_bcast, "Scatter": _build_scatter,
-    "Scatterv": _build_scatterv, "Gather": _build_gather, "Gatherv": _build_gatherv,
-    "Allgather": _build_allgather_like, "Allgatherv": _build_allgatherv,
-    "Alltoall": _build_allgather_like, "Alltoallv": _build_alltoallv,
-    "Reduce": _build_reduce, "Allreduce": _build_allreduce_like,
-    "Scan": _build_allreduce_like, "Exscan": _build_allreduce_like,
+    "Barrier": _build_barrier,
+    "Bcast": _build_bcast,
+    "Scatter": _build_scatter,
+    "Scatterv": _build_scatterv,
+    "Gather": _build_gather,
+    "Gatherv": _build_gatherv,
+    "Allgather": _build_allgather_like,
+    "Allgatherv": _build_allgatherv,
+    "Alltoall": _build_allgather_like,
+    "Alltoallv": _build_alltoallv,
+    "Reduce": _build_reduce,
+    "Allreduce": _build_allreduce_like,
+    "Scan": _build_allreduce_like,
+    "Exscan": _build_allreduce_like,
     "Reduce_scatter_block": _build_reduce_scatter_block,
     "Reduce_scatter": _build_reduce_scatter,
 }
@@ -1190,14 +1406,18 @@ def _same_buffer(buf, got, want):
         return ""
     elem = buf.elem
     g8, w8 = got.view(np.uint8).reshape(-1), want.view(np.uint8).reshape(-1)
-    if elem.predefined and elem.dtype.names is None and (
-            buf.tolerance or elem.name == "longdouble"):
+    if (
+        elem.predefined
+        and elem.dtype.names is None
+        and (buf.tolerance or elem.name == "longdouble")
+    ):
         gv, wv = got.reshape(-1), want.reshape(-1)
         if elem.name == "longdouble":  # padding bytes are undefined: values
             differ = ~((gv == wv) | (np.isnan(gv) & np.isnan(wv)))
         else:
-            differ = np.flatnonzero((g8 != w8).reshape(-1, elem.dtype.itemsize)
-                                    .any(axis=1))
+            differ = np.flatnonzero(
+                (g8 != w8).reshape(-1, elem.dtype.itemsize).any(axis=1)
+            )
             differ = np.isin(np.arange(gv.size), differ)
         if buf.tolerance:
             close = np.isclose(gv, wv, rtol=buf.tolerance, atol=0.0, equal_nan=True)
@@ -1205,12 +1425,16 @@ def _same_buffer(buf, got, want):
         if not differ.any():
             return ""
         i = int(np.flatnonzero(differ)[0])
-        return (f"{int(differ.sum())} of {gv.size} {elem.name} values differ, first "
-                f"at element {i}: got {gv[i]!r}, library {wv[i]!r}")
+        return (
+            f"{int(differ.sum())} of {gv.size} {elem.name} values differ, first "
+            f"at element {i}: got {gv[i]!r}, library {wv[i]!r}"
+        )
     bad = np.flatnonzero(g8 != w8)
     where = int(bad[0])
-    return (f"{bad.size} of {g8.size} bytes differ, first at byte {where} (element "
-            f"{where // max(elem.extent, 1)}): got {g8[where]}, library {w8[where]}")
+    return (
+        f"{bad.size} of {g8.size} bytes differ, first at byte {where} (element "
+        f"{where // max(elem.extent, 1)}): got {g8[where]}, library {w8[where]}"
+    )
 
 
 def _unsigned_zeros(elem, arr):
@@ -1231,8 +1455,11 @@ def compare(case, mine, theirs):
     """What differs between two runs' results on this rank (``""``: nothing)."""
     if case.objects is not None:
         tol = case.objects[2]
-        return "" if _close(mine[0], theirs[0], tol) else \
-            f"got {mine[0]!r}, library {theirs[0]!r}"
+        return (
+            ""
+            if _close(mine[0], theirs[0], tol)
+            else f"got {mine[0]!r}, library {theirs[0]!r}"
+        )
     for rnd, (got_round, want_round) in enumerate(zip(mine, theirs)):
         for k, (buf, got, want) in enumerate(zip(case.buffers, got_round, want_round)):
             if not buf.compare:
@@ -1241,10 +1468,14 @@ def compare(case, mine, theirs):
                 start, stop = buf.undefined
                 got = _copy(got)
                 size = max(buf.elem.extent, 1)  # bytes (a structured copy skips padding)
-                got.view(np.uint8).reshape(-1)[start * size:stop * size] = \
-                    want.view(np.uint8).reshape(-1)[start * size:stop * size]
+                got.view(np.uint8).reshape(-1)[start * size : stop * size] = want.view(
+                    np.uint8
+                ).reshape(-1)[start * size : stop * size]
             if case.zero_sign and buf.role != "in":
-                got, want = _unsigned_zeros(buf.elem, got), _unsigned_zeros(buf.elem, want)
+                got, want = (
+                    _unsigned_zeros(buf.elem, got),
+                    _unsigned_zeros(buf.elem, want),
+                )
             detail = _same_buffer(buf, got, want)
             if detail:
                 where = f"round {rnd + 1}, " if len(mine) > 1 else ""
@@ -1281,8 +1512,10 @@ def make_comms(topology, configs=None):
     import wacoll
 
     configs = CONFIGS if configs is None else configs
-    return {name: wacoll.Comm(WORLD, topology, **kwargs)
-            for name, (_, kwargs) in configs.items()}
+    return {
+        name: wacoll.Comm(WORLD, topology, **kwargs)
+        for name, (_, kwargs) in configs.items()
+    }
 
 
 @dataclasses.dataclass
@@ -1310,11 +1543,18 @@ class Trials:
     def add(self, case, status, ranks):
         self.trials += 1
         self.statuses[status] = self.statuses.get(status, 0) + 1
-        elem = "object" if case.objects is not None else (
-            "none" if case.elem is None else case.elem.kind())
-        for group, key in (("method", case.method), ("form", case.form),
-                           ("element", elem), ("config", case.config),
-                           ("op", case.opname or "-")):
+        elem = (
+            "object"
+            if case.objects is not None
+            else ("none" if case.elem is None else case.elem.kind())
+        )
+        for group, key in (
+            ("method", case.method),
+            ("form", case.form),
+            ("element", elem),
+            ("config", case.config),
+            ("op", case.opname or "-"),
+        ):
             tally = self.counts.setdefault((group, key), {})
             tally[status] = tally.get(status, 0) + 1
         if status in ("mismatch", "refusal", "lax"):
@@ -1333,34 +1573,48 @@ class Trials:
 
     def summary(self, limit=40):
         """The report, as lines."""
-        lines = [f"{self.trials} trials: " + ", ".join(
-            f"{s} {self.statuses.get(s, 0)}" for s in _RANK)]
+        lines = [
+            f"{self.trials} trials: "
+            + ", ".join(f"{s} {self.statuses.get(s, 0)}" for s in _RANK)
+        ]
         for group in ("method", "form", "element", "op", "config"):
             lines.append(f"by {group}:")
             for (grp, key), tally in sorted(self.counts.items()):
                 if grp != group:
                     continue
                 total = sum(tally.values())
-                rest = ", ".join(f"{s} {tally[s]}" for s in _RANK if s != "ok" and
-                                 tally.get(s))
+                rest = ", ".join(
+                    f"{s} {tally[s]}" for s in _RANK if s != "ok" and tally.get(s)
+                )
                 lines.append(f"  {key:<22} {total:>6}" + (f"  ({rest})" if rest else ""))
         if self.failures:
             lines.append(f"failures ({len(self.failures)}; the first {limit}):")
-            for trial, status, desc, ranks in self.failures[:limit]:
+            for _trial, status, desc, ranks in self.failures[:limit]:
                 lines.append(f"  [{status}] {desc}")
                 for rank, detail in ranks[:3]:
                     lines.append(f"      rank {rank}: {detail}")
         if self.both_raised:
             lines.append("both raised (the first 5):")
-            for trial, desc, ranks in self.both_raised[:5]:
+            for _trial, desc, ranks in self.both_raised[:5]:
                 lines.append(f"  {desc}")
                 for rank, detail in ranks:
                     lines.append(f"      rank {rank}: {detail}")
         return lines
 
 
-def run_trials(trials, seed, topology, *, configs=None, methods=None, forms=None,
-               start=0, only=None, progress=None, trace=None):
+def run_trials(
+    trials,
+    seed,
+    topology,
+    *,
+    configs=None,
+    methods=None,
+    forms=None,
+    start=0,
+    only=None,
+    progress=None,
+    trace=None,
+):
     """Run ``trials`` trials (collective over ``MPI.COMM_WORLD``); their tally.
 
     Parameters
@@ -1394,8 +1648,16 @@ def run_trials(trials, seed, topology, *, configs=None, methods=None, forms=None
         for done, trial in enumerate(indices, 1):
             g = np.random.default_rng([seed, trial])
             try:
-                case = draw(g, size, rank, seed=seed, trial=trial, configs=configs,
-                            methods=methods, forms=forms)
+                case = draw(
+                    g,
+                    size,
+                    rank,
+                    seed=seed,
+                    trial=trial,
+                    configs=configs,
+                    methods=methods,
+                    forms=forms,
+                )
                 drawn = ""
             except Exception as exc:  # noqa: BLE001 -- a fault of the tester itself
                 case, drawn = None, "".join(traceback.format_exception(exc))
@@ -1411,8 +1673,11 @@ def run_trials(trials, seed, topology, *, configs=None, methods=None, forms=None
                 mine = case.run(comms[case.config])
                 status, detail = judge(case, theirs, mine)
             except Exception as exc:  # noqa: BLE001 -- a fault of the tester itself
-                status, detail = "mismatch", "tester: " + "".join(
-                    traceback.format_exception_only(type(exc), exc)).strip()
+                status, detail = (
+                    "mismatch",
+                    "tester: "
+                    + "".join(traceback.format_exception_only(type(exc), exc)).strip(),
+                )
             finally:
                 case.free()
             everyone = WORLD.allgather((status, detail))
@@ -1422,9 +1687,9 @@ def run_trials(trials, seed, topology, *, configs=None, methods=None, forms=None
             if any(s in ("refusal", "both-raised") for s, _ in everyone):
                 # a failed call may leave a wacoll communicator unusable: renew it
                 comms[case.config].Free()
-                comms[case.config] = make_comms(topology, {case.config:
-                                                           configs[case.config]}
-                                                )[case.config]
+                comms[case.config] = make_comms(
+                    topology, {case.config: configs[case.config]}
+                )[case.config]
             if progress is not None and done % 500 == 0:
                 progress(done, tally)
     finally:

@@ -40,18 +40,46 @@ SENTINEL = -7.0
 HANG_SECONDS = 20
 N = 3  # elements per rank block
 
-CALLS = ("Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Scatter", "Allgather",
-         "Alltoall", "Alltoallv", "Reduce_scatter")
+CALLS = (
+    "Bcast",
+    "Reduce",
+    "Allreduce",
+    "Gather",
+    "Gatherv",
+    "Scatter",
+    "Allgather",
+    "Alltoall",
+    "Alltoallv",
+    "Reduce_scatter",
+)
 #: How the call is made: blocking, non-blocking (``I...`` + ``Wait``) or persistent
 #: (``..._init`` + ``Start`` + ``Wait``).
 FORMS = ("blocking", "non-blocking", "persistent")
-SPOILS = ("type", "negative", "nan", "inf", "more", "less", "float", "root-out",
-          "root-other", "op-other", "op-bad", "read-only", "overlap", "dtype")
+SPOILS = (
+    "type",
+    "negative",
+    "nan",
+    "inf",
+    "more",
+    "less",
+    "float",
+    "root-out",
+    "root-other",
+    "op-other",
+    "op-bad",
+    "read-only",
+    "overlap",
+    "dtype",
+)
 
 EXAMPLES = settings(
-    max_examples=60, deadline=None, derandomize=True, database=None,
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
     phases=(Phase.explicit, Phase.generate),
-    suppress_health_check=list(HealthCheck))
+    suppress_health_check=list(HealthCheck),
+)
 
 
 def _counts():
@@ -79,16 +107,29 @@ class _Case:
             return good
         s = self.spoil
         if what == "root":
-            return {"root-out": P, "root-other": (good + 1) % P, "type": "0",
-                    "float": float(good) + 0.5, "negative": -1}.get(s, good)
+            return {
+                "root-out": P,
+                "root-other": (good + 1) % P,
+                "type": "0",
+                "float": float(good) + 0.5,
+                "negative": -1,
+            }.get(s, good)
         if what == "op":
-            return {"op-other": MPI.MAX, "op-bad": "nosuchop", "type": object()}.get(s, good)
+            return {"op-other": MPI.MAX, "op-bad": "nosuchop", "type": object()}.get(
+                s, good
+            )
         if what == "counts":
             bad = list(good)
             i = len(bad) - 1
-            change = {"negative": -1, "nan": float("nan"), "inf": float("inf"),
-                      "more": bad[i] + 1, "less": max(0, bad[i] - 1),
-                      "float": bad[i] + 0.5, "type": "x"}
+            change = {
+                "negative": -1,
+                "nan": float("nan"),
+                "inf": float("inf"),
+                "more": bad[i] + 1,
+                "less": max(0, bad[i] - 1),
+                "float": bad[i] + 0.5,
+                "type": "x",
+            }
             if s in change:
                 bad[i] = change[s]
             return bad
@@ -105,8 +146,11 @@ class _Case:
         return buf
 
     def _send(self, n):
-        size = n + (1 if self.bad and self.spoil == "more" else 0) - \
-            (1 if self.bad and self.spoil == "less" and n else 0)
+        size = (
+            n
+            + (1 if self.bad and self.spoil == "more" else 0)
+            - (1 if self.bad and self.spoil == "less" and n else 0)
+        )
         return np.arange(size, dtype=np.float64) + 10 * ME
 
     def _vrecv(self, counts):
@@ -146,25 +190,50 @@ class _Case:
         elif c == "Allreduce":
             self._call(comm, "Allreduce", self._send(N), self._recv(N), op)
         elif c == "Gather":
-            self._call(comm, "Gather", self._send(N), self._recv(N * P) if ME == self.root else None,
-                        root)
+            self._call(
+                comm,
+                "Gather",
+                self._send(N),
+                self._recv(N * P) if ME == self.root else None,
+                root,
+            )
         elif c == "Gatherv":
-            self._call(comm, "Gatherv", self._send(counts[ME]),
-                         self._vrecv(counts) if ME == self.root else None, root)
+            self._call(
+                comm,
+                "Gatherv",
+                self._send(counts[ME]),
+                self._vrecv(counts) if ME == self.root else None,
+                root,
+            )
         elif c == "Scatter":
             send = np.arange(N * P, dtype=np.float64) if ME == self.root else None
-            self._call(comm, "Scatter", send, self._recv(N + (self.bad and self.spoil == "more")),
-                         root)
+            self._call(
+                comm,
+                "Scatter",
+                send,
+                self._recv(N + (self.bad and self.spoil == "more")),
+                root,
+            )
         elif c == "Allgather":
             self._call(comm, "Allgather", self._send(N), self._recv(N * P))
         elif c == "Alltoall":
             self._call(comm, "Alltoall", self._send(N * P), self._recv(N * P))
         elif c == "Alltoallv":
-            self._call(comm, "Alltoallv", [self._send(sum(counts)), (counts, _displs(counts))],
-                           self._vrecv(counts))
+            self._call(
+                comm,
+                "Alltoallv",
+                [self._send(sum(counts)), (counts, _displs(counts))],
+                self._vrecv(counts),
+            )
         elif c == "Reduce_scatter":
-            self._call(comm, "Reduce_scatter", self._send(sum(counts)), self._recv(counts[ME]),
-                                self._spoilt("counts", counts), op)
+            self._call(
+                comm,
+                "Reduce_scatter",
+                self._send(sum(counts)),
+                self._recv(counts[ME]),
+                self._spoilt("counts", counts),
+                op,
+            )
         return [r.copy() for r in self.recvs]
 
 
@@ -184,10 +253,14 @@ def _check(comm, case):
     finally:
         faulthandler.cancel_dump_traceback_later()
     named = exc is None or isinstance(exc, (wacoll.WacollError, MPI.Exception))
-    untouched = exc is None or comm.check != "first" or all(
-        r.tobytes() == before for r, before in spoilt_recvs)
-    everyone = W.allgather((None if exc is None else (type(exc).__name__, str(exc)),
-                            named, untouched))
+    untouched = (
+        exc is None
+        or comm.check != "first"
+        or all(r.tobytes() == before for r, before in spoilt_recvs)
+    )
+    everyone = W.allgather(
+        (None if exc is None else (type(exc).__name__, str(exc)), named, untouched)
+    )
     what = f"{case.form} {case.call} with {case.spoil!r} on rank {case.bad_rank}"
     assert all(e[1] for e in everyone), f"{what}: not a named error: {everyone}"
     assert all(e[2] for e in everyone), f"{what}: a buffer written before raising"
@@ -195,8 +268,11 @@ def _check(comm, case):
     assert len(errors) == 1, f"{what}: ranks answered differently: {everyone}"
     if errors == {None}:  # the spoiled value was valid after all: MPI's result
         want, wexc = _outcome(lambda: case.run(W))
-        same = wexc is None and len(got) == len(want) and all(
-            g.tobytes() == w.tobytes() for g, w in zip(got, want))
+        same = (
+            wexc is None
+            and len(got) == len(want)
+            and all(g.tobytes() == w.tobytes() for g, w in zip(got, want))
+        )
         assert all(W.allgather(same)), f"{what}: result differs from the MPI library's"
 
 
@@ -204,8 +280,12 @@ def _fuzz(make_comm):
     comm = make_comm()
 
     @EXAMPLES
-    @given(st.sampled_from(CALLS), st.sampled_from(SPOILS), st.integers(0, P - 1),
-           st.sampled_from(FORMS))
+    @given(
+        st.sampled_from(CALLS),
+        st.sampled_from(SPOILS),
+        st.integers(0, P - 1),
+        st.sampled_from(FORMS),
+    )
     def prop(call, spoil, bad_rank, form):
         if form == "blocking":
             _check(comm, _Case(call, spoil, bad_rank, form))
@@ -235,5 +315,8 @@ def test_one_bad_argument_on_one_rank_two_clusters():
 @pytest.mark.mpi(min_size=2)
 def test_one_bad_argument_on_one_rank_check_first():
     """The debugging mode: a failed call leaves every receive buffer untouched."""
-    _fuzz(lambda: wacoll.Comm(W, wacoll.Topology.from_sizes([P // 2, P - P // 2]),
-                              check="first"))
+    _fuzz(
+        lambda: wacoll.Comm(
+            W, wacoll.Topology.from_sizes([P // 2, P - P // 2]), check="first"
+        )
+    )

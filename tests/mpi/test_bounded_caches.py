@@ -31,9 +31,14 @@ def test_a_loop_over_more_shapes_than_kept(mpi):
                 wrong.append(k)
         mpi.assert_all(not wrong, f"counts {wrong[:5]} gave other sums than the library")
         route = comm.route
-        kept = (len(route.dispatcher.plans), len(route.dispatcher.programs),
-                route.plan_calls.runners)
-        mpi.assert_all(kept[0] <= SHAPES and kept[1] <= SHAPES and kept[2] <= RUNNERS,
-                       f"kept (plans, programs, runners) = {kept}")
+        kept = (
+            len(route.dispatcher.plans),
+            len(route.dispatcher.programs),
+            route.plan_calls.runners,
+        )
+        mpi.assert_all(
+            kept[0] <= SHAPES and kept[1] <= SHAPES and kept[2] <= RUNNERS,
+            f"kept (plans, programs, runners) = {kept}",
+        )
     finally:
         comm.Free()

@@ -64,7 +64,7 @@ def ip_scatterv(c, root):
 def ip_gather(c, root):
     if ME == root:
         recv = np.full(N * P, -1.0)
-        recv[ME * N:(ME + 1) * N] = ME + 0.5
+        recv[ME * N : (ME + 1) * N] = ME + 0.5
         c.Gather(IP, recv, root=root)
         return recv
     c.Gather(np.full(N, ME + 0.5), None, root=root)
@@ -76,7 +76,7 @@ def ip_gatherv(c, root):
     displs, total = vdispls(counts)
     if ME == root:
         recv = np.full(total, -1.0)
-        recv[displs[ME]:displs[ME] + counts[ME]] = ME + 0.25
+        recv[displs[ME] : displs[ME] + counts[ME]] = ME + 0.25
         c.Gatherv(IP, [recv, counts, displs, MPI.DOUBLE], root=root)
         return recv
     c.Gatherv(np.full(counts[ME], ME + 0.25), None, root=root)
@@ -85,7 +85,7 @@ def ip_gatherv(c, root):
 
 def ip_allgather(c, root):
     recv = np.full(N * P, -1.0)
-    recv[ME * N:(ME + 1) * N] = ME + 0.5
+    recv[ME * N : (ME + 1) * N] = ME + 0.5
     c.Allgather(IP, recv)
     return recv
 
@@ -94,7 +94,7 @@ def ip_allgatherv(c, root):
     counts = vcounts()
     displs, total = vdispls(counts)
     recv = np.full(total, -1.0)
-    recv[displs[ME]:displs[ME] + counts[ME]] = ME + 0.75
+    recv[displs[ME] : displs[ME] + counts[ME]] = ME + 0.75
     c.Allgatherv(IP, [recv, counts, displs, MPI.DOUBLE])
     return recv
 
@@ -110,7 +110,7 @@ def ip_alltoallv(c, root):
     displs, total = vdispls(counts)
     buf = np.full(total, -1.0)
     for j in range(P):
-        buf[displs[j]:displs[j] + counts[j]] = 1000 * ME + j
+        buf[displs[j] : displs[j] + counts[j]] = 1000 * ME + j
     c.Alltoallv(IP, [buf, counts, displs, MPI.DOUBLE])
     return buf
 
@@ -140,7 +140,7 @@ def ip_reduce_scatter(c, root):
     counts = vcounts()
     buf = np.arange(sum(counts), dtype=np.float64) * (ME + 2)
     c.Reduce_scatter(IP, buf, counts, op=MPI.SUM)
-    return buf[:counts[ME]]
+    return buf[: counts[ME]]
 
 
 def ip_scan(c, root):
@@ -177,6 +177,7 @@ def test_in_place(mpi, case):
 # ---------------------------------------------------------------------- specs
 def spec_cases():
     """(name, fn(comm_like) -> result) pairs for buffer specifications."""
+
     def typed(c):  # [arr, MPI.DOUBLE]
         out = np.zeros(4)
         c.Allreduce([np.arange(4.0) + ME, MPI.DOUBLE], [out, MPI.DOUBLE], op=MPI.SUM)
@@ -212,8 +213,9 @@ def spec_cases():
     def vector_counts_only(c):  # [arr, counts]
         counts = vcounts()
         out = np.full(sum(counts), -1, np.float64)
-        c.Gatherv(np.full(counts[ME], ME + 0.5), [out, counts] if ME == 0 else None,
-                  root=0)
+        c.Gatherv(
+            np.full(counts[ME], ME + 0.5), [out, counts] if ME == 0 else None, root=0
+        )
         return out if ME == 0 else None
 
     def two_d(c):  # C-contiguous 2-D arrays
@@ -240,8 +242,11 @@ def spec_cases():
         buf = bytearray(np.arange(3, dtype=np.intc).tobytes() if ME == 0 else bytes(12))
         c.Bcast([buf, MPI.INT], root=0)
         out = bytearray(12)
-        c.Allreduce([bytearray((np.arange(3, dtype=np.intc) + ME).tobytes()), MPI.INT],
-                    [out, MPI.INT], op=MPI.SUM)
+        c.Allreduce(
+            [bytearray((np.arange(3, dtype=np.intc) + ME).tobytes()), MPI.INT],
+            [out, MPI.INT],
+            op=MPI.SUM,
+        )
         return np.frombuffer(bytes(buf + out), np.intc)
 
     def ignored_off_root(c):  # buffers MPI ignores away from the root stay as they are
@@ -257,9 +262,20 @@ def spec_cases():
         c.Gatherv(np.full(1, ME + 0.25), [gv, [1] * P] if ME == root else junk, root=root)
         return np.concatenate([red, gat, sca, gv])
 
-    return [typed, counted, displaced, reinterpreted, vector_pair, vector_counts_only,
-            two_d, bytes_bcast, bytes_allgather, bytes_bxor, bytes_as_int,
-            ignored_off_root]
+    return [
+        typed,
+        counted,
+        displaced,
+        reinterpreted,
+        vector_pair,
+        vector_counts_only,
+        two_d,
+        bytes_bcast,
+        bytes_allgather,
+        bytes_bxor,
+        bytes_as_int,
+        ignored_off_root,
+    ]
 
 
 @pytest.mark.mpi(min_size=1)
@@ -271,8 +287,9 @@ def test_buffer_specifications(mpi, case):
         got, exc = mpi.outcome(lambda: case(mpi.comm(layout)))
         if exc is not None:
             problems.append(f"{layout}: {exc!r}")
-        elif want is not None and (got.dtype != want.dtype or
-                                   got.tobytes() != want.tobytes()):
+        elif want is not None and (
+            got.dtype != want.dtype or got.tobytes() != want.tobytes()
+        ):
             problems.append(f"{layout}: got {got!r}, want {want!r}")
     mpi.assert_all(not problems, "; ".join(problems[:3]))
 

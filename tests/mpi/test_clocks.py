@@ -59,8 +59,10 @@ def test_times_put_on_rank_0s_clock_order_events_across_ranks(mpi, separate_syst
         mine = now() + offset
         comm.Barrier()  # every rank has read its clock before rank 0 reads its own
         later = comm.bcast(now() if RANK == 0 else None, root=0)
-        mpi.assert_all(mine <= later + bound, f"read {mine!r}, after rank 0's later "
-                       f"reading {later!r} (bound {bound!r} s)")
+        mpi.assert_all(
+            mine <= later + bound,
+            f"read {mine!r}, after rank 0's later reading {later!r} (bound {bound!r} s)",
+        )
     finally:
         comm.Free()
 

@@ -38,15 +38,19 @@ def _validate_layout(mpi, layout, monkeypatch):
     monkeypatch.setattr(blockruns, "COMPACT_FROM", 1)
     monkeypatch.setattr(blockruns, "IDS_PER_RUN", 0)
     monkeypatch.setattr(lower_module, "ELEMENT_RUNS_FROM", 1)
-    comm = mpi.run(lambda: wacoll.Comm(W, mpi.topology(layout), family="combining"),
-                   "Comm(family='combining')")
+    comm = mpi.run(
+        lambda: wacoll.Comm(W, mpi.topology(layout), family="combining"),
+        "Comm(family='combining')",
+    )
     try:
         send = np.arange(3 * P, dtype=np.int64) + 1000 * ME
         got, want = np.full(3 * P, -1, np.int64), np.empty(3 * P, np.int64)
         W.Alltoall(send, want)
         _, exc = mpi.outcome(lambda: comm.Alltoall(send, got))
-        mpi.assert_all(exc is None and np.array_equal(got, want),
-                       f"Alltoall: {exc!r}, got {got}, want {want}")
+        mpi.assert_all(
+            exc is None and np.array_equal(got, want),
+            f"Alltoall: {exc!r}, got {got}, want {want}",
+        )
         scounts = [(ME + j) % 3 for j in range(P)]
         rcounts = [(j + ME) % 3 for j in range(P)]
         vsend = np.arange(sum(scounts), dtype=np.int64) + 100 * ME
@@ -54,8 +58,10 @@ def _validate_layout(mpi, layout, monkeypatch):
         vwant = vgot.copy()
         W.Alltoallv([vsend, scounts], [vwant, rcounts])
         _, exc = mpi.outcome(lambda: comm.Alltoallv([vsend, scounts], [vgot, rcounts]))
-        mpi.assert_all(exc is None and np.array_equal(vgot, vwant),
-                       f"Alltoallv: {exc!r}, got {vgot}, want {vwant}")
+        mpi.assert_all(
+            exc is None and np.array_equal(vgot, vwant),
+            f"Alltoallv: {exc!r}, got {vgot}, want {vwant}",
+        )
         plan = comm.last_plan
         mpi.assert_all(plan.family == "combining", plan.family)
         mine = plan.program if hasattr(plan, "program") else plan.programs[ME]

@@ -42,24 +42,40 @@ def comm(request, monkeypatch):
 def test_bcast_reduce_allreduce_over_a_graph(mpi, comm):
     root = SIZE - 1
     buf = np.arange(5.0) if RANK == root else np.zeros(5)
-    mpi.run(lambda: comm.Bcast(buf, root=root, family="tree",
-                               tree=_star_then_chain(SIZE, root)), "Bcast")
+    mpi.run(
+        lambda: comm.Bcast(
+            buf, root=root, family="tree", tree=_star_then_chain(SIZE, root)
+        ),
+        "Bcast",
+    )
     mpi.assert_equal(buf, np.arange(5.0), "Bcast")
 
     send = mpi.ints(7)
     want = np.zeros(7, np.int64)
     WORLD.Allreduce(send, want)
     got = np.zeros(7, np.int64)
-    mpi.run(lambda: comm.Allreduce(send, got, family="tree", tree=_star_then_chain(SIZE),
-                                   bcast_tree=_star_then_chain(SIZE)), "Allreduce")
+    mpi.run(
+        lambda: comm.Allreduce(
+            send,
+            got,
+            family="tree",
+            tree=_star_then_chain(SIZE),
+            bcast_tree=_star_then_chain(SIZE),
+        ),
+        "Allreduce",
+    )
     mpi.assert_equal(got, want, "Allreduce")
     mpi.assert_all(comm.last_family == "tree", comm.last_family)
 
     got = np.zeros(7, np.int64)
     want = np.zeros(7, np.int64)
     WORLD.Reduce(send, want, op=MPI.MAX, root=0)
-    mpi.run(lambda: comm.Reduce(send, got, op=MPI.MAX, root=0, family="tree",
-                                tree=_star_then_chain(SIZE)), "Reduce")
+    mpi.run(
+        lambda: comm.Reduce(
+            send, got, op=MPI.MAX, root=0, family="tree", tree=_star_then_chain(SIZE)
+        ),
+        "Reduce",
+    )
     if RANK == 0:
         mpi.assert_equal(got, want, "Reduce")
     else:
@@ -78,13 +94,15 @@ def test_a_graph_that_is_not_a_tree_raises_everywhere(mpi, comm):
     if SIZE < 2:
         pytest.skip("needs an edge")
     bad = nx.DiGraph([(0, 1)])  # no 'order' on the edge, and ranks missing at size > 2
-    mpi.same_error(lambda: comm.Bcast(np.zeros(2), root=0, family="tree", tree=bad),
-                   wacoll.PlanError)
+    mpi.same_error(
+        lambda: comm.Bcast(np.zeros(2), root=0, family="tree", tree=bad), wacoll.PlanError
+    )
 
 
 def test_a_communicator_wide_graph_agrees(mpi):
-    c = wacoll.Comm(WORLD, Topology.from_sizes([SIZE]), family="tree",
-                    tree=_star_then_chain(SIZE))
+    c = wacoll.Comm(
+        WORLD, Topology.from_sizes([SIZE]), family="tree", tree=_star_then_chain(SIZE)
+    )
     try:
         buf = np.arange(4.0) if RANK == 0 else np.zeros(4)
         c.Bcast(buf, root=0)

@@ -34,20 +34,36 @@ def _types():
     i4, i8, f8 = np.int32, np.int64, np.float64
 
     def layout(formats, offsets, extent):
-        return np.dtype({"names": [f"f{k}" for k in range(len(formats))],
-                         "formats": formats, "offsets": offsets, "itemsize": extent})
+        return np.dtype(
+            {
+                "names": [f"f{k}" for k in range(len(formats))],
+                "formats": formats,
+                "offsets": offsets,
+                "itemsize": extent,
+            }
+        )
 
     made = {
-        "contiguous": (MPI.INT64_T.Create_contiguous(4), layout([i8] * 4,
-                                                               [0, 8, 16, 24], 32)),
-        "vector": (MPI.INT64_T.Create_vector(2, 2, 3), layout([i8] * 4,
-                                                             [0, 8, 24, 32], 40)),
-        "indexed": (MPI.INT32_T.Create_indexed([1, 3], [0, 4]),
-                    layout([i4] * 4, [0, 16, 20, 24], 28)),
-        "struct": (MPI.Datatype.Create_struct([1, 1], [0, 8], [MPI.INT32_T, MPI.DOUBLE]),
-                   layout([i4, f8], [0, 8], 16)),
-        "resized": (MPI.INT64_T.Create_contiguous(2).Create_resized(0, 24),
-                    layout([i8] * 2, [0, 8], 24)),
+        "contiguous": (
+            MPI.INT64_T.Create_contiguous(4),
+            layout([i8] * 4, [0, 8, 16, 24], 32),
+        ),
+        "vector": (
+            MPI.INT64_T.Create_vector(2, 2, 3),
+            layout([i8] * 4, [0, 8, 24, 32], 40),
+        ),
+        "indexed": (
+            MPI.INT32_T.Create_indexed([1, 3], [0, 4]),
+            layout([i4] * 4, [0, 16, 20, 24], 28),
+        ),
+        "struct": (
+            MPI.Datatype.Create_struct([1, 1], [0, 8], [MPI.INT32_T, MPI.DOUBLE]),
+            layout([i4, f8], [0, 8], 16),
+        ),
+        "resized": (
+            MPI.INT64_T.Create_contiguous(2).Create_resized(0, 24),
+            layout([i8] * 2, [0, 8], 24),
+        ),
     }
     for dt, lay in made.values():
         dt.Commit()
@@ -87,8 +103,10 @@ def types():
 
 @pytest.fixture(scope="module")
 def ops():
-    made = {"affine": MPI.Op.Create(_affine, commute=False),
-            "sum": MPI.Op.Create(_sum, commute=True)}
+    made = {
+        "affine": MPI.Op.Create(_affine, commute=False),
+        "sum": MPI.Op.Create(_sum, commute=True),
+    }
     yield made
     for op in made.values():
         op.Free()
@@ -108,6 +126,7 @@ def _filled(lay, n, seed, rank=ME):
 def _cases(lay, dt, n, in_place):
     """``{method: (make_args, extra kwargs)}``: ``make_args()`` gives fresh arguments
     and the receive buffer to compare."""
+
     def vec(seed):
         return _filled(lay, n, seed)
 
@@ -125,6 +144,7 @@ def _cases(lay, dt, n, in_place):
             else:
                 send = [vec(1), n, dt]
             return (send, [recv, n, dt]), recv, {"root": root}
+
         return make
 
     def unrooted():
@@ -134,6 +154,7 @@ def _cases(lay, dt, n, in_place):
                 recv = vec(1)
                 return (MPI.IN_PLACE, [recv, n, dt]), recv, {}
             return ([vec(1), n, dt], [recv, n, dt]), recv, {}
+
         return make
 
     # an in-place reduce-scatter's input beyond this rank's result is undefined after
@@ -141,7 +162,7 @@ def _cases(lay, dt, n, in_place):
     def rsb():
         if in_place:
             recv = whole(1, n * P)
-            return (MPI.IN_PLACE, [recv, n, dt]), recv[:n * lay.itemsize], {}
+            return (MPI.IN_PLACE, [recv, n, dt]), recv[: n * lay.itemsize], {}
         recv = vec(9)
         return ([whole(1, n * P), n, dt], [recv, n, dt]), recv, {}
 
@@ -151,14 +172,23 @@ def _cases(lay, dt, n, in_place):
         total = sum(counts)
         if in_place:
             recv = whole(1, total)
-            return ((MPI.IN_PLACE, [recv, total, dt], counts),
-                    recv[:counts[ME] * lay.itemsize], {})
+            return (
+                (MPI.IN_PLACE, [recv, total, dt], counts),
+                recv[: counts[ME] * lay.itemsize],
+                {},
+            )
         recv = whole(9, counts[ME])
         return ([whole(1, total), total, dt], [recv, counts[ME], dt], counts), recv, {}
 
     rsb.datatype = dt  # (see _library_is_reference)
-    return {"Reduce": rooted("Reduce"), "Allreduce": unrooted(), "Scan": unrooted(),
-            "Exscan": unrooted(), "Reduce_scatter_block": rsb, "Reduce_scatter": rs}
+    return {
+        "Reduce": rooted("Reduce"),
+        "Allreduce": unrooted(),
+        "Scan": unrooted(),
+        "Exscan": unrooted(),
+        "Reduce_scatter_block": rsb,
+        "Reduce_scatter": rs,
+    }
 
 
 def _run(comm, method, make, op, kwargs, form="blocking"):
@@ -167,8 +197,7 @@ def _run(comm, method, make, op, kwargs, form="blocking"):
     if form == "blocking":
         getattr(comm, method)(*args, op=op, **kwargs)
     elif form == "nonblocking":
-        getattr(comm, "I" + method[0].lower() + method[1:])(*args, op=op,
-                                                            **kwargs).Wait()
+        getattr(comm, "I" + method[0].lower() + method[1:])(*args, op=op, **kwargs).Wait()
     else:
         request = getattr(comm, method + "_init")(*args, op=op, **kwargs)
         request.Start()
@@ -195,8 +224,7 @@ def _check(mpi, comm, method, make, op, kwargs, what, form="blocking", plan=True
     """Run on both communicators; ``problems`` for this rank (empty: agreed)."""
     if not _library_is_reference(make, op):
         return []
-    want = _run(WORLD, method, make, op, {k: v for k, v in kwargs.items()
-                                          if k == "root"})
+    want = _run(WORLD, method, make, op, {k: v for k, v in kwargs.items() if k == "root"})
     got, exc = mpi.outcome(lambda: _run(comm, method, make, op, kwargs, form))
     if exc is not None:
         return [f"{what}: wacoll raised {type(exc).__name__}: {exc}"]
@@ -204,23 +232,25 @@ def _check(mpi, comm, method, make, op, kwargs, what, form="blocking", plan=True
         return []
     if got.tobytes() != want.tobytes():
         bad = np.flatnonzero(got != want)
-        return [f"{what}: {bad.size} bytes differ from the library's, first at byte "
-                f"{bad[0]}"]
+        return [
+            f"{what}: {bad.size} bytes differ from the library's, first at byte {bad[0]}"
+        ]
     if plan and form == "blocking" and comm.last_family == "native":
         return [f"{what}: ran the library's collective, not a plan"]
     return []
 
 
 @pytest.mark.mpi(min_size=1)
-@pytest.mark.parametrize("kind", ["contiguous", "vector", "indexed", "struct",
-                                  "resized"])
+@pytest.mark.parametrize("kind", ["contiguous", "vector", "indexed", "struct", "resized"])
 def test_user_op_on_derived_type(mpi, types, ops, layout, kind):
     """Every reduction, in place and not, with each family and level: the library's
     bytes."""
     three = [name for name, clusters in mpi.layouts.items() if len(clusters) >= 3]
     if layout != "single" and layout not in mpi.multi[:2] + three[:1]:
-        pytest.skip("one cluster, two multi-cluster layouts and one of three or more "
-                    "clusters suffice")
+        pytest.skip(
+            "one cluster, two multi-cluster layouts and one of three or more "
+            "clusters suffice"
+        )
     dt, lay = types[kind]
     comm = mpi.comm(layout)
     problems = []
@@ -234,13 +264,17 @@ def test_user_op_on_derived_type(mpi, types, ops, layout, kind):
                             kwargs = {"level": level}
                             if family:
                                 kwargs["family"] = family
-                            what = (f"{method} {kind} {opname} n={n} family={family} "
-                                    f"level={level} in_place={in_place}")
+                            what = (
+                                f"{method} {kind} {opname} n={n} family={family} "
+                                f"level={level} in_place={in_place}"
+                            )
                             # on one cluster the library runs MPI-level calls
-                            plan = bool(family) or level == "strict" or \
-                                layout in mpi.multi
-                            problems += _check(mpi, comm, method, make, op, kwargs,
-                                               what, plan=plan)
+                            plan = (
+                                bool(family) or level == "strict" or layout in mpi.multi
+                            )
+                            problems += _check(
+                                mpi, comm, method, make, op, kwargs, what, plan=plan
+                            )
     mpi.assert_all(not problems, "; ".join(problems[:3]))
 
 
@@ -254,9 +288,16 @@ def test_user_op_on_derived_type_requests(mpi, types, ops, form):
         for kind in ("vector", "struct"):
             dt, lay = types[kind]
             for method, make in _cases(lay, dt, 3, False).items():
-                problems += _check(mpi, comm, method, make, ops["affine"],
-                                   {"level": "associative"},
-                                   f"{form} {method} {kind} on {layout}", form=form)
+                problems += _check(
+                    mpi,
+                    comm,
+                    method,
+                    make,
+                    ops["affine"],
+                    {"level": "associative"},
+                    f"{form} {method} {kind} on {layout}",
+                    form=form,
+                )
     mpi.assert_all(not problems, "; ".join(problems[:3]))
 
 
@@ -268,14 +309,27 @@ def test_whole_elements_across_segments(mpi, types, ops):
 
     problems = []
     for layout in mpi.layouts:
-        comm = wacoll.Comm(WORLD, mpi.topology(layout), level="associative",
-                           segment_size=100, threshold=64)
+        comm = wacoll.Comm(
+            WORLD,
+            mpi.topology(layout),
+            level="associative",
+            segment_size=100,
+            threshold=64,
+        )
         try:
             for kind in ("vector", "struct"):
                 dt, lay = types[kind]
                 for method, make in _cases(lay, dt, 17, False).items():
-                    problems += _check(mpi, comm, method, make, ops["affine"], {},
-                                       f"{method} {kind} on {layout}", plan=False)
+                    problems += _check(
+                        mpi,
+                        comm,
+                        method,
+                        make,
+                        ops["affine"],
+                        {},
+                        f"{method} {kind} on {layout}",
+                        plan=False,
+                    )
         finally:
             comm.Free()
     mpi.assert_all(not problems, "; ".join(problems[:3]))

@@ -44,7 +44,8 @@ def _differential():
     module = sys.modules.get(name)
     if module is None:
         spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("differential.py"))
+            name, Path(__file__).with_name("differential.py")
+        )
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
@@ -79,8 +80,11 @@ def _persistent_cases():
 
     def allgather_derived():
         send, recv = np.arange(6, dtype="i") + 10 * ME, np.full(4 * P, -1, "i")
-        return {"send": send, "recv": recv}, ("Allgather_init",
-                                              ([send, 2, vec], [recv, MPI.INT]), {})
+        return {"send": send, "recv": recv}, (
+            "Allgather_init",
+            ([send, 2, vec], [recv, MPI.INT]),
+            {},
+        )
 
     def bcast_derived():
         buf = np.arange(9, dtype="i") + (100 if ME == P - 1 else 0)
@@ -90,21 +94,29 @@ def _persistent_cases():
         send = np.arange(counts[ME], dtype="d") + ME
         recv = np.full(size, -1.0)
         if ME == 0:
-            recv[displs[0]:displs[0] + counts[0]] = send
-        args = (MPI.IN_PLACE if ME == 0 else send,
-                [recv, counts, displs, MPI.DOUBLE] if ME == 0 else None, 0)
+            recv[displs[0] : displs[0] + counts[0]] = send
+        args = (
+            MPI.IN_PLACE if ME == 0 else send,
+            [recv, counts, displs, MPI.DOUBLE] if ME == 0 else None,
+            0,
+        )
         return {"send": send, "recv": recv}, ("Gatherv_init", args, {})
 
     def allgatherv_in_place():
         recv = np.full(size, -1.0)
-        recv[displs[ME]:displs[ME] + counts[ME]] = np.arange(counts[ME]) + ME
-        return {"recv": recv}, ("Allgatherv_init", (MPI.IN_PLACE, [recv, counts, displs,
-                                                                   MPI.DOUBLE]), {})
+        recv[displs[ME] : displs[ME] + counts[ME]] = np.arange(counts[ME]) + ME
+        return {"recv": recv}, (
+            "Allgatherv_init",
+            (MPI.IN_PLACE, [recv, counts, displs, MPI.DOUBLE]),
+            {},
+        )
 
-    cases = {"Allgather vector send": (allgather_derived, ("send",)),
-             "Bcast vector": (bcast_derived, ("buf",)),
-             "Gatherv in place": (gatherv_in_place, ("send", "recv")),
-             "Allgatherv in place": (allgatherv_in_place, ("recv",))}
+    cases = {
+        "Allgather vector send": (allgather_derived, ("send",)),
+        "Bcast vector": (bcast_derived, ("buf",)),
+        "Gatherv in place": (gatherv_in_place, ("send", "recv")),
+        "Allgatherv in place": (allgatherv_in_place, ("recv",)),
+    }
     return cases, vec
 
 
@@ -138,8 +150,9 @@ def test_persistent_calls_read_changed_inputs(mpi):
                 want = _start_twice(WORLD, make, inputs)
                 if exc is not None:
                     problems.append(f"{name} on {layout}: raised {exc!r}")
-                elif any(g[k].tobytes() != w[k].tobytes() for g, w in zip(got, want)
-                         for k in w):
+                elif any(
+                    g[k].tobytes() != w[k].tobytes() for g, w in zip(got, want) for k in w
+                ):
                     problems.append(f"{name} on {layout}: got {got}, want {want}")
     finally:
         vec.Free()
@@ -153,8 +166,9 @@ def test_reproducible_exscan_leaves_rank0(mpi, form):
     scratch area holding large accumulators from an earlier call raises nothing."""
     problems = []
     for layout in ["single"] + mpi.multi[:1]:
-        comm = wacoll.Comm(WORLD, mpi.topology(layout), level="strict",
-                           arithmetic="reproducible")
+        comm = wacoll.Comm(
+            WORLD, mpi.topology(layout), level="strict", arithmetic="reproducible"
+        )
         try:
             # an earlier call leaves big accumulators in the scratch memory
             big = np.full(64, 1e300)
@@ -166,14 +180,17 @@ def test_reproducible_exscan_leaves_rank0(mpi, form):
             elif form == "nonblocking":
                 call = lambda: comm.Iexscan(send, recv).Wait()  # noqa: E731
             else:
+
                 def call():
                     request = comm.Exscan_init(send, recv)
                     request.Start()
                     request.Wait()
                     request.Free()
+
             _, exc = mpi.outcome(call)
-            want = np.full(5, 7.0) if ME == 0 else \
-                sum(np.arange(5.0) + r for r in range(ME))
+            want = (
+                np.full(5, 7.0) if ME == 0 else sum(np.arange(5.0) + r for r in range(ME))
+            )
             if exc is not None:
                 problems.append(f"{layout}: raised {exc!r}")
             elif not np.array_equal(recv, want):
@@ -212,25 +229,31 @@ def test_han_communicator_runs_what_its_library_phases_cannot(mpi):
         send = np.zeros(4, pair)
         send["v"], send["i"] = (np.arange(4) + ME) % 3, ME
         recv = np.zeros(4, pair)
-        comm.Allreduce([send, MPI.DOUBLE_INT], [recv, MPI.DOUBLE_INT], op=MPI.MAXLOC,
-                       **kwargs)
+        comm.Allreduce(
+            [send, MPI.DOUBLE_INT], [recv, MPI.DOUBLE_INT], op=MPI.MAXLOC, **kwargs
+        )
         return recv[["v", "i"]].tolist()
 
     def objects(comm, **kwargs):
-        return comm.gather((ME, "x" * ME), root=P - 1, **kwargs), \
-            comm.allreduce(str(ME), op=MPI.SUM, **kwargs)
+        return comm.gather((ME, "x" * ME), root=P - 1, **kwargs), comm.allreduce(
+            str(ME), op=MPI.SUM, **kwargs
+        )
 
     problems = []
     try:
         for layout in ["single"] + mpi.multi[:1]:
             comm = mpi.comm(layout, family="han")
-            for name, run in (("derived", derived), ("pairs", pairs),
-                              ("objects", objects)):
+            for name, run in (
+                ("derived", derived),
+                ("pairs", pairs),
+                ("objects", objects),
+            ):
                 got, exc = mpi.outcome(lambda: run(comm))
                 want = run(WORLD)
                 if exc is not None or got != want:
-                    problems.append(f"{name} on {layout}: got {got!r} ({exc!r}), "
-                                    f"want {want!r}")
+                    problems.append(
+                        f"{name} on {layout}: got {got!r} ({exc!r}), want {want!r}"
+                    )
                 _, exc = mpi.outcome(lambda: run(comm, family="han"))
                 if not isinstance(exc, PlanError):
                     problems.append(f"{name} on {layout} forced to han: raised {exc!r}")
@@ -247,9 +270,11 @@ def test_pair_padding_untouched(mpi, form):
     """MPI writes the data bytes of its pair types only (``DOUBLE_INT``: 12 of 16,
     ``SHORT_INT``: 6 of 8): the padding of a receive buffer keeps what it held, as
     with the library, data movement and MINLOC/MAXLOC alike."""
+
     def noise(n, dtype, seed):
-        raw = np.random.default_rng([seed, ME]).integers(0, 256, n * dtype.itemsize,
-                                                         dtype=np.uint8)
+        raw = np.random.default_rng([seed, ME]).integers(
+            0, 256, n * dtype.itemsize, dtype=np.uint8
+        )
         return raw.view(dtype)
 
     def values(n, dtype, seed):
@@ -265,20 +290,34 @@ def test_pair_padding_untouched(mpi, form):
         counts = [r % 2 + 1 for r in range(P)]
         displs = [3 * r for r in range(P)]
         return {
-            "Allgather": lambda: ((values(2, dtype, 1), noise(2 * P, dtype, 2)),
-                                  lambda s, r: ([s, datatype], [r, datatype]), {}),
-            "Gatherv": lambda: ((values(counts[ME], dtype, 3), noise(3 * P, dtype, 4)),
-                                lambda s, r: ([s, datatype], [r, counts, displs,
-                                                              datatype], 0), {}),
-            "Bcast": lambda: ((noise(0, dtype, 5), values(3, dtype, 6) if ME == 0 else
-                               noise(3, dtype, 6)),
-                              lambda s, r: ([r, datatype], 0), {}),
-            "Allreduce": lambda: ((values(3, dtype, 7), noise(3, dtype, 8)),
-                                  lambda s, r: ([s, datatype], [r, datatype]),
-                                  {"op": MPI.MAXLOC}),
+            "Allgather": lambda: (
+                (values(2, dtype, 1), noise(2 * P, dtype, 2)),
+                lambda s, r: ([s, datatype], [r, datatype]),
+                {},
+            ),
+            "Gatherv": lambda: (
+                (values(counts[ME], dtype, 3), noise(3 * P, dtype, 4)),
+                lambda s, r: ([s, datatype], [r, counts, displs, datatype], 0),
+                {},
+            ),
+            "Bcast": lambda: (
+                (
+                    noise(0, dtype, 5),
+                    values(3, dtype, 6) if ME == 0 else noise(3, dtype, 6),
+                ),
+                lambda s, r: ([r, datatype], 0),
+                {},
+            ),
+            "Allreduce": lambda: (
+                (values(3, dtype, 7), noise(3, dtype, 8)),
+                lambda s, r: ([s, datatype], [r, datatype]),
+                {"op": MPI.MAXLOC},
+            ),
             "Reduce_scatter_block": lambda: (
                 (values(2 * P, dtype, 9), noise(2, dtype, 10)),
-                lambda s, r: ([s, 2, datatype], [r, 2, datatype]), {"op": MPI.MINLOC}),
+                lambda s, r: ([s, 2, datatype], [r, 2, datatype]),
+                {"op": MPI.MINLOC},
+            ),
         }
 
     def run(comm, method, make):
@@ -294,8 +333,7 @@ def test_pair_padding_untouched(mpi, form):
         seen = []
         for round_ in range(2):
             if round_:  # the application writes the whole buffer between starts
-                recv.view(np.uint8)[...] = noise(recv.size, recv.dtype, 11).view(
-                    np.uint8)
+                recv.view(np.uint8)[...] = noise(recv.size, recv.dtype, 11).view(np.uint8)
             request.Start()
             request.Wait()
             seen.append(recv.view(np.uint8).copy())
@@ -312,6 +350,8 @@ def test_pair_padding_untouched(mpi, form):
                 if exc is not None:
                     problems.append(f"{method} {name} on {layout}: raised {exc!r}")
                 elif any(g.tobytes() != w.tobytes() for g, w in zip(got, want)):
-                    problems.append(f"{method} {name} on {layout}: the bytes differ "
-                                    f"from the library's")
+                    problems.append(
+                        f"{method} {name} on {layout}: the bytes differ "
+                        f"from the library's"
+                    )
     mpi.assert_all(not problems, "; ".join(problems[:3]))

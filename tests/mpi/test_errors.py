@@ -16,8 +16,13 @@ import pytest
 from mpi4py import MPI
 
 import wacoll
-from wacoll.errors import (BufferMismatchError, OperatorError, PlanError, TopologyError,
-                           WacollError)
+from wacoll.errors import (
+    BufferMismatchError,
+    OperatorError,
+    PlanError,
+    TopologyError,
+    WacollError,
+)
 
 P = MPI.COMM_WORLD.Get_size()
 ME = MPI.COMM_WORLD.Get_rank()
@@ -57,8 +62,9 @@ def full(n, dtype=np.float64):
 
 def check_error(mpi, fn, bufs, exc_type=WacollError, match=None):
     """``fn`` raises one ``exc_type`` everywhere and leaves ``bufs`` alone."""
-    return mpi.same_error(fn, exc_type, match,
-                          untouched=if_first(lambda: untouched(*bufs)))
+    return mpi.same_error(
+        fn, exc_type, match, untouched=if_first(lambda: untouched(*bufs))
+    )
 
 
 # ---------------------------------------------------------------------- one rank off
@@ -67,12 +73,19 @@ def test_size_mismatch_on_one_rank(mpi):
     comm = _comm(mpi)
     n = 4 + (ME == LAST)
     recv = full(n)
-    check_error(mpi, lambda: comm.Allreduce(np.ones(n), recv, op=MPI.SUM), [recv],
-                match="disagree")
+    check_error(
+        mpi,
+        lambda: comm.Allreduce(np.ones(n), recv, op=MPI.SUM),
+        [recv],
+        match="disagree",
+    )
     buf = full(n) if ME else np.ones(n)
     before = buf.copy()
-    mpi.same_error(lambda: comm.Bcast(buf, root=0), match="disagree",
-                   untouched=if_first(lambda: buf.tobytes() == before.tobytes()))
+    mpi.same_error(
+        lambda: comm.Bcast(buf, root=0),
+        match="disagree",
+        untouched=if_first(lambda: buf.tobytes() == before.tobytes()),
+    )
 
 
 @pytest.mark.mpi(min_size=2)
@@ -80,11 +93,13 @@ def test_disagreeing_roots(mpi):
     comm = _comm(mpi)
     root = 1 if ME == LAST else 0
     buf = full(3)
-    check_error(mpi, lambda: comm.Bcast(buf, root=root), [buf if ME else None],
-                match="disagree")
+    check_error(
+        mpi, lambda: comm.Bcast(buf, root=root), [buf if ME else None], match="disagree"
+    )
     recv = full(3 * P)
-    check_error(mpi, lambda: comm.Gather(np.ones(3), recv, root=root), [recv],
-                match="disagree")
+    check_error(
+        mpi, lambda: comm.Gather(np.ones(3), recv, root=root), [recv], match="disagree"
+    )
     red = full(3)
     check_error(mpi, lambda: comm.Reduce(np.ones(3), red, op=MPI.SUM, root=root), [red])
 
@@ -93,13 +108,15 @@ def test_disagreeing_roots(mpi):
 @pytest.mark.parametrize("bad", ["size", "negative", "float", "one-rank"])
 def test_invalid_root(mpi, bad):
     comm = _comm(mpi)
-    root = {"size": P, "negative": -1, "float": 0.0,
-            "one-rank": P if ME == LAST else 0}[bad]
+    root = {"size": P, "negative": -1, "float": 0.0, "one-rank": P if ME == LAST else 0}[
+        bad
+    ]
     buf = full(3)
     check_error(mpi, lambda: comm.Bcast(buf, root=root), [buf], match="root")
     recv = full(3)
-    check_error(mpi, lambda: comm.Scatter(full(3 * P), recv, root=root), [recv],
-                match="root")
+    check_error(
+        mpi, lambda: comm.Scatter(full(3 * P), recv, root=root), [recv], match="root"
+    )
 
 
 @pytest.mark.mpi(min_size=2)
@@ -107,8 +124,9 @@ def test_operator_disagrees(mpi):
     comm = _comm(mpi)
     recv = full(3)
     op = MPI.MAX if ME == LAST else MPI.SUM
-    check_error(mpi, lambda: comm.Allreduce(np.ones(3), recv, op=op), [recv],
-                match="disagree")
+    check_error(
+        mpi, lambda: comm.Allreduce(np.ones(3), recv, op=op), [recv], match="disagree"
+    )
 
 
 @pytest.mark.mpi(min_size=1)
@@ -117,11 +135,15 @@ def test_unsupported_operator_on_one_rank(mpi):
     comm = _comm(mpi)
     dtype = np.complex128 if ME == LAST else np.float64
     recv = full(3, dtype)
-    check_error(mpi, lambda: comm.Allreduce(np.ones(3, dtype), recv, op=MPI.MIN),
-                [recv], BufferMismatchError, match="MIN")
+    check_error(
+        mpi,
+        lambda: comm.Allreduce(np.ones(3, dtype), recv, op=MPI.MIN),
+        [recv],
+        BufferMismatchError,
+        match="MIN",
+    )
     recv = full(3, dtype)
-    check_error(mpi, lambda: comm.Reduce(np.ones(3, dtype), recv, op=MPI.MAXLOC),
-                [recv])
+    check_error(mpi, lambda: comm.Reduce(np.ones(3, dtype), recv, op=MPI.MAXLOC), [recv])
 
 
 @pytest.mark.mpi(min_size=1)
@@ -131,25 +153,41 @@ def test_error_class_is_the_same_with_and_without_validation(mpi):
     for validate in (True, False):
         comm = mpi.comm(mpi.multi[0] if mpi.multi else "single", validate=validate)
         recv = full(3)
-        check_error(mpi, lambda: comm.Allreduce(np.ones(3), recv, op=MPI.MAXLOC),
-                    [recv], OperatorError, match="MAXLOC")
+        check_error(
+            mpi,
+            lambda: comm.Allreduce(np.ones(3), recv, op=MPI.MAXLOC),
+            [recv],
+            OperatorError,
+            match="MAXLOC",
+        )
+
 
 @pytest.mark.mpi(min_size=1)
 def test_dtype_mismatch(mpi):
     comm = _comm(mpi)
     # sendbuf and recvbuf of different types, on one rank
     recv = full(3, np.int64 if ME == LAST else np.float64)
-    check_error(mpi, lambda: comm.Allreduce(np.ones(3), recv, op=MPI.SUM), [recv],
-                BufferMismatchError, match="float64")
+    check_error(
+        mpi,
+        lambda: comm.Allreduce(np.ones(3), recv, op=MPI.SUM),
+        [recv],
+        BufferMismatchError,
+        match="float64",
+    )
     recv = full(3 * P, np.int64 if ME == LAST else np.float64)
-    check_error(mpi, lambda: comm.Allgather(np.ones(3), recv), [recv],
-                BufferMismatchError)
+    check_error(
+        mpi, lambda: comm.Allgather(np.ones(3), recv), [recv], BufferMismatchError
+    )
     # a consistent rank whose type differs from the others'
     if P > 1:
         dtype = np.float32 if ME == LAST else np.float64
         recv = full(3, dtype)
-        check_error(mpi, lambda: comm.Allreduce(np.ones(3, dtype), recv, op=MPI.SUM),
-                    [recv], match="disagree")
+        check_error(
+            mpi,
+            lambda: comm.Allreduce(np.ones(3, dtype), recv, op=MPI.SUM),
+            [recv],
+            match="disagree",
+        )
 
 
 @pytest.mark.mpi(min_size=1)
@@ -158,26 +196,43 @@ def test_read_only_recvbuf_on_one_rank(mpi):
     recv = full(3)
     if ME == LAST:
         recv.setflags(write=False)
-    check_error(mpi, lambda: comm.Allreduce(np.ones(3), recv, op=MPI.SUM), [recv],
-                BufferMismatchError, match="read-only")
+    check_error(
+        mpi,
+        lambda: comm.Allreduce(np.ones(3), recv, op=MPI.SUM),
+        [recv],
+        BufferMismatchError,
+        match="read-only",
+    )
     recv = full(3 * P)
     if ME == LAST:
         recv.setflags(write=False)
-    check_error(mpi, lambda: comm.Allgather(np.ones(3), recv), [recv],
-                BufferMismatchError, match="read-only")
+    check_error(
+        mpi,
+        lambda: comm.Allgather(np.ones(3), recv),
+        [recv],
+        BufferMismatchError,
+        match="read-only",
+    )
     # Bcast: a read-only buffer is fine at the root, not elsewhere
     buf = full(3)
     if ME == LAST:
         buf.setflags(write=False)
     root = 0
     if P > 1:
-        check_error(mpi, lambda: comm.Bcast(buf, root=root), [buf if ME else None],
-                    BufferMismatchError, match="read-only")
+        check_error(
+            mpi,
+            lambda: comm.Bcast(buf, root=root),
+            [buf if ME else None],
+            BufferMismatchError,
+            match="read-only",
+        )
     ro = np.ones(3)
     ro.setflags(write=False)
     out = np.zeros(3)
-    mpi.run(lambda: comm.Bcast(ro if ME == root else out, root=root),
-            "Bcast from a read-only root buffer")
+    mpi.run(
+        lambda: comm.Bcast(ro if ME == root else out, root=root),
+        "Bcast from a read-only root buffer",
+    )
     mpi.assert_all(ME == root or (out == 1).all(), "Bcast from read-only root")
 
 
@@ -185,15 +240,21 @@ def test_read_only_recvbuf_on_one_rank(mpi):
 def test_bad_buffer_objects(mpi):
     comm = _comm(mpi)
     recv = full(6)
-    bad = {"list": [1.0, 2.0, 3.0],
-           "strided": np.ones(6)[::2],
-           "count too large": [np.ones(3), 5, MPI.DOUBLE],
-           "derived datatype": [np.ones(3), MPI.DOUBLE.Create_contiguous(1)]}
+    bad = {
+        "list": [1.0, 2.0, 3.0],
+        "strided": np.ones(6)[::2],
+        "count too large": [np.ones(3), 5, MPI.DOUBLE],
+        "derived datatype": [np.ones(3), MPI.DOUBLE.Create_contiguous(1)],
+    }
     for what, send in bad.items():
         sendbuf = send if ME == LAST else np.ones(3)
         out = recv[:3]
-        check_error(mpi, lambda: comm.Allreduce(sendbuf, out, op=MPI.SUM), [out],
-                    BufferMismatchError)
+        check_error(
+            mpi,
+            lambda: comm.Allreduce(sendbuf, out, op=MPI.SUM),
+            [out],
+            BufferMismatchError,
+        )
         if what == "derived datatype" and ME == LAST:
             send[1].Free()
 
@@ -203,8 +264,9 @@ def test_scatter_sendbuf_too_small(mpi):
     comm = _comm(mpi)
     recv = full(2)
     send = np.ones(2 * P - 1) if ME == 0 else None
-    check_error(mpi, lambda: comm.Scatter(send, recv, root=0), [recv],
-                BufferMismatchError)
+    check_error(
+        mpi, lambda: comm.Scatter(send, recv, root=0), [recv], BufferMismatchError
+    )
 
 
 # ---------------------------------------------------------------------- v-variants
@@ -218,9 +280,13 @@ def test_gatherv_count_mismatch(mpi):
     counts = _counts()
     mine = counts[ME] + (1 if ME == LAST else 0)
     recv = full(sum(counts))
-    check_error(mpi, lambda: comm.Gatherv(np.ones(mine), [recv, counts] if ME == 0
-                                          else None, root=0),
-                [recv], BufferMismatchError, match=f"rank {LAST}")
+    check_error(
+        mpi,
+        lambda: comm.Gatherv(np.ones(mine), [recv, counts] if ME == 0 else None, root=0),
+        [recv],
+        BufferMismatchError,
+        match=f"rank {LAST}",
+    )
 
 
 @pytest.mark.mpi(min_size=2)
@@ -228,9 +294,14 @@ def test_scatterv_count_mismatch(mpi):
     comm = _comm(mpi)
     counts = _counts()
     recv = full(counts[ME] + (1 if ME == LAST else 0))
-    check_error(mpi, lambda: comm.Scatterv([np.ones(sum(counts)), counts] if ME == 0
-                                           else None, recv, root=0),
-                [recv], BufferMismatchError)
+    check_error(
+        mpi,
+        lambda: comm.Scatterv(
+            [np.ones(sum(counts)), counts] if ME == 0 else None, recv, root=0
+        ),
+        [recv],
+        BufferMismatchError,
+    )
 
 
 @pytest.mark.mpi(min_size=2)
@@ -240,8 +311,12 @@ def test_allgatherv_counts_differ(mpi):
     if ME == LAST:
         counts = counts[::-1]
     recv = full(sum(counts))
-    check_error(mpi, lambda: comm.Allgatherv(np.ones(counts[ME]), [recv, counts]),
-                [recv], BufferMismatchError)
+    check_error(
+        mpi,
+        lambda: comm.Allgatherv(np.ones(counts[ME]), [recv, counts]),
+        [recv],
+        BufferMismatchError,
+    )
 
 
 @pytest.mark.mpi(min_size=2)
@@ -252,9 +327,13 @@ def test_alltoallv_count_mismatch(mpi):
     if ME == LAST:
         rcounts[0] = 2
     recv = full(sum(rcounts))
-    check_error(mpi, lambda: comm.Alltoallv([np.ones(P), scounts],
-                                            [recv, rcounts]), [recv],
-                BufferMismatchError, match="expects")
+    check_error(
+        mpi,
+        lambda: comm.Alltoallv([np.ones(P), scounts], [recv, rcounts]),
+        [recv],
+        BufferMismatchError,
+        match="expects",
+    )
 
 
 @pytest.mark.mpi(min_size=2)
@@ -264,8 +343,12 @@ def test_reduce_scatter_counts_differ(mpi):
     if ME == LAST:
         counts = [2] + [1] * (P - 2) + [0]
     recv = full(counts[ME])
-    check_error(mpi, lambda: comm.Reduce_scatter(np.ones(P), recv, counts, op=MPI.SUM),
-                [recv], BufferMismatchError)
+    check_error(
+        mpi,
+        lambda: comm.Reduce_scatter(np.ones(P), recv, counts, op=MPI.SUM),
+        [recv],
+        BufferMismatchError,
+    )
 
 
 # ---------------------------------------------------------------------- options
@@ -273,21 +356,51 @@ def test_reduce_scatter_counts_differ(mpi):
 def test_options_a_family_does_not_take(mpi):
     comm = _comm(mpi)
     buf = full(3)
-    check_error(mpi, lambda: comm.Bcast(buf, family="mpich", tree="lam"), [buf],
-                PlanError, match="tree")
+    check_error(
+        mpi,
+        lambda: comm.Bcast(buf, family="mpich", tree="lam"),
+        [buf],
+        PlanError,
+        match="tree",
+    )
     recv = full(3)
-    check_error(mpi, lambda: comm.Allreduce(np.ones(3), recv, op=MPI.SUM, family="tree",
-                                            n=2), [recv], PlanError, match="'n'")
-    check_error(mpi, lambda: comm.Allreduce(np.ones(3), recv, op=MPI.SUM,
-                                            family="gridmpi", algorithm="nonsense"),
-                [recv], PlanError, match="nonsense")
-    check_error(mpi, lambda: comm.Allreduce(np.ones(3), recv, op=MPI.SUM,
-                                            family="no-such-family"), [recv], PlanError)
-    check_error(mpi, lambda: comm.Allreduce(np.ones(3), recv, op=MPI.SUM, level="loose"),
-                [recv], WacollError, match="level")
+    check_error(
+        mpi,
+        lambda: comm.Allreduce(np.ones(3), recv, op=MPI.SUM, family="tree", n=2),
+        [recv],
+        PlanError,
+        match="'n'",
+    )
+    check_error(
+        mpi,
+        lambda: comm.Allreduce(
+            np.ones(3), recv, op=MPI.SUM, family="gridmpi", algorithm="nonsense"
+        ),
+        [recv],
+        PlanError,
+        match="nonsense",
+    )
+    check_error(
+        mpi,
+        lambda: comm.Allreduce(np.ones(3), recv, op=MPI.SUM, family="no-such-family"),
+        [recv],
+        PlanError,
+    )
+    check_error(
+        mpi,
+        lambda: comm.Allreduce(np.ones(3), recv, op=MPI.SUM, level="loose"),
+        [recv],
+        WacollError,
+        match="level",
+    )
     scat = full(3)
-    check_error(mpi, lambda: comm.Scatter(np.ones(3 * P), scat, family="combining"),
-                [scat], PlanError, match="combining")
+    check_error(
+        mpi,
+        lambda: comm.Scatter(np.ones(3 * P), scat, family="combining"),
+        [scat],
+        PlanError,
+        match="combining",
+    )
 
 
 @pytest.mark.mpi(min_size=2)
@@ -295,9 +408,12 @@ def test_option_on_one_rank(mpi):
     comm = _comm(mpi)
     recv = full(3)
     opts = {"intra": "binomial"} if ME == LAST else {}
-    check_error(mpi, lambda: comm.Allreduce(np.ones(3), recv, op=MPI.SUM,
-                                            family="magpie", **opts), [recv],
-                match="disagree")
+    check_error(
+        mpi,
+        lambda: comm.Allreduce(np.ones(3), recv, op=MPI.SUM, family="magpie", **opts),
+        [recv],
+        match="disagree",
+    )
 
 
 @pytest.mark.mpi(min_size=2)
@@ -321,34 +437,45 @@ def test_barrier_arguments_are_agreed(mpi):
 # ---------------------------------------------------------------------- Comm()
 @pytest.mark.mpi(min_size=1)
 def test_topology_of_the_wrong_size(mpi):
-    mpi.same_error(lambda: wacoll.Comm(W, wacoll.Topology.single(P + 1)), TopologyError,
-                   match="ranks")
+    mpi.same_error(
+        lambda: wacoll.Comm(W, wacoll.Topology.single(P + 1)),
+        TopologyError,
+        match="ranks",
+    )
     sizes = [P + 1] if ME == LAST else [P]
-    mpi.same_error(lambda: wacoll.Comm(W, wacoll.Topology.single(sizes[0])),
-                   TopologyError)
+    mpi.same_error(
+        lambda: wacoll.Comm(W, wacoll.Topology.single(sizes[0])), TopologyError
+    )
 
 
 @pytest.mark.mpi(min_size=2)
 def test_topologies_that_differ_between_ranks(mpi):
-    topo = wacoll.Topology.from_sizes([1] * P) if ME == LAST else wacoll.Topology.single(P)
+    topo = (
+        wacoll.Topology.from_sizes([1] * P) if ME == LAST else wacoll.Topology.single(P)
+    )
     mpi.same_error(lambda: wacoll.Comm(W, topo))
 
 
 @pytest.mark.mpi(min_size=1)
 def test_bad_constructor_arguments(mpi):
-    mpi.same_error(lambda: wacoll.Comm(W, mpi.topology("single"), level="loose"),
-                   match="level")
-    mpi.same_error(lambda: wacoll.Comm(W, mpi.topology("single"), family="nope"),
-                   PlanError)
+    mpi.same_error(
+        lambda: wacoll.Comm(W, mpi.topology("single"), level="loose"), match="level"
+    )
+    mpi.same_error(
+        lambda: wacoll.Comm(W, mpi.topology("single"), family="nope"), PlanError
+    )
     mpi.same_error(lambda: wacoll.Comm("not a communicator"))
     mpi.same_error(lambda: wacoll.Comm(MPI.COMM_NULL))
     mpi.same_error(lambda: wacoll.Comm(W, topology=[[0]]), TopologyError)
-    mpi.same_error(lambda: wacoll.Comm(W, mpi.topology("single"), check="later"),
-                   match="check must be one of")
+    mpi.same_error(
+        lambda: wacoll.Comm(W, mpi.topology("single"), check="later"),
+        match="check must be one of",
+    )
     if P > 1:  # a check mode on one rank only would pair different collectives
         mode = "first" if ME == LAST else "beside"
-        mpi.same_error(lambda: wacoll.Comm(W, mpi.topology("single"), check=mode),
-                       match="check")
+        mpi.same_error(
+            lambda: wacoll.Comm(W, mpi.topology("single"), check=mode), match="check"
+        )
 
 
 @pytest.mark.mpi(min_size=2)
@@ -415,8 +542,13 @@ def test_infinite_count_at_the_root_raises_everywhere(mpi):
     counts = [2] * P
     counts[0] = float("inf")
     spec = [recv, (counts, None), MPI.DOUBLE] if ME == 0 else None
-    check_error(mpi, lambda: comm.Gatherv(np.ones(2), spec, root=0), [recv],
-                BufferMismatchError, match="must be an integer")
+    check_error(
+        mpi,
+        lambda: comm.Gatherv(np.ones(2), spec, root=0),
+        [recv],
+        BufferMismatchError,
+        match="must be an integer",
+    )
 
 
 @pytest.mark.mpi(min_size=2)
@@ -428,14 +560,29 @@ def test_overlapping_receive_blocks_are_refused(mpi):
     displs = [2 * r for r in range(P)]
     displs[LAST] = displs[LAST - 1] + 1  # overlaps the previous block by one element
     spec = [recv, ([2] * P, displs), MPI.DOUBLE] if ME == 0 else None
-    check_error(mpi, lambda: comm.Gatherv(np.ones(2), spec, root=0), [recv],
-                BufferMismatchError, match="overlap")
+    check_error(
+        mpi,
+        lambda: comm.Gatherv(np.ones(2), spec, root=0),
+        [recv],
+        BufferMismatchError,
+        match="overlap",
+    )
     recv = full(2 * P)
-    check_error(mpi, lambda: comm.Alltoallv(np.ones(2 * P), [recv, ([2] * P, displs)]),
-                [recv], BufferMismatchError, match="overlap")
+    check_error(
+        mpi,
+        lambda: comm.Alltoallv(np.ones(2 * P), [recv, ([2] * P, displs)]),
+        [recv],
+        BufferMismatchError,
+        match="overlap",
+    )
     recv = full(2 * P)
-    check_error(mpi, lambda: comm.Allgatherv(np.ones(2), [recv, ([2] * P, displs)]),
-                [recv], BufferMismatchError, match="overlap")
+    check_error(
+        mpi,
+        lambda: comm.Allgatherv(np.ones(2), [recv, ([2] * P, displs)]),
+        [recv],
+        BufferMismatchError,
+        match="overlap",
+    )
 
 
 @pytest.mark.mpi(min_size=1)
@@ -452,8 +599,15 @@ def test_operator_by_name_on_the_default_path(mpi):
 
 
 @pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("bad", [{"level": "bogus"}, {"topology": "0,0,1,1"},
-                                 {"scripts": "/missing.scm"}, {"family": "nosuch"}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"level": "bogus"},
+        {"topology": "0,0,1,1"},
+        {"scripts": "/missing.scm"},
+        {"family": "nosuch"},
+    ],
+)
 def test_bad_constructor_argument_on_one_rank_with_discovery(mpi, bad):
     """One rank's bad argument while the others discover the topology (collective):
     the bad rank used to skip the discovery and leave the others waiting in it."""
@@ -462,6 +616,7 @@ def test_bad_constructor_argument_on_one_rank_with_discovery(mpi, bad):
     if made is not None:
         made.Free()
     everyone = W.allgather(None if exc is None else (type(exc).__name__, str(exc)))
-    mpi.assert_all(isinstance(exc, WacollError) and len(set(everyone)) == 1,
-                   f"{bad}: {everyone}")
+    mpi.assert_all(
+        isinstance(exc, WacollError) and len(set(everyone)) == 1, f"{bad}: {everyone}"
+    )
     mpi.assert_all(f"rank {LAST}" in str(exc), f"the error names rank {LAST}: {exc}")

@@ -32,8 +32,12 @@ PAIRS = {
         "inner_algorithm": (("bcast", "knomial"), ("reduce", "binomial")),
         "inner_options": (("radix", 3),),
         "outer": "modern",
-        "outer_algorithm": (("allreduce", "recursive_doubling"), ("bcast", "binomial"),
-                            ("reduce", "binomial"), ("allgather", "recursive_doubling")),
+        "outer_algorithm": (
+            ("allreduce", "recursive_doubling"),
+            ("bcast", "binomial"),
+            ("reduce", "binomial"),
+            ("allgather", "recursive_doubling"),
+        ),
     },
     "mpich+magpie": {"inner": "mpich", "outer": "magpie"},
 }
@@ -60,8 +64,13 @@ def _options(op, pair):
 @pytest.mark.parametrize("pair", sorted(PAIRS))
 def test_bcast(mpi, layout, pair):
     problems = []
-    mpi.family_bcast(mpi.comm(layout), problems, f"{layout} {pair}", "hierarchical",
-                     **_options("bcast", pair))
+    mpi.family_bcast(
+        mpi.comm(layout),
+        problems,
+        f"{layout} {pair}",
+        "hierarchical",
+        **_options("bcast", pair),
+    )
     mpi.assert_all(not problems, "; ".join(problems[:3]))
 
 
@@ -69,8 +78,13 @@ def test_bcast(mpi, layout, pair):
 @pytest.mark.parametrize("pair", sorted(PAIRS))
 def test_allgather(mpi, layout, pair):
     problems = []
-    mpi.family_allgather(mpi.comm(layout), problems, f"{layout} {pair}",
-                         "hierarchical", **_options("allgather", pair))
+    mpi.family_allgather(
+        mpi.comm(layout),
+        problems,
+        f"{layout} {pair}",
+        "hierarchical",
+        **_options("allgather", pair),
+    )
     mpi.assert_all(not problems, "; ".join(problems[:3]))
 
 
@@ -78,8 +92,13 @@ def test_allgather(mpi, layout, pair):
 @pytest.mark.parametrize("pair", sorted(PAIRS))
 def test_barrier(mpi, layout, pair):
     problems = []
-    mpi.family_barrier(mpi.comm(layout), problems, f"{layout} {pair}",
-                       "hierarchical", **_options("barrier", pair))
+    mpi.family_barrier(
+        mpi.comm(layout),
+        problems,
+        f"{layout} {pair}",
+        "hierarchical",
+        **_options("barrier", pair),
+    )
     mpi.assert_all(not problems, "; ".join(problems[:3]))
 
 
@@ -89,9 +108,13 @@ def test_allreduce(mpi, layout, pair):
     """Integer sums, max and a bitwise or at the commutative level: the library's
     bits, whatever the order."""
     problems = []
-    mpi.family_allreduce(mpi.comm(layout, level="commutative"), problems,
-                         f"{layout} {pair}", "hierarchical",
-                         **_options("allreduce", pair))
+    mpi.family_allreduce(
+        mpi.comm(layout, level="commutative"),
+        problems,
+        f"{layout} {pair}",
+        "hierarchical",
+        **_options("allreduce", pair),
+    )
     mpi.assert_all(not problems, "; ".join(problems[:3]))
 
 
@@ -99,8 +122,13 @@ def test_allreduce(mpi, layout, pair):
 @pytest.mark.parametrize("pair", sorted(PAIRS))
 def test_reduce(mpi, layout, pair):
     problems = []
-    mpi.family_reduce(mpi.comm(layout, level="commutative"), problems,
-                      f"{layout} {pair}", "hierarchical", **_options("reduce", pair))
+    mpi.family_reduce(
+        mpi.comm(layout, level="commutative"),
+        problems,
+        f"{layout} {pair}",
+        "hierarchical",
+        **_options("reduce", pair),
+    )
     mpi.assert_all(not problems, "; ".join(problems[:3]))
 
 
@@ -116,7 +144,16 @@ def test_strict_float_sums(mpi, layout):
     want = mpi.canonical_sum(every)
     problems = []
     for method in ("Allreduce", "Reduce"):
-        mpi.family_float_sum(comm, problems, f"{method} strict {layout}", method,
-                             every[mpi.rank], want, keeps, "hierarchical",
-                             inner="mpich", outer="mpich")
+        mpi.family_float_sum(
+            comm,
+            problems,
+            f"{method} strict {layout}",
+            method,
+            every[mpi.rank],
+            want,
+            keeps,
+            "hierarchical",
+            inner="mpich",
+            outer="mpich",
+        )
     mpi.assert_all(not problems, "; ".join(problems[:3]))

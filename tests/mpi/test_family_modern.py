@@ -60,8 +60,9 @@ def test_allreduce(mpi, layout, name):
     """Integer sums, max and a bitwise or at the commutative level: the library's
     bits, whatever the order."""
     problems = []
-    mpi.family_allreduce(mpi.comm(layout, level="commutative"), problems, layout,
-                         "modern", name)
+    mpi.family_allreduce(
+        mpi.comm(layout, level="commutative"), problems, layout, "modern", name
+    )
     mpi.assert_all(not problems, "; ".join(problems[:3]))
 
 
@@ -69,8 +70,9 @@ def test_allreduce(mpi, layout, name):
 @pytest.mark.parametrize("name", ALGORITHMS["reduce"])
 def test_reduce(mpi, layout, name):
     problems = []
-    mpi.family_reduce(mpi.comm(layout, level="commutative"), problems, layout,
-                      "modern", name)
+    mpi.family_reduce(
+        mpi.comm(layout, level="commutative"), problems, layout, "modern", name
+    )
     mpi.assert_all(not problems, "; ".join(problems[:3]))
 
 
@@ -83,10 +85,23 @@ def test_strict_float_sums(mpi, layout):
     every = [mpi.random(11, seed=3, rank=r) for r in range(P)]
     want = mpi.canonical_sum(every)
     problems = []
-    for method, name in (("Allreduce", "recursive_doubling"),
-                         ("Allreduce", "rabenseifner"), ("Allreduce", "ring"),
-                         ("Reduce", "rabenseifner"), ("Reduce", "binomial")):
+    for method, name in (
+        ("Allreduce", "recursive_doubling"),
+        ("Allreduce", "rabenseifner"),
+        ("Allreduce", "ring"),
+        ("Reduce", "rabenseifner"),
+        ("Reduce", "binomial"),
+    ):
         keeps = name == "binomial" or (name != "ring" and fold_is_canonical(P))
-        mpi.family_float_sum(comm, problems, f"{method} {name} strict {layout}",
-                             method, every[mpi.rank], want, keeps, "modern", name)
+        mpi.family_float_sum(
+            comm,
+            problems,
+            f"{method} {name} strict {layout}",
+            method,
+            every[mpi.rank],
+            want,
+            keeps,
+            "modern",
+            name,
+        )
     mpi.assert_all(not problems, "; ".join(problems[:3]))

@@ -49,8 +49,9 @@ def test_allgather(mpi, layout, name):
 @pytest.mark.parametrize("name", ALGORITHMS["allreduce"])
 def test_allreduce(mpi, layout, name):
     problems = []
-    mpi.family_allreduce(mpi.comm(layout, level="commutative"), problems, layout,
-                         "recent", name)
+    mpi.family_allreduce(
+        mpi.comm(layout, level="commutative"), problems, layout, "recent", name
+    )
     mpi.assert_all(not problems, "; ".join(problems[:3]))
 
 
@@ -58,8 +59,9 @@ def test_allreduce(mpi, layout, name):
 @pytest.mark.parametrize("name", ALGORITHMS["reduce"])
 def test_reduce(mpi, layout, name):
     problems = []
-    mpi.family_reduce(mpi.comm(layout, level="commutative"), problems, layout,
-                      "recent", name)
+    mpi.family_reduce(
+        mpi.comm(layout, level="commutative"), problems, layout, "recent", name
+    )
     mpi.assert_all(not problems, "; ".join(problems[:3]))
 
 
@@ -74,17 +76,35 @@ def test_reduce_scatter(mpi, layout, name):
         want = np.empty(n, np.int64)
         W.Reduce_scatter_block(send, want, op=MPI.SUM)
         got = np.full(n, -1, np.int64)
-        _run(mpi, comm, f"Reduce_scatter_block n={n} {layout}",
-             lambda: comm.Reduce_scatter_block(send, got, op=MPI.SUM, family="recent",
-                                               algorithm=name), got, want, name, problems)
+        _run(
+            mpi,
+            comm,
+            f"Reduce_scatter_block n={n} {layout}",
+            lambda: comm.Reduce_scatter_block(
+                send, got, op=MPI.SUM, family="recent", algorithm=name
+            ),
+            got,
+            want,
+            name,
+            problems,
+        )
     counts = [(r * 5) % 3 for r in range(P)]
     send = mpi.ints(sum(counts), seed=11)
     want = np.empty(counts[ME], np.int64)
     W.Reduce_scatter(send, want, counts, op=MPI.SUM)
     got = np.full(counts[ME], -1, np.int64)
-    _run(mpi, comm, f"Reduce_scatter counts={counts} {layout}",
-         lambda: comm.Reduce_scatter(send, got, counts, op=MPI.SUM, family="recent",
-                                     algorithm=name), got, want, name, problems)
+    _run(
+        mpi,
+        comm,
+        f"Reduce_scatter counts={counts} {layout}",
+        lambda: comm.Reduce_scatter(
+            send, got, counts, op=MPI.SUM, family="recent", algorithm=name
+        ),
+        got,
+        want,
+        name,
+        problems,
+    )
     mpi.assert_all(not problems, "; ".join(problems[:3]))
 
 
@@ -99,7 +119,15 @@ def test_levels_not_kept_raise_everywhere(mpi, layout):
     for level in ("strict", "associative"):
         comm = mpi.comm(layout, level=level)
         for name in ALGORITHMS["allreduce"]:
-            mpi.family_float_sum(comm, problems, f"Allreduce {name} {level} {layout}",
-                                 "Allreduce", send, None,
-                                 keeps("allreduce", name, P, level), "recent", name)
+            mpi.family_float_sum(
+                comm,
+                problems,
+                f"Allreduce {name} {level} {layout}",
+                "Allreduce",
+                send,
+                None,
+                keeps("allreduce", name, P, level),
+                "recent",
+                name,
+            )
     mpi.assert_all(not problems, "; ".join(problems[:3]))

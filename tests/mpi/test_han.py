@@ -91,13 +91,20 @@ def test_refusals_raise_everywhere_and_the_communicator_goes_on(mpi):
     layout = mpi.multi[0]
     comm = mpi.comm(layout, level=None)
     x, y = np.ones(3), np.zeros(3)
-    mpi.same_error(lambda: comm.Allreduce(x, y, family="han", level="strict"),
-                   WacollError, match="han")
-    mpi.same_error(lambda: comm.Gather(x, np.zeros(3 * P), family="han"),
-                   WacollError, match="has no gather plan")
+    mpi.same_error(
+        lambda: comm.Allreduce(x, y, family="han", level="strict"),
+        WacollError,
+        match="han",
+    )
+    mpi.same_error(
+        lambda: comm.Gather(x, np.zeros(3 * P), family="han"),
+        WacollError,
+        match="has no gather plan",
+    )
     # a bad call on one rank only (a root out of range), then the composite again
-    mpi.same_error(lambda: comm.Bcast(y, root=P if ME == 0 else 0, family="han"),
-                   WacollError)
+    mpi.same_error(
+        lambda: comm.Bcast(y, root=P if ME == 0 else 0, family="han"), WacollError
+    )
     comm.Allreduce(x, y, op=MPI.SUM, family="han")
     mpi.assert_equal(y, np.full(3, float(P)))
 
@@ -107,8 +114,10 @@ def test_non_blocking_calls_refuse_a_forced_han_and_a_han_default_falls_back(mpi
     layout = mpi.multi[0]
     # a failed non-blocking call leaves its communicator unusable: a fresh one
     forced = wacoll.Comm(W, mpi.topology(layout))
-    mpi.same_error(lambda: forced.Iallreduce(np.ones(2), np.zeros(2),
-                                             family="han").Wait(), WacollError)
+    mpi.same_error(
+        lambda: forced.Iallreduce(np.ones(2), np.zeros(2), family="han").Wait(),
+        WacollError,
+    )
     forced.Free()
     comm = mpi.comm(layout, level=None, family="han")
     y = np.zeros(4)

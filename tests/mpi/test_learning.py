@@ -14,13 +14,16 @@ from wacoll.mpi.learning import ROUNDS, TuningError, candidates, exploration_cal
 
 from .conftest import RANK, SIZE, WORLD
 
-pytestmark = [pytest.mark.mpi(min_size=2),
-              pytest.mark.skipif(SIZE < 2, reason="learning needs two clusters: two ranks")]
+pytestmark = [
+    pytest.mark.mpi(min_size=2),
+    pytest.mark.skipif(SIZE < 2, reason="learning needs two clusters: two ranks"),
+]
 
 
 def _two_clusters(**kwargs):
-    return wacoll.Comm(WORLD, Topology.from_sizes([SIZE // 2, SIZE - SIZE // 2]),
-                       **kwargs)
+    return wacoll.Comm(
+        WORLD, Topology.from_sizes([SIZE // 2, SIZE - SIZE // 2]), **kwargs
+    )
 
 
 def _family(name, default):
@@ -54,9 +57,12 @@ def test_exploration_then_one_choice_everywhere(mpi, op):
         table = comm.tuning
         mpi.assert_all(len(table) == 1, f"tuning {table}")
         tried = table[0]["candidates"]
-        mpi.assert_all(tried[:2] == ["default", "native"] and len(tried) * ROUNDS == calls
-                       and set(tried[2:]) <= set(candidates(op.lower())),
-                       f"candidates {tried}")
+        mpi.assert_all(
+            tried[:2] == ["default", "native"]
+            and len(tried) * ROUNDS == calls
+            and set(tried[2:]) <= set(candidates(op.lower())),
+            f"candidates {tried}",
+        )
         explored = ran[:calls]
         default = explored[0]
         # each candidate's first call, then the counted ones in turns
@@ -66,7 +72,9 @@ def test_exploration_then_one_choice_everywhere(mpi, op):
         later = set(ran[calls:])
         mpi.assert_all(later == {chosen}, f"chose {chosen}, then ran {later}")
         everyone = WORLD.allgather((table[0]["chosen"], table[0]["seconds"]))
-        mpi.assert_all(all(e == everyone[0] for e in everyone), f"ranks differ: {everyone}")
+        mpi.assert_all(
+            all(e == everyone[0] for e in everyone), f"ranks differ: {everyone}"
+        )
     finally:
         comm.Free()
 
@@ -92,8 +100,10 @@ def test_a_tuning_file_is_used_without_exploring(mpi, monkeypatch, tmp_path_fact
         again.Allreduce(np.ones(2), got)
         first = again.last_family
         mpi.assert_all(np.all(got == SIZE), str(got))
-        mpi.assert_all(chosen == "default" or first == chosen,
-                       f"the file chose {chosen}; the first call ran {first}")
+        mpi.assert_all(
+            chosen == "default" or first == chosen,
+            f"the file chose {chosen}; the first call ran {first}",
+        )
         mpi.assert_all(again.tuning == [], "a shape from the file was explored again")
     finally:
         again.Free()
@@ -111,8 +121,11 @@ def test_a_bad_tuning_file_raises_everywhere(mpi, monkeypatch, tmp_path_factory)
 
 
 def test_a_bad_learn_mode_raises_everywhere(mpi):
-    mpi.same_error(lambda: _two_clusters(learn="sometimes"), wacoll.WacollError,
-                   match="learn must be one of")
+    mpi.same_error(
+        lambda: _two_clusters(learn="sometimes"),
+        wacoll.WacollError,
+        match="learn must be one of",
+    )
 
 
 def test_what_is_not_learned(mpi):
@@ -122,16 +135,19 @@ def test_what_is_not_learned(mpi):
         for _ in range(12):
             comm.Allreduce(np.ones(4), got, level="strict")  # the library cannot
             comm.Allreduce(np.ones(4), got, family="magpie")  # forced
-        mpi.assert_all(comm.tuning == [] and comm.last_family == "magpie",
-                       f"{comm.tuning}, {comm.last_family}")
+        mpi.assert_all(
+            comm.tuning == [] and comm.last_family == "magpie",
+            f"{comm.tuning}, {comm.last_family}",
+        )
     finally:
         comm.Free()
     one = wacoll.Comm(WORLD, Topology.from_sizes([SIZE]), learn="auto")
     try:
         for _ in range(12):
             one.Allreduce(np.ones(4), got)
-        mpi.assert_all(one.tuning == [] and one.last_family == "native",
-                       "one cluster learned")
+        mpi.assert_all(
+            one.tuning == [] and one.last_family == "native", "one cluster learned"
+        )
     finally:
         one.Free()
 
@@ -145,6 +161,7 @@ def test_a_rank_local_error_leaves_every_rank_exploring_alike(mpi, monkeypatch):
     monkeypatch.setattr(learning, "SHAPES", 2)
     comm = _two_clusters(learn="on")
     try:
+
         def call(count, bad=False):
             a, b = np.ones(count), np.zeros(count // 2 if bad else count)
             comm.Allreduce(a, b, op=MPI.SUM)
@@ -157,8 +174,9 @@ def test_a_rank_local_error_leaves_every_rank_exploring_alike(mpi, monkeypatch):
         call(1024)  # a third shape
         got = call(4)
         families = WORLD.allgather(comm.last_family)
-        mpi.assert_all(len(set(families)) == 1 and (got == SIZE).all(),
-                       f"ranks ran {families}")
+        mpi.assert_all(
+            len(set(families)) == 1 and (got == SIZE).all(), f"ranks ran {families}"
+        )
     finally:
         comm.Free()
 

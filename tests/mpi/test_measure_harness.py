@@ -13,24 +13,44 @@ W = MPI.COMM_WORLD
 
 @pytest.mark.mpi(min_size=2)
 def test_measure_times_every_implementation_alike(mpi, monkeypatch):
-    monkeypatch.setenv("WACOLL_CLUSTERS",
-                       ",".join(str(r * 2 // W.Get_size()) for r in range(W.Get_size())))
-    spec = {"reps": 2, "validate": True, "margin": "auto", "cases": [
-        {"label": "bcast 8", "op": "bcast", "bytes": 8,
-         "impls": ["native", "default", "magpie"], "reps": 3},
-        {"label": "allreduce 64", "op": "allreduce", "bytes": 64,
-         "impls": ["native", "default", "mpich"]}]}
+    monkeypatch.setenv(
+        "WACOLL_CLUSTERS",
+        ",".join(str(r * 2 // W.Get_size()) for r in range(W.Get_size())),
+    )
+    spec = {
+        "reps": 2,
+        "validate": True,
+        "margin": "auto",
+        "cases": [
+            {
+                "label": "bcast 8",
+                "op": "bcast",
+                "bytes": 8,
+                "impls": ["native", "default", "magpie"],
+                "reps": 3,
+            },
+            {
+                "label": "allreduce 64",
+                "op": "allreduce",
+                "bytes": 64,
+                "impls": ["native", "default", "mpich"],
+            },
+        ],
+    }
     results = measure(spec, W)
-    everyone = W.allgather({k: v["times"] for k, v in results.items()
-                            if not k.startswith("_")})
+    everyone = W.allgather(
+        {k: v["times"] for k, v in results.items() if not k.startswith("_")}
+    )
     mpi.assert_all(all(e == everyone[0] for e in everyone), "times differ by rank")
     bcast, allreduce = results["bcast 8"], results["allreduce 64"]
-    mpi.assert_all([len(t) for t in bcast["times"].values()] == [3, 3, 3],
-                   bcast["times"])
-    mpi.assert_all([len(t) for t in allreduce["times"].values()] == [2, 2, 2],
-                   allreduce["times"])
-    mpi.assert_all(all(all(case["correct"].values()) for case in (bcast, allreduce)),
-                   "results differ from the library's")
+    mpi.assert_all([len(t) for t in bcast["times"].values()] == [3, 3, 3], bcast["times"])
+    mpi.assert_all(
+        [len(t) for t in allreduce["times"].values()] == [2, 2, 2], allreduce["times"]
+    )
+    mpi.assert_all(
+        all(all(case["correct"].values()) for case in (bcast, allreduce)),
+        "results differ from the library's",
+    )
     mpi.assert_all(bcast["default_ran"] in (*FAMILIES, "native"), bcast["default_ran"])
 
 
@@ -39,8 +59,9 @@ def test_the_start_margin_is_agreed_and_bounded(mpi):
     from wacoll.tools.measure import start_margin
 
     margin = start_margin(W)
-    mpi.assert_all(W.allgather(margin) == [margin] * W.Get_size() and
-                   1e-3 <= margin < 1.0, margin)
+    mpi.assert_all(
+        W.allgather(margin) == [margin] * W.Get_size() and 1e-3 <= margin < 1.0, margin
+    )
 
 
 @pytest.mark.mpi(min_size=1)
@@ -58,8 +79,11 @@ def test_a_late_start_is_timed_again_with_a_longer_margin(mpi, monkeypatch):
     mpi.assert_all(seconds is not None and margins[:3] == [0.05, 0.1, 0.2], margins)
     margins.clear()
     monkeypatch.setattr(harness, "timed", lambda world, margin, fn: margins.append(1))
-    mpi.same_error(lambda: harness.timed_on_time(W, 0.001, lambda: None, tries=3),
-                   RuntimeError, match="started late 3 times")
+    mpi.same_error(
+        lambda: harness.timed_on_time(W, 0.001, lambda: None, tries=3),
+        RuntimeError,
+        match="started late 3 times",
+    )
 
 
 @pytest.mark.mpi(min_size=2)
@@ -69,8 +93,10 @@ def test_a_default_under_another_name_explores_before_it_is_timed(mpi, monkeypat
     # library's collective in some repetitions and a plan in others
     import wacoll
 
-    monkeypatch.setenv("WACOLL_CLUSTERS",
-                       ",".join(str(r * 2 // W.Get_size()) for r in range(W.Get_size())))
+    monkeypatch.setenv(
+        "WACOLL_CLUSTERS",
+        ",".join(str(r * 2 // W.Get_size()) for r in range(W.Get_size())),
+    )
     made = []
 
     class Recorded(wacoll.Comm):
@@ -79,11 +105,26 @@ def test_a_default_under_another_name_explores_before_it_is_timed(mpi, monkeypat
             made.append(self)
 
     monkeypatch.setattr(wacoll, "Comm", Recorded)
-    spec = {"reps": 2, "margin": "auto", "cases": [
-        {"label": "allgather 64", "op": "allgather", "bytes": 64,
-         "impls": ["native", {"family": "default", "check": "off", "learn": "on",
-                              "name": "unchecked"}]}]}
+    spec = {
+        "reps": 2,
+        "margin": "auto",
+        "cases": [
+            {
+                "label": "allgather 64",
+                "op": "allgather",
+                "bytes": 64,
+                "impls": [
+                    "native",
+                    {
+                        "family": "default",
+                        "check": "off",
+                        "learn": "on",
+                        "name": "unchecked",
+                    },
+                ],
+            }
+        ],
+    }
     measure(spec, W)
     (renamed,) = made
-    mpi.assert_all([row["op"] for row in renamed.tuning] == ["allgather"],
-                   renamed.tuning)
+    mpi.assert_all([row["op"] for row in renamed.tuning] == ["allgather"], renamed.tuning)

@@ -27,8 +27,10 @@ from wacoll.mpi import links
 
 from .conftest import RANK, SIZE, WORLD
 
-pytestmark = [pytest.mark.mpi(min_size=2),
-              pytest.mark.skipif(SIZE < 2, reason="measured links need two clusters")]
+pytestmark = [
+    pytest.mark.mpi(min_size=2),
+    pytest.mark.skipif(SIZE < 2, reason="measured links need two clusters"),
+]
 
 LABELS = ",".join("0" if r < (SIZE + 1) // 2 else "1" for r in range(SIZE))
 
@@ -91,20 +93,26 @@ def test_measured_then_reused_equal_everywhere(mpi, links_env):
         again, said = _made(measure="on")
         took = time.perf_counter() - begin
         try:
-            mpi.assert_all(again.links_source == "cached" and not said,
-                           f"{again.links_source} {said}")
-            mpi.assert_all(again.network == topo and again.links_measured_at == when,
-                           f"{again.network}")
+            mpi.assert_all(
+                again.links_source == "cached" and not said,
+                f"{again.links_source} {said}",
+            )
+            mpi.assert_all(
+                again.network == topo and again.links_measured_at == when,
+                f"{again.network}",
+            )
             mpi.assert_all(took < 30, took)
             dup = again.Dup()
-            mpi.assert_all(dup.links_source == "cached" and dup.network == topo,
-                           dup.links_source)
+            mpi.assert_all(
+                dup.links_source == "cached" and dup.network == topo, dup.links_source
+            )
             dup.Free()
         finally:
             again.Free()
         fresh, said = _made(measure="fresh")
-        mpi.assert_all(fresh.links_source == "measured" and not said,
-                       f"{fresh.links_source} {said}")
+        mpi.assert_all(
+            fresh.links_source == "measured" and not said, f"{fresh.links_source} {said}"
+        )
         mpi.assert_all(fresh.links_measured_at >= when, "not measured again")
         fresh.Free()
     finally:
@@ -129,8 +137,11 @@ def test_a_bad_record_is_measured_again_with_a_warning(mpi, links_env, damage):
     comm, said = _made(measure="on")
     try:
         mpi.assert_all(comm.links_source == "measured", comm.links_source)
-        want = {"stale": "old", "corrupted": "not JSON",
-                "not-a-file": "not a regular file"}[damage]
+        want = {
+            "stale": "old",
+            "corrupted": "not JSON",
+            "not-a-file": "not a regular file",
+        }[damage]
         if RANK == 0:
             ok = len(said) >= 1 and want in said[0]
         else:
@@ -149,19 +160,23 @@ def test_a_cache_that_cannot_be_written_only_warns(mpi, links_env, monkeypatch):
     comm, said = _made(measure="on")
     try:
         mpi.assert_all(comm.links_source == "measured", comm.links_source)
-        ok = (len(said) == 1 and "could not be kept" in said[0]) if RANK == 0 else not said
+        ok = (
+            (len(said) == 1 and "could not be kept" in said[0]) if RANK == 0 else not said
+        )
         mpi.assert_all(ok, said)
     finally:
         comm.Free()
 
 
 def test_given_links_win(mpi, links_env, monkeypatch):
-    topo = Topology.from_sizes([(SIZE + 1) // 2, SIZE // 2], wan_latency=0.5,
-                               wan_bandwidth=123.0)
+    topo = Topology.from_sizes(
+        [(SIZE + 1) // 2, SIZE // 2], wan_latency=0.5, wan_bandwidth=123.0
+    )
     comm = wacoll.Comm(WORLD, topo, measure="fresh")
     try:
-        mpi.assert_all(comm.network == topo and comm.links_source == "given",
-                       comm.links_source)
+        mpi.assert_all(
+            comm.network == topo and comm.links_source == "given", comm.links_source
+        )
     finally:
         comm.Free()
     if RANK == 0:
@@ -170,8 +185,9 @@ def test_given_links_win(mpi, links_env, monkeypatch):
     monkeypatch.setenv("WACOLL_TOPOLOGY", str(links_env / "topo.json"))
     comm = wacoll.Comm(WORLD, measure="on")
     try:
-        mpi.assert_all(comm.network == topo and comm.links_source == "given",
-                       comm.links_source)
+        mpi.assert_all(
+            comm.network == topo and comm.links_source == "given", comm.links_source
+        )
     finally:
         comm.Free()
     nothing = not (links_env / "wacoll").exists() if RANK == 0 else True
@@ -181,9 +197,11 @@ def test_given_links_win(mpi, links_env, monkeypatch):
 def test_off_keeps_the_defaults(mpi, links_env):
     comm = wacoll.Comm(WORLD, measure="off")
     try:
-        mpi.assert_all(comm.links_source == "defaults" and
-                       comm.network == Topology.from_clusters(comm.network.clusters),
-                       comm.links_source)
+        mpi.assert_all(
+            comm.links_source == "defaults"
+            and comm.network == Topology.from_clusters(comm.network.clusters),
+            comm.links_source,
+        )
     finally:
         comm.Free()
     with pytest.raises(wacoll.WacollError, match="measure must be one of"):
@@ -230,28 +248,40 @@ def test_t_ini_is_measured_kept_and_used_by_the_heterogeneous_trees(mpi, links_e
             # tree that needs it says so on every rank
             mpi.assert_all(t_ini is None, t_ini)
             buf = np.zeros(3)
-            mpi.same_error(lambda: comm.Bcast(buf, family="tree", tree="fnf"),
-                           match="t_ini")
+            mpi.same_error(
+                lambda: comm.Bcast(buf, family="tree", tree="fnf"), match="t_ini"
+            )
             return
-        mpi.assert_all(t_ini is not None and len(t_ini) == SIZE and
-                       all(math.isfinite(t) and 0 < t < 1 for t in t_ini), t_ini)
-        mpi.assert_all(WORLD.allgather(list(t_ini)) == [list(t_ini)] * SIZE,
-                       "t_ini differs between ranks")
+        mpi.assert_all(
+            t_ini is not None
+            and len(t_ini) == SIZE
+            and all(math.isfinite(t) and 0 < t < 1 for t in t_ini),
+            t_ini,
+        )
+        mpi.assert_all(
+            WORLD.allgather(list(t_ini)) == [list(t_ini)] * SIZE,
+            "t_ini differs between ranks",
+        )
         if RANK == 0:
             data = json.loads(_record(links_env).read_text())
-            assert set(data["ranks"]) == {f"{i},{j}" for i, j in
-                                          links.t_ini_pairs(comm.network.clusters)}
+            assert set(data["ranks"]) == {
+                f"{i},{j}" for i, j in links.t_ini_pairs(comm.network.clusters)
+            }
         again = wacoll.Comm(WORLD, measure="on")
         try:
-            mpi.assert_all(again.links_source == "cached" and
-                           again.network.t_ini == t_ini, again.network.t_ini)
+            mpi.assert_all(
+                again.links_source == "cached" and again.network.t_ini == t_ini,
+                again.network.t_ini,
+            )
         finally:
             again.Free()
         # Fastest-Node-First and the optimal tree build on the measured t_ini
         for tree in ("fnf", "optimal"):
             got = np.arange(6.0) if RANK == SIZE - 1 else np.zeros(6)
-            mpi.run(lambda: comm.Bcast(got, root=SIZE - 1, family="tree", tree=tree),
-                    f"Bcast over the {tree} tree")
+            mpi.run(
+                lambda: comm.Bcast(got, root=SIZE - 1, family="tree", tree=tree),
+                f"Bcast over the {tree} tree",
+            )
             mpi.assert_equal(got, np.arange(6.0))
     finally:
         comm.Free()
@@ -279,8 +309,10 @@ def test_a_record_without_this_layouts_t_ini_is_measured_again(mpi, links_env, r
             mpi.assert_all(comm.links_source == "measured", comm.links_source)
             mpi.assert_all(RANK != 0 or len(said) == 1, said)
         else:  # one rank per cluster: the record never had rank pairs to give
-            mpi.assert_all(comm.links_source == "cached" and not said and
-                           comm.network.t_ini is None, f"{comm.links_source} {said}")
+            mpi.assert_all(
+                comm.links_source == "cached" and not said and comm.network.t_ini is None,
+                f"{comm.links_source} {said}",
+            )
     finally:
         comm.Free()
 
@@ -297,5 +329,8 @@ def test_the_age_limit_comes_from_the_environment(mpi, links_env, monkeypatch):
     finally:
         comm.Free()
     monkeypatch.setenv("WACOLL_LINKS_MAX_AGE", "a week")
-    mpi.same_error(lambda: wacoll.Comm(WORLD, measure="on"),
-                   wacoll.errors.ConfigurationError, match="WACOLL_LINKS_MAX_AGE")
+    mpi.same_error(
+        lambda: wacoll.Comm(WORLD, measure="on"),
+        wacoll.errors.ConfigurationError,
+        match="WACOLL_LINKS_MAX_AGE",
+    )

@@ -20,7 +20,7 @@ from mpi4py import MPI
 from mpi4py.util import dtlib
 
 import wacoll
-from wacoll.errors import BufferMismatchError, BufferTypeError
+from wacoll.errors import BufferTypeError
 
 WORLD = MPI.COMM_WORLD
 P = WORLD.Get_size()
@@ -58,7 +58,8 @@ def _same_values(g, w):
     if g.dtype.names:
         return all(_same_values(g[n], w[n]) for n in g.dtype.names)
     long_double = (g.dtype.kind == "f" and g.dtype.itemsize > 8) or (
-        g.dtype.kind == "c" and g.dtype.itemsize > 16)
+        g.dtype.kind == "c" and g.dtype.itemsize > 16
+    )
     if long_double:
         return bool(np.array_equal(g, w, equal_nan=True))
     return g.tobytes() == w.tobytes()
@@ -74,11 +75,14 @@ def _values(n, dtype, seed=0, rank=ME):
         out[dtype.names[1]] = rank
         return out
     if dtype.kind == "b":
-        return (base % 3 == 0)
+        return base % 3 == 0
     if dtype.kind == "c":
         return ((base % 11) - 5 + 1j * (base % 3)).astype(dtype)
-    return ((base % 11) - 5).astype(dtype) if dtype.kind in "if" else \
-        (base % 200).astype(dtype)
+    return (
+        ((base % 11) - 5).astype(dtype)
+        if dtype.kind in "if"
+        else (base % 200).astype(dtype)
+    )
 
 
 class _DLPackOnly:
@@ -119,8 +123,16 @@ def _wrapper(form, comm):
         return FORMS["plain"]
     return FORMS[form]
 
-SIMPLE_TYPES = ["INT", "DOUBLE", "LONG_DOUBLE", "C_LONG_DOUBLE_COMPLEX", "C_BOOL",
-                "SIGNED_CHAR", "FLOAT"]
+
+SIMPLE_TYPES = [
+    "INT",
+    "DOUBLE",
+    "LONG_DOUBLE",
+    "C_LONG_DOUBLE_COMPLEX",
+    "C_BOOL",
+    "SIGNED_CHAR",
+    "FLOAT",
+]
 
 
 def _ops_for(name):
@@ -138,11 +150,15 @@ def _ops_for(name):
 def test_movement_forms(mpi, form, tname):
     dt = getattr(MPI, tname)
     dtype = dtlib.to_numpy_dtype(dt)
-    if form == "dlpack" and dtype.kind in "fc" and dtype.itemsize > 8 * (
-            1 + (dtype.kind == "c")):
+    if (
+        form == "dlpack"
+        and dtype.kind in "fc"
+        and dtype.itemsize > 8 * (1 + (dtype.kind == "c"))
+    ):
         pytest.skip("numpy exports no long double through DLPack")
     n = 3
     for root in sorted({0, P - 1}):
+
         def bcast(comm):
             wrap = _wrapper(form, comm)
             buf = _values(n, dtype, rank=root) if ME == root else np.zeros(n, dtype)
@@ -184,10 +200,12 @@ def test_movement_forms(mpi, form, tname):
 def test_count_per_rank_and_displacement(mpi):
     """``[buf, count, dt]`` in block collectives is a count per rank; a displacement
     counts extents; raw bytes may be sent as MPI.INT; array('i') is MPI.INT."""
+
     def gather(comm):
         recv = np.full(2 * P + 3, -1, "i")
-        comm.Gather([np.arange(5, dtype="i") + ME, (2, 1), MPI.INT],
-                    [recv, 2, MPI.INT], 0)
+        comm.Gather(
+            [np.arange(5, dtype="i") + ME, (2, 1), MPI.INT], [recv, 2, MPI.INT], 0
+        )
         return [recv if ME == 0 else recv[:0]]
 
     def allgather_bytes(comm):
@@ -215,15 +233,21 @@ def test_vector_forms(mpi):
 
     def gatherv(comm):
         recv = np.full(stride * P, -1.0)
-        comm.Gatherv([np.arange(2.0) + ME, MPI.DOUBLE],
-                     [recv, 2, stride, MPI.DOUBLE] if ME == 0 else None, 0)
+        comm.Gatherv(
+            [np.arange(2.0) + ME, MPI.DOUBLE],
+            [recv, 2, stride, MPI.DOUBLE] if ME == 0 else None,
+            0,
+        )
         return [recv if ME == 0 else recv[:0]]
 
     def scatterv(comm):
         recv = np.full(2, -1, "i")
         send = np.arange(stride * P, dtype="i")
-        comm.Scatterv([send, ([2] * P, list(range(0, stride * P, stride))), MPI.INT],
-                      [recv, MPI.INT], 0)
+        comm.Scatterv(
+            [send, ([2] * P, list(range(0, stride * P, stride))), MPI.INT],
+            [recv, MPI.INT],
+            0,
+        )
         return [recv]
 
     def allgatherv_even(comm):
@@ -250,11 +274,15 @@ def test_reduction_types(mpi, form, tname):
     dt = getattr(MPI, tname)
     dtype = dtlib.to_numpy_dtype(dt)
     wrap = FORMS[form]
-    if form == "dlpack" and dtype.kind in "fc" and dtype.itemsize > 8 * (
-            1 + (dtype.kind == "c")):
+    if (
+        form == "dlpack"
+        and dtype.kind in "fc"
+        and dtype.itemsize > 8 * (1 + (dtype.kind == "c"))
+    ):
         pytest.skip("numpy exports no long double through DLPack")
     n = 4
     for op in _ops_for(tname):
+
         def allreduce(comm):
             recv = np.zeros(n, dtype)
             comm.Allreduce(wrap(_values(n, dtype), dt), wrap(recv, dt), op=op)
@@ -262,8 +290,7 @@ def test_reduction_types(mpi, form, tname):
 
         def reduce(comm):
             recv = np.zeros(n, dtype)
-            comm.Reduce(wrap(_values(n, dtype), dt), wrap(recv, dt), op=op,
-                        root=P - 1)
+            comm.Reduce(wrap(_values(n, dtype), dt), wrap(recv, dt), op=op, root=P - 1)
             return [recv if ME == P - 1 else recv[:0]]
 
         def scan(comm):
@@ -273,8 +300,9 @@ def test_reduction_types(mpi, form, tname):
 
         def reduce_scatter_block(comm):
             recv = np.zeros(2, dtype)
-            comm.Reduce_scatter_block(wrap(_values(2 * P, dtype), dt, P),
-                                      wrap(recv, dt), op=op)
+            comm.Reduce_scatter_block(
+                wrap(_values(2 * P, dtype), dt, P), wrap(recv, dt), op=op
+            )
             return [recv]
 
         for run in (allreduce, reduce, scan, reduce_scatter_block):
@@ -282,13 +310,16 @@ def test_reduction_types(mpi, form, tname):
 
 
 @pytest.mark.mpi(min_size=1)
-@pytest.mark.parametrize("pair", ["FLOAT_INT", "DOUBLE_INT", "LONG_INT", "TWOINT",
-                                  "SHORT_INT", "LONG_DOUBLE_INT"])
+@pytest.mark.parametrize(
+    "pair",
+    ["FLOAT_INT", "DOUBLE_INT", "LONG_INT", "TWOINT", "SHORT_INT", "LONG_DOUBLE_INT"],
+)
 def test_minloc_maxloc(mpi, pair):
     """MINLOC/MAXLOC on MPI's pair types, ties resolved to the lower index."""
     dt = getattr(MPI, pair)
     dtype = dtlib.to_numpy_dtype(dt)
     for op in (MPI.MINLOC, MPI.MAXLOC):
+
         def allreduce(comm):
             recv = np.zeros(5, dtype)
             comm.Allreduce([_values(5, dtype), dt], [recv, dt], op=op)
@@ -296,8 +327,7 @@ def test_minloc_maxloc(mpi, pair):
 
         def reduce_in_place(comm):
             buf = _values(5, dtype)
-            comm.Reduce(MPI.IN_PLACE if ME == 0 else [buf, dt], [buf, dt], op=op,
-                        root=0)
+            comm.Reduce(MPI.IN_PLACE if ME == 0 else [buf, dt], [buf, dt], op=op, root=0)
             return [buf if ME == 0 else buf[:0]]
 
         for run in (allreduce, reduce_in_place):
@@ -327,8 +357,10 @@ def test_derived_datatypes(mpi, kind):
         return k * extent + 16
 
     def filled(k, seed):
-        return np.frombuffer((np.arange(nbytes(k)) * 13 + seed * 101 + ME * 7)
-                             .astype(np.uint8).tobytes(), np.uint8).copy()
+        return np.frombuffer(
+            (np.arange(nbytes(k)) * 13 + seed * 101 + ME * 7).astype(np.uint8).tobytes(),
+            np.uint8,
+        ).copy()
 
     def bcast(comm):
         buf = filled(count, 1 if ME == 0 else 2)
@@ -365,6 +397,7 @@ def test_derived_send_side(mpi):
     in MPI's order and received as the predefined type of the same signature."""
     dt = MPI.INT.Create_vector(3, 1, 2).Commit()
     try:
+
         def gather(comm):
             recv = np.zeros(3 * P, "i")
             comm.Gather([np.arange(6, dtype="i") + 10 * ME, 1, dt], [recv, MPI.INT], 0)
@@ -372,8 +405,9 @@ def test_derived_send_side(mpi):
 
         def allreduce(comm):
             recv = np.zeros(6, "i")
-            comm.Allreduce([np.arange(6, dtype="i") + ME, 1, dt], [recv, 1, dt],
-                           op=MPI.SUM)
+            comm.Allreduce(
+                [np.arange(6, dtype="i") + ME, 1, dt], [recv, 1, dt], op=MPI.SUM
+            )
 
         _compare(mpi, gather, "gather from a vector type")
         # a predefined operator on a derived type: MPI_ERR_OP, like the library
@@ -395,12 +429,20 @@ def test_errors_like_mpi4py(mpi):
     # an unknown type code: KeyError
     mpi.same_error(lambda: comm.Bcast([recv, "?x"], 0), KeyError)
     # send and receive counts differ: ValueError
-    mpi.same_error(lambda: comm.Allreduce([np.ones(4), 3, MPI.DOUBLE], recv), ValueError,
-                   match="count")
+    mpi.same_error(
+        lambda: comm.Allreduce([np.ones(4), 3, MPI.DOUBLE], recv),
+        ValueError,
+        match="count",
+    )
     # five items: ValueError
     mpi.same_error(lambda: comm.Bcast([recv, 1, 0, MPI.DOUBLE, 5], 0), ValueError)
     # an operator MPI does not define for the type: MPI.Exception (MPI_ERR_OP)
-    mpi.same_error(lambda: comm.Allreduce(np.ones(2, complex), np.ones(2, complex),
-                                          op=MPI.MAX), MPI.Exception, match="MAX")
-    mpi.same_error(lambda: comm.Allreduce(np.ones(2, complex), np.ones(2, complex),
-                                          op=MPI.MAX), wacoll.WacollError)
+    mpi.same_error(
+        lambda: comm.Allreduce(np.ones(2, complex), np.ones(2, complex), op=MPI.MAX),
+        MPI.Exception,
+        match="MAX",
+    )
+    mpi.same_error(
+        lambda: comm.Allreduce(np.ones(2, complex), np.ones(2, complex), op=MPI.MAX),
+        wacoll.WacollError,
+    )

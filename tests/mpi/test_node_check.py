@@ -47,14 +47,19 @@ def test_the_node_check_is_the_max_all_reduce(mpi, node_check):
     check = node_check
     rng = np.random.default_rng(7)
     for call in range(50):
-        mine = rng.integers(-2**62, 2**62, size=4, dtype=np.int64) if call % 3 else \
-            np.array([0, 0, 99, -99], np.int64)  # every third call: all ranks agree
+        mine = (
+            rng.integers(-(2**62), 2**62, size=4, dtype=np.int64)
+            if call % 3
+            else np.array([0, 0, 99, -99], np.int64)
+        )  # every third call: all ranks agree
         want = np.zeros(4, np.int64)
         W.Allreduce(mine, want, op=MPI.MAX)
         passed = check.run(mine if call % 2 else mine.tobytes())
         mpi.assert_equal(check.flags, want, f"call {call}")
-        mpi.assert_all(passed == (bool((want == mine).all()) and mine[0] == 0),
-                       f"call {call}: passed={passed}")
+        mpi.assert_all(
+            passed == (bool((want == mine).all()) and mine[0] == 0),
+            f"call {call}: passed={passed}",
+        )
 
 
 @pytest.mark.mpi(min_size=2)

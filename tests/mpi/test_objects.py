@@ -53,8 +53,16 @@ def obj(kind, rank, seed=0):
         return np.arange(rank + 2, dtype=np.float64) * (rank + 1) + seed
     if kind == "bytes":
         return bytes([rank % 251, seed % 251, 7, 0]) * (1 << 18)  # 1 MiB
-    mixed = [None, rank, f"s{rank}", {"r": rank}, np.full(3, rank, np.int32),
-             rank / 3, (rank, "t"), [seed]]
+    mixed = [
+        None,
+        rank,
+        f"s{rank}",
+        {"r": rank},
+        np.full(3, rank, np.int32),
+        rank / 3,
+        (rank, "t"),
+        [seed],
+    ]
     return mixed[(rank + seed) % len(mixed)]
 
 
@@ -94,12 +102,16 @@ def test_movement(mpi, layout, op, kind):
         if mine is not None and got is mine:
             problems.append(f"{what}: the result is the caller's object")
 
-    for root in (roots(kind) if op in ("bcast", "gather", "scatter") else [None]):
+    for root in roots(kind) if op in ("bcast", "gather", "scatter") else [None]:
         if op == "bcast":
             mine = obj(kind, ME, root) if ME == root else "ignored"
             got = comm.bcast(mine, root=root)
-            check(f"root {root}", got, W.bcast(mine, root=root),
-                  mine if kind in ("dict", "array", "mixed") else None)
+            check(
+                f"root {root}",
+                got,
+                W.bcast(mine, root=root),
+                mine if kind in ("dict", "array", "mixed") else None,
+            )
         elif op == "gather":
             mine = obj(kind, ME, root)
             check(f"root {root}", comm.gather(mine, root), W.gather(mine, root))
@@ -116,8 +128,11 @@ def test_movement(mpi, layout, op, kind):
         # (an allgather runs the buffer Allgather of wacoll.mpi.pickled: a plan of
         # that operation, or the MPI library's own collective)
         ran = comm.last_family if comm.last_plan is None else comm.last_plan.op
-        problems += [] if ran in (op, "native") and (ran == op or op == "allgather") \
+        problems += (
+            []
+            if ran in (op, "native") and (ran == op or op == "allgather")
             else [f"ran {ran}"]
+        )
     mpi.assert_all(not problems, f"{op} {kind} {layout}: " + "; ".join(problems[:3]))
 
 
@@ -140,15 +155,26 @@ def test_none_sequences_and_generators(mpi):
 
 
 @pytest.mark.mpi(min_size=1)
-@pytest.mark.parametrize("family,op", [
-    ("mpich", "bcast"), ("mpich", "gather"), ("mpich", "scatter"), ("mpich", "allgather"),
-    ("mpich", "alltoall"), ("tree", "bcast"), ("gridmpi", "bcast"),
-    ("gridmpi", "allgather"), ("combining", "alltoall"), ("magpie", "bcast"),
-    ("magpie", "alltoall")])
+@pytest.mark.parametrize(
+    "family,op",
+    [
+        ("mpich", "bcast"),
+        ("mpich", "gather"),
+        ("mpich", "scatter"),
+        ("mpich", "allgather"),
+        ("mpich", "alltoall"),
+        ("tree", "bcast"),
+        ("gridmpi", "bcast"),
+        ("gridmpi", "allgather"),
+        ("combining", "alltoall"),
+        ("magpie", "bcast"),
+        ("magpie", "alltoall"),
+    ],
+)
 def test_forced_families(mpi, layout, family, op):
     comm = mpi.comm(layout)
     problems = []
-    for root in (SOME_ROOTS if op in ("bcast", "gather", "scatter") else [None]):
+    for root in SOME_ROOTS if op in ("bcast", "gather", "scatter") else [None]:
         kw = {} if root is None else {"root": root}
         if op == "bcast":
             mine = obj("mixed", ME, root)
@@ -160,8 +186,10 @@ def test_forced_families(mpi, layout, family, op):
             seq = [obj("mixed", j) for j in range(P)] if ME == root else None
             got, want = comm.scatter(seq, family=family, **kw), W.scatter(seq, **kw)
         elif op == "allgather":
-            got, want = comm.allgather(obj("dict", ME), family=family), \
-                W.allgather(obj("dict", ME))
+            got, want = (
+                comm.allgather(obj("dict", ME), family=family),
+                W.allgather(obj("dict", ME)),
+            )
         else:
             seq = [obj("mixed", ME * P + j) for j in range(P)]
             got, want = comm.alltoall(seq, family=family), W.alltoall(seq)
@@ -240,7 +268,7 @@ def test_reductions(mpi, layout, method, name):
     problems = []
     levels = LEVELS if commutes else LEVELS[:2]
     for level in (None, *levels):  # None: a communicator left at its default level
-        for root in (SOME_ROOTS if method == "reduce" else [None]):
+        for root in SOME_ROOTS if method == "reduce" else [None]:
             kw = {} if root is None else {"root": root}
             if level is None:
                 got = getattr(mpi.comm(layout, level=None), method)(mine, op, **kw)
@@ -341,21 +369,27 @@ def test_magpie_bcast_crosses_the_wide_area_once_per_cluster(mpi):
             steps = [r for r in comm.tracer.records if r["cat"] == "step"]
             sends = [r for r in steps if r["name"].startswith("send")]
             recvs = [r for r in steps if r["name"].startswith("recv")]
-            wide = sum(topo.cluster_of(r["args"]["peer"]) != topo.cluster_of(ME)
-                       for r in sends)
+            wide = sum(
+                topo.cluster_of(r["args"]["peer"]) != topo.cluster_of(ME) for r in sends
+            )
             frame = len(MPI.pickle.dumps(big)) + 5 + 12
             mine = (len(sends), len(recvs), wide, [r["args"]["bytes"] for r in recvs])
             everyone = W.allgather(mine)
             total_wide = sum(e[2] for e in everyone)
             if ME == 0 and total_wide != topo.nclusters - 1:
-                problems.append(f"{layout} root {root}: {total_wide} wide-area messages "
-                                f"for {topo.nclusters} clusters")
+                problems.append(
+                    f"{layout} root {root}: {total_wide} wide-area messages "
+                    f"for {topo.nclusters} clusters"
+                )
             if ME == 0 and sum(e[0] for e in everyone) != P - 1:
-                problems.append(f"{layout} root {root}: "
-                                f"{sum(e[0] for e in everyone)} messages")
+                problems.append(
+                    f"{layout} root {root}: {sum(e[0] for e in everyone)} messages"
+                )
             if len(recvs) != (ME != root) or any(b != frame for b in mine[3]):
-                problems.append(f"{layout} root {root}: received {mine[3]}, want one "
-                                f"frame of {frame} bytes")
+                problems.append(
+                    f"{layout} root {root}: received {mine[3]}, want one "
+                    f"frame of {frame} bytes"
+                )
             if comm.last_plan.family != "magpie":
                 problems.append(f"ran {comm.last_plan.family}")
     mpi.assert_all(not problems, "; ".join(problems[:3]))
@@ -381,8 +415,11 @@ def test_root_out_of_range(mpi, method, bad):
     mpi.same_error(lambda: call(*args[method], root=root), wacoll.errors.RootError)
     _, exc = mpi.outcome(lambda: call(*args[method], root=root))
     _, ref = mpi.outcome(lambda: getattr(W, method)(*args[method], root=root))
-    ok = isinstance(ref, MPI.Exception) and isinstance(exc, MPI.Exception) and \
-        exc.Get_error_class() == ref.Get_error_class() == MPI.ERR_ROOT
+    ok = (
+        isinstance(ref, MPI.Exception)
+        and isinstance(exc, MPI.Exception)
+        and exc.Get_error_class() == ref.Get_error_class() == MPI.ERR_ROOT
+    )
     mpi.assert_all(ok, f"{exc!r} / MPI's {ref!r}")
 
 
@@ -393,12 +430,13 @@ def test_root_of_the_wrong_type(mpi, method):
     comm = _comm(mpi)
     args = {"bcast": (1,), "gather": (1,), "scatter": (None,), "reduce": (1, MPI.SUM)}
     call = getattr(comm, method)
-    _, ref = mpi.outcome(lambda: getattr(MPI.COMM_SELF, method)(*args[method],
-                                                                root="0"))
+    _, ref = mpi.outcome(lambda: getattr(MPI.COMM_SELF, method)(*args[method], root="0"))
     mpi.same_error(lambda: call(*args[method], root="0"), wacoll.errors.RootTypeError)
     _, exc = mpi.outcome(lambda: call(*args[method], root="0"))
-    mpi.assert_all(isinstance(exc, type(ref)) and isinstance(ref, TypeError),
-                   f"{exc!r} / mpi4py's {ref!r}")
+    mpi.assert_all(
+        isinstance(exc, type(ref)) and isinstance(ref, TypeError),
+        f"{exc!r} / mpi4py's {ref!r}",
+    )
 
 
 @pytest.mark.mpi(min_size=1)
@@ -416,12 +454,21 @@ def test_wrong_sequence_length_at_the_root(mpi):
     comm = _comm(mpi)
     _, ref = mpi.outcome(lambda: MPI.COMM_SELF.scatter([1, 2]))
     for root in sorted({0, LAST}):
-        for seq, kind in (([1] * (P + 1), ValueError), (list(range(P - 1)), ValueError),
-                          (5, TypeError)):
-            named = wacoll.BufferMismatchError if kind is ValueError else \
-                wacoll.errors.BufferTypeError
-            msg = mpi.same_error(lambda: comm.scatter(seq if ME == root else None, root),
-                                 named, match=f"rank {root}")
+        for seq, kind in (
+            ([1] * (P + 1), ValueError),
+            (list(range(P - 1)), ValueError),
+            (5, TypeError),
+        ):
+            named = (
+                wacoll.BufferMismatchError
+                if kind is ValueError
+                else wacoll.errors.BufferTypeError
+            )
+            msg = mpi.same_error(
+                lambda: comm.scatter(seq if ME == root else None, root),
+                named,
+                match=f"rank {root}",
+            )
             assert issubclass(named, kind)
             if kind is ValueError:
                 assert type(ref) is ValueError and "items" in msg
@@ -430,8 +477,20 @@ def test_wrong_sequence_length_at_the_root(mpi):
 
 
 @pytest.mark.mpi(min_size=1)
-@pytest.mark.parametrize("method", ["bcast", "gather", "scatter", "allgather", "alltoall",
-                                    "reduce", "allreduce", "scan", "exscan"])
+@pytest.mark.parametrize(
+    "method",
+    [
+        "bcast",
+        "gather",
+        "scatter",
+        "allgather",
+        "alltoall",
+        "reduce",
+        "allreduce",
+        "scan",
+        "exscan",
+    ],
+)
 def test_unpicklable_object_on_one_rank(mpi, layout, method):
     """The pickler's TypeError, from the rank at fault, on every rank."""
     comm = mpi.comm(layout)
@@ -439,16 +498,19 @@ def test_unpicklable_object_on_one_rank(mpi, layout, method):
         root = LAST - bad  # the faulty rank is the root, or is not, where P > 1
         mine = UNPICKLABLE if ME == bad else ME
         if method in ("bcast", "gather", "reduce"):
-            call = (lambda: getattr(comm, method)(mine, root=root)) \
-                if method != "bcast" else (lambda: comm.bcast(mine, root=bad))
+            call = (
+                (lambda: getattr(comm, method)(mine, root=root))
+                if method != "bcast"
+                else (lambda: comm.bcast(mine, root=bad))
+            )
         elif method == "scatter":
             seq = [0] * P
             seq[root if P > 1 else 0] = UNPICKLABLE
-            call = (lambda: comm.scatter(seq if ME == bad else None, root=bad))
+            call = lambda: comm.scatter(seq if ME == bad else None, root=bad)
         elif method == "alltoall":
-            call = (lambda: comm.alltoall([mine] * P))
+            call = lambda: comm.alltoall([mine] * P)
         else:
-            call = (lambda: getattr(comm, method)(mine))
+            call = lambda: getattr(comm, method)(mine)
         mpi.same_error(call, TypeError, match=f"rank {bad}: cannot pickle")
     # and the communicator still works
     mpi.assert_equal(comm.allgather(ME), list(range(P)))
@@ -468,8 +530,10 @@ def test_operator_errors(mpi, method):
     def boom(a, b):
         raise KeyError("boom")
 
-    for op, mine, kind in ((MPI.SUM, "text" if ME == 0 else ME, TypeError),
-                           (boom, ME, KeyError)):
+    for op, mine, kind in (
+        (MPI.SUM, "text" if ME == 0 else ME, TypeError),
+        (boom, ME, KeyError),
+    ):
         if not combines:
             mpi.assert_equal(mpi.outcome(lambda: call(mine, op))[1], None, "no error")
         elif method == "allreduce":
@@ -483,11 +547,16 @@ def test_operator_errors(mpi, method):
 @pytest.mark.mpi(min_size=1)
 def test_level_faults(mpi):
     comm = _comm(mpi)
-    mpi.same_error(lambda: comm.allreduce(str(ME), lambda a, b: a + b,
-                                          level="commutative"),
-                   WacollError, match="commutative")
-    mpi.same_error(lambda: comm.allreduce(str(ME), MATMUL, level="commutative"),
-                   WacollError, match="commutative")
+    mpi.same_error(
+        lambda: comm.allreduce(str(ME), lambda a, b: a + b, level="commutative"),
+        WacollError,
+        match="commutative",
+    )
+    mpi.same_error(
+        lambda: comm.allreduce(str(ME), MATMUL, level="commutative"),
+        WacollError,
+        match="commutative",
+    )
     mpi.same_error(lambda: comm.reduce(ME, level="sloppy"), WacollError, match="level")
     mpi.same_error(lambda: comm.allreduce(ME, None), TypeError, match="op must be")
     # a plan the family cannot build: the builder's PlanError, everywhere
@@ -515,9 +584,11 @@ def test_frame_limit(mpi, monkeypatch):
     monkeypatch.setattr(objects, "MAX_MESSAGE", 1000)
     if P > 1:
         # (frames are the plans' over pickled objects: a family asks for one)
-        mpi.same_error(lambda: comm.bcast(b"x" * 2000 if ME == 0 else None, root=0,
-                                          family="mpich"),
-                       WacollError, match="exceeds")
+        mpi.same_error(
+            lambda: comm.bcast(b"x" * 2000 if ME == 0 else None, root=0, family="mpich"),
+            WacollError,
+            match="exceeds",
+        )
     mpi.assert_equal(comm.bcast(b"y" * 100 if ME == 0 else None, root=0), b"y" * 100)
 
 
@@ -546,8 +617,9 @@ def test_a_later_communicator_runs_its_part_of_a_proved_plan(mpi):
         mpi.assert_all(first.gather(data, 0) == want, "first")
         W.Barrier()  # every proof stored
         mpi.assert_all(second.gather(data, 0) == want, "second")
-        kinds = {type(plan).__name__
-                 for plan, _ in second.route.dispatcher.plans.values()}
+        kinds = {
+            type(plan).__name__ for plan, _ in second.route.dispatcher.plans.values()
+        }
         mpi.assert_all(kinds == {"RankPlan"}, f"the second ran {kinds}")
     finally:
         first.Free()
@@ -565,9 +637,14 @@ def test_pickled_blocks_follow_the_objects(mpi):
         mpi.assert_equal(comm.allgather(mine), W.allgather(mine))
         root_obj = {"n": n, "data": b"y" * n} if ME == P - 1 else None
         mpi.assert_equal(comm.bcast(root_obj, root=P - 1), W.bcast(root_obj, root=P - 1))
-    mpi.assert_all(pickled.block_size(comm) == pickled.FIRST_BLOCK,
-                   f"block {pickled.block_size(comm)} after small objects")
+    mpi.assert_all(
+        pickled.block_size(comm) == pickled.FIRST_BLOCK,
+        f"block {pickled.block_size(comm)} after small objects",
+    )
     # a fault travels as data: every rank raises the lowest rank's
-    mpi.same_error(lambda: comm.allgather(UNPICKLABLE if ME == P - 1 else ME),
-                   TypeError, match=f"rank {P - 1}:")
+    mpi.same_error(
+        lambda: comm.allgather(UNPICKLABLE if ME == P - 1 else ME),
+        TypeError,
+        match=f"rank {P - 1}:",
+    )
     mpi.assert_equal(comm.allgather(ME), list(range(P)))

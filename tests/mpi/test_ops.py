@@ -36,11 +36,27 @@ ME = MPI.COMM_WORLD.Get_rank()
 W = MPI.COMM_WORLD
 N = 3  # elements per block
 LEVELS = ("strict", "associative", "commutative")
-REDUCTIONS = ("Reduce", "Allreduce", "Reduce_scatter", "Reduce_scatter_block", "Scan",
-              "Exscan")
+REDUCTIONS = (
+    "Reduce",
+    "Allreduce",
+    "Reduce_scatter",
+    "Reduce_scatter_block",
+    "Scan",
+    "Exscan",
+)
 ROOTED = ("Bcast", "Scatter", "Scatterv", "Gather", "Gatherv", "Reduce")
-ALL_OPS = ("Barrier", "Bcast", "Scatter", "Scatterv", "Gather", "Gatherv", "Allgather",
-           "Allgatherv", "Alltoall", "Alltoallv") + REDUCTIONS
+ALL_OPS = (
+    "Barrier",
+    "Bcast",
+    "Scatter",
+    "Scatterv",
+    "Gather",
+    "Gatherv",
+    "Allgather",
+    "Allgatherv",
+    "Alltoall",
+    "Alltoallv",
+) + REDUCTIONS
 
 #: Each family's default algorithm -> the methods it has a plan for.
 PRIMARY_FAMILIES = {
@@ -52,9 +68,16 @@ PRIMARY_FAMILIES = {
 }
 #: Other algorithms and options: (family, options) -> the methods they change.
 VARIANT_FAMILIES = {
-    ("magpie", (("intra", "binomial"),)): ("Bcast", "Gatherv", "Allgather", "Alltoall",
-                                          "Reduce", "Allreduce", "Reduce_scatter",
-                                          "Scan"),
+    ("magpie", (("intra", "binomial"),)): (
+        "Bcast",
+        "Gatherv",
+        "Allgather",
+        "Alltoall",
+        "Reduce",
+        "Allreduce",
+        "Reduce_scatter",
+        "Scan",
+    ),
     ("magpie", (("variant", "associative"),)): REDUCTIONS,
     ("magpie", (("variant", "short"),)): REDUCTIONS,
     ("magpie", (("variant", "long"),)): REDUCTIONS,
@@ -74,13 +97,15 @@ VARIANT_FAMILIES = {
 
 
 def _param(op, fam, opts):
-    return pytest.param(op, fam, dict(opts),
-                        id=f"{op}-{fam}" + "".join(f"-{k}={v}" for k, v in opts))
+    return pytest.param(
+        op, fam, dict(opts), id=f"{op}-{fam}" + "".join(f"-{k}={v}" for k, v in opts)
+    )
 
 
 PRIMARY = [_param(op, fam, ()) for fam, ops in PRIMARY_FAMILIES.items() for op in ops]
-VARIANTS = [_param(op, fam, opts) for (fam, opts), ops in VARIANT_FAMILIES.items()
-            for op in ops]
+VARIANTS = [
+    _param(op, fam, opts) for (fam, opts), ops in VARIANT_FAMILIES.items() for op in ops
+]
 #: The method -> the plan's operation name.
 OP_NAMES = {name: name.lower() for name in ALL_OPS}
 
@@ -155,10 +180,18 @@ def case_gatherv(mpi, call, root, level, ref):
     send = mpi.ints(counts[ME], 5)
     got = np.full(total, -1, np.int64)
     want = got.copy()
-    ref(lambda: W.Gatherv(send, [want, counts, displs, MPI.INT64_T] if ME == root
-                          else None, root=root), want)
-    call("Gatherv", send, [got, counts, displs, MPI.INT64_T] if ME == root else None,
-         root=root)
+    ref(
+        lambda: W.Gatherv(
+            send, [want, counts, displs, MPI.INT64_T] if ME == root else None, root=root
+        ),
+        want,
+    )
+    call(
+        "Gatherv",
+        send,
+        [got, counts, displs, MPI.INT64_T] if ME == root else None,
+        root=root,
+    )
     return got, want
 
 
@@ -195,10 +228,17 @@ def case_alltoallv(mpi, call, root, level, ref):
     rdispls, rtotal = vdispls(rcounts)
     send = mpi.ints(stotal, 9)
     got, want = np.full(rtotal, -1, np.int64), np.full(rtotal, -1, np.int64)
-    ref(lambda: W.Alltoallv([send, scounts, sdispls, MPI.INT64_T],
-                            [want, rcounts, rdispls, MPI.INT64_T]), want)
-    call("Alltoallv", [send, scounts, sdispls, MPI.INT64_T],
-         [got, rcounts, rdispls, MPI.INT64_T])
+    ref(
+        lambda: W.Alltoallv(
+            [send, scounts, sdispls, MPI.INT64_T], [want, rcounts, rdispls, MPI.INT64_T]
+        ),
+        want,
+    )
+    call(
+        "Alltoallv",
+        [send, scounts, sdispls, MPI.INT64_T],
+        [got, rcounts, rdispls, MPI.INT64_T],
+    )
     return got, want
 
 
@@ -267,12 +307,14 @@ def _ref(key):
     The data of a case depends only on its method and root, so the mpi4py collective
     runs once per key (on every rank alike) and later cases reuse its result.
     """
+
     def ref(native, want):
         if key not in _NATIVE:
             native()
             _NATIVE[key] = None if want is None else want.copy()
         elif want is not None:
             want[...] = _NATIVE[key]
+
     return ref
 
 
@@ -284,12 +326,16 @@ def _builder_kwargs(method, root, level, options):
         "Scatterv": {"counts": tuple(vc)},
         "Gatherv": {"counts": tuple(vcounts(1))},
         "Allgatherv": {"counts": tuple(vcounts(2))},
-        "Alltoallv": {"counts": tuple(tuple(a2a_counts(i, j) for j in range(P))
-                                      for i in range(P))},
+        "Alltoallv": {
+            "counts": tuple(tuple(a2a_counts(i, j) for j in range(P)) for i in range(P))
+        },
         "Reduce_scatter": {"counts": tuple(vcounts(3))},
         "Reduce_scatter_block": {"count": N},
-        "Scatter": {"count": N}, "Gather": {"count": N}, "Allgather": {"count": N},
-        "Alltoall": {"count": N}, "Barrier": {},
+        "Scatter": {"count": N},
+        "Gather": {"count": N},
+        "Allgather": {"count": N},
+        "Alltoall": {"count": N},
+        "Barrier": {},
     }
     kwargs.update(counts.get(method, {"count": 2 * N}))
     if method in REDUCTIONS:
@@ -302,8 +348,9 @@ def _builder_kwargs(method, root, level, options):
 SKIPPED = "skipped"  # run_case's answer for a case it did not run
 
 
-def run_case(mpi, comm, layout, method, family, options, root=0, level=None,
-             skip_seen=True):
+def run_case(
+    mpi, comm, layout, method, family, options, root=0, level=None, skip_seen=True
+):
     """Run one case on this rank; return a description of what went wrong, or None.
 
     The case must match MPI's result, or raise the PlanError that the family's plan
@@ -311,21 +358,29 @@ def run_case(mpi, comm, layout, method, family, options, root=0, level=None,
     the same programs as an earlier case (same method and root, so the same data) is
     skipped, identically on every rank.
     """
+
     def call(name, *args, **kwargs):
         return getattr(comm, name)(*args, family=family, **options, **kwargs)
 
-    prediction = mpi.predict(layout, OP_NAMES[method], family,
-                             **_builder_kwargs(method, root, level, options))
+    prediction = mpi.predict(
+        layout, OP_NAMES[method], family, **_builder_kwargs(method, root, level, options)
+    )
     kind, detail = prediction
     if kind == "plan" and skip_seen and not mpi.first_time(("ops", method, root, detail)):
         return SKIPPED
     if kind == "error" and family not in ("tree", "gridmpi") and "variant" not in options:
         return f"{method} {family}: the builder fails: {detail}"  # must always build
-    if kind == "error" and skip_seen and not mpi.first_time(
-            ("ops-error", method, family, tuple(sorted(options.items())), level)):
+    if (
+        kind == "error"
+        and skip_seen
+        and not mpi.first_time(
+            ("ops-error", method, family, tuple(sorted(options.items())), level)
+        )
+    ):
         return SKIPPED  # the same refusal was checked on another layout or root
-    result, exc = mpi.outcome(lambda: CASE[method](mpi, call, root, level,
-                                                   _ref((method, root))))
+    result, exc = mpi.outcome(
+        lambda: CASE[method](mpi, call, root, level, _ref((method, root)))
+    )
     what = f"{method} family={family} {options} layout={layout} root={root} level={level}"
     if kind == "error":
         if isinstance(exc, PlanError) and detail in str(exc):
@@ -346,9 +401,21 @@ def run_case(mpi, comm, layout, method, family, options, root=0, level=None,
 
 def run_cases(mpi, layouts, method, family, options, roots, levels, validate=True):
     """Run a case per layout, root and level; one agreement for all of them."""
-    problems = [run_case(mpi, mpi.comm(layout, validate=validate), layout, method,
-                         family, options, root, level)
-                for layout in layouts for root in roots for level in levels]
+    problems = [
+        run_case(
+            mpi,
+            mpi.comm(layout, validate=validate),
+            layout,
+            method,
+            family,
+            options,
+            root,
+            level,
+        )
+        for layout in layouts
+        for root in roots
+        for level in levels
+    ]
     if all(p is SKIPPED for p in problems):
         return  # every rank skipped every case: nothing to agree on
     problems = [p for p in problems if p and p is not SKIPPED]
@@ -368,8 +435,9 @@ def _levels(method):
 def test_every_op_family_layout(mpi, method, family, options):
     """Each family's own algorithm for each operation, on every layout, from the
     first and the last rank, at every level."""
-    run_cases(mpi, list(mpi.layouts), method, family, options, _roots(method),
-              _levels(method))
+    run_cases(
+        mpi, list(mpi.layouts), method, family, options, _roots(method), _levels(method)
+    )
 
 
 @pytest.mark.mpi(min_size=2)
@@ -379,12 +447,24 @@ def test_family_options(mpi, method, family, options):
     a Comm that does not validate arguments (valid ones must work the same). The
     commutative level is left to the families' own algorithms above."""
     levels = LEVELS[:2] if method in REDUCTIONS else [None]
-    run_cases(mpi, mpi.multi[:2], method, family, options, _roots(method), levels,
-              validate=False)
+    run_cases(
+        mpi,
+        mpi.multi[:2],
+        method,
+        family,
+        options,
+        _roots(method),
+        levels,
+        validate=False,
+    )
 
 
-ROOTED_CASES = [_param(op, fam, ()) for fam, ops in PRIMARY_FAMILIES.items()
-                for op in ops if op in ROOTED]
+ROOTED_CASES = [
+    _param(op, fam, ())
+    for fam, ops in PRIMARY_FAMILIES.items()
+    for op in ops
+    if op in ROOTED
+]
 
 
 @pytest.mark.mpi(min_size=2)
@@ -393,8 +473,9 @@ def test_every_root(mpi, method, family, options):
     """Rooted operations from every root, on a multi-cluster layout (by a Comm that
     does not validate arguments)."""
     levels = ("strict", "commutative") if method in REDUCTIONS else [None]
-    run_cases(mpi, mpi.multi[:1], method, family, options, range(P), levels,
-              validate=False)
+    run_cases(
+        mpi, mpi.multi[:1], method, family, options, range(P), levels, validate=False
+    )
 
 
 @pytest.mark.mpi(min_size=1)
@@ -402,9 +483,20 @@ def test_default_family(mpi, layout):
     """Without ``family=``: magpie on several clusters, mpich on one."""
     comm = mpi.comm(layout)
     want = "magpie" if len(mpi.layouts[layout]) > 1 else "mpich"
-    problems = [run_case(mpi, comm, layout, method, None, {}, P - 1,
-                         "strict" if method in REDUCTIONS else None, skip_seen=False)
-                for method in ("Bcast", "Gatherv", "Alltoall", "Allreduce")]
+    problems = [
+        run_case(
+            mpi,
+            comm,
+            layout,
+            method,
+            None,
+            {},
+            P - 1,
+            "strict" if method in REDUCTIONS else None,
+            skip_seen=False,
+        )
+        for method in ("Bcast", "Gatherv", "Alltoall", "Allreduce")
+    ]
     if comm.last_plan.family != want:
         problems.append(f"default family {comm.last_plan.family}, want {want}")
     problems = [p for p in problems if p]
@@ -417,12 +509,25 @@ def test_family_fallback(mpi, family):
     """A Comm whose family lacks an operation runs it with the default family."""
     layout = mpi.multi[0] if mpi.multi else "single"
     comm = mpi.comm(layout, family=family)
-    lacking = [method for method in ("Scatter", "Gather", "Allgather",
-                                     "Reduce_scatter_block", "Scan")
-               if OP_NAMES[method] not in builders(family)]
+    lacking = [
+        method
+        for method in ("Scatter", "Gather", "Allgather", "Reduce_scatter_block", "Scan")
+        if OP_NAMES[method] not in builders(family)
+    ]
     assert lacking
-    problems = [run_case(mpi, comm, layout, method, None, {}, 0,
-                         "strict" if method in REDUCTIONS else None, skip_seen=False)
-                for method in lacking]
+    problems = [
+        run_case(
+            mpi,
+            comm,
+            layout,
+            method,
+            None,
+            {},
+            0,
+            "strict" if method in REDUCTIONS else None,
+            skip_seen=False,
+        )
+        for method in lacking
+    ]
     problems = [p for p in problems if p]
     mpi.assert_all(not problems, "; ".join(problems[:2]))

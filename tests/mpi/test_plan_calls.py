@@ -70,8 +70,15 @@ def _calls(n):
         c.Barrier()
         return None
 
-    return [allreduce, allreduce_max_in_place, bcast, reduce, allgather_in_place,
-            alltoall, barrier]
+    return [
+        allreduce,
+        allreduce_max_in_place,
+        bcast,
+        reduce,
+        allgather_in_place,
+        alltoall,
+        barrier,
+    ]
 
 
 @pytest.mark.mpi(min_size=2)
@@ -103,8 +110,7 @@ def test_a_replayed_call_that_disagrees_raises_everywhere(mpi):
     for _ in range(3):
         comm.Bcast(buf, root=0)
     assert comm.last_route == "replayed"
-    mpi.same_error(lambda: comm.Bcast(buf, root=1 if ME == 1 else 0),
-                   match="disagree")
+    mpi.same_error(lambda: comm.Bcast(buf, root=1 if ME == 1 else 0), match="disagree")
     buf[:] = ME
     comm.Bcast(buf, root=0)  # the communicator works on
     mpi.assert_all(np.array_equal(buf, np.zeros(4)), "after the failed call")
@@ -130,12 +136,15 @@ def test_library_calls_on_several_clusters_run_compiled(mpi):
                 if want is not None and got.tobytes() != want.tobytes():
                     problems.append(f"{layout} {fn.__name__}: {got} != {want}")
             if fn.__name__ != "barrier" and routes != [
-                    ("compiled", "native"), ("replayed", "native"),
-                    ("replayed", "native")]:
+                ("compiled", "native"),
+                ("replayed", "native"),
+                ("replayed", "native"),
+            ]:
                 problems.append(f"{layout} {fn.__name__}: routes {routes}")
         buf = np.zeros(4)
-        mpi.same_error(lambda: comm.Bcast(np.zeros(4 + (ME == 1)), root=0),
-                       match="disagree")
+        mpi.same_error(
+            lambda: comm.Bcast(np.zeros(4 + (ME == 1)), root=0), match="disagree"
+        )
         buf[:] = ME
         comm.Bcast(buf, root=0)
         if not np.array_equal(buf, np.zeros(4)):

@@ -46,8 +46,9 @@ def _forge(record):
 
 @pytest.mark.mpi(min_size=2)
 def test_a_forged_bcast_proof_changes_nothing(mpi):
-    where = W.bcast(tempfile.mkdtemp(prefix="wacoll-forged-") if ME == 0 else None,
-                    root=0)
+    where = W.bcast(
+        tempfile.mkdtemp(prefix="wacoll-forged-") if ME == 0 else None, root=0
+    )
     cache = os.path.join(where, "proofs")
     saved = {name: os.environ.get(name) for name in (proofs.ENV, proofs.KEY_ENV)}
     os.environ[proofs.ENV] = cache
@@ -89,8 +90,11 @@ def test_a_forged_bcast_proof_changes_nothing(mpi):
         mpi.assert_all(not any("derived alone" in m for m in said), said)
         mpi.assert_all(second.last_family == "magpie", f"ran {second.last_family}")
         W.Barrier()
-        mpi.assert_equal(_bcast_records(cache) == genuine, True,
-                         "the genuine proof replaced the forgery")
+        mpi.assert_equal(
+            _bcast_records(cache) == genuine,
+            True,
+            "the genuine proof replaced the forgery",
+        )
     finally:
         for comm in comms:
             comm.Free()

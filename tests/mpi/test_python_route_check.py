@@ -15,8 +15,9 @@ from wacoll.mpi.runner import runner_ready
 W = MPI.COMM_WORLD
 P, ME = W.Get_size(), W.Get_rank()
 
-pytestmark = pytest.mark.skipif(not runner_ready(),
-                                reason="the compiled runner cannot load here")
+pytestmark = pytest.mark.skipif(
+    not runner_ready(), reason="the compiled runner cannot load here"
+)
 
 
 def _traced(mpi, layout, **kwargs):
@@ -47,9 +48,11 @@ def test_python_route_calls_run_the_compiled_check(mpi, check):
             mpi.assert_equal(out, want)
         # each call in flight had a runner of its own (one whose check had finished
         # may have served the next); every one is spare again
-        mpi.assert_all(1 <= len(argcheck.spare) <= 3 and
-                       len(set(map(id, argcheck.spare))) == len(argcheck.spare),
-                       f"{len(argcheck.spare)} spare")
+        mpi.assert_all(
+            1 <= len(argcheck.spare) <= 3
+            and len(set(map(id, argcheck.spare))) == len(argcheck.spare),
+            f"{len(argcheck.spare)} spare",
+        )
         buf = np.arange(4.0) if ME == 0 else np.zeros(4)
         mpi.run(lambda: comm.Bcast(buf, root=0), "Bcast")
         mpi.assert_equal(buf, np.arange(4.0))
@@ -103,8 +106,9 @@ def test_a_check_that_raises_is_kept_never_reused(fails):
     from wacoll.mpi.agreement import Check, Signature
 
     pool, runner = _Pool(), _Runner(fails)
-    check = Check(MPI.COMM_SELF, None, Signature("bcast", 0, 1, "<f8"), runner=runner,
-                  pool=pool)
+    check = Check(
+        MPI.COMM_SELF, None, Signature("bcast", 0, 1, "<f8"), runner=runner, pool=pool
+    )
     assert check.polled and check.waiting == []
     with pytest.raises(type(fails)):
         check.advance(block=True)
@@ -120,8 +124,11 @@ def test_a_check_that_raises_is_kept_never_reused(fails):
 def test_checks_first_library_collectives_start_in_program_order(mpi, clusters):
     """With ``check="first"`` each library collective starts once its check passes,
     in program order (wacoll.mpi.task.StartOrder), however the requests complete."""
-    topology = wacoll.Topology.from_sizes([P]) if clusters == "one" else \
-        mpi.topology(mpi.multi[0])
+    topology = (
+        wacoll.Topology.from_sizes([P])
+        if clusters == "one"
+        else mpi.topology(mpi.multi[0])
+    )
     comm = wacoll.Comm(W, topology, check="first", family="native")
     try:
         for _ in range(3):

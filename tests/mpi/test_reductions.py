@@ -27,8 +27,21 @@ P = MPI.COMM_WORLD.Get_size()
 ME = MPI.COMM_WORLD.Get_rank()
 W = MPI.COMM_WORLD
 
-DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-          "uint64", "float32", "float64", "complex64", "complex128")
+DTYPES = (
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+)
 OPS = ("SUM", "PROD", "MIN", "MAX", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR")
 
 
@@ -58,8 +71,9 @@ def operands(op, dtype, n, rank=None):
     elif op in ("LAND", "LOR", "LXOR"):
         vals = (rank * (i + 1)) % 3
     elif op in ("BAND", "BOR", "BXOR"):
-        mix = (np.full(n, rank + 1, np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-               + i.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9))  # wraps: all bits
+        mix = np.full(n, rank + 1, np.uint64) * np.uint64(0x9E3779B97F4A7C15) + i.astype(
+            np.uint64
+        ) * np.uint64(0xBF58476D1CE4E5B9)  # wraps: all bits
         return mix.astype(dt)
     else:
         vals = (((rank + 1) * (i + 2)) % 19) - (0 if dt.kind == "u" else 9)
@@ -107,8 +121,9 @@ def test_undefined_operator_raises_everywhere(mpi, dtype):
         if defined(name, dtype):
             continue
         recv = np.zeros(3, dtype)
-        _, exc = mpi.outcome(lambda: comm.Allreduce(np.ones(3, dtype), recv,
-                                                    op=getattr(MPI, name)))
+        _, exc = mpi.outcome(
+            lambda: comm.Allreduce(np.ones(3, dtype), recv, op=getattr(MPI, name))
+        )
         outcomes.append(repr(exc))
         if not isinstance(exc, BufferMismatchError) or name not in str(exc):
             problems.append(f"{name}: {exc!r}")
@@ -123,10 +138,18 @@ def test_undefined_operator_raises_everywhere(mpi, dtype):
 def new_plan(mpi, data, layout, method, level, count, itemsize, family=None, **kwargs):
     """The predicted plan, or None when a call on this data already ran a plan with
     the same programs."""
-    prediction = mpi.predict(layout, method.lower(), family, level=level, count=count,
-                             itemsize=itemsize, **kwargs)
-    if prediction[0] == "error" or mpi.first_time((data, method, tuple(kwargs.items()),
-                                                   prediction[1])):
+    prediction = mpi.predict(
+        layout,
+        method.lower(),
+        family,
+        level=level,
+        count=count,
+        itemsize=itemsize,
+        **kwargs,
+    )
+    if prediction[0] == "error" or mpi.first_time(
+        (data, method, tuple(kwargs.items()), prediction[1])
+    ):
         return prediction
     return None
 
@@ -178,19 +201,37 @@ def test_noncommutative_matrix_product(mpi, matmul, layout, level):
         cases = {
             "Allreduce": (mine, np.zeros(4 * k, np.int64), total),
             "Scan": (mine, np.zeros(4 * k, np.int64), products(k, range(ME + 1))),
-            "Exscan": (mine, np.zeros(4 * k, np.int64),
-                       products(k, range(ME)) if ME else None),
-            "Reduce": (mine, np.zeros(4 * k, np.int64) if ME == root else None,
-                       total if ME == root else None),
+            "Exscan": (
+                mine,
+                np.zeros(4 * k, np.int64),
+                products(k, range(ME)) if ME else None,
+            ),
+            "Reduce": (
+                mine,
+                np.zeros(4 * k, np.int64) if ME == root else None,
+                total if ME == root else None,
+            ),
         }
         for method, (send, recv, want) in cases.items():
             kwargs = {"root": root} if method == "Reduce" else {}
-            predicted = new_plan(mpi, ("matmul", k), layout, method, level, 4 * k, 8,
-                                 user_op=True, **kwargs)
+            predicted = new_plan(
+                mpi,
+                ("matmul", k),
+                layout,
+                method,
+                level,
+                4 * k,
+                8,
+                user_op=True,
+                **kwargs,
+            )
             if predicted is None:
                 continue
-            _, exc = mpi.outcome(lambda: getattr(comm, method)(
-                send, recv, op=matmul, level=level, **kwargs))
+            _, exc = mpi.outcome(
+                lambda: getattr(comm, method)(
+                    send, recv, op=matmul, level=level, **kwargs
+                )
+            )
             if exc is None and not mpi.ran_as_predicted(comm, predicted):
                 problems.append(f"{method} k={k} ran {comm.last_plan.algorithm}")
             if exc is not None or (want is not None and recv.tobytes() != want.tobytes()):
@@ -199,12 +240,21 @@ def test_noncommutative_matrix_product(mpi, matmul, layout, level):
         send = np.concatenate([matrices(k, ME * P + j) for j in range(P)])
         recv = np.zeros(4 * k, np.int64)
         want = products(k, [r * P + ME for r in range(P)])
-        predicted = new_plan(mpi, ("matmul", k), layout, "Reduce_scatter_block", level,
-                             4 * k, 8, user_op=True)
+        predicted = new_plan(
+            mpi,
+            ("matmul", k),
+            layout,
+            "Reduce_scatter_block",
+            level,
+            4 * k,
+            8,
+            user_op=True,
+        )
         if predicted is None:
             continue
-        _, exc = mpi.outcome(lambda: comm.Reduce_scatter_block(send, recv, op=matmul,
-                                                               level=level))
+        _, exc = mpi.outcome(
+            lambda: comm.Reduce_scatter_block(send, recv, op=matmul, level=level)
+        )
         if exc is not None or recv.tobytes() != want.tobytes():
             problems.append(f"Reduce_scatter_block k={k}: got {recv} ({exc!r})")
         elif not mpi.ran_as_predicted(comm, predicted):
@@ -219,13 +269,19 @@ def test_noncommutative_with_mpich_family(mpi, matmul):
     for k in MATRIX_COUNTS:
         for level in ("strict", "associative"):
             recv = np.zeros(4 * k, np.int64)
-            _, exc = mpi.outcome(lambda: comm.Allreduce(matrices(k, ME), recv, op=matmul,
-                                                        level=level, family="mpich"))
+            _, exc = mpi.outcome(
+                lambda: comm.Allreduce(
+                    matrices(k, ME), recv, op=matmul, level=level, family="mpich"
+                )
+            )
             if exc is not None or recv.tobytes() != products(k, range(P)).tobytes():
                 problems.append(f"Allreduce k={k} {level}: {exc!r}")
             recv = np.zeros(4 * k, np.int64)
-            _, exc = mpi.outcome(lambda: comm.Scan(matrices(k, ME), recv, op=matmul,
-                                                   level=level, family="mpich"))
+            _, exc = mpi.outcome(
+                lambda: comm.Scan(
+                    matrices(k, ME), recv, op=matmul, level=level, family="mpich"
+                )
+            )
             if exc is not None or recv.tobytes() != products(k, range(ME + 1)).tobytes():
                 problems.append(f"Scan k={k} {level}: {exc!r}")
     mpi.assert_all(not problems, "; ".join(problems[:3]))
@@ -235,9 +291,12 @@ def test_noncommutative_with_mpich_family(mpi, matmul):
 def test_commutative_level_refused_for_noncommutative_op(mpi, matmul):
     comm = mpi.comm(mpi.multi[0] if mpi.multi else "single")
     recv = np.full(4, -7, np.int64)
-    mpi.same_error(lambda: comm.Allreduce(matrices(1, ME), recv, op=matmul,
-                                          level="commutative"),
-                   WacollError, match="commutative", untouched=lambda: (recv == -7).all())
+    mpi.same_error(
+        lambda: comm.Allreduce(matrices(1, ME), recv, op=matmul, level="commutative"),
+        WacollError,
+        match="commutative",
+        untouched=lambda: (recv == -7).all(),
+    )
 
 
 # ---------------------------------------------------------------------- strict floats
@@ -273,11 +332,18 @@ def strict_cases(n, dtype):
     out = [
         ("Allreduce", {}, mine, True, tree),
         ("Reduce", {"root": root}, mine, ME == root, tree if ME == root else None),
-        ("Scan", {}, mine, True, left_fold(every[:ME + 1])),
+        ("Scan", {}, mine, True, left_fold(every[: ME + 1])),
     ]
     blocks = [mpi_random(n * P, 100 + r, dtype) for r in range(P)]
-    out.append(("Reduce_scatter_block", {}, blocks[ME], True,
-                canonical_tree([b[ME * n:(ME + 1) * n] for b in blocks])))
+    out.append(
+        (
+            "Reduce_scatter_block",
+            {},
+            blocks[ME],
+            True,
+            canonical_tree([b[ME * n : (ME + 1) * n] for b in blocks]),
+        )
+    )
     return out
 
 
@@ -310,20 +376,37 @@ def test_strict_sums_are_the_canonical_expression(mpi, dtype):
     for layout in mpi.layouts:
         comm = mpi.comm(layout, arithmetic="plain")
         # above the threshold: single, contiguous and reordered layouts only
-        for n in FLOAT_COUNTS if layout in ["single"] + mpi.multi[:2] else FLOAT_COUNTS[:1]:
+        for n in (
+            FLOAT_COUNTS if layout in ["single"] + mpi.multi[:2] else FLOAT_COUNTS[:1]
+        ):
             for family, options, only in STRICT_FAMILIES:
                 for i, (method, kw, send, has_recv, want) in enumerate(cases[n]):
-                    if only and method not in only or (
-                            STRICT_METHODS[dtype] and method not in STRICT_METHODS[dtype]):
+                    if (
+                        only
+                        and method not in only
+                        or (STRICT_METHODS[dtype] and method not in STRICT_METHODS[dtype])
+                    ):
                         continue
-                    predicted = new_plan(mpi, ("strict", dtype, n), layout, method,
-                                         "strict", n, np.dtype(dtype).itemsize, family,
-                                         **options, **kw)
+                    predicted = new_plan(
+                        mpi,
+                        ("strict", dtype, n),
+                        layout,
+                        method,
+                        "strict",
+                        n,
+                        np.dtype(dtype).itemsize,
+                        family,
+                        **options,
+                        **kw,
+                    )
                     if predicted is None:
                         continue
                     recv = np.full(n, np.nan, dtype) if has_recv else None
-                    _, exc = mpi.outcome(lambda: getattr(comm, method)(
-                        send, recv, op=MPI.SUM, family=family, **options, **kw))
+                    _, exc = mpi.outcome(
+                        lambda: getattr(comm, method)(
+                            send, recv, op=MPI.SUM, family=family, **options, **kw
+                        )
+                    )
                     where = f"{method}{kw} n={n} {layout} {family}{options or ''}"
                     if exc is not None:
                         problems.append(f"{where} raised {exc!r}")
@@ -345,8 +428,10 @@ def test_strict_results_identical_on_every_rank_and_topology(mpi):
     results = []
     for layout in mpi.layouts:
         recv = np.zeros(n)
-        mpi.run(lambda: mpi.comm(layout).Allreduce(mpi.random(n, 5), recv, op=MPI.SUM),
-                f"Allreduce on {layout}")
+        mpi.run(
+            lambda: mpi.comm(layout).Allreduce(mpi.random(n, 5), recv, op=MPI.SUM),
+            f"Allreduce on {layout}",
+        )
         results.append(recv.tobytes())
     gathered = W.gather(results, root=0)
     ok = True
@@ -357,5 +442,7 @@ def test_strict_results_identical_on_every_rank_and_topology(mpi):
     approx = np.zeros(n)
     W.Allreduce(mpi.random(n, 5), approx, op=MPI.SUM)
     got = np.frombuffer(results[0])
-    mpi.assert_all(np.allclose(got, approx, rtol=1e-9, atol=1e-3 * np.abs(approx).max()),
-                   "strict result far from MPI's sum")
+    mpi.assert_all(
+        np.allclose(got, approx, rtol=1e-9, atol=1e-3 * np.abs(approx).max()),
+        "strict result far from MPI's sum",
+    )

@@ -49,8 +49,11 @@ def test_replayed_calls_give_the_libraries_results(mpi):
         comm.Bcast(buf, root=0)
         mpi.assert_equal(buf, np.full(3, 7.0), f"Bcast, call {i}")
         comm.Allgather(part, gathered)
-        mpi.assert_equal(gathered, np.concatenate(
-            [np.arange(3.0) + r + i + 1 for r in range(P)]), f"Allgather, call {i}")
+        mpi.assert_equal(
+            gathered,
+            np.concatenate([np.arange(3.0) + r + i + 1 for r in range(P)]),
+            f"Allgather, call {i}",
+        )
         comm.Barrier()
         assert comm.last_family == "native"
     # Allreduce, Bcast, Allgather and Barrier each recorded once, then replayed
@@ -84,8 +87,11 @@ def test_a_replay_still_checks_every_call(mpi, change):
         comm.Reduce(send, recv, op=op, root=root)
         mpi.assert_all(ME != 0 or (recv == P).all(), f"result {recv}")
     else:
-        mpi.same_error(lambda: comm.Reduce(send, recv, op=op, root=root),
-                       match="disagree", untouched=lambda: (recv == -7).all())
+        mpi.same_error(
+            lambda: comm.Reduce(send, recv, op=op, root=root),
+            match="disagree",
+            untouched=lambda: (recv == -7).all(),
+        )
     # the communicator goes on working, replays included
     send, recv = np.ones(4), np.zeros(4)
     for _ in range(2):
@@ -158,8 +164,10 @@ def test_new_arrays_of_the_same_shape_are_replayed(mpi):
 @pytest.mark.mpi(min_size=1)
 def test_a_recorded_user_operator_stays_alive(mpi):
     comm = _single()
-    op = MPI.Op.Create(lambda a, b, t: np.add(np.frombuffer(a), np.frombuffer(b),
-                                              out=np.frombuffer(b)), commute=True)
+    op = MPI.Op.Create(
+        lambda a, b, t: np.add(np.frombuffer(a), np.frombuffer(b), out=np.frombuffer(b)),
+        commute=True,
+    )
     send, recv = np.ones(2), np.zeros(2)
     for _ in range(3):
         comm.Allreduce(send, recv, op=op)
@@ -185,8 +193,7 @@ def test_a_send_buffer_that_is_the_receive_buffer_raises_everywhere(mpi, alias):
         comm.Allreduce(send, recv, op=MPI.SUM)  # recorded, then replayed
     if ME == LAST:
         send = recv if alias == "same object" else recv[:]
-    mpi.same_error(lambda: comm.Allreduce(send, recv, op=MPI.SUM),
-                   match="same memory")
+    mpi.same_error(lambda: comm.Allreduce(send, recv, op=MPI.SUM), match="same memory")
     comm.Free()
 
 
@@ -224,15 +231,19 @@ def test_calls_that_give_options_are_replayed_and_still_checked(mpi):
         routes.append(comm.last_route)
     mpi.assert_all(routes[1:] == ["replayed", "replayed"], f"routes {routes}")
     segments = 3 if ME == LAST else 2
-    mpi.same_error(lambda: comm.Bcast(buf, root=0, family="mpich", segments=segments),
-                   match="disagree")
+    mpi.same_error(
+        lambda: comm.Bcast(buf, root=0, family="mpich", segments=segments),
+        match="disagree",
+    )
     # equal values, other options: 2.0 is no segment count (a key, a cached plan or
     # a digest that took it for 2 let it through)
     again = wacoll.Comm(W, mpi.topology(layout))
     for _ in range(2):
         again.Bcast(buf, root=0, family="mpich", segments=2)
     segments = 2.0 if ME == LAST else 2
-    mpi.same_error(lambda: again.Bcast(buf, root=0, family="mpich", segments=segments),
-                   match="positive integer")
+    mpi.same_error(
+        lambda: again.Bcast(buf, root=0, family="mpich", segments=segments),
+        match="positive integer",
+    )
     again.Free()
     comm.Free()

@@ -44,12 +44,15 @@ def wild(n, seed, rank, dtype):
     def part():
         x = rng.standard_normal(n) * 10.0 ** rng.integers(-span, span + 1, n)
         x = x.astype(real)
-        x[0::7] = -0.0                       # only negative zeros on this element
+        x[0::7] = -0.0  # only negative zeros on this element
         x[1::7] = info.smallest_subnormal * rng.integers(-50, 50, x[1::7].size)
         big = info.max / 2 * (1 if rank % 2 else -1)
-        x[2::7] = big if rank < P - (P % 2) else info.max / 4   # cancels, or not
-        x[3::7] = (1.0 + rank) * 2.0 ** -1060 if real == np.float64 else \
-            np.float32((1.0 + rank) * 2.0 ** -140)              # subnormal results
+        x[2::7] = big if rank < P - (P % 2) else info.max / 4  # cancels, or not
+        x[3::7] = (
+            (1.0 + rank) * 2.0**-1060
+            if real == np.float64
+            else np.float32((1.0 + rank) * 2.0**-140)
+        )  # subnormal results
         for k in (5, 6):  # 16 orders of magnitude: a plain sum's bits depend on order
             m = x[k::7].size
             x[k::7] = rng.standard_normal(m) * 10.0 ** rng.integers(-8, 9, m)
@@ -67,8 +70,14 @@ def expected(parts):
 def plan_exists(mpi, layout, op, family, n, itemsize, root=None):
     """Whether ``family`` builds a plan for ``op`` (the same answer on every rank)."""
     topo = mpi.topology(layout)
-    call = Call(op, count=n, root=root, itemsize=itemsize, level="strict",
-                accumulator_itemsize=4 * itemsize)
+    call = Call(
+        op,
+        count=n,
+        root=root,
+        itemsize=itemsize,
+        level="strict",
+        accumulator_itemsize=4 * itemsize,
+    )
     try:
         select(call, topo, family=family, policy=REPRO).build(topo)
     except PlanError:
@@ -83,14 +92,28 @@ def cases(n, dtype, seed=0):
     out = [("Allreduce", {}, every[ME], np.full(n, np.nan, dtype), whole)]
     for root in range(P):
         mine = ME == root
-        out.append(("Reduce", {"root": root}, every[ME],
-                    np.full(n, np.nan, dtype) if mine else None,
-                    whole if mine else None))
-    out.append(("Scan", {}, every[ME], np.full(n, np.nan, dtype),
-                expected(every[:ME + 1])))
+        out.append(
+            (
+                "Reduce",
+                {"root": root},
+                every[ME],
+                np.full(n, np.nan, dtype) if mine else None,
+                whole if mine else None,
+            )
+        )
+    out.append(
+        ("Scan", {}, every[ME], np.full(n, np.nan, dtype), expected(every[: ME + 1]))
+    )
     blocks = [wild(n * P, seed + 1, r, dtype) for r in range(P)]
-    out.append(("Reduce_scatter_block", {}, blocks[ME], np.full(n, np.nan, dtype),
-                expected([b[ME * n:(ME + 1) * n] for b in blocks])))
+    out.append(
+        (
+            "Reduce_scatter_block",
+            {},
+            blocks[ME],
+            np.full(n, np.nan, dtype),
+            expected([b[ME * n : (ME + 1) * n] for b in blocks]),
+        )
+    )
     return out
 
 
@@ -114,23 +137,33 @@ def test_reproducible_bits_on_every_layout_family_and_root(mpi, dtype):
             for method, kw, send, recv, want in all_cases:
                 op = method.lower()
                 if op not in builders(family) or not plan_exists(
-                        mpi, layout, op, family, n, itemsize, kw.get("root")):
+                    mpi, layout, op, family, n, itemsize, kw.get("root")
+                ):
                     continue
                 if recv is not None:
                     recv[:] = np.nan
-                _, exc = mpi.outcome(lambda: getattr(comm, method)(
-                    send, recv, op=MPI.SUM, family=family, **kw))
+                _, exc = mpi.outcome(
+                    lambda: getattr(comm, method)(
+                        send, recv, op=MPI.SUM, family=family, **kw
+                    )
+                )
                 where = f"{method}{kw} {dtype} {layout} {family}"
                 if exc is not None:
                     problems.append(f"{where} raised {exc!r}")
-                elif comm.last_plan.arithmetic != "reproducible" or \
-                        comm.last_plan.family != family:
-                    problems.append(f"{where} ran {comm.last_plan.family} on "
-                                    f"{comm.last_plan.arithmetic} arithmetic")
+                elif (
+                    comm.last_plan.arithmetic != "reproducible"
+                    or comm.last_plan.family != family
+                ):
+                    problems.append(
+                        f"{where} ran {comm.last_plan.family} on "
+                        f"{comm.last_plan.arithmetic} arithmetic"
+                    )
                 elif want is not None and recv.tobytes() != want.tobytes():
                     bad = np.flatnonzero(recv.view(np.uint8) != want.view(np.uint8))
-                    problems.append(f"{where}: bits differ from the reproducible sum "
-                                    f"(first byte {bad[0]})")
+                    problems.append(
+                        f"{where}: bits differ from the reproducible sum "
+                        f"(first byte {bad[0]})"
+                    )
     mpi.assert_all(not problems, "; ".join(problems[:3]))
 
 
@@ -158,16 +191,24 @@ def test_infinities_and_nans_same_bits_everywhere(mpi):
         comm = mpi.comm(layout, arithmetic="reproducible")
         for family in ("magpie", "mpich"):
             recv = np.zeros(len(SPECIALS))
-            mpi.run(lambda: comm.Allreduce(special_values(ME), recv, op=MPI.SUM,
-                                           family=family), f"{layout} {family}")
+            mpi.run(
+                lambda: comm.Allreduce(
+                    special_values(ME), recv, op=MPI.SUM, family=family
+                ),
+                f"{layout} {family}",
+            )
             got[(layout, family)] = recv.tobytes()
-    mpi.assert_all(all(g == want.tobytes() for g in got.values()),
-                   f"special values differ: {sorted(got)}")
+    mpi.assert_all(
+        all(g == want.tobytes() for g in got.values()),
+        f"special values differ: {sorted(got)}",
+    )
     qnan = np.array([np.nan]).view(np.uint64)[0]
     names = list(SPECIALS)
-    checks = [want.view(np.uint64)[names.index("nan")] == qnan,
-              np.signbit(want[names.index("-0")]) and want[names.index("-0")] == 0,
-              want[names.index("inf")] == (np.inf if P > 0 else 0)]
+    checks = [
+        want.view(np.uint64)[names.index("nan")] == qnan,
+        np.signbit(want[names.index("-0")]) and want[names.index("-0")] == 0,
+        want[names.index("inf")] == (np.inf if P > 0 else 0),
+    ]
     if P > 1:
         checks.append(want.view(np.uint64)[names.index("inf-inf")] == qnan)
         checks.append(want[names.index("-inf")] == -np.inf)
@@ -186,8 +227,10 @@ def test_default_arithmetic_small_sums_agree_across_topologies(mpi):
         comm = mpi.comm(layout, arithmetic="auto")
         recv = np.empty(n)
         mpi.run(lambda: comm.Allreduce(mine, recv, op=MPI.SUM), layout)
-        if comm.last_plan.arithmetic != "reproducible" or \
-                recv.tobytes() != want.tobytes():
+        if (
+            comm.last_plan.arithmetic != "reproducible"
+            or recv.tobytes() != want.tobytes()
+        ):
             problems.append(f"{layout}: {comm.last_plan.arithmetic}")
         big = np.ones(1024)
         out = np.empty(1024)
@@ -219,9 +262,15 @@ def test_nonblocking_and_persistent_calls(mpi):
     want = expected([wild(n, 9, r, "float64") for r in range(P)])
     got = {}
     a, b = np.empty(n), np.empty(n)
-    mpi.run(lambda: MPI.Request.Waitall([comm.Iallreduce(mine, a, op=MPI.SUM),
-                                         comm.Ireduce(mine, b, op=MPI.SUM, root=0)]),
-            "non-blocking")
+    mpi.run(
+        lambda: MPI.Request.Waitall(
+            [
+                comm.Iallreduce(mine, a, op=MPI.SUM),
+                comm.Ireduce(mine, b, op=MPI.SUM, root=0),
+            ]
+        ),
+        "non-blocking",
+    )
     got["Iallreduce"] = a.tobytes() == want.tobytes()
     got["Ireduce"] = ME != 0 or b.tobytes() == want.tobytes()
     c = np.empty(n)

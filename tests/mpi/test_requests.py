@@ -7,8 +7,6 @@ and forced families. Runs at any size.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -27,6 +25,7 @@ def _layouts(mpi):
 
 def _cases():
     """(name, wacoll call, native call, result) over fresh buffers, per operation."""
+
     def bcast(c, start):
         buf = np.arange(N, dtype=np.float64) if ME == 0 else np.zeros(N)
         return (c.Ibcast if start else c.Bcast_init)(buf, root=0), buf
@@ -44,8 +43,9 @@ def _cases():
     def reduce(c, start):
         out = np.zeros(N)
         send = np.arange(N, dtype=np.float64) + ME
-        return (c.Ireduce if start else c.Reduce_init)(send, out, op=MPI.MAX,
-                                                       root=P - 1), out
+        return (c.Ireduce if start else c.Reduce_init)(
+            send, out, op=MPI.MAX, root=P - 1
+        ), out
 
     def alltoall(c, start):
         out = np.zeros(2 * P, np.int64)
@@ -55,8 +55,14 @@ def _cases():
     def barrier(c, start):
         return (c.Ibarrier if start else c.Barrier_init)(), None
 
-    return {"bcast": bcast, "allreduce": allreduce, "allgather": allgather,
-            "reduce": reduce, "alltoall": alltoall, "barrier": barrier}
+    return {
+        "bcast": bcast,
+        "allreduce": allreduce,
+        "allgather": allgather,
+        "reduce": reduce,
+        "alltoall": alltoall,
+        "barrier": barrier,
+    }
 
 
 def _want(name):
@@ -89,8 +95,10 @@ def test_nonblocking_mixed_with_application_requests(mpi, name):
         want = _want(name)
         req, out = _cases()[name](comm, True)
         token = bytearray(1)
-        app = [W.Irecv(token, source=(ME - 1) % P, tag=77),
-               W.Isend(b"t", dest=(ME + 1) % P, tag=77)]
+        app = [
+            W.Irecv(token, source=(ME - 1) % P, tag=77),
+            W.Isend(b"t", dest=(ME + 1) % P, tag=77),
+        ]
         _, exc = mpi.outcome(lambda: MPI.Request.Waitall([req] + app))
         if exc is not None:
             problems.append(f"{layout}: {exc!r}")
@@ -105,12 +113,15 @@ def test_many_nonblocking_calls_in_flight(mpi):
     for layout in _layouts(mpi):
         comm = mpi.comm(layout, family="magpie" if layout != "single" else None)
         outs = [np.zeros(N) for _ in range(5)]
-        reqs = [comm.Iallreduce(np.full(N, float(k + ME)), outs[k], op=MPI.SUM)
-                for k in range(5)]
+        reqs = [
+            comm.Iallreduce(np.full(N, float(k + ME)), outs[k], op=MPI.SUM)
+            for k in range(5)
+        ]
         mpi.run(lambda: [r.Wait() for r in reversed(reqs)], f"{layout} waits")
         for k in range(5):
-            mpi.assert_equal(outs[k], np.full(N, float(k * P + P * (P - 1) // 2)),
-                             f"{layout} call {k}")
+            mpi.assert_equal(
+                outs[k], np.full(N, float(k * P + P * (P - 1) // 2)), f"{layout} call {k}"
+            )
 
 
 @pytest.mark.mpi(min_size=1)
@@ -145,8 +156,9 @@ def test_persistent_in_place_reads_the_buffer_at_each_start(mpi):
             buf[...] = k + ME
             req.Start()
             req.Wait()
-            mpi.assert_equal(buf, np.full(N, float(k * P + P * (P - 1) // 2)),
-                             f"{layout} start {k}")
+            mpi.assert_equal(
+                buf, np.full(N, float(k * P + P * (P - 1) // 2)), f"{layout} start {k}"
+            )
         wacoll.mpi.persistent.Prequest.Startall([req])
         wacoll.mpi.persistent.Prequest.Waitall([req])
         req.Free()
@@ -160,8 +172,9 @@ def test_nonblocking_error_raises_on_every_rank(mpi, where, replayed):
     the communicator then refuses further collectives instead of mixing messages;
     so does one after the same call was recorded (the ranks that replay it check
     it too)."""
-    comm = wacoll.Comm(W, mpi.topology(mpi.multi[0] if mpi.multi and where == "multi"
-                                       else "single"))
+    comm = wacoll.Comm(
+        W, mpi.topology(mpi.multi[0] if mpi.multi and where == "multi" else "single")
+    )
     for _ in range(2 if replayed else 0):
         comm.Iallreduce(np.ones(4), np.zeros(4), op=MPI.SUM).Wait()
     if replayed:
@@ -180,11 +193,14 @@ def test_derived_communicators_keep_wacoll_and_topology(mpi):
     layout = mpi.multi[0] if mpi.multi else "single"
     comm = mpi.comm(layout)
     topo = comm.network
-    subs = {"Dup": comm.Dup(), "Clone": comm.Clone(),
-            "Split": comm.Split(ME % 2, key=-ME),
-            "Split_type": comm.Split_type(MPI.COMM_TYPE_SHARED),
-            "Create": comm.Create(comm.Get_group()),
-            "Create_group": comm.Create_group(comm.Get_group().Incl([ME]))}
+    subs = {
+        "Dup": comm.Dup(),
+        "Clone": comm.Clone(),
+        "Split": comm.Split(ME % 2, key=-ME),
+        "Split_type": comm.Split_type(MPI.COMM_TYPE_SHARED),
+        "Create": comm.Create(comm.Get_group()),
+        "Create_group": comm.Create_group(comm.Get_group().Incl([ME])),
+    }
     problems = []
     for name, sub in subs.items():
         if not isinstance(sub, wacoll.Comm):
@@ -206,8 +222,7 @@ def test_derived_communicators_keep_wacoll_and_topology(mpi):
 @pytest.mark.mpi(min_size=1)
 def test_is_an_mpi_intracomm(mpi):
     comm = mpi.comm("single")
-    ok = (isinstance(comm, MPI.Intracomm) and
-          MPI.Comm.Compare(comm, W) == MPI.CONGRUENT)
+    ok = isinstance(comm, MPI.Intracomm) and MPI.Comm.Compare(comm, W) == MPI.CONGRUENT
     win = MPI.Win.Create(np.zeros(4), comm=comm)
     win.Free()
     # point-to-point on the communicator itself never meets wacoll's messages
@@ -232,8 +247,10 @@ def test_comm_self_with_clusters_in_the_environment(mpi, monkeypatch):
     self_comm.Allreduce(np.ones(2), out, op=MPI.SUM)
     split = W.Split(ME % 2, key=ME)
     part = mpi.run(lambda: wacoll.Comm(split), "Comm(split)")
-    mpi.assert_all(self_comm.network.size == 1 and part.network.nclusters == 1 and
-                   (out == 1).all(), "topologies of COMM_SELF and a split")
+    mpi.assert_all(
+        self_comm.network.size == 1 and part.network.nclusters == 1 and (out == 1).all(),
+        "topologies of COMM_SELF and a split",
+    )
     self_comm.Free()
     part.Free()
     split.Free()
@@ -246,9 +263,13 @@ def test_family_and_level_from_the_environment(mpi, monkeypatch):
     comm = wacoll.Comm(W, mpi.topology("single"))
     out = np.zeros(3)
     comm.Allreduce(np.ones(3), out, op=MPI.SUM)
-    mpi.assert_all(comm.family == "tree" and comm.level == "strict" and
-                   comm.last_family == "tree" and (out == P).all(),
-                   f"{comm.family} {comm.level} {comm.last_family}")
+    mpi.assert_all(
+        comm.family == "tree"
+        and comm.level == "strict"
+        and comm.last_family == "tree"
+        and (out == P).all(),
+        f"{comm.family} {comm.level} {comm.last_family}",
+    )
     comm.Free()
 
 
@@ -263,7 +284,9 @@ def test_default_configuration(mpi):
         want = np.zeros(4)
         W.Allreduce(np.arange(4.0) + ME, want, op=MPI.SUM)
         expect = "native" if layout == "single" else "magpie"
-        mpi.assert_all(comm.last_family == expect and np.allclose(out, want) and
-                       (comm.last_plan is None or comm.last_plan.level == "commutative"),
-                       f"{layout}: ran {comm.last_family}")
-
+        mpi.assert_all(
+            comm.last_family == expect
+            and np.allclose(out, want)
+            and (comm.last_plan is None or comm.last_plan.level == "commutative"),
+            f"{layout}: ran {comm.last_family}",
+        )

@@ -13,17 +13,21 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
+import wacoll.mpi._runner as _runner
 from wacoll.errors import PlanError
 from wacoll.mpi.executor import execute
-import wacoll.mpi._runner as _runner
 from wacoll.mpi.runner import compile_program, handle
 from wacoll.plans import FAMILIES, build, builders, lower
 
 W = MPI.COMM_WORLD
 P, ME = W.Get_size(), W.Get_rank()
 
-CASES = [(family, op) for family in FAMILIES for op in sorted(builders(family))
-         if not op.endswith("v") and op != "reduce_scatter"]
+CASES = [
+    (family, op)
+    for family in FAMILIES
+    for op in sorted(builders(family))
+    if not op.endswith("v") and op != "reduce_scatter"
+]
 
 
 def _build(op, topology, family, count):
@@ -75,16 +79,16 @@ def test_runner_refuses_tables_that_leave_their_memory():
     assert good.work.size >= compiled.work_bytes
     bad = []
     runs = compiled.runs.copy()
-    runs[0, 0] = 5                       # no such buffer
+    runs[0, 0] = 5  # no such buffer
     bad.append((compiled.steps, runs, compiled.work_bytes))
     runs = compiled.runs.copy()
-    runs[:, 2] += 8                      # runs longer than the bytes moved
+    runs[:, 2] += 8  # runs longer than the bytes moved
     bad.append((compiled.steps, runs, compiled.work_bytes))
     steps = compiled.steps.copy()
-    steps[0, 4] = len(compiled.runs)     # runs beyond the table
+    steps[0, 4] = len(compiled.runs)  # runs beyond the table
     bad.append((steps, compiled.runs, compiled.work_bytes))
     steps = compiled.steps.copy()
-    steps[0, 0] = 9                      # an unknown kind
+    steps[0, 0] = 9  # an unknown kind
     bad.append((steps, compiled.runs, compiled.work_bytes))
     for steps, runs, work in bad:
         with pytest.raises(ValueError):

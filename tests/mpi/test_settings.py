@@ -12,8 +12,10 @@ from wacoll.settings import SHARED
 
 from .conftest import RANK, SIZE, WORLD
 
-pytestmark = [pytest.mark.mpi(min_size=2),
-              pytest.mark.skipif(SIZE < 2, reason="needs two ranks to differ")]
+pytestmark = [
+    pytest.mark.mpi(min_size=2),
+    pytest.mark.skipif(SIZE < 2, reason="needs two ranks to differ"),
+]
 
 ODD = SIZE - 1  # the rank whose environment differs: the last one
 
@@ -25,8 +27,11 @@ def _clusters():
 CASES = {
     "clusters unset on one rank": ("WACOLL_CLUSTERS", _clusters(), None),
     "clusters empty on one rank": ("WACOLL_CLUSTERS", _clusters(), ""),
-    "clusters different on one rank": ("WACOLL_CLUSTERS", _clusters(),
-                                       ",".join(["0"] * SIZE)),
+    "clusters different on one rank": (
+        "WACOLL_CLUSTERS",
+        _clusters(),
+        ",".join(["0"] * SIZE),
+    ),
     "topology set on one rank only": ("WACOLL_TOPOLOGY", None, "/nonexistent/t.toml"),
     "family set on one rank only": ("WACOLL_FAMILY", None, "binomial"),
     "check different on one rank": ("WACOLL_CHECK", "beside", "off"),
@@ -61,8 +66,10 @@ def test_settings_that_agree_are_used(mpi, monkeypatch):
     try:
         got = np.zeros(3)
         comm.Allreduce(np.full(3, RANK + 1.0), got)
-        mpi.assert_all(comm.network.nclusters == 2 and comm.last_family != "native",
-                       f"{comm.network.nclusters} clusters, family {comm.last_family}")
+        mpi.assert_all(
+            comm.network.nclusters == 2 and comm.last_family != "native",
+            f"{comm.network.nclusters} clusters, family {comm.last_family}",
+        )
         mpi.assert_all(np.array_equal(got, np.full(3, SIZE * (SIZE + 1) / 2)), str(got))
     finally:
         comm.Free()

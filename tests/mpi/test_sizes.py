@@ -44,8 +44,10 @@ def payload(nbytes, rank, seed=0):
     """Bytes of ``rank``: about one in five is zero (cheap to make at 4 MiB)."""
     if nbytes not in _PATTERNS:
         i = np.arange(nbytes, dtype=np.uint32)
-        _PATTERNS[nbytes] = (((i * 2654435761) >> 13).astype(np.uint8),
-                             (i % 5).astype(np.uint8))
+        _PATTERNS[nbytes] = (
+            ((i * 2654435761) >> 13).astype(np.uint8),
+            (i % 5).astype(np.uint8),
+        )
     base, mod5 = _PATTERNS[nbytes]
     out = base ^ np.uint8(((rank + 1) * (seed + 97)) & 0xFF)
     out[mod5 == (-3 * rank) % 5] = 0
@@ -85,8 +87,9 @@ def test_sizes(mpi, nbytes, last_nonzero):
     for layout in layouts(mpi):
         # 4 MiB go in 1 MiB segments (the default 256 KiB would mean 16 pipeline
         # stages, slow on an oversubscribed machine; segmenting has its own test)
-        comm = mpi.comm(layout) if nbytes < MIB4 else mpi.comm(layout,
-                                                               segment_size=1 << 20)
+        comm = (
+            mpi.comm(layout) if nbytes < MIB4 else mpi.comm(layout, segment_size=1 << 20)
+        )
         cases = []
         # Bcast from the last rank
         buf = payload(nbytes, ME, 1) if ME == root else np.zeros(nbytes, np.uint8)
@@ -104,37 +107,64 @@ def test_sizes(mpi, nbytes, last_nonzero):
         want_sum = np.empty_like(mine)
         W.Allreduce(mine, want_sum, op=MPI.SUM)
         got_sum = np.zeros_like(mine)
-        cases.append(("Allreduce SUM", lambda: comm.Allreduce(mine, got_sum, op=MPI.SUM),
-                      got_sum, want_sum))
+        cases.append(
+            (
+                "Allreduce SUM",
+                lambda: comm.Allreduce(mine, got_sum, op=MPI.SUM),
+                got_sum,
+                want_sum,
+            )
+        )
         got_red = np.zeros_like(mine) if ME == root else None
-        cases.append(("Reduce SUM", lambda: comm.Reduce(mine, got_red, op=MPI.SUM,
-                                                        root=root),
-                      got_red, want_sum if ME == root else None))
+        cases.append(
+            (
+                "Reduce SUM",
+                lambda: comm.Reduce(mine, got_red, op=MPI.SUM, root=root),
+                got_red,
+                want_sum if ME == root else None,
+            )
+        )
         # non-commutative user operator at the strict level: compared with numpy
         if nbytes < MIB4:
             own = payload(nbytes, ME, 7)
             got_nc = np.zeros_like(own)
-            cases.append(("Allreduce last-nonzero", lambda: comm.Allreduce(
-                own, got_nc, op=last_nonzero, level="strict"), got_nc, ref))
+            cases.append(
+                (
+                    "Allreduce last-nonzero",
+                    lambda: comm.Allreduce(own, got_nc, op=last_nonzero, level="strict"),
+                    got_nc,
+                    ref,
+                )
+            )
             got_nr = np.zeros_like(own) if ME == 0 else None
-            cases.append(("Reduce last-nonzero", lambda: comm.Reduce(
-                own, got_nr, op=last_nonzero, root=0, level="strict"), got_nr,
-                ref if ME == 0 else None))
+            cases.append(
+                (
+                    "Reduce last-nonzero",
+                    lambda: comm.Reduce(
+                        own, got_nr, op=last_nonzero, root=0, level="strict"
+                    ),
+                    got_nr,
+                    ref if ME == 0 else None,
+                )
+            )
         for what, run, got, want in cases:
             _, exc = mpi.outcome(run)
             if exc is not None:
                 problems.append(f"{what} on {layout} raised {exc!r}")
             elif want is not None and got.tobytes() != want.tobytes():
                 bad = np.flatnonzero(got != want)
-                problems.append(f"{what} on {layout}: {bad.size} bytes differ, first "
-                                f"at {bad[0]}")
+                problems.append(
+                    f"{what} on {layout}: {bad.size} bytes differ, first at {bad[0]}"
+                )
     mpi.assert_all(not problems, "; ".join(problems[:3]))
 
 
 @pytest.mark.mpi(min_size=1)
-@pytest.mark.parametrize(("segment_size", "nbytes"),
-                         [(64, 513), (1 << 16, 1 << 18)],
-                         ids=["64B-of-513B", "64KiB-of-256KiB"])
+@pytest.mark.parametrize(
+    ("segment_size", "nbytes"),
+    [(64, 513), (1 << 16, 1 << 18)],
+    ids=["64B-of-513B", "64KiB-of-256KiB"],
+)
 def test_segment_size_gives_the_same_results(mpi, segment_size, nbytes, last_nonzero):
     """Pipelined segments: same bytes as MPI (exact data) and as the unsegmented
     strict plans (floating point)."""
@@ -145,13 +175,18 @@ def test_segment_size_gives_the_same_results(mpi, segment_size, nbytes, last_non
     root = P - 1
     x = mpi.random(n, 11)
     problems = []
-    for method, kwargs in (("Allreduce", {}), ("Reduce", {"root": root}), ("Scan", {}),
-                           ("Exscan", {})):
+    for method, kwargs in (
+        ("Allreduce", {}),
+        ("Reduce", {"root": root}),
+        ("Scan", {}),
+        ("Exscan", {}),
+    ):
         outs = []
         for comm in (plain, seg):
             recv = np.zeros(n) if method != "Reduce" or ME == root else None
-            _, exc = mpi.outcome(lambda: getattr(comm, method)(x, recv, op=MPI.SUM,
-                                                               **kwargs))
+            _, exc = mpi.outcome(
+                lambda: getattr(comm, method)(x, recv, op=MPI.SUM, **kwargs)
+            )
             if exc is not None:
                 problems.append(f"{method} segment_size={comm.segment_size}: {exc!r}")
             outs.append(recv)
@@ -172,8 +207,9 @@ def test_segment_size_gives_the_same_results(mpi, segment_size, nbytes, last_non
     # up to a multiple of its owners; its parameters keep the policy's segments)
     segments = dict(seg.last_plan.params).get("segments", seg.last_plan.nblocks)
     if segments != min(-(-nbytes // segment_size), MAX_SEGMENTS):
-        problems.append(f"segment_size={segment_size} cut {nbytes} bytes into "
-                        f"{segments} segment(s)")
+        problems.append(
+            f"segment_size={segment_size} cut {nbytes} bytes into {segments} segment(s)"
+        )
     mpi.assert_all(not problems, "; ".join(problems[:3]))
 
 
@@ -193,14 +229,19 @@ def test_one_cluster_default_is_the_mpi_library(mpi):
             problems.append(f"Bcast of {n} bytes ran {comm.last_family}")
         got, want = np.zeros(n, np.uint8), np.zeros(n, np.uint8)
         W.Allreduce(payload(n, ME, 5), want, op=MPI.SUM)
-        mpi.run(lambda: comm.Allreduce(payload(n, ME, 5), got, op=MPI.SUM),
-                f"Allreduce of {n} bytes")
+        mpi.run(
+            lambda: comm.Allreduce(payload(n, ME, 5), got, op=MPI.SUM),
+            f"Allreduce of {n} bytes",
+        )
         if got.tobytes() != want.tobytes() or comm.last_family != "native":
-            problems.append(f"Allreduce of {n} bytes: {comm.last_family}, "
-                            f"{(got == want).all()}")
+            problems.append(
+                f"Allreduce of {n} bytes: {comm.last_family}, {(got == want).all()}"
+            )
     strict = np.zeros(1000)
-    mpi.run(lambda: comm.Allreduce(mpi.random(1000, 3), strict, op=MPI.SUM,
-                                   level="strict"), "strict Allreduce")
+    mpi.run(
+        lambda: comm.Allreduce(mpi.random(1000, 3), strict, op=MPI.SUM, level="strict"),
+        "strict Allreduce",
+    )
     if comm.last_family != "mpich":
         problems.append(f"strict Allreduce ran {comm.last_family}")
     mpi.assert_all(not problems, "; ".join(problems[:3]))

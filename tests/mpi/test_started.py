@@ -41,16 +41,29 @@ def _calls(comm, i):
     inplace = np.full(3, ME + i, np.int64)
     want = np.zeros(3, np.int64)
     W.Allreduce(np.full(3, ME + i, np.int64), want, op=MPI.MAX)
-    rounds.append(("Iallreduce in place",
-                   comm.Iallreduce(MPI.IN_PLACE, inplace, op=MPI.MAX), inplace, want))
+    rounds.append(
+        (
+            "Iallreduce in place",
+            comm.Iallreduce(MPI.IN_PLACE, inplace, op=MPI.MAX),
+            inplace,
+            want,
+        )
+    )
     out, want = np.zeros(4), np.zeros(4)
     W.Reduce(np.full(4, ME + 0.5), want, op=MPI.SUM, root=P - 1)
-    rounds.append(("Ireduce", comm.Ireduce(np.full(4, ME + 0.5), out, op=MPI.SUM,
-                                           root=P - 1), out, want))
+    rounds.append(
+        (
+            "Ireduce",
+            comm.Ireduce(np.full(4, ME + 0.5), out, op=MPI.SUM, root=P - 1),
+            out,
+            want,
+        )
+    )
     out, want = np.zeros(2 * P), np.zeros(2 * P)
     W.Allgather(np.full(2, ME + i, float), want)
-    rounds.append(("Iallgather", comm.Iallgather(np.full(2, ME + i, float), out),
-                   out, want))
+    rounds.append(
+        ("Iallgather", comm.Iallgather(np.full(2, ME + i, float), out), out, want)
+    )
     send = np.arange(P, dtype=np.int32) + 10 * ME
     out, want = np.zeros(P, np.int32), np.zeros(P, np.int32)
     W.Alltoall(send, want)
@@ -83,8 +96,10 @@ def test_repeated_nonblocking_calls_are_replayed_and_match_the_library(mpi, fini
             for label, _, got, want in rounds:
                 if got is not None and got.tobytes() != want.tobytes():
                     problems.append(f"{layout} {label} round {i}: {got} != {want}")
-        if routes[1:] != ["replayed", "replayed"] or \
-                routes[0] not in ("compiled", "python"):
+        if routes[1:] != ["replayed", "replayed"] or routes[0] not in (
+            "compiled",
+            "python",
+        ):
             problems.append(f"{layout}: routes {routes}")
         comm.Free()
     mpi.assert_all(not problems, "; ".join(problems[:3]))
@@ -99,14 +114,17 @@ def test_calls_in_flight_of_one_recorded_form_keep_apart(mpi):
         comm = _comm(mpi, layout)
         comm.Iallreduce(np.zeros(3), np.zeros(3), op=MPI.SUM).Wait()
         outs = [np.zeros(3) for _ in range(7)]
-        requests = [comm.Iallreduce(np.full(3, float(k * ME)), outs[k], op=MPI.SUM)
-                    for k in range(7)]
+        requests = [
+            comm.Iallreduce(np.full(3, float(k * ME)), outs[k], op=MPI.SUM)
+            for k in range(7)
+        ]
         MPI.Request.Waitall(requests[::2])
         for r in requests[1::2]:
             r.Wait()
         for k in range(7):
-            mpi.assert_equal(outs[k], np.full(3, float(k * P * (P - 1) // 2)),
-                             f"{layout} call {k}")
+            mpi.assert_equal(
+                outs[k], np.full(3, float(k * P * (P - 1) // 2)), f"{layout} call {k}"
+            )
         comm.Free()
 
 
@@ -157,8 +175,10 @@ def test_calls_on_the_python_route_are_advanced_by_one_thread(mpi):
     rng = np.random.default_rng(ME)
     for i in range(60):
         outs = [np.zeros(16) for _ in range(3)]
-        requests = [comm.Iallreduce(np.full(16, float(ME + i + k)), outs[k],
-                                    op=MPI.SUM) for k in range(3)]
+        requests = [
+            comm.Iallreduce(np.full(16, float(ME + i + k)), outs[k], op=MPI.SUM)
+            for k in range(3)
+        ]
         for r in requests[::-1]:
             if rng.random() < 0.5:
                 r.Wait()
@@ -166,8 +186,9 @@ def test_calls_on_the_python_route_are_advanced_by_one_thread(mpi):
                 while not r.Test():
                     pass
         for k in range(3):
-            mpi.assert_equal(outs[k], np.full(16, float(P * (P - 1) // 2 +
-                                                         P * (i + k))), f"{i}.{k}")
+            mpi.assert_equal(
+                outs[k], np.full(16, float(P * (P - 1) // 2 + P * (i + k))), f"{i}.{k}"
+            )
     comm.Free()
 
 

@@ -50,7 +50,6 @@ import numpy as np
 
 from wacoll.errors import compiled_missing
 
-
 try:
     from wacoll._kernels import _reduce
     from wacoll._kernels._copy import copy_buffers as _copy_buffers
@@ -82,8 +81,7 @@ __all__ = [
 def _load_variant():
     """The fastest reduction module this processor runs ($WACOLL_KERNELS=baseline
     forces the portable one)."""
-    if (setting("WACOLL_KERNELS") or "").lower() != "baseline" and \
-            _reduce.cpu_has_avx2():
+    if (setting("WACOLL_KERNELS") or "").lower() != "baseline" and _reduce.cpu_has_avx2():
         try:
             from wacoll._kernels import _reduce_avx2
         except ImportError:  # built without it (not x86-64, or no compiler support)
@@ -100,7 +98,6 @@ _reduce_fast = _reducer.reduce_fast
 OPERATORS = _reducer.OPERATORS
 #: The element types the reduction kernels handle, as numpy dtypes.
 DTYPES = tuple(np.dtype(name) for name in _reducer.TYPE_NAMES)
-
 
 
 # Status codes of the compiled entry points (the S_* enum of _types.pxd).
@@ -122,11 +119,14 @@ _NAME_CODES = {name.upper(): code for code, name in enumerate(OPERATORS)}
 _NAME_CODES.update(MINLOC=_MINLOC, MAXLOC=_MAXLOC)
 #: Element types outside the compiled kernels that numpy combines: long double and
 #: long double complex (MPI.LONG_DOUBLE, MPI.C_LONG_DOUBLE_COMPLEX).
-_NUMPY_TYPES = tuple(dict.fromkeys(
-    np.dtype(t) for t in (np.longdouble, np.clongdouble)
-    if np.dtype(t) not in (np.dtype(np.float64), np.dtype(np.complex128))))
-_NUMPY_UFUNCS = {"sum": np.add, "prod": np.multiply, "min": np.minimum,
-                 "max": np.maximum}
+_NUMPY_TYPES = tuple(
+    dict.fromkeys(
+        np.dtype(t)
+        for t in (np.longdouble, np.clongdouble)
+        if np.dtype(t) not in (np.dtype(np.float64), np.dtype(np.complex128))
+    )
+)
+_NUMPY_UFUNCS = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}
 
 # Where MPI defines each operator, for error messages.
 _DOMAINS = {
@@ -199,8 +199,10 @@ def _mpi_op_code(op, MPI):
             _reducer.register_operator(op, code)  # later calls take the fast path
         return code
     if op.is_predefined:
-        name = next((f"MPI.{n}" for n in _MPI_UNSUPPORTED if getattr(MPI, n, None) == op),
-                    "this predefined operator")
+        name = next(
+            (f"MPI.{n}" for n in _MPI_UNSUPPORTED if getattr(MPI, n, None) == op),
+            "this predefined operator",
+        )
         raise OperatorError(f"{name} is not supported by wacoll's reduction kernels")
     return _USER
 
@@ -211,16 +213,22 @@ def _op_code(op):
         # (ASCII only: upper() maps a few other letters onto ASCII ones, "ſum" to SUM)
         code = _NAME_CODES.get(operator_name(op)) if op.isascii() else None
         if code is None:
-            raise OperatorError(f"unknown reduction operator {op!r}; expected one of "
-                                + ", ".join(OPERATORS + ("minloc", "maxloc")))
-        if op.__class__ is str and code >= 0:  # a spelling such as "Sum": let the fast path know it
+            raise OperatorError(
+                f"unknown reduction operator {op!r}; expected one of "
+                + ", ".join(OPERATORS + ("minloc", "maxloc"))
+            )
+        if (
+            op.__class__ is str and code >= 0
+        ):  # a spelling such as "Sum": let the fast path know it
             _reducer.register_operator(op, code)
         return code
     MPI = _mpi_module()
     if MPI is not None and isinstance(op, MPI.Op):
         return _mpi_op_code(op, MPI)
-    raise OperatorError("a reduction operator is a name such as 'sum' or an mpi4py "
-                        f"MPI.Op, not {type(op).__name__}")
+    raise OperatorError(
+        "a reduction operator is a name such as 'sum' or an mpi4py "
+        f"MPI.Op, not {type(op).__name__}"
+    )
 
 
 def kernel_codes(op, dtype):
@@ -277,10 +285,12 @@ def _buffer_fault(where, name, obj, writable):
         view = memoryview(obj)
     except TypeError:
         return BufferMismatchError(
-            f"{where}: {name} is a {type(obj).__name__}, not an array or buffer")
+            f"{where}: {name} is a {type(obj).__name__}, not an array or buffer"
+        )
     except (ValueError, BufferError):
         return BufferMismatchError(
-            f"{where}: {name} of dtype {_dtype_name(obj)} cannot export a buffer")
+            f"{where}: {name} of dtype {_dtype_name(obj)} cannot export a buffer"
+        )
     if not view.c_contiguous:
         return BufferMismatchError(f"{where}: {name} is not C-contiguous")
     if writable and view.readonly:
@@ -301,30 +311,40 @@ def _status_error(status, where, names, a, b):
     if status == _S_DST_BUFFER:
         return _buffer_fault(where, nb, b, True)
     if status == _S_DTYPE:
-        bad = [(n, _dtype_name(x)) for n, x in ((na, a), (nb, b))
-               if np.asarray(x).dtype not in _TYPE_CODES]
+        bad = [
+            (n, _dtype_name(x))
+            for n, x in ((na, a), (nb, b))
+            if np.asarray(x).dtype not in _TYPE_CODES
+        ]
         n, dt = bad[0] if bad else (nb, _dtype_name(b))
         return BufferMismatchError(
             f"{where}: {n} has dtype {dt}, which the kernels do not handle; expected "
-            "one of " + ", ".join(_reducer.TYPE_NAMES) + " in native byte order")
+            "one of " + ", ".join(_reducer.TYPE_NAMES) + " in native byte order"
+        )
     if status == _S_MISMATCH:
-        return BufferMismatchError(f"{where}: dtype mismatch: {na} is {_dtype_name(a)}, "
-                                   f"{nb} is {_dtype_name(b)}")
+        return BufferMismatchError(
+            f"{where}: dtype mismatch: {na} is {_dtype_name(a)}, {nb} is {_dtype_name(b)}"
+        )
     if status == _S_LENGTH:
-        return BufferMismatchError(f"{where}: {na} has {_size(a)} elements, "
-                                   f"{nb} has {_size(b)}")
+        return BufferMismatchError(
+            f"{where}: {na} has {_size(a)} elements, {nb} has {_size(b)}"
+        )
     if status == _S_ALIGN:
         return BufferMismatchError(f"{where}: {na} or {nb} is not aligned for its dtype")
     if status == _S_OBJECT:
-        return BufferMismatchError(f"{where}: {_dtype_name(a)} elements hold Python "
-                                   "objects and cannot be copied as bytes")
+        return BufferMismatchError(
+            f"{where}: {_dtype_name(a)} elements hold Python "
+            "objects and cannot be copied as bytes"
+        )
     return BufferMismatchError(f"{where}: invalid buffers (status {status})")
 
 
 def _op_dtype_error(code, dtype):
     name = OPERATORS[code]
-    return BufferMismatchError(f"MPI.{name.upper()} is not defined for {dtype} "
-                               f"(MPI defines it for {_DOMAINS[name]})")
+    return BufferMismatchError(
+        f"MPI.{name.upper()} is not defined for {dtype} "
+        f"(MPI defines it for {_DOMAINS[name]})"
+    )
 
 
 def reduce_into(op, src, dst, side="right"):
@@ -437,12 +457,18 @@ def _reduce_repro(src, dst):
     (the ``numpy.void`` element dtype of the reproducible-sum module), exactly."""
     for name, obj, writable in (("src", src, False), ("dst", dst, True)):
         dt = getattr(obj, "dtype", None)
-        if not isinstance(obj, np.ndarray) or obj.ndim != 1 or dt.kind != "V" or \
-                dt.names is not None or dt.itemsize not in _ACC_ROW:
+        if (
+            not isinstance(obj, np.ndarray)
+            or obj.ndim != 1
+            or dt.kind != "V"
+            or dt.names is not None
+            or dt.itemsize not in _ACC_ROW
+        ):
             raise BufferMismatchError(
                 f"reduce_into: {REPRO_SUM} needs 1-D arrays of accumulator elements "
                 f"(void of 24, 32, 48 or 64 bytes); {name} is no array of accumulator "
-                f"elements")
+                f"elements"
+            )
         if not obj.flags.c_contiguous or (writable and not obj.flags.writeable):
             raise _buffer_fault("reduce_into", name, obj, writable)
     if src.dtype != dst.dtype:
@@ -454,15 +480,19 @@ def _reduce_repro(src, dst):
     if np.may_share_memory(src, dst):  # the kernel reads src while writing dst
         src = src.copy()
     width = _ACC_ROW[dst.dtype.itemsize]
-    _repro_module().combine(src.view(np.int64).reshape(-1, width),
-                            dst.view(np.int64).reshape(-1, width))
+    _repro_module().combine(
+        src.view(np.int64).reshape(-1, width), dst.view(np.int64).reshape(-1, width)
+    )
 
 
 def _reduce_user(op, src, dst, left):
     """Apply a user-defined mpi4py operator through ``Reduce_local``."""
     for name, obj, writable in (("src", src, False), ("dst", dst, True)):
-        if not isinstance(obj, np.ndarray) or not obj.flags.c_contiguous or (
-                writable and not obj.flags.writeable):
+        if (
+            not isinstance(obj, np.ndarray)
+            or not obj.flags.c_contiguous
+            or (writable and not obj.flags.writeable)
+        ):
             raise _buffer_fault("reduce_into", name, obj, writable)
     if src.dtype != dst.dtype:
         raise _status_error(_S_MISMATCH, "reduce_into", ("src", "dst"), src, dst)
@@ -473,27 +503,32 @@ def _reduce_user(op, src, dst, left):
     if left:
         # MPI forbids aliasing inbuf and inoutbuf.
         incoming = src.copy() if np.may_share_memory(src, dst) else src
-        op.Reduce_local(incoming, dst)          # dst = src (op) dst
+        op.Reduce_local(incoming, dst)  # dst = src (op) dst
     else:
         result = src.copy()
-        op.Reduce_local(dst, result)            # result = dst (op) src
+        op.Reduce_local(dst, result)  # result = dst (op) src
         dst[...] = result.reshape(dst.shape)
 
 
 def _is_pair(dtype):
     """A (value, index) pair dtype of MPI's MINLOC/MAXLOC types."""
     names = dtype.names
-    return names is not None and len(names) == 2 and \
-        dtype.fields[names[1]][0] == np.dtype(np.intc) and \
-        dtype.fields[names[0]][0].kind in "iuf"
+    return (
+        names is not None
+        and len(names) == 2
+        and dtype.fields[names[1]][0] == np.dtype(np.intc)
+        and dtype.fields[names[0]][0].kind in "iuf"
+    )
 
 
 def _validate_numpy(code, dtype):
     if code in (_MINLOC, _MAXLOC):
         if not _is_pair(dtype):
-            raise OperatorError(f"MPI.{'MINLOC' if code == _MINLOC else 'MAXLOC'} "
-                                f"needs (value, index) pairs such as MPI.DOUBLE_INT, "
-                                f"not {dtype}")
+            raise OperatorError(
+                f"MPI.{'MINLOC' if code == _MINLOC else 'MAXLOC'} "
+                f"needs (value, index) pairs such as MPI.DOUBLE_INT, "
+                f"not {dtype}"
+            )
         return
     name = OPERATORS[code]
     if name not in _NUMPY_UFUNCS or (dtype.kind == "c" and name in ("min", "max")):
@@ -568,7 +603,9 @@ def validate_op(op, dtype):
     if t is None:
         raise BufferMismatchError(
             f"dtype {dtype} is not handled by the reduction kernels; expected one of "
-            + ", ".join(_reducer.TYPE_NAMES) + " in native byte order")
+            + ", ".join(_reducer.TYPE_NAMES)
+            + " in native byte order"
+        )
     if (code, t) not in _reducer.SUPPORTED:
         raise _op_dtype_error(code, dtype)
 
@@ -615,20 +652,27 @@ def copy_into(src, dst):
     status = _copy_buffers(src, dst)
     if status:
         if status == _S_LENGTH:
-            raise BufferMismatchError(f"copy_into: dst has {memoryview(dst).nbytes} "
-                                      f"bytes, src {memoryview(src).nbytes}")
+            raise BufferMismatchError(
+                f"copy_into: dst has {memoryview(dst).nbytes} "
+                f"bytes, src {memoryview(src).nbytes}"
+            )
         raise _status_error(status, "copy_into", ("src", "dst"), src, dst)
 
 
 def _index_array(values, where, name):
     """``values`` as a contiguous 1-D intp array, refusing non-integers."""
-    if (values.__class__ is np.ndarray and values.dtype == np.intp
-            and values.ndim == 1 and values.flags.c_contiguous):
+    if (
+        values.__class__ is np.ndarray
+        and values.dtype == np.intp
+        and values.ndim == 1
+        and values.flags.c_contiguous
+    ):
         return values
     arr = np.asarray(values)
     if arr.ndim != 1:
-        raise BufferMismatchError(f"{where}: {name} must be one-dimensional, "
-                                  f"not of shape {arr.shape}")
+        raise BufferMismatchError(
+            f"{where}: {name} must be one-dimensional, not of shape {arr.shape}"
+        )
     if arr.size and arr.dtype.kind not in "iu":
         raise BufferMismatchError(f"{where}: {name} must hold integers, not {arr.dtype}")
     return np.ascontiguousarray(arr, dtype=np.intp)
@@ -636,23 +680,27 @@ def _index_array(values, where, name):
 
 def _layout_error(status, where, displs, counts, full_name, full, packed_name, packed):
     if status == _S_BLOCKS:
-        return BufferMismatchError(f"{where}: {len(displs)} displacements but "
-                                   f"{len(counts)} counts")
+        return BufferMismatchError(
+            f"{where}: {len(displs)} displacements but {len(counts)} counts"
+        )
     if status == _S_NEGATIVE:
         i = int(np.flatnonzero((displs < 0) | (counts < 0))[0])
         return BufferMismatchError(
             f"{where}: block {i} has displacement {displs[i]} and count {counts[i]}; "
-            "both must be non-negative")
+            "both must be non-negative"
+        )
     if status == _S_BOUNDS:
         n = _size(full)
         i = int(np.flatnonzero(displs > n - counts)[0])
         return BufferMismatchError(
             f"{where}: block {i} (displacement {displs[i]}, count {counts[i]}) runs "
-            f"past the end of {full_name} ({n} elements)")
+            f"past the end of {full_name} ({n} elements)"
+        )
     if status == _S_TOTAL:
         return BufferMismatchError(
             f"{where}: counts add up to {int(counts.sum())} elements, {packed_name} "
-            f"has {_size(packed)}")
+            f"has {_size(packed)}"
+        )
     return None
 
 
@@ -692,8 +740,10 @@ def pack(src, displs, counts, out):
     if status == _S_OVERLAP:
         status = _pack_buffers(np.array(src, copy=True), d, c, out)
     if status:
-        raise (_layout_error(status, "pack", d, c, "src", src, "out", out)
-               or _status_error(status, "pack", ("src", "out"), src, out))
+        raise (
+            _layout_error(status, "pack", d, c, "src", src, "out", out)
+            or _status_error(status, "pack", ("src", "out"), src, out)
+        )
 
 
 def unpack(packed, displs, counts, dst):
@@ -734,8 +784,10 @@ def unpack(packed, displs, counts, dst):
         packed = np.array(packed, copy=True)
         status = _unpack_buffers(packed, d, c, dst, False)
     if status:
-        raise (_layout_error(status, "unpack", d, c, "dst", dst, "packed", packed)
-               or _status_error(status, "unpack", ("packed", "dst"), packed, dst))
+        raise (
+            _layout_error(status, "unpack", d, c, "dst", dst, "packed", packed)
+            or _status_error(status, "unpack", ("packed", "dst"), packed, dst)
+        )
 
 
 def _validate_disjoint(displs, counts):

@@ -147,6 +147,7 @@ __all__ = [
 def _load_variant():
     """The AVX2 build where the reduction kernels use theirs, else the portable one."""
     from wacoll._kernels import KERNEL_VARIANT as variant
+
     if variant == "avx2":
         try:
             from wacoll._kernels import _repro_avx2
@@ -155,6 +156,7 @@ def _load_variant():
         else:
             return _repro_avx2, "avx2"
     from wacoll._kernels import _repro
+
     return _repro, "baseline"
 
 
@@ -167,16 +169,23 @@ compiled, KERNEL_VARIANT = _load_variant()
 #: The value dtypes handled, in native byte order.
 DTYPES = tuple(np.dtype(n) for n in ("float32", "float64", "complex64", "complex128"))
 #: The number of bins an accumulator keeps, by value dtype.
-FOLD = {np.dtype("float32"): 2, np.dtype("float64"): 3,
-        np.dtype("complex64"): 2, np.dtype("complex128"): 3}
+FOLD = {
+    np.dtype("float32"): 2,
+    np.dtype("float64"): 3,
+    np.dtype("complex64"): 2,
+    np.dtype("complex128"): 3,
+}
 #: The width of a bin in bits (each value's piece in a bin is below 2**BIN_BITS).
 BIN_BITS = 32
 #: The most values one accumulator sums exactly (the count in its head).
 MAX_DEPOSITS = compiled.MAX_DEPOSITS
 
-_REAL = {np.dtype("float32"): np.dtype("float32"), np.dtype("float64"): np.dtype("float64"),
-         np.dtype("complex64"): np.dtype("float32"),
-         np.dtype("complex128"): np.dtype("float64")}
+_REAL = {
+    np.dtype("float32"): np.dtype("float32"),
+    np.dtype("float64"): np.dtype("float64"),
+    np.dtype("complex64"): np.dtype("float32"),
+    np.dtype("complex128"): np.dtype("float64"),
+}
 _DOUBLE = frozenset(dt for dt in DTYPES if _REAL[dt] == np.float64)
 _TAIL = {dt: ((2,) if dt.kind == "c" else ()) + (FOLD[dt] + 1,) for dt in DTYPES}
 _BY_TAIL = {tail: dt for dt, tail in _TAIL.items()}
@@ -188,11 +197,13 @@ def _value_dtype(dtype, where="accumulator_dtype"):
     try:
         dt = np.dtype(dtype)
     except TypeError:
-        raise BufferMismatchError(f"{where}: {dtype!r} is not a dtype; expected "
-                                  + _EXPECTED) from None
+        raise BufferMismatchError(
+            f"{where}: {dtype!r} is not a dtype; expected " + _EXPECTED
+        ) from None
     if dt not in _TAIL:
-        raise BufferMismatchError(f"{where}: dtype {dt} has no reproducible sum; "
-                                  "expected " + _EXPECTED)
+        raise BufferMismatchError(
+            f"{where}: dtype {dt} has no reproducible sum; expected " + _EXPECTED
+        )
     return dt
 
 
@@ -257,7 +268,9 @@ def new_accumulator(n, dtype):
 def _validate_values(where, x):
     """``x``'s dtype, after checking it is a 1-D C-contiguous aligned array."""
     if not isinstance(x, np.ndarray):
-        raise BufferMismatchError(f"{where}: x is a {type(x).__name__}, not a numpy array")
+        raise BufferMismatchError(
+            f"{where}: x is a {type(x).__name__}, not a numpy array"
+        )
     dt = x.dtype
     if dt not in _TAIL:
         raise BufferMismatchError(f"{where}: x has dtype {dt}; expected " + _EXPECTED)
@@ -275,11 +288,14 @@ def _validate_acc(where, name, acc, writable, dtype=None, n=None):
     """The value dtype ``acc`` is laid out for, after checking the array: int64,
     C-contiguous, aligned, (writable), and of shape ``(n,) + tail`` for ``dtype``."""
     if not isinstance(acc, np.ndarray):
-        raise BufferMismatchError(f"{where}: {name} is a {type(acc).__name__}, "
-                                  "not a numpy array")
+        raise BufferMismatchError(
+            f"{where}: {name} is a {type(acc).__name__}, not a numpy array"
+        )
     if acc.dtype != _INT64:
-        raise BufferMismatchError(f"{where}: {name} has dtype {acc.dtype}; an "
-                                  "accumulator is int64 in native byte order")
+        raise BufferMismatchError(
+            f"{where}: {name} has dtype {acc.dtype}; an "
+            "accumulator is int64 in native byte order"
+        )
     flags = acc.flags
     if not flags.c_contiguous:
         raise BufferMismatchError(f"{where}: {name} is not C-contiguous")
@@ -292,12 +308,14 @@ def _validate_acc(where, name, acc, writable, dtype=None, n=None):
         if dtype is None:
             raise BufferMismatchError(
                 f"{where}: {name} has shape {acc.shape}, which is no accumulator layout; "
-                "expected (n, 4), (n, 3), (n, 2, 4) or (n, 2, 3)")
+                "expected (n, 4), (n, 3), (n, 2, 4) or (n, 2, 3)"
+            )
     want = (acc.shape[0] if n is None else n,) + _TAIL[dtype]
     if acc.shape != want:
         raise BufferMismatchError(
             f"{where}: {name} has shape {acc.shape}; {want[0]} {dtype} values need "
-            f"accumulators of shape {want}")
+            f"accumulators of shape {want}"
+        )
     return dtype
 
 
@@ -480,11 +498,14 @@ def from_accumulator(acc, out=None):
     else:
         if not isinstance(out, np.ndarray) or out.dtype != dt:
             have = out.dtype if isinstance(out, np.ndarray) else type(out).__name__
-            raise BufferMismatchError(f"from_accumulator: out has dtype {have}; the "
-                                      f"accumulators of shape {acc.shape} hold {dt}")
+            raise BufferMismatchError(
+                f"from_accumulator: out has dtype {have}; the "
+                f"accumulators of shape {acc.shape} hold {dt}"
+            )
         if out.shape != (n,):
-            raise BufferMismatchError(f"from_accumulator: out has shape {out.shape}, "
-                                      f"expected ({n},)")
+            raise BufferMismatchError(
+                f"from_accumulator: out has shape {out.shape}, expected ({n},)"
+            )
         if not out.flags.c_contiguous:
             raise BufferMismatchError("from_accumulator: out is not C-contiguous")
         if not out.flags.writeable:
@@ -497,7 +518,9 @@ def from_accumulator(acc, out=None):
         index = bad // 2 if dt.kind == "c" else bad
         raise AccumulatorOverflowError(
             f"from_accumulator: element {index} sums more than {MAX_DEPOSITS} values, "
-            "beyond what its bins hold exactly", index=index)
+            "beyond what its bins hold exactly",
+            index=index,
+        )
     return out
 
 
@@ -528,8 +551,9 @@ def reproducible_sum(arrays):
     acc = to_accumulator(first)
     for x in arrays[1:]:
         if isinstance(x, np.ndarray) and x.dtype != first.dtype:
-            raise BufferMismatchError(f"reproducible_sum: dtype mismatch: {first.dtype} "
-                                      f"and {x.dtype}")
+            raise BufferMismatchError(
+                f"reproducible_sum: dtype mismatch: {first.dtype} and {x.dtype}"
+            )
         add_values(x, acc)
     return from_accumulator(acc)
 
@@ -575,16 +599,22 @@ def as_accumulators(elements):
     [1.0, 2.0]
     """
     if not isinstance(elements, np.ndarray):
-        raise BufferMismatchError(f"as_accumulators: a {type(elements).__name__} is "
-                                  "not a numpy array")
+        raise BufferMismatchError(
+            f"as_accumulators: a {type(elements).__name__} is not a numpy array"
+        )
     if elements.dtype == _INT64:
         return elements
     tail = _TAIL_BY_BYTES.get(elements.dtype.itemsize)
-    if elements.dtype.kind != "V" or elements.dtype.names is not None or tail is None \
-            or elements.ndim != 1:
+    if (
+        elements.dtype.kind != "V"
+        or elements.dtype.names is not None
+        or tail is None
+        or elements.ndim != 1
+    ):
         raise BufferMismatchError(
             f"as_accumulators: {elements.dtype} {elements.ndim}-D array is no array of "
-            "accumulator elements (1-D V24, V32, V48 or V64)")
+            "accumulator elements (1-D V24, V32, V48 or V64)"
+        )
     if not elements.flags.c_contiguous:
         raise BufferMismatchError("as_accumulators: the elements are not C-contiguous")
     return elements.view(_INT64).reshape((elements.shape[0],) + tail)

@@ -62,11 +62,18 @@ _VALUE_DTYPE = {repro.accumulator_bytes(dt): dt for dt in repro.DTYPES}
 def _element_layout(elements, where):
     """``(value dtype, rows as a 2-D int64 array)`` of accumulator elements."""
     dt = getattr(elements, "dtype", None)
-    if not isinstance(elements, np.ndarray) or elements.ndim != 1 or dt.kind != "V" \
-            or dt.names is not None or dt.itemsize not in _VALUE_DTYPE \
-            or not elements.flags.c_contiguous:
-        raise BufferMismatchError(f"{where}: expected a 1-D C-contiguous array of "
-                                  "accumulator elements (void of 24, 32, 48 or 64 bytes)")
+    if (
+        not isinstance(elements, np.ndarray)
+        or elements.ndim != 1
+        or dt.kind != "V"
+        or dt.names is not None
+        or dt.itemsize not in _VALUE_DTYPE
+        or not elements.flags.c_contiguous
+    ):
+        raise BufferMismatchError(
+            f"{where}: expected a 1-D C-contiguous array of "
+            "accumulator elements (void of 24, 32, 48 or 64 bytes)"
+        )
     acc = repro.as_accumulators(elements)
     return _VALUE_DTYPE[dt.itemsize], acc, acc.reshape(-1, acc.shape[-1])
 
@@ -128,8 +135,10 @@ def pack(elements, out=None):
         if out is None:
             out = np.empty(nbytes, np.uint8)
         elif out.dtype != np.uint8 or out.ndim != 1 or len(out) < nbytes:
-            raise BufferMismatchError(f"pack: out must be 1-D uint8 of at least {nbytes} "
-                                      f"bytes for these {len(elements)} elements")
+            raise BufferMismatchError(
+                f"pack: out must be 1-D uint8 of at least {nbytes} "
+                f"bytes for these {len(elements)} elements"
+            )
         header = out[:_HEADER].view(_WORD)
         header[:] = (_VALUES | _tag(elements) << 24, len(rows), 0)
         repro.from_accumulator(acc, out=out[_HEADER:nbytes].view(dt))
@@ -160,21 +169,25 @@ def unpack(message, out):
     dt, acc, rows = _element_layout(out, "unpack")
     raw = message.reshape(-1).view(np.uint8)
     if len(raw) < _HEADER:
-        raise BufferMismatchError(f"unpack: {len(raw)} bytes are no message (a header "
-                                  f"has {_HEADER}; {len(out)} {dt} elements were expected)")
+        raise BufferMismatchError(
+            f"unpack: {len(raw)} bytes are no message (a header "
+            f"has {_HEADER}; {len(out)} {dt} elements were expected)"
+        )
     form, tag = int(raw[0]), int(raw[3])
     if tag != _tag(out) or form not in (_VALUES, _wire.PACKED):
         sender = _VALUE_DTYPE.get(tag * 8)
         raise BufferMismatchError(
             f"unpack: the message carries {sender or 'no'} accumulators; {len(out)} {dt} "
-            "elements were expected")
+            "elements were expected"
+        )
     if form == _VALUES:
         got = int(raw[8:16].view(_WORD)[0])
         need = _HEADER + len(out) * dt.itemsize
         if got != len(rows) or len(raw) < need:
             raise BufferMismatchError(
                 f"unpack: the message carries {got} accumulator rows in {len(raw)} "
-                f"bytes; {len(out)} {dt} elements were expected")
+                f"bytes; {len(out)} {dt} elements were expected"
+            )
         values = raw[_HEADER:need].view(dt)
         if not values.flags.aligned:  # (a receive slot is aligned: this is rare)
             values = values.copy()
@@ -183,6 +196,7 @@ def unpack(message, out):
     try:
         _wire.unpack(raw, rows)
     except ValueError as exc:
-        raise BufferMismatchError(f"unpack: {exc} ({len(out)} {dt} elements were "
-                                  "expected)") from None
+        raise BufferMismatchError(
+            f"unpack: {exc} ({len(out)} {dt} elements were expected)"
+        ) from None
     return out

@@ -22,7 +22,8 @@ def parse_clusters(text: str) -> list:
     if re.fullmatch(r"\s*\d+(\s*,\s*\d+)*\s*", text):
         return [int(x) for x in text.split(",")]
     raise argparse.ArgumentTypeError(
-        f"cluster sizes look like 4x8 or 4,4,8; got {text!r}")
+        f"cluster sizes look like 4x8 or 4,4,8; got {text!r}"
+    )
 
 
 def parse_option(text: str):
@@ -70,7 +71,9 @@ def parse_duration(text: str) -> float:
     try:
         return parse(text)
     except TestbedError as exc:
-        raise argparse.ArgumentTypeError(f"{exc} (or a plain number of seconds)") from None
+        raise argparse.ArgumentTypeError(
+            f"{exc} (or a plain number of seconds)"
+        ) from None
 
 
 def parse_rate(text: str) -> float:
@@ -94,4 +97,5 @@ def parse_rate(text: str) -> float:
         return parse(text)
     except TestbedError as exc:
         raise argparse.ArgumentTypeError(
-            f"{exc} (or a plain number of bytes per second)") from None
+            f"{exc} (or a plain number of bytes per second)"
+        ) from None

@@ -19,34 +19,66 @@ __all__ = ["add_calibrate_parser", "run_calibrate"]
 def add_calibrate_parser(sub):
     """Add the ``calibrate`` subcommand to an ``argparse`` subparsers object."""
     p = sub.add_parser(
-        "calibrate", help="measure latency, bandwidth and t_ini; write a topology",
+        "calibrate",
+        help="measure latency, bandwidth and t_ini; write a topology",
         description="Run under mpiexec. Ping-pong every pair of ranks (sampled pairs "
-                    "beyond --all-pairs ranks), find the clusters from the gap between "
-                    "fast and slow links, measure bandwidth per cluster pair and each "
-                    "rank's message initiation cost, and write a topology file.")
-    p.add_argument("--out", default="topology.toml",
-                   help="topology file to write, .toml or .json (default topology.toml)")
+        "beyond --all-pairs ranks), find the clusters from the gap between "
+        "fast and slow links, measure bandwidth per cluster pair and each "
+        "rank's message initiation cost, and write a topology file.",
+    )
+    p.add_argument(
+        "--out",
+        default="topology.toml",
+        help="topology file to write, .toml or .json (default topology.toml)",
+    )
     p.add_argument("--report", metavar="JSON", help="also write the measurements as JSON")
     p.add_argument("--heatmap", metavar="PNG", help="also draw the latency matrix")
-    p.add_argument("--compare", metavar="FILE",
-                   help="a configured topology file to print beside the measured one")
-    p.add_argument("--reps", type=int, default=20, help="round trips per pair (default 20)")
-    p.add_argument("--small", type=int, default=8,
-                   help="bytes of the latency messages (default 8)")
-    p.add_argument("--large", type=int, default=1 << 16,
-                   help="bytes of the bandwidth messages (default 65536)")
-    p.add_argument("--window", type=int, default=4,
-                   help="bandwidth messages per burst (default 4)")
-    p.add_argument("--bandwidth-pairs", type=int, default=1,
-                   help="rank pairs timed per directed cluster pair (default 1; 0: none)")
-    p.add_argument("--all-pairs", type=int, default=32,
-                   help="time every pair up to this many ranks, sampled pairs beyond "
-                        "(default 32)")
-    p.add_argument("--min-gap", type=float, default=3.0,
-                   help="least ratio between slow and fast links for a split (default 3)")
+    p.add_argument(
+        "--compare",
+        metavar="FILE",
+        help="a configured topology file to print beside the measured one",
+    )
+    p.add_argument(
+        "--reps", type=int, default=20, help="round trips per pair (default 20)"
+    )
+    p.add_argument(
+        "--small", type=int, default=8, help="bytes of the latency messages (default 8)"
+    )
+    p.add_argument(
+        "--large",
+        type=int,
+        default=1 << 16,
+        help="bytes of the bandwidth messages (default 65536)",
+    )
+    p.add_argument(
+        "--window", type=int, default=4, help="bandwidth messages per burst (default 4)"
+    )
+    p.add_argument(
+        "--bandwidth-pairs",
+        type=int,
+        default=1,
+        help="rank pairs timed per directed cluster pair (default 1; 0: none)",
+    )
+    p.add_argument(
+        "--all-pairs",
+        type=int,
+        default=32,
+        help="time every pair up to this many ranks, sampled pairs beyond (default 32)",
+    )
+    p.add_argument(
+        "--min-gap",
+        type=float,
+        default=3.0,
+        help="least ratio between slow and fast links for a split (default 3)",
+    )
     progress = p.add_mutually_exclusive_group()
-    progress.add_argument("--progress", dest="progress", action="store_true", default=None,
-                          help="show progress (default: when stderr is a terminal)")
+    progress.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_true",
+        default=None,
+        help="show progress (default: when stderr is a terminal)",
+    )
     progress.add_argument("--no-progress", dest="progress", action="store_false")
     p.set_defaults(run=run_calibrate)
     return p
@@ -61,10 +93,17 @@ def run_calibrate(args) -> int:
 
     comm = MPI.COMM_WORLD
     configured = Topology.from_file(args.compare) if args.compare else None
-    report = measure(comm, reps=args.reps, small=args.small, large=args.large,
-                     window=args.window, bandwidth_pairs=args.bandwidth_pairs,
-                     all_pairs=args.all_pairs, min_gap=args.min_gap,
-                     progress=args.progress)
+    report = measure(
+        comm,
+        reps=args.reps,
+        small=args.small,
+        large=args.large,
+        window=args.window,
+        bandwidth_pairs=args.bandwidth_pairs,
+        all_pairs=args.all_pairs,
+        min_gap=args.min_gap,
+        progress=args.progress,
+    )
     if comm.Get_rank() != 0:
         return 0
     report.topology.save(args.out)
@@ -76,7 +115,9 @@ def run_calibrate(args) -> int:
         matplotlib.use("Agg")
         report.heatmap(args.heatmap)
     print(report.table(configured))
-    print(f"measured in {report.elapsed:.1f} s; wrote {args.out}"
-          + (f", {args.report}" if args.report else "")
-          + (f", {args.heatmap}" if args.heatmap else ""))
+    print(
+        f"measured in {report.elapsed:.1f} s; wrote {args.out}"
+        + (f", {args.report}" if args.report else "")
+        + (f", {args.heatmap}" if args.heatmap else "")
+    )
     return 0

@@ -22,10 +22,15 @@ Examples
 """
 
 from wacoll.emulate.launcher import RunResult
-from wacoll.errors import TestbedError, TestbedUnavailable
-from wacoll.emulate.probe import ProbeReport, PairResult
-from wacoll.emulate.testbed import Testbed, clean, list_testbeds, teardown, unavailable_reason
-from wacoll.errors import TestbedWarning
+from wacoll.emulate.probe import PairResult, ProbeReport
+from wacoll.emulate.testbed import (
+    Testbed,
+    clean,
+    list_testbeds,
+    teardown,
+    unavailable_reason,
+)
+from wacoll.errors import TestbedError, TestbedUnavailable, TestbedWarning
 
 __all__ = [
     "Testbed",

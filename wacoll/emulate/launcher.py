@@ -61,9 +61,21 @@ from wacoll.emulate.netns import CTL_BRIDGE, TUN_NAME, kill_netns_pids
 from wacoll.errors import TestbedError, TestbedUnavailable
 from wacoll.tools.launch import find_mpiexec, mpiexec_vendor
 
-__all__ = ["NETMODS", "IDLE_MODES", "RunResult", "transport_env", "transport_name",
-           "idle_env", "resolve_idle", "rankmap",
-           "install_launcher", "mpich_reason", "mpiexec_path", "mpiexec_command", "run_mpiexec"]
+__all__ = [
+    "NETMODS",
+    "IDLE_MODES",
+    "RunResult",
+    "transport_env",
+    "transport_name",
+    "idle_env",
+    "resolve_idle",
+    "rankmap",
+    "install_launcher",
+    "mpich_reason",
+    "mpiexec_path",
+    "mpiexec_command",
+    "run_mpiexec",
+]
 
 NETMODS = ("ucx", "ofi")
 #: How waiting ranks use the CPU: "auto" (yield when ranks outnumber cores),
@@ -75,11 +87,17 @@ LAUNCHER_SOURCE = Path(__file__).with_name("hydra_launch.sh")
 def transport_env(netmod: str, iface: str = TUN_NAME) -> dict:
     """Environment variables that pin MPICH's transport to TCP over the data device."""
     if netmod == "ucx":
-        return {"MPIR_CVAR_CH4_NETMOD": "ucx", "UCX_TLS": "tcp,self",
-                "UCX_NET_DEVICES": iface}
+        return {
+            "MPIR_CVAR_CH4_NETMOD": "ucx",
+            "UCX_TLS": "tcp,self",
+            "UCX_NET_DEVICES": iface,
+        }
     if netmod == "ofi":
-        return {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp",
-                "FI_TCP_IFACE": iface}
+        return {
+            "MPIR_CVAR_CH4_NETMOD": "ofi",
+            "FI_PROVIDER": "tcp",
+            "FI_TCP_IFACE": iface,
+        }
     raise TestbedError(f"netmod must be one of {', '.join(NETMODS)}; got {netmod!r}")
 
 
@@ -115,8 +133,11 @@ def rankmap(endpoint_of_rank) -> str:
     return "(vector," + ",".join(str(e) for e in endpoint_of_rank) + ")"
 
 
-_VENDOR_NAMES = {"openmpi": "Open MPI", "intel": "Intel MPI",
-                 "unknown": "an MPI that is not MPICH (its --version names none known)"}
+_VENDOR_NAMES = {
+    "openmpi": "Open MPI",
+    "intel": "Intel MPI",
+    "unknown": "an MPI that is not MPICH (its --version names none known)",
+}
 
 
 def mpich_reason(mpiexec=None) -> str | None:
@@ -124,15 +145,19 @@ def mpich_reason(mpiexec=None) -> str | None:
     this Python, else on PATH), or None when it is MPICH's."""
     path = mpiexec or find_mpiexec()
     if path is None:
-        return ("no mpiexec beside this Python nor on PATH; the testbed needs MPICH's "
-                "(pip install 'wacoll[mpich]')")
+        return (
+            "no mpiexec beside this Python nor on PATH; the testbed needs MPICH's "
+            "(pip install 'wacoll[mpich]')"
+        )
     vendor = mpiexec_vendor(str(path))
     if vendor == "mpich":
         return None
-    return (f"the testbed launches ranks with MPICH's process manager (hydra), and this "
-            f"environment's mpiexec ({path}) is {_VENDOR_NAMES.get(vendor, vendor)}; "
-            f"the testbed is MPICH-only: use an environment with the mpich wheel "
-            f"(pip install 'wacoll[mpich]') for it")
+    return (
+        f"the testbed launches ranks with MPICH's process manager (hydra), and this "
+        f"environment's mpiexec ({path}) is {_VENDOR_NAMES.get(vendor, vendor)}; "
+        f"the testbed is MPICH-only: use an environment with the mpich wheel "
+        f"(pip install 'wacoll[mpich]') for it"
+    )
 
 
 def mpiexec_path() -> Path:
@@ -161,16 +186,35 @@ def install_launcher(directory: Path) -> Path:
     return target
 
 
-def mpiexec_command(ctl_ns: str, launcher: Path, hosts, endpoint_of_rank, argv,
-                    mpiexec: Path | None = None) -> list:
+def mpiexec_command(
+    ctl_ns: str,
+    launcher: Path,
+    hosts,
+    endpoint_of_rank,
+    argv,
+    mpiexec: Path | None = None,
+) -> list:
     """The full command line: ``ip netns exec CTL mpiexec ... -n N ARGV``."""
     mpiexec = mpiexec or mpiexec_path()
-    return ["ip", "netns", "exec", ctl_ns, str(mpiexec),
-            "-launcher", "ssh", "-launcher-exec", str(launcher),
-            "-iface", CTL_BRIDGE,
-            "-hosts", ",".join(hosts),
-            "-rankmap", rankmap(endpoint_of_rank),
-            "-n", str(len(endpoint_of_rank))] + [str(a) for a in argv]
+    return [
+        "ip",
+        "netns",
+        "exec",
+        ctl_ns,
+        str(mpiexec),
+        "-launcher",
+        "ssh",
+        "-launcher-exec",
+        str(launcher),
+        "-iface",
+        CTL_BRIDGE,
+        "-hosts",
+        ",".join(hosts),
+        "-rankmap",
+        rankmap(endpoint_of_rank),
+        "-n",
+        str(len(endpoint_of_rank)),
+    ] + [str(a) for a in argv]
 
 
 @dataclass
@@ -199,8 +243,18 @@ class RunResult:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
-def run_mpiexec(command, env, *, timeout: float, capture: bool, namespaces,
-                argv, transport: str, testbed: str, cwd=None) -> RunResult:
+def run_mpiexec(
+    command,
+    env,
+    *,
+    timeout: float,
+    capture: bool,
+    namespaces,
+    argv,
+    transport: str,
+    testbed: str,
+    cwd=None,
+) -> RunResult:
     """Run ``command`` with a time limit; on expiry stop it and every process left in
     ``namespaces`` (a collective waiting for a lost message never returns)."""
     if not timeout or timeout <= 0:
@@ -208,8 +262,16 @@ def run_mpiexec(command, env, *, timeout: float, capture: bool, namespaces,
     out = subprocess.PIPE if capture else None
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=out, text=True, start_new_session=True, cwd=cwd)
+        proc = subprocess.Popen(
+            command,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            text=True,
+            start_new_session=True,
+            cwd=cwd,
+        )
     except OSError as exc:
         raise TestbedError(f"cannot start mpiexec: {exc.strerror}") from None
     timed_out = False
@@ -229,10 +291,17 @@ def run_mpiexec(command, env, *, timeout: float, capture: bool, namespaces,
         for ns in namespaces:
             kill_netns_pids(ns)
         raise
-    return RunResult(argv=list(argv), command=list(command),
-                     returncode=None if timed_out else proc.returncode,
-                     stdout=stdout, stderr=stderr, elapsed=time.monotonic() - start,
-                     timed_out=timed_out, transport=transport, testbed=testbed)
+    return RunResult(
+        argv=list(argv),
+        command=list(command),
+        returncode=None if timed_out else proc.returncode,
+        stdout=stdout,
+        stderr=stderr,
+        elapsed=time.monotonic() - start,
+        timed_out=timed_out,
+        transport=transport,
+        testbed=testbed,
+    )
 
 
 def _stop_group(proc, grace: float = 2.0) -> None:

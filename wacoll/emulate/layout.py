@@ -99,26 +99,54 @@ class Layout:
     paths: dict = field(default_factory=dict)
 
     @classmethod
-    def build(cls, topology: Topology, name: str, *, per_node: bool = False,
-              uplink: bool = False, queue_bytes: int | None = None) -> "Layout":
+    def build(
+        cls,
+        topology: Topology,
+        name: str,
+        *,
+        per_node: bool = False,
+        uplink: bool = False,
+        queue_bytes: int | None = None,
+    ) -> Layout:
         """Plan a testbed for ``topology`` (see the module docstring)."""
         if not isinstance(topology, Topology):
             raise TestbedError("a testbed needs a wacoll.Topology")
         if topology.nclusters > 256:
-            raise TestbedError(f"at most 256 clusters; the topology has {topology.nclusters}")
+            raise TestbedError(
+                f"at most 256 clusters; the topology has {topology.nclusters}"
+            )
         endpoints = []
         for c, ranks in enumerate(topology.clusters):
             if per_node:
                 if len(ranks) > 254:
-                    raise TestbedError(f"cluster {c} has {len(ranks)} ranks; at most 254 "
-                                       f"per cluster with per-node rates")
+                    raise TestbedError(
+                        f"cluster {c} has {len(ranks)} ranks; at most 254 "
+                        f"per cluster with per-node rates"
+                    )
                 for n, r in enumerate(ranks):
-                    endpoints.append(Endpoint(len(endpoints), c, n, netns_name(name, c, n),
-                                              data_address(c, n),
-                                              control_address(len(endpoints)), (r,)))
+                    endpoints.append(
+                        Endpoint(
+                            len(endpoints),
+                            c,
+                            n,
+                            netns_name(name, c, n),
+                            data_address(c, n),
+                            control_address(len(endpoints)),
+                            (r,),
+                        )
+                    )
             else:
-                endpoints.append(Endpoint(c, c, None, netns_name(name, c), data_address(c),
-                                          control_address(c), tuple(ranks)))
+                endpoints.append(
+                    Endpoint(
+                        c,
+                        c,
+                        None,
+                        netns_name(name, c),
+                        data_address(c),
+                        control_address(c),
+                        tuple(ranks),
+                    )
+                )
         layout = cls(name, topology, per_node, uplink, endpoints, [])
         layout._plan_paths(queue_bytes)
         return layout
@@ -143,13 +171,17 @@ class Layout:
             for a in range(k):
                 for b in range(k):
                     if a != b:
-                        wan[a, b] = self._add_queue(self._pair(a, b).bandwidth,
-                                                    f"c{a}->c{b}", queue_bytes)
+                        wan[a, b] = self._add_queue(
+                            self._pair(a, b).bandwidth, f"c{a}->c{b}", queue_bytes
+                        )
         egress, ingress = {}, {}
         if self.per_node:
             for e in self.endpoints:
-                rate = (topo.node_bandwidth[e.ranks[0]] if topo.node_bandwidth is not None
-                        else topo.intra.bandwidth)
+                rate = (
+                    topo.node_bandwidth[e.ranks[0]]
+                    if topo.node_bandwidth is not None
+                    else topo.intra.bandwidth
+                )
                 egress[e.index] = self._add_queue(rate, f"{e.ns} out", queue_bytes)
                 ingress[e.index] = self._add_queue(rate, f"{e.ns} in", queue_bytes)
         for s in self.endpoints:
@@ -158,7 +190,10 @@ class Layout:
                     continue
                 path = []
                 if s.cluster == d.cluster:
-                    path = [(egress[s.index], 0.0), (ingress[d.index], topo.intra.latency)]
+                    path = [
+                        (egress[s.index], 0.0),
+                        (ingress[d.index], topo.intra.latency),
+                    ]
                 else:
                     lat = self._pair(s.cluster, d.cluster).latency
                     if self.per_node:
@@ -169,7 +204,9 @@ class Layout:
                 self.paths[s.index, d.index] = path
 
     def _pair(self, a, b):
-        return self.topology.link(self.topology.clusters[a][0], self.topology.clusters[b][0])
+        return self.topology.link(
+            self.topology.clusters[a][0], self.topology.clusters[b][0]
+        )
 
     # ----------------------------------------------------------------- queries
     @property
@@ -205,8 +242,9 @@ class Layout:
         pairs = [(first[a].index, first[b].index) for a in first for b in first if a != b]
         if self.per_node:
             for c, e in first.items():
-                second = next((x for x in self.endpoints if x.cluster == c and x is not e),
-                              None)
+                second = next(
+                    (x for x in self.endpoints if x.cluster == c and x is not e), None
+                )
                 if second is not None:
                     pairs.append((e.index, second.index))
         return pairs
@@ -216,9 +254,12 @@ class Layout:
         from wacoll.emulate.netns import TUN_NAME
 
         return {
-            "endpoints": [{"ns": e.ns, "tun": TUN_NAME, "addr": e.data_addr}
-                          for e in self.endpoints],
+            "endpoints": [
+                {"ns": e.ns, "tun": TUN_NAME, "addr": e.data_addr} for e in self.endpoints
+            ],
             "queues": [{"rate": q.rate, "limit": q.limit} for q in self.queues],
-            "paths": [[s, d, [[q, lat] for q, lat in path]]
-                      for (s, d), path in sorted(self.paths.items())],
+            "paths": [
+                [s, d, [[q, lat] for q, lat in path]]
+                for (s, d), path in sorted(self.paths.items())
+            ],
         }

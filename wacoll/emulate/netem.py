@@ -58,35 +58,42 @@ def _leaf(delay: float, rate: float | None, limit: int, charge: str = "payload")
 def tc_commands(layout, mtu: int, charge: str = "payload") -> dict:
     """The ``tc -batch`` lines per namespace: ``"router"`` and each cluster namespace."""
     if layout.per_node:
-        raise TestbedError("the netem backend emulates per-cluster links only; "
-                           "per-node rates need the relay")
+        raise TestbedError(
+            "the netem backend emulates per-cluster links only; "
+            "per-node rates need the relay"
+        )
     out = {"router": []}
     eps = layout.endpoints
     for d in eps:
         port = f"wr{d.index}"
-        lines = [f"qdisc add dev {port} root handle 1: htb default 1",
-                 f"class add dev {port} parent 1: classid 1:1 htb rate {FAST}"]
+        lines = [
+            f"qdisc add dev {port} root handle 1: htb default 1",
+            f"class add dev {port} parent 1: classid 1:1 htb rate {FAST}",
+        ]
         for s in eps:
             if s.index == d.index:
                 continue
-            (q, lat), = layout.paths[s.index, d.index]
+            ((q, lat),) = layout.paths[s.index, d.index]
             queue = layout.queues[q]
             limit = max(1000, queue.limit // mtu + 1)
             cls = 10 + s.index + 1
             rate = None if layout.uplink else queue.rate
-            lines += [f"class add dev {port} parent 1: classid 1:{cls} htb rate {FAST}",
-                      f"qdisc add dev {port} parent 1:{cls} handle {cls}: "
-                      + _leaf(lat, rate, limit, charge),
-                      f"filter add dev {port} parent 1: protocol ip prio 1 u32 "
-                      f"match ip src 10.77.{s.cluster}.0/24 flowid 1:{cls}"]
+            lines += [
+                f"class add dev {port} parent 1: classid 1:{cls} htb rate {FAST}",
+                f"qdisc add dev {port} parent 1:{cls} handle {cls}: "
+                + _leaf(lat, rate, limit, charge),
+                f"filter add dev {port} parent 1: protocol ip prio 1 u32 "
+                f"match ip src 10.77.{s.cluster}.0/24 flowid 1:{cls}",
+            ]
         out["router"] += lines
     if layout.uplink:
         for s in eps:
-            (q, _), = next(p for (a, _), p in layout.paths.items() if a == s.index)
+            ((q, _),) = next(p for (a, _), p in layout.paths.items() if a == s.index)
             queue = layout.queues[q]
-            out[s.ns] = [f"qdisc add dev {WAN_IFACE} root "
-                         + _leaf(0.0, queue.rate, max(1000, queue.limit // mtu + 1),
-                                 charge)]
+            out[s.ns] = [
+                f"qdisc add dev {WAN_IFACE} root "
+                + _leaf(0.0, queue.rate, max(1000, queue.limit // mtu + 1), charge)
+            ]
     return out
 
 
@@ -104,18 +111,29 @@ def build(layout, mtu: int, charge: str = "payload", *, leaf=None) -> None:
     ip_batch(router, ["link set lo up"])
     for e in layout.endpoints:
         port = f"wr{e.index}"
-        ip_batch(router, [f"link add {port} mtu {mtu} type veth peer name {WAN_IFACE} "
-                          f"netns {e.ns}",
-                          f"addr add {ROUTER_ADDR}/32 dev {port}",
-                          f"link set {port} up",
-                          f"route add {e.data_addr}/32 dev {port}"])
-        ip_batch(e.ns, [f"link set {WAN_IFACE} mtu {mtu} up",
-                        f"addr add {e.data_addr}/32 dev {WAN_IFACE}",
-                        f"route add {ROUTER_ADDR}/32 dev {WAN_IFACE}",
-                        f"route add 10.77.0.0/16 via {ROUTER_ADDR} dev {WAN_IFACE} onlink"])
+        ip_batch(
+            router,
+            [
+                f"link add {port} mtu {mtu} type veth peer name {WAN_IFACE} netns {e.ns}",
+                f"addr add {ROUTER_ADDR}/32 dev {port}",
+                f"link set {port} up",
+                f"route add {e.data_addr}/32 dev {port}",
+            ],
+        )
+        ip_batch(
+            e.ns,
+            [
+                f"link set {WAN_IFACE} mtu {mtu} up",
+                f"addr add {e.data_addr}/32 dev {WAN_IFACE}",
+                f"route add {ROUTER_ADDR}/32 dev {WAN_IFACE}",
+                f"route add 10.77.0.0/16 via {ROUTER_ADDR} dev {WAN_IFACE} onlink",
+            ],
+        )
     for ns, lines in tc_commands(layout, mtu, charge).items():
         target = router if ns == "router" else ns
         if leaf is not None:
             lines = [leaf(line) for line in lines]
-        run(["ip", "netns", "exec", target, "tc", "-batch", "-"],
-            input="\n".join(lines) + "\n")
+        run(
+            ["ip", "netns", "exec", target, "tc", "-batch", "-"],
+            input="\n".join(lines) + "\n",
+        )

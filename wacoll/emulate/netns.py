@@ -108,8 +108,9 @@ def wan_netns_name(name: str) -> str:
 def data_address(cluster: int, node: int = 0) -> str:
     """The data address of a cluster's (or node's) TUN device: ``10.77.C.N+1``."""
     if not (0 <= cluster < 256 and 0 <= node < 254):
-        raise TestbedError(f"at most 256 clusters of 254 nodes; got cluster {cluster}, "
-                           f"node {node}")
+        raise TestbedError(
+            f"at most 256 clusters of 254 nodes; got cluster {cluster}, node {node}"
+        )
     return f"10.77.{cluster}.{node + 1}"
 
 
@@ -150,18 +151,26 @@ def unavailable_reason() -> str | None:
 
 
 # ---------------------------------------------------------------------- commands
-def ip(*args, ns: str | None = None, check: bool = True, input: str | None = None,
-       timeout: float = COMMAND_TIMEOUT) -> subprocess.CompletedProcess:
+def ip(
+    *args,
+    ns: str | None = None,
+    check: bool = True,
+    input: str | None = None,
+    timeout: float = COMMAND_TIMEOUT,
+) -> subprocess.CompletedProcess:
     """Run ``ip [-n NS] ARGS``; raise :class:`TestbedError` with its message on failure."""
     argv = ["ip"] + (["-n", ns] if ns else []) + [str(a) for a in args]
     return run(argv, check=check, input=input, timeout=timeout)
 
 
-def run(argv, *, check=True, input=None, timeout=COMMAND_TIMEOUT) -> subprocess.CompletedProcess:
+def run(
+    argv, *, check=True, input=None, timeout=COMMAND_TIMEOUT
+) -> subprocess.CompletedProcess:
     """Run a short command with a time limit; raise :class:`TestbedError` on failure."""
     try:
-        proc = subprocess.run(argv, input=input, capture_output=True, text=True,
-                              timeout=timeout)
+        proc = subprocess.run(
+            argv, input=input, capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         raise TestbedError(f"{' '.join(argv)} took more than {timeout:g} s") from None
     except OSError as exc:
@@ -228,8 +237,9 @@ _LIBC = []
 def _libc():
     if not _LIBC:
         try:
-            _LIBC.append(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6",
-                                     use_errno=True))
+            _LIBC.append(
+                ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            )
         except OSError:
             _LIBC.append(None)
     return _LIBC[0]
@@ -275,8 +285,24 @@ def netem_available() -> bool:
         ok = ip("link", "add", "wcprobe", "type", "dummy", ns=probe, check=False)
         if ok.returncode != 0:
             return False
-        proc = run(["ip", "netns", "exec", probe, "tc", "qdisc", "add", "dev", "wcprobe",
-                    "root", "netem", "delay", "1ms"], check=False)
+        proc = run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                probe,
+                "tc",
+                "qdisc",
+                "add",
+                "dev",
+                "wcprobe",
+                "root",
+                "netem",
+                "delay",
+                "1ms",
+            ],
+            check=False,
+        )
         return proc.returncode == 0
     finally:
         delete_netns(probe)
@@ -302,15 +328,27 @@ def build_control(name: str) -> str:
     ctl = ctl_netns_name(name)
     ip("netns", "add", ctl)
     disable_ipv6(ctl)
-    ip_batch(ctl, ["link set lo up",
-                   f"link add {CTL_BRIDGE} type bridge",
-                   f"addr add 10.78.0.1/{CTL_NET_PREFIX} dev {CTL_BRIDGE}",
-                   f"link set {CTL_BRIDGE} up"])
+    ip_batch(
+        ctl,
+        [
+            "link set lo up",
+            f"link add {CTL_BRIDGE} type bridge",
+            f"addr add 10.78.0.1/{CTL_NET_PREFIX} dev {CTL_BRIDGE}",
+            f"link set {CTL_BRIDGE} up",
+        ],
+    )
     return ctl
 
 
-def build_endpoint(name: str, index: int, ns: str, data_addr: str, ctl_addr: str,
-                   mtu: int, tun: bool = True) -> None:
+def build_endpoint(
+    name: str,
+    index: int,
+    ns: str,
+    data_addr: str,
+    ctl_addr: str,
+    mtu: int,
+    tun: bool = True,
+) -> None:
     """Create one endpoint namespace: loopback, TUN device (data), veth (control).
 
     The veth's other end is an isolated port of the control bridge, so the control
@@ -322,17 +360,29 @@ def build_endpoint(name: str, index: int, ns: str, data_addr: str, ctl_addr: str
     disable_ipv6(ns)
     lines = ["link set lo up"]
     if tun:
-        lines += [f"tuntap add dev {TUN_NAME} mode tun",
-                  f"link set {TUN_NAME} mtu {mtu} txqueuelen 1000 up",
-                  f"addr add {data_addr}/32 dev {TUN_NAME}",
-                  f"route add {DATA_NET} dev {TUN_NAME}"]
+        lines += [
+            f"tuntap add dev {TUN_NAME} mode tun",
+            f"link set {TUN_NAME} mtu {mtu} txqueuelen 1000 up",
+            f"addr add {data_addr}/32 dev {TUN_NAME}",
+            f"route add {DATA_NET} dev {TUN_NAME}",
+        ]
     ip_batch(ns, lines)
-    ip_batch(ctl, [f"link add {port} type veth peer name {CTL_IFACE} netns {ns}",
-                   f"link set {port} master {CTL_BRIDGE}",
-                   f"link set {port} type bridge_slave isolated on",
-                   f"link set {port} up"])
-    ip_batch(ns, [f"addr add {ctl_addr}/{CTL_NET_PREFIX} dev {CTL_IFACE}",
-                  f"link set {CTL_IFACE} up"])
+    ip_batch(
+        ctl,
+        [
+            f"link add {port} type veth peer name {CTL_IFACE} netns {ns}",
+            f"link set {port} master {CTL_BRIDGE}",
+            f"link set {port} type bridge_slave isolated on",
+            f"link set {port} up",
+        ],
+    )
+    ip_batch(
+        ns,
+        [
+            f"addr add {ctl_addr}/{CTL_NET_PREFIX} dev {CTL_IFACE}",
+            f"link set {CTL_IFACE} up",
+        ],
+    )
 
 
 def teardown_namespaces(name: str) -> list:

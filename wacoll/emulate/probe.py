@@ -28,8 +28,8 @@ import time
 from dataclasses import dataclass
 
 from wacoll.emulate.netns import entered
-from wacoll.errors import TestbedError
 from wacoll.emulate.units import format_duration, format_rate
+from wacoll.errors import TestbedError
 
 __all__ = ["PairResult", "ProbeReport", "measure", "verdict"]
 
@@ -40,7 +40,9 @@ UDP_IP_HEADERS = 28
 LATENCY_FLOOR = 1e-4
 
 
-def verdict(measured: float, expected: float, tolerance: float, floor: float = 0.0) -> bool:
+def verdict(
+    measured: float, expected: float, tolerance: float, floor: float = 0.0
+) -> bool:
     """Whether ``measured`` is within ``tolerance`` (relative) or ``floor`` of ``expected``."""
     return abs(measured - expected) <= max(tolerance * expected, floor)
 
@@ -86,42 +88,68 @@ class ProbeReport:
         out = []
         for p in self.pairs:
             if not p.latency_ok:
-                got = ("no probe arrived" if p.latency is None else
-                       format_duration(p.latency))
-                out.append(f"{p.src} -> {p.dst}: one-way latency {got}, configured "
-                           f"{format_duration(p.latency_expected)}")
+                got = (
+                    "no probe arrived"
+                    if p.latency is None
+                    else format_duration(p.latency)
+                )
+                out.append(
+                    f"{p.src} -> {p.dst}: one-way latency {got}, configured "
+                    f"{format_duration(p.latency_expected)}"
+                )
             if not p.bandwidth_ok:
-                got = ("no train arrived" if p.bandwidth is None else
-                       format_rate(p.bandwidth))
-                out.append(f"{p.src} -> {p.dst}: rate {got}, configured "
-                           f"{format_rate(p.bandwidth_expected)}")
+                got = (
+                    "no train arrived"
+                    if p.bandwidth is None
+                    else format_rate(p.bandwidth)
+                )
+                out.append(
+                    f"{p.src} -> {p.dst}: rate {got}, configured "
+                    f"{format_rate(p.bandwidth_expected)}"
+                )
         return out
 
     def table(self) -> str:
         """A plain-text table of every pair, configured against measured."""
         # "expected": what the probe should see on the configured link (the latency
         # plus the probe's own serialisation), not the configured latency alone
-        rows = [("link", "expected latency", "measured", "expected rate", "measured",
-                 "ok")]
+        rows = [
+            ("link", "expected latency", "measured", "expected rate", "measured", "ok")
+        ]
         for p in self.pairs:
-            rows.append((f"{p.src} -> {p.dst}", format_duration(p.latency_expected),
-                         "-" if p.latency is None else format_duration(p.latency),
-                         format_rate(p.bandwidth_expected),
-                         "-" if p.bandwidth is None else format_rate(p.bandwidth),
-                         "yes" if p.ok else "NO"))
+            rows.append(
+                (
+                    f"{p.src} -> {p.dst}",
+                    format_duration(p.latency_expected),
+                    "-" if p.latency is None else format_duration(p.latency),
+                    format_rate(p.bandwidth_expected),
+                    "-" if p.bandwidth is None else format_rate(p.bandwidth),
+                    "yes" if p.ok else "NO",
+                )
+            )
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                           for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-                 for r in rows]
-        lines.append("self-check passed: every figure within "
-                     f"{self.tolerance:.0%} of its configured value" if self.ok else
-                     f"self-check FAILED: {len(self.failures())} figures off by more "
-                     f"than {self.tolerance:.0%}")
+        lines = [
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(r, widths))
+            ).rstrip()
+            for r in rows
+        ]
+        lines.append(
+            "self-check passed: every figure within "
+            f"{self.tolerance:.0%} of its configured value"
+            if self.ok
+            else f"self-check FAILED: {len(self.failures())} figures off by more "
+            f"than {self.tolerance:.0%}"
+        )
         return "\n".join(lines)
 
     def as_dict(self) -> dict:
-        return {"ok": self.ok, "tolerance": self.tolerance,
-                "pairs": [p.as_dict() for p in self.pairs]}
+        return {
+            "ok": self.ok,
+            "tolerance": self.tolerance,
+            "pairs": [p.as_dict() for p in self.pairs],
+        }
 
 
 def _socket_in(ns: str, addr: str) -> socket.socket:
@@ -145,8 +173,8 @@ class _Receivers:
     def __init__(self, socks, overhead):
         self.socks = socks
         self.overhead = overhead  # bytes a queue charges beyond the UDP payload
-        self.latency = {}   # pair -> list of one-way seconds
-        self.train = {}     # pair -> list of (arrival ns, ip bytes)
+        self.latency = {}  # pair -> list of one-way seconds
+        self.train = {}  # pair -> list of (arrival ns, ip bytes)
 
     def drain(self, until: float) -> None:
         """Receive whatever arrives until ``until`` (``time.monotonic``)."""
@@ -175,11 +203,20 @@ class _Receivers:
             if kind == 1:
                 self.latency.setdefault(pair, []).append((arrival - sent) * 1e-9)
             else:
-                self.train.setdefault(pair, []).append((arrival, len(data) + self.overhead))
+                self.train.setdefault(pair, []).append(
+                    (arrival, len(data) + self.overhead)
+                )
 
 
-def measure(layout, mtu: int, *, probes: int = 9, tolerance: float = 0.1,
-            train_seconds: float = 0.05, charge: str = "payload") -> ProbeReport:
+def measure(
+    layout,
+    mtu: int,
+    *,
+    probes: int = 9,
+    tolerance: float = 0.1,
+    train_seconds: float = 0.05,
+    charge: str = "payload",
+) -> ProbeReport:
     """Measure every probe pair of ``layout`` (see the module docstring).
 
     Parameters
@@ -216,8 +253,13 @@ def measure(layout, mtu: int, *, probes: int = 9, tolerance: float = 0.1,
     finally:
         for s in socks:
             s.close()
-    return ProbeReport(tuple(_result(layout, k, pair, rx, probes, tolerance)
-                             for k, pair in enumerate(pairs)), tolerance)
+    return ProbeReport(
+        tuple(
+            _result(layout, k, pair, rx, probes, tolerance)
+            for k, pair in enumerate(pairs)
+        ),
+        tolerance,
+    )
 
 
 def _probe_charge(rx):
@@ -265,9 +307,18 @@ def _result(layout, k, pair, rx, probes, tolerance):
     if len(train) >= 3 and train[-1][0] > train[0][0]:
         bandwidth = sum(n for _, n in train[1:]) / ((train[-1][0] - train[0][0]) * 1e-9)
     return PairResult(
-        src=eps[s].ns, dst=eps[d].ns, src_cluster=eps[s].cluster, dst_cluster=eps[d].cluster,
-        latency=latency, latency_expected=lat_expected, bandwidth=bandwidth,
-        bandwidth_expected=rate_expected, probes=probes, probes_lost=probes - len(samples),
-        latency_ok=latency is not None and verdict(latency, lat_expected, tolerance,
-                                                   LATENCY_FLOOR),
-        bandwidth_ok=bandwidth is not None and verdict(bandwidth, rate_expected, tolerance))
+        src=eps[s].ns,
+        dst=eps[d].ns,
+        src_cluster=eps[s].cluster,
+        dst_cluster=eps[d].cluster,
+        latency=latency,
+        latency_expected=lat_expected,
+        bandwidth=bandwidth,
+        bandwidth_expected=rate_expected,
+        probes=probes,
+        probes_lost=probes - len(samples),
+        latency_ok=latency is not None
+        and verdict(latency, lat_expected, tolerance, LATENCY_FLOOR),
+        bandwidth_ok=bandwidth is not None
+        and verdict(bandwidth, rate_expected, tolerance),
+    )

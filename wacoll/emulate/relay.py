@@ -102,8 +102,12 @@ class Queue:
         return self.free
 
     def stats(self) -> dict:
-        return {"rate": self.rate, "packets": self.packets, "bytes": self.nbytes,
-                "drops": self.drops}
+        return {
+            "rate": self.rate,
+            "packets": self.packets,
+            "bytes": self.nbytes,
+            "drops": self.drops,
+        }
 
 
 def open_tun(name: str, ns: str | None = None) -> int:
@@ -112,8 +116,9 @@ def open_tun(name: str, ns: str | None = None) -> int:
     def attach():
         fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
-            fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH22x", name.encode(),
-                                                   IFF_TUN | IFF_NO_PI))
+            fcntl.ioctl(
+                fd, TUNSETIFF, struct.pack("16sH22x", name.encode(), IFF_TUN | IFF_NO_PI)
+            )
         except OSError:
             os.close(fd)
             raise
@@ -235,8 +240,12 @@ class Relay:
                         push(heap, (done + lat, next(seq), 1, path, j, pkt, size))
 
     def stats(self) -> dict:
-        return {"queues": [q.stats() for q in self.queues], "unroutable": self.unroutable,
-                "write_errors": self.write_errors, "in_flight": len(self.heap)}
+        return {
+            "queues": [q.stats() for q in self.queues],
+            "unroutable": self.unroutable,
+            "write_errors": self.write_errors,
+            "in_flight": len(self.heap),
+        }
 
 
 # ------------------------------------------------------------------ process
@@ -254,8 +263,9 @@ def _delete_netns(ns: str) -> None:
     """Kill the processes in ``ns``, then delete it (the relay imports no wacoll code)."""
     if not os.path.exists(f"/run/netns/{ns}"):
         return
-    pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True,
-                          timeout=10).stdout.split()
+    pids = subprocess.run(
+        ["ip", "netns", "pids", ns], capture_output=True, text=True, timeout=10
+    ).stdout.split()
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
             try:
@@ -264,8 +274,7 @@ def _delete_netns(ns: str) -> None:
                 pass
         deadline = time.monotonic() + 1.0
         while pids and time.monotonic() < deadline:
-            pids = [p for p in pids if os.path.exists(f"/proc/{p}")
-                    and _state(p) != "Z"]
+            pids = [p for p in pids if os.path.exists(f"/proc/{p}") and _state(p) != "Z"]
             time.sleep(0.02)
     subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
 
@@ -324,10 +333,17 @@ def main(argv=None) -> int:
         for ep in config.get("endpoints", []):
             fds.append(open_tun(ep["tun"], ep["ns"]))
         queues = [Queue(q["rate"], q["limit"]) for q in config.get("queues", [])]
-        paths = {(int(i), int(j)): [(int(q), float(lat)) for q, lat in path]
-                 for i, j, path in config.get("paths", [])}
-        relay = Relay(fds, [ep["addr"] for ep in config.get("endpoints", [])], queues, paths,
-                      config.get("charge", "payload"))
+        paths = {
+            (int(i), int(j)): [(int(q), float(lat)) for q, lat in path]
+            for i, j, path in config.get("paths", [])
+        }
+        relay = Relay(
+            fds,
+            [ep["addr"] for ep in config.get("endpoints", [])],
+            queues,
+            paths,
+            config.get("charge", "payload"),
+        )
         realtime = _set_realtime(int(config.get("rt_priority", 0)))
         print("ready realtime" if realtime else "ready", flush=True)
         limit = config.get("time_limit")

@@ -35,14 +35,21 @@ import time
 import warnings
 from pathlib import Path
 
-from wacoll.tools import progress
 from wacoll.emulate import launcher, netns
 from wacoll.emulate.layout import Layout, auto_mtu
 from wacoll.errors import TestbedError, TestbedUnavailable, TestbedWarning
+from wacoll.tools import progress
 from wacoll.topology import Topology
 
-__all__ = ["Testbed", "TestbedWarning", "STATE_ROOT", "teardown", "clean", "list_testbeds",
-           "unavailable_reason"]
+__all__ = [
+    "Testbed",
+    "TestbedWarning",
+    "STATE_ROOT",
+    "teardown",
+    "clean",
+    "list_testbeds",
+    "unavailable_reason",
+]
 
 STATE_ROOT = Path("/run/wacoll")
 BACKENDS = ("auto", "relay", "netem")
@@ -101,23 +108,39 @@ class Testbed:
 
     __test__ = False
 
-    def __init__(self, topology: Topology, *, name: str = "tb", netem: str = "auto",
-                 per_node: bool | None = None, uplink: bool = False, mtu="auto",
-                 queue_bytes: int | None = None, time_limit: float | None = DEFAULT_TIME_LIMIT,
-                 realtime: bool = True, netmod: str = "ucx", charge: str = "payload",
-                 idle: str = "auto"):
+    def __init__(
+        self,
+        topology: Topology,
+        *,
+        name: str = "tb",
+        netem: str = "auto",
+        per_node: bool | None = None,
+        uplink: bool = False,
+        mtu="auto",
+        queue_bytes: int | None = None,
+        time_limit: float | None = DEFAULT_TIME_LIMIT,
+        realtime: bool = True,
+        netmod: str = "ucx",
+        charge: str = "payload",
+        idle: str = "auto",
+    ):
         self.name = netns.valid_name(name)
         if netem not in BACKENDS:
-            raise TestbedError(f"netem must be one of {', '.join(BACKENDS)}; got {netem!r}")
+            raise TestbedError(
+                f"netem must be one of {', '.join(BACKENDS)}; got {netem!r}"
+            )
         if not isinstance(topology, Topology):
             raise TestbedError("a testbed needs a wacoll.Topology")
         if per_node is None:
             per_node = topology.node_bandwidth is not None
-        if mtu != "auto" and (isinstance(mtu, bool) or not isinstance(mtu, int)
-                              or not 576 <= mtu <= 65535):
+        if mtu != "auto" and (
+            isinstance(mtu, bool) or not isinstance(mtu, int) or not 576 <= mtu <= 65535
+        ):
             raise TestbedError(f"mtu must be 'auto' or 576..65535; got {mtu!r}")
         if time_limit is not None and not time_limit > 0:
-            raise TestbedError(f"time_limit must be > 0 seconds or None; got {time_limit!r}")
+            raise TestbedError(
+                f"time_limit must be > 0 seconds or None; got {time_limit!r}"
+            )
         launcher.transport_env(netmod)
         self.idle = launcher.resolve_idle(idle, nprocs=topology.size)
         if charge not in ("payload", "packet"):
@@ -131,8 +154,13 @@ class Testbed:
         self.time_limit = time_limit
         self.realtime = realtime
         self.netmod = netmod
-        self.layout = Layout.build(topology, self.name, per_node=self.per_node,
-                                   uplink=self.uplink, queue_bytes=queue_bytes)
+        self.layout = Layout.build(
+            topology,
+            self.name,
+            per_node=self.per_node,
+            uplink=self.uplink,
+            queue_bytes=queue_bytes,
+        )
         self.mtu = auto_mtu(self.layout.min_rate) if mtu == "auto" else mtu
         self.backend = None
         self.last_check = None
@@ -185,8 +213,10 @@ class Testbed:
     def __repr__(self):
         state = "up" if self._started else "down"
         sizes = [len(c) for c in self.topology.clusters]
-        return (f"Testbed(name={self.name!r}, clusters={sizes}, "
-                f"backend={self.backend or self.netem!r}, {state})")
+        return (
+            f"Testbed(name={self.name!r}, clusters={sizes}, "
+            f"backend={self.backend or self.netem!r}, {state})"
+        )
 
     # ---------------------------------------------------------------- lifecycle
     def __enter__(self):
@@ -198,7 +228,7 @@ class Testbed:
         self.stop()
         return False
 
-    def start(self, *, check: bool = True, detach: bool = False) -> "Testbed":
+    def start(self, *, check: bool = True, detach: bool = False) -> Testbed:
         """Build the testbed; with ``check``, measure it and warn if it is off.
 
         Parameters
@@ -230,7 +260,8 @@ class Testbed:
             raise TestbedError(
                 f"a testbed named {self.name!r} is already up ({what}); stop it with "
                 f"'wacoll testbed down --name {self.name}' or remove leftovers with "
-                f"'wacoll testbed clean'")
+                f"'wacoll testbed clean'"
+            )
         self.backend = self._resolve_backend()
         self._owner = not detach
         steps = progress.Progress(f"testbed {self.name}")
@@ -253,9 +284,12 @@ class Testbed:
                 steps.note("self-check: once more")
                 report = self.check()
             if not report.ok:
-                warnings.warn(f"testbed {self.name}: self-check off by more than "
-                              f"{report.tolerance:.0%}: " + "; ".join(report.failures()),
-                              TestbedWarning, stacklevel=2)
+                warnings.warn(
+                    f"testbed {self.name}: self-check off by more than "
+                    f"{report.tolerance:.0%}: " + "; ".join(report.failures()),
+                    TestbedWarning,
+                    stacklevel=2,
+                )
         return self
 
     def _resolve_backend(self) -> str:
@@ -264,8 +298,9 @@ class Testbed:
         has_netem = netns.netem_available()
         if self.netem == "netem":
             if not has_netem:
-                raise TestbedUnavailable("the kernel has no netem qdisc "
-                                         "(use netem='relay' or 'auto')")
+                raise TestbedUnavailable(
+                    "the kernel has no netem qdisc (use netem='relay' or 'auto')"
+                )
             if self.per_node:
                 raise TestbedError("per-node link rates need the relay (netem='relay')")
             return "netem"
@@ -275,8 +310,9 @@ class Testbed:
         netns.build_control(self.name)
         tun = self.backend == "relay"
         for e in self.layout.endpoints:
-            netns.build_endpoint(self.name, e.index, e.ns, e.data_addr, e.ctl_addr,
-                                 self.mtu, tun=tun)
+            netns.build_endpoint(
+                self.name, e.index, e.ns, e.data_addr, e.ctl_addr, self.mtu, tun=tun
+            )
         if self.backend == "netem":
             from wacoll.emulate import netem
 
@@ -288,10 +324,12 @@ class Testbed:
             charge=self.charge,
             time_limit=self.time_limit,
             rt_priority=10 if self.realtime and self.backend == "relay" else 0,
-            cleanup=[self.ctl_namespace] + self.namespaces
+            cleanup=[self.ctl_namespace]
+            + self.namespaces
             + ([netns.wan_netns_name(self.name)] if self.backend == "netem" else []),
             cleanup_files=[str(self.state_file)],
-            cleanup_dirs=[str(self.state_dir)])
+            cleanup_dirs=[str(self.state_dir)],
+        )
         pass_fds = ()
         if not detach:
             read_end, self._lifeline = os.pipe()
@@ -303,9 +341,14 @@ class Testbed:
         log = open(self.state_dir / "relay.log", "w")
         try:
             self._relay = subprocess.Popen(
-                [sys.executable, str(RELAY_SCRIPT), str(path)], stdout=subprocess.PIPE,
-                stderr=log, stdin=subprocess.DEVNULL, pass_fds=pass_fds,
-                start_new_session=True, text=True)
+                [sys.executable, str(RELAY_SCRIPT), str(path)],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                pass_fds=pass_fds,
+                start_new_session=True,
+                text=True,
+            )
         finally:
             log.close()
             if pass_fds:
@@ -314,20 +357,32 @@ class Testbed:
         line = _read_line(self._relay.stdout, READY_TIMEOUT)
         if not line.startswith("ready"):
             err = (self.state_dir / "relay.log").read_text().strip().splitlines()
-            raise TestbedError("the relay did not start: "
-                               + (err[-1] if err else line.strip() or "no answer"))
+            raise TestbedError(
+                "the relay did not start: "
+                + (err[-1] if err else line.strip() or "no answer")
+            )
         self.realtime_granted = "realtime" in line
 
     def _write_state(self, detach: bool) -> None:
         state = {
-            "name": self.name, "topology": self.topology.to_dict(), "backend": self.backend,
-            "per_node": self.per_node, "uplink": self.uplink, "mtu": self.mtu,
-            "queue_bytes": self.queue_bytes, "time_limit": self.time_limit,
-            "netmod": self.netmod, "charge": self.charge, "idle": self.idle,
-            "relay_pid": self._relay_pid, "detached": detach,
-            "owner_pid": os.getpid(), "created": time.time(),
+            "name": self.name,
+            "topology": self.topology.to_dict(),
+            "backend": self.backend,
+            "per_node": self.per_node,
+            "uplink": self.uplink,
+            "mtu": self.mtu,
+            "queue_bytes": self.queue_bytes,
+            "time_limit": self.time_limit,
+            "netmod": self.netmod,
+            "charge": self.charge,
+            "idle": self.idle,
+            "relay_pid": self._relay_pid,
+            "detached": detach,
+            "owner_pid": os.getpid(),
+            "created": time.time(),
             "namespaces": [self.ctl_namespace] + self.namespaces,
-            "state_dir": str(self.state_dir), "realtime": self.realtime_granted,
+            "state_dir": str(self.state_dir),
+            "realtime": self.realtime_granted,
         }
         STATE_ROOT.mkdir(parents=True, exist_ok=True)
         tmp = self.state_file.with_suffix(".tmp")
@@ -335,7 +390,7 @@ class Testbed:
         tmp.replace(self.state_file)
 
     @classmethod
-    def attach(cls, name: str = "tb") -> "Testbed":
+    def attach(cls, name: str = "tb") -> Testbed:
         """The testbed ``name`` that is up (started by another process, e.g. detached).
 
         Raises
@@ -351,11 +406,19 @@ class Testbed:
             raise TestbedError(f"no testbed named {name!r} is up (no {path})") from None
         except (OSError, json.JSONDecodeError) as exc:
             raise TestbedError(f"cannot read {path}: {exc}") from None
-        tb = cls(Topology.from_dict(state["topology"]), name=name,
-                 netem=state["backend"], per_node=state["per_node"], uplink=state["uplink"],
-                 mtu=state["mtu"], queue_bytes=state["queue_bytes"],
-                 time_limit=state["time_limit"], netmod=state.get("netmod", "ucx"),
-                 charge=state.get("charge", "payload"), idle=state.get("idle", "auto"))
+        tb = cls(
+            Topology.from_dict(state["topology"]),
+            name=name,
+            netem=state["backend"],
+            per_node=state["per_node"],
+            uplink=state["uplink"],
+            mtu=state["mtu"],
+            queue_bytes=state["queue_bytes"],
+            time_limit=state["time_limit"],
+            netmod=state.get("netmod", "ucx"),
+            charge=state.get("charge", "payload"),
+            idle=state.get("idle", "auto"),
+        )
         tb.backend = state["backend"]
         tb._relay_pid = state.get("relay_pid")
         tb.realtime_granted = state.get("realtime")
@@ -364,8 +427,10 @@ class Testbed:
         tb._owner = False
         missing = [ns for ns in state["namespaces"] if ns not in netns.list_netns()]
         if missing:
-            raise TestbedError(f"testbed {name!r} is broken: namespace {missing[0]} is gone; "
-                               f"run 'wacoll testbed down --name {name}'")
+            raise TestbedError(
+                f"testbed {name!r} is broken: namespace {missing[0]} is gone; "
+                f"run 'wacoll testbed down --name {name}'"
+            )
         return tb
 
     def stop(self) -> None:
@@ -400,13 +465,22 @@ class Testbed:
         from wacoll.emulate.probe import measure
 
         self._require_started()
-        self.last_check = measure(self.layout, self.mtu, probes=probes, tolerance=tolerance,
-                                  charge=self.charge)
+        self.last_check = measure(
+            self.layout, self.mtu, probes=probes, tolerance=tolerance, charge=self.charge
+        )
         return self.last_check
 
-    def run(self, argv, *, nprocs: int | None = None, timeout: float = 120.0,
-            netmod: str | None = None, env: dict | None = None, capture: bool = True,
-            cwd=None):
+    def run(
+        self,
+        argv,
+        *,
+        nprocs: int | None = None,
+        timeout: float = 120.0,
+        netmod: str | None = None,
+        env: dict | None = None,
+        capture: bool = True,
+        cwd=None,
+    ):
         """Run ``argv`` under ``mpiexec`` with each rank in its cluster's namespace.
 
         Parameters
@@ -442,19 +516,24 @@ class Testbed:
             raise TestbedError("run needs a program to run")
         size = self.topology.size
         if nprocs is not None and nprocs != size:
-            raise TestbedError(f"the testbed's topology has {size} ranks; nprocs={nprocs} "
-                               f"would not match its clusters")
+            raise TestbedError(
+                f"the testbed's topology has {size} ranks; nprocs={nprocs} "
+                f"would not match its clusters"
+            )
         netmod = netmod or self.netmod
         full_env = dict(os.environ)
         full_env.update(launcher.transport_env(netmod, self.data_iface))
         full_env.update(launcher.idle_env(self.idle))
-        full_env.update({
-            "WACOLL_CLUSTERS": ",".join(str(c) for c in self.topology.cluster_ids),
-            "WACOLL_TESTBED": self.name,
-            "WACOLL_TRANSPORT": launcher.transport_name(netmod, self.idle),
-            "WACOLL_TESTBED_HOSTS": " ".join(f"{e.ctl_addr}={e.ns}"
-                                             for e in self.layout.endpoints),
-        })
+        full_env.update(
+            {
+                "WACOLL_CLUSTERS": ",".join(str(c) for c in self.topology.cluster_ids),
+                "WACOLL_TESTBED": self.name,
+                "WACOLL_TRANSPORT": launcher.transport_name(netmod, self.idle),
+                "WACOLL_TESTBED_HOSTS": " ".join(
+                    f"{e.ctl_addr}={e.ns}" for e in self.layout.endpoints
+                ),
+            }
+        )
         # the ranks are told the network they run on: its clusters and the links'
         # configured latencies and rates, so that their selection chooses with them
         topology_file = self.state_dir / "topology.json"
@@ -466,17 +545,29 @@ class Testbed:
         if env:
             full_env.update({str(k): str(v) for k, v in env.items()})
         command = launcher.mpiexec_command(
-            self.ctl_namespace, self._launcher, [e.ctl_addr for e in self.layout.endpoints],
-            self.layout.endpoint_of_rank(), argv)
+            self.ctl_namespace,
+            self._launcher,
+            [e.ctl_addr for e in self.layout.endpoints],
+            self.layout.endpoint_of_rank(),
+            argv,
+        )
         ticker = progress.Progress(f"testbed {self.name}")
-        ticker.note(f"running {_program_name(argv)} on {size} ranks, time limit "
-                    f"{progress.format_elapsed(timeout)}")
+        ticker.note(
+            f"running {_program_name(argv)} on {size} ranks, time limit "
+            f"{progress.format_elapsed(timeout)}"
+        )
         with ticker.heartbeat("still running", limit=timeout):
             return launcher.run_mpiexec(
-                command, full_env, timeout=timeout, capture=capture,
-                namespaces=[self.ctl_namespace] + self.namespaces, argv=argv,
-                transport=launcher.transport_name(netmod, self.idle), testbed=self.name,
-                cwd=cwd)
+                command,
+                full_env,
+                timeout=timeout,
+                capture=capture,
+                namespaces=[self.ctl_namespace] + self.namespaces,
+                argv=argv,
+                transport=launcher.transport_name(netmod, self.idle),
+                testbed=self.name,
+                cwd=cwd,
+            )
 
     def relay_stats(self) -> dict | None:
         """The relay's counters (packets, bytes, drops per queue) after :meth:`stop`."""
@@ -602,7 +693,7 @@ def list_testbeds() -> list:
     if STATE_ROOT.is_dir():
         names |= {p.stem for p in STATE_ROOT.glob("*.json")}
     for ns in netns.list_netns():
-        rest = ns[len(netns.PREFIX):]
+        rest = ns[len(netns.PREFIX) :]
         if "-" in rest:
             names.add(rest.rsplit("-", 1)[0])
     return sorted(names)
@@ -652,7 +743,9 @@ def _stop_all() -> None:
             try:
                 tb.stop()
             except Exception as exc:  # noqa: BLE001 - at exit, report and go on
-                print(f"wacoll testbed {tb.name}: teardown failed: {exc}", file=sys.stderr)
+                print(
+                    f"wacoll testbed {tb.name}: teardown failed: {exc}", file=sys.stderr
+                )
 
 
 def _on_signal(signum, frame):

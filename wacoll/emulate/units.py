@@ -27,12 +27,27 @@ from wacoll.errors import TestbedError
 
 __all__ = ["parse_duration", "parse_rate", "format_duration", "format_rate"]
 
-DURATIONS = {"h": 3600.0, "min": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6,
-             "ns": 1e-9}
+DURATIONS = {
+    "h": 3600.0,
+    "min": 60.0,
+    "s": 1.0,
+    "ms": 1e-3,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ns": 1e-9,
+}
 RATES = {
-    "B/s": 1.0, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9,
-    "KiB/s": 1024.0, "MiB/s": 1024.0 ** 2, "GiB/s": 1024.0 ** 3,
-    "bit/s": 1 / 8, "kbit/s": 1e3 / 8, "Mbit/s": 1e6 / 8, "Gbit/s": 1e9 / 8,
+    "B/s": 1.0,
+    "KB/s": 1e3,
+    "MB/s": 1e6,
+    "GB/s": 1e9,
+    "KiB/s": 1024.0,
+    "MiB/s": 1024.0**2,
+    "GiB/s": 1024.0**3,
+    "bit/s": 1 / 8,
+    "kbit/s": 1e3 / 8,
+    "Mbit/s": 1e6 / 8,
+    "Gbit/s": 1e9 / 8,
 }
 _NUMBER = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9]+)\s*(\S*)\s*")
 
@@ -53,8 +68,9 @@ def parse_duration(text: str) -> float:
     """Seconds from ``"10ms"``, ``"250us"``, ``"1.5s"``, ``"2h"`` (a unit is required)."""
     value, unit = _split(text, "duration")
     if unit not in DURATIONS:
-        raise TestbedError(f"unknown duration unit {unit!r} in {text!r}; "
-                           f"use h, min, s, ms, us or ns")
+        raise TestbedError(
+            f"unknown duration unit {unit!r} in {text!r}; use h, min, s, ms, us or ns"
+        )
     return value * DURATIONS[unit]
 
 
@@ -62,8 +78,9 @@ def parse_rate(text: str) -> float:
     """Bytes per second from ``"1MB/s"``, ``"100Mbit/s"``, ``"64KiB/s"``; must be > 0."""
     value, unit = _split(text, "rate")
     if unit not in RATES:
-        raise TestbedError(f"unknown rate unit {unit!r} in {text!r}; use "
-                           + ", ".join(RATES))
+        raise TestbedError(
+            f"unknown rate unit {unit!r} in {text!r}; use " + ", ".join(RATES)
+        )
     if value <= 0:
         raise TestbedError(f"a rate must be > 0; got {text!r}")
     return value * RATES[unit]

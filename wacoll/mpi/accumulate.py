@@ -72,8 +72,9 @@ def stage(inbuf, outbuf, scratch=None):
     acc_in = None
     if inbuf is not None:
         acc_in = scratch_array(scratch, "repro:in", inbuf.size, element)
-        repro.to_accumulator(np.ascontiguousarray(inbuf).reshape(-1),
-                             out=repro.as_accumulators(acc_in))
+        repro.to_accumulator(
+            np.ascontiguousarray(inbuf).reshape(-1), out=repro.as_accumulators(acc_in)
+        )
     if outbuf is None:
         return acc_in, None, _nothing
     acc_out = scratch_array(scratch, "repro:out", outbuf.size, element)

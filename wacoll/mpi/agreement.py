@@ -32,13 +32,26 @@ from wacoll.errors import BufferMismatchError, WacollError
 from wacoll.mpi._fastcall import LINE_WORDS, NodeFlags
 from wacoll.mpi.engine import advance_request
 
-__all__ = ["agree", "blocking_check", "Check", "from_rank_0", "NodeCheck", "PersistentCheck",
-           "Signature", "VECTOR_CHECKS", "portable_error", "rebuild_error"]
+__all__ = [
+    "agree",
+    "blocking_check",
+    "Check",
+    "from_rank_0",
+    "NodeCheck",
+    "PersistentCheck",
+    "Signature",
+    "VECTOR_CHECKS",
+    "portable_error",
+    "rebuild_error",
+]
 
 #: wacoll's error classes by name, so that a fault travels between ranks as data.
-_ERRORS = {name: getattr(errors, name) for name in errors.__all__
-           if isinstance(getattr(errors, name), type)
-           and issubclass(getattr(errors, name), WacollError)}
+_ERRORS = {
+    name: getattr(errors, name)
+    for name in errors.__all__
+    if isinstance(getattr(errors, name), type)
+    and issubclass(getattr(errors, name), WacollError)
+}
 _FIELDS = ("rank", "step", "line", "column")
 _RANK_PREFIX = re.compile(r"rank \d+: ")
 
@@ -78,8 +91,11 @@ class Signature:
             return "invalid arguments"
         if self.kind == "constructor":
             return "wacoll.Comm(" + ", ".join(f"{k}={v!r}" for k, v in self.options) + ")"
-        fields = [f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self)
-                  if f.name not in ("kind", "options") and getattr(self, f.name) is not None]
+        fields = [
+            f"{f.name}={getattr(self, f.name)}"
+            for f in dataclasses.fields(self)
+            if f.name not in ("kind", "options") and getattr(self, f.name) is not None
+        ]
         return f"{self.kind}(" + ", ".join(fields) + ")"
 
     def differences(self, other) -> list:
@@ -87,8 +103,11 @@ class Signature:
         if self.kind == other.kind == "constructor":
             mine, theirs = dict(self.options), dict(other.options)
             return [k for k in mine if mine[k] != theirs.get(k)]
-        return [f.name for f in dataclasses.fields(self)
-                if getattr(self, f.name) != getattr(other, f.name)]
+        return [
+            f.name
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) != getattr(other, f.name)
+        ]
 
 
 @functools.lru_cache(maxsize=256)
@@ -103,7 +122,9 @@ def portable_error(error):
     MPI error class of an :class:`~wacoll.errors.MPIError` that names its own), as
     :func:`agree` sends it to the other ranks, which raise :func:`rebuild_error` of
     it."""
-    fields = {k: getattr(error, k) for k in _FIELDS if getattr(error, k, None) is not None}
+    fields = {
+        k: getattr(error, k) for k in _FIELDS if getattr(error, k, None) is not None
+    }
     own = getattr(error, "__dict__", {}).get("mpi_error_class")
     if own is not None:
         fields["mpi_error_class"] = int(own)
@@ -165,11 +186,15 @@ def agree(comm, error, sig, info=None, *, exchange=False, validate=True):
     for r, s in enumerate(sigs):
         if s != sigs[0]:
             if s.kind == sigs[0].kind == "constructor":
-                raise WacollError(f"the ranks disagree on wacoll.Comm's "
-                                  f"{', '.join(sigs[0].differences(s))}: rank 0 and "
-                                  f"rank {r} differ")
-            raise WacollError(f"the ranks disagree on the call: rank 0 has "
-                              f"{sigs[0].describe()}, rank {r} has {s.describe()}")
+                raise WacollError(
+                    f"the ranks disagree on wacoll.Comm's "
+                    f"{', '.join(sigs[0].differences(s))}: rank 0 and "
+                    f"rank {r} differ"
+                )
+            raise WacollError(
+                f"the ranks disagree on the call: rank 0 has "
+                f"{sigs[0].describe()}, rank {r} has {s.describe()}"
+            )
     return [i for _, _, i in everyone]
 
 
@@ -201,8 +226,10 @@ def from_rank_0(comm, decide, error: type, what: str):
         except WacollError as exc:
             outcome = (False, portable_error(exc))
         except Exception as exc:  # noqa: BLE001 -- every failure reaches every rank
-            outcome = (False, portable_error(error(f"{what} failed ({type(exc).__name__}"
-                                                   f": {exc})")))
+            outcome = (
+                False,
+                portable_error(error(f"{what} failed ({type(exc).__name__}: {exc})")),
+            )
     ok, payload = comm.bcast(outcome, root=0)
     if not ok:
         raise rebuild_error(0, payload)
@@ -219,8 +246,7 @@ def _scatterv_counts(root, infos):
     counts = infos[root][1]
     for r, (own, _) in enumerate(infos):
         if own != counts[r]:
-            _fail(f"rank {r}'s recvbuf has {own} elements; the root sends "
-                        f"{counts[r]}")
+            _fail(f"rank {r}'s recvbuf has {own} elements; the root sends {counts[r]}")
     return counts
 
 
@@ -245,8 +271,10 @@ def _alltoallv_counts(root, infos):
     for j in range(P):
         for i in range(P):
             if infos[j][1][i] != matrix[i][j]:
-                _fail(f"rank {j} expects {infos[j][1][i]} elements from rank {i}, "
-                            f"which sends {matrix[i][j]}")
+                _fail(
+                    f"rank {j} expects {infos[j][1][i]} elements from rank {i}, "
+                    f"which sends {matrix[i][j]}"
+                )
     return tuple(tuple(row) for row in matrix)
 
 
@@ -257,11 +285,12 @@ def _reduce_scatter_counts(root, infos):
         if c is not None and c != counts:
             _fail(f"rank {r}'s recvcounts differ from the others'")
         if own != counts[r]:
-            _fail(f"rank {r}'s recvbuf has {own} elements; recvcounts gives "
-                        f"{counts[r]}")
+            _fail(f"rank {r}'s recvbuf has {own} elements; recvcounts gives {counts[r]}")
         if nin != sum(counts):
-            _fail(f"rank {r}'s sendbuf has {nin} elements; the recvcounts add up "
-                        f"to {sum(counts)}")
+            _fail(
+                f"rank {r}'s sendbuf has {nin} elements; the recvcounts add up "
+                f"to {sum(counts)}"
+            )
     return counts
 
 
@@ -319,25 +348,58 @@ class Check:
         calls).
     """
 
-    __slots__ = ("error", "sig", "flags", "request", "run", "done", "comm", "runner",
-                 "pool", "_mine")
+    __slots__ = (
+        "error",
+        "sig",
+        "flags",
+        "request",
+        "run",
+        "done",
+        "comm",
+        "runner",
+        "pool",
+        "_mine",
+    )
 
-    def __init__(self, comm, error, sig, *, program=None, runner=None, pool=None,
-                 tag=0, persistent=None):
+    def __init__(
+        self,
+        comm,
+        error,
+        sig,
+        *,
+        program=None,
+        runner=None,
+        pool=None,
+        tag=0,
+        persistent=None,
+    ):
         rank = comm.Get_rank()
         crc = sig.digest()
-        code = 0 if error is None else _CODES.index(type(error).__name__) + 1 \
-            if type(error).__name__ in _CODES else len(_CODES) + 1
+        code = (
+            0
+            if error is None
+            else _CODES.index(type(error).__name__) + 1
+            if type(error).__name__ in _CODES
+            else len(_CODES) + 1
+        )
         mine = np.array([0 if error is None else rank + 1, code, crc, -crc], np.int64)
         self.error, self.sig, self.comm, self.done = error, sig, comm, False
         self.runner = self.pool = None
         if persistent is not None:  # complete now, in the communicator's own request
             persistent.run(mine)
-            self.flags, self.run, self.request, self.done = persistent.flags.copy(), \
-                None, None, True
+            self.flags, self.run, self.request, self.done = (
+                persistent.flags.copy(),
+                None,
+                None,
+                True,
+            )
         elif runner is not None:  # its receives posted now, in call order
-            self.flags, self.run, self.request, self._mine = \
-                np.empty(4, np.int64), None, None, mine
+            self.flags, self.run, self.request, self._mine = (
+                np.empty(4, np.int64),
+                None,
+                None,
+                mine,
+            )
             self.runner, self.pool = runner, pool
             try:
                 self.done = runner.begin(mine.ctypes.data, self.flags.ctypes.data, tag)
@@ -437,15 +499,23 @@ class Check:
             return WacollError("the ranks' arguments disagree")  # pragma: no cover
         rank, code = int(self.flags[0]) - 1, int(self.flags[1])
         if rank < 0:
-            return WacollError("the ranks disagree on the call: their arguments "
-                               "describe different operations (a blocking call names "
-                               "the ranks and fields)")
-        cls = _ERRORS.get(_CODES[code - 1], WacollError) if 0 < code <= len(_CODES) \
+            return WacollError(
+                "the ranks disagree on the call: their arguments "
+                "describe different operations (a blocking call names "
+                "the ranks and fields)"
+            )
+        cls = (
+            _ERRORS.get(_CODES[code - 1], WacollError)
+            if 0 < code <= len(_CODES)
             else WacollError
+        )
         exc = cls.__new__(cls)
         # the same message on every rank; the faulty rank keeps its own as the cause
-        Exception.__init__(exc, f"rank {rank}: invalid arguments ({cls.__name__}; the "
-                                f"exception chain on rank {rank} says which)")
+        Exception.__init__(
+            exc,
+            f"rank {rank}: invalid arguments ({cls.__name__}; the "
+            f"exception chain on rank {rank} says which)",
+        )
         for k in _FIELDS:
             setattr(exc, k, None)
         if self.error is not None:
@@ -544,4 +614,3 @@ class PersistentCheck:
 
     def free(self):
         self.request.Free()
-

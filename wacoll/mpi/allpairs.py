@@ -44,8 +44,12 @@ import time
 
 import numpy as np
 
-from wacoll.calibration import (DEFAULT_MIN_GAP, DEFAULT_PAIR_TOLERANCE,
-                                DEFAULT_WIDE_AREA, CalibrationReport)
+from wacoll.calibration import (
+    DEFAULT_MIN_GAP,
+    DEFAULT_PAIR_TOLERANCE,
+    DEFAULT_WIDE_AREA,
+    CalibrationReport,
+)
 from wacoll.errors import TopologyError, WacollError
 from wacoll.mpi.agreement import from_rank_0
 
@@ -54,8 +58,9 @@ __all__ = ["calibrate", "measure", "latency_pairs", "rounds", "pingpong", "burst
 _TAG = 7301
 
 
-def latency_pairs(size: int, *, all_pairs: int = 32, samples: int = 3,
-                  seed: int = 0) -> list:
+def latency_pairs(
+    size: int, *, all_pairs: int = 32, samples: int = 3, seed: int = 0
+) -> list:
     """The rank pairs ``(i, j)``, ``i < j``, whose latency is measured.
 
     Every pair up to ``all_pairs`` ranks; beyond, each rank with its ``samples`` next
@@ -136,8 +141,9 @@ def pingpong(comm, peer, first, buf, reps, warmup, min_time=0.0, most=None):
         begin = _wtime()
         k = 0
         while True:
-            last = (k + 1 >= warmup + reps and _wtime() - begin >= min_time) \
-                or k + 1 >= warmup + most
+            last = (
+                k + 1 >= warmup + reps and _wtime() - begin >= min_time
+            ) or k + 1 >= warmup + most
             buf[0] = 1 if last else 0
             t0 = _wtime()
             comm.Send(buf, dest=peer, tag=_TAG)
@@ -186,12 +192,25 @@ def _wtime():
     return MPI.Wtime()
 
 
-def measure(comm, *, small: int = 8, large: int = 1 << 16, reps: int = 20,
-            warmup: int = 3, min_time: float = 0.01, window: int = 4, bandwidth_reps: int = 3,
-            bandwidth_pairs: int = 1, all_pairs: int = 32, samples: int = 3,
-            min_gap: float = DEFAULT_MIN_GAP, wide_area: float = DEFAULT_WIDE_AREA,
-            pair_tolerance: float = DEFAULT_PAIR_TOLERANCE, progress: bool | None = None,
-            seed: int = 0) -> CalibrationReport:
+def measure(
+    comm,
+    *,
+    small: int = 8,
+    large: int = 1 << 16,
+    reps: int = 20,
+    warmup: int = 3,
+    min_time: float = 0.01,
+    window: int = 4,
+    bandwidth_reps: int = 3,
+    bandwidth_pairs: int = 1,
+    all_pairs: int = 32,
+    samples: int = 3,
+    min_gap: float = DEFAULT_MIN_GAP,
+    wide_area: float = DEFAULT_WIDE_AREA,
+    pair_tolerance: float = DEFAULT_PAIR_TOLERANCE,
+    progress: bool | None = None,
+    seed: int = 0,
+) -> CalibrationReport:
     """Measure ``comm``'s links and find its topology (collective; see the module doc).
 
     Parameters
@@ -234,8 +253,13 @@ def measure(comm, *, small: int = 8, large: int = 1 << 16, reps: int = 20,
 
     if int(small) < 1:
         raise WacollError("calibrate: small must be >= 1 byte (it carries a flag)")
-    for name, value in (("small", small), ("large", large), ("reps", reps),
-                        ("window", window), ("bandwidth_reps", bandwidth_reps)):
+    for name, value in (
+        ("small", small),
+        ("large", large),
+        ("reps", reps),
+        ("window", window),
+        ("bandwidth_reps", bandwidth_reps),
+    ):
         if int(value) < 1:
             raise WacollError(f"calibrate: {name} must be >= 1, got {value!r}")
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -278,10 +302,21 @@ def measure(comm, *, small: int = 8, large: int = 1 << 16, reps: int = 20,
             rtt[i, j] = rtt[j, i] = t
 
     # 3. clusters (rank 0 decides; everyone gets its answer)
-    labels = from_rank_0(comm, lambda: CalibrationReport.from_measurements(
-        rtt, None, self_rtt, min_gap=min_gap, wide_area=wide_area,
-        pair_tolerance=pair_tolerance).clustering.labels, TopologyError,
-        "clustering the measured latencies")
+    labels = from_rank_0(
+        comm,
+        lambda: (
+            CalibrationReport.from_measurements(
+                rtt,
+                None,
+                self_rtt,
+                min_gap=min_gap,
+                wide_area=wide_area,
+                pair_tolerance=pair_tolerance,
+            ).clustering.labels
+        ),
+        TopologyError,
+        "clustering the measured latencies",
+    )
 
     # 4. bandwidth, one pair at a time
     members = {}
@@ -292,20 +327,34 @@ def measure(comm, *, small: int = 8, large: int = 1 << 16, reps: int = 20,
         for a in sorted(members):
             for b in sorted(members):
                 if a == b:
-                    cand = [(x, y) for n, x in enumerate(members[a])
-                            for y in members[a][n + 1:]]
+                    cand = [
+                        (x, y)
+                        for n, x in enumerate(members[a])
+                        for y in members[a][n + 1 :]
+                    ]
                 else:
                     cand = list(zip(members[a], members[b]))
-                    cand += [(x, y) for x in members[a] for y in members[b]
-                             if (x, y) not in cand]
+                    cand += [
+                        (x, y)
+                        for x in members[a]
+                        for y in members[b]
+                        if (x, y) not in cand
+                    ]
                 bw_pairs += cand[:bandwidth_pairs]
     big = np.zeros(int(large), dtype=np.uint8)
     ack = np.zeros(1, dtype=np.uint8)
     measured = {}
     for n, (i, j) in enumerate(bw_pairs):
         if rank in (i, j):
-            times = bursts(comm, j if rank == i else i, rank == i, big, ack,
-                           int(window), int(bandwidth_reps))
+            times = bursts(
+                comm,
+                j if rank == i else i,
+                rank == i,
+                big,
+                ack,
+                int(window),
+                int(bandwidth_reps),
+            )
             if times:
                 base = rtt[i, j] if np.isfinite(rtt[i, j]) else 0.0
                 rates = [window * large / max(t - base, 1e-9) for t in times]
@@ -326,18 +375,35 @@ def measure(comm, *, small: int = 8, large: int = 1 << 16, reps: int = 20,
                 values = per_group.get((labels[i], labels[j]))
                 if i != j and values:
                     bandwidth[i, j] = float(np.median(values))
-        settings = dict(small=int(small), large=int(large), reps=int(reps),
-                        warmup=int(warmup), min_time=float(min_time), window=int(window),
-                        bandwidth_reps=int(bandwidth_reps),
-                        bandwidth_pairs=int(bandwidth_pairs), latency_pairs=len(pairs),
-                        rounds=len(schedule), bandwidth_measurements=len(bw_pairs),
-                        sampled=size > all_pairs, size=size,
-                        library=MPI.Get_library_version().splitlines()[0].strip())
+        settings = dict(
+            small=int(small),
+            large=int(large),
+            reps=int(reps),
+            warmup=int(warmup),
+            min_time=float(min_time),
+            window=int(window),
+            bandwidth_reps=int(bandwidth_reps),
+            bandwidth_pairs=int(bandwidth_pairs),
+            latency_pairs=len(pairs),
+            rounds=len(schedule),
+            bandwidth_measurements=len(bw_pairs),
+            sampled=size > all_pairs,
+            size=size,
+            library=MPI.Get_library_version().splitlines()[0].strip(),
+        )
         report = CalibrationReport.from_measurements(
-            rtt, bandwidth, self_rtt, settings=settings, elapsed=elapsed,
-            min_gap=min_gap, wide_area=wide_area, pair_tolerance=pair_tolerance)
-        show.show(f"done in {elapsed:.1f} s: {report.topology.nclusters} clusters",
-                  final=True)
+            rtt,
+            bandwidth,
+            self_rtt,
+            settings=settings,
+            elapsed=elapsed,
+            min_gap=min_gap,
+            wide_area=wide_area,
+            pair_tolerance=pair_tolerance,
+        )
+        show.show(
+            f"done in {elapsed:.1f} s: {report.topology.nclusters} clusters", final=True
+        )
         return report
 
     return from_rank_0(comm, fit, TopologyError, "fitting the calibration")

@@ -99,10 +99,12 @@ class ArgumentCheck:
         self.spare, self.abandoned = [], []
         rank = control.Get_rank()
         if self.several:  # the check runs as a wide-area optimal all-reduce
-            selection = select(Call("allreduce", count=4, itemsize=8,
-                                    level="commutative"), topology, family="magpie")
-            self.program = lower_for_rank(plan_for_rank(selection, topology, rank),
-                                          rank)
+            selection = select(
+                Call("allreduce", count=4, itemsize=8, level="commutative"),
+                topology,
+                family="magpie",
+            )
+            self.program = lower_for_rank(plan_for_rank(selection, topology, rank), rank)
             if self.enabled and runner_ready():
                 self._tables = compile_program(self.program, np.dtype(np.int64), "max")
                 self.compiled = self._tables.runner(control)
@@ -118,18 +120,26 @@ class ArgumentCheck:
         if not self.enabled:
             return None
         if self._tables is not None:
-            runner = self.spare.pop() if self.spare else \
-                self._tables.runner(self.control)
+            runner = self.spare.pop() if self.spare else self._tables.runner(self.control)
             return Check(self.control, error, sig, runner=runner, pool=self, tag=tag)
-        return Check(self.control, error, sig, program=self.program, tag=tag,
-                     persistent=self.blocking if blocking else None)
+        return Check(
+            self.control,
+            error,
+            sig,
+            program=self.program,
+            tag=tag,
+            persistent=self.blocking if blocking else None,
+        )
 
     @property
     def checks_started(self) -> bool:
         """Whether a compiled non-blocking call can be checked here
         (:meth:`of_started`)."""
-        return self.enabled and not self.first and (
-            not self.several or self._tables is not None)
+        return (
+            self.enabled
+            and not self.first
+            and (not self.several or self._tables is not None)
+        )
 
     def of_started(self):
         """What a compiled non-blocking call's check is made of, for each call in
@@ -141,8 +151,11 @@ class ArgumentCheck:
         if not self.enabled or self.first:
             return None
         if self.several:
-            return None if self._tables is None else \
-                (self._tables.runner(self.control), None)
+            return (
+                None
+                if self._tables is None
+                else (self._tables.runner(self.control), None)
+            )
         return None, functools.partial(_iallreduce_max, self.control)
 
     def gated(self, blocking):

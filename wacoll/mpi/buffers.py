@@ -46,13 +46,29 @@ from dataclasses import dataclass
 import numpy as np
 
 from wacoll import errors
-from wacoll.errors import BufferAccessError, BufferMismatchError, BufferTypeError, \
-    DatatypeError
-from wacoll.mpi.datatypes import TypeInfo, datatype_of_format, load_mpi, resolve_datatype, \
-    type_info
+from wacoll.errors import (
+    BufferAccessError,
+    BufferMismatchError,
+    BufferTypeError,
+    DatatypeError,
+)
+from wacoll.mpi.datatypes import (
+    TypeInfo,
+    datatype_of_format,
+    load_mpi,
+    resolve_datatype,
+    type_info,
+)
 
-__all__ = ["parse_buffer", "parse_vbuffer", "ParsedBuffer", "VBuffer", "numpy_dtype",
-           "mpi_datatype", "as_bytes"]
+__all__ = [
+    "parse_buffer",
+    "parse_vbuffer",
+    "ParsedBuffer",
+    "VBuffer",
+    "numpy_dtype",
+    "mpi_datatype",
+    "as_bytes",
+]
 
 
 def numpy_dtype(datatype) -> np.dtype:
@@ -122,8 +138,12 @@ def for_mpi(spec):
     if isinstance(spec, (list, tuple)) and spec:
         first = for_mpi(spec[0])
         return spec if first is spec[0] else type(spec)((first, *spec[1:]))
-    if isinstance(spec, np.ndarray) or not hasattr(spec, "__array_interface__") or \
-            hasattr(spec, "__dlpack__") or _is_buffer_object(spec):
+    if (
+        isinstance(spec, np.ndarray)
+        or not hasattr(spec, "__array_interface__")
+        or hasattr(spec, "__dlpack__")
+        or _is_buffer_object(spec)
+    ):
         return spec
     return np.asarray(spec)
 
@@ -140,23 +160,37 @@ class _Interface:
 
 
 class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32),
-                ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
-                ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
-                ("lanes", ctypes.c_uint16), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)),
-                ("byte_offset", ctypes.c_uint64)]
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device_type", ctypes.c_int32),
+        ("device_id", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("code", ctypes.c_uint8),
+        ("bits", ctypes.c_uint8),
+        ("lanes", ctypes.c_uint16),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
 
 
 class _DLManaged(ctypes.Structure):
-    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
-                ("deleter", ctypes.c_void_p)]
+    _fields_ = [
+        ("dl_tensor", _DLTensor),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),
+    ]
 
 
 class _DLManagedVersioned(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
-                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
-                ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+    _fields_ = [
+        ("major", ctypes.c_uint32),
+        ("minor", ctypes.c_uint32),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),
+        ("flags", ctypes.c_uint64),
+        ("dl_tensor", _DLTensor),
+    ]
 
 
 _DL_KINDS = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}
@@ -176,11 +210,14 @@ def _from_dlpack(obj, role):
     except AttributeError:
         device_type = 1
     if device_type not in (1, 3):  # kDLCPU, kDLCUDAHost
-        raise BufferAccessError(f"{role}: a DLPack tensor on device type "
-                                  f"{device_type} is not in host memory")
+        raise BufferAccessError(
+            f"{role}: a DLPack tensor on device type {device_type} is not in host memory"
+        )
     try:
-        capsule, name = obj.__dlpack__(max_version=(1, 0), copy=False), \
-            b"dltensor_versioned"
+        capsule, name = (
+            obj.__dlpack__(max_version=(1, 0), copy=False),
+            b"dltensor_versioned",
+        )
     except TypeError:
         capsule, name = obj.__dlpack__(), b"dltensor"
     if not _capsule_valid(capsule, name):
@@ -197,8 +234,10 @@ def _from_dlpack(obj, role):
     elif tensor.lanes != 1:
         kind = None
     if kind is None or bits % 8:
-        raise BufferMismatchError(f"{role}: DLPack type code {tensor.code} ({tensor.bits}"
-                                  f" bits, {tensor.lanes} lanes) has no MPI datatype")
+        raise BufferMismatchError(
+            f"{role}: DLPack type code {tensor.code} ({tensor.bits}"
+            f" bits, {tensor.lanes} lanes) has no MPI datatype"
+        )
     itemsize = bits // 8
     shape = tuple(tensor.shape[i] for i in range(tensor.ndim))
     if tensor.strides:
@@ -208,12 +247,21 @@ def _from_dlpack(obj, role):
                 raise BufferAccessError(f"{role}: the DLPack tensor is not contiguous")
             expect *= shape[i]
     order = "<" if np.little_endian else ">"
-    typestr = f"|b1" if kind == "b" else f"{order}{kind}{itemsize}"
+    typestr = "|b1" if kind == "b" else f"{order}{kind}{itemsize}"
     address = (tensor.data or 0) + tensor.byte_offset
     if not address:
         return np.empty(shape, np.dtype(typestr))
-    return np.asarray(_Interface({"data": (address, readonly), "typestr": typestr,
-                                  "shape": shape, "version": 3}, owner=capsule))
+    return np.asarray(
+        _Interface(
+            {
+                "data": (address, readonly),
+                "typestr": typestr,
+                "shape": shape,
+                "version": 3,
+            },
+            owner=capsule,
+        )
+    )
 
 
 def as_bytes(obj, role, writable=False):
@@ -228,8 +276,10 @@ def as_bytes(obj, role, writable=False):
     """
     host = _host_array(obj, role)
     if host is None:
-        raise BufferTypeError(f"{role} of type {type(obj).__name__} is not a buffer: it "
-                              f"exposes neither the buffer interface nor DLPack")
+        raise BufferTypeError(
+            f"{role} of type {type(obj).__name__} is not a buffer: it "
+            f"exposes neither the buffer interface nor DLPack"
+        )
     if isinstance(host, memoryview):
         mem = host
         if not mem.contiguous:
@@ -247,27 +297,32 @@ def as_bytes(obj, role, writable=False):
     if writable and not arr.flags.writeable:
         raise BufferAccessError(f"{role} is read-only")
     if arr.dtype.hasobject:
-        raise DatatypeError(f"{role}: numpy dtype {arr.dtype} holds Python objects; "
-                            f"it has no MPI datatype")
+        raise DatatypeError(
+            f"{role}: numpy dtype {arr.dtype} holds Python objects; "
+            f"it has no MPI datatype"
+        )
     flat = arr.reshape(-1, order="A")
-    return (flat.view(np.uint8) if flat.dtype.itemsize else
-            np.empty(0, np.uint8)), arr.dtype
+    return (
+        flat.view(np.uint8) if flat.dtype.itemsize else np.empty(0, np.uint8)
+    ), arr.dtype
 
 
 def _datatype_of(fmt, role):
     if isinstance(fmt, np.dtype):
         if fmt.hasobject:
             raise DatatypeError(f"{role}: numpy dtype {fmt} holds Python objects")
-        if fmt.byteorder not in "=|" and fmt.byteorder != ("<" if np.little_endian
-                                                             else ">"):
+        if fmt.byteorder not in "=|" and fmt.byteorder != (
+            "<" if np.little_endian else ">"
+        ):
             raise BufferAccessError(f"{role}: dtype {fmt} has non-native byte order")
         if fmt == np.uint8:
             return load_mpi().BYTE
         try:
             fmt = memoryview(np.empty(0, fmt)).format
         except (ValueError, TypeError, BufferError):  # datetime64, ...: no format
-            raise BufferAccessError(f"{role}: numpy dtype {fmt} exports no buffer "
-                                    f"format") from None
+            raise BufferAccessError(
+                f"{role}: numpy dtype {fmt} exports no buffer format"
+            ) from None
     return datatype_of_format(fmt, role)
 
 
@@ -310,7 +365,8 @@ class ParsedBuffer:
         if n and start + n > self.nelements:
             raise BufferMismatchError(
                 f"{role} holds {self.nelements} {self.info.name} elements; "
-                f"{n} at element {start} do not fit")
+                f"{n} at element {start} do not fit"
+            )
 
     def typed(self, start=0, n=None, role="buffer"):
         """Elements ``start .. start+n`` (default: the message's ``count``).
@@ -323,13 +379,13 @@ class ParsedBuffer:
         info = self.info
         at = start * info.extent
         if info.predefined:
-            return self.raw[at:at + n * info.extent].view(info.dtype)
+            return self.raw[at : at + n * info.extent].view(info.dtype)
         return info.pack(self.raw[at:], n).view(plan_dtype(info))
 
     def untyped_view(self, role="buffer"):
         """The whole buffer as a 1-D view of the predefined element type."""
         n = self.nelements
-        return self.raw[:n * self.info.extent].view(self.info.dtype)
+        return self.raw[: n * self.info.extent].view(self.info.dtype)
 
     def store(self, packed, start, n):
         """Write the packed data of ``n`` elements at element ``start`` (derived)."""
@@ -357,8 +413,9 @@ def _index(v, role, what):
         try:
             return int(v.__index__())
         except (AttributeError, TypeError):
-            raise BufferTypeError(f"{role} {what} must be an integer, got "
-                                  f"{v!r}") from None
+            raise BufferTypeError(
+                f"{role} {what} must be an integer, got {v!r}"
+            ) from None
     return int(v)
 
 
@@ -386,8 +443,9 @@ def _split_spec(spec, role, vector):
     elif n == 4:
         data, count, displ, dt = spec
     else:
-        raise BufferMismatchError(f"{role}: a buffer specification has 2 to 4 items, "
-                                  f"got {n}")
+        raise BufferMismatchError(
+            f"{role}: a buffer specification has 2 to 4 items, got {n}"
+        )
     return data, count, displ, dt
 
 
@@ -422,8 +480,9 @@ def _read_any(data, dt, role, writable):
     return raw, type_info(datatype)
 
 
-def parse_buffer(spec, role: str, blocks: int = 0,
-                 writable: bool = False) -> ParsedBuffer:
+def parse_buffer(
+    spec, role: str, blocks: int = 0, writable: bool = False
+) -> ParsedBuffer:
     """Read a buffer specification as mpi4py does (``message_simple``).
 
     ``blocks`` >= 2 reads a block-variant buffer: an inferred count is divided by
@@ -437,8 +496,10 @@ def parse_buffer(spec, role: str, blocks: int = 0,
     if isinstance(spec, (list, tuple)):
         data, count, displ, dt = _split_spec(spec, role, False)
     elif spec is MPI.IN_PLACE or spec is None:
-        raise BufferTypeError(f"{role} is {'None' if spec is None else 'MPI.IN_PLACE'}, "
-                              f"which this call does not accept here")
+        raise BufferTypeError(
+            f"{role} is {'None' if spec is None else 'MPI.IN_PLACE'}, "
+            f"which this call does not accept here"
+        )
     else:
         data, count, displ, dt = spec, None, None, None
     raw, info = _read(data, dt, role, writable)
@@ -449,13 +510,15 @@ def parse_buffer(spec, role: str, blocks: int = 0,
             raise BufferMismatchError(f"{role}: negative displacement {displ}")
         if displ:
             if info.extent <= 0:
-                raise BufferMismatchError(f"{role}: cannot displace by datatype extent "
-                                          f"{info.extent}")
+                raise BufferMismatchError(
+                    f"{role}: cannot displace by datatype extent {info.extent}"
+                )
             offset = displ * info.extent
             if offset > raw.size:
                 raise BufferMismatchError(
                     f"{role}: displacement {displ} is beyond the buffer's "
-                    f"{raw.size // info.extent} elements")
+                    f"{raw.size // info.extent} elements"
+                )
     raw = raw[offset:]
     if count is not None:
         count = _index(count, role, "count")
@@ -463,18 +526,21 @@ def parse_buffer(spec, role: str, blocks: int = 0,
             raise errors.CountError(f"{role}: negative count {count}")
     elif raw.size:
         if info.extent <= 0:
-            raise BufferMismatchError(f"{role}: cannot infer the count with datatype "
-                                      f"extent {info.extent}")
+            raise BufferMismatchError(
+                f"{role}: cannot infer the count with datatype extent {info.extent}"
+            )
         if raw.size % info.extent:
             raise BufferMismatchError(
                 f"{role}: cannot infer the count: {raw.size} bytes are not a multiple "
-                f"of the {info.name} extent {info.extent}")
+                f"of the {info.name} extent {info.extent}"
+            )
         total = raw.size // info.extent
         if blocks >= 2:
             if total % blocks:
                 raise BufferMismatchError(
                     f"{role}: cannot infer the count: {total} elements are not a "
-                    f"multiple of {blocks} ranks")
+                    f"multiple of {blocks} ranks"
+                )
             count = total // blocks
         else:
             count = total
@@ -505,12 +571,15 @@ class VBuffer:
 
 def _int_list(values, size, role, what):
     if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
-        raise BufferTypeError(f"{role} {what} must be a sequence of {size} integers or "
-                              f"one integer, got {values!r}")
+        raise BufferTypeError(
+            f"{role} {what} must be a sequence of {size} integers or "
+            f"one integer, got {values!r}"
+        )
     items = [_index(v, role, what) for v in values]
     if len(items) != size:
-        raise BufferMismatchError(f"{role} {what}: expected {size} entries, one per "
-                                  f"rank; got {len(items)}")
+        raise BufferMismatchError(
+            f"{role} {what}: expected {size} entries, one per rank; got {len(items)}"
+        )
     return tuple(items)
 
 
@@ -518,8 +587,10 @@ def parse_vbuffer(spec, size: int, role: str, writable: bool = False) -> VBuffer
     """Read a vector buffer specification for ``size`` ranks (``message_vector``)."""
     MPI = load_mpi()
     if spec is MPI.IN_PLACE or spec is None:
-        raise BufferTypeError(f"{role} is {'None' if spec is None else 'MPI.IN_PLACE'}, "
-                              f"which this call does not accept here")
+        raise BufferTypeError(
+            f"{role} is {'None' if spec is None else 'MPI.IN_PLACE'}, "
+            f"which this call does not accept here"
+        )
     data, counts, displs, dt = _split_spec(spec, role, True)
     raw, info = _read(data, dt, role, writable)
     msg = ParsedBuffer(raw, info, 0)
@@ -529,7 +600,8 @@ def parse_vbuffer(spec, size: int, role: str, writable: bool = False) -> VBuffer
             if info.extent <= 0 or raw.size % info.extent:
                 raise BufferMismatchError(
                     f"{role}: cannot infer counts: {raw.size} bytes are not a multiple "
-                    f"of the {info.name} extent {info.extent}")
+                    f"of the {info.name} extent {info.extent}"
+                )
             total = raw.size // info.extent
         counts = tuple(total // size + (total % size > i) for i in range(size))
     elif isinstance(counts, numbers.Integral) and not isinstance(counts, bool):
@@ -546,8 +618,8 @@ def parse_vbuffer(spec, size: int, role: str, writable: bool = False) -> VBuffer
         if c < 0 or d < 0:
             # a negative count: the MPI library's MPI_ERR_COUNT
             raise (errors.CountError if c < 0 else BufferMismatchError)(
-                f"{role}: block {r} has count {c} and displacement {d}; both must be "
-                f">= 0")
+                f"{role}: block {r} has count {c} and displacement {d}; both must be >= 0"
+            )
         if c:
             msg.validate_fits(d, c, f"{role} block {r}")
     if writable:
@@ -564,4 +636,5 @@ def _refuse_overlap(counts, displs, role):
             raise BufferMismatchError(
                 f"{role}: blocks {min(r, s)} and {max(r, s)} overlap (elements "
                 f"{start} to {end - 1} would be written twice); receive blocks must "
-                f"not overlap")
+                f"not overlap"
+            )

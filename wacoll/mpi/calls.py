@@ -26,21 +26,53 @@ import numpy as np
 
 from wacoll import _kernels, errors
 from wacoll._kernels import operator_name, repro
-from wacoll.errors import BufferAccessError, BufferMismatchError, BufferTypeError, \
-    OperatorError, RootTypeError, WacollError
+from wacoll.errors import (
+    BufferAccessError,
+    BufferMismatchError,
+    BufferTypeError,
+    OperatorError,
+    RootTypeError,
+    WacollError,
+)
 from wacoll.mpi.buffers import parse_buffer, parse_vbuffer, plan_dtype, plan_factor
 from wacoll.mpi.datatypes import load_mpi
 from wacoll.plans.operations import LEVELS
 
 __all__ = [
-    "Place", "Prepared", "barrier", "bcast", "scatter", "scatterv", "gather", "gatherv",
-    "allgather", "allgatherv", "alltoall", "alltoallv", "reduce", "allreduce", "scan",
-    "exscan", "reduce_scatter_block", "reduce_scatter", "EXACT_OPS",
+    "Place",
+    "Prepared",
+    "barrier",
+    "bcast",
+    "scatter",
+    "scatterv",
+    "gather",
+    "gatherv",
+    "allgather",
+    "allgatherv",
+    "alltoall",
+    "alltoallv",
+    "reduce",
+    "allreduce",
+    "scan",
+    "exscan",
+    "reduce_scatter_block",
+    "reduce_scatter",
+    "EXACT_OPS",
 ]
 
 #: Predefined operators whose results are the same bits in any order, on any type.
-EXACT_OPS = ("MIN", "MAX", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR", "MINLOC",
-             "MAXLOC")
+EXACT_OPS = (
+    "MIN",
+    "MAX",
+    "LAND",
+    "LOR",
+    "LXOR",
+    "BAND",
+    "BOR",
+    "BXOR",
+    "MINLOC",
+    "MAXLOC",
+)
 
 
 class Place(NamedTuple):
@@ -107,8 +139,9 @@ def validate_root(place, root):
     integer, a :class:`~wacoll.errors.RootError` (``MPI.Exception``, ``ERR_ROOT``)
     for one out of range."""
     if isinstance(root, bool) or not isinstance(root, (int, np.integer)):
-        raise RootTypeError(f"root {root!r} is not an integer rank of "
-                            f"0..{place.size - 1}")
+        raise RootTypeError(
+            f"root {root!r} is not an integer rank of 0..{place.size - 1}"
+        )
     if not 0 <= root < place.size:
         raise errors.RootError(f"root {root!r} is not a rank of 0..{place.size - 1}")
     return int(root)
@@ -127,8 +160,9 @@ def _need(have, want, role):
 
 def _split(total, parts, role):
     if total % parts:
-        raise BufferMismatchError(f"{role} has {total} elements, not a multiple of "
-                                  f"{parts} ranks")
+        raise BufferMismatchError(
+            f"{role} has {total} elements, not a multiple of {parts} ranks"
+        )
     return total // parts
 
 
@@ -159,8 +193,7 @@ class _Out:
     def target(self, msg, start, n, role, keep=False):
         """Plan elements ``start .. start+n`` of ``msg`` to write into."""
         if msg.info.predefined:
-            return self.keep_padding(msg.info, _writable(msg.typed(start, n, role),
-                                                         role))
+            return self.keep_padding(msg.info, _writable(msg.typed(start, n, role), role))
         _writable(msg.raw, role)
         if keep:
             staged = np.ascontiguousarray(msg.typed(start, n, role))
@@ -198,7 +231,7 @@ def _padding(dtype):
     mask = np.ones(dtype.itemsize, bool)
     for name in dtype.names or ():
         field, offset = dtype.fields[name][:2]
-        mask[offset:offset + field.itemsize] = False
+        mask[offset : offset + field.itemsize] = False
     return mask
 
 
@@ -213,19 +246,27 @@ def _apart(send, recv):
     ``MPI_ERR_BUFFER``), and the other ranks would wait for that rank forever: say so
     on every rank instead, with :class:`~wacoll.errors.BufferAliasError` (an
     ``MPI.Exception``, as the library's)."""
-    if send.raw.size and recv.raw.size and send.raw.__array_interface__["data"][0] == \
-            recv.raw.__array_interface__["data"][0]:
-        raise errors.BufferAliasError("sendbuf and recvbuf are the same memory, which "
-                                      "MPI forbids; pass MPI.IN_PLACE as sendbuf to "
-                                      "work in place")
+    if (
+        send.raw.size
+        and recv.raw.size
+        and send.raw.__array_interface__["data"][0]
+        == recv.raw.__array_interface__["data"][0]
+    ):
+        raise errors.BufferAliasError(
+            "sendbuf and recvbuf are the same memory, which "
+            "MPI forbids; pass MPI.IN_PLACE as sendbuf to "
+            "work in place"
+        )
 
 
 def _same_type(a, b, what="sendbuf and recvbuf"):
     """Both messages move the same plan element (MPI's type-signature rule)."""
     if plan_dtype(a.info) != plan_dtype(b.info):
-        raise BufferMismatchError(f"{what} differ in type: sendbuf holds "
-                                  f"{_describe(a.info)} but recvbuf holds "
-                                  f"{_describe(b.info)}")
+        raise BufferMismatchError(
+            f"{what} differ in type: sendbuf holds "
+            f"{_describe(a.info)} but recvbuf holds "
+            f"{_describe(b.info)}"
+        )
 
 
 def _vector_source(vb, role):
@@ -245,15 +286,16 @@ def _vector_target(vb, out, role):
     """``(outbuf, offsets)`` of a vector receive buffer, in plan elements."""
     msg, f = vb.message, plan_factor(vb.info)
     if msg.info.predefined:
-        return out.keep_padding(msg.info, _writable(msg.untyped_view(role), role)), \
-            dict(enumerate(vb.displs))
+        return out.keep_padding(msg.info, _writable(msg.untyped_view(role), role)), dict(
+            enumerate(vb.displs)
+        )
     total = sum(vb.counts) * f
     staged = np.empty(total, plan_dtype(vb.info))
     offsets, at = {}, 0
     _writable(msg.raw, role)
     for r, (c, d) in enumerate(zip(vb.counts, vb.displs)):
         offsets[r] = at
-        out.stores.append((msg, staged[at:at + c * f], d, c))
+        out.stores.append((msg, staged[at : at + c * f], d, c))
         at += c * f
     return staged, offsets
 
@@ -271,12 +313,21 @@ def bcast(place, buf, root=0):
     root = validate_root(place, root)
     out = _Out()
     msg = parse_buffer(buf, "buf", writable=place.rank != root)
-    view = msg.typed(role="buf") if place.rank == root else \
-        out.target(msg, 0, msg.count, "buf")
+    view = (
+        msg.typed(role="buf")
+        if place.rank == root
+        else out.target(msg, 0, msg.count, "buf")
+    )
     if place.rank == root and not msg.info.predefined:
         view = np.ascontiguousarray(view)
-    return Prepared("bcast", root=root, count=_elements(msg), dtype=view.dtype,
-                    outbuf=view, finish=out.finish())
+    return Prepared(
+        "bcast",
+        root=root,
+        count=_elements(msg),
+        dtype=view.dtype,
+        outbuf=view,
+        finish=out.finish(),
+    )
 
 
 def scatter(place, sendbuf, recvbuf, root=0):
@@ -296,8 +347,15 @@ def scatter(place, sendbuf, recvbuf, root=0):
             _need(_elements(rmsg), count, "recvbuf")
         outbuf = out.target(rmsg, 0, rmsg.count, "recvbuf")
         count = _elements(rmsg)
-    return Prepared("scatter", root=root, count=count, dtype=outbuf.dtype, inbuf=inbuf,
-                    outbuf=outbuf, finish=out.finish())
+    return Prepared(
+        "scatter",
+        root=root,
+        count=count,
+        dtype=outbuf.dtype,
+        inbuf=inbuf,
+        outbuf=outbuf,
+        finish=out.finish(),
+    )
 
 
 def scatterv(place, sendbuf, recvbuf, root=0):
@@ -316,9 +374,16 @@ def scatterv(place, sendbuf, recvbuf, root=0):
             _apart(vb.message, rmsg)
             _same_type(vb.message, rmsg)
         outbuf = out.target(rmsg, 0, rmsg.count, "recvbuf")
-    return Prepared("scatterv", root=root, dtype=outbuf.dtype, inbuf=inbuf,
-                    outbuf=outbuf, in_offsets=offsets, vector_info=(outbuf.size, counts),
-                    finish=out.finish())
+    return Prepared(
+        "scatterv",
+        root=root,
+        dtype=outbuf.dtype,
+        inbuf=inbuf,
+        outbuf=outbuf,
+        in_offsets=offsets,
+        vector_info=(outbuf.size, counts),
+        finish=out.finish(),
+    )
 
 
 def gather(place, sendbuf, recvbuf, root=0):
@@ -327,11 +392,12 @@ def gather(place, sendbuf, recvbuf, root=0):
     if place.rank == root:
         rmsg = parse_buffer(recvbuf, "recvbuf", blocks=place.size, writable=True)
         count = _elements(rmsg)
-        outbuf = out.target(rmsg, 0, rmsg.count * place.size, "recvbuf",
-                            keep=_in_place(sendbuf))
+        outbuf = out.target(
+            rmsg, 0, rmsg.count * place.size, "recvbuf", keep=_in_place(sendbuf)
+        )
     in_copy = None
     if place.rank == root and _in_place(sendbuf):
-        inbuf = outbuf[root * count:(root + 1) * count].copy()
+        inbuf = outbuf[root * count : (root + 1) * count].copy()
         in_copy = (root * count, count)
     else:
         smsg = parse_buffer(sendbuf, "sendbuf")
@@ -341,8 +407,16 @@ def gather(place, sendbuf, recvbuf, root=0):
             _same_type(smsg, rmsg)
             _need(_elements(smsg), count, "sendbuf")
         count = _elements(smsg)
-    return Prepared("gather", root=root, count=count, dtype=inbuf.dtype, inbuf=inbuf,
-                    outbuf=outbuf, finish=out.finish(), in_copy=in_copy)
+    return Prepared(
+        "gather",
+        root=root,
+        count=count,
+        dtype=inbuf.dtype,
+        inbuf=inbuf,
+        outbuf=outbuf,
+        finish=out.finish(),
+        in_copy=in_copy,
+    )
 
 
 def gatherv(place, sendbuf, recvbuf, root=0):
@@ -361,9 +435,16 @@ def gatherv(place, sendbuf, recvbuf, root=0):
         if place.rank == root:
             _apart(smsg, vb.message)
             _same_type(smsg, vb.message)
-    return Prepared("gatherv", root=root, dtype=inbuf.dtype, inbuf=inbuf, outbuf=outbuf,
-                    out_offsets=offsets, vector_info=(inbuf.size, counts),
-                    finish=out.finish())
+    return Prepared(
+        "gatherv",
+        root=root,
+        dtype=inbuf.dtype,
+        inbuf=inbuf,
+        outbuf=outbuf,
+        out_offsets=offsets,
+        vector_info=(inbuf.size, counts),
+        finish=out.finish(),
+    )
 
 
 def allgather(place, sendbuf, recvbuf):
@@ -375,8 +456,9 @@ def allgatherv(place, sendbuf, recvbuf):
     vb = parse_vbuffer(recvbuf, place.size, "recvbuf", writable=True)
     f = plan_factor(vb.info)
     if _in_place(sendbuf):
-        inbuf = vb.message.typed(vb.displs[place.rank], vb.counts[place.rank],
-                                 "recvbuf").copy()
+        inbuf = vb.message.typed(
+            vb.displs[place.rank], vb.counts[place.rank], "recvbuf"
+        ).copy()
     else:
         smsg = parse_buffer(sendbuf, "sendbuf")
         _apart(smsg, vb.message)
@@ -385,11 +467,20 @@ def allgatherv(place, sendbuf, recvbuf):
     outbuf, offsets = _vector_target(vb, out, "recvbuf")
     counts = _scaled(vb.counts, f)
     if inbuf.size != counts[place.rank]:
-        raise BufferMismatchError(f"sendbuf has {inbuf.size} elements; recvcounts says "
-                                  f"{counts[place.rank]} for this rank")
-    return Prepared("allgatherv", dtype=outbuf.dtype, inbuf=inbuf, outbuf=outbuf,
-                    out_offsets=offsets, counts=counts, vector_info=counts,
-                    finish=out.finish())
+        raise BufferMismatchError(
+            f"sendbuf has {inbuf.size} elements; recvcounts says "
+            f"{counts[place.rank]} for this rank"
+        )
+    return Prepared(
+        "allgatherv",
+        dtype=outbuf.dtype,
+        inbuf=inbuf,
+        outbuf=outbuf,
+        out_offsets=offsets,
+        counts=counts,
+        vector_info=counts,
+        finish=out.finish(),
+    )
 
 
 def alltoall(place, sendbuf, recvbuf):
@@ -418,20 +509,28 @@ def _from_every_rank(op, place, sendbuf, recvbuf):
     out = _Out()
     rmsg = parse_buffer(recvbuf, "recvbuf", blocks=place.size, writable=True)
     count = _elements(rmsg)
-    outbuf = out.target(rmsg, 0, rmsg.count * place.size, "recvbuf",
-                        keep=_in_place(sendbuf))
+    outbuf = out.target(
+        rmsg, 0, rmsg.count * place.size, "recvbuf", keep=_in_place(sendbuf)
+    )
     in_copy = None
     if _in_place(sendbuf):
         in_copy = (0, outbuf.size) if per_rank else (place.rank * count, count)
-        inbuf = outbuf[in_copy[0]:in_copy[0] + in_copy[1]].copy()
+        inbuf = outbuf[in_copy[0] : in_copy[0] + in_copy[1]].copy()
     else:
         smsg = parse_buffer(sendbuf, "sendbuf", blocks=place.size if per_rank else 0)
         _apart(smsg, rmsg)
         _same_type(smsg, rmsg)
         _need(_elements(smsg), count, "sendbuf (per rank)" if per_rank else "sendbuf")
         inbuf = smsg.typed(0, smsg.count * (place.size if per_rank else 1), "sendbuf")
-    return Prepared(op, count=count, dtype=outbuf.dtype, inbuf=inbuf, outbuf=outbuf,
-                    finish=out.finish(), in_copy=in_copy)
+    return Prepared(
+        op,
+        count=count,
+        dtype=outbuf.dtype,
+        inbuf=inbuf,
+        outbuf=outbuf,
+        finish=out.finish(),
+        in_copy=in_copy,
+    )
 
 
 def alltoallv(place, sendbuf, recvbuf):
@@ -450,12 +549,16 @@ def alltoallv(place, sendbuf, recvbuf):
         sview, soffsets = _vector_source(sv, "sendbuf")
         scounts, sf = sv.counts, plan_factor(sv.info)
     outbuf, roffsets = _vector_target(rv, out, "recvbuf")
-    return Prepared("alltoallv", dtype=outbuf.dtype, inbuf=sview, outbuf=outbuf,
-                    in_offsets={me * P + j: soffsets[j] for j in range(P)},
-                    out_offsets={j * P + me: roffsets[j] for j in range(P)},
-                    vector_info=(_scaled(scounts, sf),
-                                 _scaled(rv.counts, plan_factor(rv.info))),
-                    finish=out.finish())
+    return Prepared(
+        "alltoallv",
+        dtype=outbuf.dtype,
+        inbuf=sview,
+        outbuf=outbuf,
+        in_offsets={me * P + j: soffsets[j] for j in range(P)},
+        out_offsets={j * P + me: roffsets[j] for j in range(P)},
+        vector_info=(_scaled(scounts, sf), _scaled(rv.counts, plan_factor(rv.info))),
+        finish=out.finish(),
+    )
 
 
 # ------------------------------------------------------------------ reductions
@@ -504,13 +607,20 @@ def _reduction_parts(op_name, inbuf, out, op, level, default_level):
     if level not in LEVELS:
         raise WacollError(f"level must be one of {LEVELS}, got {level!r}")
     if level == "commutative" and not commutes:
-        raise WacollError("level 'commutative' asserted for an operator that is not "
-                          "commutative")
+        raise WacollError(
+            "level 'commutative' asserted for an operator that is not commutative"
+        )
     if commutes and _exact(op, inbuf.dtype):
         level = "commutative"
-    return Prepared(op_name, dtype=inbuf.dtype, inbuf=inbuf, outbuf=out, reduce_op=op,
-                    level=level, accumulator_itemsize=_accumulator_itemsize(
-                        op, inbuf.dtype, level))
+    return Prepared(
+        op_name,
+        dtype=inbuf.dtype,
+        inbuf=inbuf,
+        outbuf=out,
+        reduce_op=op,
+        level=level,
+        accumulator_itemsize=_accumulator_itemsize(op, inbuf.dtype, level),
+    )
 
 
 def _accumulator_itemsize(op, dtype, level):
@@ -529,9 +639,11 @@ def _validate_reduction_type(msg, op, role):
     if msg.info.predefined:
         return None
     if operator_name(op if op is not None else "SUM") != "user-defined":
-        raise errors.UndefinedOperatorError(f"{role}: MPI's predefined operators are "
-                                            f"not defined for derived datatype "
-                                            f"{msg.info.name}")
+        raise errors.UndefinedOperatorError(
+            f"{role}: MPI's predefined operators are "
+            f"not defined for derived datatype "
+            f"{msg.info.name}"
+        )
     return msg.info
 
 
@@ -567,25 +679,33 @@ def _describe(info):
 
 
 def _same_reduction_type(s, r):
-    if s.datatype != r.datatype and not (s.info.predefined and r.info.predefined and
-                                         s.info.dtype == r.info.dtype):
-        raise BufferMismatchError(f"mismatch in send and receive MPI datatypes: "
-                                  f"sendbuf is {_describe(s.info)}, recvbuf "
-                                  f"{_describe(r.info)}")
+    if s.datatype != r.datatype and not (
+        s.info.predefined and r.info.predefined and s.info.dtype == r.info.dtype
+    ):
+        raise BufferMismatchError(
+            f"mismatch in send and receive MPI datatypes: "
+            f"sendbuf is {_describe(s.info)}, recvbuf "
+            f"{_describe(r.info)}"
+        )
     if s.count != r.count:
-        raise BufferMismatchError(f"mismatch in send count {s.count} and receive count "
-                                  f"{r.count}")
+        raise BufferMismatchError(
+            f"mismatch in send count {s.count} and receive count {r.count}"
+        )
 
 
-def _vector_reduction(op_name, place, sendbuf, recvbuf, op, level, default_level,
-                      root=None):
+def _vector_reduction(
+    op_name, place, sendbuf, recvbuf, op, level, default_level, root=None
+):
     out = _Out()
     rmsg = outbuf = in_copy = derived = None
     if op_name != "reduce" or place.rank == root:
         rmsg = parse_buffer(recvbuf, "recvbuf", writable=True)
         derived = _validate_reduction_type(rmsg, op, "recvbuf")
-    if _in_place(sendbuf) and rmsg is not None and (op_name != "reduce" or
-                                                    place.rank == root):
+    if (
+        _in_place(sendbuf)
+        and rmsg is not None
+        and (op_name != "reduce" or place.rank == root)
+    ):
         outbuf = out.target(rmsg, 0, rmsg.count, "recvbuf", keep=True)
         inbuf = outbuf.copy()
         in_copy = (0, outbuf.size)
@@ -605,16 +725,17 @@ def _vector_reduction(op_name, place, sendbuf, recvbuf, op, level, default_level
     return _whole_elements(prepared, derived)
 
 
-def reduce(place, sendbuf, recvbuf, op=None, root=0, *, level=None,
-           default_level=None):
+def reduce(place, sendbuf, recvbuf, op=None, root=0, *, level=None, default_level=None):
     root = validate_root(place, root)
-    return _vector_reduction("reduce", place, sendbuf, recvbuf, op, level, default_level,
-                             root)
+    return _vector_reduction(
+        "reduce", place, sendbuf, recvbuf, op, level, default_level, root
+    )
 
 
 def allreduce(place, sendbuf, recvbuf, op=None, *, level=None, default_level=None):
-    return _vector_reduction("allreduce", place, sendbuf, recvbuf, op, level,
-                             default_level)
+    return _vector_reduction(
+        "allreduce", place, sendbuf, recvbuf, op, level, default_level
+    )
 
 
 def scan(place, sendbuf, recvbuf, op=None, *, level=None, default_level=None):
@@ -625,8 +746,9 @@ def exscan(place, sendbuf, recvbuf, op=None, *, level=None, default_level=None):
     return _vector_reduction("exscan", place, sendbuf, recvbuf, op, level, default_level)
 
 
-def reduce_scatter_block(place, sendbuf, recvbuf, op=None, *, level=None,
-                         default_level=None):
+def reduce_scatter_block(
+    place, sendbuf, recvbuf, op=None, *, level=None, default_level=None
+):
     out = _Out()
     if _in_place(sendbuf):
         rmsg = parse_buffer(recvbuf, "recvbuf", blocks=place.size, writable=True)
@@ -647,8 +769,9 @@ def reduce_scatter_block(place, sendbuf, recvbuf, op=None, *, level=None,
         outbuf = out.target(rmsg, 0, rmsg.count, "recvbuf")
         inbuf = smsg.typed(0, smsg.count * place.size, "sendbuf")
         count = _elements(rmsg)
-    prepared = _reduction_parts("reduce_scatter_block", inbuf, outbuf, op, level,
-                                default_level)
+    prepared = _reduction_parts(
+        "reduce_scatter_block", inbuf, outbuf, op, level, default_level
+    )
     prepared.count = count
     prepared.finish = out.finish()
     prepared.in_copy = in_copy if _in_place(sendbuf) else None
@@ -661,21 +784,24 @@ def _recvcounts(values, size):
     try:
         counts = tuple(values)
     except TypeError:
-        raise BufferTypeError(f"recvcounts must be a sequence of {size} counts, got "
-                              f"{values!r}") from None
+        raise BufferTypeError(
+            f"recvcounts must be a sequence of {size} counts, got {values!r}"
+        ) from None
     # mpi4py reads the items as integers first (TypeError), then counts them
     if any(isinstance(c, bool) or not isinstance(c, (int, np.integer)) for c in counts):
         raise BufferTypeError(f"recvcounts needs {size} integer counts")
     if len(counts) != size:
-        raise BufferMismatchError(f"recvcounts: expecting {size} items, got "
-                                  f"{len(counts)}")
+        raise BufferMismatchError(
+            f"recvcounts: expecting {size} items, got {len(counts)}"
+        )
     if any(c < 0 for c in counts):  # the MPI library's MPI_ERR_COUNT
         raise errors.CountError(f"recvcounts needs {size} counts >= 0")
     return tuple(int(c) for c in counts)
 
 
-def reduce_scatter(place, sendbuf, recvbuf, recvcounts=None, op=None, *, level=None,
-                   default_level=None):
+def reduce_scatter(
+    place, sendbuf, recvbuf, recvcounts=None, op=None, *, level=None, default_level=None
+):
     out = _Out()
     rmsg = parse_buffer(recvbuf, "recvbuf", writable=True)
     derived = _validate_reduction_type(rmsg, op, "recvbuf")
@@ -685,27 +811,31 @@ def reduce_scatter(place, sendbuf, recvbuf, recvcounts=None, op=None, *, level=N
         if counts is None:
             raise BufferTypeError("MPI.IN_PLACE needs recvcounts")
         if rmsg.count != sum(counts):
-            raise BufferMismatchError(f"mismatch in receive count {rmsg.count} and "
-                                      f"sum(counts) {sum(counts)}")
+            raise BufferMismatchError(
+                f"mismatch in receive count {rmsg.count} and sum(counts) {sum(counts)}"
+            )
         whole = out.target(rmsg, 0, rmsg.count, "recvbuf", keep=True)
         inbuf = whole.copy()
-        outbuf = whole[:counts[place.rank] * f]
+        outbuf = whole[: counts[place.rank] * f]
         in_copy = (0, whole.size)
     else:
         smsg = parse_buffer(sendbuf, "sendbuf")
         derived = _validate_reduction_type(smsg, op, "sendbuf") or derived
         _apart(smsg, rmsg)
-        if smsg.datatype != rmsg.datatype and plan_dtype(smsg.info) != \
-                plan_dtype(rmsg.info):
+        if smsg.datatype != rmsg.datatype and plan_dtype(smsg.info) != plan_dtype(
+            rmsg.info
+        ):
             raise BufferMismatchError("mismatch in send and receive MPI datatypes")
         if counts is not None:
             if smsg.count != sum(counts):
-                raise BufferMismatchError(f"mismatch in send count {smsg.count} and "
-                                          f"sum(counts) {sum(counts)}")
+                raise BufferMismatchError(
+                    f"mismatch in send count {smsg.count} and sum(counts) {sum(counts)}"
+                )
             if rmsg.count != counts[place.rank]:
                 raise BufferMismatchError(
                     f"mismatch in receive count {rmsg.count} and "
-                    f"counts[{place.rank}] {counts[place.rank]}")
+                    f"counts[{place.rank}] {counts[place.rank]}"
+                )
         outbuf = out.target(rmsg, 0, rmsg.count, "recvbuf")
         inbuf = smsg.typed(role="sendbuf")
     prepared = _reduction_parts("reduce_scatter", inbuf, outbuf, op, level, default_level)
@@ -714,6 +844,5 @@ def reduce_scatter(place, sendbuf, recvbuf, recvcounts=None, op=None, *, level=N
     prepared = _whole_elements(prepared, derived)
     if prepared.dtype != inbuf.dtype:  # whole elements: counted in elements
         f = 1
-    prepared.vector_info = (prepared.outbuf.size, _scaled(counts, f),
-                            prepared.inbuf.size)
+    prepared.vector_info = (prepared.outbuf.size, _scaled(counts, f), prepared.inbuf.size)
     return prepared

@@ -48,8 +48,7 @@ import zlib
 from mpi4py import MPI
 
 from wacoll.errors import TopologyError, WacollError
-from wacoll.mpi import calls
-from wacoll.mpi import objects
+from wacoll.mpi import calls, objects
 from wacoll.mpi.agreement import Signature, agree, from_rank_0
 from wacoll.mpi.argcheck import CHECK_MODES, ArgumentCheck
 from wacoll.mpi.clocks import now
@@ -60,10 +59,10 @@ from wacoll.mpi.interrupts import collective_name, interrupted
 from wacoll.mpi.learning import Tuning, TuningError, explored, read_tuning, shape_of
 from wacoll.mpi.links import MEASURE_MODES, links_for, measure_mode
 from wacoll.mpi.route import Route, private_dup
-from wacoll.settings import agreed_settings, switch
 from wacoll.mpi.trace import Tracer
 from wacoll.plans import LEVELS, Policy, builders
 from wacoll.plans.select import PSEUDO_FAMILIES, SCRIPTS, plain_options
+from wacoll.settings import agreed_settings, switch
 from wacoll.topology import Topology
 
 __all__ = ["Comm"]
@@ -139,14 +138,30 @@ class Comm(MPI.Intracomm):
         if not isinstance(comm, MPI.Comm) or comm == MPI.COMM_NULL:
             raise WacollError("wacoll.Comm wraps an mpi4py intracommunicator")
         if comm.Is_inter():
-            raise WacollError("wacoll.Comm needs an intracommunicator; this one is an "
-                              "inter-communicator")
+            raise WacollError(
+                "wacoll.Comm needs an intracommunicator; this one is an "
+                "inter-communicator"
+            )
         return super().__new__(cls, comm.Dup())
 
-    def __init__(self, comm=None, topology=None, *, family=None, level=None,
-                 threshold=512, segment_size=262144, scripts=None, check=None,
-                 validate=True, trace=False, arithmetic="auto", learn=None,
-                 measure=None, **options):
+    def __init__(
+        self,
+        comm=None,
+        topology=None,
+        *,
+        family=None,
+        level=None,
+        threshold=512,
+        segment_size=262144,
+        scripts=None,
+        check=None,
+        validate=True,
+        trace=False,
+        arithmetic="auto",
+        learn=None,
+        measure=None,
+        **options,
+    ):
         if comm is None:
             return
         error = None
@@ -167,17 +182,21 @@ class Comm(MPI.Intracomm):
         given = topology is not None or bool(settings["WACOLL_TOPOLOGY"])
         try:
             if measure not in MEASURE_MODES:
-                raise WacollError(f"measure must be one of {MEASURE_MODES} (or True, "
-                                  f"False), got {measure!r}")
+                raise WacollError(
+                    f"measure must be one of {MEASURE_MODES} (or True, "
+                    f"False), got {measure!r}"
+                )
             if learn not in LEARN_MODES:
-                raise WacollError(f"learn must be one of {LEARN_MODES} (or True, False), "
-                                  f"got {learn!r}")
+                raise WacollError(
+                    f"learn must be one of {LEARN_MODES} (or True, False), got {learn!r}"
+                )
             if level is not None and level not in LEVELS:
                 raise WacollError(f"level must be one of {LEVELS}, got {level!r}")
             if check not in CHECK_MODES:
                 raise WacollError(f"check must be one of {CHECK_MODES}, got {check!r}")
-            policy = Policy(threshold=threshold, segment_size=segment_size,
-                            arithmetic=arithmetic)
+            policy = Policy(
+                threshold=threshold, segment_size=segment_size, arithmetic=arithmetic
+            )
             if topology is not None and not isinstance(topology, Topology):
                 raise TopologyError("topology must be a wacoll.Topology")
             if family is not None and family not in PSEUDO_FAMILIES:
@@ -204,14 +223,25 @@ class Comm(MPI.Intracomm):
             error, fixed = error or fixed, None
         size = self.Get_size()
         if error is None and topology.size != size:
-            error = TopologyError(f"the topology has {topology.size} ranks; the "
-                                  f"communicator has {size}")
-        fields = (("topology", repr(topology.to_dict()) if isinstance(topology, Topology)
-                   else None),
-                  ("family", family), ("level", level), ("threshold", threshold),
-                  ("segment_size", segment_size), ("arithmetic", arithmetic),
-                  ("options", repr(sorted(options.items()))), ("check", check),
-                  ("learn", learn), ("measure", measure), ("trace", bool(trace)))
+            error = TopologyError(
+                f"the topology has {topology.size} ranks; the communicator has {size}"
+            )
+        fields = (
+            (
+                "topology",
+                repr(topology.to_dict()) if isinstance(topology, Topology) else None,
+            ),
+            ("family", family),
+            ("level", level),
+            ("threshold", threshold),
+            ("segment_size", segment_size),
+            ("arithmetic", arithmetic),
+            ("options", repr(sorted(options.items()))),
+            ("check", check),
+            ("learn", learn),
+            ("measure", measure),
+            ("trace", bool(trace)),
+        )
         try:
             agree(wire, error, Signature("constructor", options=fields), validate=True)
         except WacollError:
@@ -227,15 +257,39 @@ class Comm(MPI.Intracomm):
                 wire.Free()
                 MPI.Intracomm.Free(self)
                 raise
-        self._setup(wire, topology, family, level, policy, options, check, trace,
-                    learn=learn, tuning=fixed, links=(source, measured_at))
+        self._setup(
+            wire,
+            topology,
+            family,
+            level,
+            policy,
+            options,
+            check,
+            trace,
+            learn=learn,
+            tuning=fixed,
+            links=(source, measured_at),
+        )
         scripts = scripts or settings["WACOLL_SCRIPTS"]
         self._load_scripts(scripts)  # collective even without scripts: all ranks agree
         if self.family == SCRIPTS and not self._dispatch.scripts:
             raise WacollError("family 'scripts' needs scripts= or $WACOLL_SCRIPTS")
 
-    def _setup(self, wire, topology, family, level, policy, options, check, trace,
-               scripts=None, learn="auto", tuning=None, links=("given", None)):
+    def _setup(
+        self,
+        wire,
+        topology,
+        family,
+        level,
+        policy,
+        options,
+        check,
+        trace,
+        scripts=None,
+        learn="auto",
+        tuning=None,
+        links=("given", None),
+    ):
         #: Where :attr:`network`'s links came from: ``"given"`` (``topology=`` or a
         #: ``WACOLL_TOPOLOGY`` file), ``"measured"`` (by this constructor),
         #: ``"cached"`` (a young record of an earlier measurement) or ``"defaults"``
@@ -248,8 +302,9 @@ class Comm(MPI.Intracomm):
         # on several clusters, repeated calls learn their fastest candidate
         # (wacoll.mpi.learning); the ranks agree on it over the control communicator
         learning = learn == "on" or (learn == "auto" and topology.nclusters > 1)
-        self._tuning = Tuning(control, fixed=tuning) if learning and \
-            family is None else None
+        self._tuning = (
+            Tuning(control, fixed=tuning) if learning and family is None else None
+        )
         #: The :class:`~wacoll.Topology` (clusters and links) wacoll plans for;
         #: ``topology`` is mpi4py's own (the MPI virtual topology kind).
         self.network = topology
@@ -268,18 +323,31 @@ class Comm(MPI.Intracomm):
         self.tracer = Tracer() if trace else None
         place = calls.Place(wire.Get_rank(), wire.Get_size())
         self._dispatch = Dispatcher(topology, place, policy, family, options, scripts)
-        self._route = Route(wire, ArgumentCheck(control, topology, check),
-                            self._dispatch, self.tracer)
+        self._route = Route(
+            wire, ArgumentCheck(control, topology, check), self._dispatch, self.tracer
+        )
 
     def _adopt(self, parent, topology):
         """Fill a communicator mpi4py made (Dup, Clone) or one derived from ``parent``."""
         wire = private_dup(self)
-        self._setup(wire, topology, parent.family, parent.level, parent.policy,
-                    parent.options, parent.check, parent.tracer is not None,
-                    {k: v for k, v in parent._dispatch.scripts.items()
-                     if k[1] == wire.Get_size()},
-                    learn=parent._learn, tuning=parent._fixed_tuning,
-                    links=(parent.links_source, parent.links_measured_at))
+        self._setup(
+            wire,
+            topology,
+            parent.family,
+            parent.level,
+            parent.policy,
+            parent.options,
+            parent.check,
+            parent.tracer is not None,
+            {
+                k: v
+                for k, v in parent._dispatch.scripts.items()
+                if k[1] == wire.Get_size()
+            },
+            learn=parent._learn,
+            tuning=parent._fixed_tuning,
+            links=(parent.links_source, parent.links_measured_at),
+        )
         return self
 
     # ------------------------------------------------------------ communicators
@@ -409,14 +477,17 @@ class Comm(MPI.Intracomm):
         """Rank ``i`` sends ``sendcounts[j]`` elements to ``j`` (vector all-to-all)."""
         self._collective(calls.alltoallv, (sendbuf, recvbuf), family, options)
 
-    def Reduce(self, sendbuf, recvbuf, op=MPI.SUM, root=0, *, family=None, level=None,
-               **options):
+    def Reduce(
+        self, sendbuf, recvbuf, op=MPI.SUM, root=0, *, family=None, level=None, **options
+    ):
         """Combine every rank's ``sendbuf`` with ``op`` into the root's ``recvbuf``."""
-        self._collective(calls.reduce, (sendbuf, recvbuf, op, root), family, options,
-                         level)
+        self._collective(
+            calls.reduce, (sendbuf, recvbuf, op, root), family, options, level
+        )
 
-    def Allreduce(self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None,
-                  **options):
+    def Allreduce(
+        self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options
+    ):
         """Combine every rank's ``sendbuf`` with ``op`` into every ``recvbuf``."""
         self._collective(calls.allreduce, (sendbuf, recvbuf, op), family, options, level)
 
@@ -424,196 +495,291 @@ class Comm(MPI.Intracomm):
         """Rank ``i`` receives the combination of ranks ``0..i``."""
         self._collective(calls.scan, (sendbuf, recvbuf, op), family, options, level)
 
-    def Exscan(self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None,
-               **options):
+    def Exscan(self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options):
         """Rank ``i > 0`` receives the combination of ranks ``0..i-1``."""
         self._collective(calls.exscan, (sendbuf, recvbuf, op), family, options, level)
 
-    def Reduce_scatter_block(self, sendbuf, recvbuf, op=MPI.SUM, *, family=None,
-                             level=None, **options):
+    def Reduce_scatter_block(
+        self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options
+    ):
         """Combine, then give rank ``i`` the ``i``-th block of ``recvbuf``'s size."""
-        self._collective(calls.reduce_scatter_block, (sendbuf, recvbuf, op), family,
-                         options, level)
+        self._collective(
+            calls.reduce_scatter_block, (sendbuf, recvbuf, op), family, options, level
+        )
 
-    def Reduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM, *,
-                       family=None, level=None, **options):
+    def Reduce_scatter(
+        self,
+        sendbuf,
+        recvbuf,
+        recvcounts=None,
+        op=MPI.SUM,
+        *,
+        family=None,
+        level=None,
+        **options,
+    ):
         """Combine, then give rank ``i`` ``recvcounts[i]`` elements of the result."""
-        self._collective(calls.reduce_scatter, (sendbuf, recvbuf, recvcounts, op),
-                         family, options, level)
+        self._collective(
+            calls.reduce_scatter,
+            (sendbuf, recvbuf, recvcounts, op),
+            family,
+            options,
+            level,
+        )
 
     # ------------------------------------------------ non-blocking collectives
     def Ibarrier(self, *, family=None, **options):
         """Non-blocking synchronise all ranks: returns a :class:`~wacoll.mpi.persistent.Request`."""
-        return self._collective(calls.barrier, (), family, options,
-                                mode="start")
+        return self._collective(calls.barrier, (), family, options, mode="start")
 
     def Ibcast(self, buf, root=0, *, family=None, **options):
         """Non-blocking broadcast ``buf`` from ``root``: returns a :class:`~wacoll.mpi.persistent.Request`."""
-        return self._collective(calls.bcast, (buf, root), family, options,
-                                mode="start")
+        return self._collective(calls.bcast, (buf, root), family, options, mode="start")
 
     def Iscatter(self, sendbuf, recvbuf, root=0, *, family=None, **options):
         """Non-blocking scatter: returns a :class:`~wacoll.mpi.persistent.Request`."""
-        return self._collective(calls.scatter, (sendbuf, recvbuf, root), family, options,
-                                mode="start")
+        return self._collective(
+            calls.scatter, (sendbuf, recvbuf, root), family, options, mode="start"
+        )
 
     def Iscatterv(self, sendbuf, recvbuf, root=0, *, family=None, **options):
         """Non-blocking vector scatter: returns a :class:`~wacoll.mpi.persistent.Request`."""
-        return self._collective(calls.scatterv, (sendbuf, recvbuf, root), family, options,
-                                mode="start")
+        return self._collective(
+            calls.scatterv, (sendbuf, recvbuf, root), family, options, mode="start"
+        )
 
     def Igather(self, sendbuf, recvbuf, root=0, *, family=None, **options):
         """Non-blocking gather: returns a :class:`~wacoll.mpi.persistent.Request`."""
-        return self._collective(calls.gather, (sendbuf, recvbuf, root), family, options,
-                                mode="start")
+        return self._collective(
+            calls.gather, (sendbuf, recvbuf, root), family, options, mode="start"
+        )
 
     def Igatherv(self, sendbuf, recvbuf, root=0, *, family=None, **options):
         """Non-blocking vector gather: returns a :class:`~wacoll.mpi.persistent.Request`."""
-        return self._collective(calls.gatherv, (sendbuf, recvbuf, root), family, options,
-                                mode="start")
+        return self._collective(
+            calls.gatherv, (sendbuf, recvbuf, root), family, options, mode="start"
+        )
 
     def Iallgather(self, sendbuf, recvbuf, *, family=None, **options):
         """Non-blocking all-gather: returns a :class:`~wacoll.mpi.persistent.Request`."""
-        return self._collective(calls.allgather, (sendbuf, recvbuf), family, options,
-                                mode="start")
+        return self._collective(
+            calls.allgather, (sendbuf, recvbuf), family, options, mode="start"
+        )
 
     def Iallgatherv(self, sendbuf, recvbuf, *, family=None, **options):
         """Non-blocking vector all-gather: returns a :class:`~wacoll.mpi.persistent.Request`."""
-        return self._collective(calls.allgatherv, (sendbuf, recvbuf), family, options,
-                                mode="start")
+        return self._collective(
+            calls.allgatherv, (sendbuf, recvbuf), family, options, mode="start"
+        )
 
     def Ialltoall(self, sendbuf, recvbuf, *, family=None, **options):
         """Non-blocking all-to-all: returns a :class:`~wacoll.mpi.persistent.Request`."""
-        return self._collective(calls.alltoall, (sendbuf, recvbuf), family, options,
-                                mode="start")
+        return self._collective(
+            calls.alltoall, (sendbuf, recvbuf), family, options, mode="start"
+        )
 
     def Ialltoallv(self, sendbuf, recvbuf, *, family=None, **options):
         """Non-blocking vector all-to-all: returns a :class:`~wacoll.mpi.persistent.Request`."""
-        return self._collective(calls.alltoallv, (sendbuf, recvbuf), family, options,
-                                mode="start")
+        return self._collective(
+            calls.alltoallv, (sendbuf, recvbuf), family, options, mode="start"
+        )
 
-    def Ireduce(self, sendbuf, recvbuf, op=MPI.SUM, root=0,
-                *, family=None, level=None, **options):
+    def Ireduce(
+        self, sendbuf, recvbuf, op=MPI.SUM, root=0, *, family=None, level=None, **options
+    ):
         """Non-blocking reduce: returns a :class:`~wacoll.mpi.persistent.Request`."""
-        return self._collective(calls.reduce, (sendbuf, recvbuf, op, root), family, options, level,
-                                mode="start")
+        return self._collective(
+            calls.reduce,
+            (sendbuf, recvbuf, op, root),
+            family,
+            options,
+            level,
+            mode="start",
+        )
 
-    def Iallreduce(self, sendbuf, recvbuf, op=MPI.SUM,
-                   *, family=None, level=None, **options):
+    def Iallreduce(
+        self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options
+    ):
         """Non-blocking all-reduce: returns a :class:`~wacoll.mpi.persistent.Request`."""
-        return self._collective(calls.allreduce, (sendbuf, recvbuf, op), family, options, level,
-                                mode="start")
+        return self._collective(
+            calls.allreduce, (sendbuf, recvbuf, op), family, options, level, mode="start"
+        )
 
-    def Iscan(self, sendbuf, recvbuf, op=MPI.SUM,
-              *, family=None, level=None, **options):
+    def Iscan(self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options):
         """Non-blocking inclusive scan: returns a :class:`~wacoll.mpi.persistent.Request`."""
-        return self._collective(calls.scan, (sendbuf, recvbuf, op), family, options, level,
-                                mode="start")
+        return self._collective(
+            calls.scan, (sendbuf, recvbuf, op), family, options, level, mode="start"
+        )
 
-    def Iexscan(self, sendbuf, recvbuf, op=MPI.SUM,
-                *, family=None, level=None, **options):
+    def Iexscan(
+        self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options
+    ):
         """Non-blocking exclusive scan: returns a :class:`~wacoll.mpi.persistent.Request`."""
-        return self._collective(calls.exscan, (sendbuf, recvbuf, op), family, options, level,
-                                mode="start")
+        return self._collective(
+            calls.exscan, (sendbuf, recvbuf, op), family, options, level, mode="start"
+        )
 
-    def Ireduce_scatter_block(self, sendbuf, recvbuf, op=MPI.SUM,
-                              *, family=None, level=None, **options):
+    def Ireduce_scatter_block(
+        self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options
+    ):
         """Non-blocking reduce-scatter with equal blocks: returns a :class:`~wacoll.mpi.persistent.Request`."""
-        return self._collective(calls.reduce_scatter_block, (sendbuf, recvbuf, op), family, options, level,
-                                mode="start")
+        return self._collective(
+            calls.reduce_scatter_block,
+            (sendbuf, recvbuf, op),
+            family,
+            options,
+            level,
+            mode="start",
+        )
 
-    def Ireduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM,
-                        *, family=None, level=None, **options):
+    def Ireduce_scatter(
+        self,
+        sendbuf,
+        recvbuf,
+        recvcounts=None,
+        op=MPI.SUM,
+        *,
+        family=None,
+        level=None,
+        **options,
+    ):
         """Non-blocking reduce-scatter: returns a :class:`~wacoll.mpi.persistent.Request`."""
-        return self._collective(calls.reduce_scatter, (sendbuf, recvbuf, recvcounts, op), family, options, level,
-                                mode="start")
+        return self._collective(
+            calls.reduce_scatter,
+            (sendbuf, recvbuf, recvcounts, op),
+            family,
+            options,
+            level,
+            mode="start",
+        )
 
     # -------------------------------------------- persistent collectives (MPI-4)
     def Barrier_init(self, *, family=None, **options):
         """Persistent synchronise all ranks: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
-        return self._collective(calls.barrier, (), family, options,
-                                mode="bind")
+        return self._collective(calls.barrier, (), family, options, mode="bind")
 
     def Bcast_init(self, buf, root=0, *, family=None, **options):
         """Persistent broadcast ``buf`` from ``root``: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
-        return self._collective(calls.bcast, (buf, root), family, options,
-                                mode="bind")
+        return self._collective(calls.bcast, (buf, root), family, options, mode="bind")
 
     def Scatter_init(self, sendbuf, recvbuf, root=0, *, family=None, **options):
         """Persistent scatter: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
-        return self._collective(calls.scatter, (sendbuf, recvbuf, root), family, options,
-                                mode="bind")
+        return self._collective(
+            calls.scatter, (sendbuf, recvbuf, root), family, options, mode="bind"
+        )
 
     def Scatterv_init(self, sendbuf, recvbuf, root=0, *, family=None, **options):
         """Persistent vector scatter: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
-        return self._collective(calls.scatterv, (sendbuf, recvbuf, root), family, options,
-                                mode="bind")
+        return self._collective(
+            calls.scatterv, (sendbuf, recvbuf, root), family, options, mode="bind"
+        )
 
     def Gather_init(self, sendbuf, recvbuf, root=0, *, family=None, **options):
         """Persistent gather: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
-        return self._collective(calls.gather, (sendbuf, recvbuf, root), family, options,
-                                mode="bind")
+        return self._collective(
+            calls.gather, (sendbuf, recvbuf, root), family, options, mode="bind"
+        )
 
     def Gatherv_init(self, sendbuf, recvbuf, root=0, *, family=None, **options):
         """Persistent vector gather: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
-        return self._collective(calls.gatherv, (sendbuf, recvbuf, root), family, options,
-                                mode="bind")
+        return self._collective(
+            calls.gatherv, (sendbuf, recvbuf, root), family, options, mode="bind"
+        )
 
     def Allgather_init(self, sendbuf, recvbuf, *, family=None, **options):
         """Persistent all-gather: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
-        return self._collective(calls.allgather, (sendbuf, recvbuf), family, options,
-                                mode="bind")
+        return self._collective(
+            calls.allgather, (sendbuf, recvbuf), family, options, mode="bind"
+        )
 
     def Allgatherv_init(self, sendbuf, recvbuf, *, family=None, **options):
         """Persistent vector all-gather: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
-        return self._collective(calls.allgatherv, (sendbuf, recvbuf), family, options,
-                                mode="bind")
+        return self._collective(
+            calls.allgatherv, (sendbuf, recvbuf), family, options, mode="bind"
+        )
 
     def Alltoall_init(self, sendbuf, recvbuf, *, family=None, **options):
         """Persistent all-to-all: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
-        return self._collective(calls.alltoall, (sendbuf, recvbuf), family, options,
-                                mode="bind")
+        return self._collective(
+            calls.alltoall, (sendbuf, recvbuf), family, options, mode="bind"
+        )
 
     def Alltoallv_init(self, sendbuf, recvbuf, *, family=None, **options):
         """Persistent vector all-to-all: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
-        return self._collective(calls.alltoallv, (sendbuf, recvbuf), family, options,
-                                mode="bind")
+        return self._collective(
+            calls.alltoallv, (sendbuf, recvbuf), family, options, mode="bind"
+        )
 
-    def Reduce_init(self, sendbuf, recvbuf, op=MPI.SUM, root=0,
-                    *, family=None, level=None, **options):
+    def Reduce_init(
+        self, sendbuf, recvbuf, op=MPI.SUM, root=0, *, family=None, level=None, **options
+    ):
         """Persistent reduce: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
-        return self._collective(calls.reduce, (sendbuf, recvbuf, op, root), family, options, level,
-                                mode="bind")
+        return self._collective(
+            calls.reduce,
+            (sendbuf, recvbuf, op, root),
+            family,
+            options,
+            level,
+            mode="bind",
+        )
 
-    def Allreduce_init(self, sendbuf, recvbuf, op=MPI.SUM,
-                       *, family=None, level=None, **options):
+    def Allreduce_init(
+        self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options
+    ):
         """Persistent all-reduce: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
-        return self._collective(calls.allreduce, (sendbuf, recvbuf, op), family, options, level,
-                                mode="bind")
+        return self._collective(
+            calls.allreduce, (sendbuf, recvbuf, op), family, options, level, mode="bind"
+        )
 
-    def Scan_init(self, sendbuf, recvbuf, op=MPI.SUM,
-                  *, family=None, level=None, **options):
+    def Scan_init(
+        self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options
+    ):
         """Persistent inclusive scan: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
-        return self._collective(calls.scan, (sendbuf, recvbuf, op), family, options, level,
-                                mode="bind")
+        return self._collective(
+            calls.scan, (sendbuf, recvbuf, op), family, options, level, mode="bind"
+        )
 
-    def Exscan_init(self, sendbuf, recvbuf, op=MPI.SUM,
-                    *, family=None, level=None, **options):
+    def Exscan_init(
+        self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options
+    ):
         """Persistent exclusive scan: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
-        return self._collective(calls.exscan, (sendbuf, recvbuf, op), family, options, level,
-                                mode="bind")
+        return self._collective(
+            calls.exscan, (sendbuf, recvbuf, op), family, options, level, mode="bind"
+        )
 
-    def Reduce_scatter_block_init(self, sendbuf, recvbuf, op=MPI.SUM,
-                                  *, family=None, level=None, **options):
+    def Reduce_scatter_block_init(
+        self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options
+    ):
         """Persistent reduce-scatter with equal blocks: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
-        return self._collective(calls.reduce_scatter_block, (sendbuf, recvbuf, op), family, options, level,
-                                mode="bind")
+        return self._collective(
+            calls.reduce_scatter_block,
+            (sendbuf, recvbuf, op),
+            family,
+            options,
+            level,
+            mode="bind",
+        )
 
-    def Reduce_scatter_init(self, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM,
-                            *, family=None, level=None, **options):
+    def Reduce_scatter_init(
+        self,
+        sendbuf,
+        recvbuf,
+        recvcounts=None,
+        op=MPI.SUM,
+        *,
+        family=None,
+        level=None,
+        **options,
+    ):
         """Persistent reduce-scatter: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
-        return self._collective(calls.reduce_scatter, (sendbuf, recvbuf, recvcounts, op), family, options, level,
-                                mode="bind")
+        return self._collective(
+            calls.reduce_scatter,
+            (sendbuf, recvbuf, recvcounts, op),
+            family,
+            options,
+            level,
+            mode="bind",
+        )
 
     # ------------------------------------------------------------- object collectives
     # mpi4py's lower-case (pickle-based) collectives, run over wacoll plans: see
@@ -646,8 +812,9 @@ class Comm(MPI.Intracomm):
 
     def reduce(self, sendobj, op=MPI.SUM, root=0, *, family=None, level=None, **options):
         """``op`` over every rank's ``sendobj`` at the root (mpi4py's ``reduce``)."""
-        return objects.reduce(self, sendobj, op, root, family=family, level=level,
-                              **options)
+        return objects.reduce(
+            self, sendobj, op, root, family=family, level=level, **options
+        )
 
     def allreduce(self, sendobj, op=MPI.SUM, *, family=None, level=None, **options):
         """``op`` over every rank's ``sendobj`` on every rank (mpi4py's ``allreduce``)."""
@@ -720,8 +887,11 @@ class Comm(MPI.Intracomm):
         see where a call's time goes.
         """
         route = self._route
-        if not route.broken_everywhere or route.wire is None or \
-                not route.argcheck.enabled:
+        if (
+            not route.broken_everywhere
+            or route.wire is None
+            or not route.argcheck.enabled
+        ):
             route.usable()
         elif bad_options is None:
             # stopped on every rank, each when it learns of it: the call fails
@@ -732,10 +902,19 @@ class Comm(MPI.Intracomm):
         entered = now() if self._tuning is not None else 0.0
         tracer = self.tracer
         t0 = tracer.clock() if tracer else 0.0
-        desc = describe(reader, args, place=route.place, mode=mode, family=family,
-                        options=options, level=level, default_level=self.level,
-                        bad_options=bad_options, control=route.control,
-                        recordings=route.replays)
+        desc = describe(
+            reader,
+            args,
+            place=route.place,
+            mode=mode,
+            family=family,
+            options=options,
+            level=level,
+            default_level=self.level,
+            bad_options=bad_options,
+            control=route.control,
+            recordings=route.replays,
+        )
         t1 = tracer.clock() if tracer else 0.0
         chosen, why = self._learned_family(desc)
         exe = counted_out = None
@@ -751,7 +930,8 @@ class Comm(MPI.Intracomm):
                     counted_out, desc.shape = desc.shape, None
                     try:
                         exe = self._dispatch.executable(
-                            desc, None, f"learning: {chosen} cannot run this call")
+                            desc, None, f"learning: {chosen} cannot run this call"
+                        )
                     except WacollError as again:
                         desc.fail(again)
                 else:
@@ -767,20 +947,29 @@ class Comm(MPI.Intracomm):
             # afresh, dispatching it and building its compiled call cost alike for
             # every candidate, and a repeated call of the chosen one is replayed
             # without them where it runs compiled
-            self._tuning.observe(desc.shape, route.run_seconds, self._candidates(desc),
-                                 started=route.run_started,
-                                 setup=route.run_ready - entered)
+            self._tuning.observe(
+                desc.shape,
+                route.run_seconds,
+                self._candidates(desc),
+                started=route.run_started,
+                setup=route.run_ready - entered,
+            )
         if tracer and mode == "call":
             t3 = tracer.clock()
-            for name, start, end in (("arguments", t0, t1), ("plan and lower", t1, t2),
-                                     ("execute", t2, t3)):
+            for name, start, end in (
+                ("arguments", t0, t1),
+                ("plan and lower", t1, t2),
+                ("execute", t2, t3),
+            ):
                 tracer.record(name, "phase", start, end)
-            label = "native" if exe.plan is None else \
-                f"{exe.plan.family}/{exe.plan.algorithm}"
+            label = (
+                "native"
+                if exe.plan is None
+                else f"{exe.plan.family}/{exe.plan.algorithm}"
+            )
             if exe.plan is not None and exe.plan.arithmetic != "plain":
                 label += f", {exe.plan.arithmetic} arithmetic"
-            tracer.record(f"{desc.op} ({label})", "operation", t0, t3,
-                          reason=exe.reason)
+            tracer.record(f"{desc.op} ({label})", "operation", t0, t3, reason=exe.reason)
         return result
 
     def _learned_family(self, desc):
@@ -788,8 +977,14 @@ class Comm(MPI.Intracomm):
         says why), or, where this communicator learns (:mod:`wacoll.mpi.learning`),
         the one learned for its shape or the candidate its exploration tries next
         (then ``desc.shape`` is set, and the call is not recorded for replay)."""
-        if self._tuning is None or desc.error is not None or not desc.blocking or \
-                desc.family is not None or desc.options or desc.vector:
+        if (
+            self._tuning is None
+            or desc.error is not None
+            or not desc.blocking
+            or desc.family is not None
+            or desc.options
+            or desc.vector
+        ):
             return desc.family, None
         shape = shape_of(desc.prepared)
         if shape is None:
@@ -826,9 +1021,12 @@ class Comm(MPI.Intracomm):
         """
         self._route.usable()
         tuning = self._tuning
-        from_rank_0(self._route.wire,
-                    lambda: tuning is None or tuning.dump(path),
-                    TuningError, f"writing the tuning file {path}")
+        from_rank_0(
+            self._route.wire,
+            lambda: tuning is None or tuning.dump(path),
+            TuningError,
+            f"writing the tuning file {path}",
+        )
 
     # ------------------------------------------------------------- scripts
     def _load_scripts(self, path):
@@ -843,10 +1041,16 @@ class Comm(MPI.Intracomm):
             except WacollError as exc:
                 error = exc
         # the same plans everywhere: compare their text, not just their names
-        digest = [(f"{op}/{size}", zlib.crc32(scripts.to_sexpr(plan).encode()))
-                  for (op, size), plan in sorted(found.items())]
-        agree(self._route.wire, error, Signature("scripts", options=tuple(digest)),
-              validate=True)
+        digest = [
+            (f"{op}/{size}", zlib.crc32(scripts.to_sexpr(plan).encode()))
+            for (op, size), plan in sorted(found.items())
+        ]
+        agree(
+            self._route.wire,
+            error,
+            Signature("scripts", options=tuple(digest)),
+            validate=True,
+        )
         self._dispatch.scripts = found
 
 
@@ -860,7 +1064,11 @@ def _tuning_choices(wire, path):
     if not path:
         return None
     try:
-        return from_rank_0(wire, lambda: read_tuning(path), TuningError,
-                           f"reading the tuning file {path}")
+        return from_rank_0(
+            wire,
+            lambda: read_tuning(path),
+            TuningError,
+            f"reading the tuning file {path}",
+        )
     except WacollError as exc:
         return exc

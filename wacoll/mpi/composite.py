@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from wacoll.mpi.executor import ProgramRun
 from wacoll.mpi.engine import advance_request
+from wacoll.mpi.executor import ProgramRun
 from wacoll.mpi.scratch import scratch_array
 from wacoll.plans.composite import LibraryPhase
 from wacoll.plans.lower import lower
@@ -55,9 +55,12 @@ def rank_programs(composite, rank):
             programs.append(None)
             continue
         program = lower(phase.plan, phase.ranks.index(rank))
-        steps = tuple(step if step.peer is None else
-                      dataclasses.replace(step, peer=phase.ranks[step.peer])
-                      for step in program.steps)
+        steps = tuple(
+            step
+            if step.peer is None
+            else dataclasses.replace(step, peer=phase.ranks[step.peer])
+            for step in program.steps
+        )
         programs.append(dataclasses.replace(program, rank=rank, steps=steps))
     return programs
 
@@ -83,26 +86,43 @@ class CompositeWork:
 
     __slots__ = ("_starts", "_index", "_current", "done", "_started")
 
-    def __init__(self, composite, programs, wire, cluster, inbuf, outbuf, *, op=None,
-                 scratch=None, tag=0, tracer=None):
+    def __init__(
+        self,
+        composite,
+        programs,
+        wire,
+        cluster,
+        inbuf,
+        outbuf,
+        *,
+        op=None,
+        scratch=None,
+        tag=0,
+        tracer=None,
+    ):
         rank = wire.Get_rank()
         bufs = {"in": inbuf, "out": outbuf}
-        if any(isinstance(p, LibraryPhase) and p.dst == "acc" and rank in p.roots
-               for p in composite.phases):
+        if any(
+            isinstance(p, LibraryPhase) and p.dst == "acc" and rank in p.roots
+            for p in composite.phases
+        ):
             # not a plan buffer name: the plan phase's own scratch must not share it
-            bufs["acc"] = scratch_array(scratch, "<cluster result>", composite.count,
-                                        inbuf.dtype)
+            bufs["acc"] = scratch_array(
+                scratch, "<cluster result>", composite.count, inbuf.dtype
+            )
         members = next(c for c in composite.clusters if rank in c)
         order = sorted(members)
         starts = []
         for phase, program in zip(composite.phases, programs):
             if isinstance(phase, LibraryPhase):
                 root = next(r for r in phase.roots if r in members)
-                starts.append(_library(phase, cluster, order.index(root), rank == root,
-                                       bufs, op))
+                starts.append(
+                    _library(phase, cluster, order.index(root), rank == root, bufs, op)
+                )
             elif program is not None:
-                starts.append(_plan_run(program, wire, bufs, phase, op, scratch, tag,
-                                        tracer))
+                starts.append(
+                    _plan_run(program, wire, bufs, phase, op, scratch, tag, tracer)
+                )
         self._starts = starts
         self._index = 0
         self._current = None
@@ -162,5 +182,6 @@ def _plan_run(program, wire, bufs, phase, op, scratch, tag, tracer):
     """A function starting this rank's run of the plan phase."""
     inbuf = None if phase.src is None else bufs[phase.src]
     outbuf = None if phase.dst is None else bufs[phase.dst]
-    return lambda: ProgramRun(program, wire, inbuf, outbuf, op=op, scratch=scratch, tag=tag,
-                       tracer=tracer)
+    return lambda: ProgramRun(
+        program, wire, inbuf, outbuf, op=op, scratch=scratch, tag=tag, tracer=tracer
+    )

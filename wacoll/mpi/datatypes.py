@@ -33,11 +33,24 @@ import functools
 
 import numpy as np
 
-from wacoll.errors import BufferAccessError, BufferMismatchError, BufferTypeError, \
-    DatatypeError, WacollError
+from wacoll.errors import (
+    BufferAccessError,
+    BufferMismatchError,
+    BufferTypeError,
+    DatatypeError,
+    WacollError,
+)
 
-__all__ = ["TypeInfo", "type_info", "resolve_datatype", "datatype_of_format",
-           "PAIR_TYPES", "pair_dtype", "register_pair_formats", "load_mpi"]
+__all__ = [
+    "TypeInfo",
+    "type_info",
+    "resolve_datatype",
+    "datatype_of_format",
+    "PAIR_TYPES",
+    "pair_dtype",
+    "register_pair_formats",
+    "load_mpi",
+]
 
 
 @functools.cache
@@ -50,8 +63,14 @@ def load_mpi():
 
 
 #: The MPI pair types of MINLOC and MAXLOC, by name.
-PAIR_TYPES = ("FLOAT_INT", "DOUBLE_INT", "LONG_INT", "TWOINT", "SHORT_INT",
-              "LONG_DOUBLE_INT")
+PAIR_TYPES = (
+    "FLOAT_INT",
+    "DOUBLE_INT",
+    "LONG_INT",
+    "TWOINT",
+    "SHORT_INT",
+    "LONG_DOUBLE_INT",
+)
 
 
 class TypeInfo:
@@ -78,8 +97,19 @@ class TypeInfo:
         ints and one receiving plain ints (the same type signature) agree.
     """
 
-    def __init__(self, datatype, name, predefined, dtype, extent, lb, size, index=None,
-                 base=None, nbase=0):
+    def __init__(
+        self,
+        datatype,
+        name,
+        predefined,
+        dtype,
+        extent,
+        lb,
+        size,
+        index=None,
+        base=None,
+        nbase=0,
+    ):
         self.datatype = datatype
         self.name = name
         self.predefined = predefined
@@ -126,7 +156,7 @@ def pair_dtype(datatype):
     return dtlib.to_numpy_dtype(datatype)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def register_pair_formats():
     """Teach mpi4py the buffer formats of numpy's pair dtypes (idempotent).
 
@@ -162,15 +192,18 @@ def resolve_datatype(datatype, role="buffer"):
         try:
             return MPI._typedict[datatype]
         except KeyError:
-            raise DatatypeError(f"{role}: cannot map type code {datatype!r} to an MPI "
-                                f"datatype") from None
+            raise DatatypeError(
+                f"{role}: cannot map type code {datatype!r} to an MPI datatype"
+            ) from None
     try:
         hash(datatype)
     except TypeError:
-        raise BufferTypeError(f"{role}: expected an MPI datatype or a type code, got "
-                              f"{datatype!r}") from None
-    raise DatatypeError(f"{role}: expected an MPI datatype or a type code, got "
-                        f"{datatype!r}")
+        raise BufferTypeError(
+            f"{role}: expected an MPI datatype or a type code, got {datatype!r}"
+        ) from None
+    raise DatatypeError(
+        f"{role}: expected an MPI datatype or a type code, got {datatype!r}"
+    )
 
 
 def datatype_of_format(fmt, role="buffer"):
@@ -181,14 +214,14 @@ def datatype_of_format(fmt, role="buffer"):
         return MPI.BYTE
     if fmt[:1] in "@=<>!":
         if fmt[:1] in "<>!" and (fmt[:1] == "<") != (np.little_endian):
-            raise BufferAccessError(f"{role}: format {fmt!r} has non-native byte "
-                                    f"order")
+            raise BufferAccessError(f"{role}: format {fmt!r} has non-native byte order")
         fmt = fmt[1:]
     try:
         return MPI._typedict[fmt]
     except KeyError:
-        raise DatatypeError(f"{role}: cannot map buffer format {fmt!r} to an MPI "
-                            f"datatype") from None
+        raise DatatypeError(
+            f"{role}: cannot map buffer format {fmt!r} to an MPI datatype"
+        ) from None
 
 
 def type_info(datatype) -> TypeInfo:
@@ -206,8 +239,11 @@ def type_info(datatype) -> TypeInfo:
         from wacoll.errors import MPIError
 
         name = _safe_name(datatype)
-        raise MPIError(f"datatype {name} cannot be used (is it committed?): "
-                       f"{exc.Get_error_string()}", exc.Get_error_class()) from None
+        raise MPIError(
+            f"datatype {name} cannot be used (is it committed?): "
+            f"{exc.Get_error_string()}",
+            exc.Get_error_class(),
+        ) from None
 
 
 def _safe_name(datatype):
@@ -217,7 +253,7 @@ def _safe_name(datatype):
         return repr(datatype)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _predefined(handle):
     from mpi4py.util import dtlib
 
@@ -247,8 +283,9 @@ def _derived(datatype):
     index = np.empty(0, np.intp)
     if size:
         if extent <= 0:
-            raise DatatypeError(f"datatype {name} has extent {extent}; wacoll needs a "
-                                f"positive extent")
+            raise DatatypeError(
+                f"datatype {name} has extent {extent}; wacoll needs a positive extent"
+            )
         # Pack one element whose bytes hold their own offsets, one base-256 digit per
         # pass: the packed bytes then spell where MPI read each of them.
         shift = max(0, -tlb)
@@ -258,21 +295,24 @@ def _derived(datatype):
         found = np.zeros(size, np.int64)
         for k in range(max(1, (span.bit_length() + 7) // 8)):
             probe = (offsets >> (8 * k) & 0xFF).astype(np.uint8)
-            datatype.Pack(memoryview(probe)[shift:shift + extent], packed, 0,
-                          MPI.COMM_SELF)
+            datatype.Pack(
+                memoryview(probe)[shift : shift + extent], packed, 0, MPI.COMM_SELF
+            )
             found |= packed.astype(np.int64) << (8 * k)
         index = (found - shift).astype(np.intp)
         base, nbase = _homogeneous(datatype, size)
         if base is not None and base.itemsize > 1:
             # x87 long double packs 10 value bytes and 6 undefined ones: take each
             # element's first byte, which always holds its value, and its width
-            firsts = index[::base.itemsize]
+            firsts = index[:: base.itemsize]
             index = (firsts[:, None] + np.arange(base.itemsize)).reshape(-1)
         elif np.unique(index).size != index.size or index.max() >= span:
             raise DatatypeError(f"datatype {name}: its type map could not be read")
         if index.min() < 0:
-            raise DatatypeError(f"datatype {name} reaches below its element's address "
-                                f"(true lower bound {tlb}); wacoll cannot lay it out")
+            raise DatatypeError(
+                f"datatype {name} reaches below its element's address "
+                f"(true lower bound {tlb}); wacoll cannot lay it out"
+            )
     else:
         base, nbase = _homogeneous(datatype, size)
     dtype = np.dtype(f"V{size}") if size else np.dtype(np.uint8)

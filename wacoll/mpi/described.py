@@ -40,8 +40,14 @@ from wacoll.mpi.calls import Prepared, operator_name
 from wacoll.plans import Call
 from wacoll.plans.operations import spec
 
-__all__ = ["CallDescription", "UNKEYED", "describe", "is_reduction", "read_call",
-           "replay_family"]
+__all__ = [
+    "CallDescription",
+    "UNKEYED",
+    "describe",
+    "is_reduction",
+    "read_call",
+    "replay_family",
+]
 
 
 def is_reduction(op: str) -> bool:
@@ -115,11 +121,18 @@ class CallDescription:
         """The selection policy's question for this call on ``size`` ranks."""
         p = self.prepared
         op = p.reduce_op
-        return Call(p.op, count=p.count, counts=p.counts, root=p.root, level=p.level,
-                    itemsize=1 if p.dtype is None else p.dtype.itemsize,
-                    accumulator_itemsize=wire_bytes(p.dtype, size)
-                    if p.accumulator_itemsize else 0,
-                    user_op=isinstance(op, MPI.Op) and not op.is_predefined)
+        return Call(
+            p.op,
+            count=p.count,
+            counts=p.counts,
+            root=p.root,
+            level=p.level,
+            itemsize=1 if p.dtype is None else p.dtype.itemsize,
+            accumulator_itemsize=wire_bytes(p.dtype, size)
+            if p.accumulator_itemsize
+            else 0,
+            user_op=isinstance(op, MPI.Op) and not op.is_predefined,
+        )
 
 
 #: What :func:`replay_family` gives for options a replay key cannot hold.
@@ -148,8 +161,7 @@ def replay_family(family, options):
     pairs = tuple(sorted(options.items()))
     # as text: 2, 2.0 and True are one key in a dict, and options a builder
     # refuses (or ranks disagree on) must not find a recorded call
-    return (family, repr(pairs)) if all(_plain(value) for _, value in pairs) \
-        else UNKEYED
+    return (family, repr(pairs)) if all(_plain(value) for _, value in pairs) else UNKEYED
 
 
 def _plain(value):
@@ -167,8 +179,20 @@ def read_call(reader, place, args, level=None, default_level=None):
     return reader(place, *args)
 
 
-def describe(reader, args, *, place, mode, family=None, options=None, level=None,
-             default_level=None, bad_options=None, control=None, recordings=None):
+def describe(
+    reader,
+    args,
+    *,
+    place,
+    mode,
+    family=None,
+    options=None,
+    level=None,
+    default_level=None,
+    bad_options=None,
+    control=None,
+    recordings=None,
+):
     """Read one call into its :class:`CallDescription`.
 
     Parameters
@@ -209,15 +233,36 @@ def describe(reader, args, *, place, mode, family=None, options=None, level=None
     if prepared is None:
         sig = Signature("error")
     else:
-        sig = Signature(op, prepared.root, prepared.count,
-                        None if prepared.dtype is None else prepared.dtype.str,
-                        prepared.level, operator_name(prepared.reduce_op), family,
-                        tuple(sorted(options.items())))
+        sig = Signature(
+            op,
+            prepared.root,
+            prepared.count,
+            None if prepared.dtype is None else prepared.dtype.str,
+            prepared.level,
+            operator_name(prepared.reduce_op),
+            family,
+            tuple(sorted(options.items())),
+        )
     vector_check = VECTOR_CHECKS.get(op)
     if vector_check is not None:  # the plan needs every rank's counts: exchange
-        infos = agree(control, error, sig, None if prepared is None else
-                      prepared.vector_info, exchange=True)
+        infos = agree(
+            control,
+            error,
+            sig,
+            None if prepared is None else prepared.vector_info,
+            exchange=True,
+        )
         prepared.counts = vector_check(prepared.root, infos)
         key = None
-    return CallDescription(op, mode, args, family, options, prepared, error, sig,
-                           None if error is not None else key, vector_check is not None)
+    return CallDescription(
+        op,
+        mode,
+        args,
+        family,
+        options,
+        prepared,
+        error,
+        sig,
+        None if error is not None else key,
+        vector_check is not None,
+    )

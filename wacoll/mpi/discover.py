@@ -52,7 +52,9 @@ def _label(comm, env):
             for item in items:
                 host, sep, label = item.partition("=")
                 if not sep or not host or not label:
-                    raise TopologyError(f"WACOLL_CLUSTERS entry {item!r} is not host=label")
+                    raise TopologyError(
+                        f"WACOLL_CLUSTERS entry {item!r} is not host=label"
+                    )
                 mapping[host] = label
             host = MPI.Get_processor_name()
             if host not in mapping:
@@ -61,9 +63,11 @@ def _label(comm, env):
         world = MPI.COMM_WORLD
         if len(items) != world.Get_size():
             n = world.Get_size()
-            raise TopologyError(f"WACOLL_CLUSTERS lists {len(items)} labels for "
-                                f"{n} process{'es' if n != 1 else ''} of MPI.COMM_WORLD"
-                                + _launch_hint(len(items), world.Get_size()))
+            raise TopologyError(
+                f"WACOLL_CLUSTERS lists {len(items)} labels for "
+                f"{n} process{'es' if n != 1 else ''} of MPI.COMM_WORLD"
+                + _launch_hint(len(items), world.Get_size())
+            )
         return items[world.Get_rank()]
     node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
     try:
@@ -86,8 +90,10 @@ def _launch_hint(wanted: int, world: int) -> str:
     """
     if world != 1 or wanted <= 1:
         return ""
-    return (f": this program runs as 1 process (started without mpiexec?); run it "
-            f"under mpiexec -n {wanted}, e.g. mpiexec -n {wanted} python app.py")
+    return (
+        f": this program runs as 1 process (started without mpiexec?); run it "
+        f"under mpiexec -n {wanted}, e.g. mpiexec -n {wanted} python app.py"
+    )
 
 
 def topology_from_comm(comm, *, env=None, **links) -> Topology:
@@ -109,9 +115,14 @@ def topology_from_comm(comm, *, env=None, **links) -> Topology:
     if path:
         from wacoll.mpi.agreement import from_rank_0
 
-        topo = Topology.from_dict(from_rank_0(
-            comm, lambda: Topology.from_file(path).to_dict(), TopologyError,
-            f"reading the topology file {path}"))
+        topo = Topology.from_dict(
+            from_rank_0(
+                comm,
+                lambda: Topology.from_file(path).to_dict(),
+                TopologyError,
+                f"reading the topology file {path}",
+            )
+        )
         from mpi4py import MPI
 
         members = comm.allgather(MPI.COMM_WORLD.Get_rank())
@@ -119,10 +130,12 @@ def topology_from_comm(comm, *, env=None, **links) -> Topology:
             return topo
         if topo.size == MPI.COMM_WORLD.Get_size():
             return topo.restrict(members)  # a file for the world, by world rank
-        raise TopologyError(f"{path} describes {topo.size} ranks; the communicator "
-                            f"has {comm.Get_size()} and MPI.COMM_WORLD "
-                            f"{MPI.COMM_WORLD.Get_size()}"
-                            + _launch_hint(topo.size, MPI.COMM_WORLD.Get_size()))
+        raise TopologyError(
+            f"{path} describes {topo.size} ranks; the communicator "
+            f"has {comm.Get_size()} and MPI.COMM_WORLD "
+            f"{MPI.COMM_WORLD.Get_size()}"
+            + _launch_hint(topo.size, MPI.COMM_WORLD.Get_size())
+        )
     try:
         mine = ("ok", _label(comm, env))
     except TopologyError as exc:

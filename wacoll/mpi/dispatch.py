@@ -44,11 +44,23 @@ from wacoll.plans import Call, select
 from wacoll.plans import operations as ops
 from wacoll.plans.composite import Composite
 from wacoll.plans.rank import lower_for_rank, plan_for_rank
-from wacoll.plans.select import (COMBINE_RATE, HAN, NATIVE, SCRIPTS, adapt_script,
-                                 predicted_time)
+from wacoll.plans.select import (
+    COMBINE_RATE,
+    HAN,
+    NATIVE,
+    SCRIPTS,
+    adapt_script,
+    predicted_time,
+)
 
-__all__ = ["CompositeRun", "Dispatcher", "LibraryCollective", "PlanRun",
-           "library_method", "library_reduces"]
+__all__ = [
+    "CompositeRun",
+    "Dispatcher",
+    "LibraryCollective",
+    "PlanRun",
+    "library_method",
+    "library_reduces",
+]
 
 
 class LibraryCollective:
@@ -111,8 +123,11 @@ def library_reduces(prepared):
     element types (not MINLOC/MAXLOC pairs, nor the packed elements of a derived
     datatype)."""
     dtype = prepared.dtype
-    return ops.spec(prepared.op).kind != "reduction" or dtype is None or (
-        dtype.fields is None and dtype.kind in "biufc")
+    return (
+        ops.spec(prepared.op).kind != "reduction"
+        or dtype is None
+        or (dtype.fields is None and dtype.kind in "biufc")
+    )
 
 
 class Dispatcher:
@@ -148,23 +163,31 @@ class Dispatcher:
         own, or the one a learning communicator tries; None: the selection's), and
         why (``reason``, else the selection's own)."""
         prepared = desc.prepared
-        found, why = self.chosen(desc.selection_call(self.place.size), family,
-                                 desc.options, blocking=desc.blocking,
-                                 reducible=library_reduces(prepared))
+        found, why = self.chosen(
+            desc.selection_call(self.place.size),
+            family,
+            desc.options,
+            blocking=desc.blocking,
+            reducible=library_reduces(prepared),
+        )
         why = why if reason is None else reason
         if found == NATIVE:
             return LibraryCollective(why)
         if isinstance(found, Composite):
             if not library_reduces(prepared):
-                raise PlanError(f"the {HAN} family runs the MPI library's reductions "
-                                f"on numpy's own element types; this call's are "
-                                f"{prepared.dtype}")
+                raise PlanError(
+                    f"the {HAN} family runs the MPI library's reductions "
+                    f"on numpy's own element types; this call's are "
+                    f"{prepared.dtype}"
+                )
             return CompositeRun(found, self.composite_programs(found), why)
-        return PlanRun(found, self.program(found, prepared.in_offsets,
-                                           prepared.out_offsets), why)
+        return PlanRun(
+            found, self.program(found, prepared.in_offsets, prepared.out_offsets), why
+        )
 
-    def chosen(self, call, family, options, *, blocking=True, reducible=True,
-               objects=False):
+    def chosen(
+        self, call, family, options, *, blocking=True, reducible=True, objects=False
+    ):
         """The plan of ``call`` (a script's, or the selection policy's, proved and
         cached; a :class:`~wacoll.plans.composite.Composite` for family ``"han"``),
         or NATIVE when the MPI library runs it.
@@ -186,25 +209,37 @@ class Dispatcher:
                 if self.plans[key][0] is not None:
                     return self.plans[key]
         if family == HAN and objects:
-            raise PlanError(f"the {HAN} family composes the MPI library's buffer "
-                            f"collectives; object collectives run whole plans")
+            raise PlanError(
+                f"the {HAN} family composes the MPI library's buffer "
+                f"collectives; object collectives run whole plans"
+            )
         if family == HAN and not blocking:
-            raise PlanError(f"the {HAN} family runs blocking calls only: concurrent "
-                            f"non-blocking calls could start its library collectives in "
-                            f"different orders on different ranks")
-        comm_family = None if self.family == SCRIPTS or (
-            self.family == HAN and not (blocking and reducible and not objects)) \
+            raise PlanError(
+                f"the {HAN} family runs blocking calls only: concurrent "
+                f"non-blocking calls could start its library collectives in "
+                f"different orders on different ranks"
+            )
+        comm_family = (
+            None
+            if self.family == SCRIPTS
+            or (self.family == HAN and not (blocking and reducible and not objects))
             else self.family
+        )
         # (the options as text: 2, 2.0 and True are equal values, and a builder
         # takes only some of them)
         key = (call, family, repr(tuple(sorted(options.items()))), comm_family, objects)
         found = self.plans.get(key)
         if found is None:
-            selection = select(call, self.network,
-                               family=None if family == SCRIPTS else family,
-                               options=options, comm_family=comm_family,
-                               comm_options=self.options, policy=self.policy,
-                               allow_native=not objects)
+            selection = select(
+                call,
+                self.network,
+                family=None if family == SCRIPTS else family,
+                options=options,
+                comm_family=comm_family,
+                comm_options=self.options,
+                policy=self.policy,
+                allow_native=not objects,
+            )
             if selection.native:
                 plan = NATIVE
             elif selection.family == HAN:
@@ -225,11 +260,23 @@ class Dispatcher:
             found = math.inf, family
             if self.network.size <= self.policy.priced_up_to:
                 try:
-                    selection = select(call, self.network, family=family,
-                                       comm_options=self.options, policy=self.policy)
-                    found = predicted_time(selection, self.network, call,
-                                           self.policy, compute_rate=COMBINE_RATE), \
-                        NATIVE if selection.native else selection.family
+                    selection = select(
+                        call,
+                        self.network,
+                        family=family,
+                        comm_options=self.options,
+                        policy=self.policy,
+                    )
+                    found = (
+                        predicted_time(
+                            selection,
+                            self.network,
+                            call,
+                            self.policy,
+                            compute_rate=COMBINE_RATE,
+                        ),
+                        NATIVE if selection.native else selection.family,
+                    )
                 except PlanError:
                     pass
             self.plans[key] = found
@@ -241,8 +288,10 @@ class Dispatcher:
         key = (id(plan), _layout_key(in_offsets), _layout_key(out_offsets))
         entry = self.programs.get(key)
         if entry is None or entry[0] is not plan:
-            entry = self.programs[key] = (plan, lower_for_rank(
-                plan, self.place.rank, in_offsets, out_offsets))
+            entry = self.programs[key] = (
+                plan,
+                lower_for_rank(plan, self.place.rank, in_offsets, out_offsets),
+            )
         return entry[1]
 
     def composite_programs(self, composite):
@@ -250,16 +299,19 @@ class Dispatcher:
         key = ("composite", id(composite))
         entry = self.programs.get(key)
         if entry is None or entry[0] is not composite:
-            entry = self.programs[key] = (composite,
-                                          rank_programs(composite, self.place.rank))
+            entry = self.programs[key] = (
+                composite,
+                rank_programs(composite, self.place.rank),
+            )
         return entry[1]
 
     # ------------------------------------------------------------ object calls
     def object_run(self, op, root, level, family, options):
         """The :class:`PlanRun` of an object collective (mpi4py's lower-case
         methods): always a whole plan, one block per rank, never the library's."""
-        call = Call(op, count=None if op == "barrier" else 1, root=root, itemsize=1,
-                    level=level)
+        call = Call(
+            op, count=None if op == "barrier" else 1, root=root, itemsize=1, level=level
+        )
         plan, reason = self.chosen(call, family, options, objects=True)
         rank, size, nb = self.place.rank, plan.size, plan.nblocks
         ins = {b: b for b in ops.in_blocks(op, size, root, nb, rank)}

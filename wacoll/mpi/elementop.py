@@ -109,7 +109,8 @@ class ElementOp(MPI.Op):
         if src.size != dst.size or src.size % info.size:
             raise BufferMismatchError(
                 f"{self!r}: {src.size} and {dst.size} bytes are not the same whole "
-                f"number of {info.size}-byte elements")
+                f"number of {info.size}-byte elements"
+            )
         n = src.size // info.size
         if not n:
             return

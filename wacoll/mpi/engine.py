@@ -39,9 +39,21 @@ from mpi4py import MPI
 from wacoll.errors import WacollError
 from wacoll.mpi.interrupts import is_interrupt, mark
 
-__all__ = ["ProgressEngine", "engine", "Task", "Naps", "advance_request", "wait_any",
-           "next_nap", "wait_request", "require_threads", "SPIN_SECONDS", "MAX_NAP",
-           "NAP_SHARE", "LONGEST_NAP"]
+__all__ = [
+    "ProgressEngine",
+    "engine",
+    "Task",
+    "Naps",
+    "advance_request",
+    "wait_any",
+    "next_nap",
+    "wait_request",
+    "require_threads",
+    "SPIN_SECONDS",
+    "MAX_NAP",
+    "NAP_SHARE",
+    "LONGEST_NAP",
+]
 
 
 class Task:
@@ -162,8 +174,9 @@ class ProgressEngine:
             self._wake_comm = MPI.COMM_SELF.Dup()
             self._wake_req = self._wake_comm.Irecv(self._wake_buf, source=0, tag=1)
         if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._loop, name="wacoll-engine",
-                                            daemon=True)
+            self._thread = threading.Thread(
+                target=self._loop, name="wacoll-engine", daemon=True
+            )
             self._thread.start()
 
     def _wake(self):
@@ -223,8 +236,9 @@ class ProgressEngine:
                     with self._lock:
                         self._asleep = False
                 if index == len(waiting):
-                    self._wake_req = self._wake_comm.Irecv(self._wake_buf, source=0,
-                                                           tag=1)
+                    self._wake_req = self._wake_comm.Irecv(
+                        self._wake_buf, source=0, tag=1
+                    )
                 continue
             # compiled tasks (their requests are in C) and tasks a Wait holds: poll,
             # napping longer as the wait goes on (up to 2 % of it: wide-area waits
@@ -249,8 +263,10 @@ def require_threads():
     """Raise unless MPI runs with ``MPI_THREAD_MULTIPLE`` (checked before a call
     starts anything)."""
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
-        raise WacollError("non-blocking wacoll collectives need MPI initialised with "
-                          "MPI_THREAD_MULTIPLE (mpi4py's default thread level)")
+        raise WacollError(
+            "non-blocking wacoll collectives need MPI initialised with "
+            "MPI_THREAD_MULTIPLE (mpi4py's default thread level)"
+        )
 
 
 def _nothing(*args):

@@ -55,8 +55,15 @@ from wacoll.mpi.scratch import scratch_array
 from wacoll.mpi.trace import Tracer
 from wacoll.plans.lower import ElementRuns, lower
 
-__all__ = ["execute", "run_program", "ProgramRun", "Tracer", "TAG", "BLOCKING_TAG",
-           "call_tag"]
+__all__ = [
+    "execute",
+    "run_program",
+    "ProgramRun",
+    "Tracer",
+    "TAG",
+    "BLOCKING_TAG",
+    "call_tag",
+]
 
 #: Messages travel as bytes: a rank whose element type differs from its peer's
 #: (an erroneous call the cross-rank check reports) then gets a short or truncated
@@ -122,7 +129,7 @@ def _scatter(data, buf, runs, index=None):
         return
     at = 0
     for a, b in runs:
-        buf[a:b] = data[at:at + b - a]
+        buf[a:b] = data[at : at + b - a]
         at += b - a
 
 
@@ -130,7 +137,7 @@ def _combine(op, data, target, runs, side):
     """Combine the packed ``data`` into the ``runs`` of ``target`` on ``side``."""
     at = 0
     for a, b in runs:
-        _kernels.reduce_into(op, data[at:at + b - a], target[a:b], side=side)
+        _kernels.reduce_into(op, data[at : at + b - a], target[a:b], side=side)
         at += b - a
 
 
@@ -145,8 +152,9 @@ def _validate_fits(name, array, extent):
         raise BufferMismatchError(f"{name} has {size} elements; the plan needs {extent}")
 
 
-def run_program(plan, comm, inbuf, outbuf, *, op=None, in_offsets=None, out_offsets=None,
-                tracer=None):
+def run_program(
+    plan, comm, inbuf, outbuf, *, op=None, in_offsets=None, out_offsets=None, tracer=None
+):
     """Lower and execute this rank's program of ``plan`` on ``comm``.
 
     A convenience for one-off runs; a caller that repeats a call keeps the
@@ -175,11 +183,7 @@ def run_program(plan, comm, inbuf, outbuf, *, op=None, in_offsets=None, out_offs
     execute(program, comm, inbuf, outbuf, op=op, tracer=tracer)
 
 
-
-
-
-def execute(program, comm, inbuf, outbuf, *, op=None, tracer=None, scratch=None,
-            tag=TAG):
+def execute(program, comm, inbuf, outbuf, *, op=None, tracer=None, scratch=None, tag=TAG):
     """Execute a lowered ``program`` on ``comm`` over ``inbuf`` and ``outbuf``.
 
     Parameters
@@ -199,8 +203,9 @@ def execute(program, comm, inbuf, outbuf, *, op=None, tracer=None, scratch=None,
     tag : int
         The tag of this call's messages (calls in flight together need distinct tags).
     """
-    ProgramRun(program, comm, inbuf, outbuf, op=op, tracer=tracer, scratch=scratch,
-        tag=tag).advance(block=True)
+    ProgramRun(
+        program, comm, inbuf, outbuf, op=op, tracer=tracer, scratch=scratch, tag=tag
+    ).advance(block=True)
 
 
 class ProgramRun:
@@ -214,12 +219,31 @@ class ProgramRun:
     once. A blocking call is ``ProgramRun(...).advance(block=True)``.
     """
 
-    __slots__ = ("steps", "comm", "bufs", "dtype", "op", "tag", "tracer", "recv_reqs",
-                 "recv_data", "readers", "sends", "index", "waiting", "done", "_group",
-                 "started", "_unstage", "packed", "unpacked")
+    __slots__ = (
+        "steps",
+        "comm",
+        "bufs",
+        "dtype",
+        "op",
+        "tag",
+        "tracer",
+        "recv_reqs",
+        "recv_data",
+        "readers",
+        "sends",
+        "index",
+        "waiting",
+        "done",
+        "_group",
+        "started",
+        "_unstage",
+        "packed",
+        "unpacked",
+    )
 
-    def __init__(self, program, comm, inbuf, outbuf, *, op=None, tracer=None,
-                 scratch=None, tag=TAG):
+    def __init__(
+        self, program, comm, inbuf, outbuf, *, op=None, tracer=None, scratch=None, tag=TAG
+    ):
         _validate_fits("inbuf", inbuf, program.in_extent)
         _validate_fits("outbuf", outbuf, program.out_extent)
         self._unstage = None
@@ -231,15 +255,18 @@ class ProgramRun:
             # a rank whose program writes no result (rank 0 of an exscan) leaves its
             # receive buffer as it was, as the library does: nothing to unstage
             if outbuf is not None and not any(
-                    step.dst is not None and step.dst[0] == "out"
-                    for step in program.steps):
+                step.dst is not None and step.dst[0] == "out" for step in program.steps
+            ):
                 outbuf = None
             inbuf, outbuf, self._unstage = stage(inbuf, outbuf, scratch)
             op = _kernels.REPRO_SUM
             if tracer:
                 tracer.record("to accumulators", "step", t0, tracer.clock())
-        dtype = outbuf.dtype if outbuf is not None else (
-            inbuf.dtype if inbuf is not None else np.dtype(np.uint8))
+        dtype = (
+            outbuf.dtype
+            if outbuf is not None
+            else (inbuf.dtype if inbuf is not None else np.dtype(np.uint8))
+        )
         bufs = {"in": inbuf, "out": outbuf}
         for name, n in program.scratch_sizes.items():
             bufs[name] = scratch_array(scratch, name, n, dtype)
@@ -263,23 +290,38 @@ class ProgramRun:
         # post every receive up front, in program order; the messages that cannot
         # land in place land in one pool (reused by the blocking calls that follow:
         # fresh pages cost a fault each)
-        receiving = [(i, step) for i, step in enumerate(self.steps)
-                     if step.kind in ("recv", "recv_combine")]
+        receiving = [
+            (i, step)
+            for i, step in enumerate(self.steps)
+            if step.kind in ("recv", "recv_combine")
+        ]
         packed = self.packed
         # a packed message needs one element more than it carries, for its header
         slot = 1 if packed else 0
-        pool = scratch_array(scratch, _RECV_POOL, sum(
-            step.elements + slot for _, step in receiving
-            if packed or not step.direct), dtype)
-        self.unpacked = scratch_array(scratch, _UNPACKED, max(
-            (step.elements for _, step in receiving), default=0), dtype) if packed \
+        pool = scratch_array(
+            scratch,
+            _RECV_POOL,
+            sum(
+                step.elements + slot for _, step in receiving if packed or not step.direct
+            ),
+            dtype,
+        )
+        self.unpacked = (
+            scratch_array(
+                scratch,
+                _UNPACKED,
+                max((step.elements for _, step in receiving), default=0),
+                dtype,
+            )
+            if packed
             else None
+        )
         used = 0
         self.recv_reqs, self.recv_data = {}, {}
         for i, step in receiving:
             dst = step.dst
             if packed:
-                target = pool[used:used + step.elements + slot]
+                target = pool[used : used + step.elements + slot]
                 used += step.elements + slot
             elif step.direct and dst[1]:
                 start, stop = dst[1][0]
@@ -287,7 +329,7 @@ class ProgramRun:
             elif step.direct:
                 target = pool[:0]
             else:
-                target = pool[used:used + step.elements]
+                target = pool[used : used + step.elements]
                 used += step.elements
             self.recv_data[i] = target
             self.recv_reqs[i] = comm.Irecv([target, _BYTE], source=step.peer, tag=tag)
@@ -299,8 +341,9 @@ class ProgramRun:
             return []
         found = []
         for start, stop in _spans(runs):
-            for key in [k for k in self.readers if k[0] == buf and start < k[2] and
-                        k[1] < stop]:
+            for key in [
+                k for k in self.readers if k[0] == buf and start < k[2] and k[1] < stop
+            ]:
                 found.append(key)
         return found
 
@@ -329,7 +372,7 @@ class ProgramRun:
         data = self.recv_data.pop(i)
         dst = step.dst
         if self.packed:
-            data = repro_wire.unpack(data, self.unpacked[:step.elements])
+            data = repro_wire.unpack(data, self.unpacked[: step.elements])
         if step.kind == "recv":
             if self.packed or not step.direct:
                 _scatter(data, self.bufs[dst[0]], dst[1], step.dst_index)
@@ -355,8 +398,9 @@ class ProgramRun:
             kind = step.kind
             if kind == "send":
                 src = step.src
-                data = _gather(bufs[src[0]], src[1], step.elements, self.dtype,
-                               step.src_index)
+                data = _gather(
+                    bufs[src[0]], src[1], step.elements, self.dtype, step.src_index
+                )
                 if self.packed:
                     data = repro_wire.pack(data)
                 req = self.comm.Isend([data, _BYTE], dest=step.peer, tag=self.tag)
@@ -369,11 +413,17 @@ class ProgramRun:
             elif kind == "recv_combine" and step.group:
                 if self._group is None:
                     j = i
-                    while j < len(steps) and steps[j].kind == "recv_combine" and \
-                            steps[j].group == step.group:
+                    while (
+                        j < len(steps)
+                        and steps[j].kind == "recv_combine"
+                        and steps[j].group == step.group
+                    ):
                         j += 1
-                    self._group = [[k for k in range(i, j)],
-                                   [self.recv_reqs.pop(k) for k in range(i, j)], j]
+                    self._group = [
+                        [k for k in range(i, j)],
+                        [self.recv_reqs.pop(k) for k in range(i, j)],
+                        j,
+                    ]
                 members, reqs, end = self._group
                 while any(reqs):
                     if block:
@@ -383,14 +433,16 @@ class ProgramRun:
                         if not flag:
                             self.waiting = [r for r in reqs if r]
                             return False
-                    if not self._clear_readers(steps[members[idx]].dst[0],
-                                               steps[members[idx]].dst[1], block):
+                    if not self._clear_readers(
+                        steps[members[idx]].dst[0], steps[members[idx]].dst[1], block
+                    ):
                         return False  # pragma: no cover - a combine never races a send
                     self._finish_recv(members[idx])
                     reqs[idx] = MPI.REQUEST_NULL
                 if tracer:
-                    tracer.record(f"group of {len(members)}", "step", t0, clock(),
-                                  step=step.index)
+                    tracer.record(
+                        f"group of {len(members)}", "step", t0, clock(), step=step.index
+                    )
                 self._group = None
                 self.index = end
                 continue
@@ -398,8 +450,9 @@ class ProgramRun:
                 req = self.recv_reqs[i]
                 if not self._await([req], block):
                     return False
-                if not (step.kind == "recv" and step.direct and not self.packed) and \
-                        not self._clear_readers(step.dst[0], step.dst[1], block):
+                if not (
+                    step.kind == "recv" and step.direct and not self.packed
+                ) and not self._clear_readers(step.dst[0], step.dst[1], block):
                     return False
                 del self.recv_reqs[i]
                 self._finish_recv(i)
@@ -407,16 +460,28 @@ class ProgramRun:
                 src, dst = step.src, step.dst
                 if not self._clear_readers(dst[0], dst[1], block):
                     return False
-                data = _gather(bufs[src[0]], src[1], step.elements, self.dtype,
-                               step.src_index)
+                data = _gather(
+                    bufs[src[0]], src[1], step.elements, self.dtype, step.src_index
+                )
                 if kind == "copy":
-                    _scatter(data.copy() if src[0] == dst[0] else data, bufs[dst[0]],
-                             dst[1], step.dst_index)
+                    _scatter(
+                        data.copy() if src[0] == dst[0] else data,
+                        bufs[dst[0]],
+                        dst[1],
+                        step.dst_index,
+                    )
                 else:
                     _combine(self.op, data, bufs[dst[0]], dst[1], step.side)
             if tracer:
-                tracer.record(step.label, "step", t0, clock(), step=step.index,
-                              peer=step.peer, elements=step.elements)
+                tracer.record(
+                    step.label,
+                    "step",
+                    t0,
+                    clock(),
+                    step=step.index,
+                    peer=step.peer,
+                    elements=step.elements,
+                )
             self.index = i + 1
         if self.sends:
             if not self._await(self.sends, block):

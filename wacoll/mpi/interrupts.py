@@ -78,8 +78,18 @@ import time
 from wacoll.errors import WacollError
 from wacoll.settings import setting
 
-__all__ = ["ENV", "POLICIES", "policy", "set_policy", "is_interrupt", "mark",
-           "exit_code", "collective_name", "message", "interrupted"]
+__all__ = [
+    "ENV",
+    "POLICIES",
+    "policy",
+    "set_policy",
+    "is_interrupt",
+    "mark",
+    "exit_code",
+    "collective_name",
+    "message",
+    "interrupted",
+]
 
 #: The environment variable that chooses what an interrupt does.
 ENV = "WACOLL_ON_INTERRUPT"
@@ -104,8 +114,7 @@ def policy() -> str:
     given = setting(ENV)
     value = (given or "").lower() or "abort"
     if value not in POLICIES:
-        raise WacollError(f"{ENV}={given!r}: expected one of "
-                          f"{', '.join(POLICIES)}")
+        raise WacollError(f"{ENV}={given!r}: expected one of {', '.join(POLICIES)}")
     return value
 
 
@@ -174,8 +183,10 @@ def message(rank: int, where: str, exc: BaseException) -> str:
     text = str(exc)
     if text and not isinstance(exc, KeyboardInterrupt):
         what += f": {text}"
-    return (f"wacoll: rank {rank} interrupted inside {where} ({what}); aborting the job, "
-            f"as its peers would wait forever")
+    return (
+        f"wacoll: rank {rank} interrupted inside {where} ({what}); aborting the job, "
+        f"as its peers would wait forever"
+    )
 
 
 def interrupted(exc: BaseException, where: str, route=None) -> None:
@@ -212,9 +223,11 @@ def interrupted(exc: BaseException, where: str, route=None) -> None:
 def _break(route, where):
     """The communicator's collectives raise from now on (:meth:`Route.stop
     <wacoll.mpi.route.Route.stop>`)."""
-    route.stop(f"a collective on this wacoll.Comm ({where}) was interrupted; its "
-               f"peers may still wait for its messages, so the communicator cannot "
-               f"run further collectives: Free it")
+    route.stop(
+        f"a collective on this wacoll.Comm ({where}) was interrupted; its "
+        f"peers may still wait for its messages, so the communicator cannot "
+        f"run further collectives: Free it"
+    )
 
 
 def _abort(exc, where):

@@ -73,9 +73,23 @@ from wacoll.errors import TuningError
 from wacoll.mpi.bounded import SHAPES, BoundedCache
 from wacoll.strict_json import read_strict
 
-__all__ = ["ROUNDS", "MARGIN", "NOISE_FLOOR", "SETUP_GUESS", "START_GUARD", "DEFAULT",
-           "LEARNED_FAMILIES", "EXPLORED_FAMILIES", "Tuning", "TuningError",
-           "candidates", "explored", "exploration_calls", "shape_of", "read_tuning"]
+__all__ = [
+    "ROUNDS",
+    "MARGIN",
+    "NOISE_FLOOR",
+    "SETUP_GUESS",
+    "START_GUARD",
+    "DEFAULT",
+    "LEARNED_FAMILIES",
+    "EXPLORED_FAMILIES",
+    "Tuning",
+    "TuningError",
+    "candidates",
+    "explored",
+    "exploration_calls",
+    "shape_of",
+    "read_tuning",
+]
 
 #: How many calls of each candidate a shape's exploration makes (the first is not
 #: counted: it also proves and compiles the plan).
@@ -140,8 +154,9 @@ def explored(op, predict):
     own = predict(None)[1]
     others = [f for f in candidates(op)[2:] if f != own]
     priced = sorted((predict(f)[0], i, f) for i, f in enumerate(others))
-    return [None, NATIVE] + [f for seconds, _, f in priced[:EXPLORED_FAMILIES]
-                             if math.isfinite(seconds)]
+    return [None, NATIVE] + [
+        f for seconds, _, f in priced[:EXPLORED_FAMILIES] if math.isfinite(seconds)
+    ]
 
 
 def candidates(op):
@@ -161,6 +176,8 @@ def candidates(op):
     from wacoll.plans.select import NATIVE
 
     return [None, NATIVE] + [f for f in LEARNED_FAMILIES if op in builders(f)]
+
+
 def exploration_calls(op: str) -> int:
     """At most how many calls of a shape of ``op`` are explored before its choice
     runs (:data:`ROUNDS` of each of at most ``2 + EXPLORED_FAMILIES`` candidates).
@@ -180,15 +197,23 @@ _FIELDS = ("op", "size_class", "dtype", "operator", "level", "root")
 def shape_of(prepared):
     """The shape a call's choice is learned for, or None when it is not learned
     (a strict reduction, a vector variant, a call without a count)."""
-    if prepared.level == "strict" or prepared.counts is not None or \
-            prepared.count is None:
+    if (
+        prepared.level == "strict"
+        or prepared.counts is not None
+        or prepared.count is None
+    ):
         return None
     from wacoll.mpi.calls import operator_name
 
     itemsize = 1 if prepared.dtype is None else prepared.dtype.itemsize
-    return (prepared.op, int(prepared.count * itemsize).bit_length(),
-            None if prepared.dtype is None else prepared.dtype.str,
-            operator_name(prepared.reduce_op), prepared.level, prepared.root)
+    return (
+        prepared.op,
+        int(prepared.count * itemsize).bit_length(),
+        None if prepared.dtype is None else prepared.dtype.str,
+        operator_name(prepared.reduce_op),
+        prepared.level,
+        prepared.root,
+    )
 
 
 class _Exploration:
@@ -260,8 +285,9 @@ class Tuning:
             return _family(state.chosen), False
         return state.candidates[_turn(state.calls, len(state.candidates))], True
 
-    def observe(self, shape, seconds: float, candidates=None, started=0.0,
-                setup=0.0) -> None:
+    def observe(
+        self, shape, seconds: float, candidates=None, started=0.0, setup=0.0
+    ) -> None:
         """The time of the explored call of ``shape`` just made: ``seconds`` from
         ``started`` on this rank's clock (:func:`wacoll.mpi.clocks.now`;
         ``candidates``: its candidates, for the first call of the shape; ``inf``:
@@ -278,8 +304,11 @@ class Tuning:
             if candidates is None:
                 return
             state = self._shapes[shape] = _Exploration(candidates)
-        span = (started, started + seconds) if math.isfinite(seconds) else \
-            (-math.inf, math.inf)
+        span = (
+            (started, started + seconds)
+            if math.isfinite(seconds)
+            else (-math.inf, math.inf)
+        )
         many = len(state.candidates)
         turn = _turn(state.calls, many)
         state.spans[turn].append(span)
@@ -307,8 +336,7 @@ class Tuning:
         if None in state.candidates:  # the model's choice stands unless clearly beaten
             model = state.candidates.index(None)
             gap = mine[model] - mine[best] if math.isfinite(mine[best]) else 0.0
-            if gap <= max(MARGIN * mine[best], NOISE_FLOOR,
-                          spread[model] + spread[best]):
+            if gap <= max(MARGIN * mine[best], NOISE_FLOOR, spread[model] + spread[best]):
                 best = model
         state.chosen = _name(state.candidates[best])
         # a decided shape is never forgotten: ranks replay its calls or read them
@@ -316,11 +344,15 @@ class Tuning:
         # the others in an agreement they never make
         self._decided[shape] = state.chosen
         del self._shapes[shape]
-        self.table.append({**dict(zip(_FIELDS, shape)),
-                           "candidates": [_name(c) for c in state.candidates],
-                           "seconds": [float(x) for x in mine],
-                           "spread": [float(x) for x in spread],
-                           "chosen": state.chosen})
+        self.table.append(
+            {
+                **dict(zip(_FIELDS, shape)),
+                "candidates": [_name(c) for c in state.candidates],
+                "seconds": [float(x) for x in mine],
+                "spread": [float(x) for x in spread],
+                "chosen": state.chosen,
+            }
+        )
 
     def _offset(self):
         """Seconds to add to this rank's clock to read rank 0's (measured once;
@@ -368,8 +400,9 @@ class Tuning:
         include how much earlier than the last rank it left the barrier before it:
         up to a wide-area latency); a candidate's first call, which also proves and
         compiles its plan, left out. Collective."""
-        flat = np.array([span for calls in spans for span in calls],
-                        dtype=np.float64).reshape(-1, 2)
+        flat = np.array(
+            [span for calls in spans for span in calls], dtype=np.float64
+        ).reshape(-1, 2)
         if self._comm is not None:
             from mpi4py import MPI
 
@@ -379,7 +412,7 @@ class Tuning:
             each = flat[:, 1] - flat[:, 0]
         out, spread, at = [], [], 0
         for calls in spans:
-            mine = each[at:at + len(calls)]
+            mine = each[at : at + len(calls)]
             at += len(calls)
             counted = mine[1:] if len(mine) > 1 else mine
             out.append(np.median(counted))
@@ -399,22 +432,26 @@ class Tuning:
 
     def dump(self, path) -> None:
         """Write the choices as a tuning file (JSON; :func:`read_tuning` reads it)."""
-        rows = [{**dict(zip(_FIELDS, shape)), "family": family}
-                for shape, family in sorted(self.choices().items(), key=repr)]
+        rows = [
+            {**dict(zip(_FIELDS, shape)), "family": family}
+            for shape, family in sorted(self.choices().items(), key=repr)
+        ]
         text = json.dumps({"format": _FORMAT, "choices": rows}, indent=1) + "\n"
         target = os.fspath(path)
         tmp = None
         try:  # the whole file or none: written beside the target, then renamed
-            fd, tmp = tempfile.mkstemp(prefix=".tuning-", suffix=".tmp",
-                                       dir=os.path.dirname(target) or ".")
+            fd, tmp = tempfile.mkstemp(
+                prefix=".tuning-", suffix=".tmp", dir=os.path.dirname(target) or "."
+            )
             with os.fdopen(fd, "w") as fh:
                 fh.write(text)
             os.replace(tmp, target)
         except OSError as exc:
             if tmp is not None and os.path.exists(tmp):
                 os.unlink(tmp)
-            raise TuningError(f"the tuning file {target} cannot be written "
-                              f"({exc.strerror or exc})") from None
+            raise TuningError(
+                f"the tuning file {target} cannot be written ({exc.strerror or exc})"
+            ) from None
 
 
 def _turn(calls, many):
@@ -451,23 +488,36 @@ def read_tuning(path) -> dict:
         format (every field is checked; the file is data, never evaluated).
     """
     data = read_strict(path, TuningError, "the tuning file", 1 << 20)
-    if not isinstance(data, dict) or data.get("format") != _FORMAT or \
-            not isinstance(data.get("choices"), list) or sorted(data) != ["choices",
-                                                                           "format"]:
-        raise TuningError(f"the tuning file {path} is not a wacoll tuning file of "
-                          f"format {_FORMAT}")
+    if (
+        not isinstance(data, dict)
+        or data.get("format") != _FORMAT
+        or not isinstance(data.get("choices"), list)
+        or sorted(data) != ["choices", "format"]
+    ):
+        raise TuningError(
+            f"the tuning file {path} is not a wacoll tuning file of format {_FORMAT}"
+        )
     out = {}
     for i, row in enumerate(data["choices"]):
         if not isinstance(row, dict) or sorted(row) != sorted((*_FIELDS, "family")):
-            raise TuningError(f"the tuning file {path}: choice {i} does not have the "
-                              f"fields {', '.join((*_FIELDS, 'family'))}")
-        kinds = {"op": str, "size_class": int, "dtype": (str, type(None)),
-                 "operator": (str, type(None)), "level": (str, type(None)),
-                 "root": (int, type(None)), "family": str}
+            raise TuningError(
+                f"the tuning file {path}: choice {i} does not have the "
+                f"fields {', '.join((*_FIELDS, 'family'))}"
+            )
+        kinds = {
+            "op": str,
+            "size_class": int,
+            "dtype": (str, type(None)),
+            "operator": (str, type(None)),
+            "level": (str, type(None)),
+            "root": (int, type(None)),
+            "family": str,
+        }
         for name, kind in kinds.items():
             value = row[name]
             if isinstance(value, bool) or not isinstance(value, kind):
-                raise TuningError(f"the tuning file {path}: choice {i}'s {name} is "
-                                  f"{value!r}")
+                raise TuningError(
+                    f"the tuning file {path}: choice {i}'s {name} is {value!r}"
+                )
         out[tuple(row[f] for f in _FIELDS)] = row["family"]
     return out

@@ -59,17 +59,26 @@ import numpy as np
 
 from wacoll.errors import ConfigurationError, LinksWarning, TopologyError
 from wacoll.mpi.agreement import from_rank_0
-from wacoll.settings import setting, switch
 from wacoll.mpi.allpairs import bursts, pingpong, rounds
+from wacoll.settings import setting, switch
 from wacoll.topology import DEFAULT_INTRA_BANDWIDTH, DEFAULT_INTRA_LATENCY, Topology
 
 #: The package's name, the records' folder under the user's cache directory (not
 #: written out: the import test reads a module's name in a string as an import).
 _PACKAGE = __name__.split(".")[0]
 
-__all__ = ["MEASURE_MODES", "MAX_AGE", "MAX_RECORD_BYTES", "links_for", "measure_links",
-           "measured_topology", "t_ini_pairs", "cache_dir", "record_key",
-           "max_age_setting"]
+__all__ = [
+    "MEASURE_MODES",
+    "MAX_AGE",
+    "MAX_RECORD_BYTES",
+    "links_for",
+    "measure_links",
+    "measured_topology",
+    "t_ini_pairs",
+    "cache_dir",
+    "record_key",
+    "max_age_setting",
+]
 
 #: The measurement modes (:class:`wacoll.Comm`'s ``measure=``, ``$WACOLL_MEASURE``):
 #: ``"auto"`` measures (or reuses a young record) where the topology was discovered
@@ -133,8 +142,10 @@ def max_age_setting(environ=None):
     except ValueError:
         hours = math.nan
     if not (math.isfinite(hours * 3600.0) and hours > 0):
-        return (f"WACOLL_LINKS_MAX_AGE is {raw!r}; give the hours a measured links "
-                f"record is reused, a positive number (for example 24)")
+        return (
+            f"WACOLL_LINKS_MAX_AGE is {raw!r}; give the hours a measured links "
+            f"record is reused, a positive number (for example 24)"
+        )
     return hours * 3600.0
 
 
@@ -150,9 +161,11 @@ def record_key(hosts, clusters) -> str:
     >>> len(a)
     32
     """
-    layout = {"hosts": sorted(set(hosts)),
-              "clusters": [sorted(hosts[r] for r in c) for c in clusters],
-              "ranks": [list(c) for c in clusters]}
+    layout = {
+        "hosts": sorted(set(hosts)),
+        "clusters": [sorted(hosts[r] for r in c) for c in clusters],
+        "ranks": [list(c) for c in clusters],
+    }
     text = json.dumps(layout, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -172,8 +185,11 @@ def measured_topology(clusters, figures) -> Topology:
     each rank's ``t_ini`` is fitted (:func:`t_ini_pairs`).
     """
     rtt, rate = figures["rtt"], figures["rate"]
-    inside = [(rtt[k] / 2, rate[k]) for k in rtt
-              if k.split(",")[0] == k.split(",")[1] and k in rate]
+    inside = [
+        (rtt[k] / 2, rate[k])
+        for k in rtt
+        if k.split(",")[0] == k.split(",")[1] and k in rate
+    ]
     across = {}
     for k in rtt:
         a, b = (int(x) for x in k.split(","))
@@ -216,8 +232,12 @@ def t_ini_pairs(clusters) -> list:
     pairs = []
     for members in clusters:
         members, k = list(members), len(members)
-        mine = {tuple(sorted((members[i], members[(i + d) % k])))
-                for i in range(k) for d in (1, 2) if (i + d) % k != i}
+        mine = {
+            tuple(sorted((members[i], members[(i + d) % k])))
+            for i in range(k)
+            for d in (1, 2)
+            if (i + d) % k != i
+        }
         pairs += sorted(mine)
     return pairs
 
@@ -238,8 +258,16 @@ def _fitted_t_ini(clusters, ranks) -> list:
     return [float(v) if math.isfinite(v) and v > 0 else fill for v in t_ini]
 
 
-def measure_links(comm, clusters, *, small: int = 8, large: int = 1 << 16,
-                  reps: int = 5, warmup: int = 2, window: int = 4) -> dict:
+def measure_links(
+    comm,
+    clusters,
+    *,
+    small: int = 8,
+    large: int = 1 << 16,
+    reps: int = 5,
+    warmup: int = 2,
+    window: int = 4,
+) -> dict:
     """Measure the links between the clusters' coordinators and inside each cluster
     (collective; every rank gets the same figures, see :func:`measured_topology`).
 
@@ -273,13 +301,24 @@ def measure_links(comm, clusters, *, small: int = 8, large: int = 1 << 16,
     comm.Barrier()
     rtt = _round_trips(comm, pairs, buf, int(reps), int(warmup))
     # short round trips around each cluster, for t_ini
-    ranks = _round_trips(comm, {p: _pair_name(*p) for p in t_ini_pairs(clusters)},
-                         buf, int(reps), int(warmup))
+    ranks = _round_trips(
+        comm,
+        {p: _pair_name(*p) for p in t_ini_pairs(clusters)},
+        buf,
+        int(reps),
+        int(warmup),
+    )
     rate = {}
     for (i, j), name in pairs.items():
         if rank in (i, j):
-            measured = _burst_rate(comm, j if rank == i else i, rank == i, int(large),
-                                   int(window), rtt.get(name, 0.0))
+            measured = _burst_rate(
+                comm,
+                j if rank == i else i,
+                rank == i,
+                int(large),
+                int(window),
+                rtt.get(name, 0.0),
+            )
             if measured is not None:
                 rate[name] = measured
         comm.Barrier()
@@ -297,8 +336,9 @@ def _round_trips(comm, pairs, buf, reps, warmup) -> dict:
     for this in rounds(list(pairs)):
         for i, j in this:
             if rank in (i, j):
-                times = pingpong(comm, j if rank == i else i, rank == i, buf, reps,
-                                 warmup)
+                times = pingpong(
+                    comm, j if rank == i else i, rank == i, buf, reps, warmup
+                )
                 if times:
                     fastest[pairs[(i, j)]] = float(np.min(times))
         comm.Barrier()
@@ -329,8 +369,11 @@ def _burst_rate(comm, peer, sender, large, window, base):
             spent = max(times[0] - base, 1e-9)
             rate = float(window * nbytes / spent)
             grow = spent < MIN_BURST and nbytes < MAX_MESSAGE
-            size[0] = min(MAX_MESSAGE, nbytes * max(2, math.ceil(MIN_BURST / spent))) \
-                if grow else 0
+            size[0] = (
+                min(MAX_MESSAGE, nbytes * max(2, math.ceil(MIN_BURST / spent)))
+                if grow
+                else 0
+            )
             comm.Send(size, dest=peer, tag=_SIZE_TAG)
         else:
             comm.Recv(size, source=peer, tag=_SIZE_TAG)
@@ -342,8 +385,12 @@ _SIZE_TAG = 0x7AD7
 
 
 def _positive(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) \
-        and math.isfinite(value) and value > 0
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
 
 
 def _read_record(path: Path, key: str, clusters):
@@ -386,8 +433,9 @@ def _read_record(path: Path, key: str, clusters):
         figures = {}
         for part in ("rtt", "rate", "ranks"):
             values = data.get(part, {} if part == "ranks" else None)  # (older records
-            if not isinstance(values, dict) or \
-                    not all(isinstance(k, str) and _positive(v) for k, v in values.items()):
+            if not isinstance(values, dict) or not all(
+                isinstance(k, str) and _positive(v) for k, v in values.items()
+            ):
                 return f"has a bad {part!r} table"  # have no t_ini round trips)
             figures[part] = dict(values)
         wanted = {_pair_name(i, j) for i, j in t_ini_pairs(clusters)}
@@ -396,8 +444,9 @@ def _read_record(path: Path, key: str, clusters):
         if set(figures["ranks"]) != wanted:
             return "has a 'ranks' table of other rank pairs than this layout's"
         if not all(v < MAX_ROUND_TRIP for v in figures["ranks"].values()):
-            return (f"has a 'ranks' round trip over {MAX_ROUND_TRIP:g} s (inside a "
-                    f"cluster)")
+            return (
+                f"has a 'ranks' round trip over {MAX_ROUND_TRIP:g} s (inside a cluster)"
+            )
         measured_topology(clusters, figures)  # the names and values must make a topology
     except Exception as exc:  # noqa: BLE001 - anything odd in the data: not trusted
         return f"cannot be used ({exc})"
@@ -405,12 +454,18 @@ def _read_record(path: Path, key: str, clusters):
 
 
 def _write_record(path: Path, key, clusters, hosts, figures, when, elapsed):
-    data = {"version": _VERSION, "key": key, "measured_at": when,
-            "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when)),
-            "seconds": elapsed, "hosts": sorted(set(hosts)),
-            "clusters": [list(c) for c in clusters],
-            "rtt": figures["rtt"], "rate": figures["rate"],
-            "ranks": figures.get("ranks", {})}
+    data = {
+        "version": _VERSION,
+        "key": key,
+        "measured_at": when,
+        "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when)),
+        "seconds": elapsed,
+        "hosts": sorted(set(hosts)),
+        "clusters": [list(c) for c in clusters],
+        "rtt": figures["rtt"],
+        "rate": figures["rate"],
+        "ranks": figures.get("ranks", {}),
+    }
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".links-", suffix=".json")
@@ -422,13 +477,23 @@ def _write_record(path: Path, key, clusters, hosts, figures, when, elapsed):
             os.unlink(tmp)
             raise
     except (OSError, ValueError) as exc:
-        warnings.warn(f"wacoll: the measured links could not be kept in {path} "
-                      f"({exc}); they will be measured again next time",
-                      LinksWarning, stacklevel=4)
+        warnings.warn(
+            f"wacoll: the measured links could not be kept in {path} "
+            f"({exc}); they will be measured again next time",
+            LinksWarning,
+            stacklevel=4,
+        )
 
 
-def links_for(comm, topology: Topology, mode: str = "auto", *, environ=None,
-              max_age: float | None = None, **options):
+def links_for(
+    comm,
+    topology: Topology,
+    mode: str = "auto",
+    *,
+    environ=None,
+    max_age: float | None = None,
+    **options,
+):
     """``topology`` with measured links, the source of its links, and the time they
     were measured (collective; the same on every rank).
 
@@ -468,8 +533,11 @@ def links_for(comm, topology: Topology, mode: str = "auto", *, environ=None,
     """
     from mpi4py import MPI
 
-    if mode == "off" or (mode == "auto" and topology.nclusters < 2) or \
-            topology.size != comm.Get_size():
+    if (
+        mode == "off"
+        or (mode == "auto" and topology.nclusters < 2)
+        or topology.size != comm.Get_size()
+    ):
         return topology, "defaults", None
     if mode == "on" and topology.nclusters < 2 and topology.size < 2:
         return topology, "defaults", None
@@ -484,20 +552,28 @@ def links_for(comm, topology: Topology, mode: str = "auto", *, environ=None,
             raise ConfigurationError(limit)
         record = None if mode == "fresh" else _read_record(path, key, clusters)
         if isinstance(record, str):
-            warnings.warn(f"wacoll: the links record {path} {record}; measuring the "
-                          f"links again", LinksWarning, stacklevel=5)
+            warnings.warn(
+                f"wacoll: the links record {path} {record}; measuring the links again",
+                LinksWarning,
+                stacklevel=5,
+            )
             return None
         if record is not None:
             age = time.time() - record[1]
             if 0 <= age < limit:
                 return record
-            warnings.warn(f"wacoll: the links record {path} is {age / 3600:.1f} h "
-                          f"old (older than {limit / 3600:g} h); measuring the "
-                          f"links again", LinksWarning, stacklevel=5)
+            warnings.warn(
+                f"wacoll: the links record {path} is {age / 3600:.1f} h "
+                f"old (older than {limit / 3600:g} h); measuring the "
+                f"links again",
+                LinksWarning,
+                stacklevel=5,
+            )
         return None
 
-    found = from_rank_0(comm, look, ConfigurationError,
-                        f"reading the links record {path}")
+    found = from_rank_0(
+        comm, look, ConfigurationError, f"reading the links record {path}"
+    )
     if found is not None:
         figures, when = found
         return _from_rank_0(comm, clusters, figures), "cached", when
@@ -514,5 +590,9 @@ def _from_rank_0(comm, clusters, figures) -> Topology:
     """The topology of ``figures``, built on rank 0 and broadcast: every rank plans
     with the very same numbers (the ``t_ini`` fit iterates in floating point, whose
     last bits may differ between machines)."""
-    return from_rank_0(comm, lambda: measured_topology(clusters, figures),
-                       TopologyError, "fitting the measured links")
+    return from_rank_0(
+        comm,
+        lambda: measured_topology(clusters, figures),
+        TopologyError,
+        "fitting the measured links",
+    )

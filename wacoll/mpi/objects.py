@@ -105,16 +105,34 @@ import struct
 from mpi4py import MPI
 
 from wacoll import errors
-from wacoll.errors import (BufferMismatchError, BufferTypeError, OperatorTypeError,
-                           RootTypeError, WacollError)
+from wacoll.errors import (
+    BufferMismatchError,
+    BufferTypeError,
+    OperatorTypeError,
+    RootTypeError,
+    WacollError,
+)
 from wacoll.mpi import pickled
 from wacoll.mpi.faults import fault_of, raise_fault
 from wacoll.plans import LEVELS
-from wacoll.plans.select import plain_options
 from wacoll.plans.builder import RankPlan
+from wacoll.plans.select import plain_options
 
-__all__ = ["barrier", "bcast", "gather", "scatter", "allgather", "alltoall", "reduce",
-           "allreduce", "scan", "exscan", "execute", "TAG", "MAX_MESSAGE"]
+__all__ = [
+    "barrier",
+    "bcast",
+    "gather",
+    "scatter",
+    "allgather",
+    "alltoall",
+    "reduce",
+    "allreduce",
+    "scan",
+    "exscan",
+    "execute",
+    "TAG",
+    "MAX_MESSAGE",
+]
 
 #: The tag of :func:`execute`'s frames when run on its own (a Comm tags each call).
 TAG = 0x7AC1
@@ -124,7 +142,6 @@ MAX_MESSAGE = 2**31 - 1
 _DATA, _ERRORS = 0, 1
 _HEAD = struct.Struct("<BI")
 _ENTRY = struct.Struct("<IQ")
-
 
 
 # --------------------------------------------------------------------- pickles
@@ -179,14 +196,17 @@ def _frame(ids, payloads):
     head += [_ENTRY.pack(b, len(p)) for b, p in zip(ids, payloads)]
     size = sum(map(len, head)) + sum(len(p) for p in payloads)
     if size > MAX_MESSAGE:
-        raise WacollError(f"a message of {size} bytes of pickled objects exceeds the "
-                          f"{MAX_MESSAGE}-byte limit of one MPI message")
+        raise WacollError(
+            f"a message of {size} bytes of pickled objects exceeds the "
+            f"{MAX_MESSAGE}-byte limit of one MPI message"
+        )
     return b"".join(head + list(payloads))
 
 
 def _error_frame(faults):
-    return _HEAD.pack(_ERRORS, 0) + _pickle.dumps(sorted(faults.values(),
-                                                         key=lambda f: f[0]))
+    return _HEAD.pack(_ERRORS, 0) + _pickle.dumps(
+        sorted(faults.values(), key=lambda f: f[0])
+    )
 
 
 def _parse(frame):
@@ -194,13 +214,13 @@ def _parse(frame):
     kind, n = _HEAD.unpack_from(frame, 0)
     view = memoryview(frame)
     if kind == _ERRORS:
-        return None, None, _pickle.loads(view[_HEAD.size:])
+        return None, None, _pickle.loads(view[_HEAD.size :])
     ids, views = [], []
     at = _HEAD.size + n * _ENTRY.size
     for k in range(n):
         bid, length = _ENTRY.unpack_from(frame, _HEAD.size + k * _ENTRY.size)
         ids.append(bid)
-        views.append(view[at:at + length])
+        views.append(view[at : at + length])
         at += length
     return ids, views, None
 
@@ -237,8 +257,9 @@ def _last_reads(steps):
     return last
 
 
-def execute(program, plan, wire, slots, *, op=None, faults=None, local=None,
-            tracer=None, tag=TAG):
+def execute(
+    program, plan, wire, slots, *, op=None, faults=None, local=None, tracer=None, tag=TAG
+):
     """Run this rank's lowered ``program`` of ``plan`` over pickled blocks.
 
     Parameters
@@ -294,8 +315,9 @@ def execute(program, plan, wire, slots, *, op=None, faults=None, local=None,
             target = slot(dst[0])
             for e, b in zip(_elements(dst[1]), incoming):
                 a = target[e].take(keep=False)
-                target[e] = _Item(obj=op(a, b) if side == "right" else op(b, a),
-                                  loaded=True)
+                target[e] = _Item(
+                    obj=op(a, b) if side == "right" else op(b, a), loaded=True
+                )
         except Exception as exc:  # noqa: BLE001 -- reported to every rank
             fail(exc)
 
@@ -311,9 +333,13 @@ def execute(program, plan, wire, slots, *, op=None, faults=None, local=None,
             return None
         want = list(plan_steps[step.index].blocks)
         if ids != want:
-            fail(WacollError(f"the message from rank {step.peer} carries blocks {ids}; "
-                             f"step {step.index} expects {want} (do all ranks make "
-                             f"the same call?)"))
+            fail(
+                WacollError(
+                    f"the message from rank {step.peer} carries blocks {ids}; "
+                    f"step {step.index} expects {want} (do all ranks make "
+                    f"the same call?)"
+                )
+            )
             return None
         if step.kind == "recv":
             target = slot(step.dst[0])
@@ -357,14 +383,20 @@ def execute(program, plan, wire, slots, *, op=None, faults=None, local=None,
             sends.append(wire.Isend([frame, MPI.BYTE], step.peer, tag))
         elif kind == "recv_combine" and step.group:
             j = i
-            while j < len(steps) and steps[j].kind == "recv_combine" and \
-                    steps[j].group == step.group:
+            while (
+                j < len(steps)
+                and steps[j].kind == "recv_combine"
+                and steps[j].group == step.group
+            ):
                 j += 1
             pending = list(range(i, j))
             while pending:  # combine in arrival order (the plan allows it)
                 progressed = False
-                for k in [k for n, k in enumerate(pending)
-                          if steps[k].peer not in {steps[q].peer for q in pending[:n]}]:
+                for k in [
+                    k
+                    for n, k in enumerate(pending)
+                    if steps[k].peer not in {steps[q].peer for q in pending[:n]}
+                ]:
                     frame = _receive(wire, steps[k].peer, block=False, tag=tag)
                     if frame is not None:
                         pending.remove(k)
@@ -397,15 +429,23 @@ def execute(program, plan, wire, slots, *, op=None, faults=None, local=None,
         else:  # combine
             if not faults:
                 try:
-                    incoming = [operand(step.src[0], e, i)
-                                for e in _elements(step.src[1])]
+                    incoming = [
+                        operand(step.src[0], e, i) for e in _elements(step.src[1])
+                    ]
                 except Exception as exc:  # noqa: BLE001
                     fail(exc)
                 else:
                     combine(step.dst, incoming, step.side, i)
         if tracer:
-            tracer.record(step.label, "step", t0, clock(), step=step.index,
-                          peer=step.peer, bytes=nbytes)
+            tracer.record(
+                step.label,
+                "step",
+                t0,
+                clock(),
+                step=step.index,
+                peer=step.peer,
+                bytes=nbytes,
+            )
         i += 1
     MPI.Request.Waitall(sends)
     return faults
@@ -419,8 +459,9 @@ def _root(comm, root):
         raise RootTypeError(f"root must be an integer rank, got {root!r}") from None
     size = comm.Get_size()
     if not 0 <= root < size:
-        raise errors.RootError(f"root {root} is not a rank of this communicator "
-                               f"(0..{size - 1})")
+        raise errors.RootError(
+            f"root {root} is not a rank of this communicator (0..{size - 1})"
+        )
     return root
 
 
@@ -429,8 +470,9 @@ def _sequence(obj, size):
     try:
         items = [None] * size if obj is None else list(obj)
     except TypeError:
-        raise BufferTypeError(f"expecting a sequence of {size} items, got "
-                              f"{type(obj).__name__}") from None
+        raise BufferTypeError(
+            f"expecting a sequence of {size} items, got {type(obj).__name__}"
+        ) from None
     if len(items) != size:
         raise BufferMismatchError(f"expecting {size} items, got {len(items)}")
     return items
@@ -445,8 +487,19 @@ def _commutes(op):
     return False
 
 
-def _run(comm, opname, root, slots, *, level=None, reduce_op=None, faults=None,
-         local=None, family=None, options=None):
+def _run(
+    comm,
+    opname,
+    root,
+    slots,
+    *,
+    level=None,
+    reduce_op=None,
+    faults=None,
+    local=None,
+    family=None,
+    options=None,
+):
     """Select, lower and execute one object call; raise any fault everywhere."""
     route = comm.route
     route.usable()
@@ -455,19 +508,42 @@ def _run(comm, opname, root, slots, *, level=None, reduce_op=None, faults=None,
     t0 = tracer.clock() if tracer else 0.0
     faults = {} if faults is None else faults
     local = {} if local is None else local
-    run = route.dispatcher.object_run(opname, root, level, family,
-                                      plain_options(dict(options or {})))
+    run = route.dispatcher.object_run(
+        opname, root, level, family, plain_options(dict(options or {}))
+    )
     plan = run.plan
     route.ran(plan, plan.family, "python", run.reason)
-    execute(run.program, plan, wire, slots, op=reduce_op, faults=faults, local=local,
-            tracer=tracer, tag=route.next_tag())
+    execute(
+        run.program,
+        plan,
+        wire,
+        slots,
+        op=reduce_op,
+        faults=faults,
+        local=local,
+        tracer=tracer,
+        tag=route.next_tag(),
+    )
     if comm.validate and opname in _STATUS and plan.size > 1:
         status = route.dispatcher.object_run("barrier", None, None, None, {})
-        execute(status.program, status.plan, wire, {}, faults=faults, local=local,
-                tracer=tracer, tag=route.next_tag())
+        execute(
+            status.program,
+            status.plan,
+            wire,
+            {},
+            faults=faults,
+            local=local,
+            tracer=tracer,
+            tag=route.next_tag(),
+        )
     if tracer:
-        tracer.record(f"{plan.op} ({plan.family}/{plan.algorithm})", "operation", t0,
-                      tracer.clock(), objects=True)
+        tracer.record(
+            f"{plan.op} ({plan.family}/{plan.algorithm})",
+            "operation",
+            t0,
+            tracer.clock(),
+            objects=True,
+        )
     if faults:
         _raise(faults, local)
     return slots.get("out", {})
@@ -503,9 +579,18 @@ def bcast(comm, obj, root=0, *, family=None, **options):
         return pickled.bcast(comm, obj, root)
     me = comm.Get_rank()
     slots, faults, local = _prepare(
-        comm, lambda: {"out": {0: _user(obj)}} if me == root else {})
-    out = _run(comm, "bcast", root, slots, faults=faults, local=local, family=family,
-               options=options)
+        comm, lambda: {"out": {0: _user(obj)}} if me == root else {}
+    )
+    out = _run(
+        comm,
+        "bcast",
+        root,
+        slots,
+        faults=faults,
+        local=local,
+        family=family,
+        options=options,
+    )
     return out[0].take(keep=False)
 
 
@@ -514,8 +599,16 @@ def gather(comm, sendobj, root=0, *, family=None, **options):
     root = _root(comm, root)
     me, size = comm.Get_rank(), comm.Get_size()
     slots, faults, local = _prepare(comm, lambda: {"in": {me: _user(sendobj)}})
-    out = _run(comm, "gather", root, slots, faults=faults, local=local, family=family,
-               options=options)
+    out = _run(
+        comm,
+        "gather",
+        root,
+        slots,
+        faults=faults,
+        local=local,
+        family=family,
+        options=options,
+    )
     return [out[b].take(keep=False) for b in range(size)] if me == root else None
 
 
@@ -530,8 +623,16 @@ def scatter(comm, sendobj, root=0, *, family=None, **options):
         return {"in": {b: _user(x) for b, x in enumerate(_sequence(sendobj, size))}}
 
     slots, faults, local = _prepare(comm, build)
-    out = _run(comm, "scatter", root, slots, faults=faults, local=local, family=family,
-               options=options)
+    out = _run(
+        comm,
+        "scatter",
+        root,
+        slots,
+        faults=faults,
+        local=local,
+        family=family,
+        options=options,
+    )
     return out[me].take(keep=False)
 
 
@@ -541,8 +642,16 @@ def allgather(comm, sendobj, *, family=None, **options):
         return pickled.allgather(comm, sendobj)
     me, size = comm.Get_rank(), comm.Get_size()
     slots, faults, local = _prepare(comm, lambda: {"in": {me: _user(sendobj)}})
-    out = _run(comm, "allgather", None, slots, faults=faults, local=local,
-               family=family, options=options)
+    out = _run(
+        comm,
+        "allgather",
+        None,
+        slots,
+        faults=faults,
+        local=local,
+        family=family,
+        options=options,
+    )
     return [out[b].take(keep=False) for b in range(size)]
 
 
@@ -555,8 +664,16 @@ def alltoall(comm, sendobj, *, family=None, **options):
         return {"in": {me * size + j: _user(x) for j, x in enumerate(items)}}
 
     slots, faults, local = _prepare(comm, build)
-    out = _run(comm, "alltoall", None, slots, faults=faults, local=local,
-               family=family, options=options)
+    out = _run(
+        comm,
+        "alltoall",
+        None,
+        slots,
+        faults=faults,
+        local=local,
+        family=family,
+        options=options,
+    )
     return [out[j * size + me].take(keep=False) for j in range(size)]
 
 
@@ -574,14 +691,25 @@ def _reduction(comm, opname, sendobj, op, root, level, family, options):
         if level not in LEVELS:
             raise WacollError(f"level must be one of {LEVELS}, got {level!r}")
         if level == "commutative" and not _commutes(op):
-            raise WacollError("level 'commutative' asserted for an operator that is "
-                              "not commutative")
+            raise WacollError(
+                "level 'commutative' asserted for an operator that is not commutative"
+            )
         return {"in": {0: _user(sendobj)}}
 
     slots, faults, local = _prepare(comm, build)
     plan_level = level if level in LEVELS else "strict"  # the same plan on every rank
-    return _run(comm, opname, root, slots, level=plan_level, reduce_op=op, faults=faults,
-                local=local, family=family, options=options)
+    return _run(
+        comm,
+        opname,
+        root,
+        slots,
+        level=plan_level,
+        reduce_op=op,
+        faults=faults,
+        local=local,
+        family=family,
+        options=options,
+    )
 
 
 def reduce(comm, sendobj, op=MPI.SUM, root=0, *, family=None, level=None, **options):

@@ -24,17 +24,17 @@ from __future__ import annotations
 from mpi4py import MPI
 
 from wacoll.errors import WacollError
-from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi import calls
+from wacoll.mpi._runner import PersistentRun
+from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi.described import read_call
 from wacoll.mpi.dispatch import library_method
-from wacoll.mpi.executor import TAG_BASE, TAG_SPAN, ProgramRun
-from wacoll.mpi.plancall import locate_buffer
-from wacoll.mpi.interrupts import collective_name, interrupted
 from wacoll.mpi.engine import engine, wait_request
+from wacoll.mpi.executor import TAG_BASE, TAG_SPAN, ProgramRun
+from wacoll.mpi.interrupts import collective_name, interrupted
+from wacoll.mpi.plancall import locate_buffer
 from wacoll.mpi.runner import array_address as _address
 from wacoll.mpi.runner import bound_runner
-from wacoll.mpi._runner import PersistentRun
 
 __all__ = ["Request", "Prequest"]
 
@@ -114,11 +114,22 @@ class Prequest(PersistentRun):
         # cannot take afresh) goes stale once the application changes its buffer,
         # and so does what a finish keeps of a receive buffer (a pair type's
         # padding): every start then reads the call again
-        copied = prepared is not None and prepared.in_copy is None and (
-            locate_buffer(prepared.inbuf, args) is None or (
-                prepared.finish is None and locate_buffer(prepared.outbuf, args) is None))
-        self._reread_each = self._in_place or copied or (
-            prepared is not None and prepared.finish is not None)
+        copied = (
+            prepared is not None
+            and prepared.in_copy is None
+            and (
+                locate_buffer(prepared.inbuf, args) is None
+                or (
+                    prepared.finish is None
+                    and locate_buffer(prepared.outbuf, args) is None
+                )
+            )
+        )
+        self._reread_each = (
+            self._in_place
+            or copied
+            or (prepared is not None and prepared.finish is not None)
+        )
         #: The plan each start runs, or None when the MPI library runs the call.
         self.plan = plan
         #: The compiled runner of the plan (:mod:`wacoll.mpi.runner`), or None when
@@ -126,7 +137,8 @@ class Prequest(PersistentRun):
         self._runner = None
         if program is None:
             self._native = library_method(route.wire, op, "persistent")(
-                *map(for_mpi, args))
+                *map(for_mpi, args)
+            )
         elif route.tracer is None and prepared.finish is None and not copied:
             # (a derived datatype's staged buffers are read again at every start)
             self._runner = bound_runner(program, prepared, route.wire)
@@ -138,8 +150,7 @@ class Prequest(PersistentRun):
                 size = prepared.dtype.itemsize
                 in_copy = (at[0], at[1] + start * size, n * size)
             if self._runner is not None:
-                self.bind_runner(self._runner, route, *at, in_copy,
-                                 TAG_BASE, TAG_SPAN)
+                self.bind_runner(self._runner, route, *at, in_copy, TAG_BASE, TAG_SPAN)
 
     def _start(self):
         """:meth:`Start` outside the compiled route (and its errors)."""
@@ -151,15 +162,24 @@ class Prequest(PersistentRun):
             return
         if (self._run is not None and not self._run.done) or self._runner is not None:
             # (a bound runner starts here only while it is still active)
-            raise WacollError("this persistent collective is still active: Wait for it "
-                              "before starting it again")
+            raise WacollError(
+                "this persistent collective is still active: Wait for it "
+                "before starting it again"
+            )
 
         prepared = self._prepared
         tag = route.next_tag()
         if self._reread_each:  # the reader copied an input: take it afresh
             prepared = self._reread()
-        self._run = ProgramRun(self._program, route.wire, prepared.inbuf, prepared.outbuf,
-                        op=prepared.reduce_op, scratch=self._scratch, tag=tag)
+        self._run = ProgramRun(
+            self._program,
+            route.wire,
+            prepared.inbuf,
+            prepared.outbuf,
+            op=prepared.reduce_op,
+            scratch=self._scratch,
+            tag=tag,
+        )
         self._finish = prepared.finish
         self._advance(False)
 
@@ -176,8 +196,12 @@ class Prequest(PersistentRun):
             finish()
 
     def _reread(self):
-        fresh = read_call(getattr(calls, self._op), self._route.place, self._args,
-                          level=self._prepared.level)
+        fresh = read_call(
+            getattr(calls, self._op),
+            self._route.place,
+            self._args,
+            level=self._prepared.level,
+        )
         fresh.counts = self._prepared.counts
         return fresh
 

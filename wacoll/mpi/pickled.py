@@ -37,8 +37,15 @@ from mpi4py import MPI
 
 from wacoll.mpi.faults import fault_of, raise_fault
 
-__all__ = ["FIRST_BLOCK", "allgather", "bcast", "block_for", "block_size", "dumps",
-           "loads"]
+__all__ = [
+    "FIRST_BLOCK",
+    "allgather",
+    "bcast",
+    "block_for",
+    "block_size",
+    "dumps",
+    "loads",
+]
 
 #: The block size (bytes, the length word included) a communicator starts with.
 FIRST_BLOCK = 256
@@ -106,7 +113,7 @@ def _buffers(state, block, rows):
 def _fill(send, payload, word):
     send.view(np.int64)[0] = word
     if len(payload) + _WORD <= send.shape[0]:
-        memoryview(send)[_WORD:_WORD + len(payload)] = payload
+        memoryview(send)[_WORD : _WORD + len(payload)] = payload
 
 
 def _lengths(out):
@@ -130,9 +137,9 @@ def _decode(out, words, local):
     failed = [r for r, w in enumerate(words) if w < 0]
     if failed:
         r = failed[0]
-        fault = _pickle.loads(out[r, _WORD:_WORD + _size(words[r])].tobytes())
+        fault = _pickle.loads(out[r, _WORD : _WORD + _size(words[r])].tobytes())
         raise_fault(fault, local)
-    return [loads(out[r, _WORD:_WORD + int(w)]) for r, w in enumerate(words)]
+    return [loads(out[r, _WORD : _WORD + int(w)]) for r, w in enumerate(words)]
 
 
 def allgather(comm, sendobj):

@@ -29,8 +29,14 @@ from wacoll.mpi.executor import BLOCKING_TAG
 from wacoll.mpi.fastpath import CAPACITY
 from wacoll.mpi.runner import array_address, compile_program, runner_ready
 
-__all__ = ["PlanCalls", "RUNNERS", "buffer_places", "kept_alive", "locate_buffer",
-           "replayable"]
+__all__ = [
+    "PlanCalls",
+    "RUNNERS",
+    "buffer_places",
+    "kept_alive",
+    "locate_buffer",
+    "replayable",
+]
 
 #: Compiled runners a communicator keeps (one per program and buffer layout; the
 #: oldest is dropped first). Each owns its work area.
@@ -76,15 +82,20 @@ def replayable(prepared, places):
     """Whether a repeated call finds a compiled call's buffers in its own arguments
     (``places``: :func:`buffer_places`), with nothing to finish after it."""
     where_in, where_out, copy_bytes = places
-    return prepared.finish is None and where_in is not None and \
-        where_out is not None and (where_out != _NOWHERE or not copy_bytes)
+    return (
+        prepared.finish is None
+        and where_in is not None
+        and where_out is not None
+        and (where_out != _NOWHERE or not copy_bytes)
+    )
 
 
 def kept_alive(args):
     """What a recorded call's key names by identity in ``args`` (operators, and the
     datatypes of buffer specifications), to keep alive while it is recorded."""
     return tuple(a for a in args if isinstance(a, MPI.Op)) + tuple(
-        a[-1] for a in args if type(a) in (list, tuple) and a)
+        a[-1] for a in args if type(a) in (list, tuple) and a
+    )
 
 
 class PlanCalls:
@@ -130,8 +141,10 @@ class PlanCalls:
         compiled = entry[2]
         if compiled is None:
             return None
-        for view, need in ((prepared.inbuf, compiled.in_bytes),
-                           (prepared.outbuf, compiled.out_bytes)):
+        for view, need in (
+            (prepared.inbuf, compiled.in_bytes),
+            (prepared.outbuf, compiled.out_bytes),
+        ):
             if need and (view is None or view.nbytes < need):
                 return None
         return compiled
@@ -169,9 +182,19 @@ class PlanCalls:
         where_in, where_out, copy_bytes = places
         recordable = key is not None and replayable(prepared, places)
         keep = kept_alive(args)
-        planned = _runner.PlanCall(runner, check, blocking, sig.digest(), sig,
-                                   where_in or _NOWHERE, where_out or _NOWHERE,
-                                   copy_bytes, self.first, BLOCKING_TAG, keep)
+        planned = _runner.PlanCall(
+            runner,
+            check,
+            blocking,
+            sig.digest(),
+            sig,
+            where_in or _NOWHERE,
+            where_out or _NOWHERE,
+            copy_bytes,
+            self.first,
+            BLOCKING_TAG,
+            keep,
+        )
         planned.plan, planned.family = plan, plan.family
         if recordable:
             self._record(key, planned)
@@ -189,8 +212,9 @@ class PlanCalls:
         if not self.ready or self.check is None or self.first:
             return None
         keep = kept_alive(args)
-        call = _runner.LibraryCall(self.check, sig.digest(), method, replace, sig,
-                                   keep, BLOCKING_TAG)
+        call = _runner.LibraryCall(
+            self.check, sig.digest(), method, replace, sig, keep, BLOCKING_TAG
+        )
         if key is not None:
             self._record(key, call)
         return call
@@ -206,8 +230,10 @@ class PlanCalls:
     def run(self, planned, prepared):
         """Run a call read afresh over its prepared buffers: whether its check
         passed (the MPI library's error is raised when the work failed)."""
-        return planned.call(array_address(prepared.inbuf),
-                            array_address(prepared.outbuf)) == 0
+        return (
+            planned.call(array_address(prepared.inbuf), array_address(prepared.outbuf))
+            == 0
+        )
 
     @property
     def runners(self) -> int:

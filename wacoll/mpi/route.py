@@ -41,18 +41,18 @@ from mpi4py import MPI
 
 from wacoll.errors import WacollError
 from wacoll.mpi._fastcall import NativeCall, Recordings
+from wacoll.mpi.bounded import BoundedCache
 from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi.clocks import now, wait_until
 from wacoll.mpi.composite import CompositeWork, cluster_communicator
 from wacoll.mpi.dispatch import CompositeRun, LibraryCollective, library_method
+from wacoll.mpi.engine import Naps, engine, require_threads
 from wacoll.mpi.executor import BLOCKING_TAG, ProgramRun, call_tag
 from wacoll.mpi.fastpath import CAPACITY
 from wacoll.mpi.interrupts import collective_name
 from wacoll.mpi.persistent import Prequest, Request
-from wacoll.mpi.bounded import BoundedCache
 from wacoll.mpi.plancall import PlanCalls, buffer_places, kept_alive, replayable
 from wacoll.mpi.startcall import StartedCall, StartedTask
-from wacoll.mpi.engine import Naps, engine, require_threads
 from wacoll.mpi.task import CallTask, NativeWork, StartOrder
 from wacoll.plans.select import NATIVE
 
@@ -100,8 +100,9 @@ class Route:
         self.place = dispatcher.place
         self.tracer = tracer
         # the library phases of composed plans (family "han") run on it
-        self.cluster = cluster_communicator(wire, self.network) if argcheck.several \
-            else None
+        self.cluster = (
+            cluster_communicator(wire, self.network) if argcheck.several else None
+        )
         self.recorded = Recordings()
         #: The recorded calls, or None while calls must not replay.
         self.replays = None if tracer is not None or argcheck.first else self.recorded
@@ -164,8 +165,7 @@ class Route:
         """Run the recorded call these arguments match: True when one ran, None
         when none matches (describe the call afresh). A failed check raises."""
         replays = self.replays  # (the progress thread may stop the route meanwhile)
-        outcome = None if replays is None else replays.replay(reader, family, level,
-                                                              args)
+        outcome = None if replays is None else replays.replay(reader, family, level, args)
         if outcome is None:
             return None
         self.seq += 1
@@ -202,9 +202,13 @@ class Route:
         if exe is not None and mode == "start" and self.replays is not None:
             call = self._startable(desc, exe)
             if call is not None:
-                return self._launch(call, desc.args, "compiled", exe.reason,
-                                    None if call.method is None else
-                                    tuple(map(for_mpi, desc.args)))
+                return self._launch(
+                    call,
+                    desc.args,
+                    "compiled",
+                    exe.reason,
+                    None if call.method is None else tuple(map(for_mpi, desc.args)),
+                )
         seq = self.seq
         self.seq = seq + 1
         if exe is not None and mode == "call" and self.tracer is None:
@@ -219,8 +223,10 @@ class Route:
                 passed = self._timed(go) if desc.shape is not None else go()
                 if not passed:
                     self.failed(recorded)
-                if type(exe) is not LibraryCollective and \
-                        desc.prepared.finish is not None:
+                if (
+                    type(exe) is not LibraryCollective
+                    and desc.prepared.finish is not None
+                ):
                     desc.prepared.finish()
                 return None
         tag = BLOCKING_TAG if mode == "call" else call_tag(seq)
@@ -231,24 +237,38 @@ class Route:
             except WacollError as exc:  # raised on every rank by the check
                 desc.fail(exc)
                 exe = None
-        check = None if desc.vector else self.argcheck.of_call(
-            desc.error, desc.sig, tag=tag, blocking=mode == "call")
+        check = (
+            None
+            if desc.vector
+            else self.argcheck.of_call(
+                desc.error, desc.sig, tag=tag, blocking=mode == "call"
+            )
+        )
         if check is None and desc.error is not None:
             raise desc.error
         if mode == "bind":
             return self._bind(desc, exe, check)
         if exe is not None:
-            self.ran(exe.plan, exe.family,
-                     "library" if type(exe) is LibraryCollective else "python",
-                     exe.reason)
+            self.ran(
+                exe.plan,
+                exe.family,
+                "library" if type(exe) is LibraryCollective else "python",
+                exe.reason,
+            )
         gated = self.argcheck.gated(mode == "call")
-        task = CallTask(work, check, exchange=mode == "call", gated=gated,
-                        order=(self.start_order, self.start_order.ticket())
-                        if gated and check is not None and type(work) is NativeWork
-                        else None,
-                        finish=None if exe is None or type(exe) is LibraryCollective
-                        else desc.prepared.finish,
-                        on_failure=self.retire if mode == "call" else self._stopped)
+        task = CallTask(
+            work,
+            check,
+            exchange=mode == "call",
+            gated=gated,
+            order=(self.start_order, self.start_order.ticket())
+            if gated and check is not None and type(work) is NativeWork
+            else None,
+            finish=None
+            if exe is None or type(exe) is LibraryCollective
+            else desc.prepared.finish,
+            on_failure=self.retire if mode == "call" else self._stopped,
+        )
         if mode == "start":
             return self._submitted(task, collective_name(desc.op, mode))
         if desc.shape is not None:
@@ -265,8 +285,9 @@ class Route:
         self.seq = seq + 1
         slot = call.start(args, call_tag(seq), given)
         self.ran(call.plan, call.family, route, reason)
-        task = StartedTask(slot, call, self._stopped, self.stop, self.abandoned_calls,
-                           args)
+        task = StartedTask(
+            slot, call, self._stopped, self.stop, self.abandoned_calls, args
+        )
         return self._submitted(task, collective_name(call.op, "start"))
 
     def _submitted(self, task, name):
@@ -302,11 +323,20 @@ class Route:
             places = buffer_places(prepared, args)
             if not replayable(prepared, places):
                 return None
-        call = StartedCall(op=desc.op, compiled=compiled, method=method,
-                           replace=_replaced(args), places=places, wire=self.wire,
-                           argcheck=argcheck if checked else None, sig=desc.sig,
-                           keep=kept_alive(args), plan=exe.plan, family=exe.family,
-                           reason=exe.reason)
+        call = StartedCall(
+            op=desc.op,
+            compiled=compiled,
+            method=method,
+            replace=_replaced(args),
+            places=places,
+            wire=self.wire,
+            argcheck=argcheck if checked else None,
+            sig=desc.sig,
+            keep=kept_alive(args),
+            plan=exe.plan,
+            family=exe.family,
+            reason=exe.reason,
+        )
         if desc.replay_key is not None:
             self.started[desc.replay_key] = call
         return call
@@ -341,10 +371,12 @@ class Route:
             given = tuple(map(for_mpi, args))
             if checked and self.argcheck.several:  # the check beside it, in C
                 method = self._library(desc, True, "nonblocking")
-                call = self.plan_calls.library(method, _replaced(args), desc.sig,
-                                               args, key)
-                return None if call is None else (call, functools.partial(call.run,
-                                                                          given))
+                call = self.plan_calls.library(
+                    method, _replaced(args), desc.sig, args, key
+                )
+                return (
+                    None if call is None else (call, functools.partial(call.run, given))
+                )
             # one cluster, or unchecked: the check first, then the library's
             # blocking collective, as a replay runs it (the library never matches a
             # blocking collective with a non-blocking one)
@@ -353,8 +385,9 @@ class Route:
         if isinstance(exe, CompositeRun):
             return None
         program = None if desc.op == "barrier" and checked else exe.program
-        planned = self.plan_calls.make(exe.plan, program, prepared, desc.sig, args,
-                                       key, checked=checked)
+        planned = self.plan_calls.make(
+            exe.plan, program, prepared, desc.sig, args, key, checked=checked
+        )
         if planned is None:
             return None
         return planned, functools.partial(self.plan_calls.run, planned, prepared)
@@ -372,9 +405,14 @@ class Route:
         recorded for replay the second time a call looks the same (a loop, not a
         call met once)."""
         method = self._library(desc, checked, "blocking")
-        call = NativeCall(desc.sig.digest(), method, _replaced(desc.args), desc.sig,
-                          self.argcheck.blocking if checked else None,
-                          kept_alive(desc.args))
+        call = NativeCall(
+            desc.sig.digest(),
+            method,
+            _replaced(desc.args),
+            desc.sig,
+            self.argcheck.blocking if checked else None,
+            kept_alive(desc.args),
+        )
         key = desc.replay_key
         if key is not None and self.replays is not None:
             if key in self.seen:
@@ -397,8 +435,9 @@ class Route:
         scratch = self.scratch if blocking else None
         if type(exe) is LibraryCollective:
             given = tuple(map(for_mpi, desc.args))
-            if blocking and not (self.argcheck.several and self.argcheck.enabled and
-                                 not desc.vector):
+            if blocking and not (
+                self.argcheck.several and self.argcheck.enabled and not desc.vector
+            ):
                 # as on the compiled route (_native_call): the blocking collective
                 # after the check, or with no check (a vector call's counts were
                 # agreed as it was read)
@@ -409,20 +448,43 @@ class Route:
         if isinstance(exe, CompositeRun):
             # one cluster: its communicator is the wire itself (same ranks, order)
             cluster = self.wire if self.cluster is None else self.cluster
-            return CompositeWork(exe.plan, exe.programs, self.wire, cluster,
-                                 prepared.inbuf, prepared.outbuf,
-                                 op=for_mpi(prepared.reduce_op), scratch=scratch,
-                                 tag=tag, tracer=self.tracer)
-        return ProgramRun(exe.program, self.wire, prepared.inbuf, prepared.outbuf,
-                   op=prepared.reduce_op, tracer=self.tracer, scratch=scratch, tag=tag)
+            return CompositeWork(
+                exe.plan,
+                exe.programs,
+                self.wire,
+                cluster,
+                prepared.inbuf,
+                prepared.outbuf,
+                op=for_mpi(prepared.reduce_op),
+                scratch=scratch,
+                tag=tag,
+                tracer=self.tracer,
+            )
+        return ProgramRun(
+            exe.program,
+            self.wire,
+            prepared.inbuf,
+            prepared.outbuf,
+            op=prepared.reduce_op,
+            tracer=self.tracer,
+            scratch=scratch,
+            tag=tag,
+        )
 
     def _bind(self, desc, exe, check):
         """A persistent request: the call checked, selected and lowered once."""
         if check is not None:  # agree once, now, on everything the request binds
-            CallTask(None if check.error else NativeWork(lambda: MPI.REQUEST_NULL),
-                     check, on_failure=self.retire).advance(block=True)
-        self.ran(exe.plan, exe.family, "library" if type(exe) is LibraryCollective
-                 else "python", exe.reason)
+            CallTask(
+                None if check.error else NativeWork(lambda: MPI.REQUEST_NULL),
+                check,
+                on_failure=self.retire,
+            ).advance(block=True)
+        self.ran(
+            exe.plan,
+            exe.family,
+            "library" if type(exe) is LibraryCollective else "python",
+            exe.reason,
+        )
         program = None if type(exe) is LibraryCollective else exe.program
         return Prequest(self, desc.prepared, exe.plan, program, desc.args, desc.op)
 
@@ -454,10 +516,12 @@ class Route:
         """After a failed check in a non-blocking call: its work may still be in
         flight on the wire, which is never freed."""
         self.abandoned.append(self.wire)
-        self.stop("a non-blocking collective on this wacoll.Comm failed its "
-                  "cross-rank check; its messages may still be in flight, so the "
-                  "communicator cannot run further collectives: Free it",
-                  agreed=True)
+        self.stop(
+            "a non-blocking collective on this wacoll.Comm failed its "
+            "cross-rank check; its messages may still be in flight, so the "
+            "communicator cannot run further collectives: Free it",
+            agreed=True,
+        )
 
     def stop(self, reason, agreed=False):
         """No further collective runs on this communicator: each raises ``reason``

@@ -50,12 +50,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wacoll import _kernels
 import wacoll.mpi._runner as _runner
+from wacoll import _kernels
 from wacoll.plans.lower import ElementRuns
 
-__all__ = ["CompiledProgram", "array_address", "bound_runner", "compile_program",
-           "handle", "mpi_entry_points", "runner_ready"]
+__all__ = [
+    "CompiledProgram",
+    "array_address",
+    "bound_runner",
+    "compile_program",
+    "handle",
+    "mpi_entry_points",
+    "runner_ready",
+]
 
 
 _KINDS = _runner.KINDS
@@ -94,8 +101,10 @@ def cores_shared(environ) -> bool:
     >>> cores_shared({"MPI_LOCALNRANKS": "8"})
     False
     """
-    return environ.get("MPIR_CVAR_ENABLE_HEAVY_YIELD") == "1" or \
-        environ.get("OMPI_MCA_mpi_yield_when_idle") == "1"
+    return (
+        environ.get("MPIR_CVAR_ENABLE_HEAVY_YIELD") == "1"
+        or environ.get("OMPI_MCA_mpi_yield_when_idle") == "1"
+    )
 
 
 @functools.cache
@@ -109,18 +118,29 @@ def mpi_entry_points():
     """
     from mpi4py import MPI
 
-    names = ("MPI_Isend", "MPI_Irecv", "MPI_Test", "MPI_Testany", "MPI_Cancel",
-             "MPI_Wait")
+    names = (
+        "MPI_Isend",
+        "MPI_Irecv",
+        "MPI_Test",
+        "MPI_Testany",
+        "MPI_Cancel",
+        "MPI_Wait",
+    )
     for path in _candidates(MPI.__file__):
         try:
             lib = ctypes.CDLL(path)
-            addresses = [ctypes.cast(getattr(lib, n), ctypes.c_void_p).value
-                         for n in names]
+            addresses = [
+                ctypes.cast(getattr(lib, n), ctypes.c_void_p).value for n in names
+            ]
         except (OSError, AttributeError):
             continue
-        _runner.set_mpi(MPI._sizeof(MPI.Comm), handle(MPI.BYTE),
-                        handle(MPI.REQUEST_NULL), *addresses,
-                        _kernels.kernel_capsule())
+        _runner.set_mpi(
+            MPI._sizeof(MPI.Comm),
+            handle(MPI.BYTE),
+            handle(MPI.REQUEST_NULL),
+            *addresses,
+            _kernels.kernel_capsule(),
+        )
         _runner.set_waits(SPIN, 0.0 if cores_shared(os.environ) else YIELD)
         return path
     raise ImportError("the compiled runner found no MPI library in this process")
@@ -191,9 +211,15 @@ class CompiledProgram:
         """A :class:`~wacoll.mpi._runner.Runner` of this program on ``comm`` (an
         mpi4py communicator), with a work area of its own."""
         mpi_entry_points()
-        return _runner.Runner(self.steps, self.runs, self.work_bytes,
-                              handle(comm), self.op, self.dtype_code,
-                              self.itemsize)
+        return _runner.Runner(
+            self.steps,
+            self.runs,
+            self.work_bytes,
+            handle(comm),
+            self.op,
+            self.dtype_code,
+            self.itemsize,
+        )
 
 
 def array_address(view):
@@ -219,12 +245,13 @@ def bound_runner(program, prepared, comm):
     compiled = compile_program(program, dtype, prepared.reduce_op)
     if compiled is None:
         return None
-    for view, need in ((prepared.inbuf, compiled.in_bytes),
-                       (prepared.outbuf, compiled.out_bytes)):
+    for view, need in (
+        (prepared.inbuf, compiled.in_bytes),
+        (prepared.outbuf, compiled.out_bytes),
+    ):
         if need and (view is None or view.nbytes < need):
             return None
     return compiled.runner(comm)
-
 
 
 def compile_program(program, dtype, op=None):
@@ -301,13 +328,36 @@ def compile_program(program, dtype, op=None):
         if step.kind in ("recv", "recv_combine"):  # land in place, or in the work area
             if not direct:
                 stage, at = at, _aligned(at + nbytes)
-        elif nsrc > 1 or (step.kind in ("copy", "combine") and
-                          overlap(src0, nsrc, dst0, ndst)):
+        elif nsrc > 1 or (
+            step.kind in ("copy", "combine") and overlap(src0, nsrc, dst0, ndst)
+        ):
             stage, at = at, _aligned(at + nbytes)
-        rows.append((kind, -1 if step.peer is None else step.peer, nsrc, ndst, src0,
-                     dst0, nbytes, stage, int(direct),
-                     int(step.side == "left"), slot, 0))
+        rows.append(
+            (
+                kind,
+                -1 if step.peer is None else step.peer,
+                nsrc,
+                ndst,
+                src0,
+                dst0,
+                nbytes,
+                stage,
+                int(direct),
+                int(step.side == "left"),
+                slot,
+                0,
+            )
+        )
     steps = np.array(rows, np.int64).reshape(-1, _runner.COLUMNS)
     table = np.array(runs, np.int64).reshape(-1, 3)
-    return CompiledProgram(steps, table, at, scratch, codes[0], codes[1], itemsize,
-                           program.in_extent * itemsize, program.out_extent * itemsize)
+    return CompiledProgram(
+        steps,
+        table,
+        at,
+        scratch,
+        codes[0],
+        codes[1],
+        itemsize,
+        program.in_extent * itemsize,
+        program.out_extent * itemsize,
+    )

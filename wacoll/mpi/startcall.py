@@ -64,11 +64,28 @@ class StartedCall:
         What the call runs, and why (for ``comm.last_*``).
     """
 
-    def __init__(self, *, op, compiled, method, replace, places, wire, argcheck, sig,
-                 keep, plan, family, reason):
+    def __init__(
+        self,
+        *,
+        op,
+        compiled,
+        method,
+        replace,
+        places,
+        wire,
+        argcheck,
+        sig,
+        keep,
+        plan,
+        family,
+        reason,
+    ):
         self.op, self.compiled, self.method, self.replace = op, compiled, method, replace
-        (self.in_index, self.in_offset), (self.out_index, self.out_offset), \
-            self.in_copy_bytes = places
+        (
+            (self.in_index, self.in_offset),
+            (self.out_index, self.out_offset),
+            self.in_copy_bytes,
+        ) = places
         self.wire, self.argcheck, self.sig, self.keep = wire, argcheck, sig, keep
         self.plan, self.family, self.reason = plan, family, reason
         self.digest = sig.digest()
@@ -76,8 +93,9 @@ class StartedCall:
 
     def _slot(self):
         runner = None if self.compiled is None else self.compiled.runner(self.wire)
-        check, start = (None, None) if self.argcheck is None else \
-            self.argcheck.of_started()
+        check, start = (
+            (None, None) if self.argcheck is None else self.argcheck.of_started()
+        )
         return Started(runner, check, start, self.digest, self.in_copy_bytes)
 
     def start(self, args, tag, given=None):
@@ -152,12 +170,15 @@ class StartedTask(Task):
         self.abandoned.append((slot, self.args))
         if outcome == _CHECK_FAILED:
             self.on_failure(False)
-            raise self.call.argcheck.failure(self.call.sig, slot.flags.copy(),
-                                             exchange=False)
+            raise self.call.argcheck.failure(
+                self.call.sig, slot.flags.copy(), exchange=False
+            )
         error = slot.error()
         if outcome != _WORK_ERROR:  # the check's own MPI error, or an interrupt
-            self.stop(f"a non-blocking collective on this wacoll.Comm was abandoned "
-                      f"({type(error).__name__}); its peers may still wait for its "
-                      f"messages, so the communicator cannot run further "
-                      f"collectives: Free it")
+            self.stop(
+                f"a non-blocking collective on this wacoll.Comm was abandoned "
+                f"({type(error).__name__}); its peers may still wait for its "
+                f"messages, so the communicator cannot run further "
+                f"collectives: Free it"
+            )
         raise error

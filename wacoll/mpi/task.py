@@ -146,11 +146,29 @@ class CallTask(Task):
         starts in, and the call's ticket.
     """
 
-    __slots__ = ("work", "check", "on_failure", "exchange", "waiting", "work_error",
-                 "finish", "gated", "order")
+    __slots__ = (
+        "work",
+        "check",
+        "on_failure",
+        "exchange",
+        "waiting",
+        "work_error",
+        "finish",
+        "gated",
+        "order",
+    )
 
-    def __init__(self, work, check, *, on_failure=None, exchange=True, finish=None,
-                 gated=False, order=None):
+    def __init__(
+        self,
+        work,
+        check,
+        *,
+        on_failure=None,
+        exchange=True,
+        finish=None,
+        gated=False,
+        order=None,
+    ):
         self.gated = gated
         self.order = order
         self.finish = finish
@@ -239,8 +257,13 @@ class CallTask(Task):
                 if self.work_error is not None:
                     raise self.work_error
                 return self._finished()
-            if check_done and work is not None and not work_done and turn and \
-                    not getattr(work, "started", True):
+            if (
+                check_done
+                and work is not None
+                and not work_done
+                and turn
+                and not getattr(work, "started", True)
+            ):
                 continue  # the check has passed: start the work
             if not turn:  # polled until the earlier calls' collectives start
                 if not block:
@@ -250,9 +273,14 @@ class CallTask(Task):
                 continue
             # a compiled check's requests are in C: nothing to wait for, the task is
             # polled (waiting for the work alone would hold up the check's relays)
-            waiting = [] if check.polled else \
-                ([] if work_done or (gated and not check_done)
-                 else list(work.waiting)) + ([] if check_done else list(check.waiting))
+            waiting = (
+                []
+                if check.polled
+                else (
+                    [] if work_done or (gated and not check_done) else list(work.waiting)
+                )
+                + ([] if check_done else list(check.waiting))
+            )
             if not block:
                 self.waiting = waiting
                 return False

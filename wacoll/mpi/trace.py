@@ -49,8 +49,9 @@ class Tracer:
 
     def record(self, name, category, start, end, **args):
         """Add one complete event (seconds)."""
-        self.records.append({"name": name, "cat": category, "start": start, "end": end,
-                             "args": args})
+        self.records.append(
+            {"name": name, "cat": category, "start": start, "end": end, "args": args}
+        )
 
 
 def chrome_events(records_per_rank) -> list:
@@ -59,13 +60,28 @@ def chrome_events(records_per_rank) -> list:
     t0 = min(starts) if starts else 0.0
     events = []
     for rank, recs in enumerate(records_per_rank):
-        events.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": rank,
-                       "args": {"name": f"rank {rank}"}})
+        events.append(
+            {
+                "name": "thread_name",
+                "ph": "M",
+                "pid": 0,
+                "tid": rank,
+                "args": {"name": f"rank {rank}"},
+            }
+        )
         for rec in recs:
-            events.append({"name": rec["name"], "cat": rec["cat"], "ph": "X", "pid": 0,
-                           "tid": rank, "ts": (rec["start"] - t0) * 1e6,
-                           "dur": max(rec["end"] - rec["start"], 0.0) * 1e6,
-                           "args": rec.get("args", {})})
+            events.append(
+                {
+                    "name": rec["name"],
+                    "cat": rec["cat"],
+                    "ph": "X",
+                    "pid": 0,
+                    "tid": rank,
+                    "ts": (rec["start"] - t0) * 1e6,
+                    "dur": max(rec["end"] - rec["start"], 0.0) * 1e6,
+                    "args": rec.get("args", {}),
+                }
+            )
     events.sort(key=lambda e: (e.get("ts", -1.0), e["tid"]))
     return events
 
@@ -73,5 +89,6 @@ def chrome_events(records_per_rank) -> list:
 def write_chrome_trace(records_per_rank, path):
     """Write the merged records of all ranks as a Chrome trace-event JSON file."""
     with open(path, "w") as fh:
-        json.dump({"traceEvents": chrome_events(records_per_rank),
-                   "displayTimeUnit": "ms"}, fh)
+        json.dump(
+            {"traceEvents": chrome_events(records_per_rank), "displayTimeUnit": "ms"}, fh
+        )

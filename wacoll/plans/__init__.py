@@ -38,15 +38,30 @@ Examples
 
 from __future__ import annotations
 
-from wacoll.plans.prove import ProofReport, prove_plan
 from wacoll.plans.families import FAMILIES, build, builders, options
 from wacoll.plans.lower import LoweredProgram, lower
 from wacoll.plans.operations import ARITHMETICS, LEVELS, OPERATIONS
 from wacoll.plans.plan import Message, Plan, Step
+from wacoll.plans.prove import ProofReport, prove_plan
 from wacoll.plans.select import Call, Policy, Selection, select
 
 __all__ = [
-    "Plan", "Step", "Message", "ProofReport", "prove_plan", "build", "builders",
-    "options", "FAMILIES", "OPERATIONS", "LEVELS", "ARITHMETICS", "Call", "Policy", "Selection",
-    "select", "LoweredProgram", "lower",
+    "Plan",
+    "Step",
+    "Message",
+    "ProofReport",
+    "prove_plan",
+    "build",
+    "builders",
+    "options",
+    "FAMILIES",
+    "OPERATIONS",
+    "LEVELS",
+    "ARITHMETICS",
+    "Call",
+    "Policy",
+    "Selection",
+    "select",
+    "LoweredProgram",
+    "lower",
 ]

@@ -31,8 +31,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["BlockRuns", "block_array", "block_chunks", "outer_runs", "compact_blocks",
-           "COMPACT_FROM"]
+__all__ = [
+    "BlockRuns",
+    "block_array",
+    "block_chunks",
+    "outer_runs",
+    "compact_blocks",
+    "COMPACT_FROM",
+]
 
 #: Steps of more blocks than this are worth holding as :class:`BlockRuns` (below
 #: it a tuple is as small and faster to read).
@@ -75,8 +81,9 @@ class BlockRuns(Sequence):
     __slots__ = ("start", "step", "length", "_n", "_hash", "_ends")
 
     def __init__(self, start, step, length):
-        start, step, length = (np.array(a, dtype=np.int64, ndmin=1) for a in
-                               (start, step, length))
+        start, step, length = (
+            np.array(a, dtype=np.int64, ndmin=1) for a in (start, step, length)
+        )
         if not start.shape == step.shape == length.shape or start.ndim != 1:
             raise ValueError("block runs need start, step and length of one length")
         if len(length):
@@ -84,8 +91,11 @@ class BlockRuns(Sequence):
                 raise ValueError("block runs must be nonempty")
             # (in floating point first: the ids in int64 must not wrap around)
             reach = step.astype(float) * (length - 1)
-            if float(np.abs(reach).max()) >= _LIMIT or int(start.max()) >= _LIMIT or \
-                    float((start + reach).max()) >= _LIMIT:
+            if (
+                float(np.abs(reach).max()) >= _LIMIT
+                or int(start.max()) >= _LIMIT
+                or float((start + reach).max()) >= _LIMIT
+            ):
                 raise ValueError("block runs must hold ids below 2**62")
         for a in (start, step, length):
             a.setflags(write=False)
@@ -104,8 +114,11 @@ class BlockRuns(Sequence):
         """Runs from ``(start, stop, step)`` triples as :class:`range` takes them
         (empty ranges are left out)."""
         kept = [(a, b, s) for a, b, s in ranges if len(range(a, b, s))]
-        return cls([a for a, _, _ in kept], [s for _, _, s in kept],
-                   [len(range(a, b, s)) for a, b, s in kept])
+        return cls(
+            [a for a, _, _ in kept],
+            [s for _, _, s in kept],
+            [len(range(a, b, s)) for a, b, s in kept],
+        )
 
     @classmethod
     def from_array(cls, ids):
@@ -164,8 +177,9 @@ class BlockRuns(Sequence):
     def __eq__(self, other):
         # as the tuple of the ids compares: with runs and tuples only, item by item
         if isinstance(other, BlockRuns):
-            return self._n == other._n and np.array_equal(block_array(self),
-                                                          block_array(other))
+            return self._n == other._n and np.array_equal(
+                block_array(self), block_array(other)
+            )
         if isinstance(other, tuple):
             if len(other) != self._n:
                 return False
@@ -246,8 +260,11 @@ def outer_runs(rows, columns):
     n = len(rows) * len(columns)
     if n <= COMPACT_FROM or IDS_PER_RUN * len(rows) * len(columns.length) > n:
         return compact_blocks((rows[:, None] + block_array(columns)[None, :]).ravel())
-    return BlockRuns((rows[:, None] + columns.start[None, :]).ravel(),
-                     np.tile(columns.step, len(rows)), np.tile(columns.length, len(rows)))
+    return BlockRuns(
+        (rows[:, None] + columns.start[None, :]).ravel(),
+        np.tile(columns.step, len(rows)),
+        np.tile(columns.length, len(rows)),
+    )
 
 
 def compact_blocks(ids):

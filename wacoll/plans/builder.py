@@ -75,8 +75,11 @@ def focused_rank():
 
 def _held(blocks):
     """A step's blocks as it keeps them: a tuple, or the runs they came as."""
-    return blocks if type(blocks) is tuple or isinstance(blocks, BlockRuns) else \
-        tuple(blocks)
+    return (
+        blocks
+        if type(blocks) is tuple or isinstance(blocks, BlockRuns)
+        else tuple(blocks)
+    )
 
 
 class RepeatedCounts(Sequence):
@@ -160,8 +163,10 @@ class RankPlan:
         built on first use by ``source``."""
         if not self._whole:
             if self.source is None:
-                raise PlanError("this part of a plan does not know its selection: "
-                                "build the whole plan with wacoll.plans.build")
+                raise PlanError(
+                    "this part of a plan does not know its selection: "
+                    "build the whole plan with wacoll.plans.build"
+                )
             self._whole.append(self.source())
         return self._whole[0]
 
@@ -194,8 +199,18 @@ class PlanBuilder:
         Bytes per element.
     """
 
-    def __init__(self, op, topology: Topology, *, root=None, count=1, counts=None,
-                 segments=1, level=None, itemsize=1):
+    def __init__(
+        self,
+        op,
+        topology: Topology,
+        *,
+        root=None,
+        count=1,
+        counts=None,
+        segments=1,
+        level=None,
+        itemsize=1,
+    ):
         self.spec = spec(op)
         if not isinstance(topology, Topology):
             raise PlanError("plan builders need a wacoll.Topology")
@@ -205,8 +220,11 @@ class PlanBuilder:
         if self.spec.rooted:
             if root is None:
                 root = 0
-            if isinstance(root, bool) or not isinstance(root, numbers.Integral) or not (
-                    0 <= root < self.size):
+            if (
+                isinstance(root, bool)
+                or not isinstance(root, numbers.Integral)
+                or not (0 <= root < self.size)
+            ):
                 raise PlanError(f"root {root!r} is not a rank of 0..{self.size - 1}")
             root = int(root)
         else:
@@ -222,8 +240,9 @@ class PlanBuilder:
             block_counts(op, 1, count=count)  # the checks, without the P * P tuple
             self.counts = RepeatedCounts(count, self.size * self.size)
         else:
-            self.counts = block_counts(op, self.size, count=count, counts=counts,
-                                       segments=segments)
+            self.counts = block_counts(
+                op, self.size, count=count, counts=counts, segments=segments
+            )
         self.itemsize = itemsize
         if self.focus is not None and self.focus >= self.size:
             raise PlanError(f"rank {self.focus} is not a rank of 0..{self.size - 1}")
@@ -258,8 +277,16 @@ class PlanBuilder:
     def recv_combine(self, rank, peer, blocks, dst, side="right", group=0):
         """Append a receive from ``peer`` combined into ``dst`` on ``side``."""
         if self.focus is None or rank == self.focus:
-            self.programs[rank].append(Step("recv_combine", _held(blocks), peer=peer,
-                                            dst=dst, side=side, group=group))
+            self.programs[rank].append(
+                Step(
+                    "recv_combine",
+                    _held(blocks),
+                    peer=peer,
+                    dst=dst,
+                    side=side,
+                    group=group,
+                )
+            )
 
     def copy(self, rank, blocks, src, dst):
         """Append a local copy of ``blocks`` from ``src`` to ``dst``."""
@@ -269,15 +296,18 @@ class PlanBuilder:
     def combine(self, rank, blocks, src, dst, side="right"):
         """Append a local combine of ``blocks`` of ``src`` into ``dst`` on ``side``."""
         if self.focus is None or rank == self.focus:
-            self.programs[rank].append(Step("combine", _held(blocks), src=src, dst=dst,
-                                            side=side))
+            self.programs[rank].append(
+                Step("combine", _held(blocks), src=src, dst=dst, side=side)
+            )
 
     def transfer(self, src_rank, dst_rank, blocks, src="out", dst="out"):
         """Append a send at ``src_rank`` and the matching receive at ``dst_rank``."""
         self.send(src_rank, dst_rank, blocks, src)
         self.recv(dst_rank, src_rank, blocks, dst)
 
-    def transfer_combine(self, src_rank, dst_rank, blocks, src, dst, side="right", group=0):
+    def transfer_combine(
+        self, src_rank, dst_rank, blocks, src, dst, side="right", group=0
+    ):
         """Append a send and the matching receive-and-combine."""
         self.send(src_rank, dst_rank, blocks, src)
         self.recv_combine(dst_rank, src_rank, blocks, dst, side, group)
@@ -297,17 +327,26 @@ class PlanBuilder:
         """Freeze the programs into a :class:`~wacoll.plans.plan.Plan` (a
         :class:`RankPlan` of the focused rank when focused)."""
         if self.focus is not None:
-            return RankPlan(op=self.op, size=self.size, root=self.root,
-                            counts=self.counts, rank=self.focus,
-                            program=tuple(self.programs[self.focus]), level=self.level,
-                            itemsize=self.itemsize, family=family, algorithm=algorithm,
-                            params=tuple(sorted(params.items())))
+            return RankPlan(
+                op=self.op,
+                size=self.size,
+                root=self.root,
+                counts=self.counts,
+                rank=self.focus,
+                program=tuple(self.programs[self.focus]),
+                level=self.level,
+                itemsize=self.itemsize,
+                family=family,
+                algorithm=algorithm,
+                params=tuple(sorted(params.items())),
+            )
         return Plan(
             op=self.op,
             size=self.size,
             root=self.root,
             counts=self.counts,
-            programs=tuple(tuple(p) for p in self.programs) if self._encoded is None
+            programs=tuple(tuple(p) for p in self.programs)
+            if self._encoded is None
             else EncodedPrograms(self._encoded),
             clusters=self.topology.cluster_ids,
             level=self.level,

@@ -41,8 +41,16 @@ import numpy as np
 from wacoll.errors import PlanError
 from wacoll.strict_json import read_strict
 
-__all__ = ["CallCosts", "MEASURED", "FREE", "fit_call_costs", "read_call_costs",
-           "critical_messages", "KINDS", "as_json"]
+__all__ = [
+    "CallCosts",
+    "MEASURED",
+    "FREE",
+    "fit_call_costs",
+    "read_call_costs",
+    "critical_messages",
+    "KINDS",
+    "as_json",
+]
 
 #: The kinds of call a fit distinguishes.
 KINDS = ("plan", "library")
@@ -72,10 +80,15 @@ class CallCosts:
     def __post_init__(self):
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                    not 0 <= value < math.inf:
-                raise PlanError(f"call costs: {f.name} must be a number of seconds "
-                                f">= 0, got {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not 0 <= value < math.inf
+            ):
+                raise PlanError(
+                    f"call costs: {f.name} must be a number of seconds "
+                    f">= 0, got {value!r}"
+                )
 
     def plan(self, messages: float) -> float:
         """Seconds a plan's call adds to ``messages`` sends on its critical path."""
@@ -93,8 +106,9 @@ FREE = CallCosts(0.0, 0.0, 0.0, 0.0)
 #: declared clusters, the default check) by ``benchmarks/bench_callcost.py``
 #: (``benchmarks/results/callcost.json``): a plan's call 2.15 us and 0.15 us per
 #: message; the library's collective with wacoll's check beside it 3.45 us.
-MEASURED = CallCosts(plan_call=2.15e-6, plan_message=0.15e-6, library_call=3.45e-6,
-                     library_message=0.0)
+MEASURED = CallCosts(
+    plan_call=2.15e-6, plan_message=0.15e-6, library_call=3.45e-6, library_message=0.0
+)
 
 
 def fit_call_costs(samples) -> CallCosts:
@@ -152,9 +166,13 @@ def critical_messages(plan) -> float:
     members = {}
     for rank, cluster in enumerate(plan.clusters):
         members.setdefault(cluster, []).append(rank)
-    free = Topology.from_clusters([members[c] for c in sorted(members)],
-                                  intra_latency=0.0, intra_bandwidth=1e30,
-                                  wan_latency=0.0, wan_bandwidth=1e30)
+    free = Topology.from_clusters(
+        [members[c] for c in sorted(members)],
+        intra_latency=0.0,
+        intra_bandwidth=1e30,
+        wan_latency=0.0,
+        wan_bandwidth=1e30,
+    )
     return float(simulate(plan, LinkModel(free, overhead=1.0)).completion)
 
 
@@ -169,10 +187,15 @@ def read_call_costs(path) -> CallCosts:
     """
     data = read_strict(path, PlanError, "call costs:", 1 << 16)
     names = sorted(f.name for f in fields(CallCosts))
-    if not isinstance(data, dict) or not isinstance(data.get("costs"), dict) or \
-            sorted(data["costs"]) != names:
-        raise PlanError(f"call costs: {path} must hold {{\"costs\": {{...}}}} with "
-                        f"the fields {', '.join(names)}")
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("costs"), dict)
+        or sorted(data["costs"]) != names
+    ):
+        raise PlanError(
+            f"call costs: {path} must hold {{\"costs\": {{...}}}} with "
+            f"the fields {', '.join(names)}"
+        )
     return CallCosts(**data["costs"])
 
 

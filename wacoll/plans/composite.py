@@ -53,8 +53,15 @@ from wacoll.errors import PlanError
 from wacoll.plans.families import build
 from wacoll.plans.operations import spec
 
-__all__ = ["HAN", "HAN_OPS", "LibraryPhase", "PlanPhase", "Composite", "CompositeReport",
-           "compose"]
+__all__ = [
+    "HAN",
+    "HAN_OPS",
+    "LibraryPhase",
+    "PlanPhase",
+    "Composite",
+    "CompositeReport",
+    "compose",
+]
 
 #: The pseudo-family of composed plans.
 HAN = "han"
@@ -74,11 +81,20 @@ class LibraryPhase:
     dst: str | None = None
 
     def __str__(self):
-        where = "in every cluster" + (f" to its coordinator {self.roots}" if self.op ==
-                                       "reduce" else f" from its coordinator {self.roots}"
-                                       if self.op == "bcast" else "")
-        bufs = "" if self.src is None else (
-            f": {self.src}" if self.src == self.dst else f": {self.src} -> {self.dst}")
+        where = "in every cluster" + (
+            f" to its coordinator {self.roots}"
+            if self.op == "reduce"
+            else f" from its coordinator {self.roots}"
+            if self.op == "bcast"
+            else ""
+        )
+        bufs = (
+            ""
+            if self.src is None
+            else (
+                f": {self.src}" if self.src == self.dst else f": {self.src} -> {self.dst}"
+            )
+        )
         return f"library {self.op} {where}{bufs}"
 
 
@@ -94,10 +110,15 @@ class PlanPhase:
 
     def __str__(self):
         report = self.plan.prove()
-        bufs = "" if self.dst is None else (
-            f", {self.dst}" if self.src is None else f", {self.src} -> {self.dst}")
-        return (f"plan over ranks {self.ranks}: {self.plan.family}/{self.plan.algorithm} "
-                f"{self.plan.op}{bufs}, {report.wide_area_messages} wide-area messages")
+        bufs = (
+            ""
+            if self.dst is None
+            else (f", {self.dst}" if self.src is None else f", {self.src} -> {self.dst}")
+        )
+        return (
+            f"plan over ranks {self.ranks}: {self.plan.family}/{self.plan.algorithm} "
+            f"{self.plan.op}{bufs}, {report.wide_area_messages} wide-area messages"
+        )
 
 
 @dataclass(frozen=True)
@@ -131,8 +152,12 @@ class Composite:
     @property
     def algorithm(self) -> str:
         """The phases in a few words, e.g. ``library reduce ; magpie/flat``."""
-        return " ; ".join(f"library {p.op}" if isinstance(p, LibraryPhase) else
-                          f"{p.plan.family}/{p.plan.algorithm}" for p in self.phases)
+        return " ; ".join(
+            f"library {p.op}"
+            if isinstance(p, LibraryPhase)
+            else f"{p.plan.family}/{p.plan.algorithm}"
+            for p in self.phases
+        )
 
     def describe(self) -> str:
         """The phases, one per line."""
@@ -152,8 +177,17 @@ class Composite:
         return _check(self)
 
 
-def compose(op, topology, *, root=None, count=1, itemsize=1, level=None, segments=1,
-            inter="magpie"):
+def compose(
+    op,
+    topology,
+    *,
+    root=None,
+    count=1,
+    itemsize=1,
+    level=None,
+    segments=1,
+    inter="magpie",
+):
     """The composed plan of ``op`` on ``topology`` (see the module docstring).
 
     Parameters
@@ -179,19 +213,23 @@ def compose(op, topology, *, root=None, count=1, itemsize=1, level=None, segment
     """
     s = spec(op)
     if op not in HAN_OPS:
-        raise PlanError(f"the {HAN} family has no {op} plan; it has "
-                        f"{', '.join(HAN_OPS)}")
+        raise PlanError(f"the {HAN} family has no {op} plan; it has {', '.join(HAN_OPS)}")
     if s.kind == "reduction":
         if level not in (None, "commutative"):
-            raise PlanError(f"the {HAN} family keeps level 'commutative' only: the MPI "
-                            f"library may combine in any order (asked for {level!r})")
+            raise PlanError(
+                f"the {HAN} family keeps level 'commutative' only: the MPI "
+                f"library may combine in any order (asked for {level!r})"
+            )
         level = "commutative"
     else:
         level = None
     if s.rooted:
         root = 0 if root is None else root
-        if isinstance(root, bool) or not isinstance(root, int) or \
-                not 0 <= root < topology.size:
+        if (
+            isinstance(root, bool)
+            or not isinstance(root, int)
+            or not 0 <= root < topology.size
+        ):
             raise PlanError(f"root {root!r} is not a rank of 0..{topology.size - 1}")
     else:
         root = None
@@ -206,20 +244,37 @@ def compose(op, topology, *, root=None, count=1, itemsize=1, level=None, segment
         kwargs["root"] = coords.index(root)
     plan = build(op, upper, inter, **kwargs)
     if op == "barrier":
-        phases = (LibraryPhase("barrier", coords), PlanPhase(plan, coords),
-                  LibraryPhase("barrier", coords))
+        phases = (
+            LibraryPhase("barrier", coords),
+            PlanPhase(plan, coords),
+            LibraryPhase("barrier", coords),
+        )
     elif op == "bcast":
-        phases = (PlanPhase(plan, coords, None, "out"),
-                  LibraryPhase("bcast", coords, "out", "out"))
+        phases = (
+            PlanPhase(plan, coords, None, "out"),
+            LibraryPhase("bcast", coords, "out", "out"),
+        )
     elif op == "reduce":
-        phases = (LibraryPhase("reduce", coords, "in", "acc"),
-                  PlanPhase(plan, coords, "acc", "out"))
+        phases = (
+            LibraryPhase("reduce", coords, "in", "acc"),
+            PlanPhase(plan, coords, "acc", "out"),
+        )
     else:
-        phases = (LibraryPhase("reduce", coords, "in", "acc"),
-                  PlanPhase(plan, coords, "acc", "out"),
-                  LibraryPhase("bcast", coords, "out", "out"))
-    return Composite(op, topology.size, root, count if s.kind != "barrier" else 0,
-                     itemsize, level, topology.clusters, phases)
+        phases = (
+            LibraryPhase("reduce", coords, "in", "acc"),
+            PlanPhase(plan, coords, "acc", "out"),
+            LibraryPhase("bcast", coords, "out", "out"),
+        )
+    return Composite(
+        op,
+        topology.size,
+        root,
+        count if s.kind != "barrier" else 0,
+        itemsize,
+        level,
+        topology.clusters,
+        phases,
+    )
 
 
 def _once(parts, where):
@@ -227,8 +282,9 @@ def _once(parts, where):
     total = frozenset()
     for part in parts:
         if total & part:
-            raise PlanError(f"{where}: contribution of rank {min(total & part)} "
-                            f"combined twice")
+            raise PlanError(
+                f"{where}: contribution of rank {min(total & part)} combined twice"
+            )
         total |= part
     return total
 
@@ -236,8 +292,9 @@ def _once(parts, where):
 def _held(state, rank, buf, where):
     value = state.get((rank, buf))
     if value is None:
-        raise PlanError(f"{where}: rank {rank} reads buffer {buf!r}, which holds nothing",
-                        rank=rank)
+        raise PlanError(
+            f"{where}: rank {rank} reads buffer {buf!r}, which holds nothing", rank=rank
+        )
     return value
 
 
@@ -268,7 +325,8 @@ def _check(c: Composite) -> CompositeReport:
                     state.update({(m, phase.dst): value for m in members})
                 elif phase.op == "reduce":
                     state[(root, phase.dst)] = _once(
-                        [_held(state, m, phase.src, where) for m in members], where)
+                        [_held(state, m, phase.src, where) for m in members], where
+                    )
                 else:
                     raise PlanError(f"{where}: no library phase {phase.op!r}")
             continue
@@ -300,6 +358,9 @@ def _check(c: Composite) -> CompositeReport:
         if state.get((r, buf)) != want:
             what = "entered" if c.op == "barrier" else "contributed"
             missing = sorted(want - state.get((r, buf), frozenset()))
-            raise PlanError(f"rank {r} ends without every rank's part: rank "
-                            f"{missing[0] if missing else '?'} has not {what}", rank=r)
+            raise PlanError(
+                f"rank {r} ends without every rank's part: rank "
+                f"{missing[0] if missing else '?'} has not {what}",
+                rank=r,
+            )
     return CompositeReport(c.level, messages, wide, wide_bytes, libraries)

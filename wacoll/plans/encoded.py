@@ -37,8 +37,17 @@ import numpy as np
 
 from wacoll.plans.blockruns import BlockRuns, block_chunks
 from wacoll.plans.plan import Step
-from wacoll.plans.prover.encode import (COMBINE, COPY, KIND_CODES, NO_PEER, RECV,
-                                        RECV_COMBINE, SEND, Steps, index_dtype)
+from wacoll.plans.prover.encode import (
+    COMBINE,
+    COPY,
+    KIND_CODES,
+    NO_PEER,
+    RECV,
+    RECV_COMBINE,
+    SEND,
+    Steps,
+    index_dtype,
+)
 
 __all__ = ["EncodedPrograms", "single_block_steps", "program_digest", "program_digests"]
 
@@ -77,14 +86,25 @@ class EncodedPrograms(Sequence):
         names = s.buffers
         out = []
         for kind, peer, src, dst, left, block in zip(
-                s.kind[a:b].tolist(), s.peer[a:b].tolist(), s.src[a:b].tolist(),
-                s.dst[a:b].tolist(), s.left[a:b].tolist(), s.block[a:b].tolist()):
-            out.append(Step(_KIND_NAMES[kind], (block,),
-                            peer=None if peer == NO_PEER else peer,
-                            src=None if src < 0 else names[src],
-                            dst=None if dst < 0 else names[dst],
-                            side=("left" if left else "right")
-                            if kind in (RECV_COMBINE, COMBINE) else None))
+            s.kind[a:b].tolist(),
+            s.peer[a:b].tolist(),
+            s.src[a:b].tolist(),
+            s.dst[a:b].tolist(),
+            s.left[a:b].tolist(),
+            s.block[a:b].tolist(),
+        ):
+            out.append(
+                Step(
+                    _KIND_NAMES[kind],
+                    (block,),
+                    peer=None if peer == NO_PEER else peer,
+                    src=None if src < 0 else names[src],
+                    dst=None if dst < 0 else names[dst],
+                    side=("left" if left else "right")
+                    if kind in (RECV_COMBINE, COMBINE)
+                    else None,
+                )
+            )
         return tuple(out)
 
     def __iter__(self):
@@ -93,11 +113,18 @@ class EncodedPrograms(Sequence):
     def __eq__(self, other):
         if isinstance(other, EncodedPrograms):
             a, b = self.steps, other.steps
-            return a is b or (a.buffers == b.buffers and all(
-                np.array_equal(getattr(a, name), getattr(b, name))
-                for name in ("start", "kind", "peer", "src", "dst", "left", "block")))
-        if not isinstance(other, Sequence) or isinstance(other, str) or \
-                len(other) != len(self):
+            return a is b or (
+                a.buffers == b.buffers
+                and all(
+                    np.array_equal(getattr(a, name), getattr(b, name))
+                    for name in ("start", "kind", "peer", "src", "dst", "left", "block")
+                )
+            )
+        if (
+            not isinstance(other, Sequence)
+            or isinstance(other, str)
+            or len(other) != len(self)
+        ):
             return False
         return all(tuple(a) == tuple(b) for a, b in zip(self, other))
 
@@ -122,8 +149,12 @@ def _validate(steps):
 
     if not s.single or s.group.any():
         fail("steps must have one block each and no arrival-order groups")
-    if len(s.start) != size + 1 or s.start[0] != 0 or s.start[-1] != n or \
-            (np.diff(s.start) < 0).any():
+    if (
+        len(s.start) != size + 1
+        or s.start[0] != 0
+        or s.start[-1] != n
+        or (np.diff(s.start) < 0).any()
+    ):
         fail("start does not number the steps rank by rank")
     if not np.array_equal(s.rank, np.repeat(np.arange(size), np.diff(s.start))):
         fail("rank disagrees with start")
@@ -132,20 +163,26 @@ def _validate(steps):
     if len(s.block) and int(s.block.min()) < 0:
         fail("negative block ids")
     if list(s.buffers) != sorted(set(s.buffers)) or not all(
-            isinstance(b, str) and _BUFFER_NAME.match(b) for b in s.buffers):
+        isinstance(b, str) and _BUFFER_NAME.match(b) for b in s.buffers
+    ):
         fail("buffer names must be distinct, sorted and valid")
     kind = s.kind
     if n and (int(kind.min()) < 0 or int(kind.max()) > COMBINE):
         fail("unknown step kinds")
     talks = kind <= RECV_COMBINE
     if (s.peer[~talks] != NO_PEER).any() or (
-            (s.peer[talks] < 0) | (s.peer[talks] >= size)).any():
+        (s.peer[talks] < 0) | (s.peer[talks] >= size)
+    ).any():
         fail("a peer must name a rank exactly for sends and receives")
     nbuf = len(s.buffers)
-    for name, needed in (("src", (kind == SEND) | (kind == COPY) | (kind == COMBINE)),
-                         ("dst", kind >= RECV)):
+    for name, needed in (
+        ("src", (kind == SEND) | (kind == COPY) | (kind == COMBINE)),
+        ("dst", kind >= RECV),
+    ):
         ids = getattr(s, name)
-        if (ids[~needed] != -1).any() or ((ids[needed] < 0) | (ids[needed] >= nbuf)).any():
+        if (ids[~needed] != -1).any() or (
+            (ids[needed] < 0) | (ids[needed] >= nbuf)
+        ).any():
             fail(f"{name} must name a buffer exactly where the kind needs one")
     if s.left[(kind != RECV_COMBINE) & (kind != COMBINE)].any():
         fail("only combining steps have a side")
@@ -188,16 +225,23 @@ def single_block_steps(nblocks, lengths, kind, peer, src, dst, block, buffers):
     blocks = index_dtype(nblocks)
     block = np.asarray(block).astype(blocks, copy=False)
     return Steps(
-        size=size, nblocks=nblocks, start=start,
+        size=size,
+        nblocks=nblocks,
+        start=start,
         rank=np.repeat(np.arange(size, dtype=ranks), lengths),
         kind=np.asarray(kind).astype(np.int8, copy=False),
         peer=np.asarray(peer).astype(peers, copy=False),
         src=np.asarray(src).astype(small, copy=False),
         dst=np.asarray(dst).astype(small, copy=False),
-        left=np.zeros(nsteps, dtype=bool), group=np.zeros(nsteps, dtype=bool),
-        first=np.arange(nsteps + 1, dtype=index_dtype(nsteps + 1)), single=True,
+        left=np.zeros(nsteps, dtype=bool),
+        group=np.zeros(nsteps, dtype=bool),
+        first=np.arange(nsteps + 1, dtype=index_dtype(nsteps + 1)),
+        single=True,
         beyond=bool(nsteps) and int(block.max()) >= nblocks,
-        block=block, length=np.ones(nsteps, dtype=blocks), buffers=tuple(buffers))
+        block=block,
+        length=np.ones(nsteps, dtype=blocks),
+        buffers=tuple(buffers),
+    )
 
 
 # ------------------------------------------------------------------------ digests
@@ -210,8 +254,15 @@ def _digest(names, kind, side, group, peer, src, dst, nblocks, blocks):
     total = int(np.sum(nblocks))
     h.update(np.array([len(kind), total, len(names)], dtype="<i8").tobytes())
     h.update("\0".join(names).encode() + b"\0")
-    for column, dtype in ((kind, "<i1"), (side, "<i1"), (group, "<i8"), (peer, "<i8"),
-                          (src, "<i8"), (dst, "<i8"), (nblocks, "<i8")):
+    for column, dtype in (
+        (kind, "<i1"),
+        (side, "<i1"),
+        (group, "<i8"),
+        (peer, "<i8"),
+        (src, "<i8"),
+        (dst, "<i8"),
+        (nblocks, "<i8"),
+    ):
         h.update(np.ascontiguousarray(column, dtype=dtype).tobytes())
     for chunk in (blocks,) if isinstance(blocks, np.ndarray) else blocks:
         h.update(np.ascontiguousarray(chunk, dtype="<i8").tobytes())
@@ -237,12 +288,14 @@ def program_digest(program) -> str:
             np.fromiter((KIND_CODES[s.kind] for s in program), np.int8, m),
             np.fromiter((_SIDES[s.side] for s in program), np.int8, m),
             np.fromiter((s.group for s in program), np.int64, m),
-            np.fromiter((NO_PEER if s.peer is None else s.peer for s in program),
-                        np.int64, m),
+            np.fromiter(
+                (NO_PEER if s.peer is None else s.peer for s in program), np.int64, m
+            ),
             np.fromiter((index[s.src] for s in program), np.int64, m),
             np.fromiter((index[s.dst] for s in program), np.int64, m),
             np.fromiter((len(s.blocks) for s in program), np.int64, m),
-            _program_blocks(program))
+            _program_blocks(program),
+        )
     except (OverflowError, KeyError, TypeError):
         # a value no plan can hold: a digest that matches no proved program
         return hashlib.sha256(b"unprovable\0" + repr(program).encode()).hexdigest()
@@ -271,8 +324,17 @@ def program_digests(programs: EncodedPrograms) -> list:
         def local(ids, used=used):
             return np.where(ids >= 0, np.searchsorted(used, ids), -1)
 
-        out.append(_digest([s.buffers[i] for i in used.tolist()], s.kind[a:b],
-                           side[a:b], np.zeros(b - a, np.int64), s.peer[a:b],
-                           local(src), local(dst), np.ones(b - a, np.int64),
-                           s.block[a:b]))
+        out.append(
+            _digest(
+                [s.buffers[i] for i in used.tolist()],
+                s.kind[a:b],
+                side[a:b],
+                np.zeros(b - a, np.int64),
+                s.peer[a:b],
+                local(src),
+                local(dst),
+                np.ones(b - a, np.int64),
+                s.block[a:b],
+            )
+        )
     return out

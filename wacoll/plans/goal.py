@@ -99,10 +99,22 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from wacoll.datafile import read_text
 from wacoll.errors import PlanError, ScriptError
 
-__all__ = ["GoalOp", "GoalDep", "GoalComment", "GoalRank", "GoalSchedule", "to_goal",
-           "goal_schedule", "from_goal", "save_goal", "load_goal", "ORDERS"]
+__all__ = [
+    "GoalOp",
+    "GoalDep",
+    "GoalComment",
+    "GoalRank",
+    "GoalSchedule",
+    "to_goal",
+    "goal_schedule",
+    "from_goal",
+    "save_goal",
+    "load_goal",
+    "ORDERS",
+]
 
 #: The dependency rules of :func:`to_goal`.
 ORDERS = ("program", "data")
@@ -110,7 +122,7 @@ ORDERS = ("program", "data")
 #: Words that begin a statement: no label may be one of them.
 KEYWORDS = frozenset({"send", "recv", "calc", "rank", "num_ranks"})
 _MAX_DIGITS = 20
-_MAX_U64, _MAX_U32, _MAX_U8 = 2 ** 64 - 1, 2 ** 32 - 2, 255
+_MAX_U64, _MAX_U32, _MAX_U8 = 2**64 - 1, 2**32 - 2, 255
 ANY = -1
 
 
@@ -135,8 +147,10 @@ class GoalOp:
         if self.kind == "calc":
             body = f"calc {self.size}"
         else:
-            body = f"{self.kind} {self.size}b {'to' if self.kind == 'send' else 'from'} " \
-                   f"{self.peer}"
+            body = (
+                f"{self.kind} {self.size}b {'to' if self.kind == 'send' else 'from'} "
+                f"{self.peer}"
+            )
             if self.tag is not None:
                 body += f" tag {self.tag}"
         if self.cpu is not None:
@@ -243,21 +257,33 @@ def to_goal(plan, **options) -> str:
     """
     if isinstance(plan, GoalSchedule):
         if options:
-            raise PlanError(f"a GOAL schedule is written as it is; got options "
-                            f"{', '.join(sorted(options))}")
+            raise PlanError(
+                f"a GOAL schedule is written as it is; got options "
+                f"{', '.join(sorted(options))}"
+            )
         return plan.text()
     return goal_schedule(plan, **options).text()
 
 
 def _rate(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-            not math.isfinite(value) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
         raise PlanError(f"{name} must be a finite number >= 0, got {value!r}")
     return value
 
 
-def goal_schedule(plan, *, order="program", combine_ns_per_byte=0.3,
-                  copy_ns_per_byte=0.2, empty_message_bytes=1) -> GoalSchedule:
+def goal_schedule(
+    plan,
+    *,
+    order="program",
+    combine_ns_per_byte=0.3,
+    copy_ns_per_byte=0.2,
+    empty_message_bytes=1,
+) -> GoalSchedule:
     """The :class:`GoalSchedule` of a proved ``plan`` (see the module docstring).
 
     Parameters
@@ -281,22 +307,33 @@ def goal_schedule(plan, *, order="program", combine_ns_per_byte=0.3,
         raise PlanError(f"GOAL export needs a wacoll plan, got {type(plan).__name__}")
     if order not in ORDERS:
         raise PlanError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
-    rates = {"combine": _rate("combine_ns_per_byte", combine_ns_per_byte),
-             "copy": _rate("copy_ns_per_byte", copy_ns_per_byte)}
-    if isinstance(empty_message_bytes, bool) or not isinstance(empty_message_bytes, int) \
-            or empty_message_bytes < 0:
-        raise PlanError(f"empty_message_bytes must be an integer >= 0, got "
-                        f"{empty_message_bytes!r}")
+    rates = {
+        "combine": _rate("combine_ns_per_byte", combine_ns_per_byte),
+        "copy": _rate("copy_ns_per_byte", copy_ns_per_byte),
+    }
+    if (
+        isinstance(empty_message_bytes, bool)
+        or not isinstance(empty_message_bytes, int)
+        or empty_message_bytes < 0
+    ):
+        raise PlanError(
+            f"empty_message_bytes must be an integer >= 0, got {empty_message_bytes!r}"
+        )
     plan.prove()
     tags = {}
     for m in plan.messages():
         tags[("send", m.src, m.send_step)] = m.index
         tags[("recv", m.dst, m.recv_step)] = m.index
     programs = plan.programs
-    ranks = tuple(GoalRank(r, _rank_items(plan, r, programs[r], tags, order, rates,
-                                          empty_message_bytes))
-                  for r in range(plan.size))
-    return GoalSchedule(plan.size, ranks, _header(plan, order, rates, empty_message_bytes))
+    ranks = tuple(
+        GoalRank(
+            r, _rank_items(plan, r, programs[r], tags, order, rates, empty_message_bytes)
+        )
+        for r in range(plan.size)
+    )
+    return GoalSchedule(
+        plan.size, ranks, _header(plan, order, rates, empty_message_bytes)
+    )
 
 
 def _header(plan, order, rates, empty):
@@ -307,25 +344,30 @@ def _header(plan, order, rates, empty):
         what += f", level {plan.level}"
     if plan.family:
         what += f" ({plan.family}/{plan.algorithm})"
-    rule = {"program": "program order, as wacoll's executor runs the plan "
-                       "(receives posted at the start)",
-            "data": "the blocks' data flow only"}[order]
-    return tuple(GoalComment(f"// {line}") for line in (
-        f"wacoll plan: {what}; {plan.nblocks} blocks, {plan.total_bytes} bytes",
-        f"dependencies: {rule}",
-        f"calc: combine {rates['combine']:g}, copy {rates['copy']:g} per byte; "
-        f"messages of no bytes written as {empty}b",
-        "labels: sN is step N of the rank's program, sNc the combination of a "
-        "recv-combine",
-    ))
+    rule = {
+        "program": "program order, as wacoll's executor runs the plan "
+        "(receives posted at the start)",
+        "data": "the blocks' data flow only",
+    }[order]
+    return tuple(
+        GoalComment(f"// {line}")
+        for line in (
+            f"wacoll plan: {what}; {plan.nblocks} blocks, {plan.total_bytes} bytes",
+            f"dependencies: {rule}",
+            f"calc: combine {rates['combine']:g}, copy {rates['copy']:g} per byte; "
+            f"messages of no bytes written as {empty}b",
+            "labels: sN is step N of the rank's program, sNc the combination of a "
+            "recv-combine",
+        )
+    )
 
 
 def _rank_items(plan, rank, program, tags, order, rates, empty):
     """One rank's operations and dependencies, in program order."""
     items = []
-    writer = {}   # (buffer, block) -> the label of its last write
+    writer = {}  # (buffer, block) -> the label of its last write
     readers = {}  # (buffer, block) -> the sends that read it since that write
-    ahead = {}    # program order: what the next operation waits for (label -> kind)
+    ahead = {}  # program order: what the next operation waits for (label -> kind)
     program_order = order == "program"
 
     def size_of(step):
@@ -356,8 +398,9 @@ def _rank_items(plan, rank, program, tags, order, rates, empty):
     for i, step in enumerate(program):
         kind, label, blocks = step.kind, f"s{i}", step.blocks
         if kind == "send":
-            items.append(GoalOp(label, "send", size_of(step), step.peer,
-                                tags[("send", rank, i)]))
+            items.append(
+                GoalOp(label, "send", size_of(step), step.peer, tags[("send", rank, i)])
+            )
             deps = dict(ahead) if program_order else {}
             if not program_order:
                 writers_of(step.src, blocks, deps)
@@ -368,8 +411,9 @@ def _rank_items(plan, rank, program, tags, order, rates, empty):
                 ahead = {label: "irequires"}
             continue
         if kind in ("recv", "recv_combine"):
-            items.append(GoalOp(label, "recv", size_of(step), step.peer,
-                                tags[("recv", rank, i)]))
+            items.append(
+                GoalOp(label, "recv", size_of(step), step.peer, tags[("recv", rank, i)])
+            )
             if kind == "recv":
                 if program_order:  # the step ends when its message is in place
                     ahead[label] = "requires"
@@ -380,8 +424,7 @@ def _rank_items(plan, rank, program, tags, order, rates, empty):
             rate, calc_label = rates["combine"], f"{label}c"
         else:
             deps, rate, calc_label = {}, rates[kind], label
-        items.append(GoalOp(calc_label, "calc",
-                            math.ceil(plan.nbytes(blocks) * rate)))
+        items.append(GoalOp(calc_label, "calc", math.ceil(plan.nbytes(blocks) * rate)))
         if program_order:
             deps.update(ahead)
         else:
@@ -403,27 +446,38 @@ def save_goal(plan, path, **options) -> Path:
     return path
 
 
+#: The longest GOAL file :func:`load_goal` reads, in bytes.
+MAX_GOAL_BYTES = 1 << 30
+
+
 def load_goal(path) -> GoalSchedule:
-    """:func:`from_goal` of a file's text."""
-    return from_goal(Path(path).read_text())
+    """:func:`from_goal` of a file's text (a regular file of UTF-8 of at most
+    :data:`MAX_GOAL_BYTES`: a FIFO or a device is refused, never waited on)."""
+    return from_goal(read_text(path, ScriptError, "the GOAL file", MAX_GOAL_BYTES))
 
 
 # ---------------------------------------------------------------------- reading
 _W = r"[ \t]"
-_INT = r"(-1|\d{1,%d})" % _MAX_DIGITS
-_UINT = r"(\d{1,%d})" % _MAX_DIGITS
+_INT = rf"(-1|\d{{1,{_MAX_DIGITS}}})"
+_UINT = rf"(\d{{1,{_MAX_DIGITS}}})"
 _LABEL = r"([A-Za-z][A-Za-z0-9_]*)"
-_OPTS = (rf"(?:{_W}+tag{_W}+{_INT})?(?:{_W}+cpu{_W}+{_UINT})?"
-         rf"(?:{_W}+nic{_W}+{_UINT})?")
+_OPTS = (
+    rf"(?:{_W}+tag{_W}+{_INT})?(?:{_W}+cpu{_W}+{_UINT})?"
+    rf"(?:{_W}+nic{_W}+{_UINT})?"
+)
 _RE = {
     "blank": re.compile(rf"{_W}*"),
     "num_ranks": re.compile(rf"{_W}*num_ranks{_W}+{_UINT}{_W}*"),
     "rank": re.compile(rf"{_W}*rank{_W}+{_UINT}{_W}*\{{{_W}*"),
     "close": re.compile(rf"{_W}*\}}{_W}*"),
-    "comm": re.compile(rf"{_W}*(?:{_LABEL}{_W}*:{_W}*)?(send|recv){_W}+{_UINT}{_W}*b"
-                       rf"{_W}+(to|from){_W}+{_INT}{_OPTS}{_W}*"),
-    "calc": re.compile(rf"{_W}*(?:{_LABEL}{_W}*:{_W}*)?calc{_W}+{_UINT}"
-                       rf"(?:{_W}+cpu{_W}+{_UINT})?{_W}*"),
+    "comm": re.compile(
+        rf"{_W}*(?:{_LABEL}{_W}*:{_W}*)?(send|recv){_W}+{_UINT}{_W}*b"
+        rf"{_W}+(to|from){_W}+{_INT}{_OPTS}{_W}*"
+    ),
+    "calc": re.compile(
+        rf"{_W}*(?:{_LABEL}{_W}*:{_W}*)?calc{_W}+{_UINT}"
+        rf"(?:{_W}+cpu{_W}+{_UINT})?{_W}*"
+    ),
     "dep": re.compile(rf"{_W}*{_LABEL}{_W}+(requires|irequires){_W}+{_LABEL}{_W}*"),
 }
 
@@ -481,7 +535,7 @@ class _Reader:
         if not body.startswith("/*"):
             return None
         parts = [body]
-        while "*/" not in parts[-1][2 if len(parts) == 1 else 0:]:
+        while "*/" not in parts[-1][2 if len(parts) == 1 else 0 :]:
             if self.at >= len(self.lines):
                 _fail("a /* comment is never closed", start)
             self.at += 1
@@ -552,14 +606,18 @@ def from_goal(text) -> GoalSchedule:
         if rank in seen:
             _fail(f"rank {rank} is given twice (first on line {seen[rank]})", *where)
         seen[rank] = line
-        blocks.append(GoalRank(rank, _read_block(reader, line, num_ranks), tuple(pending)))
+        blocks.append(
+            GoalRank(rank, _read_block(reader, line, num_ranks), tuple(pending))
+        )
         pending = []
     if num_ranks is None:
         _fail("no num_ranks line", max(1, len(reader.lines)))
     if len(seen) < num_ranks:
         missing = next(r for r in range(num_ranks) if r not in seen)
-        _fail(f"rank {missing} has no block (num_ranks is {num_ranks})",
-              max(1, len(reader.lines)))
+        _fail(
+            f"rank {missing} has no block (num_ranks is {num_ranks})",
+            max(1, len(reader.lines)),
+        )
     schedule = GoalSchedule(num_ranks, tuple(blocks), tuple(header), tuple(pending))
     _validate_matching(schedule)
     return schedule
@@ -587,21 +645,33 @@ def _read_block(reader, opened, num_ranks):
             peer = _number(m.group(5), _MAX_U32, "peer", where, signed=kind == "recv")
             if peer >= num_ranks:
                 _fail(f"peer {peer} is not below num_ranks {num_ranks}", *where)
-            op = GoalOp(label, kind, _number(m.group(3), _MAX_U64, "size", where), peer,
-                        _number(m.group(6), _MAX_U32, "tag", where, signed=kind == "recv"),
-                        _number(m.group(7), _MAX_U8, "cpu", where),
-                        _number(m.group(8), _MAX_U8, "nic", where), line)
+            op = GoalOp(
+                label,
+                kind,
+                _number(m.group(3), _MAX_U64, "size", where),
+                peer,
+                _number(m.group(6), _MAX_U32, "tag", where, signed=kind == "recv"),
+                _number(m.group(7), _MAX_U8, "cpu", where),
+                _number(m.group(8), _MAX_U8, "nic", where),
+                line,
+            )
         else:
             m = _RE["calc"].fullmatch(body)
             if m:
-                op = GoalOp(_label(m.group(1), where), "calc",
-                            _number(m.group(2), _MAX_U64, "time", where),
-                            cpu=_number(m.group(3), _MAX_U8, "cpu", where), line=line)
+                op = GoalOp(
+                    _label(m.group(1), where),
+                    "calc",
+                    _number(m.group(2), _MAX_U64, "time", where),
+                    cpu=_number(m.group(3), _MAX_U8, "cpu", where),
+                    line=line,
+                )
             else:
                 m = _RE["dep"].fullmatch(body)
                 if m is None:
-                    _fail("expected a send, recv or calc, a dependency, a comment or "
-                          "'}'", *where)
+                    _fail(
+                        "expected a send, recv or calc, a dependency, a comment or '}'",
+                        *where,
+                    )
                 first, kind, on = m.groups()
                 if first not in labels:
                     _fail(f"{first} is not defined before this dependency", *where)
@@ -611,8 +681,11 @@ def _read_block(reader, opened, num_ranks):
                 continue
         if op.label is not None:
             if op.label in labels:
-                _fail(f"label {op.label} is defined twice in this rank (first on line "
-                      f"{labels[op.label]})", *where)
+                _fail(
+                    f"label {op.label} is defined twice in this rank (first on line "
+                    f"{labels[op.label]})",
+                    *where,
+                )
             labels[op.label] = line
         items.append(op)
     _validate_acyclic(items)
@@ -629,8 +702,11 @@ def _validate_acyclic(items):
     for dep in items:
         if isinstance(dep, GoalDep):
             need[dep.label] = need.get(dep.label, 0) + 1
-    ready = [x.label for x in items if isinstance(x, GoalOp) and x.label is not None
-             and not need.get(x.label)]
+    ready = [
+        x.label
+        for x in items
+        if isinstance(x, GoalOp) and x.label is not None and not need.get(x.label)
+    ]
     while ready:
         label = ready.pop()
         for dep in after.get(label, ()):
@@ -661,11 +737,20 @@ def _validate_matching(schedule):
         out, into = sends.get(key, []), recvs.get(key, [])
         for s, r in zip(out, into):
             if s.size != r.size:
-                _fail(f"rank {key[1]} receives {r.size}b from {key[0]} (tag {key[2]}), "
-                      f"whose matching send carries {s.size}b (line {s.line})", r.line)
+                _fail(
+                    f"rank {key[1]} receives {r.size}b from {key[0]} (tag {key[2]}), "
+                    f"whose matching send carries {s.size}b (line {s.line})",
+                    r.line,
+                )
         if len(out) > len(into):
-            _fail(f"rank {key[0]} sends to {key[1]} (tag {key[2]}), which never "
-                  f"receives it", out[len(into)].line)
+            _fail(
+                f"rank {key[0]} sends to {key[1]} (tag {key[2]}), which never "
+                f"receives it",
+                out[len(into)].line,
+            )
         if len(into) > len(out):
-            _fail(f"rank {key[1]} receives from {key[0]} (tag {key[2]}), which never "
-                  f"sends it", into[len(out)].line)
+            _fail(
+                f"rank {key[1]} receives from {key[0]} (tag {key[2]}), which never "
+                f"sends it",
+                into[len(out)].line,
+            )

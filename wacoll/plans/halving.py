@@ -172,8 +172,10 @@ def doubling_allgather(b, ranks, owned, blocks, *, buf="out"):
                 b.send(r, partner, held[r], buf)
             if held[partner]:
                 b.recv(r, partner, held[partner], buf)
-        held = {r: tuple(sorted(held[r] + held[ranks[i ^ d]]))
-                for i, r in enumerate(ranks[:p])}
+        held = {
+            r: tuple(sorted(held[r] + held[ranks[i ^ d]]))
+            for i, r in enumerate(ranks[:p])
+        }
         d //= 2
     for t, r in enumerate(ranks[p:]):
         b.transfer(ranks[t], r, blocks, buf, buf)

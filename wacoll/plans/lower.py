@@ -39,13 +39,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from wacoll.errors import BufferMismatchError, PlanError
-from wacoll.plans import operations as ops
 from wacoll.plans import blockruns
+from wacoll.plans import operations as ops
 from wacoll.plans.blockruns import BlockRuns, block_array, block_chunks
 from wacoll.plans.builder import RepeatedCounts
 
-__all__ = ["LoweredStep", "LoweredProgram", "ElementRuns", "lower", "lower_steps",
-           "default_offsets"]
+__all__ = [
+    "LoweredStep",
+    "LoweredProgram",
+    "ElementRuns",
+    "lower",
+    "lower_steps",
+    "default_offsets",
+]
 
 
 def default_offsets(blocks, counts) -> dict:
@@ -148,8 +154,10 @@ def _index(runs):
     total = sum(b - a for a, b in spans)
     if total > PACK_MAX_MEAN_RUN * len(spans):
         return None
-    return (np.array([a for a, _ in spans], np.intp),
-            np.array([b - a for a, b in spans], np.intp))
+    return (
+        np.array([a for a, _ in spans], np.intp),
+        np.array([b - a for a, b in spans], np.intp),
+    )
 
 
 #: Element runs per step from which a lowered step holds them as
@@ -198,8 +206,10 @@ class ElementRuns(Sequence):
 
     def index(self):
         """``(displacements, counts)`` as the pack kernels take them."""
-        return (block_array(self.starts).astype(np.intp, copy=False),
-                block_array(self.lengths).astype(np.intp, copy=False))
+        return (
+            block_array(self.starts).astype(np.intp, copy=False),
+            block_array(self.lengths).astype(np.intp, copy=False),
+        )
 
     def extent(self):
         """``(start, stop)`` of the span the runs lie in."""
@@ -211,7 +221,8 @@ class ElementRuns(Sequence):
             return self.starts == other.starts and self.lengths == other.lengths
         if isinstance(other, (tuple, list)):
             return len(other) == len(self) and all(
-                tuple(a) == b for a, b in zip(other, self))
+                tuple(a) == b for a, b in zip(other, self)
+            )
         return NotImplemented
 
     def __hash__(self):
@@ -239,8 +250,9 @@ def _joined(parts):
     """The spans of consecutive chunks of a step, merged across the chunks."""
     if len(parts) == 1:
         return parts[0]
-    return _merged_spans(np.concatenate([a for a, _ in parts]),
-                         np.concatenate([b for _, b in parts]))
+    return _merged_spans(
+        np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts])
+    )
 
 
 def _element_runs(run_starts, run_stops):
@@ -261,8 +273,11 @@ class _Counts:
         self.nblocks = len(counts)
         if isinstance(counts, RepeatedCounts):
             self.count, self.prefix = counts.count, None
-        elif isinstance(counts, tuple) and counts and \
-                counts.count(counts[0]) == len(counts):
+        elif (
+            isinstance(counts, tuple)
+            and counts
+            and counts.count(counts[0]) == len(counts)
+        ):
             # (a whole all-to-all's tuple of 16.7 million equal counts at 4096
             # ranks: counting them is quicker than making their array)
             self.count, self.prefix = counts[0], None
@@ -276,8 +291,11 @@ class _Counts:
         """Refuse a step's blocks when one is no block of the plan."""
         top = _largest(blocks)
         if top >= self.nblocks:
-            raise PlanError(f"rank {rank}: block {top} is no block of this "
-                            f"{self.nblocks}-block plan", rank=rank, step=index)
+            raise PlanError(
+                f"rank {rank}: block {top} is no block of this {self.nblocks}-block plan",
+                rank=rank,
+                step=index,
+            )
 
     def of(self, ids):
         """The count of each block."""
@@ -324,10 +342,15 @@ class _KeyedLayout:
         """Per id, its slot (-1: no place) and its element offset."""
         at = np.searchsorted(self.keys, ids)
         inside = np.minimum(at, max(self.slots - 1, 0))
-        found = (at < self.slots) & (self.keys[inside] == ids) if self.slots else \
-            np.zeros(len(ids), dtype=bool)
-        return (np.where(found, at, -1),
-                self.values[inside] if self.slots else np.zeros(len(ids), np.int64))
+        found = (
+            (at < self.slots) & (self.keys[inside] == ids)
+            if self.slots
+            else np.zeros(len(ids), dtype=bool)
+        )
+        return (
+            np.where(found, at, -1),
+            self.values[inside] if self.slots else np.zeros(len(ids), np.int64),
+        )
 
 
 class _RunLayout:
@@ -364,12 +387,16 @@ class _RunLayout:
                 his.append(ids + 1)
         layout = cls(*_merged(los, his), sizes)
         # the ids of strided runs the unit runs do not cover (in a proved plan: none)
-        extra = [ids[layout.find(ids)[0] < 0]
-                 for blocks in strided for ids in block_chunks(blocks)]
+        extra = [
+            ids[layout.find(ids)[0] < 0]
+            for blocks in strided
+            for ids in block_chunks(blocks)
+        ]
         if not any(len(e) for e in extra):
             return layout
-        return cls(*_merged([layout.lo] + extra, [layout.hi] + [e + 1 for e in extra]),
-                   sizes)
+        return cls(
+            *_merged([layout.lo] + extra, [layout.hi] + [e + 1 for e in extra]), sizes
+        )
 
     def runs(self, blocks):
         """For :class:`~wacoll.plans.blockruns.BlockRuns` of consecutive ids that the
@@ -382,11 +409,16 @@ class _RunLayout:
             return None
         slots, starts = self.find(start)
         last = start + length - 1
-        if int(slots.min()) < 0 or not np.array_equal(self.find(last)[0],
-                                                      slots + length - 1):
+        if int(slots.min()) < 0 or not np.array_equal(
+            self.find(last)[0], slots + length - 1
+        ):
             return None  # (some id has no place: the lookup id by id names it)
-        return slots, length, starts, starts + self.sizes.before(last + 1) - \
-            self.sizes.before(start)
+        return (
+            slots,
+            length,
+            starts,
+            starts + self.sizes.before(last + 1) - self.sizes.before(start),
+        )
 
     def find(self, ids):
         """Per id, its slot (-1: no place) and its element offset."""
@@ -397,8 +429,9 @@ class _RunLayout:
         lo = self.lo[inside]
         found = (at >= 0) & (ids < self.hi[inside])
         slots = np.where(found, self.slot_base[inside] + ids - lo, -1)
-        return slots, self.element_base[inside] + self.sizes.before(ids) - \
-            self.sizes.before(lo)
+        return slots, self.element_base[inside] + self.sizes.before(
+            ids
+        ) - self.sizes.before(lo)
 
 
 def _merged(los, his):
@@ -420,7 +453,9 @@ def _extent(name, offsets, counts):
     """The fewest elements a buffer holding ``offsets``' blocks must have."""
     for b, off in offsets.items():
         if off < 0:
-            raise BufferMismatchError(f"{name}: block {b} placed at negative offset {off}")
+            raise BufferMismatchError(
+                f"{name}: block {b} placed at negative offset {off}"
+            )
     return max((off + counts[b] for b, off in offsets.items()), default=0)
 
 
@@ -438,21 +473,28 @@ class _Lowering:
 
     def __init__(self, rank, layouts, sizes):
         self.rank, self.layouts, self.sizes = rank, layouts, sizes
-        self.touched = {buf: np.zeros(layout.slots, dtype=bool)
-                        for buf, layout in layouts.items()}
+        self.touched = {
+            buf: np.zeros(layout.slots, dtype=bool) for buf, layout in layouts.items()
+        }
 
     def slots_of(self, buf, ids, index):
         """Per id, its slot in ``buf`` and its element offset (refusing an id that has
         no place there)."""
         layout = self.layouts.get(buf)
         if layout is None:  # pragma: no cover - every name but in/out is scratch
-            raise PlanError(f"rank {self.rank}: the program uses buffer {buf!r} that "
-                            f"has no layout", rank=self.rank, step=index)
+            raise PlanError(
+                f"rank {self.rank}: the program uses buffer {buf!r} that has no layout",
+                rank=self.rank,
+                step=index,
+            )
         slots, starts = layout.find(ids)
         if len(slots) and int(slots.min()) < 0:
             missing = int(ids[np.flatnonzero(slots < 0)[0]])
-            raise PlanError(f"rank {self.rank}: block {missing} has no place in buffer "
-                            f"{buf!r}", rank=self.rank, step=index)
+            raise PlanError(
+                f"rank {self.rank}: block {missing} has no place in buffer {buf!r}",
+                rank=self.rank,
+                step=index,
+            )
         return slots, starts
 
     def step(self, i, step):
@@ -475,8 +517,10 @@ class _Lowering:
             if spans is not None:  # (slot starts, slot counts, element spans)
                 parts = [_merged_spans(spans[2], spans[3])]
                 if buf == step.dst and step.kind == "recv":
-                    seen = any(touched[buf][a:a + n].any()
-                               for a, n in zip(spans[0].tolist(), spans[1].tolist()))
+                    seen = any(
+                        touched[buf][a : a + n].any()
+                        for a, n in zip(spans[0].tolist(), spans[1].tolist())
+                    )
             else:
                 parts = []
                 for ids in each_chunk():
@@ -495,7 +539,7 @@ class _Lowering:
                 touched[buf][spans] = True
             elif spans is not None:
                 for a, n in zip(spans[0].tolist(), spans[1].tolist()):
-                    touched[buf][a:a + n] = True
+                    touched[buf][a : a + n] = True
             else:
                 for ids in each_chunk():
                     touched[buf][layouts[buf].find(ids)[0]] = True
@@ -508,8 +552,9 @@ class _Lowering:
         batch = program[i:j]
         m = j - i
         lengths = np.fromiter(map(len, (s.blocks for s in batch)), np.int64, m)
-        ids = np.fromiter((b for s in batch for b in s.blocks), np.int64,
-                          int(lengths.sum()))
+        ids = np.fromiter(
+            (b for s in batch for b in s.blocks), np.int64, int(lengths.sum())
+        )
         if len(ids) and int(ids.max()) >= self.sizes.nblocks:
             return None
         owner = np.repeat(np.arange(m), lengths)
@@ -540,13 +585,15 @@ class _Lowering:
                 head[1:] = (who[1:] != who[:-1]) | (starts[1:] != stops[:-1])
                 first = np.flatnonzero(head)
                 last = np.append(first[1:], len(who)) - 1
-                for k, a, b in zip(who[first].tolist(), starts[first].tolist(),
-                                   stops[last].tolist()):
+                for k, a, b in zip(
+                    who[first].tolist(), starts[first].tolist(), stops[last].tolist()
+                ):
                     if runs[role][k] is None:
                         runs[role][k] = []
                     runs[role][k].append((a, b))
-                receives = np.array([role == "dst" and s.kind == "recv" and
-                                     s.dst == buf for s in batch])
+                receives = np.array(
+                    [role == "dst" and s.kind == "recv" and s.dst == buf for s in batch]
+                )
                 got = accesses.setdefault(buf, ([], [], []))
                 got[0].append(slots)
                 got[1].append(who)
@@ -566,20 +613,33 @@ class _Lowering:
             self.touched[buf][slots] = True
         lowered = []
         for k, step in enumerate(batch):
-            src = (step.src, tuple(runs["src"][k] or ())) if step.src is not None \
-                else None
-            dst = (step.dst, tuple(runs["dst"][k] or ())) if step.dst is not None \
-                else None
-            lowered.append(_lowered_step(i + k, step, totals[k], src, dst,
-                                         bool(seen[k])))
+            src = (
+                (step.src, tuple(runs["src"][k] or ())) if step.src is not None else None
+            )
+            dst = (
+                (step.dst, tuple(runs["dst"][k] or ())) if step.dst is not None else None
+            )
+            lowered.append(_lowered_step(i + k, step, totals[k], src, dst, bool(seen[k])))
         return lowered
 
 
 def _lowered_step(i, step, total, src, dst, seen):
     """The :class:`LoweredStep` of step ``i`` with its element runs and elements."""
     direct = step.kind == "recv" and len(dst[1]) <= 1 and not seen
-    return LoweredStep(step.kind, step.peer, total, src, dst, direct, step.group,
-                       step.side, i, str(step), _index(src), _index(dst))
+    return LoweredStep(
+        step.kind,
+        step.peer,
+        total,
+        src,
+        dst,
+        direct,
+        step.group,
+        step.side,
+        i,
+        str(step),
+        _index(src),
+        _index(dst),
+    )
 
 
 def lower(plan, rank: int, in_offsets=None, out_offsets=None) -> LoweredProgram:
@@ -604,8 +664,9 @@ def lower(plan, rank: int, in_offsets=None, out_offsets=None) -> LoweredProgram:
     return lower_steps(plan, rank, plan.programs[rank], in_offsets, out_offsets)
 
 
-def lower_steps(header, rank: int, program, in_offsets=None,
-                out_offsets=None) -> LoweredProgram:
+def lower_steps(
+    header, rank: int, program, in_offsets=None, out_offsets=None
+) -> LoweredProgram:
     """Lower ``program``, rank ``rank``'s steps of a plan described by ``header``.
 
     :func:`lower` without the proof: ``header`` is anything with the plan's ``op``,
@@ -624,11 +685,13 @@ def lower_steps(header, rank: int, program, in_offsets=None,
     counts = header.counts
     nb = len(counts)
     if in_offsets is None:
-        in_offsets = default_offsets(ops.in_blocks(header.op, header.size, header.root, nb,
-                                                   rank), counts)
+        in_offsets = default_offsets(
+            ops.in_blocks(header.op, header.size, header.root, nb, rank), counts
+        )
     if out_offsets is None:
-        out_offsets = default_offsets(ops.out_blocks(header.op, header.size, header.root,
-                                                     nb, rank), counts)
+        out_offsets = default_offsets(
+            ops.out_blocks(header.op, header.size, header.root, nb, rank), counts
+        )
     sizes = _Counts(counts)
     layouts = {"in": _KeyedLayout(in_offsets), "out": _KeyedLayout(out_offsets)}
     scratch_steps = {}
@@ -644,8 +707,12 @@ def lower_steps(header, rank: int, program, in_offsets=None,
     steps, i = [], 0
     while i < len(program):
         j = i
-        while j < len(program) and j - i < BATCH_STEPS and \
-                type(program[j].blocks) is tuple and len(program[j].blocks) <= SMALL_STEP:
+        while (
+            j < len(program)
+            and j - i < BATCH_STEPS
+            and type(program[j].blocks) is tuple
+            and len(program[j].blocks) <= SMALL_STEP
+        ):
             j += 1
         batch = lowering.batch(program, i, j) if j - i > 1 else None
         if batch is None:  # (one step, or a batch with a fault the step names)
@@ -653,5 +720,11 @@ def lower_steps(header, rank: int, program, in_offsets=None,
             batch = [lowering.step(k, program[k]) for k in range(i, j)]
         steps += batch
         i = j
-    return LoweredProgram(rank, tuple(steps), scratch_sizes, _extent("inbuf", in_offsets, counts),
-                   _extent("outbuf", out_offsets, counts), header.arithmetic)
+    return LoweredProgram(
+        rank,
+        tuple(steps),
+        scratch_sizes,
+        _extent("inbuf", in_offsets, counts),
+        _extent("outbuf", out_offsets, counts),
+        header.arithmetic,
+    )

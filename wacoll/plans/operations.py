@@ -107,7 +107,9 @@ def spec(op: str) -> OpSpec:
     try:
         return OPERATIONS[op]
     except (KeyError, TypeError):
-        raise PlanError(f"unknown operation {op!r}; known: {', '.join(OPERATIONS)}") from None
+        raise PlanError(
+            f"unknown operation {op!r}; known: {', '.join(OPERATIONS)}"
+        ) from None
 
 
 def _split(count, parts):
@@ -146,8 +148,9 @@ def round_segments(segments, k):
     return segments
 
 
-def block_counts(op: str, size: int, *, count: int = 1, counts=None,
-                 segments: int = 1) -> tuple:
+def block_counts(
+    op: str, size: int, *, count: int = 1, counts=None, segments: int = 1
+) -> tuple:
     """The element count of every block of ``op`` on ``size`` ranks.
 
     Parameters
@@ -195,7 +198,9 @@ def block_counts(op: str, size: int, *, count: int = 1, counts=None,
         return (count,) * (size * size)
     rows = [tuple(row) for row in counts]
     if len(rows) != size or any(len(row) != size for row in rows):
-        raise PlanError(f"{op} needs a {size} x {size} matrix of counts (sender, receiver)")
+        raise PlanError(
+            f"{op} needs a {size} x {size} matrix of counts (sender, receiver)"
+        )
     flat = tuple(c for row in rows for c in row)
     for i, c in enumerate(flat):
         _validate_count(f"counts[{i // size}][{i % size}]", c)
@@ -263,7 +268,9 @@ def expected(op: str, size: int, root, nblocks: int, rank: int) -> dict:
             return {("out", b): b for b in range(nblocks)}
         return {("out", j * size + rank): j for j in range(size)}
     if name == "reduce":
-        return {("out", b): ("tree", size) for b in range(nblocks)} if rank == root else {}
+        return (
+            {("out", b): ("tree", size) for b in range(nblocks)} if rank == root else {}
+        )
     if name == "allreduce":
         return {("out", b): ("tree", size) for b in range(nblocks)}
     if name.startswith("reduce_scatter"):

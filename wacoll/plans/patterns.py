@@ -27,8 +27,16 @@ from wacoll.plans.prover.encode import COPY, NO_PEER, RECV, SEND
 from wacoll.trees.basic import children, parent, tree_root, validate_tree
 
 __all__ = [
-    "tree_bcast", "tree_reduce", "chain_scan", "subtree_ranks", "segment_blocks",
-    "EACH", "flat_scatter", "flat_gather", "flat_alltoall", "ALLTOALL_ORDERS",
+    "tree_bcast",
+    "tree_reduce",
+    "chain_scan",
+    "subtree_ranks",
+    "segment_blocks",
+    "EACH",
+    "flat_scatter",
+    "flat_gather",
+    "flat_alltoall",
+    "ALLTOALL_ORDERS",
     "validate_alltoall_order",
 ]
 
@@ -63,8 +71,10 @@ def segment_blocks(blocks, segments=None):
         return [tuple(blocks)]
     if isinstance(segments, str):
         if segments != EACH:
-            raise PlanError(f"segments must be None, {EACH!r} or a list of block "
-                            f"tuples, got {segments!r}")
+            raise PlanError(
+                f"segments must be None, {EACH!r} or a list of block "
+                f"tuples, got {segments!r}"
+            )
         return [(blk,) for blk in blocks]
     return [tuple(s) for s in segments]
 
@@ -141,11 +151,22 @@ def _side(level, acc, sub, v, c):
         f"the reduce tree does not keep rank order at rank {v}: child {c} brings ranks "
         f"{sorted(sub)[:6]} next to ranks {min(acc)}..{max(acc)}; use level='commutative' "
         f"or a rank-ordered reduce tree such as lam(n) or make_tree('binomial', ..., "
-        f"operation='reduce')")
+        f"operation='reduce')"
+    )
 
 
-def tree_reduce(b, tree, blocks, *, result_buf="out", acc_buf="acc", start=None,
-                ranges=None, segments=None, arrival=False):
+def tree_reduce(
+    b,
+    tree,
+    blocks,
+    *,
+    result_buf="out",
+    acc_buf="acc",
+    start=None,
+    ranges=None,
+    segments=None,
+    arrival=False,
+):
     """Append a reduction of ``blocks`` up ``tree`` into ``result_buf`` at its root.
 
     Each node starts with a value in ``start[v]`` (default ``"in"``) covering the
@@ -363,20 +384,30 @@ def _flat_alltoall_steps(size, nblocks, order):
         dsts = srcs = k - 1 + (k - 1 >= r)  # 0..P-1 without r
     else:
         dsts, srcs = (r + k) % size, (r - k) % size
-    dsts, srcs = np.broadcast_to(dsts, (size, size - 1)), np.broadcast_to(srcs, (size, size - 1))
+    dsts, srcs = (
+        np.broadcast_to(dsts, (size, size - 1)),
+        np.broadcast_to(srcs, (size, size - 1)),
+    )
 
     def rows(copy, send, recv):
         """Per rank: the copy, the sends, the receives; flattened."""
-        return np.concatenate([np.broadcast_to(copy, (size, 1)),
-                               np.broadcast_to(send, dsts.shape),
-                               np.broadcast_to(recv, srcs.shape)], axis=1).reshape(-1)
+        return np.concatenate(
+            [
+                np.broadcast_to(copy, (size, 1)),
+                np.broadcast_to(send, dsts.shape),
+                np.broadcast_to(recv, srcs.shape),
+            ],
+            axis=1,
+        ).reshape(-1)
 
     none, buf_in, buf_out = -1, 0, 1
     return single_block_steps(
-        nblocks, np.full(size, 2 * size - 1),
+        nblocks,
+        np.full(size, 2 * size - 1),
         kind=rows(COPY, SEND, RECV),
         peer=rows(NO_PEER, dsts, srcs),
         src=rows(buf_in, buf_in, none),
         dst=rows(buf_out, none, buf_out),
         block=rows(r * size + r, r * size + dsts, srcs * size + r),
-        buffers=("in", "out"))
+        buffers=("in", "out"),
+    )

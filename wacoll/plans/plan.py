@@ -75,7 +75,9 @@ class Step:
         peer = self.peer
         shape = None
         runs = type(self.blocks) is BlockRuns  # (its ids were checked when it was made)
-        if (runs or isinstance(self.blocks, tuple)) and (peer is None or type(peer) is int):
+        if (runs or isinstance(self.blocks, tuple)) and (
+            peer is None or type(peer) is int
+        ):
             shape = (self.kind, peer is None, self.src, self.dst, self.side, self.group)
             try:
                 known = shape in _VALID_SHAPES
@@ -104,22 +106,30 @@ class Step:
         if needs_peer != (self.peer is not None):
             raise PlanError(f"{kind} step {'needs' if needs_peer else 'takes no'} peer")
         if needs_peer and (isinstance(self.peer, bool) or not isinstance(self.peer, int)):
-            raise PlanError(f"{kind} step peer must be an integer rank, got {self.peer!r}")
+            raise PlanError(
+                f"{kind} step peer must be an integer rank, got {self.peer!r}"
+            )
         need_src = kind in ("send", "copy", "combine")
         need_dst = kind in ("recv", "recv_combine", "copy", "combine")
         for name, needed in (("src", need_src), ("dst", need_dst)):
             value = getattr(self, name)
             if needed and (not isinstance(value, str) or not _BUFFER.match(value)):
-                raise PlanError(f"{kind} step needs a buffer name for {name}, got {value!r}")
+                raise PlanError(
+                    f"{kind} step needs a buffer name for {name}, got {value!r}"
+                )
             if not needed and value is not None:
                 raise PlanError(f"{kind} step takes no {name}")
         combining = kind in ("recv_combine", "combine")
         if combining and self.side not in ("left", "right"):
-            raise PlanError(f"{kind} step side must be 'left' or 'right', got {self.side!r}")
+            raise PlanError(
+                f"{kind} step side must be 'left' or 'right', got {self.side!r}"
+            )
         if not combining and self.side is not None:
             raise PlanError(f"{kind} step takes no side")
         if self.group and kind != "recv_combine":
-            raise PlanError("only recv_combine steps may belong to an arrival-order group")
+            raise PlanError(
+                "only recv_combine steps may belong to an arrival-order group"
+            )
 
     @property
     def reads(self):
@@ -166,12 +176,19 @@ class Step:
         if full or n <= _SHOWN_BLOCKS:
             blocks = "[" + ",".join(map(str, self.blocks)) + "]"
         else:  # a label, not a listing: the first few ids and how many in all
-            blocks = "[" + ",".join(map(str, self.blocks[:_SHOWN_BLOCKS // 2])) + \
-                f",... {n} blocks]"
+            blocks = (
+                "["
+                + ",".join(map(str, self.blocks[: _SHOWN_BLOCKS // 2]))
+                + f",... {n} blocks]"
+            )
         if self.kind == "send":
-            return f"send {self.peer} {blocks}" + ("" if self.src == "out" else f" from {self.src}")
+            return f"send {self.peer} {blocks}" + (
+                "" if self.src == "out" else f" from {self.src}"
+            )
         if self.kind == "recv":
-            return f"recv {self.peer} {blocks}" + ("" if self.dst == "out" else f" into {self.dst}")
+            return f"recv {self.peer} {blocks}" + (
+                "" if self.dst == "out" else f" into {self.dst}"
+            )
         if self.kind == "recv_combine":
             extra = "" if self.side == "right" else " left"
             extra += f" group {self.group}" if self.group else ""
@@ -246,37 +263,52 @@ class Plan:
     algorithm: str = ""
     params: tuple = ()
     arithmetic: str = "plain"
-    _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False,
-                         hash=False)
+    _cache: dict = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
 
     def __post_init__(self):
         s = spec(self.op)
         if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1:
             raise PlanError(f"plan size must be a positive integer, got {self.size!r}")
         if s.rooted:
-            if isinstance(self.root, bool) or not isinstance(self.root, int) or not (
-                    0 <= self.root < self.size):
-                raise PlanError(f"{self.op} needs a root in 0..{self.size - 1}, "
-                                f"got {self.root!r}")
+            if (
+                isinstance(self.root, bool)
+                or not isinstance(self.root, int)
+                or not (0 <= self.root < self.size)
+            ):
+                raise PlanError(
+                    f"{self.op} needs a root in 0..{self.size - 1}, got {self.root!r}"
+                )
         elif self.root is not None:
             raise PlanError(f"{self.op} has no root")
         if s.kind == "reduction":
             if self.level not in LEVELS:
-                raise PlanError(f"{self.op} needs a reduction level of {LEVELS}, "
-                                f"got {self.level!r}")
+                raise PlanError(
+                    f"{self.op} needs a reduction level of {LEVELS}, got {self.level!r}"
+                )
         elif self.level is not None:
             raise PlanError(f"{self.op} is not a reduction and takes no level")
         if self.arithmetic not in ARITHMETICS:
-            raise PlanError(f"arithmetic must be one of {', '.join(ARITHMETICS)}, "
-                            f"got {self.arithmetic!r}")
+            raise PlanError(
+                f"arithmetic must be one of {', '.join(ARITHMETICS)}, "
+                f"got {self.arithmetic!r}"
+            )
         if self.arithmetic != "plain" and s.kind != "reduction":
             raise PlanError(f"{self.op} is not a reduction; its arithmetic is 'plain'")
         if len(self.programs) != self.size:
-            raise PlanError(f"plan has {len(self.programs)} programs for {self.size} ranks")
+            raise PlanError(
+                f"plan has {len(self.programs)} programs for {self.size} ranks"
+            )
         if len(self.clusters) != self.size:
-            raise PlanError(f"plan has {len(self.clusters)} cluster ids for {self.size} ranks")
-        if isinstance(self.itemsize, bool) or not isinstance(self.itemsize, int) or \
-                self.itemsize < 1:
+            raise PlanError(
+                f"plan has {len(self.clusters)} cluster ids for {self.size} ranks"
+            )
+        if (
+            isinstance(self.itemsize, bool)
+            or not isinstance(self.itemsize, int)
+            or self.itemsize < 1
+        ):
             raise PlanError(f"itemsize must be a positive integer, got {self.itemsize!r}")
         held = getattr(self.programs, "steps", None)
         if held is not None:  # held as arrays (wacoll.plans.encoded): checked there
@@ -344,21 +376,41 @@ class Plan:
             s_list, r_list = sends.get(key, []), recvs.get(key, [])
             for k in range(max(len(s_list), len(r_list))):
                 if k >= len(r_list):
-                    raise PlanError(f"rank {a} step {s_list[k]} sends to {b}, which never "
-                                    f"receives it", rank=a, step=s_list[k])
+                    raise PlanError(
+                        f"rank {a} step {s_list[k]} sends to {b}, which never "
+                        f"receives it",
+                        rank=a,
+                        step=s_list[k],
+                    )
                 if k >= len(s_list):
-                    raise PlanError(f"rank {b} step {r_list[k]} receives from {a}, which "
-                                    f"never sends it", rank=b, step=r_list[k])
+                    raise PlanError(
+                        f"rank {b} step {r_list[k]} receives from {a}, which "
+                        f"never sends it",
+                        rank=b,
+                        step=r_list[k],
+                    )
                 sstep = programs[a][s_list[k]]
                 rstep = programs[b][r_list[k]]
                 if sstep.blocks != rstep.blocks:
                     raise PlanError(
                         f"rank {b} step {r_list[k]} expects blocks {list(rstep.blocks)} "
                         f"from {a}, but its message {k} (step {s_list[k]}) carries "
-                        f"{list(sstep.blocks)}", rank=b, step=r_list[k])
-                out.append(Message(a, b, sstep.blocks, self.nbytes(sstep.blocks),
-                                   s_list[k], r_list[k], k,
-                                   self.clusters[a] != self.clusters[b]))
+                        f"{list(sstep.blocks)}",
+                        rank=b,
+                        step=r_list[k],
+                    )
+                out.append(
+                    Message(
+                        a,
+                        b,
+                        sstep.blocks,
+                        self.nbytes(sstep.blocks),
+                        s_list[k],
+                        r_list[k],
+                        k,
+                        self.clusters[a] != self.clusters[b],
+                    )
+                )
         out = tuple(out)
         self._cache["messages"] = out
         return out
@@ -377,13 +429,21 @@ class Plan:
         >>> sorted((u, v) for u, v, d in g.edges(data=True) if d["wide_area"])
         [(1, 3)]
         """
-        g = nx.MultiDiGraph(op=self.op, root=self.root, family=self.family,
-                            algorithm=self.algorithm)
+        g = nx.MultiDiGraph(
+            op=self.op, root=self.root, family=self.family, algorithm=self.algorithm
+        )
         for r in range(self.size):
             g.add_node(r, cluster=self.clusters[r])
         for m in self.messages():
-            g.add_edge(m.src, m.dst, blocks=m.blocks, bytes=m.nbytes, step=m.send_step,
-                       recv_step=m.recv_step, wide_area=m.wide_area)
+            g.add_edge(
+                m.src,
+                m.dst,
+                blocks=m.blocks,
+                bytes=m.nbytes,
+                step=m.send_step,
+                recv_step=m.recv_step,
+                wide_area=m.wide_area,
+            )
         return g
 
     def prove(self):
@@ -461,10 +521,16 @@ class Plan:
         """A JSON-ready dictionary (see :mod:`wacoll.plans.scripts` for files)."""
         steps = [[s.to_row() for s in prog] for prog in self.programs]
         return {
-            "op": self.op, "size": self.size, "root": self.root,
-            "counts": list(self.counts), "clusters": list(self.clusters),
-            "level": self.level, "itemsize": self.itemsize, "family": self.family,
-            "algorithm": self.algorithm, "params": [[k, v] for k, v in self.params],
+            "op": self.op,
+            "size": self.size,
+            "root": self.root,
+            "counts": list(self.counts),
+            "clusters": list(self.clusters),
+            "level": self.level,
+            "itemsize": self.itemsize,
+            "family": self.family,
+            "algorithm": self.algorithm,
+            "params": [[k, v] for k, v in self.params],
             **({} if self.arithmetic == "plain" else {"arithmetic": self.arithmetic}),
             "programs": steps,
         }

@@ -72,15 +72,20 @@ _LONGEST_PAUSE = 0.5
 _TAKE_TRIES = 64
 #: Flags that open (and create) a lock file: never through a symbolic link at its
 #: name, never blocking (on a FIFO), never inherited by child processes.
-_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | \
-    getattr(os, "O_CLOEXEC", 0)
+_LOCK_FLAGS = (
+    os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+)
 
 
 def _kind(mode) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
-                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device")):
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -131,8 +136,12 @@ def wait_limit(environ=None) -> float:
     except ValueError:
         seconds = -1.0
     if not (seconds >= 0 and math.isfinite(seconds)):
-        warnings.warn(f"{WAIT_ENV} must be a number of seconds >= 0, got {value!r}; "
-                      f"waiting {_DEFAULT_WAIT:g} s", ProofCacheWarning, stacklevel=2)
+        warnings.warn(
+            f"{WAIT_ENV} must be a number of seconds >= 0, got {value!r}; "
+            f"waiting {_DEFAULT_WAIT:g} s",
+            ProofCacheWarning,
+            stacklevel=2,
+        )
         return _DEFAULT_WAIT
     return seconds
 
@@ -180,8 +189,9 @@ class Claim:
                 except OSError:
                     raise exc from None
                 if not stat.S_ISREG(there):
-                    raise ProofLockRefused(f"the proof lock {path} is {_kind(there)}, "
-                                           f"not a regular file") from None
+                    raise ProofLockRefused(
+                        f"the proof lock {path} is {_kind(there)}, not a regular file"
+                    ) from None
                 raise
             try:
                 mine = os.fstat(fd)
@@ -206,12 +216,16 @@ class Claim:
             except BaseException:
                 os.close(fd)
                 raise
-            if current is not None and (current.st_dev, current.st_ino) == \
-                    (mine.st_dev, mine.st_ino):
+            if current is not None and (current.st_dev, current.st_ino) == (
+                mine.st_dev,
+                mine.st_ino,
+            ):
                 return cls(fd, path)
             os.close(fd)  # (a removed file: lock the new one)
-        raise ProofLockRefused(f"the proof lock {path} was replaced {_TAKE_TRIES} "
-                               f"times while it was being locked")
+        raise ProofLockRefused(
+            f"the proof lock {path} was replaced {_TAKE_TRIES} "
+            f"times while it was being locked"
+        )
 
     def release(self):
         """Give the claim up (the proof, if any, is in place already)."""
@@ -225,8 +239,11 @@ class Claim:
         try:
             os.close(fd)  # (closing the only descriptor drops the lock)
         except OSError as exc:
-            warnings.warn(f"the proof lock {self.path} could not be closed ({exc})",
-                          ProofCacheWarning, stacklevel=2)
+            warnings.warn(
+                f"the proof lock {self.path} could not be closed ({exc})",
+                ProofCacheWarning,
+                stacklevel=2,
+            )
 
 
 def await_proof(directory, key, lookup, *, wait=None):
@@ -268,8 +285,11 @@ def await_proof(directory, key, lookup, *, wait=None):
         try:
             claim = Claim.take(directory, key)
         except ProofLockRefused as exc:
-            warnings.warn(f"{exc}; it is not waited for: this process proves the plan",
-                          ProofCacheWarning, stacklevel=3)
+            warnings.warn(
+                f"{exc}; it is not waited for: this process proves the plan",
+                ProofCacheWarning,
+                stacklevel=3,
+            )
             return None, None
         except OSError:
             return None, None

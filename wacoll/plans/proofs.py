@@ -104,16 +104,33 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wacoll.errors import ProofCacheWarning, ProofKeyRefused, ProofRecordUntrusted
-from wacoll.plans.prove import ProofReport
 from wacoll.plans.encoded import EncodedPrograms, program_digest, program_digests
 from wacoll.plans.families import build
 from wacoll.plans.prooflock import await_proof
+from wacoll.plans.prove import ProofReport
 from wacoll.settings import setting
 
-__all__ = ["ENV", "KEY_ENV", "FORMAT", "Proof", "cache_dir", "key_path", "proof_key",
-           "plan_key", "plan_digest", "program_digest", "report_digest",
-           "report_from_fields", "signed_record",
-           "lookup", "claimed", "store", "prove", "build_proved", "forget_warnings"]
+__all__ = [
+    "ENV",
+    "KEY_ENV",
+    "FORMAT",
+    "Proof",
+    "cache_dir",
+    "key_path",
+    "proof_key",
+    "plan_key",
+    "plan_digest",
+    "program_digest",
+    "report_digest",
+    "report_from_fields",
+    "signed_record",
+    "lookup",
+    "claimed",
+    "store",
+    "prove",
+    "build_proved",
+    "forget_warnings",
+]
 
 #: The environment variable that places the cache or turns it off.
 ENV = "WACOLL_PROOF_CACHE"
@@ -157,11 +174,15 @@ def _warn_once(message, stacklevel=3):
 
 def _kind(mode) -> str:
     """What a file of ``mode`` is, in words."""
-    for test, name in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"),
-                       (stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device")):
+    for test, name in (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -238,8 +259,9 @@ def cache_dir(environ=None) -> Path | None:
         return None
     if value:
         return Path(value)
-    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
-                                                          ".cache")
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".cache"
+    )
     return Path(base) / _PACKAGE / "proofs"
 
 
@@ -258,8 +280,9 @@ def key_path(environ=None) -> Path:
     value = setting(KEY_ENV, environ)
     if value:
         return Path(value)
-    base = environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"),
-                                                           ".config")
+    base = environ.get("XDG_CONFIG_HOME") or os.path.join(
+        os.path.expanduser("~"), ".config"
+    )
     return Path(base) / _PACKAGE / "proof-key"
 
 
@@ -305,8 +328,10 @@ def proof_key(environ=None) -> bytes | None:
     try:
         return _load_key(path)
     except ProofKeyRefused as exc:
-        _warn_once(f"the proof key {path} is refused: {exc}; the proof cache is off "
-                   f"for this process (it proves every plan it runs)")
+        _warn_once(
+            f"the proof key {path} is refused: {exc}; the proof cache is off "
+            f"for this process (it proves every plan it runs)"
+        )
         return None
 
 
@@ -321,28 +346,36 @@ def _load_key(path) -> bytes:
         except ValueError as exc:
             raise ProofKeyRefused(str(exc)) from None
         except OSError as exc:
-            raise ProofKeyRefused(f"it cannot be read ({exc.strerror or exc})") \
-                from None
+            raise ProofKeyRefused(f"it cannot be read ({exc.strerror or exc})") from None
         if st is None:
             _create_key(path)
             # (read back what is there: ours, or the key of a process that won)
         else:
             if st.st_uid != os.geteuid():
-                raise ProofKeyRefused(f"it is owned by uid {st.st_uid}, not by this "
-                                      f"user (uid {os.geteuid()})")
+                raise ProofKeyRefused(
+                    f"it is owned by uid {st.st_uid}, not by this "
+                    f"user (uid {os.geteuid()})"
+                )
             if st.st_mode & _OTHERS_READ_WRITE:
-                raise ProofKeyRefused(f"it is readable or writable by others (mode "
-                                      f"{stat.S_IMODE(st.st_mode):o})")
+                raise ProofKeyRefused(
+                    f"it is readable or writable by others (mode "
+                    f"{stat.S_IMODE(st.st_mode):o})"
+                )
             text = raw.decode("ascii", "replace").strip()
             hexadecimal = all(c in "0123456789abcdefABCDEF" for c in text)
             if len(text) == 64 and hexadecimal:
                 return bytes.fromhex(text)
             # the beginning of a key, just written in place, and not yet finished?
-            being_written = hexadecimal and len(text) < 64 and \
-                not raw.endswith(b"\n") and time.time() - st.st_mtime < _KEY_WAIT
+            being_written = (
+                hexadecimal
+                and len(text) < 64
+                and not raw.endswith(b"\n")
+                and time.time() - st.st_mtime < _KEY_WAIT
+            )
             if not being_written or time.monotonic() >= deadline:
-                raise ProofKeyRefused("it does not hold a proof key (64 hexadecimal "
-                                      "digits)")
+                raise ProofKeyRefused(
+                    "it does not hold a proof key (64 hexadecimal digits)"
+                )
         if time.monotonic() >= deadline:
             raise ProofKeyRefused("it cannot be created")
         time.sleep(pause)  # (a key being written in place: read it again)
@@ -366,8 +399,14 @@ def _create_key(path):
             except FileExistsError:
                 pass
             except OSError as exc:
-                if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP,
-                                     errno.EMLINK, errno.EXDEV, errno.ENOSYS):
+                if exc.errno not in (
+                    errno.EPERM,
+                    errno.EOPNOTSUPP,
+                    errno.ENOTSUP,
+                    errno.EMLINK,
+                    errno.EXDEV,
+                    errno.ENOSYS,
+                ):
                     raise
                 _create_key_in_place(path, text)  # no hard links on this file system
         finally:
@@ -378,8 +417,15 @@ def _create_key(path):
 
 def _create_key_in_place(path, text):
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW |
-                     getattr(os, "O_CLOEXEC", 0), 0o600)
+        fd = os.open(
+            path,
+            os.O_WRONLY
+            | os.O_CREAT
+            | os.O_EXCL
+            | os.O_NOFOLLOW
+            | getattr(os, "O_CLOEXEC", 0),
+            0o600,
+        )
     except FileExistsError:
         return
     with os.fdopen(fd, "wb") as fh:
@@ -407,9 +453,16 @@ def code_digest() -> str:
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
     plans = root.joinpath("plans")
-    files = sorted([*plans.rglob("*.py"), *plans.rglob("*.pyx"), *plans.rglob("*.pxd"),
-                    *root.joinpath("trees").rglob("*.py"), root / "topology.py",
-                    root / "__init__.py"])
+    files = sorted(
+        [
+            *plans.rglob("*.py"),
+            *plans.rglob("*.pyx"),
+            *plans.rglob("*.pxd"),
+            *root.joinpath("trees").rglob("*.py"),
+            root / "topology.py",
+            root / "__init__.py",
+        ]
+    )
     for path in files:
         h.update(str(path.relative_to(root)).encode() + b"\0")
         h.update(path.read_bytes() + b"\0")
@@ -429,23 +482,42 @@ def plan_key(selection, topology) -> str:
     >>> len(a), a == b
     (64, False)
     """
-    return hashlib.sha256(_canonical({
-        "format": FORMAT, "code": code_digest(), "op": selection.op,
-        "family": selection.family, "options": _jsonable(selection.options),
-        "arithmetic": selection.arithmetic, "topology": _jsonable(topology.to_dict()),
-    })).hexdigest()
+    return hashlib.sha256(
+        _canonical(
+            {
+                "format": FORMAT,
+                "code": code_digest(),
+                "op": selection.op,
+                "family": selection.family,
+                "options": _jsonable(selection.options),
+                "arithmetic": selection.arithmetic,
+                "topology": _jsonable(topology.to_dict()),
+            }
+        )
+    ).hexdigest()
 
 
 def _digests(plan):
     """The plan's digest and its ranks' program digests: the plan digest covers the
     plan's header (layout, clusters, names) and every rank's program digest."""
     programs = plan.programs
-    ranks = program_digests(programs) if isinstance(programs, EncodedPrograms) else \
-        [program_digest(p) for p in programs]
-    header = {"op": plan.op, "size": plan.size, "root": plan.root,
-              "counts": list(plan.counts), "clusters": list(plan.clusters),
-              "level": plan.level, "itemsize": plan.itemsize, "family": plan.family,
-              "algorithm": plan.algorithm, "params": _jsonable(plan.params)}
+    ranks = (
+        program_digests(programs)
+        if isinstance(programs, EncodedPrograms)
+        else [program_digest(p) for p in programs]
+    )
+    header = {
+        "op": plan.op,
+        "size": plan.size,
+        "root": plan.root,
+        "counts": list(plan.counts),
+        "clusters": list(plan.clusters),
+        "level": plan.level,
+        "itemsize": plan.itemsize,
+        "family": plan.family,
+        "algorithm": plan.algorithm,
+        "params": _jsonable(plan.params),
+    }
     h = hashlib.sha256(_canonical(header))
     for d in ranks:
         h.update(d.encode())
@@ -490,10 +562,20 @@ def report_from_fields(fields) -> ProofReport:
     names = [f.name for f in dataclasses.fields(ProofReport)]
     if not isinstance(fields, dict) or sorted(fields) != sorted(names):
         raise ValueError("the report's fields are not a ProofReport's")
-    types = {"op": str, "messages": int, "bytes": int, "wide_area_messages": int,
-             "wide_area_bytes": int, "max_wide_area_hops": int, "single_latency": bool,
-             "no_repeated_data": bool, "repeated": list, "steps": int, "max_sends": int,
-             "arithmetic": str}
+    types = {
+        "op": str,
+        "messages": int,
+        "bytes": int,
+        "wide_area_messages": int,
+        "wide_area_bytes": int,
+        "max_wide_area_hops": int,
+        "single_latency": bool,
+        "no_repeated_data": bool,
+        "repeated": list,
+        "steps": int,
+        "max_sends": int,
+        "arithmetic": str,
+    }
     for name, kind in types.items():
         value = fields[name]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
@@ -501,15 +583,21 @@ def report_from_fields(fields) -> ProofReport:
     if fields["level"] is not None and not isinstance(fields["level"], str):
         raise ValueError("report field 'level' is not a string")
     repeated = fields["repeated"]
-    if not all(isinstance(r, list) and all(isinstance(x, int) and not isinstance(x, bool)
-                                           for x in r) for r in repeated):
+    if not all(
+        isinstance(r, list)
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in r)
+        for r in repeated
+    ):
         raise ValueError("report field 'repeated' is not a list of integer tuples")
     return ProofReport(**{**fields, "repeated": tuple(tuple(r) for r in repeated)})
 
 
 def _is_digest(value) -> bool:
-    return isinstance(value, str) and len(value) == 64 and \
-        all(c in "0123456789abcdef" for c in value)
+    return (
+        isinstance(value, str)
+        and len(value) == 64
+        and all(c in "0123456789abcdef" for c in value)
+    )
 
 
 def _path(directory, key) -> str:
@@ -527,8 +615,11 @@ class _Cache:
 
 
 def _default(directory):
-    return cache_dir() if directory is None else (None if directory is False
-                                                   else Path(directory))
+    return (
+        cache_dir()
+        if directory is None
+        else (None if directory is False else Path(directory))
+    )
 
 
 def _open_cache(directory, *, create) -> _Cache | None:
@@ -549,20 +640,23 @@ def _open_cache(directory, *, create) -> _Cache | None:
     except OSError as exc:
         if not create and isinstance(exc, (FileNotFoundError, NotADirectoryError)):
             return None  # (nothing cached yet)
-        _warn_once(f"the proof cache {path} cannot be created or used ({exc}); the "
-                   f"plans are proved here and their proofs not kept")
+        _warn_once(
+            f"the proof cache {path} cannot be created or used ({exc}); the "
+            f"plans are proved here and their proofs not kept"
+        )
         return None
     reason = None
     if not stat.S_ISDIR(st.st_mode):
         reason = f"it is {_kind(st.st_mode)}, not a directory"
     elif st.st_uid != os.geteuid():
-        reason = f"it is owned by uid {st.st_uid}, not by this user " \
-                 f"(uid {os.geteuid()})"
+        reason = f"it is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})"
     elif st.st_mode & _OTHERS_WRITE:
         reason = f"it is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
     if reason is not None:
-        _warn_once(f"the proof cache {path} is refused: {reason}; proofs are neither "
-                   f"read from it nor kept in it (the plans are proved here)")
+        _warn_once(
+            f"the proof cache {path} is refused: {reason}; proofs are neither "
+            f"read from it nor kept in it (the plans are proved here)"
+        )
         return None
     secret = proof_key()
     return None if secret is None else _Cache(path, secret)
@@ -626,9 +720,11 @@ def _lookup(cache, selection, topology, seen=None) -> Proof | None:
         if not isinstance(mac, str):
             raise ProofRecordUntrusted("it carries no authentication code")
         if not hmac.compare_digest(mac.encode(), _mac(cache.secret, data).encode()):
-            raise ProofRecordUntrusted("its authentication code was not made with this "
-                                       "user's proof key: written by another user, or "
-                                       "forged")
+            raise ProofRecordUntrusted(
+                "its authentication code was not made with this "
+                "user's proof key: written by another user, or "
+                "forged"
+            )
         if sorted(data) != sorted(f for f in _FIELDS if f != "mac"):
             raise ValueError("not a proof record")
         if data["format"] != FORMAT or data["key"] != key:
@@ -636,8 +732,11 @@ def _lookup(cache, selection, topology, seen=None) -> Proof | None:
         digest, ranks = data["plan"], data["ranks"]
         if not _is_digest(digest):
             raise ValueError("the plan digest is not a sha256 digest")
-        if not (isinstance(ranks, list) and len(ranks) == topology.size and
-                all(_is_digest(d) for d in ranks)):
+        if not (
+            isinstance(ranks, list)
+            and len(ranks) == topology.size
+            and all(_is_digest(d) for d in ranks)
+        ):
             raise ValueError("the rank digests are not one sha256 digest per rank")
         report = report_from_fields(data["report"])
         if report_digest(report) != data["report_digest"]:
@@ -645,9 +744,12 @@ def _lookup(cache, selection, topology, seen=None) -> Proof | None:
         if report.op != selection.op:
             raise ValueError("the report is of another operation")
     except ProofRecordUntrusted as exc:  # every such record alike: said once
-        _warn_once(f"proof cache files in {cache.path} are not trusted ({exc}); "
-                   f"they are ignored, and their plans proved again (said once per "
-                   f"process)", stacklevel=4)
+        _warn_once(
+            f"proof cache files in {cache.path} are not trusted ({exc}); "
+            f"they are ignored, and their plans proved again (said once per "
+            f"process)",
+            stacklevel=4,
+        )
         return None
     except (ValueError, UnicodeDecodeError, TypeError, RecursionError) as exc:
         ignore(f"proof cache file {path} is not a valid proof ({exc}); ignored")
@@ -669,9 +771,17 @@ def _store(cache, selection, topology, plan) -> Proof:
     proof = Proof(key, digest, report, cached=False, plan=plan, rank_digests=ranks)
     if cache is None:
         return proof
-    record = signed_record(cache.secret, {
-        "format": FORMAT, "key": key, "plan": proof.plan_digest, "ranks": list(ranks),
-        "report": _report_fields(report), "report_digest": report_digest(report)})
+    record = signed_record(
+        cache.secret,
+        {
+            "format": FORMAT,
+            "key": key,
+            "plan": proof.plan_digest,
+            "ranks": list(ranks),
+            "report": _report_fields(report),
+            "report_digest": report_digest(report),
+        },
+    )
     try:
         fd, tmp = tempfile.mkstemp(prefix=".proof-", suffix=".tmp", dir=cache.path)
         try:
@@ -682,8 +792,12 @@ def _store(cache, selection, topology, plan) -> Proof:
             os.unlink(tmp)
             raise
     except OSError as exc:
-        warnings.warn(f"the proof cache {cache.path} cannot be written ({exc}); the "
-                      f"proof is not kept", ProofCacheWarning, stacklevel=3)
+        warnings.warn(
+            f"the proof cache {cache.path} cannot be written ({exc}); the "
+            f"proof is not kept",
+            ProofCacheWarning,
+            stacklevel=3,
+        )
     return proof
 
 
@@ -705,8 +819,9 @@ def prove(selection, topology, *, directory=None) -> Proof:
 def _whole(selection, topology):
     """The whole plan ``selection`` builds on ``topology``, marked with its
     arithmetic (unproved)."""
-    return selection.with_arithmetic(build(selection.op, topology, selection.family,
-                                           **dict(selection.options)))
+    return selection.with_arithmetic(
+        build(selection.op, topology, selection.family, **dict(selection.options))
+    )
 
 
 @contextlib.contextmanager
@@ -752,8 +867,10 @@ def _claimed(selection, topology, directory):
         found = _lookup(cache, selection, topology, seen)
         if found is None:
             found, claim = await_proof(
-                cache.path, plan_key(selection, topology),
-                lambda: _lookup(cache, selection, topology, seen))
+                cache.path,
+                plan_key(selection, topology),
+                lambda: _lookup(cache, selection, topology, seen),
+            )
     try:
         yield cache, found
     finally:
@@ -783,8 +900,11 @@ def build_proved(selection, topology, *, directory=None):
         plan.adopt_proof(found.report)
         return plan
     if found is not None:
-        warnings.warn(f"the proof cached for this {selection.op} plan is of another "
-                      f"plan (digest mismatch); proving it again", ProofCacheWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"the proof cached for this {selection.op} plan is of another "
+            f"plan (digest mismatch); proving it again",
+            ProofCacheWarning,
+            stacklevel=2,
+        )
     _store(cache, selection, topology, plan)
     return plan

@@ -44,19 +44,29 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from wacoll.errors import PlanError
+from wacoll.errors import BlockProofIncomplete, PlanError, UnevenPiece
 from wacoll.plans import operations as ops
 from wacoll.plans.prover.encode import encode
 from wacoll.plans.prover.flow import analyse
 from wacoll.plans.prover.layout import Layout
 from wacoll.plans.prover.pairing import pair
 from wacoll.plans.prover.pieces import split
-from wacoll.plans.prover.results import (Verdicts, final_out, first_failing,
-                                         max_hops, measures, verify)
+from wacoll.plans.prover.results import (
+    Verdicts,
+    final_out,
+    first_failing,
+    max_hops,
+    measures,
+    verify,
+)
 from wacoll.plans.prover.run import Run
-from wacoll.errors import BlockProofIncomplete, UnevenPiece
-from wacoll.plans.prover.values import (BlockReductions, Hops, Knowledge, Reductions,
-                                        Repeats)
+from wacoll.plans.prover.values import (
+    BlockReductions,
+    Hops,
+    Knowledge,
+    Reductions,
+    Repeats,
+)
 
 __all__ = ["ProofReport", "prove_plan", "Expressions", "canonical_expression"]
 
@@ -120,12 +130,15 @@ class ProofReport:
     def as_dict(self) -> dict:
         """The metrics as a plain dictionary (for tables and JSON)."""
         return {
-            "messages": self.messages, "bytes": self.bytes,
+            "messages": self.messages,
+            "bytes": self.bytes,
             "wide_area_messages": self.wide_area_messages,
             "wide_area_bytes": self.wide_area_bytes,
             "max_wide_area_hops": self.max_wide_area_hops,
-            "wide_area_optimal": self.wide_area_optimal, "optimality": self.optimality,
-            "steps": self.steps, "max_sends": self.max_sends,
+            "wide_area_optimal": self.wide_area_optimal,
+            "optimality": self.optimality,
+            "steps": self.steps,
+            "max_sends": self.max_sends,
             "arithmetic": self.arithmetic,
         }
 
@@ -180,8 +193,9 @@ class Expressions:
             self.mask.append(self.mask[a] | self.mask[b])
             self.lo.append(min(self.lo[a], self.lo[b]))
             self.hi.append(max(self.hi[a], self.hi[b]))
-            self.ordered.append(self.ordered[a] and self.ordered[b]
-                                and self.hi[a] + 1 == self.lo[b])
+            self.ordered.append(
+                self.ordered[a] and self.ordered[b] and self.hi[a] + 1 == self.lo[b]
+            )
         return e
 
     def subexpressions(self, e, into):
@@ -225,10 +239,13 @@ def _layout_fault(plan):
     """The error of a plan with the wrong number of blocks for its operation, or None."""
     s = ops.spec(plan.op)
     nb = plan.nblocks
-    want = {"none": 0, "per_rank": plan.size, "pairs": plan.size * plan.size}.get(s.layout)
+    want = {"none": 0, "per_rank": plan.size, "pairs": plan.size * plan.size}.get(
+        s.layout
+    )
     if want is not None and nb != want:
-        return PlanError(f"{plan.op} on {plan.size} ranks has {want} blocks; "
-                         f"the plan has {nb}")
+        return PlanError(
+            f"{plan.op} on {plan.size} ranks has {want} blocks; the plan has {nb}"
+        )
     if s.layout == "segments" and nb < 1:
         return PlanError(f"{plan.op} needs at least one segment block")
     return None
@@ -289,8 +306,9 @@ def prove_plan(plan, *, block_pass=True) -> ProofReport:
         return _prove(plan, split(steps, layout, blocks=True), *args)
 
 
-def _prove(plan, steps, layout, pairing, kind, level, clusters, cluster_ids, *,
-           by_blocks=False):
+def _prove(
+    plan, steps, layout, pairing, kind, level, clusters, cluster_ids, *, by_blocks=False
+):
     """The run and the report of :func:`prove_plan`, on ``steps`` cut into pieces
     (``by_blocks``: a reduction's values kept per block by the compiled pass of
     :class:`~wacoll.plans.prover.values.BlockReductions`, which raises
@@ -304,8 +322,9 @@ def _prove(plan, steps, layout, pairing, kind, level, clusters, cluster_ids, *,
             expecting = flow.layout.expected_count() > 0
             forms = {flow.layout.form(r) for r in np.flatnonzero(expecting).tolist()}
         canonical, parts = _canonical(exprs, forms)
-        values = (BlockReductions if by_blocks else Reductions)(steps, flow, exprs,
-                                                                 level, parts)
+        values = (BlockReductions if by_blocks else Reductions)(
+            steps, flow, exprs, level, parts
+        )
         verdicts = Verdicts(exprs, level, canonical)
     elif kind == "barrier":
         values = Knowledge(plan.size)
@@ -313,13 +332,23 @@ def _prove(plan, steps, layout, pairing, kind, level, clusters, cluster_ids, *,
         values = Hops(steps, flow)
     repeats = None
     if kind != "barrier":
-        repeats = Repeats(steps, pairing, flow.layout, clusters, cluster_ids,
-                          kind == "reduction")
+        repeats = Repeats(
+            steps, pairing, flow.layout, clusters, cluster_ids, kind == "reduction"
+        )
     Run(plan, steps, pairing, flow, clusters, values, repeats).run()
     final = None if kind == "barrier" else final_out(plan, steps, flow)
     if by_blocks:
-        if first_failing(plan, steps, flow, SimpleNamespace(expr=values.val),
-                         verdicts, values.final(final)) is not None:
+        if (
+            first_failing(
+                plan,
+                steps,
+                flow,
+                SimpleNamespace(expr=values.val),
+                verdicts,
+                values.final(final),
+            )
+            is not None
+        ):
             raise BlockProofIncomplete(None)
         hops = int(values.hops[final[3]].max()) if len(final[3]) else 0
     else:
@@ -327,8 +356,12 @@ def _prove(plan, steps, layout, pairing, kind, level, clusters, cluster_ids, *,
         hops = max_hops(plan, steps, flow, values, final=final)
     found = repeats.items if repeats is not None else []
     return ProofReport(
-        op=plan.op, level=plan.level, **measures(plan, steps, pairing, clusters),
-        max_wide_area_hops=hops, single_latency=hops <= 1,
+        op=plan.op,
+        level=plan.level,
+        **measures(plan, steps, pairing, clusters),
+        max_wide_area_hops=hops,
+        single_latency=hops <= 1,
         no_repeated_data=not (repeats is not None and repeats.any),
-        repeated=tuple(found), arithmetic=plan.arithmetic,
+        repeated=tuple(found),
+        arithmetic=plan.arithmetic,
     )

@@ -46,8 +46,11 @@ __all__ = ["rank_plan", "rank_program", "plan_for_rank", "lower_for_rank"]
 
 
 def _validate_rank(rank, topology):
-    if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or not (
-            0 <= rank < topology.size):
+    if (
+        isinstance(rank, bool)
+        or not isinstance(rank, numbers.Integral)
+        or not (0 <= rank < topology.size)
+    ):
         raise PlanError(f"rank {rank!r} is not a rank of 0..{topology.size - 1}")
     return int(rank)
 
@@ -90,16 +93,21 @@ def rank_plan(selection, topology, rank) -> RankPlan:
     with focus(rank):
         part = build(selection.op, topology, selection.family, **dict(selection.options))
     if not isinstance(part, RankPlan):  # a builder that bypassed PlanBuilder
-        raise PlanError(f"the {selection.family} family's {selection.op} builder does "
-                        f"not build through a PlanBuilder; it cannot derive one rank")
+        raise PlanError(
+            f"the {selection.family} family's {selection.op} builder does "
+            f"not build through a PlanBuilder; it cannot derive one rank"
+        )
     from wacoll.plans.proofs import build_proved
 
-    return dataclasses.replace(selection.with_arithmetic(part),
-                               source=functools.partial(build_proved, selection, topology))
+    return dataclasses.replace(
+        selection.with_arithmetic(part),
+        source=functools.partial(build_proved, selection, topology),
+    )
 
 
-def rank_program(selection, topology, rank, in_offsets=None, out_offsets=None, *,
-                 proof=None):
+def rank_program(
+    selection, topology, rank, in_offsets=None, out_offsets=None, *, proof=None
+):
     """Rank ``rank``'s lowered program of the plan ``selection`` builds, and its header.
 
     Equal to ``lower(selection.build(topology), rank, in_offsets, out_offsets)``, in
@@ -182,9 +190,12 @@ def plan_for_rank(selection, topology, rank, *, directory=None):
             part = rank_plan(selection, topology, rank)
             if proofs.program_digest(part.program) == proof.rank_digests[rank]:
                 return part
-            warnings.warn(f"rank {rank}'s program derived alone is not the one the "
-                          f"cached proof covers; proving the whole {selection.op} plan",
-                          ProofCacheWarning, stacklevel=2)
+            warnings.warn(
+                f"rank {rank}'s program derived alone is not the one the "
+                f"cached proof covers; proving the whole {selection.op} plan",
+                ProofCacheWarning,
+                stacklevel=2,
+            )
         plan = selection.build(topology)
         proofs.store(selection, topology, plan, directory=where)
         return plan
@@ -208,7 +219,8 @@ def lower_for_rank(plan, rank, in_offsets=None, out_offsets=None):
     """
     if isinstance(plan, RankPlan):
         if plan.rank != rank:
-            raise PlanError(f"this part of the plan is rank {plan.rank}'s, not rank "
-                            f"{rank}'s")
+            raise PlanError(
+                f"this part of the plan is rank {plan.rank}'s, not rank {rank}'s"
+            )
         return lower_steps(plan, rank, plan.program, in_offsets, out_offsets)
     return lower(plan, rank, in_offsets, out_offsets)

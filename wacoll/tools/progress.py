@@ -86,8 +86,15 @@ class Progress:
         Show the lines; default :func:`enabled`.
     """
 
-    def __init__(self, what: str, total: int | None = None, *, stream=None,
-                 enabled: bool | None = None, clock=time.monotonic):
+    def __init__(
+        self,
+        what: str,
+        total: int | None = None,
+        *,
+        stream=None,
+        enabled: bool | None = None,
+        clock=time.monotonic,
+    ):
         self.what = what
         self.total = total
         self.count = 0
@@ -112,8 +119,10 @@ class Progress:
         if not self.enabled:
             return
         counter = f"{self.count}/{self.total}" if self.total else str(self.count)
-        self._print(f"[{self.what} {counter} {format_elapsed(self.elapsed())}]"
-                    + (f" {detail}" if detail else ""))
+        self._print(
+            f"[{self.what} {counter} {format_elapsed(self.elapsed())}]"
+            + (f" {detail}" if detail else "")
+        )
 
     def note(self, text: str) -> None:
         """A line without counting a step: ``[what m:ss] text``."""
@@ -121,8 +130,9 @@ class Progress:
             self._print(f"[{self.what} {format_elapsed(self.elapsed())}] {text}")
 
     @contextmanager
-    def heartbeat(self, text: str = "running", *, every: float = 30.0,
-                  limit: float | None = None):
+    def heartbeat(
+        self, text: str = "running", *, every: float = 30.0, limit: float | None = None
+    ):
         """While the block runs, a line every ``every`` seconds: ``[what m:ss] running,
         time limit m:ss``. Nothing when disabled."""
         if not self.enabled:

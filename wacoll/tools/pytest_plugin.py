@@ -42,21 +42,36 @@ import pytest
 __all__ = ["pytest_addoption", "pytest_configure", "wacoll_topology", "wacoll_comm"]
 
 _LEVELS = ("strict", "associative", "commutative")
-_MARKER = "wacoll(clusters=None, family=None, level=None, **options): the layout, plan " \
-          "family, reduction level and family options of the wacoll_comm fixture"
+_MARKER = (
+    "wacoll(clusters=None, family=None, level=None, **options): the layout, plan "
+    "family, reduction level and family options of the wacoll_comm fixture"
+)
 
 
 def pytest_addoption(parser):
     group = parser.getgroup("wacoll", "wacoll: collectives on chosen cluster layouts")
-    group.addoption("--wacoll-clusters", metavar="LABELS", default=None,
-                    help="cluster label per rank for the wacoll_comm fixture, e.g. "
-                         "0,0,1,1 (or host=label pairs); default: discovered")
-    group.addoption("--wacoll-family", metavar="FAMILY", default=None,
-                    help="plan family of wacoll_comm (magpie, mpich, tree, gridmpi, "
-                         "combining, scripts); default: wacoll's choice per call")
-    group.addoption("--wacoll-level", metavar="LEVEL", default=None, choices=_LEVELS,
-                    help="reduction level of wacoll_comm (strict, associative, "
-                         "commutative); default: wacoll's (MPI's own promise)")
+    group.addoption(
+        "--wacoll-clusters",
+        metavar="LABELS",
+        default=None,
+        help="cluster label per rank for the wacoll_comm fixture, e.g. "
+        "0,0,1,1 (or host=label pairs); default: discovered",
+    )
+    group.addoption(
+        "--wacoll-family",
+        metavar="FAMILY",
+        default=None,
+        help="plan family of wacoll_comm (magpie, mpich, tree, gridmpi, "
+        "combining, scripts); default: wacoll's choice per call",
+    )
+    group.addoption(
+        "--wacoll-level",
+        metavar="LEVEL",
+        default=None,
+        choices=_LEVELS,
+        help="reduction level of wacoll_comm (strict, associative, "
+        "commutative); default: wacoll's (MPI's own promise)",
+    )
 
 
 def pytest_configure(config):
@@ -65,22 +80,27 @@ def pytest_configure(config):
     # harmless, but users' own test runs would show the warning on every rank
     config.addinivalue_line(
         "filterwarnings",
-        "ignore:Module already imported so cannot be rewritten. _wacoll_editable_loader")
+        "ignore:Module already imported so cannot be rewritten. _wacoll_editable_loader",
+    )
 
 
 def _settings(request) -> dict:
     """Clusters, family, level and options: the options, overridden by a marker."""
     config = request.config
-    settings = {"clusters": config.getoption("--wacoll-clusters"),
-                "family": config.getoption("--wacoll-family"),
-                "level": config.getoption("--wacoll-level")}
+    settings = {
+        "clusters": config.getoption("--wacoll-clusters"),
+        "family": config.getoption("--wacoll-family"),
+        "level": config.getoption("--wacoll-level"),
+    }
     marker = request.node.get_closest_marker("wacoll")
     options = {}
     settings["source"] = "--wacoll-clusters"
     if marker is not None:
         if marker.args:
-            raise pytest.UsageError("@pytest.mark.wacoll takes keywords only, e.g. "
-                                    "@pytest.mark.wacoll(clusters='0,0,1,1')")
+            raise pytest.UsageError(
+                "@pytest.mark.wacoll takes keywords only, e.g. "
+                "@pytest.mark.wacoll(clusters='0,0,1,1')"
+            )
         for key, value in marker.kwargs.items():
             if key == "clusters":
                 settings["clusters"], settings["source"] = value, "the wacoll marker"
@@ -89,8 +109,9 @@ def _settings(request) -> dict:
             else:
                 options[key] = value
     if settings["level"] is not None and settings["level"] not in _LEVELS:
-        raise pytest.UsageError(f"wacoll level must be one of {', '.join(_LEVELS)}; "
-                                f"got {settings['level']!r}")
+        raise pytest.UsageError(
+            f"wacoll level must be one of {', '.join(_LEVELS)}; got {settings['level']!r}"
+        )
     settings["options"] = options
     return settings
 
@@ -114,8 +135,10 @@ def _topology(clusters, source):
     clusters = str(clusters)
     labels = [x for x in clusters.split(",") if x.strip()]
     if not any("=" in x for x in labels) and len(labels) != world.Get_size():
-        why = (f"{source} gives {len(labels)} cluster labels ({clusters}); this run has "
-               f"{world.Get_size()} ranks")
+        why = (
+            f"{source} gives {len(labels)} cluster labels ({clusters}); this run has "
+            f"{world.Get_size()} ranks"
+        )
         if source == "the wacoll marker":
             pytest.skip(why)
         pytest.fail(why, pytrace=False)

@@ -17,8 +17,16 @@ from __future__ import annotations
 
 from wacoll.trees.basic import children, tree_root
 
-__all__ = ["tree_positions", "draw_tree", "draw_plan", "draw_timeline", "draw_trace",
-           "time_unit", "call_title", "hops"]
+__all__ = [
+    "tree_positions",
+    "draw_tree",
+    "draw_plan",
+    "draw_timeline",
+    "draw_trace",
+    "time_unit",
+    "call_title",
+    "hops",
+]
 
 
 def tree_positions(tree) -> dict:
@@ -51,8 +59,9 @@ def _cluster_color(c):
     return plt.get_cmap("tab10")(min(max(c, 0), 9) / 9)
 
 
-def draw_tree(tree, ax=None, costs=None, clusters=None, title=None, *, names=None,
-              legend=True):
+def draw_tree(
+    tree, ax=None, costs=None, clusters=None, title=None, *, names=None, legend=True
+):
     """Draw ``tree`` top-down; edge labels give the send order, colours the clusters.
 
     Parameters
@@ -89,16 +98,27 @@ def draw_tree(tree, ax=None, costs=None, clusters=None, title=None, *, names=Non
     pos = tree_positions(tree)
     colors = {}
     if clusters is not None:
-        colors = dict(node_color=[clusters[v] for v in tree.nodes], cmap="tab10", vmin=0,
-                      vmax=9)
+        colors = dict(
+            node_color=[clusters[v] for v in tree.nodes], cmap="tab10", vmin=0, vmax=9
+        )
     nx.draw_networkx(tree, pos, ax=ax, node_size=380, font_size=8, arrows=True, **colors)
-    nx.draw_networkx_edge_labels(tree, pos, ax=ax, font_size=7,
-                                 edge_labels={(u, v): d["order"]
-                                              for u, v, d in tree.edges(data=True)})
+    nx.draw_networkx_edge_labels(
+        tree,
+        pos,
+        ax=ax,
+        font_size=7,
+        edge_labels={(u, v): d["order"] for u, v, d in tree.edges(data=True)},
+    )
     if costs is not None:
         for v, (x, y) in pos.items():
-            ax.annotate(f"{costs[v]:g}", (x, y), xytext=(0, -19),
-                        textcoords="offset points", ha="center", fontsize=7)
+            ax.annotate(
+                f"{costs[v]:g}",
+                (x, y),
+                xytext=(0, -19),
+                textcoords="offset points",
+                ha="center",
+                fontsize=7,
+            )
     ax.set_title(title or tree.graph.get("name", "tree"))
     ax.axis("off")
     if legend:
@@ -106,15 +126,46 @@ def draw_tree(tree, ax=None, costs=None, clusters=None, title=None, *, names=Non
         if clusters is not None:
             for c in sorted({clusters[v] for v in tree.nodes}):
                 label = (names or {}).get(c, f"cluster {c}")
-                handles.append(Line2D([], [], ls="none", marker="o", markersize=8,
-                                      color=_cluster_color(c), label=label))
-        handles.append(Line2D([], [], ls="none", marker="$0$", color="k",
-                              label="edge number: the send order (0 first)"))
+                handles.append(
+                    Line2D(
+                        [],
+                        [],
+                        ls="none",
+                        marker="o",
+                        markersize=8,
+                        color=_cluster_color(c),
+                        label=label,
+                    )
+                )
+        handles.append(
+            Line2D(
+                [],
+                [],
+                ls="none",
+                marker="$0$",
+                color="k",
+                label="edge number: the send order (0 first)",
+            )
+        )
         if costs is not None:
-            handles.append(Line2D([], [], ls="none", marker="$1$", color="k",
-                                  label="number under a node: its t_ini"))
-        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.02),
-                  fontsize="x-small", frameon=False, ncol=2 if len(handles) > 3 else 1)
+            handles.append(
+                Line2D(
+                    [],
+                    [],
+                    ls="none",
+                    marker="$1$",
+                    color="k",
+                    label="number under a node: its t_ini",
+                )
+            )
+        ax.legend(
+            handles=handles,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.02),
+            fontsize="x-small",
+            frameon=False,
+            ncol=2 if len(handles) > 3 else 1,
+        )
     return ax
 
 
@@ -148,7 +199,7 @@ def draw_plan(plan, ax=None, title=None, *, legend=True):
     for r, c in enumerate(plan.clusters):
         members.setdefault(c, []).append(r)
     pos = {}
-    for i, (c, ranks) in enumerate(sorted(members.items())):
+    for i, (_cluster, ranks) in enumerate(sorted(members.items())):
         for j, r in enumerate(ranks):
             pos[r] = (i, -j)
     simple = nx.DiGraph()
@@ -158,28 +209,62 @@ def draw_plan(plan, ax=None, title=None, *, legend=True):
         simple.add_edge(u, v)
         if d["wide_area"]:
             wan.add((u, v))
-    nx.draw_networkx_nodes(simple, pos, ax=ax, node_size=300, cmap="tab10", vmin=0,
-                           vmax=9, node_color=[plan.clusters[r] for r in simple.nodes])
+    nx.draw_networkx_nodes(
+        simple,
+        pos,
+        ax=ax,
+        node_size=300,
+        cmap="tab10",
+        vmin=0,
+        vmax=9,
+        node_color=[plan.clusters[r] for r in simple.nodes],
+    )
     nx.draw_networkx_labels(simple, pos, ax=ax, font_size=8)
     local = [e for e in simple.edges if e not in wan]
-    nx.draw_networkx_edges(simple, pos, ax=ax, edgelist=local, arrows=True,
-                           connectionstyle="arc3,rad=0.2")
-    nx.draw_networkx_edges(simple, pos, ax=ax, edgelist=sorted(wan), style="dashed",
-                           edge_color="tab:red", arrows=True, connectionstyle="arc3,rad=0.1")
+    nx.draw_networkx_edges(
+        simple, pos, ax=ax, edgelist=local, arrows=True, connectionstyle="arc3,rad=0.2"
+    )
+    nx.draw_networkx_edges(
+        simple,
+        pos,
+        ax=ax,
+        edgelist=sorted(wan),
+        style="dashed",
+        edge_color="tab:red",
+        arrows=True,
+        connectionstyle="arc3,rad=0.1",
+    )
     ax.set_title(title or f"{plan.op}: {plan.family}/{plan.algorithm}")
     ax.axis("off")
     if legend:
-        handles = [Line2D([], [], ls="none", marker="o", markersize=8,
-                          color=_cluster_color(c), label=f"cluster {c}")
-                   for c in sorted(members)]
+        handles = [
+            Line2D(
+                [],
+                [],
+                ls="none",
+                marker="o",
+                markersize=8,
+                color=_cluster_color(c),
+                label=f"cluster {c}",
+            )
+            for c in sorted(members)
+        ]
         if local:
             handles.append(Line2D([], [], color="k", label="message in a cluster"))
         if wan:
-            handles.append(Line2D([], [], color="tab:red", ls="--",
-                                  label="message across the wide area"))
-        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.01),
-                  fontsize="x-small", frameon=False,
-                  ncol=min(len(handles), 3))
+            handles.append(
+                Line2D(
+                    [], [], color="tab:red", ls="--", label="message across the wide area"
+                )
+            )
+        ax.legend(
+            handles=handles,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.01),
+            fontsize="x-small",
+            frameon=False,
+            ncol=min(len(handles), 3),
+        )
     return ax
 
 
@@ -215,8 +300,13 @@ def _legend_outside(ax, handles=None):
     if legend is not None:
         legend.remove()
     if handles:
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                  fontsize="small", frameon=False)
+        ax.legend(
+            handles=handles,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            fontsize="small",
+            frameon=False,
+        )
 
 
 def draw_timeline(result, ax=None, *, title=None, unit=None):
@@ -263,9 +353,12 @@ def draw_timeline(result, ax=None, *, title=None, unit=None):
     ax.set_xlabel(f"time ({unit})")
     _integer_ranks(ax, result.plan.size)
     _legend_outside(ax)
-    ax.set_title(title or f"{call_title(result.plan)}: "
-                          f"{result.completion * factor:.4g} {unit} predicted",
-                 fontsize="medium")
+    ax.set_title(
+        title
+        or f"{call_title(result.plan)}: "
+        f"{result.completion * factor:.4g} {unit} predicted",
+        fontsize="medium",
+    )
     return ax
 
 
@@ -360,8 +453,10 @@ def draw_trace(trace, ax=None, *, title=None, clusters=None, call=None):
 
     if not isinstance(trace, dict):
         trace = json.loads(Path(trace).read_text())
-    events = sorted((e for e in trace["traceEvents"] if e.get("ph") == "X"),
-                    key=lambda e: (e["ts"], e["tid"]))
+    events = sorted(
+        (e for e in trace["traceEvents"] if e.get("ph") == "X"),
+        key=lambda e: (e["ts"], e["tid"]),
+    )
     if call is not None:
         events = _one_call(events, call)
     size = 1 + max((e["tid"] for e in events), default=0)
@@ -370,38 +465,65 @@ def draw_trace(trace, ax=None, *, title=None, clusters=None, call=None):
     zero = min((e["ts"] for e in events), default=0.0)
     end = max((e["ts"] + e["dur"] for e in events), default=1.0)
     shortest = (end - zero) / 1e3 * 0.004
-    kinds = {"send": ("tab:blue", "sending"), "recv": ("tab:green", "receiving"),
-             "recv_combine": ("tab:orange", "receiving and combining"),
-             "local": ("gold", "copying / combining"),
-             "planning": ("#d9c8ec", "reading arguments, planning"),
-             "execute": ("#e3e3e3", "executing the plan (waiting for messages)")}
+    kinds = {
+        "send": ("tab:blue", "sending"),
+        "recv": ("tab:green", "receiving"),
+        "recv_combine": ("tab:orange", "receiving and combining"),
+        "local": ("gold", "copying / combining"),
+        "planning": ("#d9c8ec", "reading arguments, planning"),
+        "execute": ("#e3e3e3", "executing the plan (waiting for messages)"),
+    }
     drawn, ticked = set(), False
     sends, recvs = {}, {}
     for e in events:
         start, width = (e["ts"] - zero) / 1e3, e["dur"] / 1e3
         cat = e.get("cat")
         if cat == "operation":
-            ax.barh(e["tid"], width, left=start, height=0.9, fill=False,
-                    edgecolor="0.3", linewidth=0.8)
+            ax.barh(
+                e["tid"],
+                width,
+                left=start,
+                height=0.9,
+                fill=False,
+                edgecolor="0.3",
+                linewidth=0.8,
+            )
             drawn.add("operation")
             continue
         if cat == "phase":
             kind = "execute" if e["name"] == "execute" else "planning"
-            ax.barh(e["tid"], width, left=start, height=0.7, color=kinds[kind][0],
-                    edgecolor="none")
+            ax.barh(
+                e["tid"],
+                width,
+                left=start,
+                height=0.7,
+                color=kinds[kind][0],
+                edgecolor="none",
+            )
             drawn.add(kind)
             continue
         word = e["name"].split()[0]
-        kind = {"send": "send", "recv": "recv", "recv-combine": "recv_combine",
-                "recv_combine": "recv_combine"}.get(word, "local")
+        kind = {
+            "send": "send",
+            "recv": "recv",
+            "recv-combine": "recv_combine",
+            "recv_combine": "recv_combine",
+        }.get(word, "local")
         peer = (e.get("args") or {}).get("peer")
         if kind == "send" and peer is not None:
             sends.setdefault((e["tid"], peer), []).append(start)
         elif kind in ("recv", "recv_combine") and peer is not None:
             recvs.setdefault((peer, e["tid"]), []).append(start + width)
         if width < shortest:
-            ax.plot([start], [e["tid"]], ls="none", marker="|", markersize=10,
-                    markeredgewidth=1.8, color=kinds[kind][0])
+            ax.plot(
+                [start],
+                [e["tid"]],
+                ls="none",
+                marker="|",
+                markersize=10,
+                markeredgewidth=1.8,
+                color=kinds[kind][0],
+            )
             ticked = True
         else:
             ax.barh(e["tid"], width, left=start, height=0.45, color=kinds[kind][0])
@@ -413,27 +535,39 @@ def draw_trace(trace, ax=None, *, title=None, clusters=None, call=None):
             (wide if crosses else local).append(((t0, src), (t1, dst)))
     for group, color in ((local, "0.45"), (wide, "tab:red")):
         if group:
-            ax.add_collection(LineCollection(group, colors=color, linewidths=0.8,
-                                             alpha=0.7))
+            ax.add_collection(
+                LineCollection(group, colors=color, linewidths=0.8, alpha=0.7)
+            )
     ax.set_xlabel("time (ms)")
     ax.set_ylabel("rank")
     _integer_ranks(ax, size)
     if clusters is not None:
         ax.set_yticks(range(size))
         ax.set_yticklabels([f"{r} (cluster {clusters[r]})" for r in range(size)])
-    handles = [Patch(color=c, label=label) for k, (c, label) in kinds.items()
-               if k in drawn]
+    handles = [
+        Patch(color=c, label=label) for k, (c, label) in kinds.items() if k in drawn
+    ]
     if "operation" in drawn:
         handles.append(Patch(fill=False, edgecolor="0.3", label="a collective call"))
     if ticked:
-        handles.append(Line2D([], [], ls="none", marker="|", markersize=10,
-                              markeredgewidth=1.8, color="0.3",
-                              label="a step too short to draw at this scale (tick)"))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                ls="none",
+                marker="|",
+                markersize=10,
+                markeredgewidth=1.8,
+                color="0.3",
+                label="a step too short to draw at this scale (tick)",
+            )
+        )
     if local:
         handles.append(Line2D([], [], color="0.45", label="message (send to received)"))
     if wide:
-        handles.append(Line2D([], [], color="tab:red",
-                              label="message, wide area (send to received)"))
+        handles.append(
+            Line2D([], [], color="tab:red", label="message, wide area (send to received)")
+        )
     _legend_outside(ax, handles)
     ax.set_title(title or "traced run", fontsize="medium")
     ax.set_xlim(left=0, right=(end - zero) / 1e3 * 1.02 or 1)

@@ -43,8 +43,11 @@ def validate_tree_args(n, root):
     """Validate ``n`` and ``root``; return them as Python ints (numpy ints welcome)."""
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
         raise PlanError(f"a tree needs at least one rank, got n={n!r}")
-    if isinstance(root, bool) or not isinstance(root, numbers.Integral) or not (
-            0 <= root < n):
+    if (
+        isinstance(root, bool)
+        or not isinstance(root, numbers.Integral)
+        or not (0 <= root < n)
+    ):
         raise PlanError(f"root {root!r} is not a rank of 0..{n - 1}")
     return int(n), int(root)
 
@@ -68,7 +71,9 @@ def from_parents(children_of, n, root, name):
 
 def _relabel(vchildren, n, root, name):
     """Build from children lists over virtual ranks (root at 0), rotated by ``root``."""
-    real = {(v + root) % n: [(c + root) % n for c in kids] for v, kids in vchildren.items()}
+    real = {
+        (v + root) % n: [(c + root) % n for c in kids] for v, kids in vchildren.items()
+    }
     return from_parents(real, n, root, name)
 
 
@@ -105,8 +110,12 @@ def binary(n: int, root: int = 0) -> nx.DiGraph:
     [3, 4]
     """
     n, root = validate_tree_args(n, root)
-    return _relabel({v: [c for c in (2 * v + 1, 2 * v + 2) if c < n] for v in range(n)},
-                    n, root, "binary")
+    return _relabel(
+        {v: [c for c in (2 * v + 1, 2 * v + 2) if c < n] for v in range(n)},
+        n,
+        root,
+        "binary",
+    )
 
 
 def knomial(n: int, k: int, root: int = 0) -> nx.DiGraph:
@@ -223,8 +232,13 @@ def reduce_order(tree: nx.DiGraph) -> nx.DiGraph:
 
 def children(tree: nx.DiGraph, node: int) -> list:
     """The children of ``node`` in send order."""
-    return [c for c, _ in sorted(((c, d["order"]) for c, d in tree.succ[node].items()),
-                                 key=lambda item: item[1])]
+    return [
+        c
+        for c, _ in sorted(
+            ((c, d["order"]) for c, d in tree.succ[node].items()),
+            key=lambda item: item[1],
+        )
+    ]
 
 
 def parent(tree: nx.DiGraph, node: int):
@@ -241,8 +255,9 @@ def tree_root(tree: nx.DiGraph) -> int:
     return roots[0]
 
 
-def validate_tree(tree: nx.DiGraph, n: int | None = None, root: int | None = None,
-                  members=None) -> int:
+def validate_tree(
+    tree: nx.DiGraph, n: int | None = None, root: int | None = None, members=None
+) -> int:
     """Check the tree convention and return the root.
 
     A valid tree is an arborescence over the expected ranks whose edges each carry a
@@ -261,14 +276,23 @@ def validate_tree(tree: nx.DiGraph, n: int | None = None, root: int | None = Non
     if not isinstance(tree, nx.DiGraph):
         raise PlanError("a tree must be a networkx.DiGraph")
     nodes = set(tree.nodes)
-    expected = set(range(n)) if members is None and n is not None else (
-        set(members) if members is not None else None)
+    expected = (
+        set(range(n))
+        if members is None and n is not None
+        else (set(members) if members is not None else None)
+    )
     if expected is not None and nodes != expected:
         extra, lacking = sorted(nodes - expected), sorted(expected - nodes)
-        what = f"rank {lacking[0]} is missing" if lacking else f"node {extra[0]} is not a rank"
+        what = (
+            f"rank {lacking[0]} is missing"
+            if lacking
+            else f"node {extra[0]} is not a rank"
+        )
         raise PlanError(f"the tree does not span the ranks: {what}")
     if not nx.is_arborescence(tree):
-        raise PlanError("the graph is not a tree (arborescence) with edges parent -> child")
+        raise PlanError(
+            "the graph is not a tree (arborescence) with edges parent -> child"
+        )
     for p in tree.nodes:
         orders = []
         for c, data in tree.succ[p].items():
@@ -277,8 +301,10 @@ def validate_tree(tree: nx.DiGraph, n: int | None = None, root: int | None = Non
                 raise PlanError(f"edge {p} -> {c} has no integer 'order' attribute")
             orders.append(o)
         if sorted(orders) != list(range(len(orders))):
-            raise PlanError(f"the children of {p} have orders {sorted(orders)}; "
-                            f"expected 0..{len(orders) - 1}")
+            raise PlanError(
+                f"the children of {p} have orders {sorted(orders)}; "
+                f"expected 0..{len(orders) - 1}"
+            )
     r = tree_root(tree)
     if root is not None and r != root:
         raise PlanError(f"the tree is rooted at {r}, but the operation's root is {root}")

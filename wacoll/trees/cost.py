@@ -30,12 +30,23 @@ import numbers
 
 import numpy as np
 
-from wacoll.costs import arrival, validate_t_ini, validate_time, t_ini_message, ts_tr_message
+from wacoll.costs import (
+    arrival,
+    t_ini_message,
+    ts_tr_message,
+    validate_t_ini,
+    validate_time,
+)
 from wacoll.errors import PlanError
 from wacoll.trees.basic import validate_tree
 
-__all__ = ["bcast_time", "bcast_time_ts_tr", "receive_times", "validate_costs",
-           "validate_members"]
+__all__ = [
+    "bcast_time",
+    "bcast_time_ts_tr",
+    "receive_times",
+    "validate_costs",
+    "validate_members",
+]
 
 
 def validate_costs(costs) -> list:
@@ -49,8 +60,11 @@ def validate_members(members, n: int, root) -> list:
     """The sorted participant ranks (default all of ``0..n-1``), checked against
     ``root``: PlanError for a root or member that is not a rank of ``0..n-1``, a member
     given twice, or a root that is not a member."""
-    if isinstance(root, (bool, np.bool_)) or not isinstance(root, numbers.Integral) \
-            or not 0 <= root < n:
+    if (
+        isinstance(root, (bool, np.bool_))
+        or not isinstance(root, numbers.Integral)
+        or not 0 <= root < n
+    ):
         raise PlanError(f"root {root!r} is not a rank of 0..{n - 1}")
     if members is None:
         return list(range(n))
@@ -59,10 +73,15 @@ def validate_members(members, n: int, root) -> list:
     try:
         members = list(members)
     except TypeError:
-        raise PlanError(f"members must be a collection of ranks, got {members!r}") from None
+        raise PlanError(
+            f"members must be a collection of ranks, got {members!r}"
+        ) from None
     for m in members:
-        if isinstance(m, (bool, np.bool_)) or not isinstance(m, numbers.Integral) \
-                or not 0 <= m < n:
+        if (
+            isinstance(m, (bool, np.bool_))
+            or not isinstance(m, numbers.Integral)
+            or not 0 <= m < n
+        ):
             raise PlanError(f"member {m!r} is not a rank of 0..{n - 1}")
     members = sorted(int(m) for m in members)
     for a, b in zip(members, members[1:]):
@@ -95,8 +114,10 @@ def _cost_lookup(tree, costs):
     costs = validate_costs(costs)
     for v in tree.nodes:
         if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < len(costs):
-            raise PlanError(f"node {v!r} of the tree has no cost (costs cover ranks "
-                            f"0..{len(costs) - 1})")
+            raise PlanError(
+                f"node {v!r} of the tree has no cost (costs cover ranks "
+                f"0..{len(costs) - 1})"
+            )
     return costs
 
 

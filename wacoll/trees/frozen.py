@@ -66,8 +66,11 @@ def freeze_tree(tree) -> FrozenTree:
             order = _rank(order, f"edge {p} -> {c} 'order'")
         edges.append((_rank(p, "node"), _rank(c, "node"), order))
     name = tree.graph.get("name", "custom")
-    return FrozenTree(name if isinstance(name, str) else "custom", nodes,
-                      tuple(sorted(edges, key=lambda e: (e[0], e[1]))))
+    return FrozenTree(
+        name if isinstance(name, str) else "custom",
+        nodes,
+        tuple(sorted(edges, key=lambda e: (e[0], e[1]))),
+    )
 
 
 def thaw_tree(frozen: FrozenTree) -> nx.DiGraph:

@@ -86,11 +86,15 @@ def builder_doc(more_errors=""):
     Parameters, Returns and Raises sections once. The tree is named after the function;
     ``more_errors`` continues the Raises sentence.
     """
+
     def fill(fn):
         if fn.__doc__:  # None under python -OO
-            fn.__doc__ = fn.__doc__.replace("    {arguments}\n", _ARGUMENTS_DOC.format(
-                name=fn.__name__, more_errors=more_errors))
+            fn.__doc__ = fn.__doc__.replace(
+                "    {arguments}\n",
+                _ARGUMENTS_DOC.format(name=fn.__name__, more_errors=more_errors),
+            )
         return fn
+
     return fill
 
 

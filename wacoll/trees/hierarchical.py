@@ -45,16 +45,20 @@ def _local_tree(members, coordinator, shape):
     try:
         make = INTRA_SHAPES[shape]
     except KeyError:
-        raise PlanError(f"unknown intra-cluster shape {shape!r}; "
-                        f"known: {', '.join(INTRA_SHAPES)}") from None
+        raise PlanError(
+            f"unknown intra-cluster shape {shape!r}; known: {', '.join(INTRA_SHAPES)}"
+        ) from None
     members = [coordinator] + [r for r in members if r != coordinator]
     local = make(len(members), 0)
-    return {members[p]: [members[c] for c in basic.children(local, p)]
-            for p in range(len(members))}
+    return {
+        members[p]: [members[c] for c in basic.children(local, p)]
+        for p in range(len(members))
+    }
 
 
-def two_level(topology: Topology, root: int = 0, intra: str = "binary",
-              wan_first: bool = True):
+def two_level(
+    topology: Topology, root: int = 0, intra: str = "binary", wan_first: bool = True
+):
     """MagPIe's broadcast shape: flat between coordinators, ``intra`` inside clusters.
 
     Parameters
@@ -136,7 +140,7 @@ def paths_grouped(topology: Topology, group_size: int = 4, root: int = 0):
     for members in topology.clusters:
         members = list(members)
         for start in range(0, len(members), group_size):
-            group = members[start:start + group_size]
+            group = members[start : start + group_size]
             leader = root if root in group else group[0]
             kids.setdefault(leader, [])
             kids[leader].extend(r for r in group if r != leader)

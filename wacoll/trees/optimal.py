@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from wacoll.errors import PlanError
-from wacoll.trees.hetero import builder_doc, validate_arguments, tree_from_edges
+from wacoll.trees.hetero import builder_doc, tree_from_edges, validate_arguments
 
 __all__ = ["optimal", "MAX_PARTICIPANTS"]
 
@@ -61,7 +61,7 @@ def _submasks(values, p):
     x = np.arange(1, 1 << p, dtype=np.int64)
     subs = np.zeros((len(values), len(x)), dtype=np.int64)
     for q in range(p):
-        subs |= ((x >> q) & 1)[None, :] * values[:, q:q + 1]
+        subs |= ((x >> q) & 1)[None, :] * values[:, q : q + 1]
     return subs
 
 
@@ -79,7 +79,7 @@ def _solve(t, bitcol, m):
         layer = np.flatnonzero(popcount == p)
         chunk = max(1, _BUDGET // (((1 << p) - 1) * k))
         for lo in range(0, len(layer), chunk):
-            A = layer[lo:lo + chunk]
+            A = layer[lo : lo + chunk]
             values, index = _bits(A, p)
             # G(A): the best first receiver j of A, serving A - {j}.
             G[A] = F[A[:, None] ^ values, bitcol[index]].min(axis=1)
@@ -134,8 +134,10 @@ def optimal(costs, root: int = 0, members=None):
     """
     costs, members = validate_arguments(costs, root, members)
     if len(members) > MAX_PARTICIPANTS:
-        raise PlanError(f"optimal() accepts at most {MAX_PARTICIPANTS} participants "
-                        f"(its cost grows as N * 3**(N-1)), got {len(members)}")
+        raise PlanError(
+            f"optimal() accepts at most {MAX_PARTICIPANTS} participants "
+            f"(its cost grows as N * 3**(N-1)), got {len(members)}"
+        )
     others = [r for r in members if r != root]
     m = len(others)
     levels = sorted({costs[r] for r in members})

@@ -22,22 +22,37 @@ from wacoll.trees.optimal import optimal
 __all__ = ["make_tree", "TREE_NAMES"]
 
 #: Names :func:`make_tree` knows; ``knomial<k>`` (e.g. ``knomial4``) is accepted too.
-TREE_NAMES = ("flat", "chain", "binary", "binomial", "lam", "fnf", "spoc", "optimal",
-              "two-level", "two-level-binomial", "paths-hierarchical", "paths-grouped")
+TREE_NAMES = (
+    "flat",
+    "chain",
+    "binary",
+    "binomial",
+    "lam",
+    "fnf",
+    "spoc",
+    "optimal",
+    "two-level",
+    "two-level-binomial",
+    "paths-hierarchical",
+    "paths-grouped",
+)
 
 _HETERO = {"fnf": fnf, "spoc": spoc, "optimal": optimal}
 
 
 def _costs(topology, name):
     if topology.t_ini is None:
-        raise TopologyError(f"the {name!r} tree needs per-rank initiation costs: give "
-                            f"the topology t_ini (Topology.from_sizes(..., t_ini=[...]), "
-                            f"or a t_ini entry in a topology file)")
+        raise TopologyError(
+            f"the {name!r} tree needs per-rank initiation costs: give "
+            f"the topology t_ini (Topology.from_sizes(..., t_ini=[...]), "
+            f"or a t_ini entry in a topology file)"
+        )
     return list(topology.t_ini)
 
 
-def make_tree(name: str, topology, root: int = 0, operation: str = "bcast",
-              group_size: int = 4):
+def make_tree(
+    name: str, topology, root: int = 0, operation: str = "bcast", group_size: int = 4
+):
     """Build the tree called ``name`` for ``topology`` rooted at ``root``.
 
     Parameters
@@ -57,8 +72,12 @@ def make_tree(name: str, topology, root: int = 0, operation: str = "bcast",
     n = topology.size
     if operation not in ("bcast", "reduce"):
         raise PlanError(f"operation must be 'bcast' or 'reduce', got {operation!r}")
-    simple = {"flat": basic.flat, "chain": basic.chain, "binary": basic.binary,
-              "binomial": basic.binomial}
+    simple = {
+        "flat": basic.flat,
+        "chain": basic.chain,
+        "binary": basic.binary,
+        "binomial": basic.binomial,
+    }
     if name in simple:
         tree = simple[name](n, root)
         if name == "binomial" and operation == "reduce":

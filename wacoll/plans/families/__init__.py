@@ -54,8 +54,9 @@ def _module(family: str):
     try:
         name = FAMILIES[family]
     except (KeyError, TypeError):
-        raise PlanError(f"unknown plan family {family!r}; known: {', '.join(FAMILIES)}") \
-            from None
+        raise PlanError(
+            f"unknown plan family {family!r}; known: {', '.join(FAMILIES)}"
+        ) from None
     return importlib.import_module(name)
 
 
@@ -99,8 +100,10 @@ def options(family: str, op: str) -> tuple:
     """
     module = _module(family)
     if op not in module.BUILDERS:
-        raise PlanError(f"the {family} family has no {op} plan; it builds "
-                        f"{', '.join(sorted(module.BUILDERS))}")
+        raise PlanError(
+            f"the {family} family has no {op} plan; it builds "
+            f"{', '.join(sorted(module.BUILDERS))}"
+        )
     return module.OPTIONS[op]
 
 
@@ -137,6 +140,8 @@ def build(op: str, topology, family: str = "magpie", **kwargs):
     accepted = options(family, op)
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
-        raise PlanError(f"the {family} family's {op} takes no option {unknown[0]!r}; "
-                        f"it takes {', '.join(accepted)}")
+        raise PlanError(
+            f"the {family} family's {op} takes no option {unknown[0]!r}; "
+            f"it takes {', '.join(accepted)}"
+        )
     return builders(family)[op](topology, **kwargs)

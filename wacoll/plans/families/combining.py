@@ -65,11 +65,13 @@ class _Layout:
         self.cluster_of = topology.cluster_ids
         self.coordinator = tuple(members[0] for members in self.clusters)
         ids = np.asarray(self.cluster_of)
-        self._members = [np.sort(np.asarray(members, dtype=np.int64))
-                         for members in self.clusters]
+        self._members = [
+            np.sort(np.asarray(members, dtype=np.int64)) for members in self.clusters
+        ]
         # per cluster: the ranks of other clusters and its coordinator, ascending
-        self._outside = [np.sort(np.append(np.flatnonzero(ids != ids[k]), k))
-                         for k in self.coordinator]
+        self._outside = [
+            np.sort(np.append(np.flatnonzero(ids != ids[k]), k)) for k in self.coordinator
+        ]
 
     def block(self, src, dst):
         return src * self.size + dst

@@ -94,17 +94,27 @@ from wacoll.errors import PlanError
 from wacoll.plans.builder import PlanBuilder
 from wacoll.plans.families.gridmpi_parts import (
     Layout,
-    allgather as cluster_allgather,
     binomial_gather,
     binomial_scatter,
     reduce_scatter,
     wide_area_receives,
     wide_area_sends,
 )
+from wacoll.plans.families.gridmpi_parts import (
+    allgather as cluster_allgather,
+)
 from wacoll.plans.operations import LEVELS
 
-__all__ = ["bcast", "allreduce", "allgather", "wide_area_senders", "BCAST_ALGORITHMS",
-           "ALLREDUCE_ALGORITHMS", "BUILDERS", "OPTIONS"]
+__all__ = [
+    "bcast",
+    "allreduce",
+    "allgather",
+    "wide_area_senders",
+    "BCAST_ALGORITHMS",
+    "ALLREDUCE_ALGORITHMS",
+    "BUILDERS",
+    "OPTIONS",
+]
 
 #: Broadcast algorithms, default first.
 BCAST_ALGORITHMS = ("vandegeijn", "farfirst", "flat-vandegeijn")
@@ -116,8 +126,9 @@ _MULTI_SENDER = ("vandegeijn", "rabenseifner")
 
 def _algorithm(op, algorithm, known):
     if algorithm not in known:
-        raise PlanError(f"unknown gridmpi {op} algorithm {algorithm!r}; known: "
-                        f"{', '.join(known)}")
+        raise PlanError(
+            f"unknown gridmpi {op} algorithm {algorithm!r}; known: {', '.join(known)}"
+        )
     return algorithm
 
 
@@ -125,14 +136,17 @@ def _senders(n, algorithm, topology):
     """Validate ``n``; the value recorded in the plan (largest cluster when None)."""
     if algorithm not in _MULTI_SENDER:
         if n is not None:
-            raise PlanError(f"n (wide-area senders per cluster) applies to the "
-                            f"{' and '.join(_MULTI_SENDER)} algorithms, not {algorithm!r}")
+            raise PlanError(
+                f"n (wide-area senders per cluster) applies to the "
+                f"{' and '.join(_MULTI_SENDER)} algorithms, not {algorithm!r}"
+            )
         return None
     if n is None:
         return max(len(c) for c in topology.clusters)
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise PlanError(f"n (wide-area senders per cluster) must be an integer >= 1, "
-                        f"got {n!r}")
+        raise PlanError(
+            f"n (wide-area senders per cluster) must be an integer >= 1, got {n!r}"
+        )
     return n
 
 
@@ -177,8 +191,9 @@ def _builder(op, topology, layout, **kwargs):
 
 
 # ----------------------------------------------------------------------------- bcast
-def bcast(topology, *, root=0, count=1, segments=1, itemsize=1,
-          algorithm="vandegeijn", n=None):
+def bcast(
+    topology, *, root=0, count=1, segments=1, itemsize=1, algorithm="vandegeijn", n=None
+):
     """Broadcast from ``root`` by one of Matsuda et al.'s algorithms.
 
     Parameters
@@ -216,8 +231,9 @@ def bcast(topology, *, root=0, count=1, segments=1, itemsize=1,
     clusters = topology.clusters
     flat = algorithm == "flat-vandegeijn"
     sizes = [topology.size] if flat else [len(c) for c in clusters]
-    layout = _layout(count, sizes, segments,
-                     pipelined=algorithm == "vandegeijn" and len(clusters) > 1)
+    layout = _layout(
+        count, sizes, segments, pipelined=algorithm == "vandegeijn" and len(clusters) > 1
+    )
     b = _builder("bcast", topology, layout, root=root, count=count, itemsize=itemsize)
     root = b.root
     if algorithm == "flat-vandegeijn":
@@ -256,14 +272,21 @@ def _vandegeijn(b, topology, layout, root, n):
     order = _rotate(clusters[home], root)
     stages = []
     for within in _segments(layout):
-        ranges = {c: layout.ranges(len(members), within)
-                  for c, members in enumerate(clusters) if c != home}
+        ranges = {
+            c: layout.ranges(len(members), within)
+            for c, members in enumerate(clusters)
+            if c != home
+        }
         ranges[home] = layout.ranges(len(order), within)
         held = binomial_scatter(b, order, ranges[home])
-        destinations = [(c, _owner_map(clusters[c], ranges[c]))
-                        for c in _cluster_order(topology) if c != home]
-        messages = wide_area_sends(b, home, order, ranges[home], held,
-                                   min(n, len(order)), destinations)
+        destinations = [
+            (c, _owner_map(clusters[c], ranges[c]))
+            for c in _cluster_order(topology)
+            if c != home
+        ]
+        messages = wide_area_sends(
+            b, home, order, ranges[home], held, min(n, len(order)), destinations
+        )
         stages.append((ranges, held, messages))
     for ranges, held, messages in stages:
         wide_area_receives(b, messages, topology.cluster_ids, None)
@@ -286,21 +309,32 @@ def _validate_level(level, algorithm, topology):
             f"reduce-scatter and its combining of cluster partials group the operands "
             f"by the topology, not by the one canonical expression; pass "
             f"level='associative' (or 'commutative'), or use the magpie or mpich "
-            f"allreduce for strict results")
+            f"allreduce for strict results"
+        )
     if level == "associative" and algorithm != "flat-rabenseifner":
-        scattered = [c for c, m in enumerate(topology.clusters)
-                     if m[-1] - m[0] + 1 != len(m)]
+        scattered = [
+            c for c, m in enumerate(topology.clusters) if m[-1] - m[0] + 1 != len(m)
+        ]
         if scattered:
             raise PlanError(
                 f"the gridmpi {algorithm!r} allreduce combines whole cluster partials, "
                 f"which keeps rank order only when every cluster is a contiguous rank "
                 f"range; cluster {scattered[0]} {list(topology.clusters[scattered[0]])} "
-                f"is not: use level='commutative' or the 'flat-rabenseifner' algorithm")
+                f"is not: use level='commutative' or the 'flat-rabenseifner' algorithm"
+            )
     return level
 
 
-def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
-              algorithm="rabenseifner", n=None):
+def allreduce(
+    topology,
+    *,
+    count=1,
+    segments=1,
+    level=None,
+    itemsize=1,
+    algorithm="rabenseifner",
+    n=None,
+):
     """Allreduce by one of Matsuda et al.'s algorithms.
 
     Parameters
@@ -342,10 +376,15 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
     clusters = topology.clusters
     flat = algorithm == "flat-rabenseifner"
     sizes = [topology.size] if flat else [len(c) for c in clusters]
-    layout = _layout(count, sizes, segments,
-                     pipelined=algorithm == "rabenseifner" and len(clusters) > 1)
-    b = _builder("allreduce", topology, layout, count=count, level=level,
-                 itemsize=itemsize)
+    layout = _layout(
+        count,
+        sizes,
+        segments,
+        pipelined=algorithm == "rabenseifner" and len(clusters) > 1,
+    )
+    b = _builder(
+        "allreduce", topology, layout, count=count, level=level, itemsize=itemsize
+    )
     if flat:
         ranges = layout.ranges(topology.size)
         owners = reduce_scatter(b, tuple(range(topology.size)), ranges)
@@ -377,10 +416,12 @@ def _rabenseifner(b, topology, layout, n):
         messages = []
         for c in order:
             held = {owners[c][j]: set(blocks) for j, blocks in enumerate(ranges[c])}
-            destinations = [(d, _owner_map(owners[d], ranges[d]))
-                            for d in order if d != c]
-            messages += wide_area_sends(b, c, owners[c], ranges[c], held,
-                                        min(n, len(clusters[c])), destinations)
+            destinations = [
+                (d, _owner_map(owners[d], ranges[d])) for d in order if d != c
+            ]
+            messages += wide_area_sends(
+                b, c, owners[c], ranges[c], held, min(n, len(clusters[c])), destinations
+            )
         stages.append((owners, ranges, messages))
     for owners, ranges, messages in stages:
         wide_area_receives(b, messages, topology.cluster_ids, position, combine=True)
@@ -399,17 +440,19 @@ def _two_tier(b, topology, layout):
     for members in clusters:
         ranges = layout.ranges(len(members))
         owners = reduce_scatter(b, members, ranges)
-        binomial_gather(b, owners, ranges)  # owners[0] is the lowest rank: the coordinator
+        binomial_gather(
+            b, owners, ranges
+        )  # owners[0] is the lowest rank: the coordinator
     for c in order:
         for d in order:
             if d != c:
                 b.send(coords[c], coords[d], b.all_blocks, "out")
     for i, c in enumerate(order):
-        for d in order[i + 1:]:
+        for d in order[i + 1 :]:
             b.recv_combine(coords[c], coords[d], b.all_blocks, "out", "right")
         for d in reversed(order[:i]):
             b.recv_combine(coords[c], coords[d], b.all_blocks, "out", "left")
-    for c, members in enumerate(clusters):
+    for members in clusters:
         ranges = layout.ranges(len(members))
         held = binomial_scatter(b, members, ranges)
         cluster_allgather(b, members, ranges, held=held)

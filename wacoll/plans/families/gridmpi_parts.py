@@ -91,7 +91,7 @@ class Layout:
     segments: tuple = None
 
     @classmethod
-    def refine(cls, count: int, sizes, segments: int = 1) -> "Layout":
+    def refine(cls, count: int, sizes, segments: int = 1) -> Layout:
         """Cut ``count`` elements at the split points of every group size in ``sizes``.
 
         ``segments`` adds the points of an even split into that many segments (it only
@@ -116,7 +116,7 @@ class Layout:
         return cls(count, counts, tuple(cuts[:-1]))
 
     @classmethod
-    def pipelined(cls, count: int, sizes, segments: int) -> "Layout":
+    def pipelined(cls, count: int, sizes, segments: int) -> Layout:
         """Cut ``count`` elements into ``segments`` even segments, then each segment at
         the split points of every group size in ``sizes``.
 
@@ -175,8 +175,10 @@ class Layout:
         points = tuple(lo + x for x in split_points(hi - lo, parts))
         b = bisect.bisect_left(self.starts, lo)
         if within is not None and not set(points[:-1]) <= set(self.starts) | {hi}:
-            raise PlanError(f"internal: the split of elements [{lo}, {hi}) into {parts} "
-                            f"ranges does not fall on the layout's blocks")
+            raise PlanError(
+                f"internal: the split of elements [{lo}, {hi}) into {parts} "
+                f"ranges does not fall on the layout's blocks"
+            )
         out = []
         for j in range(parts):
             blocks = []
@@ -223,7 +225,7 @@ def binomial_scatter(b, order, sets, buf="out") -> dict:
         if hi - lo <= 1:
             return
         m = _half(hi - lo)
-        blocks = _union(sets[lo + m:hi])
+        blocks = _union(sets[lo + m : hi])
         held[order[lo + m]] = set(blocks)
         if blocks:
             b.transfer(order[lo], order[lo + m], blocks, buf, buf)
@@ -247,7 +249,7 @@ def binomial_gather(b, order, sets, buf="out"):
         m = _half(hi - lo)
         join(lo, lo + m)
         join(lo + m, hi)
-        blocks = _union(sets[lo + m:hi])
+        blocks = _union(sets[lo + m : hi])
         if blocks:
             b.transfer(order[lo + m], order[lo], blocks, buf, buf)
 
@@ -289,7 +291,7 @@ def allgather(b, order, sets, buf="out", held=None, method=None):
         while mask < p:
             for j in range(p):
                 first = j & ~(mask - 1)
-                moves.append((step, j, j ^ mask, _union(sets[first:first + mask])))
+                moves.append((step, j, j ^ mask, _union(sets[first : first + mask])))
             mask <<= 1
             step += 1
     else:
@@ -361,8 +363,8 @@ def _recursive_halving(b, members, ranges):
                 keep, give, side = (lo, mid), (mid, hi), "right"
             else:
                 keep, give, side = (mid, hi), (lo, mid), "left"
-            keep_blocks = _union(ranges[keep[0]:keep[1]])
-            give_blocks = _union(ranges[give[0]:give[1]])
+            keep_blocks = _union(ranges[keep[0] : keep[1]])
+            give_blocks = _union(ranges[give[0] : give[1]])
             src = "in" if mask == 1 else "out"
             me, other = members[i], members[partner]
             if give_blocks:
@@ -466,7 +468,7 @@ def wide_area_sends(b, cluster, owners, ranges, held, n, destinations) -> list:
             if missing and owners[j] != sender:
                 forwards.append((owners[j], missing))
         pending = []
-        for rank_order, (dst_cluster, owner_of) in enumerate(destinations):
+        for rank_order, (_dst_cluster, owner_of) in enumerate(destinations):
             per_rank = {}
             for x in blocks:
                 per_rank.setdefault(owner_of[x], []).append(x)
@@ -490,7 +492,9 @@ def wide_area_sends(b, cluster, owners, ranges, held, n, destinations) -> list:
             held.setdefault(sender, set()).update(missing)
             emit()
         if pending:  # cannot happen: every group block is held or forwarded
-            raise PlanError(f"internal: sender {sender} never holds blocks {pending[0][3]}")
+            raise PlanError(
+                f"internal: sender {sender} never holds blocks {pending[0][3]}"
+            )
     return messages
 
 

@@ -93,14 +93,30 @@ from wacoll.plans.families import gridmpi, magpie, modern, mpich, tree
 from wacoll.plans.operations import LEVELS
 from wacoll.plans.plan import Step
 
-__all__ = ["FAMILY", "PARTS", "PHASES", "composes_canonically", "barrier", "bcast",
-           "reduce", "allreduce", "allgather", "BUILDERS", "OPTIONS"]
+__all__ = [
+    "FAMILY",
+    "PARTS",
+    "PHASES",
+    "composes_canonically",
+    "barrier",
+    "bcast",
+    "reduce",
+    "allreduce",
+    "allgather",
+    "BUILDERS",
+    "OPTIONS",
+]
 
 FAMILY = "hierarchical"
 
 #: The families a hierarchical plan composes, by name (the registry's names).
-PARTS = {"gridmpi": gridmpi, "magpie": magpie, "modern": modern, "mpich": mpich,
-         "tree": tree}
+PARTS = {
+    "gridmpi": gridmpi,
+    "magpie": magpie,
+    "modern": modern,
+    "mpich": mpich,
+    "tree": tree,
+}
 
 #: The phases of each operation, in order: (the phase's operation, its level).
 PHASES = {
@@ -128,8 +144,9 @@ def _pairs(value, what):
     try:
         pairs = [tuple(item) for item in items]
     except TypeError:
-        raise PlanError(f"{what} must be (name, value) pairs or a mapping, "
-                        f"got {value!r}") from None
+        raise PlanError(
+            f"{what} must be (name, value) pairs or a mapping, got {value!r}"
+        ) from None
     if any(len(p) != 2 or not isinstance(p[0], str) for p in pairs):
         raise PlanError(f"{what} must be (name, value) pairs or a mapping, got {value!r}")
     names = [p[0] for p in pairs]
@@ -144,58 +161,76 @@ class _Level:
     def __init__(self, op, name, family, algorithm, options):
         self.name = name
         if family == FAMILY:
-            raise PlanError(f"a hierarchical plan composes flat families; its {name} "
-                            f"family cannot be {FAMILY!r}")
+            raise PlanError(
+                f"a hierarchical plan composes flat families; its {name} "
+                f"family cannot be {FAMILY!r}"
+            )
         if not isinstance(family, str) or family not in PARTS:
-            raise PlanError(f"{name} must be one of {', '.join(sorted(PARTS))}, "
-                            f"got {family!r}")
+            raise PlanError(
+                f"{name} must be one of {', '.join(sorted(PARTS))}, got {family!r}"
+            )
         self.family, self.module = family, PARTS[family]
         self.ops = tuple(sorted({o for o, lv in PHASES[op] if lv == name}))
         for o in self.ops:
             if o not in self.module.BUILDERS:
-                raise PlanError(f"the hierarchical {op} needs the {name} family's {o} "
-                                f"plan; the {family} family has none (it builds "
-                                f"{', '.join(sorted(self.module.BUILDERS))})")
+                raise PlanError(
+                    f"the hierarchical {op} needs the {name} family's {o} "
+                    f"plan; the {family} family has none (it builds "
+                    f"{', '.join(sorted(self.module.BUILDERS))})"
+                )
         if algorithm is None or isinstance(algorithm, str):
             self.algorithm = algorithm
         else:
             self.algorithm = _pairs(algorithm, f"{name}_algorithm")
             for o, alg in self.algorithm:
                 if o not in self.ops:
-                    raise PlanError(f"{name}_algorithm names {o!r}, which is not "
-                                    f"among the {name} phases of the hierarchical {op} "
-                                    f"({', '.join(self.ops)})")
+                    raise PlanError(
+                        f"{name}_algorithm names {o!r}, which is not "
+                        f"among the {name} phases of the hierarchical {op} "
+                        f"({', '.join(self.ops)})"
+                    )
                 if not isinstance(alg, str):
-                    raise PlanError(f"{name}_algorithm for {o} must be a string, "
-                                    f"got {alg!r}")
+                    raise PlanError(
+                        f"{name}_algorithm for {o} must be a string, got {alg!r}"
+                    )
         self.options = _pairs(options, f"{name}_options")
         for key, _ in self.options:
             if key in _LAYOUT or key == "algorithm":
                 which = f"{name}_algorithm" if key == "algorithm" else "the composite"
                 raise PlanError(f"{name}_options may not set {key!r}: {which} sets it")
             if not any(key in taken for taken in self.module.OPTIONS.values()):
-                raise PlanError(f"{name}_options: the {family} family takes no option "
-                                f"{key!r} for any operation")
+                raise PlanError(
+                    f"{name}_options: the {family} family takes no option "
+                    f"{key!r} for any operation"
+                )
 
     def kwargs(self, op, **layout):
         """The builder options of this level's ``op`` phase."""
         taken = self.module.OPTIONS[op]
         kwargs = {k: v for k, v in layout.items() if k in taken}
-        algorithm = self.algorithm if isinstance(self.algorithm, str) or \
-            self.algorithm is None else dict(self.algorithm).get(op)
+        algorithm = (
+            self.algorithm
+            if isinstance(self.algorithm, str) or self.algorithm is None
+            else dict(self.algorithm).get(op)
+        )
         if algorithm is not None:
             if "algorithm" not in taken:
-                raise PlanError(f"the {self.family} family's {op} takes no algorithm "
-                                f"option; {self.name}_algorithm={algorithm!r} cannot "
-                                f"apply to it")
+                raise PlanError(
+                    f"the {self.family} family's {op} takes no algorithm "
+                    f"option; {self.name}_algorithm={algorithm!r} cannot "
+                    f"apply to it"
+                )
             kwargs["algorithm"] = algorithm
         kwargs.update((k, v) for k, v in self.options if k in taken)
         return kwargs
 
     def params(self):
         """This level's options as the plan records them."""
-        return {self.name: self.family, f"{self.name}_algorithm": self.algorithm,
-                f"{self.name}_options": self.options}
+        return {
+            self.name: self.family,
+            f"{self.name}_algorithm": self.algorithm,
+            f"{self.name}_options": self.options,
+        }
 
 
 # ------------------------------------------------------------------ the levels' order
@@ -228,22 +263,27 @@ def composes_canonically(topology) -> bool:
 def _validate_level(op, topology, level):
     """Raise unless the composition keeps ``level`` (the parts check their own)."""
     if level not in LEVELS:
-        raise PlanError(f"level must be one of {', '.join(map(repr, LEVELS))}, "
-                        f"got {level!r}")
+        raise PlanError(
+            f"level must be one of {', '.join(map(repr, LEVELS))}, got {level!r}"
+        )
     if level == "commutative" or topology.nclusters == 1:
         return
     if not topology.is_contiguous:
-        raise PlanError(f"the hierarchical {op} combines the clusters' partial results "
-                        f"in cluster order, which is not rank order on a reordered "
-                        f"communicator: it keeps level 'commutative' there, not "
-                        f"{level!r}")
+        raise PlanError(
+            f"the hierarchical {op} combines the clusters' partial results "
+            f"in cluster order, which is not rank order on a reordered "
+            f"communicator: it keeps level 'commutative' there, not "
+            f"{level!r}"
+        )
     if level == "strict" and not composes_canonically(topology):
         sizes = [len(m) for m in topology.clusters]
-        raise PlanError(f"the hierarchical {op} on clusters of {sizes} ranks combines "
-                        f"the clusters' canonical expressions, which is not the canonical "
-                        f"expression of level 'strict' on {topology.size} ranks (it is "
-                        f"on one cluster, or clusters of 2**k ranks each); use level "
-                        f"'associative'")
+        raise PlanError(
+            f"the hierarchical {op} on clusters of {sizes} ranks combines "
+            f"the clusters' canonical expressions, which is not the canonical "
+            f"expression of level 'strict' on {topology.size} ranks (it is "
+            f"on one cluster, or clusters of 2**k ranks each); use level "
+            f"'associative'"
+        )
 
 
 # ------------------------------------------------------------------ the parts
@@ -370,12 +410,21 @@ def _emit(b, part):
             if step.kind == "copy" and src == dst:
                 continue  # the data is where the phase wants it already
             if step.group >= _GROUPS:
-                raise PlanError(f"a {part.name} step has an arrival-order group "
-                                f"{step.group}, too large to renumber")
-            out.append(Step(step.kind, blocks,
-                            peer=None if step.peer is None else ranks[step.peer],
-                            src=src, dst=dst, side=step.side,
-                            group=step.group + offset if step.group else 0))
+                raise PlanError(
+                    f"a {part.name} step has an arrival-order group "
+                    f"{step.group}, too large to renumber"
+                )
+            out.append(
+                Step(
+                    step.kind,
+                    blocks,
+                    peer=None if step.peer is None else ranks[step.peer],
+                    src=src,
+                    dst=dst,
+                    side=step.side,
+                    group=step.group + offset if step.group else 0,
+                )
+            )
 
 
 def _algorithm(parts):
@@ -396,17 +445,27 @@ def _finish(b, levels, parts, **params):
     return b.build(family=FAMILY, algorithm=_algorithm(parts), **params)
 
 
-def _levels(op, inner, inner_algorithm, inner_options, outer, outer_algorithm,
-            outer_options):
-    return (_Level(op, "inner", inner, inner_algorithm, inner_options),
-            _Level(op, "outer", outer, outer_algorithm, outer_options))
+def _levels(
+    op, inner, inner_algorithm, inner_options, outer, outer_algorithm, outer_options
+):
+    return (
+        _Level(op, "inner", inner, inner_algorithm, inner_options),
+        _Level(op, "outer", outer, outer_algorithm, outer_options),
+    )
 
 
 # ------------------------------------------------------------------ segmented vectors
 def _segmented(op, topology, *, root, count, segments, level, itemsize, inner, outer):
     """bcast, reduce and allreduce: their parts on one segmented vector."""
-    b = PlanBuilder(op, topology, root=root, count=count, segments=segments, level=level,
-                    itemsize=itemsize)
+    b = PlanBuilder(
+        op,
+        topology,
+        root=root,
+        count=count,
+        segments=segments,
+        level=level,
+        itemsize=itemsize,
+    )
     if b.level is not None:
         _validate_level(op, topology, b.level)
     focused = b.focus is not None
@@ -426,8 +485,14 @@ def _segmented(op, topology, *, root, count, segments, level, itemsize, inner, o
             kwargs = dict(layout)
             if sub_op != "allreduce":
                 kwargs["root"] = coord
-            plan = _sub(inner, sub_op, topology.restrict(members), _local(members, b.focus),
-                        focused, **kwargs)
+            plan = _sub(
+                inner,
+                sub_op,
+                topology.restrict(members),
+                _local(members, b.focus),
+                focused,
+                **kwargs,
+            )
             built.append(_Part(plan, members, phase, bufs_of(c, coord)))
         return built
 
@@ -447,17 +512,20 @@ def _segmented(op, topology, *, root, count, segments, level, itemsize, inner, o
             parts.append(("outer", outer_part("bcast", 0, _scratch(0))))
         parts.append(("inner", inner_parts("bcast", 1, lambda c, k: _scratch(1), True)))
     else:  # reduce, allreduce: the clusters' partials first
+
         def up(c, coord):
             into = _PART if many else "out"
             return _renamed(0, lambda i: {"out": into if i == coord else "h0_out"})
 
         parts.append(("inner", inner_parts("reduce", 0, up, many)))
         if many:
-            parts.append(("outer", outer_part(
-                op, 1, _renamed(1, lambda i: {"in": partial(i)}))))
+            parts.append(
+                ("outer", outer_part(op, 1, _renamed(1, lambda i: {"in": partial(i)})))
+            )
         if op == "allreduce":
-            parts.append(("inner", inner_parts("bcast", 2, lambda c, k: _scratch(2),
-                                                True)))
+            parts.append(
+                ("inner", inner_parts("bcast", 2, lambda c, k: _scratch(2), True))
+            )
     layouts = [p.plan.counts for _, phase in parts for p in phase]
     if layouts:
         counts, maps = _refine(layouts)
@@ -468,9 +536,20 @@ def _segmented(op, topology, *, root, count, segments, level, itemsize, inner, o
     return _finish(b, (inner, outer), parts, segments=segments)
 
 
-def bcast(topology, *, root=0, count=1, segments=1, itemsize=1, inner="magpie",
-          inner_algorithm=None, inner_options=(), outer="modern", outer_algorithm=None,
-          outer_options=()):
+def bcast(
+    topology,
+    *,
+    root=0,
+    count=1,
+    segments=1,
+    itemsize=1,
+    inner="magpie",
+    inner_algorithm=None,
+    inner_options=(),
+    outer="modern",
+    outer_algorithm=None,
+    outer_options=(),
+):
     """Broadcast: ``outer`` from the root to the other clusters' coordinators, then
     ``inner`` from each coordinator (the root in its own cluster) to its cluster.
 
@@ -485,15 +564,43 @@ def bcast(topology, *, root=0, count=1, segments=1, itemsize=1, inner="magpie",
     >>> [str(s) for s in plan.programs[4]]
     ['recv 3 [0]', 'send 5 [0]']
     """
-    inner, outer = _levels("bcast", inner, inner_algorithm, inner_options, outer,
-                           outer_algorithm, outer_options)
-    return _segmented("bcast", topology, root=root, count=count, segments=segments,
-                      level=None, itemsize=itemsize, inner=inner, outer=outer)
+    inner, outer = _levels(
+        "bcast",
+        inner,
+        inner_algorithm,
+        inner_options,
+        outer,
+        outer_algorithm,
+        outer_options,
+    )
+    return _segmented(
+        "bcast",
+        topology,
+        root=root,
+        count=count,
+        segments=segments,
+        level=None,
+        itemsize=itemsize,
+        inner=inner,
+        outer=outer,
+    )
 
 
-def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1,
-           inner="magpie", inner_algorithm=None, inner_options=(), outer="modern",
-           outer_algorithm=None, outer_options=()):
+def reduce(
+    topology,
+    *,
+    root=0,
+    count=1,
+    segments=1,
+    level=None,
+    itemsize=1,
+    inner="magpie",
+    inner_algorithm=None,
+    inner_options=(),
+    outer="modern",
+    outer_algorithm=None,
+    outer_options=(),
+):
     """Reduce: ``inner`` to each cluster's coordinator (the root in its own cluster,
     as in MagPIe), then ``outer`` from the coordinators to the root.
 
@@ -513,15 +620,42 @@ def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1,
     ...
     wacoll.errors.PlanError: the hierarchical reduce combines the clusters' partial results in cluster order, which is not rank order on a reordered communicator: it keeps level 'commutative' there, not 'associative'
     """
-    inner, outer = _levels("reduce", inner, inner_algorithm, inner_options, outer,
-                           outer_algorithm, outer_options)
-    return _segmented("reduce", topology, root=root, count=count, segments=segments,
-                      level=level, itemsize=itemsize, inner=inner, outer=outer)
+    inner, outer = _levels(
+        "reduce",
+        inner,
+        inner_algorithm,
+        inner_options,
+        outer,
+        outer_algorithm,
+        outer_options,
+    )
+    return _segmented(
+        "reduce",
+        topology,
+        root=root,
+        count=count,
+        segments=segments,
+        level=level,
+        itemsize=itemsize,
+        inner=inner,
+        outer=outer,
+    )
 
 
-def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1, inner="magpie",
-              inner_algorithm=None, inner_options=(), outer="modern",
-              outer_algorithm=None, outer_options=()):
+def allreduce(
+    topology,
+    *,
+    count=1,
+    segments=1,
+    level=None,
+    itemsize=1,
+    inner="magpie",
+    inner_algorithm=None,
+    inner_options=(),
+    outer="modern",
+    outer_algorithm=None,
+    outer_options=(),
+):
     """Allreduce: ``inner`` reduce to each coordinator, ``outer`` allreduce between
     the coordinators, ``inner`` bcast from each coordinator.
 
@@ -537,15 +671,41 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1, inner="m
     ...
     wacoll.errors.PlanError: the hierarchical allreduce on clusters of [3, 3] ranks combines the clusters' canonical expressions, which is not the canonical expression of level 'strict' on 6 ranks (it is on one cluster, or clusters of 2**k ranks each); use level 'associative'
     """
-    inner, outer = _levels("allreduce", inner, inner_algorithm, inner_options, outer,
-                           outer_algorithm, outer_options)
-    return _segmented("allreduce", topology, root=None, count=count, segments=segments,
-                      level=level, itemsize=itemsize, inner=inner, outer=outer)
+    inner, outer = _levels(
+        "allreduce",
+        inner,
+        inner_algorithm,
+        inner_options,
+        outer,
+        outer_algorithm,
+        outer_options,
+    )
+    return _segmented(
+        "allreduce",
+        topology,
+        root=None,
+        count=count,
+        segments=segments,
+        level=level,
+        itemsize=itemsize,
+        inner=inner,
+        outer=outer,
+    )
 
 
 # ------------------------------------------------------------------ allgather
-def allgather(topology, *, count=1, itemsize=1, inner="magpie", inner_algorithm=None,
-              inner_options=(), outer="modern", outer_algorithm=None, outer_options=()):
+def allgather(
+    topology,
+    *,
+    count=1,
+    itemsize=1,
+    inner="magpie",
+    inner_algorithm=None,
+    inner_options=(),
+    outer="modern",
+    outer_algorithm=None,
+    outer_options=(),
+):
     """Allgather: ``inner`` gather to each coordinator, ``outer`` allgather of the
     clusters' blocks between the coordinators, ``inner`` bcast of the whole vector.
 
@@ -564,44 +724,91 @@ def allgather(topology, *, count=1, itemsize=1, inner="magpie", inner_algorithm=
     >>> plan.prove().wide_area_messages
     2
     """
-    inner, outer = _levels("allgather", inner, inner_algorithm, inner_options, outer,
-                           outer_algorithm, outer_options)
+    inner, outer = _levels(
+        "allgather",
+        inner,
+        inner_algorithm,
+        inner_options,
+        outer,
+        outer_algorithm,
+        outer_options,
+    )
     b = PlanBuilder("allgather", topology, count=count, itemsize=itemsize)
     focused = b.focus is not None
     clusters = topology.clusters
     coords = topology.coordinators()
     widest = max(len(m) for m in clusters)
     parts = [("inner", []), ("outer", []), ("inner", [])]
-    for c, members in enumerate(clusters):
-        plan = _sub(inner, "gather", topology.restrict(members), _local(members, b.focus),
-                    focused, root=0, count=count, itemsize=itemsize)
-        parts[0][1].append(_Part(plan, members, 0, _renamed(
-            0, lambda i: {"out": "out" if i == 0 else "h0_out"}), blocks=tuple(
-                (r,) for r in members)))
+    for _c, members in enumerate(clusters):
+        plan = _sub(
+            inner,
+            "gather",
+            topology.restrict(members),
+            _local(members, b.focus),
+            focused,
+            root=0,
+            count=count,
+            itemsize=itemsize,
+        )
+        parts[0][1].append(
+            _Part(
+                plan,
+                members,
+                0,
+                _renamed(0, lambda i: {"out": "out" if i == 0 else "h0_out"}),
+                blocks=tuple((r,) for r in members),
+            )
+        )
     if len(clusters) > 1:
-        plan = _sub(outer, "allgather", topology.restrict(coords), _local(coords, b.focus),
-                    focused, count=count * widest, itemsize=itemsize)
-        parts[1][1].append(_Part(plan, coords, 1, _renamed(1, lambda i: {"in": "out"}),
-                                 blocks=clusters))
+        plan = _sub(
+            outer,
+            "allgather",
+            topology.restrict(coords),
+            _local(coords, b.focus),
+            focused,
+            count=count * widest,
+            itemsize=itemsize,
+        )
+        parts[1][1].append(
+            _Part(plan, coords, 1, _renamed(1, lambda i: {"in": "out"}), blocks=clusters)
+        )
     whole = b.size
-    for c, members in enumerate(clusters):
+    for _c, members in enumerate(clusters):
         if len(members) == 1:
             continue
-        plan = _sub(inner, "bcast", topology.restrict(members), _local(members, b.focus),
-                    focused, root=0, count=whole, segments=1,
-                    itemsize=max(1, count * itemsize))
+        plan = _sub(
+            inner,
+            "bcast",
+            topology.restrict(members),
+            _local(members, b.focus),
+            focused,
+            root=0,
+            count=whole,
+            segments=1,
+            itemsize=max(1, count * itemsize),
+        )
         runs, at = [], 0
         for n in plan.counts:
             runs.append(tuple(range(at, at + n)))
             at += n
-        parts[2][1].append(_Part(plan, members, 2, _scratch(2), blocks=tuple(runs),
-                                 own=True))
+        parts[2][1].append(
+            _Part(plan, members, 2, _scratch(2), blocks=tuple(runs), own=True)
+        )
     return _finish(b, (inner, outer), parts)
 
 
 # ------------------------------------------------------------------ barrier
-def barrier(topology, *, itemsize=1, inner="magpie", inner_algorithm=None,
-            inner_options=(), outer="modern", outer_algorithm=None, outer_options=()):
+def barrier(
+    topology,
+    *,
+    itemsize=1,
+    inner="magpie",
+    inner_algorithm=None,
+    inner_options=(),
+    outer="modern",
+    outer_algorithm=None,
+    outer_options=(),
+):
     """Barrier: ``inner`` in every cluster (its coordinator learns that the cluster
     has arrived), ``outer`` between the coordinators, ``inner`` again (the release).
 
@@ -612,31 +819,69 @@ def barrier(topology, *, itemsize=1, inner="magpie", inner_algorithm=None,
     >>> report.wide_area_messages, report.max_wide_area_hops
     (6, 1)
     """
-    inner, outer = _levels("barrier", inner, inner_algorithm, inner_options, outer,
-                           outer_algorithm, outer_options)
+    inner, outer = _levels(
+        "barrier",
+        inner,
+        inner_algorithm,
+        inner_options,
+        outer,
+        outer_algorithm,
+        outer_options,
+    )
     b = PlanBuilder("barrier", topology, itemsize=itemsize)
     focused = b.focus is not None
     clusters = topology.clusters
     coords = topology.coordinators()
 
-    local = [(_sub(inner, "barrier", topology.restrict(members), _local(members, b.focus),
-                   focused, itemsize=itemsize), members)
-             for members in clusters if len(members) > 1]  # (run twice: arrival, release)
-    parts = [("inner", [_Part(plan, members, 0, _scratch(0)) for plan, members in local]),
-             ("outer", []),
-             ("inner", [_Part(plan, members, 2, _scratch(2)) for plan, members in local])]
+    local = [
+        (
+            _sub(
+                inner,
+                "barrier",
+                topology.restrict(members),
+                _local(members, b.focus),
+                focused,
+                itemsize=itemsize,
+            ),
+            members,
+        )
+        for members in clusters
+        if len(members) > 1
+    ]  # (run twice: arrival, release)
+    parts = [
+        ("inner", [_Part(plan, members, 0, _scratch(0)) for plan, members in local]),
+        ("outer", []),
+        ("inner", [_Part(plan, members, 2, _scratch(2)) for plan, members in local]),
+    ]
     if len(clusters) > 1:
-        plan = _sub(outer, "barrier", topology.restrict(coords), _local(coords, b.focus),
-                    focused, itemsize=itemsize)
+        plan = _sub(
+            outer,
+            "barrier",
+            topology.restrict(coords),
+            _local(coords, b.focus),
+            focused,
+            itemsize=itemsize,
+        )
         parts[1][1].append(_Part(plan, coords, 1, _scratch(1)))
     return _finish(b, (inner, outer), parts)
 
 
-BUILDERS = {"barrier": barrier, "bcast": bcast, "reduce": reduce,
-            "allreduce": allreduce, "allgather": allgather}
+BUILDERS = {
+    "barrier": barrier,
+    "bcast": bcast,
+    "reduce": reduce,
+    "allreduce": allreduce,
+    "allgather": allgather,
+}
 
-_LEVEL_OPTIONS = ("inner", "inner_algorithm", "inner_options", "outer",
-                  "outer_algorithm", "outer_options")
+_LEVEL_OPTIONS = (
+    "inner",
+    "inner_algorithm",
+    "inner_options",
+    "outer",
+    "outer_algorithm",
+    "outer_options",
+)
 
 #: The keyword options each builder takes, in its signature's order: what
 #: :func:`wacoll.plans.families.options` reports and :func:`wacoll.plans.build` accepts.

@@ -64,10 +64,10 @@ from wacoll.plans.families.magpie_reduce import (
 )
 from wacoll.plans.families.magpie_trees import (
     INTRA,
-    validate_intra,
     cluster_trees,
     coordinator_tree,
     ordered_tree,
+    validate_intra,
 )
 from wacoll.plans.patterns import (
     EACH,
@@ -80,10 +80,30 @@ from wacoll.plans.patterns import (
 from wacoll.trees.basic import children, parent
 
 __all__ = [
-    "INTRA", "FAMILY", "validate_intra", "ordered_tree", "cluster_trees", "coordinator_tree",
-    "barrier", "bcast", "scatter", "scatterv", "gather", "gatherv", "allgather",
-    "allgatherv", "alltoall", "alltoallv", "reduce", "allreduce", "reduce_scatter",
-    "reduce_scatter_block", "scan", "exscan", "BUILDERS", "OPTIONS",
+    "INTRA",
+    "FAMILY",
+    "validate_intra",
+    "ordered_tree",
+    "cluster_trees",
+    "coordinator_tree",
+    "barrier",
+    "bcast",
+    "scatter",
+    "scatterv",
+    "gather",
+    "gatherv",
+    "allgather",
+    "allgatherv",
+    "alltoall",
+    "alltoallv",
+    "reduce",
+    "allreduce",
+    "reduce_scatter",
+    "reduce_scatter_block",
+    "scan",
+    "exscan",
+    "BUILDERS",
+    "OPTIONS",
 ]
 
 FAMILY = "magpie"
@@ -159,24 +179,25 @@ def bcast(topology, *, root=0, count=1, segments=1, itemsize=1, intra="binary"):
     >>> report.wide_area_messages, report.optimality
     (7, 'yes')
     """
-    b = PlanBuilder("bcast", topology, root=root, count=count, segments=segments,
-                    itemsize=itemsize)
+    b = PlanBuilder(
+        "bcast", topology, root=root, count=count, segments=segments, itemsize=itemsize
+    )
     tree = coordinator_tree(topology, b.root, intra)
     tree_bcast(b, tree, b.all_blocks, segments=EACH)
     return _build(b, "coordinator", intra=intra, segments=segments)
 
 
 # --------------------------------------------------- scatter, gather, alltoall
-def _flat(op, topology, pattern, intra, *, root=None, count=1, counts=None,
-          itemsize=1):
+def _flat(op, topology, pattern, intra, *, root=None, count=1, counts=None, itemsize=1):
     """A plan of one flat pattern of :mod:`wacoll.plans.patterns`, named ``flat``.
 
     ``intra`` is checked and recorded in the plan's parameters, so that one set of
     family options builds every operation, but a flat plan has no use for it.
     """
     validate_intra(intra)
-    b = PlanBuilder(op, topology, root=root, count=count, counts=counts,
-                    itemsize=itemsize)
+    b = PlanBuilder(
+        op, topology, root=root, count=count, counts=counts, itemsize=itemsize
+    )
     pattern(b)
     return _build(b, "flat", intra=intra)
 
@@ -194,8 +215,15 @@ def scatter(topology, *, root=0, count=1, itemsize=1, intra="binary"):
     >>> scatter(Topology.from_sizes([2, 2]), root=1).prove().wide_area_messages
     2
     """
-    return _flat("scatter", topology, flat_scatter, intra, root=root, count=count,
-                 itemsize=itemsize)
+    return _flat(
+        "scatter",
+        topology,
+        flat_scatter,
+        intra,
+        root=root,
+        count=count,
+        itemsize=itemsize,
+    )
 
 
 def scatterv(topology, *, root=0, counts=None, count=1, itemsize=1, intra="binary"):
@@ -207,8 +235,16 @@ def scatterv(topology, *, root=0, counts=None, count=1, itemsize=1, intra="binar
     >>> scatterv(Topology.from_sizes([2, 2]), counts=[1, 0, 2, 3]).prove().wide_area_bytes
     5
     """
-    return _flat("scatterv", topology, flat_scatter, intra, root=root, count=count,
-                 counts=counts, itemsize=itemsize)
+    return _flat(
+        "scatterv",
+        topology,
+        flat_scatter,
+        intra,
+        root=root,
+        count=count,
+        counts=counts,
+        itemsize=itemsize,
+    )
 
 
 def gather(topology, *, root=0, count=1, itemsize=1, intra="binary"):
@@ -222,8 +258,9 @@ def gather(topology, *, root=0, count=1, itemsize=1, intra="binary"):
     >>> gather(Topology.from_sizes([2, 2])).prove().optimality
     'yes'
     """
-    return _flat("gather", topology, flat_gather, intra, root=root, count=count,
-                 itemsize=itemsize)
+    return _flat(
+        "gather", topology, flat_gather, intra, root=root, count=count, itemsize=itemsize
+    )
 
 
 def gatherv(topology, *, root=0, counts=None, count=1, itemsize=1, intra="binary"):
@@ -235,8 +272,16 @@ def gatherv(topology, *, root=0, counts=None, count=1, itemsize=1, intra="binary
     >>> gatherv(Topology.from_sizes([2, 2]), counts=[1, 0, 2, 3]).prove().bytes
     5
     """
-    return _flat("gatherv", topology, flat_gather, intra, root=root, count=count,
-                 counts=counts, itemsize=itemsize)
+    return _flat(
+        "gatherv",
+        topology,
+        flat_gather,
+        intra,
+        root=root,
+        count=count,
+        counts=counts,
+        itemsize=itemsize,
+    )
 
 
 def alltoall(topology, *, count=1, itemsize=1, intra="binary"):
@@ -253,8 +298,9 @@ def alltoall(topology, *, count=1, itemsize=1, intra="binary"):
     >>> report.messages, report.wide_area_messages, report.optimality
     (12, 8, 'yes')
     """
-    return _flat("alltoall", topology, flat_alltoall, intra, count=count,
-                 itemsize=itemsize)
+    return _flat(
+        "alltoall", topology, flat_alltoall, intra, count=count, itemsize=itemsize
+    )
 
 
 def alltoallv(topology, *, counts=None, count=1, itemsize=1, intra="binary"):
@@ -266,8 +312,15 @@ def alltoallv(topology, *, counts=None, count=1, itemsize=1, intra="binary"):
     >>> alltoallv(Topology.single(2), counts=[[1, 2], [3, 4]]).prove().bytes
     5
     """
-    return _flat("alltoallv", topology, flat_alltoall, intra, count=count, counts=counts,
-                 itemsize=itemsize)
+    return _flat(
+        "alltoallv",
+        topology,
+        flat_alltoall,
+        intra,
+        count=count,
+        counts=counts,
+        itemsize=itemsize,
+    )
 
 
 # --------------------------------------------------------------------- allgather
@@ -334,11 +387,22 @@ def allgatherv(topology, *, counts=None, count=1, itemsize=1, intra="binary"):
 
 
 BUILDERS = {
-    "barrier": barrier, "bcast": bcast, "scatter": scatter, "scatterv": scatterv,
-    "gather": gather, "gatherv": gatherv, "allgather": allgather,
-    "allgatherv": allgatherv, "alltoall": alltoall, "alltoallv": alltoallv,
-    "reduce": reduce, "allreduce": allreduce, "reduce_scatter": reduce_scatter,
-    "reduce_scatter_block": reduce_scatter_block, "scan": scan, "exscan": exscan,
+    "barrier": barrier,
+    "bcast": bcast,
+    "scatter": scatter,
+    "scatterv": scatterv,
+    "gather": gather,
+    "gatherv": gatherv,
+    "allgather": allgather,
+    "allgatherv": allgatherv,
+    "alltoall": alltoall,
+    "alltoallv": alltoallv,
+    "reduce": reduce,
+    "allreduce": allreduce,
+    "reduce_scatter": reduce_scatter,
+    "reduce_scatter_block": reduce_scatter_block,
+    "scan": scan,
+    "exscan": exscan,
 }
 
 #: The keyword options each builder takes, in its signature's order: what

@@ -50,13 +50,13 @@ from __future__ import annotations
 
 from wacoll.errors import PlanError
 from wacoll.plans.builder import PlanBuilder
-from wacoll.plans.operations import LEVELS
 from wacoll.plans.families.magpie_trees import (
-    validate_intra,
     cluster_trees,
     coordinator_tree,
     ordered_tree,
+    validate_intra,
 )
+from wacoll.plans.operations import LEVELS
 from wacoll.plans.patterns import (
     EACH,
     chain_scan,
@@ -68,8 +68,16 @@ from wacoll.plans.patterns import (
 from wacoll.trees.basic import binomial, children, from_parents, parent, reduce_order
 
 __all__ = [
-    "THRESHOLD", "VARIANTS", "associative_allowed", "choose_variant",
-    "reduce", "allreduce", "reduce_scatter", "reduce_scatter_block", "scan", "exscan",
+    "THRESHOLD",
+    "VARIANTS",
+    "associative_allowed",
+    "choose_variant",
+    "reduce",
+    "allreduce",
+    "reduce_scatter",
+    "reduce_scatter_block",
+    "scan",
+    "exscan",
     "OPTIONS",
 ]
 
@@ -144,33 +152,47 @@ def choose_variant(op, topology, level=None, nbytes=1, threshold=THRESHOLD) -> s
 def _start(op, topology, level, threshold, variant, intra, **layout):
     """A builder for ``op`` and the variant to build, after checking the options."""
     if level is not None and level not in LEVELS:
-        raise PlanError(f"level must be one of {', '.join(map(repr, LEVELS))}, "
-                        f"got {level!r}")
+        raise PlanError(
+            f"level must be one of {', '.join(map(repr, LEVELS))}, got {level!r}"
+        )
     if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
-        raise PlanError(f"threshold must be an integer number of bytes >= 0, "
-                        f"got {threshold!r}")
+        raise PlanError(
+            f"threshold must be an integer number of bytes >= 0, got {threshold!r}"
+        )
     if variant is not None and variant not in VARIANTS:
-        raise PlanError(f"variant must be one of {', '.join(map(repr, VARIANTS))}, "
-                        f"got {variant!r}")
+        raise PlanError(
+            f"variant must be one of {', '.join(map(repr, VARIANTS))}, got {variant!r}"
+        )
     validate_intra(intra)
     b = PlanBuilder(op, topology, level=level, **layout)
     if variant is None:
-        variant = choose_variant(op, topology, b.level, sum(b.counts) * b.itemsize,
-                                 threshold)
+        variant = choose_variant(
+            op, topology, b.level, sum(b.counts) * b.itemsize, threshold
+        )
     elif variant == "associative" and not associative_allowed(op, topology, b.level):
-        need = ("a communicator whose clusters are contiguous rank ranges and level "
-                "'associative' or 'commutative'" if op in _SCANS else
-                "level 'associative' (or 'commutative' on a reordered communicator)")
+        need = (
+            "a communicator whose clusters are contiguous rank ranges and level "
+            "'associative' or 'commutative'"
+            if op in _SCANS
+            else "level 'associative' (or 'commutative' on a reordered communicator)"
+        )
         where = "" if topology.is_contiguous else " on a reordered communicator"
-        raise PlanError(f"MagPIe's coordinator {op} needs {need}; got level "
-                        f"{b.level!r}{where}")
+        raise PlanError(
+            f"MagPIe's coordinator {op} needs {need}; got level {b.level!r}{where}"
+        )
     return b, variant
 
 
 def _finish(b, variant, threshold, intra, **params):
     algorithm = _ALGORITHMS[b.op][VARIANTS.index(variant)]
-    return b.build(family="magpie", algorithm=algorithm, variant=variant,
-                   threshold=threshold, intra=intra, **params)
+    return b.build(
+        family="magpie",
+        algorithm=algorithm,
+        variant=variant,
+        threshold=threshold,
+        intra=intra,
+        **params,
+    )
 
 
 # ------------------------------------------------- short: every vector everywhere
@@ -245,8 +267,9 @@ def _evaluate(b, rank, blocks, n, form, result):
             if v not in work:
                 work[v] = result if v == 0 else f"w{v}"
                 b.copy(rank, blocks, src[v], work[v])
-            b.combine(rank, blocks, work.get(v + mask, src[v + mask]), work[v],
-                      side="right")
+            b.combine(
+                rank, blocks, work.get(v + mask, src[v + mask]), work[v], side="right"
+            )
         mask *= 2
 
 
@@ -266,8 +289,10 @@ def _local_partial(b, tree, blocks, result):
 
 
 def _ordered_trees(topology, coords, intra):
-    return [ordered_tree(members, coords[c], intra)
-            for c, members in enumerate(topology.clusters)]
+    return [
+        ordered_tree(members, coords[c], intra)
+        for c, members in enumerate(topology.clusters)
+    ]
 
 
 def _side(c, d):
@@ -366,8 +391,18 @@ def _scan_coordinator(b, intra, exclusive):
 
 
 # -------------------------------------------------------------------- builders
-def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1,
-           intra="binary", threshold=THRESHOLD, variant=None):
+def reduce(
+    topology,
+    *,
+    root=0,
+    count=1,
+    segments=1,
+    level=None,
+    itemsize=1,
+    intra="binary",
+    threshold=THRESHOLD,
+    variant=None,
+):
     """MagPIe's reduce to ``root``.
 
     associative
@@ -390,8 +425,18 @@ def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1,
     ...  for lv, n in (("associative", 1), ("strict", 1), ("strict", 4096))]
     ['yes', 'near', 'no']
     """
-    b, variant = _start("reduce", topology, level, threshold, variant, intra, root=root,
-                        count=count, segments=segments, itemsize=itemsize)
+    b, variant = _start(
+        "reduce",
+        topology,
+        level,
+        threshold,
+        variant,
+        intra,
+        root=root,
+        count=count,
+        segments=segments,
+        itemsize=itemsize,
+    )
     segs = segment_blocks(b.all_blocks, EACH)
     if variant == "associative":
         tree = _reduce_tree(topology, b.root, intra)
@@ -407,8 +452,17 @@ def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1,
     return _finish(b, variant, threshold, intra, segments=segments)
 
 
-def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1, intra="binary",
-              threshold=THRESHOLD, variant=None):
+def allreduce(
+    topology,
+    *,
+    count=1,
+    segments=1,
+    level=None,
+    itemsize=1,
+    intra="binary",
+    threshold=THRESHOLD,
+    variant=None,
+):
     """MagPIe's allreduce.
 
     associative
@@ -434,8 +488,17 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1, intra="b
     recv-combine 0 [0] into out left
     send 3 [0]
     """
-    b, variant = _start("allreduce", topology, level, threshold, variant, intra,
-                        count=count, segments=segments, itemsize=itemsize)
+    b, variant = _start(
+        "allreduce",
+        topology,
+        level,
+        threshold,
+        variant,
+        intra,
+        count=count,
+        segments=segments,
+        itemsize=itemsize,
+    )
     if variant == "associative":
         coords = topology.coordinators()
         trees = _ordered_trees(topology, coords, intra)
@@ -460,10 +523,20 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1, intra="b
     return _finish(b, variant, threshold, intra, segments=segments)
 
 
-def _reduce_scatter(op, topology, count, counts, level, itemsize, intra, threshold,
-                    variant):
-    b, variant = _start(op, topology, level, threshold, variant, intra, count=count,
-                        counts=counts, itemsize=itemsize)
+def _reduce_scatter(
+    op, topology, count, counts, level, itemsize, intra, threshold, variant
+):
+    b, variant = _start(
+        op,
+        topology,
+        level,
+        threshold,
+        variant,
+        intra,
+        count=count,
+        counts=counts,
+        itemsize=itemsize,
+    )
     if variant == "associative":
         coords = topology.coordinators()
         clusters = topology.clusters
@@ -500,8 +573,17 @@ def _reduce_scatter(op, topology, count, counts, level, itemsize, intra, thresho
     return _finish(b, variant, threshold, intra)
 
 
-def reduce_scatter(topology, *, counts=None, count=1, level=None, itemsize=1,
-                   intra="binary", threshold=THRESHOLD, variant=None):
+def reduce_scatter(
+    topology,
+    *,
+    counts=None,
+    count=1,
+    level=None,
+    itemsize=1,
+    intra="binary",
+    threshold=THRESHOLD,
+    variant=None,
+):
     """MagPIe's reduce-scatter: rank ``i`` gets block ``i`` of the reduced vector.
 
     associative
@@ -523,12 +605,29 @@ def reduce_scatter(topology, *, counts=None, count=1, level=None, itemsize=1,
     >>> report.wide_area_messages, report.wide_area_bytes, report.optimality
     (2, 10, 'yes')
     """
-    return _reduce_scatter("reduce_scatter", topology, count, counts, level, itemsize,
-                           intra, threshold, variant)
+    return _reduce_scatter(
+        "reduce_scatter",
+        topology,
+        count,
+        counts,
+        level,
+        itemsize,
+        intra,
+        threshold,
+        variant,
+    )
 
 
-def reduce_scatter_block(topology, *, count=1, level=None, itemsize=1, intra="binary",
-                         threshold=THRESHOLD, variant=None):
+def reduce_scatter_block(
+    topology,
+    *,
+    count=1,
+    level=None,
+    itemsize=1,
+    intra="binary",
+    threshold=THRESHOLD,
+    variant=None,
+):
     """MagPIe's reduce-scatter with one count per block: see :func:`reduce_scatter`.
 
     Examples
@@ -537,14 +636,32 @@ def reduce_scatter_block(topology, *, count=1, level=None, itemsize=1, intra="bi
     >>> reduce_scatter_block(Topology.from_sizes([3, 3]), count=2).algorithm
     'allgather'
     """
-    return _reduce_scatter("reduce_scatter_block", topology, count, None, level,
-                           itemsize, intra, threshold, variant)
+    return _reduce_scatter(
+        "reduce_scatter_block",
+        topology,
+        count,
+        None,
+        level,
+        itemsize,
+        intra,
+        threshold,
+        variant,
+    )
 
 
 def _scan(op, topology, count, segments, level, itemsize, intra, threshold, variant):
     exclusive = op == "exscan"
-    b, variant = _start(op, topology, level, threshold, variant, intra, count=count,
-                        segments=segments, itemsize=itemsize)
+    b, variant = _start(
+        op,
+        topology,
+        level,
+        threshold,
+        variant,
+        intra,
+        count=count,
+        segments=segments,
+        itemsize=itemsize,
+    )
     if variant == "associative":
         _scan_coordinator(b, intra, exclusive)
     elif variant == "short":
@@ -556,8 +673,17 @@ def _scan(op, topology, count, segments, level, itemsize, intra, threshold, vari
     return _finish(b, variant, threshold, intra, segments=segments)
 
 
-def scan(topology, *, count=1, segments=1, level=None, itemsize=1, intra="binary",
-         threshold=THRESHOLD, variant=None):
+def scan(
+    topology,
+    *,
+    count=1,
+    segments=1,
+    level=None,
+    itemsize=1,
+    intra="binary",
+    threshold=THRESHOLD,
+    variant=None,
+):
     """MagPIe's inclusive scan: rank ``i`` gets the reduction of ranks ``0..i``.
 
     associative (contiguous clusters only)
@@ -587,12 +713,22 @@ def scan(topology, *, count=1, segments=1, level=None, itemsize=1, intra="binary
     >>> scan(Topology.from_clusters([[0, 2], [1, 3]]), level="commutative").algorithm
     'allgather'
     """
-    return _scan("scan", topology, count, segments, level, itemsize, intra, threshold,
-                 variant)
+    return _scan(
+        "scan", topology, count, segments, level, itemsize, intra, threshold, variant
+    )
 
 
-def exscan(topology, *, count=1, segments=1, level=None, itemsize=1, intra="binary",
-           threshold=THRESHOLD, variant=None):
+def exscan(
+    topology,
+    *,
+    count=1,
+    segments=1,
+    level=None,
+    itemsize=1,
+    intra="binary",
+    threshold=THRESHOLD,
+    variant=None,
+):
     """MagPIe-style exclusive scan: rank ``i > 0`` gets the reduction of ranks ``0..i-1``.
 
     The same three algorithms as :func:`scan`, each rank's own contribution left out
@@ -611,20 +747,50 @@ def exscan(topology, *, count=1, segments=1, level=None, itemsize=1, intra="bina
     combine [0] s1 -> q2
     send 2 [0] from q2
     """
-    return _scan("exscan", topology, count, segments, level, itemsize, intra, threshold,
-                 variant)
+    return _scan(
+        "exscan", topology, count, segments, level, itemsize, intra, threshold, variant
+    )
+
 
 #: The keyword options of this module's builders, in their signatures' order; the
 #: magpie family's :data:`~wacoll.plans.families.magpie.OPTIONS` includes them.
 OPTIONS = {
-    "reduce": ("root", "count", "segments", "level", "itemsize", "intra", "threshold",
-               "variant"),
-    "allreduce": ("count", "segments", "level", "itemsize", "intra", "threshold",
-                  "variant"),
-    "reduce_scatter": ("counts", "count", "level", "itemsize", "intra", "threshold",
-                       "variant"),
-    "reduce_scatter_block": ("count", "level", "itemsize", "intra", "threshold",
-                             "variant"),
+    "reduce": (
+        "root",
+        "count",
+        "segments",
+        "level",
+        "itemsize",
+        "intra",
+        "threshold",
+        "variant",
+    ),
+    "allreduce": (
+        "count",
+        "segments",
+        "level",
+        "itemsize",
+        "intra",
+        "threshold",
+        "variant",
+    ),
+    "reduce_scatter": (
+        "counts",
+        "count",
+        "level",
+        "itemsize",
+        "intra",
+        "threshold",
+        "variant",
+    ),
+    "reduce_scatter_block": (
+        "count",
+        "level",
+        "itemsize",
+        "intra",
+        "threshold",
+        "variant",
+    ),
     "scan": ("count", "segments", "level", "itemsize", "intra", "threshold", "variant"),
     "exscan": ("count", "segments", "level", "itemsize", "intra", "threshold", "variant"),
 }

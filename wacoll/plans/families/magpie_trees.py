@@ -39,8 +39,9 @@ INTRA = ("binary", "binomial")
 def validate_intra(intra):
     """Raise :class:`PlanError` unless ``intra`` names one of :data:`INTRA`."""
     if intra not in INTRA:
-        raise PlanError(f"intra must be one of {', '.join(map(repr, INTRA))}, "
-                        f"got {intra!r}")
+        raise PlanError(
+            f"intra must be one of {', '.join(map(repr, INTRA))}, got {intra!r}"
+        )
 
 
 def _graph(kids, nodes, root, name):
@@ -103,7 +104,7 @@ def ordered_tree(members, coordinator, intra="binary"):
     if k == 0:
         kids = _run_children(members, intra)
     else:
-        runs = [run for run in (members[:k], members[k + 1:]) if run]
+        runs = [run for run in (members[:k], members[k + 1 :]) if run]
         kids = {}
         for run in runs:
             kids.update(_run_children(run, intra))
@@ -149,5 +150,6 @@ def cluster_trees(topology, root=None, intra="binary"):
     """
     full = coordinator_tree(topology, root, intra)
     coords = topology.coordinators(root)
-    return [_restrict(full, members, coords[c])
-            for c, members in enumerate(topology.clusters)]
+    return [
+        _restrict(full, members, coords[c]) for c, members in enumerate(topology.clusters)
+    ]

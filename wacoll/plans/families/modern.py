@@ -122,8 +122,18 @@ from wacoll.plans.halving import largest_power_of_two
 from wacoll.plans.operations import round_segments
 from wacoll.plans.patterns import flat_alltoall
 
-__all__ = ["barrier", "bcast", "allgather", "alltoall", "allreduce", "reduce",
-           "choose", "ALGORITHMS", "BUILDERS", "OPTIONS"]
+__all__ = [
+    "barrier",
+    "bcast",
+    "allgather",
+    "alltoall",
+    "allreduce",
+    "reduce",
+    "choose",
+    "ALGORITHMS",
+    "BUILDERS",
+    "OPTIONS",
+]
 
 _FAMILY = "modern"
 
@@ -140,8 +150,11 @@ ALGORITHMS = {
 #: The algorithms that keep each level at every ``P``; the fold's keep ``"strict"``
 #: at some sizes only (see the module docstring).
 _COMMUTATIVE_ONLY = {("allreduce", "ring")}
-_FOLDED = {("allreduce", "recursive_doubling"), ("allreduce", "rabenseifner"),
-           ("reduce", "rabenseifner")}
+_FOLDED = {
+    ("allreduce", "recursive_doubling"),
+    ("allreduce", "rabenseifner"),
+    ("reduce", "rabenseifner"),
+}
 
 
 def _pof2(n):
@@ -190,8 +203,10 @@ def choose(op, size, *, count=1, itemsize=1, level=None):
         if nbytes > 2048 and commutative and count >= owners:
             return "rabenseifner"
         return "binomial"
-    raise PlanError(f"the {_FAMILY} family has no {op} plan; it builds "
-                    f"{', '.join(sorted(ALGORITHMS))}")
+    raise PlanError(
+        f"the {_FAMILY} family has no {op} plan; it builds "
+        f"{', '.join(sorted(ALGORITHMS))}"
+    )
 
 
 def _algorithm(op, algorithm, size, count, itemsize, level=None):
@@ -199,28 +214,38 @@ def _algorithm(op, algorithm, size, count, itemsize, level=None):
     if algorithm == "auto":
         algorithm = choose(op, size, count=count, itemsize=itemsize, level=level)
     elif algorithm not in ALGORITHMS[op]:
-        raise PlanError(f"modern {op} algorithm must be 'auto' or one of "
-                        f"{', '.join(ALGORITHMS[op])}; got {algorithm!r}")
-    if level is not None and level != "commutative" and (op, algorithm) in \
-            _COMMUTATIVE_ONLY:
-        raise PlanError(f"the {algorithm} {op} combines chunk c in the order c+1, ..., "
-                        f"P-1, 0, ..., c: it keeps level 'commutative' only, not "
-                        f"{level!r} (MPICH and Open MPI run it for commutative "
-                        f"operators only)")
+        raise PlanError(
+            f"modern {op} algorithm must be 'auto' or one of "
+            f"{', '.join(ALGORITHMS[op])}; got {algorithm!r}"
+        )
+    if (
+        level is not None
+        and level != "commutative"
+        and (op, algorithm) in _COMMUTATIVE_ONLY
+    ):
+        raise PlanError(
+            f"the {algorithm} {op} combines chunk c in the order c+1, ..., "
+            f"P-1, 0, ..., c: it keeps level 'commutative' only, not "
+            f"{level!r} (MPICH and Open MPI run it for commutative "
+            f"operators only)"
+        )
     if level == "strict" and (op, algorithm) in _FOLDED and not fold_is_canonical(size):
-        raise PlanError(f"the {algorithm} {op} on {size} ranks folds ranks "
-                        f"0..{2 * (size - largest_power_of_two(size)) - 1} in pairs "
-                        f"first (MPICH), which is not the canonical expression of level "
-                        f"'strict' on {size} ranks (it is on 2**a * (2**b - 1) ranks); "
-                        f"use level 'associative', or the mpich family's "
-                        f"algorithm='halving', strict at every size")
+        raise PlanError(
+            f"the {algorithm} {op} on {size} ranks folds ranks "
+            f"0..{2 * (size - largest_power_of_two(size)) - 1} in pairs "
+            f"first (MPICH), which is not the canonical expression of level "
+            f"'strict' on {size} ranks (it is on 2**a * (2**b - 1) ranks); "
+            f"use level 'associative', or the mpich family's "
+            f"algorithm='halving', strict at every size"
+        )
     return algorithm
 
 
 def _relabel(plan, algorithm, **params):
     """A plan another family's builder made, as this family's ``algorithm``."""
-    return dataclasses.replace(plan, family=_FAMILY, algorithm=algorithm,
-                               params=tuple(sorted(params.items())))
+    return dataclasses.replace(
+        plan, family=_FAMILY, algorithm=algorithm, params=tuple(sorted(params.items()))
+    )
 
 
 # ---------------------------------------------------------------------- barrier
@@ -244,8 +269,9 @@ def barrier(topology, *, itemsize=1, algorithm="auto"):
 
 
 # ------------------------------------------------------------------------ bcast
-def bcast(topology, *, root=0, count=1, segments=1, itemsize=1, algorithm="auto",
-          radix=4):
+def bcast(
+    topology, *, root=0, count=1, segments=1, itemsize=1, algorithm="auto", radix=4
+):
     """Broadcast from ``root`` (no reduction: no level).
 
     ``"binomial"``, ``"chain"`` and ``"knomial"`` (k-nomial tree of ``radix``) send
@@ -269,15 +295,30 @@ def bcast(topology, *, root=0, count=1, segments=1, itemsize=1, algorithm="auto"
     name = _algorithm("bcast", algorithm, size, count, itemsize)
     if name in ("binomial", "chain", "knomial"):
         tree = f"knomial{radix}" if name == "knomial" else name
-        if name == "knomial" and (isinstance(radix, bool) or not isinstance(radix, int)
-                                  or radix < 2):
-            raise PlanError(f"the knomial bcast needs an integer radix >= 2, got {radix!r}")
-        plan = _tree.bcast(topology, tree=tree, root=root, count=count,
-                           segments=segments, itemsize=itemsize)
+        if name == "knomial" and (
+            isinstance(radix, bool) or not isinstance(radix, int) or radix < 2
+        ):
+            raise PlanError(
+                f"the knomial bcast needs an integer radix >= 2, got {radix!r}"
+            )
+        plan = _tree.bcast(
+            topology,
+            tree=tree,
+            root=root,
+            count=count,
+            segments=segments,
+            itemsize=itemsize,
+        )
         extra = {"radix": radix} if name == "knomial" else {}
         return _relabel(plan, name, segments=segments, **extra)
-    b = PlanBuilder("bcast", topology, root=root, count=count,
-                    segments=round_segments(segments, size), itemsize=itemsize)
+    b = PlanBuilder(
+        "bcast",
+        topology,
+        root=root,
+        count=count,
+        segments=round_segments(segments, size),
+        itemsize=itemsize,
+    )
     order = tuple((b.root + j) % size for j in range(size))
     chunks = chunks_of(b.all_blocks, size)
     held = binomial_scatter(b, order, chunks)
@@ -343,8 +384,7 @@ def alltoall(topology, *, count=1, itemsize=1, algorithm="auto"):
 
 
 # ------------------------------------------------------------------ reductions
-def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
-              algorithm="auto"):
+def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1, algorithm="auto"):
     """Allreduce by recursive doubling, Rabenseifner's algorithm or the ring.
 
     Levels: ``"recursive_doubling"`` and ``"rabenseifner"`` keep ``"associative"``
@@ -370,8 +410,14 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
     name = _algorithm("allreduce", algorithm, topology.size, count, itemsize, level)
     size = topology.size
     parts = {"rabenseifner": largest_power_of_two(size), "ring": size}.get(name, 1)
-    b = PlanBuilder("allreduce", topology, count=count, level=level, itemsize=itemsize,
-                    segments=round_segments(segments, parts))
+    b = PlanBuilder(
+        "allreduce",
+        topology,
+        count=count,
+        level=level,
+        itemsize=itemsize,
+        segments=round_segments(segments, parts),
+    )
     if name == "recursive_doubling":
         recursive_doubling_allreduce(b, b.all_blocks, ordered=level != "commutative")
     elif name == "rabenseifner":
@@ -381,8 +427,9 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
     return b.build(family=_FAMILY, algorithm=name, segments=segments)
 
 
-def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1,
-           algorithm="auto"):
+def reduce(
+    topology, *, root=0, count=1, segments=1, level=None, itemsize=1, algorithm="auto"
+):
     """Reduce to ``root`` by the binomial tree or Rabenseifner's algorithm.
 
     ``"binomial"`` is MPICH's binomial reduce, unchanged since MPICH 1.1 (the
@@ -412,12 +459,25 @@ def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1,
     size = topology.size
     name = _algorithm("reduce", algorithm, size, count, itemsize, level)
     if name == "binomial":
-        plan = _mpich.reduce(topology, root=root, count=count, segments=segments,
-                             level=level, itemsize=itemsize, algorithm="binomial")
+        plan = _mpich.reduce(
+            topology,
+            root=root,
+            count=count,
+            segments=segments,
+            level=level,
+            itemsize=itemsize,
+            algorithm="binomial",
+        )
         return _relabel(plan, name, segments=segments)
-    b = PlanBuilder("reduce", topology, root=root, count=count, level=level,
-                    itemsize=itemsize,
-                    segments=round_segments(segments, largest_power_of_two(size)))
+    b = PlanBuilder(
+        "reduce",
+        topology,
+        root=root,
+        count=count,
+        level=level,
+        itemsize=itemsize,
+        segments=round_segments(segments, largest_power_of_two(size)),
+    )
     rabenseifner_reduce(b, b.all_blocks, b.root)
     return b.build(family=_FAMILY, algorithm=name, segments=segments)
 

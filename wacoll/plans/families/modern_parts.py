@@ -30,14 +30,27 @@ from __future__ import annotations
 
 from wacoll.errors import PlanError
 from wacoll.plans.families.gridmpi_parts import allgather as _gridmpi_allgather
-from wacoll.plans.halving import (doubling_allgather, halving_reduce_scatter,
-                                  largest_power_of_two)
+from wacoll.plans.halving import (
+    doubling_allgather,
+    halving_reduce_scatter,
+    largest_power_of_two,
+)
 
 __all__ = [
-    "fold", "fold_is_canonical", "dissemination_barrier", "bruck_allgather",
-    "doubling_allgather_fold", "ring_allgather", "bruck_alltoall", "pairwise_alltoall",
-    "recursive_doubling_allreduce", "rabenseifner_allreduce", "rabenseifner_reduce",
-    "ring_allreduce", "chunks_of", "rounds",
+    "fold",
+    "fold_is_canonical",
+    "dissemination_barrier",
+    "bruck_allgather",
+    "doubling_allgather_fold",
+    "ring_allgather",
+    "bruck_alltoall",
+    "pairwise_alltoall",
+    "recursive_doubling_allreduce",
+    "rabenseifner_allreduce",
+    "rabenseifner_reduce",
+    "ring_allreduce",
+    "chunks_of",
+    "rounds",
 ]
 
 
@@ -166,10 +179,18 @@ def doubling_allgather_fold(b, order, sets, held=None, buf="out"):
         if give:
             b.transfer(even, odd, give, buf, buf)
             has[odd].update(give)
-    merged = tuple(tuple(sorted(set(sets[2 * i]) | set(sets[2 * i + 1]))) for i in range(rem))
-    merged += sets[2 * rem:]
-    _gridmpi_allgather(b, tuple(order[j] for j in parts), merged, buf=buf,
-                       held={order[j]: has[order[j]] for j in parts}, method="doubling")
+    merged = tuple(
+        tuple(sorted(set(sets[2 * i]) | set(sets[2 * i + 1]))) for i in range(rem)
+    )
+    merged += sets[2 * rem :]
+    _gridmpi_allgather(
+        b,
+        tuple(order[j] for j in parts),
+        merged,
+        buf=buf,
+        held={order[j]: has[order[j]] for j in parts},
+        method="doubling",
+    )
     every = set().union(*map(set, sets), *has.values())
     for i in range(rem):
         even, odd = order[2 * i], order[2 * i + 1]
@@ -346,7 +367,7 @@ def chunks_of(blocks, parts):
     out, at = [], 0
     for i in range(parts):
         n = base + (1 if i < extra else 0)
-        out.append(tuple(blocks[at:at + n]))
+        out.append(tuple(blocks[at : at + n]))
         at += n
     return tuple(out)
 

@@ -55,29 +55,48 @@ import numpy as np
 from wacoll.errors import PlanError
 from wacoll.plans.builder import PlanBuilder
 from wacoll.plans.encoded import single_block_steps
-from wacoll.plans.prover.encode import COPY, NO_PEER, RECV, SEND
-from wacoll.plans.halving import doubling_allgather, halving_reduce_scatter, largest_power_of_two
+from wacoll.plans.halving import (
+    doubling_allgather,
+    halving_reduce_scatter,
+    largest_power_of_two,
+)
 from wacoll.plans.operations import round_segments
 from wacoll.plans.patterns import (
     EACH,
     chain_scan,
-    validate_alltoall_order,
     flat_alltoall,
     flat_gather,
     flat_scatter,
     segment_blocks,
     tree_bcast,
     tree_reduce,
+    validate_alltoall_order,
 )
+from wacoll.plans.prover.encode import COPY, NO_PEER, RECV, SEND
 from wacoll.trees import make_tree
-from wacoll.trees.basic import validate_tree_args
-from wacoll.trees.basic import from_parents
+from wacoll.trees.basic import from_parents, validate_tree_args
 
 __all__ = [
-    "bcast_tree", "barrier", "bcast", "scatter", "scatterv", "gather", "gatherv",
-    "allgather", "allgatherv", "alltoall", "alltoallv", "reduce", "allreduce",
-    "reduce_scatter", "reduce_scatter_block", "scan", "exscan", "BUILDERS",
-    "OPTIONS", "ALLREDUCE_ALGORITHMS",
+    "bcast_tree",
+    "barrier",
+    "bcast",
+    "scatter",
+    "scatterv",
+    "gather",
+    "gatherv",
+    "allgather",
+    "allgatherv",
+    "alltoall",
+    "alltoallv",
+    "reduce",
+    "allreduce",
+    "reduce_scatter",
+    "reduce_scatter_block",
+    "scan",
+    "exscan",
+    "BUILDERS",
+    "OPTIONS",
+    "ALLREDUCE_ALGORITHMS",
 ]
 
 _FAMILY = "mpich"
@@ -152,7 +171,9 @@ def bcast_tree(n, root=0):
         if v + n2 < n:
             kids.append(v + n2)
         vchildren[v] = kids
-    real = {(v + root) % n: [(c + root) % n for c in kids] for v, kids in vchildren.items()}
+    real = {
+        (v + root) % n: [(c + root) % n for c in kids] for v, kids in vchildren.items()
+    }
     return from_parents(real, n, root, "mpich-bcast")
 
 
@@ -168,18 +189,21 @@ def bcast(topology, *, root=0, count=1, segments=1, itemsize=1):
     >>> plan.prove().messages
     5
     """
-    b = PlanBuilder("bcast", topology, root=root, count=count, segments=segments,
-                    itemsize=itemsize)
+    b = PlanBuilder(
+        "bcast", topology, root=root, count=count, segments=segments, itemsize=itemsize
+    )
     tree_bcast(b, bcast_tree(b.size, b.root), b.all_blocks, segments=EACH)
     return b.build(family=_FAMILY, algorithm="binomial", segments=segments)
 
 
 # ------------------------------------------------------- scatter(v), gather(v)
-def _flat(op, topology, pattern, *, root=None, count=1, counts=None, itemsize=1,
-          **params):
+def _flat(
+    op, topology, pattern, *, root=None, count=1, counts=None, itemsize=1, **params
+):
     """A plan of one flat pattern of :mod:`wacoll.plans.patterns`, named ``flat``."""
-    b = PlanBuilder(op, topology, root=root, count=count, counts=counts,
-                    itemsize=itemsize)
+    b = PlanBuilder(
+        op, topology, root=root, count=count, counts=counts, itemsize=itemsize
+    )
     pattern(b)
     return b.build(family=_FAMILY, algorithm="flat", **params)
 
@@ -193,8 +217,9 @@ def scatter(topology, *, root=0, count=1, itemsize=1):
     >>> [str(s) for s in scatter(Topology.single(3), root=1).programs[1]]
     ['send 0 [0] from in', 'copy [1] in -> out', 'send 2 [2] from in']
     """
-    return _flat("scatter", topology, flat_scatter, root=root, count=count,
-                 itemsize=itemsize)
+    return _flat(
+        "scatter", topology, flat_scatter, root=root, count=count, itemsize=itemsize
+    )
 
 
 def scatterv(topology, *, root=0, counts=None, count=1, itemsize=1):
@@ -206,8 +231,15 @@ def scatterv(topology, *, root=0, counts=None, count=1, itemsize=1):
     >>> scatterv(Topology.from_sizes([2, 2]), counts=[1, 0, 2, 3]).prove().bytes
     5
     """
-    return _flat("scatterv", topology, flat_scatter, root=root, count=count, counts=counts,
-                 itemsize=itemsize)
+    return _flat(
+        "scatterv",
+        topology,
+        flat_scatter,
+        root=root,
+        count=count,
+        counts=counts,
+        itemsize=itemsize,
+    )
 
 
 def gather(topology, *, root=0, count=1, itemsize=1):
@@ -219,8 +251,9 @@ def gather(topology, *, root=0, count=1, itemsize=1):
     >>> [str(s) for s in gather(Topology.single(3), root=2).programs[2]]
     ['recv 0 [0]', 'recv 1 [1]', 'copy [2] in -> out']
     """
-    return _flat("gather", topology, flat_gather, root=root, count=count,
-                 itemsize=itemsize)
+    return _flat(
+        "gather", topology, flat_gather, root=root, count=count, itemsize=itemsize
+    )
 
 
 def gatherv(topology, *, root=0, counts=None, count=1, itemsize=1):
@@ -232,8 +265,15 @@ def gatherv(topology, *, root=0, counts=None, count=1, itemsize=1):
     >>> gatherv(Topology.from_sizes([2, 2]), counts=[4, 0, 1, 1]).prove().wide_area_bytes
     2
     """
-    return _flat("gatherv", topology, flat_gather, root=root, count=count, counts=counts,
-                 itemsize=itemsize)
+    return _flat(
+        "gatherv",
+        topology,
+        flat_gather,
+        root=root,
+        count=count,
+        counts=counts,
+        itemsize=itemsize,
+    )
 
 
 # --------------------------------------------------------------- allgather(v)
@@ -262,20 +302,24 @@ def _ring_allgather_steps(size):
 
     def rows(first, send, recv):
         """Per rank: ``first``, then a (send, recv) pair per round; flattened."""
-        pairs = np.stack([np.broadcast_to(send, rounds), np.broadcast_to(recv, rounds)],
-                         axis=2).reshape(size, -1)
-        return np.concatenate([np.broadcast_to(first, (size, 1)), pairs],
-                              axis=1).reshape(-1)
+        pairs = np.stack(
+            [np.broadcast_to(send, rounds), np.broadcast_to(recv, rounds)], axis=2
+        ).reshape(size, -1)
+        return np.concatenate([np.broadcast_to(first, (size, 1)), pairs], axis=1).reshape(
+            -1
+        )
 
     none, buf_in, buf_out = -1, 0, 1
     return single_block_steps(
-        size, np.full(size, 2 * size - 1),
+        size,
+        np.full(size, 2 * size - 1),
         kind=rows(COPY, SEND, RECV),
         peer=rows(NO_PEER, (r + 1) % size, (r - 1) % size),
         src=rows(buf_in, buf_out, none),
         dst=rows(buf_out, none, buf_out),
         block=rows(r, (r - step + 1) % size, (r - step) % size),
-        buffers=("in", "out"))
+        buffers=("in", "out"),
+    )
 
 
 def allgather(topology, *, count=1, itemsize=1):
@@ -310,8 +354,15 @@ def allgatherv(topology, *, counts=None, count=1, itemsize=1):
 # ---------------------------------------------------------------- alltoall(v)
 def _alltoall(op, topology, count, counts, itemsize, order):
     validate_alltoall_order(order)
-    return _flat(op, topology, partial(flat_alltoall, order=order), count=count,
-                 counts=counts, itemsize=itemsize, order=order)
+    return _flat(
+        op,
+        topology,
+        partial(flat_alltoall, order=order),
+        count=count,
+        counts=counts,
+        itemsize=itemsize,
+        order=order,
+    )
 
 
 def alltoall(topology, *, count=1, itemsize=1, order="rank"):
@@ -362,8 +413,9 @@ def _reduce_tree(topology, root):
     return make_tree("binomial", topology, root=root, operation="reduce")
 
 
-def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1,
-           algorithm="binomial"):
+def reduce(
+    topology, *, root=0, count=1, segments=1, level=None, itemsize=1, algorithm="binomial"
+):
     """The single-level reduce, by one of two algorithms.
 
     ``"binomial"`` (MPICH 1.1's, pipelined by segment): at level ``"commutative"``
@@ -390,9 +442,15 @@ def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1,
     """
     _validate_algorithm("reduce", algorithm)
     if algorithm == "halving":
-        b = PlanBuilder("reduce", topology, root=root, count=count,
-                        segments=_owner_multiple(topology, segments), level=level,
-                        itemsize=itemsize)
+        b = PlanBuilder(
+            "reduce",
+            topology,
+            root=root,
+            count=count,
+            segments=_owner_multiple(topology, segments),
+            level=level,
+            itemsize=itemsize,
+        )
         # an owner's share ends in "part": only the root's "out" has room for it
         share = "out" if b.size == 1 else "part"
         owned = halving_reduce_scatter(b, range(b.size), b.all_blocks, result=share)
@@ -403,8 +461,15 @@ def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1,
             elif blocks:
                 b.transfer(owner, b.root, blocks, "part", "out")
         return b.build(family=_FAMILY, algorithm="halving+gather", segments=segments)
-    b = PlanBuilder("reduce", topology, root=root, count=count, segments=segments,
-                    level=level, itemsize=itemsize)
+    b = PlanBuilder(
+        "reduce",
+        topology,
+        root=root,
+        count=count,
+        segments=segments,
+        level=level,
+        itemsize=itemsize,
+    )
     tree_root = b.root if b.level == "commutative" else 0
     tree = _reduce_tree(topology, tree_root)
     for seg in segment_blocks(b.all_blocks, EACH):
@@ -413,8 +478,9 @@ def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1,
         else:
             tree_reduce(b, tree, seg, result_buf="acc")
             b.transfer(tree_root, b.root, seg, src="acc", dst="out")
-    return b.build(family=_FAMILY, algorithm="binomial", segments=segments,
-                   tree_root=tree_root)
+    return b.build(
+        family=_FAMILY, algorithm="binomial", segments=segments, tree_root=tree_root
+    )
 
 
 #: The algorithms of :func:`reduce` and :func:`allreduce`.
@@ -423,8 +489,10 @@ ALLREDUCE_ALGORITHMS = ("binomial", "halving")
 
 def _validate_algorithm(op, algorithm):
     if algorithm not in ALLREDUCE_ALGORITHMS:
-        raise PlanError(f"mpich {op} algorithm must be one of {ALLREDUCE_ALGORITHMS}, "
-                        f"got {algorithm!r}")
+        raise PlanError(
+            f"mpich {op} algorithm must be one of {ALLREDUCE_ALGORITHMS}, "
+            f"got {algorithm!r}"
+        )
 
 
 def _owner_multiple(topology, segments):
@@ -432,8 +500,9 @@ def _owner_multiple(topology, segments):
     return round_segments(segments, largest_power_of_two(topology.size))
 
 
-def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
-              algorithm="binomial"):
+def allreduce(
+    topology, *, count=1, segments=1, level=None, itemsize=1, algorithm="binomial"
+):
     """The single-level allreduce, by one of two algorithms.
 
     ``"binomial"`` (MPICH 1.1's): a binomial reduce to rank 0, then :func:`bcast`
@@ -457,15 +526,26 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
     """
     _validate_algorithm("allreduce", algorithm)
     if algorithm == "halving":
-        b = PlanBuilder("allreduce", topology, count=count,
-                        segments=_owner_multiple(topology, segments), level=level,
-                        itemsize=itemsize)
+        b = PlanBuilder(
+            "allreduce",
+            topology,
+            count=count,
+            segments=_owner_multiple(topology, segments),
+            level=level,
+            itemsize=itemsize,
+        )
         ranks = range(b.size)
         owned = halving_reduce_scatter(b, ranks, b.all_blocks)
         doubling_allgather(b, ranks, owned, b.all_blocks)
         return b.build(family=_FAMILY, algorithm="halving+doubling", segments=segments)
-    b = PlanBuilder("allreduce", topology, count=count, segments=segments, level=level,
-                    itemsize=itemsize)
+    b = PlanBuilder(
+        "allreduce",
+        topology,
+        count=count,
+        segments=segments,
+        level=level,
+        itemsize=itemsize,
+    )
     segs = segment_blocks(b.all_blocks, EACH)
     tree = _reduce_tree(topology, 0)
     for seg in segs:
@@ -475,8 +555,9 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
 
 
 def _reduce_scatter(op, topology, count, counts, level, itemsize):
-    b = PlanBuilder(op, topology, count=count, counts=counts, level=level,
-                    itemsize=itemsize)
+    b = PlanBuilder(
+        op, topology, count=count, counts=counts, level=level, itemsize=itemsize
+    )
     # MPI_Reduce of the whole vector to rank 0 into a scratch buffer ...
     tree_reduce(b, _reduce_tree(topology, 0), b.all_blocks, result_buf="tmp")
     # ... then MPI_Scatterv of block i to rank i
@@ -525,8 +606,9 @@ def scan(topology, *, count=1, segments=1, level=None, itemsize=1):
     >>> [str(s) for s in scan(Topology.single(3)).programs[1]]
     ['recv 0 [0]', 'combine [0] in -> out', 'send 2 [0]']
     """
-    b = PlanBuilder("scan", topology, count=count, segments=segments, level=level,
-                    itemsize=itemsize)
+    b = PlanBuilder(
+        "scan", topology, count=count, segments=segments, level=level, itemsize=itemsize
+    )
     chain_scan(b)
     return b.build(family=_FAMILY, algorithm="chain", segments=segments)
 
@@ -547,8 +629,9 @@ def exscan(topology, *, count=1, segments=1, level=None, itemsize=1):
     rank 1: recv 0 [0]; copy [0] out -> acc; combine [0] in -> acc; send 2 [0] from acc
     rank 2: recv 1 [0]
     """
-    b = PlanBuilder("exscan", topology, count=count, segments=segments, level=level,
-                    itemsize=itemsize)
+    b = PlanBuilder(
+        "exscan", topology, count=count, segments=segments, level=level, itemsize=itemsize
+    )
     chain_scan(b, exclusive=True)
     return b.build(family=_FAMILY, algorithm="chain", segments=segments)
 

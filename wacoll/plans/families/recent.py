@@ -111,18 +111,36 @@ from __future__ import annotations
 from wacoll.errors import PlanError
 from wacoll.plans.builder import PlanBuilder
 from wacoll.plans.families.modern_parts import chunks_of
-from wacoll.plans.families.recent_nccl import (double_tree_allreduce, pat_allgather,
-                                               pat_reduce_scatter)
-from wacoll.plans.families.recent_parts import (bine_tree, bit_reversal,
-                                                butterfly_allgather,
-                                                butterfly_reduce_scatter,
-                                                butterfly_rounds, odd_fold, steps_of,
-                                                swing_latency_allreduce)
+from wacoll.plans.families.recent_nccl import (
+    double_tree_allreduce,
+    pat_allgather,
+    pat_reduce_scatter,
+)
+from wacoll.plans.families.recent_parts import (
+    bine_tree,
+    bit_reversal,
+    butterfly_allgather,
+    butterfly_reduce_scatter,
+    butterfly_rounds,
+    odd_fold,
+    steps_of,
+    swing_latency_allreduce,
+)
 from wacoll.plans.operations import round_segments
 from wacoll.plans.patterns import EACH, tree_bcast, tree_reduce
 
-__all__ = ["bcast", "reduce", "allreduce", "allgather", "reduce_scatter",
-           "reduce_scatter_block", "keeps", "ALGORITHMS", "BUILDERS", "OPTIONS"]
+__all__ = [
+    "bcast",
+    "reduce",
+    "allreduce",
+    "allgather",
+    "reduce_scatter",
+    "reduce_scatter_block",
+    "keeps",
+    "ALGORITHMS",
+    "BUILDERS",
+    "OPTIONS",
+]
 
 _FAMILY = "recent"
 
@@ -165,24 +183,35 @@ def _algorithm(op, algorithm, size, level=None):
         for name in ALGORITHMS[op]:
             if keeps(op, name, size, level):
                 return name
-        raise PlanError(f"no recent {op} algorithm keeps level {level!r} on {size} "
-                        f"ranks; they keep level 'commutative' (double_binary_tree: "
-                        f"'associative' on an even number of ranks)")
+        raise PlanError(
+            f"no recent {op} algorithm keeps level {level!r} on {size} "
+            f"ranks; they keep level 'commutative' (double_binary_tree: "
+            f"'associative' on an even number of ranks)"
+        )
     if algorithm not in ALGORITHMS[op]:
-        raise PlanError(f"recent {op} algorithm must be 'auto' or one of "
-                        f"{', '.join(ALGORITHMS[op])}; got {algorithm!r}")
+        raise PlanError(
+            f"recent {op} algorithm must be 'auto' or one of "
+            f"{', '.join(ALGORITHMS[op])}; got {algorithm!r}"
+        )
     if not keeps(op, algorithm, size, level):
         if algorithm == "double_binary_tree":
-            why = ("its two trees are in-order trees, not the binomial tree of level "
-                   "'strict'" if level == "strict" else
-                   f"on an odd number of ranks its second tree is the first shifted "
-                   f"by one rank, whose subtrees wrap around (here {size})")
-            raise PlanError(f"the double_binary_tree {op} does not keep level "
-                            f"{level!r}: {why}; use level 'commutative'"
-                            + ("" if level == "strict" else " or an even number of ranks"))
-        raise PlanError(f"the {algorithm} {op} combines operands in the order its "
-                        f"partners wrap around the ranks: it keeps level 'commutative' "
-                        f"only, not {level!r}")
+            why = (
+                "its two trees are in-order trees, not the binomial tree of level "
+                "'strict'"
+                if level == "strict"
+                else f"on an odd number of ranks its second tree is the first shifted "
+                f"by one rank, whose subtrees wrap around (here {size})"
+            )
+            raise PlanError(
+                f"the double_binary_tree {op} does not keep level "
+                f"{level!r}: {why}; use level 'commutative'"
+                + ("" if level == "strict" else " or an even number of ranks")
+            )
+        raise PlanError(
+            f"the {algorithm} {op} combines operands in the order its "
+            f"partners wrap around the ranks: it keeps level 'commutative' "
+            f"only, not {level!r}"
+        )
     return algorithm
 
 
@@ -198,15 +227,17 @@ def bcast(topology, *, root=0, count=1, segments=1, itemsize=1, algorithm="auto"
     >>> [str(s) for s in plan.programs[2]]  # relative ranks 3, -1, 1: farthest first
     ['send 5 [0]', 'send 1 [0]', 'send 3 [0]']
     """
-    b = PlanBuilder("bcast", topology, root=root, count=count, segments=segments,
-                    itemsize=itemsize)
+    b = PlanBuilder(
+        "bcast", topology, root=root, count=count, segments=segments, itemsize=itemsize
+    )
     name = _algorithm("bcast", algorithm, b.size)
     tree_bcast(b, bine_tree(b.size, b.root), b.all_blocks, segments=EACH)
     return b.build(family=_FAMILY, algorithm=name, segments=segments)
 
 
-def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1,
-           algorithm="auto"):
+def reduce(
+    topology, *, root=0, count=1, segments=1, level=None, itemsize=1, algorithm="auto"
+):
     """Reduce to ``root`` up the Bine tree of :func:`bcast`, pipelined in
     ``segments``; level ``"commutative"`` only.
 
@@ -217,16 +248,22 @@ def reduce(topology, *, root=0, count=1, segments=1, level=None, itemsize=1,
     5
     """
     level = "strict" if level is None else level
-    b = PlanBuilder("reduce", topology, root=root, count=count, segments=segments,
-                    level=level, itemsize=itemsize)
+    b = PlanBuilder(
+        "reduce",
+        topology,
+        root=root,
+        count=count,
+        segments=segments,
+        level=level,
+        itemsize=itemsize,
+    )
     name = _algorithm("reduce", algorithm, b.size, level)
     tree_reduce(b, bine_tree(b.size, b.root), b.all_blocks, segments=EACH)
     return b.build(family=_FAMILY, algorithm=name, segments=segments)
 
 
 # ------------------------------------------------------------------- allreduce
-def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
-              algorithm="auto"):
+def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1, algorithm="auto"):
     """Allreduce by Swing (bandwidth- or latency-optimal), a Bine butterfly or
     NCCL's double binary tree.
 
@@ -252,9 +289,17 @@ def allreduce(topology, *, count=1, segments=1, level=None, itemsize=1,
     size = topology.size
     name = _algorithm("allreduce", algorithm, size, level)
     ranks, host, extra = odd_fold(size)
-    parts = {"swing": len(ranks), "bine": len(ranks), "double_binary_tree": 2}.get(name, 1)
-    b = PlanBuilder("allreduce", topology, count=count, level=level, itemsize=itemsize,
-                    segments=round_segments(segments, parts))
+    parts = {"swing": len(ranks), "bine": len(ranks), "double_binary_tree": 2}.get(
+        name, 1
+    )
+    b = PlanBuilder(
+        "allreduce",
+        topology,
+        count=count,
+        level=level,
+        itemsize=itemsize,
+        segments=round_segments(segments, parts),
+    )
     blocks = b.all_blocks
     if name == "swing_latency":
         swing_latency_allreduce(b, blocks)
@@ -317,8 +362,9 @@ def allgather(topology, *, count=1, itemsize=1, algorithm="auto", aggregation=No
         groups[host] = (host, extra)
     if len(ranks) > 1:
         m = len(ranks)
-        butterfly_allgather(b, ranks, groups,
-                            butterfly_rounds(m, steps_of(m, _ORDERS[name][1])))
+        butterfly_allgather(
+            b, ranks, groups, butterfly_rounds(m, steps_of(m, _ORDERS[name][1]))
+        )
     if extra is not None:
         b.transfer(host, extra, tuple(range(extra)), "out", "out")
     return b.build(family=_FAMILY, algorithm=name)
@@ -326,16 +372,17 @@ def allgather(topology, *, count=1, itemsize=1, algorithm="auto", aggregation=No
 
 def _validate_aggregation(name, aggregation):
     if aggregation is not None and name != "pat":
-        raise PlanError(f"aggregation bounds PAT's messages; the {name} algorithm "
-                        f"takes none")
+        raise PlanError(
+            f"aggregation bounds PAT's messages; the {name} algorithm takes none"
+        )
 
 
 # --------------------------------------------------------------- reduce-scatter
-def _reduce_scatter(op, topology, count, counts, level, itemsize, algorithm,
-                    aggregation):
+def _reduce_scatter(op, topology, count, counts, level, itemsize, algorithm, aggregation):
     level = "strict" if level is None else level
-    b = PlanBuilder(op, topology, count=count, counts=counts, level=level,
-                    itemsize=itemsize)
+    b = PlanBuilder(
+        op, topology, count=count, counts=counts, level=level, itemsize=itemsize
+    )
     name = _algorithm(op, algorithm, b.size, level)
     _validate_aggregation(name, aggregation)
     size = b.size
@@ -361,8 +408,16 @@ def _reduce_scatter(op, topology, count, counts, level, itemsize, algorithm,
     return b.build(family=_FAMILY, algorithm=name, aggregation=aggregation)
 
 
-def reduce_scatter(topology, *, counts=None, count=1, level=None, itemsize=1,
-                   algorithm="auto", aggregation=None):
+def reduce_scatter(
+    topology,
+    *,
+    counts=None,
+    count=1,
+    level=None,
+    itemsize=1,
+    algorithm="auto",
+    aggregation=None,
+):
     """Reduce-scatter (rank ``r`` gets block ``r`` of ``counts[r]`` elements) by the
     Swing butterfly (distance-doubling), the Bine butterfly (distance-halving) or
     PAT; level ``"commutative"`` only.
@@ -375,12 +430,14 @@ def reduce_scatter(topology, *, counts=None, count=1, level=None, itemsize=1,
     >>> plan.prove().messages  # 2 steps of 4 exchanges
     8
     """
-    return _reduce_scatter("reduce_scatter", topology, count, counts, level, itemsize,
-                           algorithm, aggregation)
+    return _reduce_scatter(
+        "reduce_scatter", topology, count, counts, level, itemsize, algorithm, aggregation
+    )
 
 
-def reduce_scatter_block(topology, *, count=1, level=None, itemsize=1, algorithm="auto",
-                         aggregation=None):
+def reduce_scatter_block(
+    topology, *, count=1, level=None, itemsize=1, algorithm="auto", aggregation=None
+):
     """:func:`reduce_scatter` with ``count`` elements per block.
 
     Examples
@@ -391,8 +448,16 @@ def reduce_scatter_block(topology, *, count=1, level=None, itemsize=1, algorithm
     >>> report.messages, report.bytes  # 3 steps; each rank sends 6 blocks
     (21, 84)
     """
-    return _reduce_scatter("reduce_scatter_block", topology, count, None, level, itemsize,
-                           algorithm, aggregation)
+    return _reduce_scatter(
+        "reduce_scatter_block",
+        topology,
+        count,
+        None,
+        level,
+        itemsize,
+        algorithm,
+        aggregation,
+    )
 
 
 BUILDERS = {
@@ -411,7 +476,13 @@ OPTIONS = {
     "reduce": ("root", "count", "segments", "level", "itemsize", "algorithm"),
     "allreduce": ("count", "segments", "level", "itemsize", "algorithm"),
     "allgather": ("count", "itemsize", "algorithm", "aggregation"),
-    "reduce_scatter": ("counts", "count", "level", "itemsize", "algorithm",
-                       "aggregation"),
+    "reduce_scatter": (
+        "counts",
+        "count",
+        "level",
+        "itemsize",
+        "algorithm",
+        "aggregation",
+    ),
     "reduce_scatter_block": ("count", "level", "itemsize", "algorithm", "aggregation"),
 }

@@ -37,8 +37,15 @@ from __future__ import annotations
 
 from wacoll.errors import PlanError
 
-__all__ = ["btree", "dtree", "tree_depth", "double_tree_allreduce", "pat_steps",
-           "pat_allgather", "pat_reduce_scatter"]
+__all__ = [
+    "btree",
+    "dtree",
+    "tree_depth",
+    "double_tree_allreduce",
+    "pat_steps",
+    "pat_allgather",
+    "pat_reduce_scatter",
+]
 
 
 def btree(size: int) -> dict:
@@ -153,15 +160,20 @@ def pat_steps(size: int, aggregation=None):
     >>> pat_steps(8, aggregation=2)[-2:]
     [(1, (0, 2)), (1, (4, 6))]
     """
-    if aggregation is not None and (isinstance(aggregation, bool) or not isinstance(
-            aggregation, int) or aggregation < 1):
-        raise PlanError(f"aggregation must be an integer >= 1 or None, got {aggregation!r}")
+    if aggregation is not None and (
+        isinstance(aggregation, bool)
+        or not isinstance(aggregation, int)
+        or aggregation < 1
+    ):
+        raise PlanError(
+            f"aggregation must be an integer >= 1 or None, got {aggregation!r}"
+        )
     out = []
     for d in reversed(range((size - 1).bit_length())):
         dist = 1 << d
         offs = tuple(range(0, size - dist, 2 * dist))
         k = aggregation or len(offs)
-        out.extend((dist, offs[i:i + k]) for i in range(0, len(offs), k))
+        out.extend((dist, offs[i : i + k]) for i in range(0, len(offs), k))
     return out
 
 
@@ -174,8 +186,9 @@ def pat_allgather(b, aggregation=None, buf="out"):
         for h in range(size):
             if b.keeps(h):
                 b.send(h, (h + dist) % size, tuple((h - o) % size for o in offs), buf)
-                b.recv(h, (h - dist) % size,
-                       tuple((h - dist - o) % size for o in offs), buf)
+                b.recv(
+                    h, (h - dist) % size, tuple((h - dist - o) % size for o in offs), buf
+                )
 
 
 def pat_reduce_scatter(b, aggregation=None, acc="acc"):
@@ -187,7 +200,13 @@ def pat_reduce_scatter(b, aggregation=None, acc="acc"):
     for dist, offs in reversed(pat_steps(size, aggregation)):
         for x in range(size):
             if b.keeps(x):
-                b.send(x, (x - dist) % size,
-                       tuple((x - dist - o) % size for o in offs), acc)
-                b.recv_combine(x, (x + dist) % size,
-                               tuple((x - o) % size for o in offs), acc, side="left")
+                b.send(
+                    x, (x - dist) % size, tuple((x - dist - o) % size for o in offs), acc
+                )
+                b.recv_combine(
+                    x,
+                    (x + dist) % size,
+                    tuple((x - o) % size for o in offs),
+                    acc,
+                    side="left",
+                )

@@ -59,10 +59,18 @@ import numpy as np
 from wacoll.errors import PlanError
 from wacoll.plans.halving import largest_power_of_two
 
-__all__ = ["rho", "swing_peers", "steps_of", "bit_reversal", "butterfly_rounds",
-           "butterfly_allgather",
-           "butterfly_reduce_scatter", "odd_fold", "swing_latency_allreduce",
-           "bine_tree"]
+__all__ = [
+    "rho",
+    "swing_peers",
+    "steps_of",
+    "bit_reversal",
+    "butterfly_rounds",
+    "butterfly_allgather",
+    "butterfly_reduce_scatter",
+    "odd_fold",
+    "swing_latency_allreduce",
+    "bine_tree",
+]
 
 
 def rho(s: int) -> int:
@@ -235,8 +243,9 @@ def bine_tree(size: int, root: int) -> nx.DiGraph:
     sends = {0: 0}
 
     def add(parent, child):
-        tree.add_edge((parent + root) % size, (child + root) % size,
-                      order=sends.get(parent, 0))
+        tree.add_edge(
+            (parent + root) % size, (child + root) % size, order=sends.get(parent, 0)
+        )
         sends[parent] = sends.get(parent, 0) + 1
         sends.setdefault(child, 0)
 

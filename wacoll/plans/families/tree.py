@@ -32,8 +32,9 @@ def _tree(tree, topology, root, operation, group_size=4):
     if isinstance(tree, FrozenTree):  # a tree given as a graph, as plain data
         tree = thaw_tree(tree)
     if isinstance(tree, str):
-        return tree, make_tree(tree, topology, root=root, operation=operation,
-                               group_size=group_size)
+        return tree, make_tree(
+            tree, topology, root=root, operation=operation, group_size=group_size
+        )
     validate_tree(tree, n=topology.size, root=root)
     return tree.graph.get("name", "custom"), tree
 
@@ -47,15 +48,26 @@ def bcast(topology, *, tree=None, root=0, count=1, segments=1, itemsize=1, group
     >>> bcast(Topology.single(4), tree="chain", count=8, segments=2).prove().messages
     6
     """
-    b = PlanBuilder("bcast", topology, root=root, count=count, segments=segments,
-                    itemsize=itemsize)
+    b = PlanBuilder(
+        "bcast", topology, root=root, count=count, segments=segments, itemsize=itemsize
+    )
     name, t = _tree(tree, topology, b.root, "bcast", group_size)
     tree_bcast(b, t, b.all_blocks, segments=EACH)
     return b.build(family="tree", algorithm=name, tree=name, segments=segments)
 
 
-def reduce(topology, *, tree=None, root=0, count=1, segments=1, level=None, itemsize=1,
-           arrival=False, group_size=4):
+def reduce(
+    topology,
+    *,
+    tree=None,
+    root=0,
+    count=1,
+    segments=1,
+    level=None,
+    itemsize=1,
+    arrival=False,
+    group_size=4,
+):
     """Reduce to ``root`` up ``tree`` (default: binomial), pipelined by segment.
 
     Examples
@@ -64,16 +76,35 @@ def reduce(topology, *, tree=None, root=0, count=1, segments=1, level=None, item
     >>> reduce(Topology.single(5), tree="binomial").prove().max_sends
     1
     """
-    b = PlanBuilder("reduce", topology, root=root, count=count, segments=segments,
-                    level=level, itemsize=itemsize)
+    b = PlanBuilder(
+        "reduce",
+        topology,
+        root=root,
+        count=count,
+        segments=segments,
+        level=level,
+        itemsize=itemsize,
+    )
     name, t = _tree(tree, topology, b.root, "reduce", group_size)
     tree_reduce(b, t, b.all_blocks, segments=EACH, arrival=arrival)
-    return b.build(family="tree", algorithm=name, tree=name, segments=segments,
-                   arrival=arrival)
+    return b.build(
+        family="tree", algorithm=name, tree=name, segments=segments, arrival=arrival
+    )
 
 
-def allreduce(topology, *, tree=None, bcast_tree=None, root=0, count=1, segments=1,
-              level=None, itemsize=1, arrival=False, group_size=4):
+def allreduce(
+    topology,
+    *,
+    tree=None,
+    bcast_tree=None,
+    root=0,
+    count=1,
+    segments=1,
+    level=None,
+    itemsize=1,
+    arrival=False,
+    group_size=4,
+):
     """Reduce to ``root`` up ``tree``, then broadcast down ``bcast_tree``.
 
     ``bcast_tree`` defaults to the reduce tree's broadcast counterpart: the same name
@@ -85,17 +116,29 @@ def allreduce(topology, *, tree=None, bcast_tree=None, root=0, count=1, segments
     >>> allreduce(Topology.single(8), tree="lam", level="associative").prove().messages
     14
     """
-    b = PlanBuilder("allreduce", topology, count=count, segments=segments, level=level,
-                    itemsize=itemsize)
+    b = PlanBuilder(
+        "allreduce",
+        topology,
+        count=count,
+        segments=segments,
+        level=level,
+        itemsize=itemsize,
+    )
     name, t = _tree(tree, topology, root, "reduce", group_size)
     if bcast_tree is None:
         bcast_tree = tree if isinstance(tree, str) or tree is None else t
     bname, bt = _tree(bcast_tree, topology, root, "bcast", group_size)
     tree_reduce(b, t, b.all_blocks, segments=EACH, arrival=arrival)
     tree_bcast(b, bt, b.all_blocks, segments=EACH)
-    return b.build(family="tree", algorithm=name if bname == name else f"{name}+{bname}",
-                   tree=name, bcast_tree=bname, root=root, segments=segments,
-                   arrival=arrival)
+    return b.build(
+        family="tree",
+        algorithm=name if bname == name else f"{name}+{bname}",
+        tree=name,
+        bcast_tree=bname,
+        root=root,
+        segments=segments,
+        arrival=arrival,
+    )
 
 
 BUILDERS = {"bcast": bcast, "reduce": reduce, "allreduce": allreduce}
@@ -104,8 +147,25 @@ BUILDERS = {"bcast": bcast, "reduce": reduce, "allreduce": allreduce}
 #: :func:`wacoll.plans.families.options` reports and :func:`wacoll.plans.build` accepts.
 OPTIONS = {
     "bcast": ("tree", "root", "count", "segments", "itemsize", "group_size"),
-    "reduce": ("tree", "root", "count", "segments", "level", "itemsize", "arrival",
-               "group_size"),
-    "allreduce": ("tree", "bcast_tree", "root", "count", "segments", "level", "itemsize",
-                  "arrival", "group_size"),
+    "reduce": (
+        "tree",
+        "root",
+        "count",
+        "segments",
+        "level",
+        "itemsize",
+        "arrival",
+        "group_size",
+    ),
+    "allreduce": (
+        "tree",
+        "bcast_tree",
+        "root",
+        "count",
+        "segments",
+        "level",
+        "itemsize",
+        "arrival",
+        "group_size",
+    ),
 }

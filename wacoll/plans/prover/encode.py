@@ -42,17 +42,36 @@ import numpy as np
 
 from wacoll.plans.prover import _encode as _compiled
 
-__all__ = ["SEND", "RECV", "RECV_COMBINE", "COPY", "COMBINE", "KIND_CODES", "NO_PEER",
-           "BAD_PEER", "Steps", "encode", "ranges", "distinct", "index_dtype"]
+__all__ = [
+    "SEND",
+    "RECV",
+    "RECV_COMBINE",
+    "COPY",
+    "COMBINE",
+    "KIND_CODES",
+    "NO_PEER",
+    "BAD_PEER",
+    "Steps",
+    "encode",
+    "ranges",
+    "distinct",
+    "index_dtype",
+]
 
 SEND, RECV, RECV_COMBINE, COPY, COMBINE = range(5)
 #: Step kind -> code.
-KIND_CODES = {"send": SEND, "recv": RECV, "recv_combine": RECV_COMBINE, "copy": COPY,
-              "combine": COMBINE}
+KIND_CODES = {
+    "send": SEND,
+    "recv": RECV,
+    "recv_combine": RECV_COMBINE,
+    "copy": COPY,
+    "combine": COMBINE,
+}
 #: The peer of a local step.
 NO_PEER = -1
 #: A peer that is no rank of the plan.
 BAD_PEER = -2
+
 
 def index_dtype(largest):
     """``int32`` if ``largest`` fits, else ``int64``.
@@ -222,14 +241,16 @@ def encode(plan) -> Steps:
     buffers = _Buffers()
     lengths = np.fromiter(map(len, programs), np.int64, size)
     nsteps = int(lengths.sum())
-    kind, peer, src, dst, left, group, first, block, length = \
-        _compiled.encode_programs(programs, Step, KIND_CODES, buffers, size, nblocks,
-                                  nsteps)
+    kind, peer, src, dst, left, group, first, block, length = _compiled.encode_programs(
+        programs, Step, KIND_CODES, buffers, size, nblocks, nsteps
+    )
     start = np.zeros(size + 1, dtype=np.int64)
     np.cumsum(lengths, out=start[1:])
     nentries = len(block)
-    single = nentries == nsteps and (nsteps == 0 or (
-        int((first[1:] - first[:-1]).min()) == 1 and int(length.max()) == 1))
+    single = nentries == nsteps and (
+        nsteps == 0
+        or (int((first[1:] - first[:-1]).min()) == 1 and int(length.max()) == 1)
+    )
     # buffers numbered by name (the reader numbers them as it meets them)
     names = sorted(buffers.names)
     renumber = np.zeros(len(names) + 1, dtype=np.int32)  # (id -1 stays -1)
@@ -240,12 +261,20 @@ def encode(plan) -> Steps:
     small = np.int16 if len(names) < 2**15 else np.int32
     ranks = np.int16 if size < 2**15 else index_dtype(size)
     return Steps(
-        size=size, nblocks=nblocks, start=start,
+        size=size,
+        nblocks=nblocks,
+        start=start,
         rank=np.repeat(np.arange(size, dtype=ranks), lengths),
         kind=kind,
         peer=peer.astype(ranks if size < 2**15 - 2 else index_dtype(size), copy=False),
-        src=src.astype(small, copy=False), dst=dst.astype(small, copy=False),
-        left=left, group=group, first=first, single=single,
+        src=src.astype(small, copy=False),
+        dst=dst.astype(small, copy=False),
+        left=left,
+        group=group,
+        first=first,
+        single=single,
         beyond=bool(nentries) and int(block.max()) >= nblocks,
         block=block.astype(index_dtype(nblocks), copy=False),
-        length=length.astype(index_dtype(nblocks), copy=False), buffers=tuple(names))
+        length=length.astype(index_dtype(nblocks), copy=False),
+        buffers=tuple(names),
+    )

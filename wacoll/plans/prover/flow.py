@@ -62,8 +62,9 @@ NO_READ = -3
 PACK_KEYS = True
 
 #: Fault codes, in the order the prover takes a block's checks.
-EXIST, HELD, HELD_SRC, HOLDER, MOVES, OVERLAP, ORDER, STRICT, IN, OUT, PEER, GROUP = \
+EXIST, HELD, HELD_SRC, HOLDER, MOVES, OVERLAP, ORDER, STRICT, IN, OUT, PEER, GROUP = (
     range(1, 13)
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,8 +113,9 @@ class Flow:
     fault_positions: np.ndarray
 
 
-def _definitions(n, nb, nkey, rank, block, compact, names, reads1, reads2, writes,
-                 ident_t, *, earlier):
+def _definitions(
+    n, nb, nkey, rank, block, compact, names, reads1, reads2, writes, ident_t, *, earlier
+):
     """Which write each read sees and where each write goes, by a sort of every
     access: the compiled passes of :mod:`wacoll.plans.prover._flow` lay the accesses
     out in one pass and read them, sorted, in one more.
@@ -156,9 +158,22 @@ def _definitions(n, nb, nkey, rank, block, compact, names, reads1, reads2, write
     read_def = np.empty(n, dtype=ident_t)
     read2_def = np.empty(n, dtype=ident_t) if reads2 is not None else None
     slot = np.empty(n, dtype=index_dtype(n_acc + 1))
-    _compiled.access_keys(rank, block, nb, *args, compact, nkey, keys, ident, what,
-                          read_def, read_def[:0] if read2_def is None else read2_def,
-                          slot, ident_t.type(NO_READ), shift)
+    _compiled.access_keys(
+        rank,
+        block,
+        nb,
+        *args,
+        compact,
+        nkey,
+        keys,
+        ident,
+        what,
+        read_def,
+        read_def[:0] if read2_def is None else read2_def,
+        slot,
+        ident_t.type(NO_READ),
+        shift,
+    )
     del args
     if shift:
         keys.sort()
@@ -171,13 +186,35 @@ def _definitions(n, nb, nkey, rank, block, compact, names, reads1, reads2, write
     slot_buf = np.empty(nslots, dtype=np.int16)
     slot_last = np.empty(nslots, dtype=ident_t)
     written_before = np.zeros(n if earlier else 0, dtype=np.uint8)
-    _compiled.defs_after_sort(keys, ident, what, order, shift, nb, nkey,
-                              names if len(names) else np.zeros(1, dtype=np.int16),
-                              ident_t.type(MISSING), read_def,
-                              read_def[:0] if read2_def is None else read2_def, slot,
-                              slot_rank, slot_block, slot_buf, slot_last, written_before)
-    return (read_def, read2_def, slot, slot_rank, slot_block, slot_buf, slot_last,
-            written_before.view(bool) if earlier else None)
+    _compiled.defs_after_sort(
+        keys,
+        ident,
+        what,
+        order,
+        shift,
+        nb,
+        nkey,
+        names if len(names) else np.zeros(1, dtype=np.int16),
+        ident_t.type(MISSING),
+        read_def,
+        read_def[:0] if read2_def is None else read2_def,
+        slot,
+        slot_rank,
+        slot_block,
+        slot_buf,
+        slot_last,
+        written_before,
+    )
+    return (
+        read_def,
+        read2_def,
+        slot,
+        slot_rank,
+        slot_block,
+        slot_buf,
+        slot_last,
+        written_before.view(bool) if earlier else None,
+    )
 
 
 def analyse(plan, steps, *, layout=None, level=None) -> Flow:
@@ -219,8 +256,11 @@ def analyse(plan, steps, *, layout=None, level=None) -> Flow:
         return mask if valid is None else mask & valid
 
     # the buffers each entry reads (first, second) and writes
-    read1 = np.where((kind == RECV_COMBINE) | (kind == COMBINE), dst, src) \
-        if combining else src
+    read1 = (
+        np.where((kind == RECV_COMBINE) | (kind == COMBINE), dst, src)
+        if combining
+        else src
+    )
     read2 = np.where(kind == COMBINE, src, -1) if present[COMBINE] else None
     if reduction or not combining:
         writes = dst >= 0
@@ -236,28 +276,41 @@ def analyse(plan, steps, *, layout=None, level=None) -> Flow:
 
     # the buffers in the keys ("in" is never written, so never keyed), numbered
     # 0, 1, ... in the order of their ids
-    names = np.array([i for i in range(len(steps.buffers)) if i != in_id],
-                     dtype=np.int16)
+    names = np.array([i for i in range(len(steps.buffers)) if i != in_id], dtype=np.int16)
     nkey = max(len(names), 1)
     compact = np.zeros(nbuf, dtype=np.int64)
     compact[names] = np.arange(len(names))
 
     # which write each read sees, the slots written and, for data movement, the
     # writes of a (rank, block) written before in any buffer
-    read_def, read2_def, slot, slot_rank, slot_block, slot_buf, slot_last, earlier = \
-        _definitions(n, nb, nkey, rank, block, compact, names, (reads_of(read1), read1),
-                     (reads_of(read2), read2) if read2 is not None else None,
-                     (writes, dst), ident_t, earlier=not reduction)
+    read_def, read2_def, slot, slot_rank, slot_block, slot_buf, slot_last, earlier = (
+        _definitions(
+            n,
+            nb,
+            nkey,
+            rank,
+            block,
+            compact,
+            names,
+            (reads_of(read1), read1),
+            (reads_of(read2), read2) if read2 is not None else None,
+            (writes, dst),
+            ident_t,
+            earlier=not reduction,
+        )
+    )
 
     # a read sees the last write before it, else the initial data or nothing
-    def resolve(out, buf):
+    # (rank is bound now: the arrays are deleted below, once read)
+    def resolve(out, buf, rank=rank):
         if layout.op == "bcast":
             unseen = np.flatnonzero(out == MISSING)
             out[unseen[(buf[unseen] == out_id) & layout.out_held(rank[unseen])]] = INIT
         reads_in = np.flatnonzero(ok(buf == in_id)) if in_id >= 0 else []
         if len(reads_in):
-            out[reads_in] = np.where(layout.in_held(rank[reads_in], block[reads_in]),
-                                     INIT, MISSING)
+            out[reads_in] = np.where(
+                layout.in_held(rank[reads_in], block[reads_in]), INIT, MISSING
+            )
 
     resolve(read_def, read1)
     if read2 is not None:
@@ -272,21 +325,27 @@ def analyse(plan, steps, *, layout=None, level=None) -> Flow:
             prior = earlier[recv]
         else:  # a receive into "in": any earlier write of the (rank, block)
             wherew = np.flatnonzero(writes)
-            times = np.concatenate((2 * wherew.astype(np.int64) + 1,
-                                    2 * recv.astype(np.int64)))
-            key2 = np.concatenate((rank[wherew].astype(np.int64) * nb + block[wherew],
-                                   rank[recv].astype(np.int64) * nb + block[recv]))
+            times = np.concatenate(
+                (2 * wherew.astype(np.int64) + 1, 2 * recv.astype(np.int64))
+            )
+            key2 = np.concatenate(
+                (
+                    rank[wherew].astype(np.int64) * nb + block[wherew],
+                    rank[recv].astype(np.int64) * nb + block[recv],
+                )
+            )
             by_time = np.argsort(times, kind="stable")  # (two sorted lists merged)
             order2 = by_time[np.argsort(key2[by_time], kind="stable")]
             del by_time
             key2, written = key2[order2], order2 < len(wherew)
             at = np.arange(len(order2))
-            run2 = np.maximum.accumulate(np.where(
-                np.concatenate(([True], key2[1:] != key2[:-1])), at, 0))
+            run2 = np.maximum.accumulate(
+                np.where(np.concatenate(([True], key2[1:] != key2[:-1])), at, 0)
+            )
             seen = np.maximum.accumulate(np.where(written, at, -1))
             prior = np.zeros(len(order2), dtype=bool)
             prior[order2] = seen >= run2
-            prior = prior[len(wherew):]
+            prior = prior[len(wherew) :]
         initially = layout.in_held(rank[recv], block[recv])
         if layout.op == "bcast":
             initially |= layout.out_held(rank[recv])
@@ -328,8 +387,11 @@ def analyse(plan, steps, *, layout=None, level=None) -> Flow:
     head[1:] = rows[1:] != rows[:-1]
     rows, bad = rows[head], bad[head]
     step_faults = np.flatnonzero(step_code)
-    faulty = np.union1d(step_faults, rows).astype(np.int64) \
-        if len(step_faults) or len(rows) else np.zeros(0, dtype=np.int64)
+    faulty = (
+        np.union1d(step_faults, rows).astype(np.int64)
+        if len(step_faults) or len(rows)
+        else np.zeros(0, dtype=np.int64)
+    )
     codes = step_code[faulty]
     position = np.full(len(faulty), -1, dtype=np.int64)
     from_entry = codes == 0
@@ -338,9 +400,24 @@ def analyse(plan, steps, *, layout=None, level=None) -> Flow:
     if len(entry):
         offsets = steps.offsets()
         within = [later.get(e, 0) if pre[e] == 0 else 0 for e in entry.tolist()]
-        position[from_entry] = offsets[entry] - offsets[steps.first[faulty[from_entry]]] \
+        position[from_entry] = (
+            offsets[entry]
+            - offsets[steps.first[faulty[from_entry]]]
             + np.array(within, dtype=np.int64)
-    return Flow(layout=layout, read_def=read_def, read2_def=read2_def, writes=writes,
-                slot=slot, slot_rank=slot_rank, slot_buf=slot_buf,
-                slot_block=slot_block, slot_last=slot_last, pre=pre, post=post,
-                fault_rows=faulty, fault_codes=codes, fault_positions=position)
+        )
+    return Flow(
+        layout=layout,
+        read_def=read_def,
+        read2_def=read2_def,
+        writes=writes,
+        slot=slot,
+        slot_rank=slot_rank,
+        slot_buf=slot_buf,
+        slot_block=slot_block,
+        slot_last=slot_last,
+        pre=pre,
+        post=post,
+        fault_rows=faulty,
+        fault_codes=codes,
+        fault_positions=position,
+    )

@@ -51,8 +51,9 @@ class Layout:
         name = s.name
         if s.kind == "barrier":
             self.out_kind = "none"
-        elif name in ("bcast", "allreduce", "scan", "exscan") or \
-                name.startswith("allgather"):
+        elif name in ("bcast", "allreduce", "scan", "exscan") or name.startswith(
+            "allgather"
+        ):
             self.out_kind = "all"
         elif name in ("scatter", "scatterv", "reduce_scatter", "reduce_scatter_block"):
             self.out_kind = "own"

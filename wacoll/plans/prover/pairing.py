@@ -71,14 +71,22 @@ def _unequal(plan, steps, sends, recvs):
     else:
         bad = np.empty(len(sends), dtype=np.uint8)
         folded = np.empty(len(sends), dtype=np.uint8)
-        _compiled.unequal(first, block, steps.length.astype(block.dtype, copy=False),
-                          sends.astype(np.int64, copy=False),
-                          recvs.astype(np.int64, copy=False), steps.nblocks, bad, folded)
+        _compiled.unequal(
+            first,
+            block,
+            steps.length.astype(block.dtype, copy=False),
+            sends.astype(np.int64, copy=False),
+            recvs.astype(np.int64, copy=False),
+            steps.nblocks,
+            bad,
+            folded,
+        )
         bad = bad.view(bool)
         folded = np.flatnonzero(folded) if steps.beyond else []
     for i in folded:  # ids beyond the layout were folded: compare the real ones
-        bad[i] = _blocks(plan, steps, int(sends[i])) != _blocks(plan, steps,
-                                                                 int(recvs[i]))
+        bad[i] = _blocks(plan, steps, int(sends[i])) != _blocks(
+            plan, steps, int(recvs[i])
+        )
     return bad
 
 
@@ -98,17 +106,22 @@ def _raise(plan, steps, a, b, k, s_row, r_row):
     ``b``: ``s_row`` or ``r_row`` is None for a missing end."""
     if r_row is None:
         _, i = _index(steps, s_row)
-        raise PlanError(f"rank {a} step {i} sends to {b}, which never receives it",
-                        rank=a, step=i)
+        raise PlanError(
+            f"rank {a} step {i} sends to {b}, which never receives it", rank=a, step=i
+        )
     _, j = _index(steps, r_row)
     if s_row is None:
-        raise PlanError(f"rank {b} step {j} receives from {a}, which never sends it",
-                        rank=b, step=j)
+        raise PlanError(
+            f"rank {b} step {j} receives from {a}, which never sends it", rank=b, step=j
+        )
     _, i = _index(steps, s_row)
     raise PlanError(
         f"rank {b} step {j} expects blocks {list(_blocks(plan, steps, r_row))} from "
         f"{a}, but its message {k} (step {i}) carries "
-        f"{list(_blocks(plan, steps, s_row))}", rank=b, step=j)
+        f"{list(_blocks(plan, steps, s_row))}",
+        rank=b,
+        step=j,
+    )
 
 
 def _first_error(plan, steps, s_rows, s_keys, r_rows, r_keys, bad_keys):
@@ -148,8 +161,9 @@ def _first_error(plan, steps, s_rows, s_keys, r_rows, r_keys, bad_keys):
     if bad_keys:
         a, b, row, is_send = min(bad_keys)
         if found is None or (a, b) < found[:2]:
-            _raise(plan, steps, a, b, 0, row if is_send else None,
-                   None if is_send else row)
+            _raise(
+                plan, steps, a, b, 0, row if is_send else None, None if is_send else row
+            )
     if found is None:
         raise AssertionError("sends and receives were found unpaired, but no pair fails")
     a, b, k, i = found

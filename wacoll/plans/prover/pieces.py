@@ -88,12 +88,18 @@ def split(steps, layout, *, blocks=False):
         if pieces is None:
             return steps
     first = pieces[steps.first].astype(index_dtype(len(block) + 1))
-    single = len(block) == steps.nsteps and int(piece_length.max(initial=1)) == 1 and \
-        bool(((first[1:] - first[:-1]) == 1).all())
+    single = (
+        len(block) == steps.nsteps
+        and int(piece_length.max(initial=1)) == 1
+        and bool(((first[1:] - first[:-1]) == 1).all())
+    )
     return dataclasses.replace(
-        steps, first=first,
+        steps,
+        first=first,
         block=block.astype(index_dtype(steps.nblocks + 1), copy=False),
-        length=piece_length.astype(length.dtype, copy=False), single=single)
+        length=piece_length.astype(length.dtype, copy=False),
+        single=single,
+    )
 
 
 def _cut(steps, layout):
@@ -105,6 +111,11 @@ def _cut(steps, layout):
     edge_bounds = np.searchsorted(edge_ranks[order], np.arange(steps.size + 1))
     bounds = steps.first[steps.start].astype(np.int64)
     length = steps.length.astype(steps.block.dtype, copy=False)
-    return _compiled.cut(steps.block, length, bounds,
-                         np.ascontiguousarray(edge_ids[order], dtype=np.int64),
-                         edge_bounds.astype(np.int64), steps.nblocks)
+    return _compiled.cut(
+        steps.block,
+        length,
+        bounds,
+        np.ascontiguousarray(edge_ids[order], dtype=np.int64),
+        edge_bounds.astype(np.int64),
+        steps.nblocks,
+    )

@@ -65,9 +65,11 @@ class Verdicts:
             if mask != full:
                 lacking = mask_ranks(full & ~mask)
                 extra = mask_ranks(mask & ~full)
-                found = (f"lacks the contributions of ranks {format_ranks(lacking)}"
-                         if lacking else
-                         f"has extra contributions of ranks {format_ranks(extra)}")
+                found = (
+                    f"lacks the contributions of ranks {format_ranks(lacking)}"
+                    if lacking
+                    else f"has extra contributions of ranks {format_ranks(extra)}"
+                )
             elif self.level == "strict" and e != self.canonical[form]:
                 found = "is not the canonical expression of level 'strict'"
             elif self.level == "associative" and not ex.ordered[e]:
@@ -106,8 +108,12 @@ def first_failing(plan, steps, flow, values, verdicts, final):
             pairs = np.unique(np.stack([exprs, forms], axis=1), axis=0).tolist()
             failing = {(e, n) for e, n in pairs if verdicts(e, ("fold", n))}
             if failing:
-                mark = np.array([(int(e), int(n)) in failing
-                                 for e, n in zip(exprs.tolist(), forms.tolist())])
+                mark = np.array(
+                    [
+                        (int(e), int(n)) in failing
+                        for e, n in zip(exprs.tolist(), forms.tolist())
+                    ]
+                )
                 bad[ranks[mark]] = True
         else:
             form = layout.form(0)
@@ -147,16 +153,24 @@ def verify(plan, steps, flow, values, verdicts=None, *, final=None):
         if len(lost):
             r = int(lost[0])
             missing = np.flatnonzero(unknown[r]).tolist()
-            raise PlanError(f"rank {r} leaves the barrier without hearing from ranks "
-                            f"{format_ranks(missing)}", rank=r)
+            raise PlanError(
+                f"rank {r} leaves the barrier without hearing from ranks "
+                f"{format_ranks(missing)}",
+                rank=r,
+            )
 
 
 def _name_block(plan, flow, values, verdicts, r, final):
     """Raise the error of rank ``r``'s first failing block."""
     ranks, blocks, lengths, last = final
     mine = ranks == r
-    final = {b + i: d for b, n, d in zip(blocks[mine].tolist(), lengths[mine].tolist(),
-                                         last[mine].tolist()) for i in range(n)}
+    final = {
+        b + i: d
+        for b, n, d in zip(
+            blocks[mine].tolist(), lengths[mine].tolist(), last[mine].tolist()
+        )
+        for i in range(n)
+    }
     initially = bool(flow.layout.out_held(np.array([r]))[0])
     expected = ops.expected(plan.op, plan.size, plan.root, plan.nblocks, r)
     for (buf, b), want in sorted(expected.items()):
@@ -216,9 +230,10 @@ def measures(plan, steps, pairing, clusters) -> dict:
     else:
         total, wide_total = int(nbytes.sum()), int(nbytes[wide].sum())
     return {
-        "messages": len(rows), "bytes": total * itemsize,
+        "messages": len(rows),
+        "bytes": total * itemsize,
         "wide_area_messages": crossing,
         "wide_area_bytes": wide_total * itemsize,
-        "steps": steps.nsteps, "max_sends": int(sends.max()) if len(sends) else 0,
+        "steps": steps.nsteps,
+        "max_sends": int(sends.max()) if len(sends) else 0,
     }
-

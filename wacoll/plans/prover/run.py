@@ -89,22 +89,30 @@ def fault_text(code, *, plan, r, step, b=None, operands=None, exprs=None, held=N
         buf = step.src if code == HELD_SRC or step.kind in ("send", "copy") else step.dst
         return f"reads block {b} of {buf!r}, which rank {r} does not hold"
     if code == HOLDER:
-        return (f"receives block {b} into {step.dst!r}, but rank {r} already holds that "
-                f"data in {held!r} (a block sent twice)")
+        return (
+            f"receives block {b} into {step.dst!r}, but rank {r} already holds that "
+            f"data in {held!r} (a block sent twice)"
+        )
     if code == MOVES:
         return f"{plan.op} moves data and cannot combine it"
     if code == OVERLAP:
         a, c = operands
-        return (f"combines the contribution of rank "
-                f"{format_ranks(mask_ranks(exprs.mask[a] & exprs.mask[c]))} twice")
+        return (
+            f"combines the contribution of rank "
+            f"{format_ranks(mask_ranks(exprs.mask[a] & exprs.mask[c]))} twice"
+        )
     if code == ORDER:
         a, c = operands
-        return (f"puts ranks {exprs.lo[a]}..{exprs.hi[a]} before ranks "
-                f"{exprs.lo[c]}..{exprs.hi[c]}, breaking rank order (level "
-                f"'associative' keeps operands in rank order)")
+        return (
+            f"puts ranks {exprs.lo[a]}..{exprs.hi[a]} before ranks "
+            f"{exprs.lo[c]}..{exprs.hi[c]}, breaking rank order (level "
+            f"'associative' keeps operands in rank order)"
+        )
     if code == STRICT:
-        return ("computes a combination that is not part of the canonical expression "
-                "(level 'strict' needs the one fixed expression)")
+        return (
+            "computes a combination that is not part of the canonical expression "
+            "(level 'strict' needs the one fixed expression)"
+        )
     if code == IN:
         return "writes to 'in', the user's read-only send buffer"
     if code == OUT:
@@ -239,12 +247,16 @@ class Run:
     def _deadlock(self, stuck):
         programs = self.plan.programs
         pc = self.pc
-        parts = [f"rank {r} waits at step {pc[r]} ({programs[r][pc[r]]})"
-                 for r in stuck[:4]]
+        parts = [
+            f"rank {r} waits at step {pc[r]} ({programs[r][pc[r]]})" for r in stuck[:4]
+        ]
         more = f" and {len(stuck) - 4} more" if len(stuck) > 4 else ""
         r = stuck[0]
-        raise PlanError("deadlock: " + "; ".join(parts) + more +
-                        " for messages that are never sent", rank=r, step=int(pc[r]))
+        raise PlanError(
+            "deadlock: " + "; ".join(parts) + more + " for messages that are never sent",
+            rank=r,
+            step=int(pc[r]),
+        )
 
     # --------------------------------------------------------------- faults
     def where(self, row):

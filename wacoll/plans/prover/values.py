@@ -85,14 +85,21 @@ class Hops:
         copies = np.flatnonzero(steps.kind == COPY)
         read = self.flow.read_def
         _compiled.hops_in_order(
-            bounds.ravel(), run.recv_rows.astype(np.int64, copy=False),
+            bounds.ravel(),
+            run.recv_rows.astype(np.int64, copy=False),
             run.pairing.recv_send.astype(np.int64, copy=False),
             np.searchsorted(run.recv_rows, bounds[:, 0]).astype(np.int64),
-            copies, np.searchsorted(copies, bounds[:, 0]).astype(np.int64),
-            steps.kind, steps.rank, run.clusters,
+            copies,
+            np.searchsorted(copies, bounds[:, 0]).astype(np.int64),
+            steps.kind,
+            steps.rank,
+            run.clusters,
             steps.first.astype(read.dtype, copy=False),
-            np.zeros(0, dtype=np.int64) if steps.single else run.offsets, read,
-            self.flow.writes.view(np.uint8), self.hops)
+            np.zeros(0, dtype=np.int64) if steps.single else run.offsets,
+            read,
+            self.flow.writes.view(np.uint8),
+            self.hops,
+        )
 
     def fault(self, run, f):
         flow = run.flow
@@ -114,8 +121,13 @@ def _slot_groups(flow, nblocks):
     slot_group = np.empty(nslots, dtype=np.int64)
     slot_group[order] = np.cumsum(head) - 1
     starts = np.flatnonzero(head)
-    return (order, slot_group, starts, np.diff(np.append(starts, nslots)),
-            group_key[order][starts])
+    return (
+        order,
+        slot_group,
+        starts,
+        np.diff(np.append(starts, nslots)),
+        group_key[order][starts],
+    )
 
 
 class Reductions:
@@ -141,8 +153,13 @@ class Reductions:
         nslots = len(flow.slot_rank)
         self.current = np.full(nslots, -1, dtype=np.int64)
         self.mark = np.full(nslots, -1, dtype=np.int64)
-        (self.group_slots, self.slot_group, self.group_start, self.group_size,
-         self.group_key) = _slot_groups(flow, steps.nblocks)
+        (
+            self.group_slots,
+            self.slot_group,
+            self.group_start,
+            self.group_size,
+            self.group_key,
+        ) = _slot_groups(flow, steps.nblocks)
         self.pairs = {}
         self.send_of = None
         self.widest = int(self.group_size.max()) if nslots else 0
@@ -152,8 +169,10 @@ class Reductions:
         """Expressions and hops of the writes ``defs`` (:data:`INIT`: rank ``leaf``'s
         contribution)."""
         some = np.maximum(defs, 0)
-        return (np.where(defs >= 0, self.expr[some], leaf),
-                np.where(defs >= 0, self.hops[some], 0))
+        return (
+            np.where(defs >= 0, self.expr[some], leaf),
+            np.where(defs >= 0, self.hops[some], 0),
+        )
 
     def combine_pair(self, a, b):
         """(fault, expression) of ``a (+) b``."""
@@ -203,8 +222,11 @@ class Reductions:
             held = np.where(defs >= 0, self.expr[np.maximum(defs, 0)], -1)
             found[has] |= (defs >= 0) & (held == incoming[has])
         blocks = self.steps.block[entries]
-        ins = flow.layout.in_held(np.full(len(entries), r), blocks) & \
-            (incoming == r) & (blocks < self.steps.nblocks)
+        ins = (
+            flow.layout.in_held(np.full(len(entries), r), blocks)
+            & (incoming == r)
+            & (blocks < self.steps.nblocks)
+        )
         return found | ins
 
     def _write(self, entries, exprs):
@@ -215,7 +237,7 @@ class Reductions:
     def _holds(self, g, x):
         """Whether a slot of (rank, block) group ``g`` holds expression ``x`` now."""
         start = int(self.group_start[g])
-        for s in self.group_slots[start:start + int(self.group_size[g])].tolist():
+        for s in self.group_slots[start : start + int(self.group_size[g])].tolist():
             d = int(self.current[s])
             if d >= 0 and int(self.expr[d]) == x:
                 return True
@@ -234,8 +256,7 @@ class Reductions:
         loose = np.flatnonzero(~has & (blocks < nb))
         if len(loose) and len(self.group_key):  # received into "in": by (rank, block)
             key = r * nb + blocks[loose]
-            at = np.minimum(np.searchsorted(self.group_key, key),
-                            len(self.group_key) - 1)
+            at = np.minimum(np.searchsorted(self.group_key, key), len(self.group_key) - 1)
             groups[loose] = np.where(self.group_key[at] == key, at, -1)
         sizes = np.zeros(len(entries), dtype=np.int64)
         sizes[groups >= 0] = self.group_size[groups[groups >= 0]]
@@ -251,8 +272,9 @@ class Reductions:
             names.append("in")
         groups, sizes = self._groups(r, np.array([entry]))
         g, size = int(groups[0]), int(sizes[0])
-        for s in self.group_slots[self.group_start[g]:self.group_start[g] +
-                                  size].tolist():
+        for s in self.group_slots[
+            self.group_start[g] : self.group_start[g] + size
+        ].tolist():
             d = self.current[s]
             if d >= 0 and self.expr[d] == incoming:
                 names.append(steps.buffers[flow.slot_buf[s]])
@@ -288,8 +310,9 @@ class Reductions:
             acc = self.value(flow.read_def[entries], r)
             if kind == COMBINE:
                 incoming = self.value(flow.read2_def[entries], r)
-            expr, hops, codes, operands = self.combine(acc, incoming,
-                                                        bool(steps.left[row]))
+            expr, hops, codes, operands = self.combine(
+                acc, incoming, bool(steps.left[row])
+            )
         if write:
             self._write(entries, expr)
             self.expr[entries] = expr
@@ -328,8 +351,10 @@ class Reductions:
     def _fail(self, run, row, code, entry, index, operands, held):
         details = {}
         if code in (OVERLAP, ORDER):
-            details = {"operands": (int(operands[0][index]), int(operands[1][index])),
-                       "exprs": self.exprs}
+            details = {
+                "operands": (int(operands[0][index]), int(operands[1][index])),
+                "exprs": self.exprs,
+            }
         elif code == HOLDER:
             details = {"held": held}
         run.fail(row, code, run.position(row, entry), **details)
@@ -348,8 +373,9 @@ class Reductions:
         code, operands, held = 0, None, None
         if kind in (RECV, RECV_COMBINE):
             if self.send_of is None:
-                self.send_of = dict(zip(run.pairing.recv_rows.tolist(),
-                                        run.pairing.recv_send.tolist()))
+                self.send_of = dict(
+                    zip(run.pairing.recv_rows.tolist(), run.pairing.recv_send.tolist())
+                )
             send = self.send_of[row]
             j = int(steps.first[send])
             if int(steps.first[send + 1]) - j != 1 or steps.length[j] != steps.length[e]:
@@ -364,8 +390,9 @@ class Reductions:
                 return None
             new = incoming
             if self._holds(int(self.slot_group[slot]), new[0]) or (
-                    new[0] == r and flow.layout.in_held(
-                        np.array([r]), np.array([int(steps.block[e])]))[0]):
+                new[0] == r
+                and flow.layout.in_held(np.array([r]), np.array([int(steps.block[e])]))[0]
+            ):
                 code, held = HOLDER, self.held_name(r, e, new[0])
         elif kind == COPY:
             new = value(int(read[e]), r)
@@ -403,8 +430,9 @@ class Reductions:
                     self._fail(run, row, code, e, 0, operands, held)
         elif e1 > e0:
             codes, operands, held = self._eval(run, row, e0, e1, write=not static)
-            every = np.where(pre[e0:e1] != 0, pre[e0:e1],
-                             np.where(codes != 0, codes, post[e0:e1]))
+            every = np.where(
+                pre[e0:e1] != 0, pre[e0:e1], np.where(codes != 0, codes, post[e0:e1])
+            )
             if every.any():
                 i = int(np.argmax(every != 0))
                 self._fail(run, row, int(every[i]), e0 + i, i, operands, held)
@@ -451,8 +479,13 @@ class BlockReductions(Reductions):
         self.level, self.canonical = level, canonical
         self.pairs = {}
         self.hops = np.zeros(steps.nentries, dtype=np.int32)
-        (self.group_slots, self.slot_group, self.group_start, self.group_size,
-         self.group_key) = _slot_groups(flow, steps.nblocks)
+        (
+            self.group_slots,
+            self.slot_group,
+            self.group_start,
+            self.group_size,
+            self.group_key,
+        ) = _slot_groups(flow, steps.nblocks)
         lengths = np.where(flow.writes, steps.length, 0).astype(np.int64)
         self.woff = np.zeros(steps.nentries + 1, dtype=np.int64)
         np.cumsum(lengths, out=self.woff[1:])
@@ -473,18 +506,34 @@ class BlockReductions(Reductions):
         steps, flow = self.steps, self.flow
         bounds = np.array(visits, dtype=np.int64)
         recv_rows = run.recv_rows.astype(np.int64, copy=False)
-        offsets = np.arange(steps.nentries + 1, dtype=np.int64) if steps.single \
-            else run.offsets
+        offsets = (
+            np.arange(steps.nentries + 1, dtype=np.int64) if steps.single else run.offsets
+        )
         read2 = flow.read2_def if flow.read2_def is not None else flow.read_def[:0]
         row = _compiled.reductions_in_order(
-            bounds.ravel(), recv_rows,
+            bounds.ravel(),
+            recv_rows,
             run.pairing.recv_send.astype(np.int64, copy=False),
             np.searchsorted(recv_rows, bounds[:, 0]).astype(np.int64),
-            steps.kind, steps.rank, steps.left.view(np.uint8), run.clusters,
-            steps.first.astype(np.int64, copy=False), offsets, flow.read_def, read2,
-            flow.slot.astype(np.int64, copy=False), self.slot_group, self.group_slots,
-            self.group_start, self.group_size, self.woff, self.val, self.hops,
-            np.full(len(flow.slot_rank), -1, dtype=np.int64), self.combine_pair)
+            steps.kind,
+            steps.rank,
+            steps.left.view(np.uint8),
+            run.clusters,
+            steps.first.astype(np.int64, copy=False),
+            offsets,
+            flow.read_def,
+            read2,
+            flow.slot.astype(np.int64, copy=False),
+            self.slot_group,
+            self.group_slots,
+            self.group_start,
+            self.group_size,
+            self.woff,
+            self.val,
+            self.hops,
+            np.full(len(flow.slot_rank), -1, dtype=np.int64),
+            self.combine_pair,
+        )
         if row >= 0:
             raise BlockProofIncomplete(row)
 
@@ -493,9 +542,12 @@ class BlockReductions(Reductions):
         block each: ranks, blocks, ones and each block's place in ``val``."""
         ranks, blocks, lengths, last = final
         lengths = lengths.astype(np.int64)
-        return (np.repeat(ranks, lengths), ranges(blocks, lengths),
-                np.ones(int(lengths.sum()), dtype=np.int32),
-                ranges(self.woff[last], lengths))
+        return (
+            np.repeat(ranks, lengths),
+            ranges(blocks, lengths),
+            np.ones(int(lengths.sum()), dtype=np.int32),
+            ranges(self.woff[last], lengths),
+        )
 
 
 class Knowledge:
@@ -528,8 +580,11 @@ class Knowledge:
 
     def fault(self, run, f):
         flow = run.flow
-        run.fail(int(flow.fault_rows[f]), int(flow.fault_codes[f]),
-                 int(flow.fault_positions[f]))
+        run.fail(
+            int(flow.fault_rows[f]),
+            int(flow.fault_codes[f]),
+            int(flow.fault_positions[f]),
+        )
 
 
 class Repeats:
@@ -567,8 +622,9 @@ class Repeats:
         entries = ranges(first[rows], count)
         length = steps.length[entries].astype(np.int64)
         blocks = ranges(steps.block[entries], length)
-        count = np.bincount(np.repeat(np.arange(len(rows)), count), weights=length,
-                            minlength=len(rows)).astype(np.int64)
+        count = np.bincount(
+            np.repeat(np.arange(len(rows)), count), weights=length, minlength=len(rows)
+        ).astype(np.int64)
         return blocks, np.repeat(src_c, count), np.repeat(dst_c, count)
 
     def _keys(self, blocks, src_c, dst_c):
@@ -578,8 +634,10 @@ class Repeats:
         return blocks * c + dst_c
 
     def _repeated(self, blocks, src_c, dst_c):
-        if not self.reduction and \
-                (dst_c == self.clusters[self.layout.source(blocks)]).any():
+        if (
+            not self.reduction
+            and (dst_c == self.clusters[self.layout.source(blocks)]).any()
+        ):
             return True
         once = np.zeros(self.steps.nblocks, dtype=bool)
         once[blocks] = True
@@ -601,16 +659,20 @@ class Repeats:
             return
         blocks, src_c, dst_c = self._events(rows)
         keys = self._keys(blocks, src_c, dst_c).tolist()
-        initial = [] if self.reduction else \
-            self.clusters[self.layout.source(blocks)].tolist()
+        initial = (
+            [] if self.reduction else self.clusters[self.layout.source(blocks)].tolist()
+        )
         dst_c = dst_c.tolist()
         src_c = src_c.tolist()
         blocks = blocks.tolist()
         seen, ids = self.seen, self.cluster_ids
         for i, key in enumerate(keys):
             if key in seen or (not self.reduction and dst_c[i] == initial[i]):
-                item = (blocks[i], ids[dst_c[i]]) if not self.reduction else \
-                    (blocks[i], ids[src_c[i]], ids[dst_c[i]])
+                item = (
+                    (blocks[i], ids[dst_c[i]])
+                    if not self.reduction
+                    else (blocks[i], ids[src_c[i]], ids[dst_c[i]])
+                )
                 self.items.append(item)
                 if len(self.items) >= self.LIMIT:
                     return

@@ -156,8 +156,10 @@ from pathlib import Path
 
 from wacoll.datafile import read_text
 from wacoll.errors import ScriptError
+from wacoll.plans.plan import Plan
 from wacoll.plans.scripts.fields import MAX_SIZE
 from wacoll.plans.scripts.json_plan import read_json, to_json
+from wacoll.plans.scripts.limits import CELLS_PER_CHAR, MIN_CELLS, Budget, cell_budget
 from wacoll.plans.scripts.rank_scripts import (
     FILENAME,
     assemble,
@@ -165,11 +167,9 @@ from wacoll.plans.scripts.rank_scripts import (
     scripts_in,
     write_scripts,
 )
-from wacoll.plans.scripts.limits import CELLS_PER_CHAR, MIN_CELLS, Budget, cell_budget
-from wacoll.plans.scripts.sexpr import MAX_CHARS, MAX_DEPTH, MAX_INT, relocate  # noqa: F401
 from wacoll.plans.scripts.reader import PlanReader, RankScript
+from wacoll.plans.scripts.sexpr import MAX_CHARS, MAX_DEPTH, MAX_INT, relocate  # noqa: F401
 from wacoll.plans.scripts.writer import rank_scripts, to_sexpr
-from wacoll.plans.plan import Plan
 
 __all__ = [
     "MAX_CHARS",
@@ -199,8 +199,9 @@ _SEXPR_SUFFIXES = (".scm", ".sexp")
 # ====================================================================== readers
 def _budget(nchars, max_cells):
     """The cell budget of ``nchars`` characters under this module's limits."""
-    return Budget(cell_budget(nchars, max_cells, min_cells=MIN_CELLS,
-                              per_char=CELLS_PER_CHAR))
+    return Budget(
+        cell_budget(nchars, max_cells, min_cells=MIN_CELLS, per_char=CELLS_PER_CHAR)
+    )
 
 
 def from_sexpr(text: str, *, max_cells: int | None = None) -> Plan:
@@ -273,8 +274,13 @@ def _read_text(path):
     return read_text(path, ScriptError, "the plan file", MAX_CHARS)
 
 
-def from_rank_scripts(source, *, op: str | None = None, size: int | None = None,
-                      max_cells: int | None = None) -> Plan:
+def from_rank_scripts(
+    source,
+    *,
+    op: str | None = None,
+    size: int | None = None,
+    max_cells: int | None = None,
+) -> Plan:
     """Reassemble a plan from its rank scripts, prove it and return it.
 
     Parameters
@@ -306,13 +312,18 @@ def from_rank_scripts(source, *, op: str | None = None, size: int | None = None,
     True
     """
     if isinstance(source, Mapping):
-        items = [(key, f"script of rank {key}", lambda t=text: t)
-                 for key, text in source.items()]
+        items = [
+            (key, f"script of rank {key}", lambda t=text: t)
+            for key, text in source.items()
+        ]
     else:
         paths = scripts_in(source, op, size)
         items = [(r, str(p), lambda p=p: _read_text(p)) for r, p in sorted(paths.items())]
-    return assemble(items, lambda text: parse_script(text, max_cells=max_cells),
-                    lambda nchars: _budget(nchars, max_cells))
+    return assemble(
+        items,
+        lambda text: parse_script(text, max_cells=max_cells),
+        lambda nchars: _budget(nchars, max_cells),
+    )
 
 
 # ====================================================================== JSON
@@ -348,8 +359,9 @@ def _format(path):
         return "sexpr"
     if suffix == ".json":
         return "json"
-    raise ScriptError(f"{path}: unknown plan file suffix {suffix!r}; use .scm, .sexp or "
-                      f".json")
+    raise ScriptError(
+        f"{path}: unknown plan file suffix {suffix!r}; use .scm, .sexp or .json"
+    )
 
 
 def save(plan: Plan, path) -> Path:
@@ -432,8 +444,10 @@ def load_all(path, *, max_cells: int | None = None) -> list:
     def add(plan, source):
         key = (plan.op, plan.size)
         if key in found and found[key] != plan:
-            raise ScriptError(f"{source} and {where[key]} hold different {plan.op} plans "
-                              f"for {plan.size} ranks")
+            raise ScriptError(
+                f"{source} and {where[key]} hold different {plan.op} plans "
+                f"for {plan.size} ranks"
+            )
         found.setdefault(key, plan)
         where.setdefault(key, source)
 
@@ -447,6 +461,8 @@ def load_all(path, *, max_cells: int | None = None) -> list:
         elif file.suffix.lower() in _SEXPR_SUFFIXES + (".json",):
             add(load(file, max_cells=max_cells), file)
     for op, size in sorted(ranked - set(found)):
-        add(from_rank_scripts(path, op=op, size=size, max_cells=max_cells),
-            path / script_filename(op, size, 0))
+        add(
+            from_rank_scripts(path, op=op, size=size, max_cells=max_cells),
+            path / script_filename(op, size, 0),
+        )
     return [found[key] for key in sorted(found)]

@@ -17,23 +17,48 @@ import math
 import re
 
 from wacoll.errors import ScriptError
-from wacoll.plans.scripts.sexpr import MAX_DEPTH, MAX_INT
 from wacoll.plans.plan import Plan
+from wacoll.plans.scripts.sexpr import MAX_DEPTH, MAX_INT
 
 __all__ = [
-    "MAX_SIZE", "HEADER_FIELDS", "STEP_NAMES", "STEP_WORDS", "PEER_KINDS", "STEP_OPTIONS",
-    "ALL_OPTIONS", "BUFFER", "PARAM_NAME", "validate_params", "make_plan",
+    "MAX_SIZE",
+    "HEADER_FIELDS",
+    "STEP_NAMES",
+    "STEP_WORDS",
+    "PEER_KINDS",
+    "STEP_OPTIONS",
+    "ALL_OPTIONS",
+    "BUFFER",
+    "PARAM_NAME",
+    "validate_params",
+    "make_plan",
 ]
 
 #: Largest communicator size accepted.
 MAX_SIZE = 1 << 20
 
 #: Header fields, in the order the writers put them.
-HEADER_FIELDS = ("op", "size", "root", "level", "arithmetic", "itemsize", "counts",
-                 "clusters", "family", "algorithm", "params")
+HEADER_FIELDS = (
+    "op",
+    "size",
+    "root",
+    "level",
+    "arithmetic",
+    "itemsize",
+    "counts",
+    "clusters",
+    "family",
+    "algorithm",
+    "params",
+)
 #: Step keyword -> :class:`~wacoll.plans.plan.Step` kind.
-STEP_NAMES = {"send": "send", "recv": "recv", "recv-combine": "recv_combine",
-              "copy": "copy", "combine": "combine"}
+STEP_NAMES = {
+    "send": "send",
+    "recv": "recv",
+    "recv-combine": "recv_combine",
+    "copy": "copy",
+    "combine": "combine",
+}
 #: Step kind -> keyword.
 STEP_WORDS = {kind: word for word, kind in STEP_NAMES.items()}
 #: Step kinds that name a peer rank.
@@ -71,8 +96,10 @@ def _validate_value(value, what, depth=0):
         for item in value:
             _validate_value(item, what, depth + 1)
         return
-    raise ScriptError(f"{what} has a value of type {type(value).__name__}, which scripts "
-                      f"cannot hold (integers, numbers, strings, booleans, None, tuples)")
+    raise ScriptError(
+        f"{what} has a value of type {type(value).__name__}, which scripts "
+        f"cannot hold (integers, numbers, strings, booleans, None, tuples)"
+    )
 
 
 def validate_params(plan):
@@ -84,7 +111,9 @@ def validate_params(plan):
             raise ScriptError(f"plan parameter {item!r} is not a (name, value) pair")
         name, value = item
         if not isinstance(name, str) or not PARAM_NAME.match(name):
-            raise ScriptError(f"plan parameter name {name!r} is not a name scripts can hold")
+            raise ScriptError(
+                f"plan parameter name {name!r} is not a name scripts can hold"
+            )
         if name in seen:
             raise ScriptError(f"plan parameter {name!r} is given twice")
         seen.add(name)
@@ -97,11 +126,19 @@ def make_plan(header, programs):
     ``header`` maps the names of :data:`HEADER_FIELDS` to checked values; a plan
     that fails :meth:`~wacoll.plans.plan.Plan.prove` raises PlanError.
     """
-    plan = Plan(op=header["op"], size=header["size"], root=header["root"],
-                counts=tuple(header["counts"]), programs=tuple(map(tuple, programs)),
-                clusters=tuple(header["clusters"]), level=header["level"],
-                itemsize=header["itemsize"], family=header["family"],
-                algorithm=header["algorithm"], params=tuple(header["params"]),
-                arithmetic=header.get("arithmetic", "plain"))
+    plan = Plan(
+        op=header["op"],
+        size=header["size"],
+        root=header["root"],
+        counts=tuple(header["counts"]),
+        programs=tuple(map(tuple, programs)),
+        clusters=tuple(header["clusters"]),
+        level=header["level"],
+        itemsize=header["itemsize"],
+        family=header["family"],
+        algorithm=header["algorithm"],
+        params=tuple(header["params"]),
+        arithmetic=header.get("arithmetic", "plain"),
+    )
     plan.prove()
     return plan

@@ -12,24 +12,35 @@ import json
 import math
 
 from wacoll.errors import ScriptError
-from wacoll.strict_json import loads_strict
+from wacoll.plans.operations import ARITHMETICS, LEVELS, OPERATIONS
+from wacoll.plans.plan import STEP_KINDS, Plan, Step
 from wacoll.plans.scripts.fields import (
     BUFFER,
     MAX_SIZE,
     PARAM_NAME,
     PEER_KINDS,
-    validate_params,
     make_plan,
+    validate_params,
 )
 from wacoll.plans.scripts.limits import Budget, cell_budget, plan_cells, step_cost
 from wacoll.plans.scripts.sexpr import MAX_CHARS, MAX_DEPTH, MAX_INT
-from wacoll.plans.operations import ARITHMETICS, LEVELS, OPERATIONS
-from wacoll.plans.plan import STEP_KINDS, Plan, Step
+from wacoll.strict_json import loads_strict
 
 __all__ = ["to_json", "read_json"]
 
-_JSON_KEYS = ("op", "size", "root", "counts", "clusters", "level", "itemsize", "family",
-              "algorithm", "params", "programs")
+_JSON_KEYS = (
+    "op",
+    "size",
+    "root",
+    "counts",
+    "clusters",
+    "level",
+    "itemsize",
+    "family",
+    "algorithm",
+    "params",
+    "programs",
+)
 #: Keys written only when they differ from their default ("arithmetic": "plain").
 _OPTIONAL = ("arithmetic",)
 _JSON_STEP_KEYS = ("kind", "blocks", "peer", "src", "dst", "side", "group")
@@ -68,8 +79,9 @@ def to_json(plan: Plan) -> str:
     data = plan.to_dict()
     dump = lambda v: json.dumps(v, allow_nan=False)  # noqa: E731
     lines = ["{"]
-    lines += [f"  {dump(k)}: {dump(data[k])}," for k in _JSON_KEYS[:-1] + _OPTIONAL
-              if k in data]
+    lines += [
+        f"  {dump(k)}: {dump(data[k])}," for k in _JSON_KEYS[:-1] + _OPTIONAL if k in data
+    ]
     lines.append('  "programs": [')
     for r, steps in enumerate(data["programs"]):
         comma = "," if r + 1 < len(data["programs"]) else ""
@@ -141,8 +153,9 @@ class _JsonReader:
         if isinstance(value, int):
             return self.integer(value, where, -MAX_INT, MAX_INT)
         if isinstance(value, list):
-            return tuple(self.value(v, f"{where}[{i}]", depth + 1)
-                         for i, v in enumerate(value))
+            return tuple(
+                self.value(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)
+            )
         self.fail(where, "must be an integer, number, string, boolean, null or array")
 
     def header(self, data):
@@ -160,18 +173,26 @@ class _JsonReader:
         level = data["level"]
         if spec.kind == "reduction":
             if level not in LEVELS:
-                self.fail("level", f"must be one of {', '.join(LEVELS)}, got "
-                                   f"{_show(level)}")
+                self.fail(
+                    "level", f"must be one of {', '.join(LEVELS)}, got {_show(level)}"
+                )
         elif level is not None:
             self.fail("level", f"{op} is not a reduction; it must be null")
-        counts = tuple(self.integer(c, f"counts[{i}]", 0, MAX_INT)
-                       for i, c in enumerate(self.array(data["counts"], "counts")))
-        clusters = tuple(self.integer(c, f"clusters[{i}]", 0, MAX_INT)
-                         for i, c in enumerate(self.array(data["clusters"], "clusters")))
+        counts = tuple(
+            self.integer(c, f"counts[{i}]", 0, MAX_INT)
+            for i, c in enumerate(self.array(data["counts"], "counts"))
+        )
+        clusters = tuple(
+            self.integer(c, f"clusters[{i}]", 0, MAX_INT)
+            for i, c in enumerate(self.array(data["clusters"], "clusters"))
+        )
         if len(clusters) != size:
             self.fail("clusters", f"names {len(clusters)} ranks; the size is {size}")
-        self.charge("size", plan_cells(op, size, len(counts)),
-                    f"this {op} plan on {size} ranks with {len(counts)} blocks")
+        self.charge(
+            "size",
+            plan_cells(op, size, len(counts)),
+            f"this {op} plan on {size} ranks with {len(counts)} blocks",
+        )
         params, seen = [], set()
         for i, pair in enumerate(self.array(data["params"], "params")):
             where = f"params[{i}]"
@@ -184,15 +205,21 @@ class _JsonReader:
             params.append((name, self.value(pair[1], f"{where}[1]")))
         arithmetic = data.get("arithmetic", "plain")
         if arithmetic not in ARITHMETICS:
-            self.fail("arithmetic", f"must be one of {', '.join(ARITHMETICS)}, got "
-                                    f"{_show(arithmetic)}")
+            self.fail(
+                "arithmetic",
+                f"must be one of {', '.join(ARITHMETICS)}, got {_show(arithmetic)}",
+            )
         if arithmetic != "plain" and level is None:
             self.fail("arithmetic", f"{op} is not a reduction; it must be 'plain'")
         return {
-            "op": op, "size": size, "root": root, "level": level,
+            "op": op,
+            "size": size,
+            "root": root,
+            "level": level,
             "arithmetic": arithmetic,
             "itemsize": self.integer(data["itemsize"], "itemsize", 1, MAX_INT),
-            "counts": counts, "clusters": clusters,
+            "counts": counts,
+            "clusters": clusters,
             "family": self.string(data["family"], "family"),
             "algorithm": self.string(data["algorithm"], "algorithm"),
             "params": tuple(params),
@@ -202,12 +229,16 @@ class _JsonReader:
         self.keys(obj, where, _JSON_STEP_KEYS, ("kind", "blocks"))
         kind = obj["kind"]
         if kind not in STEP_KINDS:
-            self.fail(f"{where}.kind", f"unknown step kind {_show(kind)}; known: "
-                                       f"{', '.join(STEP_KINDS)}")
+            self.fail(
+                f"{where}.kind",
+                f"unknown step kind {_show(kind)}; known: {', '.join(STEP_KINDS)}",
+            )
         named = self.array(obj["blocks"], f"{where}.blocks")
         self.charge(where, len(named) * self.cost, f"this step (of {len(named)} blocks)")
-        blocks = tuple(self.integer(b, f"{where}.blocks[{i}]", 0, nblocks - 1)
-                       for i, b in enumerate(named))
+        blocks = tuple(
+            self.integer(b, f"{where}.blocks[{i}]", 0, nblocks - 1)
+            for i, b in enumerate(named)
+        )
         wanted = {
             "peer": kind in PEER_KINDS,
             "src": kind in ("send", "copy", "combine"),
@@ -227,8 +258,9 @@ class _JsonReader:
                 value = self.integer(value, f"{where}.peer", 0, size - 1)
             elif name == "side":
                 if value not in ("left", "right"):
-                    self.fail(f"{where}.side", f"must be 'left' or 'right', got "
-                                               f"{_show(value)}")
+                    self.fail(
+                        f"{where}.side", f"must be 'left' or 'right', got {_show(value)}"
+                    )
             elif not isinstance(value, str) or not BUFFER.match(value):
                 self.fail(f"{where}.{name}", f"invalid buffer name {_show(value)}")
             values[name] = value
@@ -246,25 +278,34 @@ class _JsonReader:
         programs = self.array(data["programs"], "programs")
         if len(programs) != size:
             self.fail("programs", f"has {len(programs)} programs for {size} ranks")
-        steps = [[self.step(s, f"programs[{r}][{i}]", size, nblocks)
-                  for i, s in enumerate(self.array(prog, f"programs[{r}]"))]
-                 for r, prog in enumerate(programs)]
+        steps = [
+            [
+                self.step(s, f"programs[{r}][{i}]", size, nblocks)
+                for i, s in enumerate(self.array(prog, f"programs[{r}]"))
+            ]
+            for r, prog in enumerate(programs)
+        ]
         return make_plan(header, steps)
 
 
-def read_json(text: str, max_chars: int = MAX_CHARS, budget: Budget | None = None) -> Plan:
+def read_json(
+    text: str, max_chars: int = MAX_CHARS, budget: Budget | None = None
+) -> Plan:
     """Read, check and prove a plan from JSON text of at most ``max_chars`` characters,
     within ``budget`` cells of work (by default its length's, see
     :mod:`~wacoll.plans.scripts.limits`)."""
     if not isinstance(text, str):
         raise TypeError(f"JSON text must be a str, not {type(text).__name__}")
     if len(text) > max_chars:
-        raise ScriptError(f"JSON text is too long ({len(text)} characters; the limit is "
-                          f"{max_chars})")
+        raise ScriptError(
+            f"JSON text is too long ({len(text)} characters; the limit is {max_chars})"
+        )
     try:
         data = loads_strict(text, ScriptError)
     except json.JSONDecodeError as e:
-        raise ScriptError(f"invalid JSON: {e.msg}", line=e.lineno, column=e.colno) from None
+        raise ScriptError(
+            f"invalid JSON: {e.msg}", line=e.lineno, column=e.colno
+        ) from None
     except RecursionError:
         raise ScriptError("JSON nested too deeply") from None
     except ScriptError:

@@ -34,8 +34,14 @@ from __future__ import annotations
 
 from wacoll.plans.operations import OPERATIONS
 
-__all__ = ["MIN_CELLS", "CELLS_PER_CHAR", "cell_budget", "plan_cells", "step_cost",
-           "Budget"]
+__all__ = [
+    "MIN_CELLS",
+    "CELLS_PER_CHAR",
+    "cell_budget",
+    "plan_cells",
+    "step_cost",
+    "Budget",
+]
 
 #: Cells every text may use, however short (about a plan of 1024 ranks).
 MIN_CELLS = 1 << 20
@@ -99,7 +105,9 @@ class Budget:
 
     def refusal(self, what, cells):
         """The message for a charge of ``cells`` for ``what`` that does not fit."""
-        return (f"{what} needs {cells} cells of checking work, more than the "
-                f"{self.limit - self.used} left of this text's budget of {self.limit} "
-                f"(max(MIN_CELLS, CELLS_PER_CHAR * length)); pass max_cells= or raise "
-                f"wacoll.plans.scripts.MIN_CELLS for a genuinely large plan")
+        return (
+            f"{what} needs {cells} cells of checking work, more than the "
+            f"{self.limit - self.used} left of this text's budget of {self.limit} "
+            f"(max(MIN_CELLS, CELLS_PER_CHAR * length)); pass max_cells= or raise "
+            f"wacoll.plans.scripts.MIN_CELLS for a genuinely large plan"
+        )

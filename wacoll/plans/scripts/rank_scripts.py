@@ -13,11 +13,11 @@ import re
 from pathlib import Path
 
 from wacoll.errors import ScriptError
+from wacoll.plans.plan import Plan
 from wacoll.plans.scripts.fields import HEADER_FIELDS, make_plan
 from wacoll.plans.scripts.limits import Budget, cell_budget, plan_cells
 from wacoll.plans.scripts.sexpr import relocate
 from wacoll.plans.scripts.writer import rank_scripts, to_sexpr
-from wacoll.plans.plan import Plan
 
 __all__ = ["FILENAME", "script_filename", "write_scripts", "scripts_in", "assemble"]
 
@@ -66,8 +66,10 @@ def write_scripts(plan: Plan, directory) -> list:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     texts = [(script_filename(plan.op, plan.size), to_sexpr(plan))]
-    texts += [(script_filename(plan.op, plan.size, r), text)
-              for r, text in rank_scripts(plan).items()]
+    texts += [
+        (script_filename(plan.op, plan.size, r), text)
+        for r, text in rank_scripts(plan).items()
+    ]
     paths = []
     for name, text in texts:
         path = directory / name
@@ -91,13 +93,17 @@ def scripts_in(directory, op, size):
         if (op is None or key[0] == op) and (size is None or key[1] == size):
             groups.setdefault(key, {})[int(m["rank"])] = path
     if not groups:
-        raise ScriptError(f"{directory}: no rank scripts named <op>-<size>-rank<rank>.scm"
-                          + (f" for op={op!r}" if op is not None else "")
-                          + (f" size={size}" if size is not None else ""))
+        raise ScriptError(
+            f"{directory}: no rank scripts named <op>-<size>-rank<rank>.scm"
+            + (f" for op={op!r}" if op is not None else "")
+            + (f" size={size}" if size is not None else "")
+        )
     if len(groups) > 1:
         found = ", ".join(f"{o}-{s}" for o, s in sorted(groups))
-        raise ScriptError(f"{directory}: rank scripts of several plans ({found}); pass "
-                          f"op= and size= to choose one")
+        raise ScriptError(
+            f"{directory}: rank scripts of several plans ({found}); pass "
+            f"op= and size= to choose one"
+        )
     return next(iter(groups.values()))
 
 
@@ -133,8 +139,10 @@ def assemble(items, parse, budget_of=None) -> Plan:
     for r, script in sorted(scripts.items()):
         for name in HEADER_FIELDS:
             if script.header[name] != header[name]:
-                raise ScriptError(f"the script of rank {r} disagrees with rank "
-                                  f"{first.rank} on field '{name}'")
+                raise ScriptError(
+                    f"the script of rank {r} disagrees with rank "
+                    f"{first.rank} on field '{name}'"
+                )
     missing = [r for r in range(header["size"]) if r not in scripts]
     if missing:
         shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
@@ -142,6 +150,7 @@ def assemble(items, parse, budget_of=None) -> Plan:
     budget = budget_of(nchars) if budget_of is not None else Budget(cell_budget(nchars))
     cells = plan_cells(header["op"], header["size"], len(header["counts"]))
     if not budget.spend(cells):
-        raise ScriptError(budget.refusal(f"the {header['op']} plan of these scripts",
-                                         cells))
+        raise ScriptError(
+            budget.refusal(f"the {header['op']} plan of these scripts", cells)
+        )
     return make_plan(header, [scripts[r].program for r in range(header["size"])])

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from wacoll.plans.operations import ARITHMETICS, LEVELS, OPERATIONS
+from wacoll.plans.plan import Step
 from wacoll.plans.scripts.fields import (
     ALL_OPTIONS,
     BUFFER,
@@ -30,9 +32,14 @@ from wacoll.plans.scripts.fields import (
     make_plan,
 )
 from wacoll.plans.scripts.limits import Budget, cell_budget, plan_cells, step_cost
-from wacoll.plans.scripts.sexpr import MAX_CHARS, MAX_INT, Atom, ListNode, Source, describe
-from wacoll.plans.operations import ARITHMETICS, LEVELS, OPERATIONS
-from wacoll.plans.plan import Step
+from wacoll.plans.scripts.sexpr import (
+    MAX_CHARS,
+    MAX_INT,
+    Atom,
+    ListNode,
+    Source,
+    describe,
+)
 
 __all__ = ["RankScript", "PlanReader"]
 
@@ -87,8 +94,10 @@ class PlanReader(Source):
         if name == "op":
             op = self.symbol(self.one(form, name), "op")
             if op not in OPERATIONS:
-                self.fail(form.items[1], f"unknown operation '{op}'; known: "
-                                         f"{', '.join(OPERATIONS)}")
+                self.fail(
+                    form.items[1],
+                    f"unknown operation '{op}'; known: {', '.join(OPERATIONS)}",
+                )
             value = op
         elif name == "size":
             value = self.integer(self.one(form, name), "size", 1, MAX_SIZE)
@@ -98,13 +107,16 @@ class PlanReader(Source):
         elif name == "level":
             value = self.symbol(self.one(form, name), "level")
             if value not in LEVELS:
-                self.fail(form.items[1], f"unknown level '{value}'; known: "
-                                         f"{', '.join(LEVELS)}")
+                self.fail(
+                    form.items[1], f"unknown level '{value}'; known: {', '.join(LEVELS)}"
+                )
         elif name == "arithmetic":
             value = self.symbol(self.one(form, name), "arithmetic")
             if value not in ARITHMETICS:
-                self.fail(form.items[1], f"unknown arithmetic '{value}'; known: "
-                                         f"{', '.join(ARITHMETICS)}")
+                self.fail(
+                    form.items[1],
+                    f"unknown arithmetic '{value}'; known: {', '.join(ARITHMETICS)}",
+                )
         elif name == "itemsize":
             value = self.integer(self.one(form, name), "itemsize", 1, MAX_INT)
         elif name in ("counts", "clusters"):
@@ -124,8 +136,11 @@ class PlanReader(Source):
                 self.fail(item, "a parameter is written (name value)")
             name = self.symbol(item.items[0], "a parameter name")
             if not PARAM_NAME.match(name):
-                self.fail(item.items[0], f"invalid parameter name '{name}' (a letter, "
-                                         f"then letters, digits and _)")
+                self.fail(
+                    item.items[0],
+                    f"invalid parameter name '{name}' (a letter, "
+                    f"then letters, digits and _)",
+                )
             if name in seen:
                 self.fail(item, f"duplicate parameter '{name}'")
             seen.add(name)
@@ -146,13 +161,16 @@ class PlanReader(Source):
         if not spec.rooted and "root" in fields:
             self.fail(fields["root"][1], f"{op} has no root; remove the root field")
         if spec.kind == "reduction" and "level" not in fields:
-            self.fail(form, f"missing field 'level' ({op} is a reduction: "
-                            f"{', '.join(LEVELS)})")
+            self.fail(
+                form, f"missing field 'level' ({op} is a reduction: {', '.join(LEVELS)})"
+            )
         if spec.kind != "reduction" and "level" in fields:
             self.fail(fields["level"][1], f"{op} is not a reduction and takes no level")
         if spec.kind != "reduction" and "arithmetic" in fields:
-            self.fail(fields["arithmetic"][1], f"{op} is not a reduction and takes no "
-                                               f"arithmetic")
+            self.fail(
+                fields["arithmetic"][1],
+                f"{op} is not a reduction and takes no arithmetic",
+            )
         for name in ("root", "rank"):
             if name in fields:
                 self.integer(fields[name][1].items[1], name, 0, size - 1)
@@ -160,18 +178,26 @@ class PlanReader(Source):
         if script:  # one rank's script: its header repeats the plan's clusters
             self.charge(fields["size"][1], size, f"this script of {op} on {size} ranks")
         else:
-            self.charge(fields["size"][1], plan_cells(op, size, nblocks),
-                        f"this {op} plan on {size} ranks with {nblocks} blocks")
+            self.charge(
+                fields["size"][1],
+                plan_cells(op, size, nblocks),
+                f"this {op} plan on {size} ranks with {nblocks} blocks",
+            )
         clusters = fields.get("clusters", ((0,) * size, form))
         if len(clusters[0]) != size:
-            self.fail(clusters[1], f"clusters names {len(clusters[0])} ranks; the size "
-                                   f"is {size}")
+            self.fail(
+                clusters[1],
+                f"clusters names {len(clusters[0])} ranks; the size is {size}",
+            )
         return {
-            "op": op, "size": size, "root": fields.get("root", (None,))[0],
+            "op": op,
+            "size": size,
+            "root": fields.get("root", (None,))[0],
             "level": fields.get("level", (None,))[0],
             "arithmetic": fields.get("arithmetic", ("plain",))[0],
             "itemsize": fields.get("itemsize", (1,))[0],
-            "counts": fields["counts"][0], "clusters": clusters[0],
+            "counts": fields["counts"][0],
+            "clusters": clusters[0],
             "family": fields.get("family", ("",))[0],
             "algorithm": fields.get("algorithm", ("",))[0],
             "params": fields.get("params", ((),))[0],
@@ -184,26 +210,34 @@ class PlanReader(Source):
         kind = STEP_NAMES.get(word)
         if kind is None:
             if word in HEADER_FIELDS or word == "rank":
-                self.fail(form, f"'{word}' is a header field, not a step; header fields "
-                                f"come first")
-            self.fail(form.items[0], f"unknown step kind '{word}'; known: "
-                                     f"{', '.join(STEP_NAMES)}")
+                self.fail(
+                    form,
+                    f"'{word}' is a header field, not a step; header fields come first",
+                )
+            self.fail(
+                form.items[0],
+                f"unknown step kind '{word}'; known: {', '.join(STEP_NAMES)}",
+            )
         size, nblocks = header["size"], len(header["counts"])
         rest = form.items[1:]
         peer = None
         if kind in PEER_KINDS:
             if not rest or not isinstance(rest[0], Atom):
-                self.fail(rest[0] if rest else form,
-                          f"{word} needs a peer rank first, as in ({word} 3)")
+                self.fail(
+                    rest[0] if rest else form,
+                    f"{word} needs a peer rank first, as in ({word} 3)",
+                )
             peer = self.integer(rest[0], "peer", 0, size - 1)
             rest = rest[1:]
         opts = self.step_options(rest, word, kind)
         named = len(opts["blocks"].items) - 1 if "blocks" in opts else nblocks
-        self.charge(form, named * step_cost(header["op"], size),
-                    f"this step (of {named} blocks)")
+        self.charge(
+            form, named * step_cost(header["op"], size), f"this step (of {named} blocks)"
+        )
         if "blocks" in opts:
-            blocks = tuple(self.integer(x, "block", 0, nblocks - 1)
-                           for x in opts["blocks"].items[1:])
+            blocks = tuple(
+                self.integer(x, "block", 0, nblocks - 1) for x in opts["blocks"].items[1:]
+            )
         else:
             blocks = tuple(range(nblocks))
         src = dst = side = None
@@ -217,8 +251,9 @@ class PlanReader(Source):
             if "side" in opts:
                 side = self.symbol(self.one(opts["side"], "side"), "side")
                 if side not in ("left", "right"):
-                    self.fail(opts["side"].items[1], f"side must be left or right, got "
-                                                     f"'{side}'")
+                    self.fail(
+                        opts["side"].items[1], f"side must be left or right, got '{side}'"
+                    )
         if "group" in opts:
             group = self.integer(self.one(opts["group"], "group"), "group", 1, MAX_INT)
         return Step(kind, blocks, peer=peer, src=src, dst=dst, side=side, group=group)
@@ -228,13 +263,19 @@ class PlanReader(Source):
         opts = {}
         for item in items:
             if not isinstance(item, ListNode):
-                self.fail(item, f"unexpected {describe(item)} in {word}; options are "
-                                f"lists like (blocks 0 1)")
+                self.fail(
+                    item,
+                    f"unexpected {describe(item)} in {word}; options are "
+                    f"lists like (blocks 0 1)",
+                )
             name = self.head(item, "step option")
             if name not in STEP_OPTIONS[kind]:
                 if name in ALL_OPTIONS:
-                    self.fail(item, f"option '{name}' is not allowed in {word} (allowed: "
-                                    f"{', '.join(STEP_OPTIONS[kind])})")
+                    self.fail(
+                        item,
+                        f"option '{name}' is not allowed in {word} (allowed: "
+                        f"{', '.join(STEP_OPTIONS[kind])})",
+                    )
                 self.fail(item.items[0], f"unknown option '{name}' in {word}")
             if name in opts:
                 self.fail(item, f"duplicate option '{name}' in {word}")
@@ -250,8 +291,11 @@ class PlanReader(Source):
         node = self.one(opts[name], name)
         buf = self.symbol(node, f"the buffer of '{name}'")
         if not BUFFER.match(buf):
-            self.fail(node, f"invalid buffer name '{buf}' (a lower-case letter, then "
-                            f"lower-case letters, digits and _)")
+            self.fail(
+                node,
+                f"invalid buffer name '{buf}' (a lower-case letter, then "
+                f"lower-case letters, digits and _)",
+            )
         return buf
 
     # ------------------------------------------------------------ top level
@@ -260,11 +304,16 @@ class PlanReader(Source):
         form = self.parse()
         word = self.head(form, "plan")
         if word not in ("plan", "script"):
-            self.fail(form.items[0], f"unknown form '{word}'; expected (plan ...) or "
-                                     f"(script ...)")
+            self.fail(
+                form.items[0],
+                f"unknown form '{word}'; expected (plan ...) or (script ...)",
+            )
         if word != expect:
-            hint = ("this is one rank's script; reassemble a plan with from_rank_scripts"
-                    if word == "script" else "this is a whole plan; read it with from_sexpr")
+            hint = (
+                "this is one rank's script; reassemble a plan with from_rank_scripts"
+                if word == "script"
+                else "this is a whole plan; read it with from_sexpr"
+            )
             self.fail(form.items[0], f"expected ({expect} ...), got ({word} ...): {hint}")
         return form
 

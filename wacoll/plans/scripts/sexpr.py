@@ -29,7 +29,14 @@ import re
 from wacoll.errors import ScriptError
 
 __all__ = [
-    "MAX_CHARS", "MAX_DEPTH", "MAX_INT", "Atom", "ListNode", "Source", "describe", "quote",
+    "MAX_CHARS",
+    "MAX_DEPTH",
+    "MAX_INT",
+    "Atom",
+    "ListNode",
+    "Source",
+    "describe",
+    "quote",
     "relocate",
 ]
 
@@ -44,9 +51,12 @@ _END = r"(?=[ \t\r\n();]|\Z)"
 _TOKEN = re.compile(
     r"(?P<skip>[ \t\r\n]+|;[^\n]*)"
     r"|(?P<open>\()|(?P<close>\))"
-    r"|(?P<num>-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)" + _END +
-    r"|(?P<sym>[A-Za-z_][A-Za-z0-9_-]*)" + _END +
-    r'|(?P<str>"(?:[^"\\\x00-\x1f\x7f]|\\["\\ntr])*")' + _END
+    r"|(?P<num>-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)"
+    + _END
+    + r"|(?P<sym>[A-Za-z_][A-Za-z0-9_-]*)"
+    + _END
+    + r'|(?P<str>"(?:[^"\\\x00-\x1f\x7f]|\\["\\ntr])*")'
+    + _END
 )
 _ESCAPES = {"\\": "\\", '"': '"', "n": "\n", "t": "\t", "r": "\r"}
 _UNESCAPES = {v: "\\" + k for k, v in _ESCAPES.items()}
@@ -76,8 +86,9 @@ def describe(node):
     """What ``node`` is, for error messages: ``"a list"``, ``"integer 3"``, ..."""
     if isinstance(node, ListNode):
         return "a list"
-    return {"int": "integer", "float": "number", "sym": "symbol",
-            "str": "string"}[node.kind] + f" {_show(node)}"
+    return {"int": "integer", "float": "number", "sym": "symbol", "str": "string"}[
+        node.kind
+    ] + f" {_show(node)}"
 
 
 def _show(node):
@@ -94,8 +105,9 @@ def quote(text, what):
         if ch in _UNESCAPES:
             out.append(_UNESCAPES[ch])
         elif ch < " " or ch == "\x7f":
-            raise ScriptError(f"{what} holds the control character {ch!r}, which scripts "
-                              f"cannot hold")
+            raise ScriptError(
+                f"{what} holds the control character {ch!r}, which scripts cannot hold"
+            )
         else:
             out.append(ch)
     return '"' + "".join(out) + '"'
@@ -141,8 +153,11 @@ class Source:
         """The one top-level form, as nested :class:`ListNode` and :class:`Atom`."""
         text = self.text
         if len(text) > self.max_chars:
-            self.fail(0, f"script is too long ({len(text)} characters; the limit is "
-                         f"{self.max_chars})")
+            self.fail(
+                0,
+                f"script is too long ({len(text)} characters; the limit is "
+                f"{self.max_chars})",
+            )
         stack, top, pos, n = [], None, 0, len(text)
         while pos < n:
             m = _TOKEN.match(text, pos)
@@ -170,7 +185,9 @@ class Source:
             else:
                 atom = self._atom(kind, m.group(), pos)
                 if not stack:
-                    self.fail(pos, f"expected '(' to start the script, got {describe(atom)}")
+                    self.fail(
+                        pos, f"expected '(' to start the script, got {describe(atom)}"
+                    )
                 stack[-1].items.append(atom)
             pos = m.end()
         if stack:
@@ -183,8 +200,9 @@ class Source:
         if kind == "sym":
             return Atom("sym", token, pos)
         if kind == "str":
-            return Atom("str", re.sub(r"\\(.)", lambda m: _ESCAPES[m.group(1)],
-                                      token[1:-1]), pos)
+            return Atom(
+                "str", re.sub(r"\\(.)", lambda m: _ESCAPES[m.group(1)], token[1:-1]), pos
+            )
         digits = token.lstrip("-")
         if "." in token or "e" in token or "E" in token:
             value = float(token)
@@ -210,8 +228,14 @@ class Source:
         if c.isdigit() or c == "-":
             self.fail(pos, f"malformed number {word!r}")
         if c.isalpha() or c == "_":
-            bad = next((i for i in range(pos, end) if not (
-                text[i].isascii() and (text[i].isalnum() or text[i] in "_-"))), pos)
+            bad = next(
+                (
+                    i
+                    for i in range(pos, end)
+                    if not (text[i].isascii() and (text[i].isalnum() or text[i] in "_-"))
+                ),
+                pos,
+            )
             self.fail(bad, f"unexpected character {text[bad]!r} in symbol")
         self.fail(pos, f"unexpected character {c!r}")
 
@@ -224,14 +248,18 @@ class Source:
                 self.fail(i + 1, "expected a space or parenthesis after the string")
             if ch == "\\":
                 if i + 1 >= len(text) or text[i + 1] not in _ESCAPES:
-                    esc = text[i:i + 2]
-                    self.fail(i, f"unknown escape {esc!r} in string (known: "
-                                 f"\\\\ \\\" \\n \\t \\r)")
+                    esc = text[i : i + 2]
+                    self.fail(
+                        i,
+                        f"unknown escape {esc!r} in string (known: "
+                        f"\\\\ \\\" \\n \\t \\r)",
+                    )
                 i += 2
                 continue
             if ch < " " or ch == "\x7f":
-                self.fail(i, f"control character {ch!r} in string (write \\n, \\t "
-                             f"or \\r)")
+                self.fail(
+                    i, f"control character {ch!r} in string (write \\n, \\t or \\r)"
+                )
             i += 1
         self.fail(pos, "unterminated string")
 
@@ -245,7 +273,9 @@ class Source:
     def string(self, node, what):
         """The value of string ``node``."""
         if not isinstance(node, Atom) or node.kind != "str":
-            self.fail(node, f"{what} must be a double-quoted string, got {describe(node)}")
+            self.fail(
+                node, f"{what} must be a double-quoted string, got {describe(node)}"
+            )
         return node.value
 
     def integer(self, node, what, lo, hi):
@@ -286,7 +316,10 @@ class Source:
             return tuple(self.value(item) for item in node.items)
         if node.kind == "sym":
             if node.value not in _CONSTANTS:
-                self.fail(node, f"unknown constant '{node.value}' (values are integers, "
-                                f"numbers, \"strings\", true, false, none or lists)")
+                self.fail(
+                    node,
+                    f"unknown constant '{node.value}' (values are integers, "
+                    f"numbers, \"strings\", true, false, none or lists)",
+                )
             return _CONSTANTS[node.value]
         return node.value

@@ -8,9 +8,9 @@ importable from :mod:`wacoll.plans.scripts`, whose docstring gives the grammar.
 
 from __future__ import annotations
 
+from wacoll.plans.plan import Plan
 from wacoll.plans.scripts.fields import STEP_WORDS, validate_params
 from wacoll.plans.scripts.sexpr import quote
-from wacoll.plans.plan import Plan
 
 __all__ = ["to_sexpr", "rank_scripts"]
 
@@ -64,8 +64,13 @@ def _header_lines(plan, head, rank=None):
     if names:
         lines.append("  " + " ".join(names))
     if plan.params:
-        lines.append("  (params " + " ".join(
-            f"({k} {_value_text(v, f'plan parameter {k!r}')})" for k, v in plan.params) + ")")
+        lines.append(
+            "  (params "
+            + " ".join(
+                f"({k} {_value_text(v, f'plan parameter {k!r}')})" for k, v in plan.params
+            )
+            + ")"
+        )
     return lines
 
 
@@ -77,8 +82,9 @@ def _step_text(step, all_blocks):
         parts.append("(blocks" + "".join(f" {b}" for b in step.blocks) + ")")
     if step.src is not None and not (step.kind == "send" and step.src == "out"):
         parts.append(f"(from {step.src})")
-    if step.dst is not None and not (step.kind in ("recv", "recv_combine")
-                                     and step.dst == "out"):
+    if step.dst is not None and not (
+        step.kind in ("recv", "recv_combine") and step.dst == "out"
+    ):
         parts.append(f"(into {step.dst})")
     if step.side == "left":
         parts.append("(side left)")

@@ -24,8 +24,13 @@ __all__ = ["Structure", "structure_of", "costed_programs", "Engine"]
 
 # Step codes of the precompiled programs (written as literals in the hot loop).
 _SEND, _RECV, _LOCAL, _GROUP = 0, 1, 2, 3
-_KIND_CODE = {"send": _SEND, "recv": _RECV, "recv_combine": _RECV, "copy": _LOCAL,
-              "combine": _LOCAL}
+_KIND_CODE = {
+    "send": _SEND,
+    "recv": _RECV,
+    "recv_combine": _RECV,
+    "copy": _LOCAL,
+    "combine": _LOCAL,
+}
 _CACHE_KEY = "simulate.structure"
 
 
@@ -37,19 +42,19 @@ class Structure(NamedTuple):
     ``limits[r]``, and every per-step array uses that flat index.
     """
 
-    rows: list       # per step: (code, arg, 0.0)
-    bases: list      # per rank: the flat index of its first step
-    limits: list     # per rank: one past its last step
-    mids: list       # per rank, per step: the step's message (-1: a local step)
-    src: list        # per message: sender,
-    dst: list        # receiver,
-    nbytes: list     # size,
-    wide: list       # whether it crosses clusters,
-    send_at: list    # the flat index of its send step,
-    flow: list       # its cluster pair (a * m + b) if it is a wide-area flow: it
-    m: int           #   crosses clusters and has bytes; else None
-    fbytes: list     # and its size as a float
-    pairs: set       # the cluster pairs of all wide-area messages
+    rows: list  # per step: (code, arg, 0.0)
+    bases: list  # per rank: the flat index of its first step
+    limits: list  # per rank: one past its last step
+    mids: list  # per rank, per step: the step's message (-1: a local step)
+    src: list  # per message: sender,
+    dst: list  # receiver,
+    nbytes: list  # size,
+    wide: list  # whether it crosses clusters,
+    send_at: list  # the flat index of its send step,
+    flow: list  # its cluster pair (a * m + b) if it is a wide-area flow: it
+    m: int  #   crosses clusters and has bytes; else None
+    fbytes: list  # and its size as a float
+    pairs: set  # the cluster pairs of all wide-area messages
 
 
 def structure_of(plan, messages):
@@ -87,9 +92,21 @@ def _flatten(plan, messages):
     m = max(cl, default=0) + 1
     pair = [cl[s] * m + cl[d] if w else None for s, d, w in zip(src, dst, wide)]
     flow = [j if b > 0 else None for j, b in zip(pair, nbytes)]
-    return Structure(rows, bases, limits, mids, src, dst, nbytes, wide,
-                     [bases[x.src] + x.send_step for x in messages], flow, m,
-                     [float(b) for b in nbytes], set(pair) - {None})
+    return Structure(
+        rows,
+        bases,
+        limits,
+        mids,
+        src,
+        dst,
+        nbytes,
+        wide,
+        [bases[x.src] + x.send_step for x in messages],
+        flow,
+        m,
+        [float(b) for b in nbytes],
+        set(pair) - {None},
+    )
 
 
 def _mark_groups(prog, rows, g):
@@ -103,8 +120,11 @@ def _mark_groups(prog, rows, g):
             while j < n and prog[j].group == group:
                 j += 1
         if j - i > 1:
-            rows[g + i] = (_GROUP, tuple((rows[g + x][1], g + x, 0.0) for x in range(i, j)),
-                           0.0)
+            rows[g + i] = (
+                _GROUP,
+                tuple((rows[g + x][1], g + x, 0.0) for x in range(i, j)),
+                0.0,
+            )
             for x in range(i + 1, j):
                 rows[g + x] = (_GROUP, None, 0.0)
         i = j
@@ -165,8 +185,9 @@ class Engine:
         if stuck:  # the prover rules this out; kept as a guard
             r = stuck[0]
             step = pc[r] - self.structure.bases[r]
-            raise PlanError(f"simulation stalled: rank {r} waits at step {step}",
-                            rank=r, step=step)
+            raise PlanError(
+                f"simulation stalled: rank {r} waits at step {step}", rank=r, step=step
+            )
         return tuple(self.time), tuple(self.arrival), self.starts, self.ends
 
     def _runner(self):

@@ -104,8 +104,19 @@ class _Link:
     rates and ``key_t`` were last set (see :meth:`refresh`).
     """
 
-    __slots__ = ("capacity", "latency", "classes", "single", "last", "tag",
-                 "key_t", "key_s", "rep_t", "rep_s", "stale")
+    __slots__ = (
+        "capacity",
+        "latency",
+        "classes",
+        "single",
+        "last",
+        "tag",
+        "key_t",
+        "key_s",
+        "rep_t",
+        "rep_s",
+        "stale",
+    )
 
     def __init__(self, capacity, latency, tag):
         self.capacity = capacity
@@ -270,7 +281,12 @@ def run_links(engine):
     src, dst, send_at = structure.src, structure.dst, structure.send_at
     arrival, blocked, advance = engine.arrival, engine.blocked, engine.advance
     wait, ends, pcs, clocks = flows.wait, engine.ends, engine.pc, engine.time
-    prog, limits, st, overhead = engine.progs, structure.limits, engine.starts, flows.overhead
+    prog, limits, st, overhead = (
+        engine.progs,
+        structure.limits,
+        engine.starts,
+        flows.overhead,
+    )
     hpop = heapq.heappop
     # ordered: a pair of ranks has one flow on its link at a time; the others wait
     # in ``queued[(sender, receiver)]`` (present while the pair has a flow), and a

@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wacoll.costs import (
+    t_ini_message,
+    ts_tr_message,
     validate_rate,
     validate_t_ini,
     validate_time,
     validate_time_or_function,
-    t_ini_message,
-    ts_tr_message,
 )
 from wacoll.errors import PlanError, TopologyError
 from wacoll.topology import Topology
@@ -56,10 +56,12 @@ class Model:
 
     def _validate_local_costs(self):
         """Check and normalise ``recv_overhead`` and ``compute_rate`` (frozen fields)."""
-        object.__setattr__(self, "recv_overhead", _seconds("recv_overhead",
-                                                           self.recv_overhead))
-        object.__setattr__(self, "compute_rate", validate_rate("compute_rate",
-                                                            self.compute_rate))
+        object.__setattr__(
+            self, "recv_overhead", _seconds("recv_overhead", self.recv_overhead)
+        )
+        object.__setattr__(
+            self, "compute_rate", validate_rate("compute_rate", self.compute_rate)
+        )
 
     def prepare(self, plan, messages, columns):
         """``(busy, delay, flows)`` per message; ``flows`` is None for simple models.
@@ -114,8 +116,14 @@ class TsTrModel(Model):
                 ts, tr = self.wide_area
             except (TypeError, ValueError):
                 raise TopologyError("wide_area must be a pair (t_s, t_r)") from None
-            object.__setattr__(self, "wide_area", (_time_or_function("wide-area t_s", ts),
-                                                   _time_or_function("wide-area t_r", tr)))
+            object.__setattr__(
+                self,
+                "wide_area",
+                (
+                    _time_or_function("wide-area t_s", ts),
+                    _time_or_function("wide-area t_r", tr),
+                ),
+            )
         self._validate_local_costs()
 
     def _costs(self, plan, messages):
@@ -173,8 +181,9 @@ class TiniModel(Model):
         t_ini = self.t_ini
         if isinstance(t_ini, Topology):
             if t_ini.t_ini is None:
-                raise TopologyError("TiniModel needs a topology whose t_ini is set "
-                                    "(Topology.with_t_ini)")
+                raise TopologyError(
+                    "TiniModel needs a topology whose t_ini is set (Topology.with_t_ini)"
+                )
             t_ini = t_ini.t_ini
         object.__setattr__(self, "t_ini", tuple(float(v) for v in validate_t_ini(t_ini)))
         object.__setattr__(self, "bandwidth", validate_rate("bandwidth", self.bandwidth))
@@ -182,8 +191,10 @@ class TiniModel(Model):
 
     def _costs(self, plan, messages):
         if len(self.t_ini) != plan.size:
-            raise PlanError(f"the TiniModel has t_ini for {len(self.t_ini)} ranks, "
-                            f"the plan has {plan.size}")
+            raise PlanError(
+                f"the TiniModel has t_ini for {len(self.t_ini)} ranks, "
+                f"the plan has {plan.size}"
+            )
         t_ini, bw = self.t_ini, self.bandwidth
         busy = [t_ini_message(t_ini[m.src], m.nbytes, bw)[0] for m in messages]
         return busy, busy
@@ -307,18 +318,24 @@ class LinkModel(Model):
             raise TopologyError("LinkModel needs a wacoll.Topology")
         for name in ("buffered", "ordered"):
             if not isinstance(getattr(self, name), bool):
-                raise TopologyError(f"{name} must be True or False, got "
-                                    f"{getattr(self, name)!r}")
+                raise TopologyError(
+                    f"{name} must be True or False, got {getattr(self, name)!r}"
+                )
         object.__setattr__(self, "overhead", _seconds("overhead", self.overhead))
         if self.window is not None:
             w = self.window
-            if isinstance(w, bool) or not isinstance(w, (int, float)) or \
-                    not 0 < float(w) < float("inf"):
-                raise TopologyError(f"window must be a number of bytes > 0 or None, "
-                                    f"got {w!r}")
+            if (
+                isinstance(w, bool)
+                or not isinstance(w, (int, float))
+                or not 0 < float(w) < float("inf")
+            ):
+                raise TopologyError(
+                    f"window must be a number of bytes > 0 or None, got {w!r}"
+                )
             object.__setattr__(self, "window", float(w))
-        object.__setattr__(self, "wan_capacity", validate_rate("wan_capacity",
-                                                            self.wan_capacity))
+        object.__setattr__(
+            self, "wan_capacity", validate_rate("wan_capacity", self.wan_capacity)
+        )
         self._validate_local_costs()
 
     def nodecheck_rate(self, rank: int) -> float:
@@ -340,11 +357,15 @@ class LinkModel(Model):
         checks its model with it too)."""
         topo = self.topology
         if topo.size != plan.size:
-            raise PlanError(f"the LinkModel's topology has {topo.size} ranks, the plan "
-                            f"has {plan.size}")
+            raise PlanError(
+                f"the LinkModel's topology has {topo.size} ranks, the plan "
+                f"has {plan.size}"
+            )
         if tuple(plan.clusters) != topo.cluster_ids:
-            raise PlanError("the LinkModel's topology groups the ranks into other "
-                            "clusters than the plan; build the plan on that topology")
+            raise PlanError(
+                "the LinkModel's topology groups the ranks into other "
+                "clusters than the plan; build the plan on that topology"
+            )
 
     def prepare(self, plan, messages, columns):
         """``(busy, delay, flows)``: per message the sender's occupancy and the delay
@@ -361,10 +382,14 @@ class LinkModel(Model):
         if self.buffered:
             busy = [ovh + b / rates[r] for r, b in zip(src, nbytes)]
         else:  # the sender is busy until its flow has crossed
-            busy = [ovh if w else ovh + b / rates[r] for r, b, w in zip(src, nbytes, wide)]
+            busy = [
+                ovh if w else ovh + b / rates[r] for r, b, w in zip(src, nbytes, wide)
+            ]
         m, cl, wan = columns.m, plan.clusters, flows.latency
-        delay = [ovh + wan[cl[r] * m + cl[d]] if w else x + lat
-                 for r, d, w, x in zip(src, columns.dst, wide, busy)]
+        delay = [
+            ovh + wan[cl[r] * m + cl[d]] if w else x + lat
+            for r, d, w, x in zip(src, columns.dst, wide, busy)
+        ]
         return busy, delay, flows
 
 
@@ -381,8 +406,16 @@ class _Flows:
     ``wan_capacity``: what all links together carry (None: no limit).
     """
 
-    __slots__ = ("links", "latency", "rates", "wait", "overhead", "ordered", "window",
-                 "wan_capacity")
+    __slots__ = (
+        "links",
+        "latency",
+        "rates",
+        "wait",
+        "overhead",
+        "ordered",
+        "window",
+        "wan_capacity",
+    )
 
     def __init__(self, model, columns, rates):
         topo, m = model.topology, columns.m

@@ -90,8 +90,15 @@ class SimResult:
         of ``plan`` under ``model``: ``finish`` and ``arrivals`` as the attributes,
         ``starts`` and ``ends`` the times of every step (numbered across ranks), from
         which :attr:`events` is built."""
-        return cls(completion=max(finish), finish=finish, arrivals=arrivals, plan=plan,
-                   model=model, _starts=starts, _ends=ends)
+        return cls(
+            completion=max(finish),
+            finish=finish,
+            arrivals=arrivals,
+            plan=plan,
+            model=model,
+            _starts=starts,
+            _ends=ends,
+        )
 
     @property
     def events(self) -> list:
@@ -127,12 +134,26 @@ class SimResult:
             for i, s in enumerate(prog):
                 k = mr[i]
                 if k < 0:
-                    out.append(Event(r, i, s.kind, st[g], en[g], None,
-                                     plan.nbytes(s.blocks), False))
+                    out.append(
+                        Event(
+                            r, i, s.kind, st[g], en[g], None, plan.nbytes(s.blocks), False
+                        )
+                    )
                 else:
                     m = msgs[k]
-                    out.append(Event(r, i, s.kind, st[g], en[g], s.peer, m.nbytes,
-                                     m.wide_area, arr[k]))
+                    out.append(
+                        Event(
+                            r,
+                            i,
+                            s.kind,
+                            st[g],
+                            en[g],
+                            s.peer,
+                            m.nbytes,
+                            m.wide_area,
+                            arr[k],
+                        )
+                    )
                 g += 1
         return out
 
@@ -181,7 +202,9 @@ class SimResult:
         from wacoll.plans.sim.models import LinkModel
 
         if ax is None:
-            _, ax = plt.subplots(figsize=(8, min(12.0, max(2.0, 0.4 * self.plan.size + 1))))
+            _, ax = plt.subplots(
+                figsize=(8, min(12.0, max(2.0, 0.4 * self.plan.size + 1)))
+            )
         styles = {
             "send": ("tab:blue", "sending (sender busy)"),
             "wait": ("#dddddd", "waiting for a message"),
@@ -216,7 +239,8 @@ class SimResult:
                 add("send", e.rank + step_y, e.start, e.end, step_h)
                 flights.setdefault(e.rank, []).append((e.start, e.arrival, e.wide_area))
                 (wide_lines if e.wide_area else lines).append(
-                    ((e.start, e.rank), (e.arrival, e.peer)))
+                    ((e.start, e.rank), (e.arrival, e.peer))
+                )
             elif e.kind in ("recv", "recv_combine"):
                 ready = max(e.start, e.arrival)
                 add("wait", e.rank + step_y, e.start, ready, step_h)
@@ -243,35 +267,61 @@ class SimResult:
         for cat, (color, text) in styles.items():
             ys, left, width, heights = bars[cat]
             if ys:
-                ax.barh(ys, width, left=left, height=heights, color=color,
-                        edgecolor="none")
+                ax.barh(
+                    ys, width, left=left, height=heights, color=color, edgecolor="none"
+                )
             if ticks[cat][0]:
-                ax.plot(ticks[cat][0], ticks[cat][1], ls="none", marker="|",
-                        markersize=9, markeredgewidth=1.6, color=color)
+                ax.plot(
+                    ticks[cat][0],
+                    ticks[cat][1],
+                    ls="none",
+                    marker="|",
+                    markersize=9,
+                    markeredgewidth=1.6,
+                    color=color,
+                )
             if ys or ticks[cat][0]:
                 handles.append(Patch(color=color, label=text))
         if any(ts for ts, _ in ticks.values()):
-            handles.append(Line2D([], [], ls="none", marker="|", markersize=9,
-                                  markeredgewidth=1.6, color="0.3",
-                                  label="a step too short to draw at this scale (tick)"))
+            handles.append(
+                Line2D(
+                    [],
+                    [],
+                    ls="none",
+                    marker="|",
+                    markersize=9,
+                    markeredgewidth=1.6,
+                    color="0.3",
+                    label="a step too short to draw at this scale (tick)",
+                )
+            )
         if messages is None:
             messages = len(lines) + len(wide_lines) <= 200
         if messages:
             for group, color in ((lines, "0.45"), (wide_lines, "tab:red")):
                 if group:
-                    ax.add_collection(LineCollection(group, colors=color, linewidths=0.6,
-                                                     alpha=0.5))
+                    ax.add_collection(
+                        LineCollection(group, colors=color, linewidths=0.6, alpha=0.5)
+                    )
         ax.set_ylim(self.plan.size - 0.5, -0.5)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # no rank 2.5
         ax.set_xlim(0, self.completion * 1.02 if self.completion > 0 else 1)
         # a LinkModel works in seconds; the other models in their inputs' unit
-        ax.set_xlabel("time (s)" if isinstance(self.model, LinkModel)
-                      else "time (the cost model's unit)")
+        ax.set_xlabel(
+            "time (s)"
+            if isinstance(self.model, LinkModel)
+            else "time (the cost model's unit)"
+        )
         ax.set_ylabel("rank")
         plan = self.plan
         name = f"{plan.op} {plan.family}/{plan.algorithm}".strip()
         ax.set_title(f"{name}: {self.completion:.6g} ({type(self.model).__name__})")
         # outside the axes, so that it never covers a bar
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                  fontsize="small", frameon=False)
+        ax.legend(
+            handles=handles,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            fontsize="small",
+            frameon=False,
+        )
         return ax

@@ -93,19 +93,35 @@ from wacoll.errors import PlanError, SimGridUnavailable
 from wacoll.plans.sim.models import LinkModel
 from wacoll.topology import Topology
 
-__all__ = ["simulate_simgrid", "platform_description", "routes", "simgrid_unavailable",
-           "SimGridResult", "INSTALL_HINT"]
+__all__ = [
+    "simulate_simgrid",
+    "platform_description",
+    "routes",
+    "simgrid_unavailable",
+    "SimGridResult",
+    "INSTALL_HINT",
+]
 
 #: How to install SimGrid's Python bindings for wacoll.
-INSTALL_HINT = ("install SimGrid's Python bindings: tools/install_simgrid.sh (Debian's "
-                "python3-simgrid, for Python 3.11, made importable from the project's "
-                "environment; seconds), or elsewhere SimGrid's own pip install simgrid "
-                "(built from source: cmake, a C++ compiler, Boost; many minutes)")
+INSTALL_HINT = (
+    "install SimGrid's Python bindings: tools/install_simgrid.sh (Debian's "
+    "python3-simgrid, for Python 3.11, made importable from the project's "
+    "environment; seconds), or elsewhere SimGrid's own pip install simgrid "
+    "(built from source: cmake, a C++ compiler, Boost; many minutes)"
+)
 
 #: SimGrid's configuration: the plain max-min model, TCP corrections off, quiet.
-CONFIG = ("network/model:CM02", "network/latency-factor:1", "network/bandwidth-factor:1",
-          "network/crosstraffic:0", "network/TCP-gamma:0", "network/weight-S:0",
-          "surf/precision:1e-11", "maxmin/precision:1e-8")
+CONFIG = (
+    "network/model:CM02",
+    "network/latency-factor:1",
+    "network/bandwidth-factor:1",
+    "network/crosstraffic:0",
+    "network/TCP-gamma:0",
+    "network/weight-S:0",
+    "surf/precision:1e-11",
+    "maxmin/precision:1e-8",
+)
+
 
 @dataclass(frozen=True)
 class SimGridResult:
@@ -193,10 +209,16 @@ def platform_description(topology: Topology, model: LinkModel | None = None) -> 
                 link = topology.wan_link(a, b)
                 wan.append([a, b, max(0.0, link.latency - lat), float(link.bandwidth)])
                 into[b] += link.bandwidth
-    lan = [[lat, 2.0 * (sum(rates[r] for r in members) + into[c])]
-           for c, members in enumerate(topology.clusters)]
-    return {"clusters": [list(c) for c in topology.clusters], "up": rates,
-            "lan": lan, "wan": wan}
+    lan = [
+        [lat, 2.0 * (sum(rates[r] for r in members) + into[c])]
+        for c, members in enumerate(topology.clusters)
+    ]
+    return {
+        "clusters": [list(c) for c in topology.clusters],
+        "up": rates,
+        "lan": lan,
+        "wan": wan,
+    }
 
 
 def _programs(plan, model):
@@ -225,11 +247,19 @@ def _programs(plan, model):
                 if s.group:
                     while j < len(prog) and prog[j].group == s.group:
                         j += 1
-                cost = [ro + (work(by_recv[r, x].nbytes)
-                              if prog[x].kind == "recv_combine" else 0.0)
-                        for x in range(i, j)]
+                cost = [
+                    ro
+                    + (
+                        work(by_recv[r, x].nbytes)
+                        if prog[x].kind == "recv_combine"
+                        else 0.0
+                    )
+                    for x in range(i, j)
+                ]
                 if j - i > 1:
-                    rows.append(["g", [[prog[x].peer, c] for x, c in zip(range(i, j), cost)]])
+                    rows.append(
+                        ["g", [[prog[x].peer, c] for x, c in zip(range(i, j), cost)]]
+                    )
                 else:
                     rows.append(["r", s.peer, cost[0]])
                 i = j
@@ -241,8 +271,9 @@ def _programs(plan, model):
     return out, len(messages)
 
 
-def simulate_simgrid(plan, model: LinkModel | None = None, *,
-                     timeout: float | None = 600) -> SimGridResult:
+def simulate_simgrid(
+    plan, model: LinkModel | None = None, *, timeout: float | None = 600
+) -> SimGridResult:
     """Run ``plan``'s programs on SimGrid over ``model``'s topology.
 
     Parameters
@@ -295,15 +326,23 @@ def simulate_simgrid(plan, model: LinkModel | None = None, *,
     model.validate_plan(plan)
     plan.prove()
     programs, nmsg = _programs(plan, model)
-    request = {"platform": platform_description(model.topology, model),
-               "programs": programs, "overhead": model.overhead,
-               "buffered": model.buffered}
+    request = {
+        "platform": platform_description(model.topology, model),
+        "programs": programs,
+        "overhead": model.overhead,
+        "buffered": model.buffered,
+    }
     t0 = time.monotonic()
     out = _child(request, timeout=timeout)
     finish = tuple(out["finish"])
-    return SimGridResult(completion=max(finish), finish=finish,
-                         arrivals=tuple(out["arrivals"]), messages=nmsg,
-                         wall=time.monotonic() - t0, version=out["version"])
+    return SimGridResult(
+        completion=max(finish),
+        finish=finish,
+        arrivals=tuple(out["arrivals"]),
+        messages=nmsg,
+        wall=time.monotonic() - t0,
+        version=out["version"],
+    )
 
 
 def routes(topology: Topology, pairs) -> dict:
@@ -319,8 +358,10 @@ def routes(topology: Topology, pairs) -> dict:
     >>> r[0, 1][0], r[0, 2][0], r[0, 2][1:]
     (['up0', 'lan0'], ['up0', 'wan0-1', 'lan1'], (0.01, 1000000.0))
     """
-    out = _child({"platform": platform_description(topology),
-                  "routes": [list(p) for p in pairs]}, timeout=120)
+    out = _child(
+        {"platform": platform_description(topology), "routes": [list(p) for p in pairs]},
+        timeout=120,
+    )
     return {(a, b): (links, lat, bw) for a, b, links, lat, bw in out["routes"]}
 
 
@@ -329,20 +370,29 @@ def _child(request, timeout):
     """Run :func:`_child_main` in a child Python with ``request``; its JSON answer."""
     code = "from wacoll.plans.sim.simgrid import _child_main; _child_main()"
     try:
-        proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(request),
-                              capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, "PYTHONWARNINGS": "ignore"})
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        )
     except subprocess.TimeoutExpired:
-        raise SimGridUnavailable(f"the SimGrid simulation took longer than {timeout} s") \
-            from None
+        raise SimGridUnavailable(
+            f"the SimGrid simulation took longer than {timeout} s"
+        ) from None
     if proc.returncode == 3:
-        raise SimGridUnavailable(f"SimGrid's Python bindings are not importable from "
-                                 f"{sys.executable} ({proc.stdout.strip()}); "
-                                 f"{INSTALL_HINT}")
+        raise SimGridUnavailable(
+            f"SimGrid's Python bindings are not importable from "
+            f"{sys.executable} ({proc.stdout.strip()}); "
+            f"{INSTALL_HINT}"
+        )
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
-        raise SimGridUnavailable(f"the SimGrid simulation failed (exit status "
-                                 f"{proc.returncode}): {tail}")
+        raise SimGridUnavailable(
+            f"the SimGrid simulation failed (exit status {proc.returncode}): {tail}"
+        )
     return json.loads(proc.stdout)
 
 
@@ -368,20 +418,25 @@ def _child_main():
         print(f"{type(exc).__name__}: {exc}")
         sys.exit(3)
     request = json.loads(sys.stdin.read())
-    version = ".".join(map(str, sg.simgrid_version)) if isinstance(
-        sg.simgrid_version, (tuple, list)) else str(sg.simgrid_version)
+    version = (
+        ".".join(map(str, sg.simgrid_version))
+        if isinstance(sg.simgrid_version, (tuple, list))
+        else str(sg.simgrid_version)
+    )
     if request.get("probe"):
         print(json.dumps({"version": version}))
         return
-    engine = sg.Engine(["wacoll"] + [f"--cfg={c}" for c in CONFIG]
-                       + ["--log=root.thres:critical"])
+    engine = sg.Engine(
+        ["wacoll"] + [f"--cfg={c}" for c in CONFIG] + ["--log=root.thres:critical"]
+    )
     hosts = _build_platform(sg, request["platform"])
     if "routes" in request:
         out = []
         for a, b in request["routes"]:
             links, latency = hosts[a].route_to(hosts[b])
-            out.append([a, b, [x.name for x in links], latency,
-                        min(x.bandwidth for x in links)])
+            out.append(
+                [a, b, [x.name for x in links], latency, min(x.bandwidth for x in links)]
+            )
         print(json.dumps({"routes": out, "version": version}))
         return
     finish, arrivals = _run(sg, engine, hosts, request)
@@ -412,16 +467,25 @@ def _build_platform(sg, p):
         gateways.append(gw)
     for a, b, lat, bw in p["wan"]:
         link = root.create_link(f"wan{a}-{b}", bw).set_latency(lat)
-        root.add_route(zones[a].netpoint, zones[b].netpoint, gateways[a], gateways[b],
-                       [sg.LinkInRoute(link)], False)
+        root.add_route(
+            zones[a].netpoint,
+            zones[b].netpoint,
+            gateways[a],
+            gateways[b],
+            [sg.LinkInRoute(link)],
+            False,
+        )
     root.seal()
     return hosts
 
 
 def _run(sg, engine, hosts, request):
     """Run every rank's program as an actor; each rank's finish time."""
-    programs, overhead, buffered = request["programs"], request["overhead"], \
-        request["buffered"]
+    programs, overhead, buffered = (
+        request["programs"],
+        request["overhead"],
+        request["buffered"],
+    )
     finish = [0.0] * len(programs)
     arrivals = [None] * sum(row[0] == "s" for rows in programs for row in rows)
     boxes = {}
@@ -469,8 +533,10 @@ def _run(sg, engine, hosts, request):
             comm.wait()
             arrivals[k] = comm.finish_time
 
-    actors = [sg.Actor.create(f"rank{r}", hosts[r], actor, r, rows)
-              for r, rows in enumerate(programs)]
+    actors = [
+        sg.Actor.create(f"rank{r}", hosts[r], actor, r, rows)
+        for r, rows in enumerate(programs)
+    ]
     # eager delivery: a message flows as soon as it is sent, its receiver ready or not
     for r, rows in enumerate(programs):
         for row in rows:

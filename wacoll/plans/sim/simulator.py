@@ -107,8 +107,10 @@ def simulate(plan, model=None) -> SimResult:
     if model is None:
         model = LinkModel(_default_topology(plan))
     elif not isinstance(model, Model):
-        raise PlanError(f"simulate needs a TsTrModel, TiniModel or LinkModel, "
-                        f"got {type(model).__name__}")
+        raise PlanError(
+            f"simulate needs a TsTrModel, TiniModel or LinkModel, "
+            f"got {type(model).__name__}"
+        )
     plan.prove()
     messages = plan.messages()
     # The simulation allocates many small acyclic objects; collecting cycles in the
