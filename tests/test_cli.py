@@ -15,6 +15,15 @@ def run(capsys, *argv):
     return code, out, err
 
 
+def test_version_is_the_package_version(capsys):
+    import wacoll
+
+    with pytest.raises(SystemExit) as ended:
+        main(["--version"])
+    assert ended.value.code == 0
+    assert capsys.readouterr().out.strip() == f"wacoll {wacoll.__version__}"
+
+
 def test_plan_prints_metrics_and_simulated_time(capsys):
     code, out, _ = run(
         capsys,

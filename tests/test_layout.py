@@ -56,14 +56,33 @@ def _imported(node, package, mods) -> list:
     return []
 
 
+def _run_time_nodes(tree):
+    """Every node of ``tree`` but those under ``if TYPE_CHECKING:`` (imports for
+    annotations only, which never run)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if (
+                isinstance(child, ast.If)
+                and isinstance(child.test, ast.Name)
+                and child.test.id == "TYPE_CHECKING"
+            ):
+                todo.extend(child.orelse)
+            else:
+                todo.append(child)
+
+
 def import_graph() -> nx.DiGraph:
-    """Edges ``a -> b``: module ``a`` imports module ``b`` (both in wacoll)."""
+    """Edges ``a -> b``: module ``a`` imports module ``b`` (both in wacoll) when it
+    runs (imports made for type checkers alone are not edges)."""
     mods = _modules()
     graph = nx.DiGraph()
     for name, path in mods.items():
         graph.add_node(name)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in _run_time_nodes(ast.parse(path.read_text(), str(path))):
             for target in _imported(node, package, mods):
                 if target in mods and target != name:
                     graph.add_edge(name, target)

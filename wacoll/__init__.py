@@ -10,6 +10,8 @@ loaded on first use of ``wacoll.Comm``, ``wacoll.topology_from_comm`` or ``wacol
 (which measures a communicator's links: :mod:`wacoll.mpi.allpairs`).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from wacoll import plans, trees
 from wacoll.errors import (
     BufferMismatchError,
@@ -50,7 +52,13 @@ _MPI_WORLD = {
 }
 
 
-def __getattr__(name):
+if TYPE_CHECKING:  # what the lazy loading below gives, for type checkers
+    from wacoll.mpi.allpairs import calibrate
+    from wacoll.mpi.comm import Comm
+    from wacoll.mpi.discover import topology_from_comm
+
+
+def __getattr__(name: str) -> Any:
     # The MPI world loads on first use so that plan work needs neither MPI nor kernels.
     module = _MPI_WORLD.get(name)
     if module is None:
@@ -62,5 +70,5 @@ def __getattr__(name):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_MPI_WORLD))

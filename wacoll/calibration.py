@@ -268,6 +268,8 @@ def fit_t_ini(rtt, clusters, self_rtt=None) -> np.ndarray:
         # Least absolute deviations (iteratively reweighted least squares): a round
         # trip disturbed by a busy machine shifts no rank's estimate, as long as
         # the other pairs determine it.
+        rows: list[np.ndarray] | np.ndarray
+        rhs: list[float] | np.ndarray
         rows, rhs = [], []
         for a in range(len(members)):
             for b in range(a + 1, len(members)):
@@ -360,8 +362,8 @@ def build_topology(
     base = Topology.from_clusters(clusters)
     labels = base.cluster_ids
     intra_lat, intra_bw = [], []
-    pair_lat = {}
-    pair_bw = {}
+    pair_lat: dict[tuple[int, int], list[float]] = {}
+    pair_bw: dict[tuple[int, int], list[float]] = {}
     for i in range(n):
         for j in range(n):
             if i == j:
@@ -423,7 +425,8 @@ def compare_topologies(measured: Topology, configured: Topology) -> list:
         raise TopologyError(
             f"the topologies have {measured.size} and {configured.size} ranks"
         )
-    rows = [
+    # (what, configured, measured, ratio): clusters, links and t_ini, as they are
+    rows: list[tuple[str, object, object, object]] = [
         (
             "clusters",
             [list(c) for c in configured.clusters],

@@ -95,7 +95,9 @@ class PlanError(WacollError):
         The rank and the index of the step in its program at fault, when one is.
     """
 
-    def __init__(self, message, *, rank=None, step=None):
+    def __init__(
+        self, message: str, *, rank: int | None = None, step: int | None = None
+    ) -> None:
         super().__init__(message)
         self.rank = rank
         self.step = step
@@ -257,7 +259,9 @@ def _mpi_error_classes():
 class ScriptError(WacollError, ValueError):
     """A malformed plan script; ``line`` and ``column`` locate the fault (1-based)."""
 
-    def __init__(self, message, *, line=None, column=None):
+    def __init__(
+        self, message: str, *, line: int | None = None, column: int | None = None
+    ) -> None:
         where = f" (line {line}, column {column})" if line is not None else ""
         super().__init__(message + where)
         self.line = line
@@ -286,7 +290,7 @@ class AccumulatorOverflowError(WacollError, OverflowError):
     (see :data:`wacoll._kernels.repro.MAX_DEPOSITS`); ``index`` is the first element
     at fault."""
 
-    def __init__(self, message, *, index=None):
+    def __init__(self, message: str, *, index: int | None = None) -> None:
         super().__init__(message)
         self.index = index
 

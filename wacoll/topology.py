@@ -39,9 +39,11 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from wacoll.datafile import read_text
 from wacoll.errors import TopologyError
@@ -78,7 +80,7 @@ class LinkParams:
         _validate_latency("latency", self.latency)
         _validate_bandwidth("bandwidth", self.bandwidth)
 
-    def transfer_time(self, nbytes):
+    def transfer_time(self, nbytes: float) -> float:
         """Latency plus ``nbytes`` over the bandwidth, in seconds."""
         return self.latency + nbytes / self.bandwidth
 
@@ -220,10 +222,10 @@ class Topology:
         cls,
         clusters: Iterable[Iterable[int]],
         *,
-        intra_latency=DEFAULT_INTRA_LATENCY,
-        intra_bandwidth=DEFAULT_INTRA_BANDWIDTH,
-        wan_latency=DEFAULT_WAN_LATENCY,
-        wan_bandwidth=DEFAULT_WAN_BANDWIDTH,
+        intra_latency: float = DEFAULT_INTRA_LATENCY,
+        intra_bandwidth: float = DEFAULT_INTRA_BANDWIDTH,
+        wan_latency: float = DEFAULT_WAN_LATENCY,
+        wan_bandwidth: float = DEFAULT_WAN_BANDWIDTH,
         wan_pairs: Mapping | None = None,
         t_ini: Sequence[float] | None = None,
         node_bandwidth: Sequence[float] | None = None,
@@ -263,13 +265,13 @@ class Topology:
             raise TopologyError(
                 f"clusters must be lists of integer ranks: {exc}"
             ) from None
-        pairs = ()
+        pairs: tuple[tuple[tuple[int, int], LinkParams], ...] = ()
         if wan_pairs:
             if not isinstance(wan_pairs, Mapping):
                 raise TopologyError(
                     "wan_pairs must map (from, to) cluster pairs to (latency, bandwidth)"
                 )
-            found = []
+            found: list[tuple[tuple[int, int], LinkParams]] = []
             for key, v in wan_pairs.items():
                 if not isinstance(key, tuple) or len(key) != 2:
                     raise TopologyError(
@@ -290,7 +292,7 @@ class Topology:
 
     @classmethod
     def from_sizes(
-        cls, sizes: Sequence[int], *, max_ranks: int | None = None, **links
+        cls, sizes: Sequence[int], *, max_ranks: int | None = None, **links: Any
     ) -> Topology:
         """Clusters of the given sizes over contiguous rank ranges.
 
@@ -340,7 +342,7 @@ class Topology:
         return cls.from_clusters(clusters, **links)
 
     @classmethod
-    def single(cls, size: int, **links) -> Topology:
+    def single(cls, size: int, **links: Any) -> Topology:
         """One cluster of ``size`` ranks (``max_ranks=`` as for :meth:`from_sizes`).
 
         Examples
@@ -402,7 +404,7 @@ class Topology:
                 links[f"{level}_latency"] = spec["latency"]
             if "bandwidth" in spec:
                 links[f"{level}_bandwidth"] = spec["bandwidth"]
-        pairs = {}
+        pairs: dict[tuple[int, int], tuple[Any, Any]] = {}
         entries = data.get("wan_pairs", [])
         if not _is_list(entries):
             raise TopologyError(
@@ -463,7 +465,9 @@ class Topology:
         return cls.from_clusters(clusters, **links)
 
     @classmethod
-    def from_file(cls, path, *, max_ranks: int | None = None) -> Topology:
+    def from_file(
+        cls, path: str | os.PathLike[str], *, max_ranks: int | None = None
+    ) -> Topology:
         """Read a topology from a ``.json`` or ``.toml`` file (data only, never run).
 
         The file must be UTF-8 of at most :data:`MAX_FILE_BYTES` bytes; JSON must be
@@ -516,7 +520,7 @@ class Topology:
         >>> Topology.from_dict(t.to_dict()) == t
         True
         """
-        data = {
+        data: dict[str, Any] = {
             "clusters": [list(c) for c in self.clusters],
             "intra": {"latency": self.intra.latency, "bandwidth": self.intra.bandwidth},
             "wan": {"latency": self.wan.latency, "bandwidth": self.wan.bandwidth},
@@ -532,7 +536,7 @@ class Topology:
             data["node_bandwidth"] = list(self.node_bandwidth)
         return data
 
-    def save(self, path):
+    def save(self, path: str | os.PathLike[str]) -> None:
         """Write the topology as JSON (``.json``) or TOML (``.toml``), in a form
         :meth:`from_file` reads back to an equal topology.
 
@@ -646,7 +650,7 @@ class Topology:
             self._validate_rank(m)
         if len(set(members)) != len(members):
             raise TopologyError("a sub-communicator lists a rank twice")
-        groups = {}
+        groups: dict[int, list[int]] = {}
         for new, old in enumerate(members):
             groups.setdefault(self._cluster_of[old], []).append(new)
         order = sorted(groups, key=lambda c: groups[c][0])

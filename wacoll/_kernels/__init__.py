@@ -51,7 +51,7 @@ import numpy as np
 from wacoll.errors import compiled_missing
 
 try:
-    from wacoll._kernels import _reduce
+    from wacoll._kernels import _reduce  # type: ignore[attr-defined]  # compiled (Cython) module
     from wacoll._kernels._copy import copy_buffers as _copy_buffers
     from wacoll._kernels._pack import pack_buffers as _pack_buffers
     from wacoll._kernels._pack import unpack_buffers as _unpack_buffers

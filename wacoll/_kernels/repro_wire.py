@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wacoll._kernels import _wire, repro
+from wacoll._kernels import _wire, repro  # type: ignore[attr-defined]  # compiled (Cython) module
 from wacoll.errors import BufferMismatchError
 
 __all__ = ["pack", "unpack", "max_message_bytes", "wire_bytes"]

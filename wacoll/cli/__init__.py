@@ -25,6 +25,7 @@ import re
 import sys
 from pathlib import Path
 
+from wacoll import __version__
 from wacoll.cli.args import parse_clusters, parse_duration, parse_option, parse_rate
 from wacoll.errors import PlanError, WacollError
 from wacoll.plans import FAMILIES, LEVELS, OPERATIONS, build
@@ -256,6 +257,7 @@ def _parser():
     parser = argparse.ArgumentParser(
         prog="wacoll", description="Topology-aware collective communication plans."
     )
+    parser.add_argument("--version", action="version", version=f"wacoll {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser(
         "plan",
@@ -433,7 +435,8 @@ def join_units(argv) -> list:
 
     units = set(DURATIONS) | set(RATES)
     number = re.compile(r"[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?|\.[0-9]+")
-    out, i = [], 0
+    out: list[str] = []
+    i = 0
     while i < len(argv):
         word = argv[i]
         if word == "--":

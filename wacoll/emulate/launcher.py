@@ -172,6 +172,7 @@ def mpiexec_path() -> Path:
     reason = mpich_reason(found)
     if reason:
         raise TestbedUnavailable(reason)
+    assert found is not None  # mpich_reason gives a reason when there is none
     return Path(found)
 
 
@@ -275,6 +276,8 @@ def run_mpiexec(
     except OSError as exc:
         raise TestbedError(f"cannot start mpiexec: {exc.strerror}") from None
     timed_out = False
+    stdout: str | None
+    stderr: str | None
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

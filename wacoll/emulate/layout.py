@@ -115,7 +115,7 @@ class Layout:
             raise TestbedError(
                 f"at most 256 clusters; the topology has {topology.nclusters}"
             )
-        endpoints = []
+        endpoints: list[Endpoint] = []
         for c, ranks in enumerate(topology.clusters):
             if per_node:
                 if len(ranks) > 254:
@@ -236,7 +236,7 @@ class Layout:
     def probe_pairs(self) -> list:
         """Endpoint pairs the self-check measures: every directed cluster pair (first
         endpoint of each cluster) and, per node, one pair inside each cluster."""
-        first = {}
+        first: dict[int, Endpoint] = {}
         for e in self.endpoints:
             first.setdefault(e.cluster, e)
         pairs = [(first[a].index, first[b].index) for a in first for b in first if a != b]

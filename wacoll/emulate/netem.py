@@ -62,7 +62,7 @@ def tc_commands(layout, mtu: int, charge: str = "payload") -> dict:
             "the netem backend emulates per-cluster links only; "
             "per-node rates need the relay"
         )
-    out = {"router": []}
+    out: dict[str, list[str]] = {"router": []}
     eps = layout.endpoints
     for d in eps:
         port = f"wr{d.index}"

@@ -231,7 +231,7 @@ def delete_netns(ns: str) -> None:
 
 
 # ---------------------------------------------------------------------- setns
-_LIBC = []
+_LIBC: list[ctypes.CDLL | None] = []
 
 
 def _libc():

@@ -34,12 +34,16 @@ import threading
 import time
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wacoll.emulate import launcher, netns
 from wacoll.emulate.layout import Layout, auto_mtu
 from wacoll.errors import TestbedError, TestbedUnavailable, TestbedWarning
 from wacoll.tools import progress
 from wacoll.topology import Topology
+
+if TYPE_CHECKING:
+    from wacoll.emulate.probe import ProbeReport
 
 __all__ = [
     "Testbed",
@@ -56,10 +60,10 @@ BACKENDS = ("auto", "relay", "netem")
 RELAY_SCRIPT = Path(__file__).with_name("relay.py")
 DEFAULT_TIME_LIMIT = 24 * 3600.0
 READY_TIMEOUT = 30.0
-_LIVE = set()
+_LIVE: set[Testbed] = set()
 _LOCK = threading.Lock()
-_HANDLERS = {}
-_INSTALLED = []
+_HANDLERS: dict[int, object] = {}
+_INSTALLED: list[bool] = []
 
 
 class Testbed:
@@ -162,16 +166,16 @@ class Testbed:
             queue_bytes=queue_bytes,
         )
         self.mtu = auto_mtu(self.layout.min_rate) if mtu == "auto" else mtu
-        self.backend = None
-        self.last_check = None
-        self.realtime_granted = None
-        self._relay = None
-        self._relay_pid = None
-        self._lifeline = None
-        self._launcher = None
+        self.backend: str | None = None
+        self.last_check: ProbeReport | None = None
+        self.realtime_granted: bool | None = None
+        self._relay: subprocess.Popen[str] | None = None
+        self._relay_pid: int | None = None
+        self._lifeline: int | None = None
+        self._launcher: Path | None = None
         self._started = False
         self._owner = True
-        self._final_stats = None
+        self._final_stats: dict | None = None
 
     # ---------------------------------------------------------------- naming
     @property
@@ -330,7 +334,7 @@ class Testbed:
             cleanup_files=[str(self.state_file)],
             cleanup_dirs=[str(self.state_dir)],
         )
-        pass_fds = ()
+        pass_fds: tuple[int, ...] = ()
         if not detach:
             read_end, self._lifeline = os.pipe()
             os.set_inheritable(self._lifeline, False)
@@ -544,6 +548,7 @@ class Testbed:
         full_env.update(progress.child_env())
         if env:
             full_env.update({str(k): str(v) for k, v in env.items()})
+        assert self._launcher is not None  # set whenever the testbed is started
         command = launcher.mpiexec_command(
             self.ctl_namespace,
             self._launcher,

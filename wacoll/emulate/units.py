@@ -91,6 +91,7 @@ def format_duration(seconds: float) -> str:
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         if seconds >= scale or unit == "us":
             return f"{seconds / scale:.4g} {unit}"
+    raise AssertionError("unreachable: the last unit always matches")
 
 
 def format_rate(rate: float) -> str:
@@ -98,3 +99,4 @@ def format_rate(rate: float) -> str:
     for unit, scale in (("GB/s", 1e9), ("MB/s", 1e6), ("KB/s", 1e3), ("B/s", 1.0)):
         if rate >= scale or unit == "B/s":
             return f"{rate / scale:.4g} {unit}"
+    raise AssertionError("unreachable: the last unit always matches")

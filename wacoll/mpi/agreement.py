@@ -509,18 +509,18 @@ class Check:
             if 0 < code <= len(_CODES)
             else WacollError
         )
-        exc = cls.__new__(cls)
+        err = cls.__new__(cls)
         # the same message on every rank; the faulty rank keeps its own as the cause
         Exception.__init__(
-            exc,
+            err,
             f"rank {rank}: invalid arguments ({cls.__name__}; the "
             f"exception chain on rank {rank} says which)",
         )
         for k in _FIELDS:
-            setattr(exc, k, None)
+            setattr(err, k, None)
         if self.error is not None:
-            exc.__cause__ = self.error
-        return exc
+            err.__cause__ = self.error
+        return err
 
 
 def blocking_check(comm):

@@ -99,7 +99,8 @@ def rounds(pairs) -> list:
     left = list(pairs)
     out = []
     while left:
-        busy, this, rest = set(), [], []
+        busy: set[int] = set()
+        this, rest = [], []
         for i, j in left:
             if i in busy or j in busy:
                 rest.append((i, j))
@@ -319,7 +320,7 @@ def measure(
     )
 
     # 4. bandwidth, one pair at a time
-    members = {}
+    members: dict[int, list[int]] = {}
     for r, c in enumerate(labels):
         members.setdefault(c, []).append(r)
     bw_pairs = []

@@ -451,7 +451,7 @@ def _split_spec(spec, role, vector):
 
 #: TypeInfo of each numpy dtype read from a plain contiguous ndarray: the fast path
 #: of the commonest specification (filled by the general path on first use).
-_ARRAY_INFO = {}
+_ARRAY_INFO: dict[np.dtype, TypeInfo] = {}
 
 
 def _read(data, dt, role, writable):

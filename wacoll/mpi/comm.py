@@ -43,7 +43,10 @@ costs is measured by ``benchmarks/bench_strict.py`` (``benchmarks/results/strict
 from __future__ import annotations
 
 import math
+import os
 import zlib
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from mpi4py import MPI
 
@@ -64,6 +67,12 @@ from wacoll.plans import LEVELS, Policy, builders
 from wacoll.plans.select import PSEUDO_FAMILIES, SCRIPTS, plain_options
 from wacoll.settings import agreed_settings, switch
 from wacoll.topology import Topology
+
+if TYPE_CHECKING:  # mpi4py's buffer specifications, for the annotations
+    from mpi4py.typing import BufSpec, BufSpecB, BufSpecV, InPlace
+
+    from wacoll.mpi.persistent import Prequest, Request
+    from wacoll.plans.plan import Plan
 
 __all__ = ["Comm"]
 
@@ -132,7 +141,9 @@ class Comm(MPI.Intracomm):
         Family options, e.g. ``tree="lam"`` or ``n=4``.
     """
 
-    def __new__(cls, comm=None, *args, **kwargs):
+    def __new__(
+        cls, comm: MPI.Intracomm | None = None, *args: Any, **kwargs: Any
+    ) -> Comm:
         if comm is None:  # mpi4py's Dup and Clone make the object, then _adopt fills it
             return super().__new__(cls)
         if not isinstance(comm, MPI.Comm) or comm == MPI.COMM_NULL:
@@ -146,21 +157,21 @@ class Comm(MPI.Intracomm):
 
     def __init__(
         self,
-        comm=None,
-        topology=None,
+        comm: MPI.Intracomm | None = None,
+        topology: Topology | None = None,
         *,
-        family=None,
-        level=None,
-        threshold=512,
-        segment_size=262144,
-        scripts=None,
-        check=None,
-        validate=True,
-        trace=False,
-        arithmetic="auto",
-        learn=None,
-        measure=None,
-        **options,
+        family: str | None = None,
+        level: str | None = None,
+        threshold: int = 512,
+        segment_size: int = 262144,
+        scripts: str | os.PathLike[str] | None = None,
+        check: str | None = None,
+        validate: bool = True,
+        trace: bool | str | os.PathLike[str] = False,
+        arithmetic: str = "auto",
+        learn: str | bool | None = None,
+        measure: str | bool | None = None,
+        **options: Any,
     ):
         if comm is None:
             return
@@ -205,6 +216,7 @@ class Comm(MPI.Intracomm):
             error, policy = exc, None
         # discovery is collective: every rank takes part, even one whose own
         # arguments are already known to be bad or that was given a topology
+        discovered: Topology | WacollError
         try:
             discovered = topology_from_comm(wire, env=settings)
         except WacollError as exc:
@@ -222,7 +234,7 @@ class Comm(MPI.Intracomm):
         if isinstance(fixed, WacollError):
             error, fixed = error or fixed, None
         size = self.Get_size()
-        if error is None and topology.size != size:
+        if error is None and topology is not None and topology.size != size:
             error = TopologyError(
                 f"the topology has {topology.size} ranks; the communicator has {size}"
             )
@@ -250,6 +262,7 @@ class Comm(MPI.Intracomm):
             raise
         # collective, after the agreement: every rank has the same topology and mode
         source, measured_at = "given", None
+        assert topology is not None  # no rank had an error: each has its topology
         if not given:
             try:
                 topology, source, measured_at = links_for(wire, topology, measure)
@@ -352,39 +365,39 @@ class Comm(MPI.Intracomm):
 
     # ------------------------------------------------------------ communicators
     @property
-    def mpi_comm(self):
+    def mpi_comm(self) -> MPI.Intracomm | None:
         """The private duplicate wacoll's plans run on (None once freed)."""
         route = getattr(self, "_route", None)
         return None if route is None else route.wire
 
     @property
-    def route(self):
+    def route(self) -> Route:
         """How this communicator runs its calls (:class:`wacoll.mpi.route.Route`):
         its caches, its argument check, its wire; for wacoll's own modules and for
         inspection."""
         return self._route
 
     @property
-    def last_plan(self):
+    def last_plan(self) -> Plan | None:
         """The plan the most recent collective ran (for inspection and drawing), or
         None when the MPI library's own collective ran it (see :attr:`last_family`)."""
         return self._route.last_plan
 
     @property
-    def last_family(self):
+    def last_family(self) -> str | None:
         """The family that ran the most recent collective (``"native"``: the MPI
         library's own)."""
         return self._route.last_family
 
     @property
-    def last_reason(self):
+    def last_reason(self) -> str:
         """Why the most recent collective ran what it ran, in words: the selection's
         rule, the predicted times of the candidates it priced, a family asked for,
         what learning tried or chose, or a repeated call run as recorded."""
         return self._route.last_reason
 
     @property
-    def last_route(self):
+    def last_route(self) -> str | None:
         """How the most recent blocking collective ran: ``"compiled"`` (read afresh
         and run from C: a plan in the compiled runner, or the MPI library's
         collective, each with its check), ``"replayed"`` (a repeated call, found by
@@ -394,7 +407,7 @@ class Comm(MPI.Intracomm):
         collective beside a check driven from Python)."""
         return self._route.last_route
 
-    def Free(self):
+    def Free(self) -> None:
         """Free this communicator and wacoll's private duplicate (twice is harmless)."""
         route = getattr(self, "_route", None)
         if route is None or route.wire is None:
@@ -403,12 +416,12 @@ class Comm(MPI.Intracomm):
         route.control.Free()
         MPI.Intracomm.Free(self)
 
-    def Dup(self, info=None):
+    def Dup(self, info: MPI.Info | None = None) -> Comm:
         """A duplicate with the same topology and settings (collective)."""
         new = super().Dup() if info is None else super().Dup(info)
         return new._adopt(self, self.network)
 
-    def Clone(self):
+    def Clone(self) -> Comm:
         """A duplicate with the same topology and settings (collective)."""
         return super().Clone()._adopt(self, self.network)
 
@@ -420,88 +433,192 @@ class Comm(MPI.Intracomm):
         new = MPI.Intracomm.__new__(type(self), comm)
         return new._adopt(self, self.network.restrict(members))
 
-    def Split(self, color=0, key=0):
+    def Split(self, color: int = 0, key: int = 0) -> MPI.Comm:
         """Split by ``color``; each part is a wacoll communicator (collective)."""
         return self._derive(super().Split(color, key))
 
-    def Split_type(self, split_type, key=0, info=MPI.INFO_NULL):
+    def Split_type(
+        self, split_type: int, key: int = 0, info: MPI.Info = MPI.INFO_NULL
+    ) -> MPI.Comm:
         """Split by type (e.g. shared memory); each part is a wacoll communicator."""
         return self._derive(super().Split_type(split_type, key, info))
 
-    def Create(self, group):
+    def Create(self, group: MPI.Group) -> MPI.Comm:
         """A wacoll communicator over ``group`` (collective over this one)."""
         return self._derive(super().Create(group))
 
-    def Create_group(self, group, tag=0):
+    def Create_group(self, group: MPI.Group, tag: int = 0) -> MPI.Intracomm:
         """A wacoll communicator over ``group`` (collective over its members)."""
         return self._derive(super().Create_group(group, tag))
 
     # ------------------------------------------------------------- collectives
-    def Barrier(self, *, family=None, **options):
+    def Barrier(self, *, family: str | None = None, **options: Any) -> None:
         """Synchronise all ranks."""
         self._collective(calls.barrier, (), family, options)
 
-    def Bcast(self, buf, root=0, *, family=None, **options):
+    def Bcast(
+        self, buf: BufSpec, root: int = 0, *, family: str | None = None, **options: Any
+    ) -> None:
         """Broadcast ``buf`` from ``root`` to every rank."""
         self._collective(calls.bcast, (buf, root), family, options)
 
-    def Scatter(self, sendbuf, recvbuf, root=0, *, family=None, **options):
+    def Scatter(
+        self,
+        sendbuf: BufSpecB | None,
+        recvbuf: BufSpec | InPlace,
+        root: int = 0,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> None:
         """Send block ``i`` of the root's ``sendbuf`` to rank ``i``."""
         self._collective(calls.scatter, (sendbuf, recvbuf, root), family, options)
 
-    def Scatterv(self, sendbuf, recvbuf, root=0, *, family=None, **options):
+    def Scatterv(
+        self,
+        sendbuf: BufSpecV | None,
+        recvbuf: BufSpec | InPlace,
+        root: int = 0,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> None:
         """Send ``counts[i]`` elements at ``displs[i]`` of the root's buffer to rank i."""
         self._collective(calls.scatterv, (sendbuf, recvbuf, root), family, options)
 
-    def Gather(self, sendbuf, recvbuf, root=0, *, family=None, **options):
+    def Gather(
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpecB | None,
+        root: int = 0,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> None:
         """Collect every rank's ``sendbuf`` in rank order at ``root``."""
         self._collective(calls.gather, (sendbuf, recvbuf, root), family, options)
 
-    def Gatherv(self, sendbuf, recvbuf, root=0, *, family=None, **options):
+    def Gatherv(
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpecV | None,
+        root: int = 0,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> None:
         """Collect ``counts[i]`` elements from rank ``i`` at ``displs[i]`` at the root."""
         self._collective(calls.gatherv, (sendbuf, recvbuf, root), family, options)
 
-    def Allgather(self, sendbuf, recvbuf, *, family=None, **options):
+    def Allgather(
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpecB,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> None:
         """Every rank collects every rank's ``sendbuf`` in rank order."""
         self._collective(calls.allgather, (sendbuf, recvbuf), family, options)
 
-    def Allgatherv(self, sendbuf, recvbuf, *, family=None, **options):
+    def Allgatherv(
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpecV,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> None:
         """Every rank collects ``counts[i]`` elements of rank ``i`` at ``displs[i]``."""
         self._collective(calls.allgatherv, (sendbuf, recvbuf), family, options)
 
-    def Alltoall(self, sendbuf, recvbuf, *, family=None, **options):
+    def Alltoall(
+        self,
+        sendbuf: BufSpecB | InPlace,
+        recvbuf: BufSpecB,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> None:
         """Rank ``i`` sends its ``j``-th block to rank ``j``, which stores it ``i``-th."""
         self._collective(calls.alltoall, (sendbuf, recvbuf), family, options)
 
-    def Alltoallv(self, sendbuf, recvbuf, *, family=None, **options):
+    def Alltoallv(
+        self,
+        sendbuf: BufSpecV | InPlace,
+        recvbuf: BufSpecV,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> None:
         """Rank ``i`` sends ``sendcounts[j]`` elements to ``j`` (vector all-to-all)."""
         self._collective(calls.alltoallv, (sendbuf, recvbuf), family, options)
 
     def Reduce(
-        self, sendbuf, recvbuf, op=MPI.SUM, root=0, *, family=None, level=None, **options
-    ):
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpec | None,
+        op: MPI.Op = MPI.SUM,
+        root: int = 0,
+        *,
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> None:
         """Combine every rank's ``sendbuf`` with ``op`` into the root's ``recvbuf``."""
         self._collective(
             calls.reduce, (sendbuf, recvbuf, op, root), family, options, level
         )
 
     def Allreduce(
-        self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options
-    ):
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpec,
+        op: MPI.Op = MPI.SUM,
+        *,
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> None:
         """Combine every rank's ``sendbuf`` with ``op`` into every ``recvbuf``."""
         self._collective(calls.allreduce, (sendbuf, recvbuf, op), family, options, level)
 
-    def Scan(self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options):
+    def Scan(
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpec,
+        op: MPI.Op = MPI.SUM,
+        *,
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> None:
         """Rank ``i`` receives the combination of ranks ``0..i``."""
         self._collective(calls.scan, (sendbuf, recvbuf, op), family, options, level)
 
-    def Exscan(self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options):
+    def Exscan(
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpec,
+        op: MPI.Op = MPI.SUM,
+        *,
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> None:
         """Rank ``i > 0`` receives the combination of ranks ``0..i-1``."""
         self._collective(calls.exscan, (sendbuf, recvbuf, op), family, options, level)
 
     def Reduce_scatter_block(
-        self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options
-    ):
+        self,
+        sendbuf: BufSpecB | InPlace,
+        recvbuf: BufSpec | BufSpecB,
+        op: MPI.Op = MPI.SUM,
+        *,
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> None:
         """Combine, then give rank ``i`` the ``i``-th block of ``recvbuf``'s size."""
         self._collective(
             calls.reduce_scatter_block, (sendbuf, recvbuf, op), family, options, level
@@ -509,15 +626,15 @@ class Comm(MPI.Intracomm):
 
     def Reduce_scatter(
         self,
-        sendbuf,
-        recvbuf,
-        recvcounts=None,
-        op=MPI.SUM,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpec,
+        recvcounts: Sequence[int] | None = None,
+        op: MPI.Op = MPI.SUM,
         *,
-        family=None,
-        level=None,
-        **options,
-    ):
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> None:
         """Combine, then give rank ``i`` ``recvcounts[i]`` elements of the result."""
         self._collective(
             calls.reduce_scatter,
@@ -528,65 +645,135 @@ class Comm(MPI.Intracomm):
         )
 
     # ------------------------------------------------ non-blocking collectives
-    def Ibarrier(self, *, family=None, **options):
+    def Ibarrier(self, *, family: str | None = None, **options: Any) -> Request:
         """Non-blocking synchronise all ranks: returns a :class:`~wacoll.mpi.persistent.Request`."""
         return self._collective(calls.barrier, (), family, options, mode="start")
 
-    def Ibcast(self, buf, root=0, *, family=None, **options):
+    def Ibcast(
+        self, buf: BufSpec, root: int = 0, *, family: str | None = None, **options: Any
+    ) -> Request:
         """Non-blocking broadcast ``buf`` from ``root``: returns a :class:`~wacoll.mpi.persistent.Request`."""
         return self._collective(calls.bcast, (buf, root), family, options, mode="start")
 
-    def Iscatter(self, sendbuf, recvbuf, root=0, *, family=None, **options):
+    def Iscatter(
+        self,
+        sendbuf: BufSpecB | None,
+        recvbuf: BufSpec | InPlace,
+        root: int = 0,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> Request:
         """Non-blocking scatter: returns a :class:`~wacoll.mpi.persistent.Request`."""
         return self._collective(
             calls.scatter, (sendbuf, recvbuf, root), family, options, mode="start"
         )
 
-    def Iscatterv(self, sendbuf, recvbuf, root=0, *, family=None, **options):
+    def Iscatterv(
+        self,
+        sendbuf: BufSpecV | None,
+        recvbuf: BufSpec | InPlace,
+        root: int = 0,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> Request:
         """Non-blocking vector scatter: returns a :class:`~wacoll.mpi.persistent.Request`."""
         return self._collective(
             calls.scatterv, (sendbuf, recvbuf, root), family, options, mode="start"
         )
 
-    def Igather(self, sendbuf, recvbuf, root=0, *, family=None, **options):
+    def Igather(
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpecB | None,
+        root: int = 0,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> Request:
         """Non-blocking gather: returns a :class:`~wacoll.mpi.persistent.Request`."""
         return self._collective(
             calls.gather, (sendbuf, recvbuf, root), family, options, mode="start"
         )
 
-    def Igatherv(self, sendbuf, recvbuf, root=0, *, family=None, **options):
+    def Igatherv(
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpecV | None,
+        root: int = 0,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> Request:
         """Non-blocking vector gather: returns a :class:`~wacoll.mpi.persistent.Request`."""
         return self._collective(
             calls.gatherv, (sendbuf, recvbuf, root), family, options, mode="start"
         )
 
-    def Iallgather(self, sendbuf, recvbuf, *, family=None, **options):
+    def Iallgather(
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpecB,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> Request:
         """Non-blocking all-gather: returns a :class:`~wacoll.mpi.persistent.Request`."""
         return self._collective(
             calls.allgather, (sendbuf, recvbuf), family, options, mode="start"
         )
 
-    def Iallgatherv(self, sendbuf, recvbuf, *, family=None, **options):
+    def Iallgatherv(
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpecV,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> Request:
         """Non-blocking vector all-gather: returns a :class:`~wacoll.mpi.persistent.Request`."""
         return self._collective(
             calls.allgatherv, (sendbuf, recvbuf), family, options, mode="start"
         )
 
-    def Ialltoall(self, sendbuf, recvbuf, *, family=None, **options):
+    def Ialltoall(
+        self,
+        sendbuf: BufSpecB | InPlace,
+        recvbuf: BufSpecB,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> Request:
         """Non-blocking all-to-all: returns a :class:`~wacoll.mpi.persistent.Request`."""
         return self._collective(
             calls.alltoall, (sendbuf, recvbuf), family, options, mode="start"
         )
 
-    def Ialltoallv(self, sendbuf, recvbuf, *, family=None, **options):
+    def Ialltoallv(
+        self,
+        sendbuf: BufSpecV | InPlace,
+        recvbuf: BufSpecV,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> Request:
         """Non-blocking vector all-to-all: returns a :class:`~wacoll.mpi.persistent.Request`."""
         return self._collective(
             calls.alltoallv, (sendbuf, recvbuf), family, options, mode="start"
         )
 
     def Ireduce(
-        self, sendbuf, recvbuf, op=MPI.SUM, root=0, *, family=None, level=None, **options
-    ):
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpec | None,
+        op: MPI.Op = MPI.SUM,
+        root: int = 0,
+        *,
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> Request:
         """Non-blocking reduce: returns a :class:`~wacoll.mpi.persistent.Request`."""
         return self._collective(
             calls.reduce,
@@ -598,30 +785,60 @@ class Comm(MPI.Intracomm):
         )
 
     def Iallreduce(
-        self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options
-    ):
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpec,
+        op: MPI.Op = MPI.SUM,
+        *,
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> Request:
         """Non-blocking all-reduce: returns a :class:`~wacoll.mpi.persistent.Request`."""
         return self._collective(
             calls.allreduce, (sendbuf, recvbuf, op), family, options, level, mode="start"
         )
 
-    def Iscan(self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options):
+    def Iscan(
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpec,
+        op: MPI.Op = MPI.SUM,
+        *,
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> Request:
         """Non-blocking inclusive scan: returns a :class:`~wacoll.mpi.persistent.Request`."""
         return self._collective(
             calls.scan, (sendbuf, recvbuf, op), family, options, level, mode="start"
         )
 
     def Iexscan(
-        self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options
-    ):
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpec,
+        op: MPI.Op = MPI.SUM,
+        *,
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> Request:
         """Non-blocking exclusive scan: returns a :class:`~wacoll.mpi.persistent.Request`."""
         return self._collective(
             calls.exscan, (sendbuf, recvbuf, op), family, options, level, mode="start"
         )
 
     def Ireduce_scatter_block(
-        self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options
-    ):
+        self,
+        sendbuf: BufSpecB | InPlace,
+        recvbuf: BufSpec | BufSpecB,
+        op: MPI.Op = MPI.SUM,
+        *,
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> Request:
         """Non-blocking reduce-scatter with equal blocks: returns a :class:`~wacoll.mpi.persistent.Request`."""
         return self._collective(
             calls.reduce_scatter_block,
@@ -634,15 +851,15 @@ class Comm(MPI.Intracomm):
 
     def Ireduce_scatter(
         self,
-        sendbuf,
-        recvbuf,
-        recvcounts=None,
-        op=MPI.SUM,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpec,
+        recvcounts: Sequence[int] | None = None,
+        op: MPI.Op = MPI.SUM,
         *,
-        family=None,
-        level=None,
-        **options,
-    ):
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> Request:
         """Non-blocking reduce-scatter: returns a :class:`~wacoll.mpi.persistent.Request`."""
         return self._collective(
             calls.reduce_scatter,
@@ -654,65 +871,152 @@ class Comm(MPI.Intracomm):
         )
 
     # -------------------------------------------- persistent collectives (MPI-4)
-    def Barrier_init(self, *, family=None, **options):
+    def Barrier_init(
+        self, info: MPI.Info = MPI.INFO_NULL, *, family: str | None = None, **options: Any
+    ) -> Prequest:
         """Persistent synchronise all ranks: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
         return self._collective(calls.barrier, (), family, options, mode="bind")
 
-    def Bcast_init(self, buf, root=0, *, family=None, **options):
+    def Bcast_init(
+        self,
+        buf: BufSpec,
+        root: int = 0,
+        info: MPI.Info = MPI.INFO_NULL,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> Prequest:
         """Persistent broadcast ``buf`` from ``root``: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
         return self._collective(calls.bcast, (buf, root), family, options, mode="bind")
 
-    def Scatter_init(self, sendbuf, recvbuf, root=0, *, family=None, **options):
+    def Scatter_init(
+        self,
+        sendbuf: BufSpecB | None,
+        recvbuf: BufSpec | InPlace,
+        root: int = 0,
+        info: MPI.Info = MPI.INFO_NULL,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> Prequest:
         """Persistent scatter: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
         return self._collective(
             calls.scatter, (sendbuf, recvbuf, root), family, options, mode="bind"
         )
 
-    def Scatterv_init(self, sendbuf, recvbuf, root=0, *, family=None, **options):
+    def Scatterv_init(
+        self,
+        sendbuf: BufSpecV | None,
+        recvbuf: BufSpec | InPlace,
+        root: int = 0,
+        info: MPI.Info = MPI.INFO_NULL,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> Prequest:
         """Persistent vector scatter: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
         return self._collective(
             calls.scatterv, (sendbuf, recvbuf, root), family, options, mode="bind"
         )
 
-    def Gather_init(self, sendbuf, recvbuf, root=0, *, family=None, **options):
+    def Gather_init(
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpecB | None,
+        root: int = 0,
+        info: MPI.Info = MPI.INFO_NULL,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> Prequest:
         """Persistent gather: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
         return self._collective(
             calls.gather, (sendbuf, recvbuf, root), family, options, mode="bind"
         )
 
-    def Gatherv_init(self, sendbuf, recvbuf, root=0, *, family=None, **options):
+    def Gatherv_init(
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpecV | None,
+        root: int = 0,
+        info: MPI.Info = MPI.INFO_NULL,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> Prequest:
         """Persistent vector gather: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
         return self._collective(
             calls.gatherv, (sendbuf, recvbuf, root), family, options, mode="bind"
         )
 
-    def Allgather_init(self, sendbuf, recvbuf, *, family=None, **options):
+    def Allgather_init(
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpecB,
+        info: MPI.Info = MPI.INFO_NULL,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> Prequest:
         """Persistent all-gather: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
         return self._collective(
             calls.allgather, (sendbuf, recvbuf), family, options, mode="bind"
         )
 
-    def Allgatherv_init(self, sendbuf, recvbuf, *, family=None, **options):
+    def Allgatherv_init(
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpecV,
+        info: MPI.Info = MPI.INFO_NULL,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> Prequest:
         """Persistent vector all-gather: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
         return self._collective(
             calls.allgatherv, (sendbuf, recvbuf), family, options, mode="bind"
         )
 
-    def Alltoall_init(self, sendbuf, recvbuf, *, family=None, **options):
+    def Alltoall_init(
+        self,
+        sendbuf: BufSpecB | InPlace,
+        recvbuf: BufSpecB,
+        info: MPI.Info = MPI.INFO_NULL,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> Prequest:
         """Persistent all-to-all: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
         return self._collective(
             calls.alltoall, (sendbuf, recvbuf), family, options, mode="bind"
         )
 
-    def Alltoallv_init(self, sendbuf, recvbuf, *, family=None, **options):
+    def Alltoallv_init(
+        self,
+        sendbuf: BufSpecV | InPlace,
+        recvbuf: BufSpecV,
+        info: MPI.Info = MPI.INFO_NULL,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> Prequest:
         """Persistent vector all-to-all: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
         return self._collective(
             calls.alltoallv, (sendbuf, recvbuf), family, options, mode="bind"
         )
 
     def Reduce_init(
-        self, sendbuf, recvbuf, op=MPI.SUM, root=0, *, family=None, level=None, **options
-    ):
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpec | None,
+        op: MPI.Op = MPI.SUM,
+        root: int = 0,
+        info: MPI.Info = MPI.INFO_NULL,
+        *,
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> Prequest:
         """Persistent reduce: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
         return self._collective(
             calls.reduce,
@@ -724,32 +1028,64 @@ class Comm(MPI.Intracomm):
         )
 
     def Allreduce_init(
-        self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options
-    ):
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpec,
+        op: MPI.Op = MPI.SUM,
+        info: MPI.Info = MPI.INFO_NULL,
+        *,
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> Prequest:
         """Persistent all-reduce: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
         return self._collective(
             calls.allreduce, (sendbuf, recvbuf, op), family, options, level, mode="bind"
         )
 
     def Scan_init(
-        self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options
-    ):
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpec,
+        op: MPI.Op = MPI.SUM,
+        info: MPI.Info = MPI.INFO_NULL,
+        *,
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> Prequest:
         """Persistent inclusive scan: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
         return self._collective(
             calls.scan, (sendbuf, recvbuf, op), family, options, level, mode="bind"
         )
 
     def Exscan_init(
-        self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options
-    ):
+        self,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpec,
+        op: MPI.Op = MPI.SUM,
+        info: MPI.Info = MPI.INFO_NULL,
+        *,
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> Prequest:
         """Persistent exclusive scan: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
         return self._collective(
             calls.exscan, (sendbuf, recvbuf, op), family, options, level, mode="bind"
         )
 
     def Reduce_scatter_block_init(
-        self, sendbuf, recvbuf, op=MPI.SUM, *, family=None, level=None, **options
-    ):
+        self,
+        sendbuf: BufSpecB | InPlace,
+        recvbuf: BufSpec | BufSpecB,
+        op: MPI.Op = MPI.SUM,
+        info: MPI.Info = MPI.INFO_NULL,
+        *,
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> Prequest:
         """Persistent reduce-scatter with equal blocks: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
         return self._collective(
             calls.reduce_scatter_block,
@@ -762,15 +1098,16 @@ class Comm(MPI.Intracomm):
 
     def Reduce_scatter_init(
         self,
-        sendbuf,
-        recvbuf,
-        recvcounts=None,
-        op=MPI.SUM,
+        sendbuf: BufSpec | InPlace,
+        recvbuf: BufSpec,
+        recvcounts: Sequence[int] | None = None,
+        op: MPI.Op = MPI.SUM,
+        info: MPI.Info = MPI.INFO_NULL,
         *,
-        family=None,
-        level=None,
-        **options,
-    ):
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> Prequest:
         """Persistent reduce-scatter: returns a :class:`~wacoll.mpi.persistent.Prequest`."""
         return self._collective(
             calls.reduce_scatter,
@@ -786,50 +1123,98 @@ class Comm(MPI.Intracomm):
     # wacoll.mpi.objects for the frames, the reduction order and the error flags.
     # They always run a plan (never the MPI library's own, which would leave the
     # other ranks waiting when one rank cannot pickle its object).
-    def barrier(self, *, family=None, **options):
+    def barrier(self, *, family: str | None = None, **options: Any) -> None:
         """Synchronise all ranks (mpi4py's ``barrier``)."""
         return objects.barrier(self, family=family, **options)
 
-    def bcast(self, obj, root=0, *, family=None, **options):
+    def bcast(
+        self, obj: Any, root: int = 0, *, family: str | None = None, **options: Any
+    ) -> Any:
         """The root's ``obj`` on every rank (mpi4py's ``bcast``)."""
         return objects.bcast(self, obj, root, family=family, **options)
 
-    def gather(self, sendobj, root=0, *, family=None, **options):
+    def gather(
+        self, sendobj: Any, root: int = 0, *, family: str | None = None, **options: Any
+    ) -> list[Any] | None:
         """Every rank's ``sendobj`` in a list at the root (mpi4py's ``gather``)."""
         return objects.gather(self, sendobj, root, family=family, **options)
 
-    def scatter(self, sendobj, root=0, *, family=None, **options):
+    def scatter(
+        self,
+        sendobj: Sequence[Any] | None,
+        root: int = 0,
+        *,
+        family: str | None = None,
+        **options: Any,
+    ) -> Any:
         """Item ``i`` of the root's ``sendobj`` on rank ``i`` (mpi4py's ``scatter``)."""
         return objects.scatter(self, sendobj, root, family=family, **options)
 
-    def allgather(self, sendobj, *, family=None, **options):
+    def allgather(
+        self, sendobj: Any, *, family: str | None = None, **options: Any
+    ) -> list[Any]:
         """Every rank's ``sendobj`` in a list on every rank (mpi4py's ``allgather``)."""
         return objects.allgather(self, sendobj, family=family, **options)
 
-    def alltoall(self, sendobj, *, family=None, **options):
+    def alltoall(
+        self, sendobj: Sequence[Any], *, family: str | None = None, **options: Any
+    ) -> list[Any]:
         """Item ``j`` of rank ``i``'s ``sendobj`` as item ``i`` on rank ``j``."""
         return objects.alltoall(self, sendobj, family=family, **options)
 
-    def reduce(self, sendobj, op=MPI.SUM, root=0, *, family=None, level=None, **options):
+    def reduce(
+        self,
+        sendobj: Any,
+        op: MPI.Op | Callable[[Any, Any], Any] = MPI.SUM,
+        root: int = 0,
+        *,
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> Any | None:
         """``op`` over every rank's ``sendobj`` at the root (mpi4py's ``reduce``)."""
         return objects.reduce(
             self, sendobj, op, root, family=family, level=level, **options
         )
 
-    def allreduce(self, sendobj, op=MPI.SUM, *, family=None, level=None, **options):
+    def allreduce(
+        self,
+        sendobj: Any,
+        op: MPI.Op | Callable[[Any, Any], Any] = MPI.SUM,
+        *,
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> Any:
         """``op`` over every rank's ``sendobj`` on every rank (mpi4py's ``allreduce``)."""
         return objects.allreduce(self, sendobj, op, family=family, level=level, **options)
 
-    def scan(self, sendobj, op=MPI.SUM, *, family=None, level=None, **options):
+    def scan(
+        self,
+        sendobj: Any,
+        op: MPI.Op | Callable[[Any, Any], Any] = MPI.SUM,
+        *,
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> Any:
         """On rank ``i``, ``op`` over ranks ``0..i`` (mpi4py's ``scan``)."""
         return objects.scan(self, sendobj, op, family=family, level=level, **options)
 
-    def exscan(self, sendobj, op=MPI.SUM, *, family=None, level=None, **options):
+    def exscan(
+        self,
+        sendobj: Any,
+        op: MPI.Op | Callable[[Any, Any], Any] = MPI.SUM,
+        *,
+        family: str | None = None,
+        level: str | None = None,
+        **options: Any,
+    ) -> Any:
         """On rank ``i > 0``, ``op`` over ranks ``0..i-1`` (mpi4py's ``exscan``)."""
         return objects.exscan(self, sendobj, op, family=family, level=level, **options)
 
     # ------------------------------------------------------------- tracing
-    def write_trace(self, path):
+    def write_trace(self, path: str | os.PathLike[str]) -> None:
         """Gather every rank's trace records; rank 0 writes a Chrome trace file.
 
         Collective. Open the file in Perfetto or chrome://tracing: one track per rank.
@@ -1003,7 +1388,7 @@ class Comm(MPI.Intracomm):
         return explored(desc.op, lambda family: self._dispatch.predicted(call, family))
 
     @property
-    def tuning(self):
+    def tuning(self) -> list[dict[str, Any]]:
         """What this communicator learned (:mod:`wacoll.mpi.learning`): per call
         shape, the candidates, the median time of each one's calls (seconds, each
         call from the last rank's start to the last rank's finish), their spread
@@ -1011,7 +1396,7 @@ class Comm(MPI.Intracomm):
         learned (one cluster, a family forced, ``learn="off"``)."""
         return [] if self._tuning is None else list(self._tuning.table)
 
-    def write_tuning(self, path):
+    def write_tuning(self, path: str | os.PathLike[str]) -> None:
         """Write the choices learned so far to ``path`` (collective: rank 0 writes;
         read back with ``WACOLL_TUNING``).
 

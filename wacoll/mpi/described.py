@@ -120,6 +120,8 @@ class CallDescription:
     def selection_call(self, size) -> Call:
         """The selection policy's question for this call on ``size`` ranks."""
         p = self.prepared
+        if p is None:  # (a description of a call that could not be read)
+            raise AttributeError("'NoneType' object has no attribute 'reduce_op'")
         op = p.reduce_op
         return Call(
             p.op,

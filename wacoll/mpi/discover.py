@@ -144,7 +144,7 @@ def topology_from_comm(comm, *, env=None, **links) -> Topology:
     for r, (status, payload) in enumerate(labels):
         if status == "error":
             raise TopologyError(f"rank {r}: {payload}")
-    clusters = {}
+    clusters: dict[str, list[int]] = {}
     for r, (_, label) in enumerate(labels):
         clusters.setdefault(label, []).append(r)
     return Topology.from_clusters(sorted(clusters.values(), key=min), **links)

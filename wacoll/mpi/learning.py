@@ -254,7 +254,7 @@ class Tuning:
         #: Shapes being explored (bounded: every rank explores, and evicts, the same
         #: shapes at the same calls), and the choice of each decided one.
         self._shapes = BoundedCache(SHAPES)
-        self._decided = {}
+        self._decided: dict[tuple, str] = {}
         # the scheduled start of the next explored call (this rank's clock), the
         # longest set-up of a counted call, and how long the last agreement on a
         # start took to reach this rank (see _schedule)
@@ -265,7 +265,7 @@ class Tuning:
         #: rank started it to the moment the last rank finished it), ``spread``
         #: (half the interquartile range of each's calls; infinite where some call
         #: could not run) and ``chosen``.
-        self.table = []
+        self.table: list[dict[str, object]] = []
 
     def family_for(self, shape, candidates):
         """``(family, exploring)`` for the next call of ``shape``: the family to run
@@ -504,7 +504,7 @@ def read_tuning(path) -> dict:
                 f"the tuning file {path}: choice {i} does not have the "
                 f"fields {', '.join((*_FIELDS, 'family'))}"
             )
-        kinds = {
+        kinds: dict[str, type | tuple[type, ...]] = {
             "op": str,
             "size_class": int,
             "dtype": (str, type(None)),

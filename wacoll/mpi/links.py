@@ -54,6 +54,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -195,7 +196,7 @@ def measured_topology(clusters, figures) -> Topology:
         a, b = (int(x) for x in k.split(","))
         if a != b and k in rate:
             across[(a, b)] = (max(rtt[k] / 2, 1e-9), max(rate[k], 1.0))
-    links = {}
+    links: dict[str, Any] = {}  # Topology.from_clusters's link keywords
     if inside:
         links["intra_latency"] = max(float(np.median([x[0] for x in inside])), 1e-9)
         links["intra_bandwidth"] = max(float(np.median([x[1] for x in inside])), 1.0)
@@ -322,7 +323,7 @@ def measure_links(
             if measured is not None:
                 rate[name] = measured
         comm.Barrier()
-    figures = {"rtt": {}, "rate": {}, "ranks": {}}
+    figures: dict[str, dict[str, float]] = {"rtt": {}, "rate": {}, "ranks": {}}
     for part in comm.allgather((rtt, rate, ranks)):
         for name, values in zip(("rtt", "rate", "ranks"), part):
             figures[name].update(values)
@@ -384,7 +385,7 @@ def _burst_rate(comm, peer, sender, large, window, base):
 _SIZE_TAG = 0x7AD7
 
 
-def _positive(value) -> bool:
+def _positive(value) -> TypeGuard[int | float]:
     return (
         isinstance(value, (int, float))
         and not isinstance(value, bool)

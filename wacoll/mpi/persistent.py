@@ -21,6 +21,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any, Literal
+
 from mpi4py import MPI
 
 from wacoll.errors import WacollError
@@ -42,14 +45,22 @@ __all__ = ["Request", "Prequest"]
 class Request(MPI.Grequest):
     """The request of a non-blocking wacoll collective (see the module docstring)."""
 
-    def __new__(cls, grequest=None, entry=None, name=None):
+    _entry: Any
+    _name: str
+
+    def __new__(
+        cls,
+        grequest: MPI.Grequest | None = None,
+        entry: Any = None,
+        name: str | None = None,
+    ) -> Request:
         self = super().__new__(cls, grequest)
         self._entry = entry
         self._name = name or "a non-blocking collective"
         return self
 
     @property
-    def error(self):
+    def error(self) -> WacollError | None:
         """The wacoll error the call ended with, or None."""
         return None if self._entry is None else self._entry.error
 
@@ -57,7 +68,7 @@ class Request(MPI.Grequest):
         if self._entry is not None and self._entry.error is not None:
             raise self._entry.error
 
-    def Wait(self, status=None):
+    def Wait(self, status: MPI.Status | None = None) -> Literal[True]:
         """Wait for the call; raise its wacoll error, if any. An interrupt (Ctrl-C)
         in the wait ends the job (:mod:`wacoll.mpi.interrupts`)."""
         try:
@@ -73,7 +84,7 @@ class Request(MPI.Grequest):
         self._raise()
         return True
 
-    def Test(self, status=None):
+    def Test(self, status: MPI.Status | None = None) -> bool:
         """Whether the call is complete; raise its wacoll error, if any."""
         try:
             if self._entry is not None:
@@ -87,7 +98,7 @@ class Request(MPI.Grequest):
         return done
 
     wait = Wait
-    test = Test
+    test = Test  # type: ignore[assignment]  # a bool, as Test (not a pair)
 
 
 class Prequest(PersistentRun):
@@ -227,7 +238,7 @@ class Prequest(PersistentRun):
             return self._native.Test(status)
         return self._run is None or self._advance(False)
 
-    def Free(self):
+    def Free(self) -> None:
         """Release the request (it must not be active)."""
         if self._native is not None:
             self._native.Free()
@@ -236,20 +247,20 @@ class Prequest(PersistentRun):
         self.bind_runner(None, None, 0, 0, (), TAG_BASE, TAG_SPAN)
 
     @staticmethod
-    def Startall(requests):
+    def Startall(requests: Sequence[Prequest]) -> None:
         """Start every request in ``requests``, in order."""
         for request in requests:
             request.Start()
 
     @staticmethod
-    def Waitall(requests, statuses=None):
+    def Waitall(requests: Sequence[Prequest], statuses: Any = None) -> Literal[True]:
         """Wait for every request in ``requests``."""
         for request in requests:
             request.Wait()
         return True
 
     @staticmethod
-    def Testall(requests, statuses=None):
+    def Testall(requests: Sequence[Prequest], statuses: Any = None) -> bool:
         """Whether every request in ``requests`` is complete (advancing each)."""
         return all([request.Test() for request in requests])
 

@@ -52,7 +52,7 @@ FIRST_BLOCK = 256
 _WORD = 8
 
 # per communicator (by id): [block size, send buffer, receive buffer]
-_STATE = {}
+_STATE: dict[int, list] = {}
 
 
 def dumps(obj):

@@ -44,7 +44,7 @@ def needed_bytes(plan) -> dict:
     for r in range(size):
         for (_buf, b), src in ops.initial(plan.op, size, root, nb, r).items():
             source[b] = src
-    needed = {c: set() for c in set(clusters)}
+    needed: dict[int, set[int]] = {c: set() for c in set(clusters)}
     for r in range(size):
         d = clusters[r]
         for (_buf, b), want in ops.expected(plan.op, size, root, nb, r).items():

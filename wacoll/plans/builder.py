@@ -223,7 +223,7 @@ class PlanBuilder:
             if (
                 isinstance(root, bool)
                 or not isinstance(root, numbers.Integral)
-                or not (0 <= root < self.size)
+                or not (0 <= root < self.size)  # type: ignore[operator]  # numbers.Integral stubs lack comparisons
             ):
                 raise PlanError(f"root {root!r} is not a rank of 0..{self.size - 1}")
             root = int(root)
@@ -236,6 +236,7 @@ class PlanBuilder:
             level = None
         self.level = level
         self.focus = _FOCUS.get()
+        self.counts: Sequence[int]
         if self.focus is not None and self.spec.layout == "pairs" and counts is None:
             block_counts(op, 1, count=count)  # the checks, without the P * P tuple
             self.counts = RepeatedCounts(count, self.size * self.size)
@@ -246,7 +247,7 @@ class PlanBuilder:
         self.itemsize = itemsize
         if self.focus is not None and self.focus >= self.size:
             raise PlanError(f"rank {self.focus} is not a rank of 0..{self.size - 1}")
-        self.programs = [[] for _ in range(self.size)]
+        self.programs: list[list[Step]] = [[] for _ in range(self.size)]
         self._encoded = None
 
     def keeps(self, rank) -> bool:

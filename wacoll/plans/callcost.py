@@ -129,7 +129,7 @@ def fit_call_costs(samples) -> CallCosts:
     PlanError
         A kind without samples, or an unknown kind.
     """
-    by_kind = {kind: [] for kind in KINDS}
+    by_kind: dict[str, list[tuple[float, float]]] = {kind: [] for kind in KINDS}
     for kind, messages, seconds in samples:
         if kind not in by_kind:
             raise PlanError(f"call costs: unknown kind {kind!r}; known: {KINDS}")
@@ -163,7 +163,7 @@ def critical_messages(plan) -> float:
     from wacoll.plans.sim import LinkModel, simulate
     from wacoll.topology import Topology
 
-    members = {}
+    members: dict[int, list[int]] = {}
     for rank, cluster in enumerate(plan.clusters):
         members.setdefault(cluster, []).append(rank)
     free = Topology.from_clusters(

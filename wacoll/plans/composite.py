@@ -300,7 +300,8 @@ def _held(state, rank, buf, where):
 
 def _check(c: Composite) -> CompositeReport:
     ranks = range(c.size)
-    state = {}
+    # (rank, buffer) -> the ranks whose contribution it holds (or known entered)
+    state: dict[tuple[int | None, str | None], frozenset] = {}
     if c.op == "barrier":  # what a rank knows: the ranks that have entered
         state = {(r, "k"): frozenset({r}) for r in ranks}
     elif c.op == "bcast":
@@ -347,6 +348,8 @@ def _check(c: Composite) -> CompositeReport:
             targets = [coords[plan.root]] if plan.op == "reduce" else coords
             state.update({(r, phase.dst): total for r in targets})
     everyone = frozenset(ranks)
+    want: frozenset
+    at: range | list[int | None]
     if c.op == "barrier":
         want, buf, at = everyone, "k", ranks
     elif c.op == "bcast":

@@ -98,6 +98,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 from wacoll.datafile import read_text
 from wacoll.errors import PlanError, ScriptError
@@ -482,7 +483,7 @@ _RE = {
 }
 
 
-def _fail(message, line, body=""):
+def _fail(message, line, body="") -> NoReturn:
     """Raise ScriptError at ``line``; the column is where its statement starts."""
     raise ScriptError(message, line=line, column=len(body) - len(body.lstrip(" \t")) + 1)
 
@@ -575,7 +576,7 @@ def from_goal(text) -> GoalSchedule:
     """
     reader = _Reader(text)
     header, num_ranks, blocks, pending = [], None, [], []
-    seen = {}
+    seen: dict[int, int] = {}  # rank -> the line of its block
     while True:
         got = reader.next()
         if got is None:

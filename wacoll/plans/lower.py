@@ -693,18 +693,25 @@ def lower_steps(
             ops.out_blocks(header.op, header.size, header.root, nb, rank), counts
         )
     sizes = _Counts(counts)
-    layouts = {"in": _KeyedLayout(in_offsets), "out": _KeyedLayout(out_offsets)}
-    scratch_steps = {}
+    layouts: dict[str, _KeyedLayout | _RunLayout] = {
+        "in": _KeyedLayout(in_offsets),
+        "out": _KeyedLayout(out_offsets),
+    }
+    scratch_steps: dict[str, list[int]] = {}
     for i, step in enumerate(program):
         for buf in (step.src, step.dst):
             if buf is not None and buf not in ("in", "out"):
                 scratch_steps.setdefault(buf, []).append(i)
-    for buf, rows in scratch_steps.items():
-        layouts[buf] = _RunLayout.of([program[i].blocks for i in rows], sizes)
-    scratch_sizes = {buf: layouts[buf].elements for buf in scratch_steps}
+    scratch: dict[str, _RunLayout] = {
+        buf: _RunLayout.of([program[i].blocks for i in rows], sizes)
+        for buf, rows in scratch_steps.items()
+    }
+    layouts.update(scratch)
+    scratch_sizes = {buf: layout.elements for buf, layout in scratch.items()}
 
     lowering = _Lowering(rank, layouts, sizes)
-    steps, i = [], 0
+    steps: list[LoweredStep] = []
+    i = 0
     while i < len(program):
         j = i
         while (

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import networkx as nx
 
@@ -42,12 +43,15 @@ from wacoll.errors import PlanError
 from wacoll.plans.blockruns import BlockRuns
 from wacoll.plans.operations import ARITHMETICS, LEVELS, spec
 
+if TYPE_CHECKING:
+    from wacoll.plans.prove import ProofReport
+
 __all__ = ["Step", "Plan", "Message", "STEP_KINDS"]
 
 STEP_KINDS = ("send", "recv", "recv_combine", "copy", "combine")
 _BUFFER = re.compile(r"^[a-z][a-z0-9_]*$")
 #: ``(kind, peer is None, src, dst, side, group)`` of steps found valid
-_VALID_SHAPES = set()
+_VALID_SHAPES: set[tuple[str, bool, str | None, str | None, str | None, int]] = set()
 #: Steps of more blocks than this show only the first half of them in their text.
 _SHOWN_BLOCKS = 64
 
@@ -150,7 +154,7 @@ class Step:
         >>> Step("send", (0, 2), peer=1, src="in").to_row()
         {'kind': 'send', 'blocks': [0, 2], 'peer': 1, 'src': 'in'}
         """
-        row = {"kind": self.kind, "blocks": list(self.blocks)}
+        row: dict[str, object] = {"kind": self.kind, "blocks": list(self.blocks)}
         for name in ("peer", "src", "dst", "side"):
             value = getattr(self, name)
             if value is not None:
@@ -363,7 +367,8 @@ class Plan:
         programs = self.programs
         if not isinstance(programs, tuple):  # held as arrays: make each program once
             programs = tuple(programs)
-        sends, recvs = {}, {}
+        sends: dict[tuple[int, int], list[int]] = {}
+        recvs: dict[tuple[int, int], list[int]] = {}
         for r, prog in enumerate(programs):
             for i, step in enumerate(prog):
                 if step.kind == "send":
@@ -411,9 +416,9 @@ class Plan:
                         self.clusters[a] != self.clusters[b],
                     )
                 )
-        out = tuple(out)
-        self._cache["messages"] = out
-        return out
+        messages = tuple(out)
+        self._cache["messages"] = messages
+        return messages
 
     def message_graph(self) -> nx.MultiDiGraph:
         """The plan as a graph: nodes ranks (attribute ``cluster``), an edge per message.
@@ -446,7 +451,7 @@ class Plan:
             )
         return g
 
-    def prove(self):
+    def prove(self) -> ProofReport:
         """Prove the plan; return its :class:`~wacoll.plans.prove.ProofReport`.
 
         The report is cached: a plan is immutable, so it is proved once.

@@ -338,6 +338,8 @@ def proof_key(environ=None) -> bytes | None:
 def _load_key(path) -> bytes:
     deadline = time.monotonic() + _KEY_WAIT
     pause = 0.005
+    raw: bytes | None
+    st: os.stat_result | None
     while True:
         try:
             raw, st = _read_regular(path, 4096)
@@ -361,6 +363,7 @@ def _load_key(path) -> bytes:
                     f"it is readable or writable by others (mode "
                     f"{stat.S_IMODE(st.st_mode):o})"
                 )
+            assert raw is not None  # read together with st
             text = raw.decode("ascii", "replace").strip()
             hexadecimal = all(c in "0123456789abcdefABCDEF" for c in text)
             if len(text) == 64 and hexadecimal:

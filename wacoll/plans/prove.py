@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -49,6 +50,9 @@ from wacoll.plans import operations as ops
 from wacoll.plans.prover.encode import encode
 from wacoll.plans.prover.flow import analyse
 from wacoll.plans.prover.layout import Layout
+
+if TYPE_CHECKING:
+    from wacoll.plans.plan import Plan
 from wacoll.plans.prover.pairing import pair
 from wacoll.plans.prover.pieces import split
 from wacoll.plans.prover.results import (
@@ -270,7 +274,7 @@ def _canonical(exprs, forms):
     return canonical, parts
 
 
-def prove_plan(plan, *, block_pass=True) -> ProofReport:
+def prove_plan(plan: Plan, *, block_pass: bool = True) -> ProofReport:
     """Prove ``plan`` and measure it; raise :class:`PlanError` naming the fault.
 
     Prefer :meth:`wacoll.plans.Plan.prove`, which caches the report.

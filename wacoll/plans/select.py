@@ -470,6 +470,7 @@ def _halving_pays(call: Call, topology, policy: Policy) -> bool:
         return False
     if owners == topology.size and topology.nclusters == 1:
         return True
+    assert call.nbytes is not None  # call.count is set
     return call.nbytes >= policy.halving_from
 
 
@@ -664,6 +665,7 @@ def _select(
 ) -> Selection:
     """:func:`select` for one arithmetic: the family and the builder's options."""
     options = plain_options(options)
+    extra: dict[str, object]
     if family is not None:
         if family == HAN and call.op not in HAN_OPS:
             raise PlanError(
@@ -731,6 +733,7 @@ def _select(
         and call.count
         and "segments" not in kwargs
     ):
+        assert call.nbytes is not None  # call.count is set
         kwargs["segments"] = max(
             1,
             min(
@@ -833,7 +836,8 @@ def _fastest(call, topology, policy, comm_options, library=False):
 
 #: Priced choices kept (see :func:`_fastest`); the oldest is dropped first.
 _PRICED_KEPT = 256
-_PRICED = {}
+#: octave key -> ((family or None for MagPIe's, options), reason)
+_PRICED: dict[tuple, tuple[tuple[str | None, dict], str]] = {}
 
 
 def _price(call, topology, rule, comm_options, families, hierarchical, library):

@@ -535,7 +535,7 @@ def read_csv(path) -> tuple:
                 row[key] = float(raw[key]) if raw.get(key) else None
             for key in ("wide_area_messages", "wide_area_bytes", "hops"):
                 row[key] = int(raw[key]) if raw.get(key) else None
-            row["correct"] = {"True": True, "False": False}.get(raw.get("correct"))
+            row["correct"] = {"True": True, "False": False}.get(raw.get("correct", ""))
             if row["impl"] == NATIVE:
                 text = raw.get("label", "")
                 row["library"] = (

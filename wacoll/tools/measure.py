@@ -316,7 +316,7 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
             )
             if default:
                 learners.add(name)
-        times = {name: [] for name, _, _ in runs}
+        times: dict[str, list[float]] = {name: [] for name, _, _ in runs}
         learned_before = len(_tuning(comms))
         # a default communicator (however named) learns in its first calls
         # (wacoll.mpi.learning): its timed calls come after the exploration, however

@@ -18,6 +18,7 @@ Examples
 from __future__ import annotations
 
 import numbers
+from collections.abc import Iterable, Mapping, Sequence
 
 import networkx as nx
 
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 
-def validate_tree_args(n, root):
+def validate_tree_args(n: int, root: int) -> tuple[int, int]:
     """Validate ``n`` and ``root``; return them as Python ints (numpy ints welcome)."""
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
         raise PlanError(f"a tree needs at least one rank, got n={n!r}")
@@ -52,7 +53,9 @@ def validate_tree_args(n, root):
     return int(n), int(root)
 
 
-def from_parents(children_of, n, root, name):
+def from_parents(
+    children_of: Mapping[int, Sequence[int]], n: int, root: int, name: str
+) -> nx.DiGraph:
     """A tree from a mapping rank -> ordered list of children.
 
     Examples
@@ -197,7 +200,7 @@ def lam(n: int, root: int = 0, operation: str = "reduce") -> nx.DiGraph:
         tree = flat(n, root)
         tree.graph["name"] = f"lam-{operation}"
         return tree
-    vchildren = {v: [] for v in range(n)}
+    vchildren: dict[int, list[int]] = {v: [] for v in range(n)}
     for v in range(1, n):
         if operation == "reduce":
             p = v & (v - 1)  # clear the lowest set bit
@@ -241,7 +244,7 @@ def children(tree: nx.DiGraph, node: int) -> list:
     ]
 
 
-def parent(tree: nx.DiGraph, node: int):
+def parent(tree: nx.DiGraph, node: int) -> int | None:
     """The parent of ``node``, or ``None`` for the root."""
     preds = list(tree.pred[node])
     return preds[0] if preds else None
@@ -256,7 +259,10 @@ def tree_root(tree: nx.DiGraph) -> int:
 
 
 def validate_tree(
-    tree: nx.DiGraph, n: int | None = None, root: int | None = None, members=None
+    tree: nx.DiGraph,
+    n: int | None = None,
+    root: int | None = None,
+    members: Iterable[int] | None = None,
 ) -> int:
     """Check the tree convention and return the root.
 

@@ -27,7 +27,9 @@ Examples
 from __future__ import annotations
 
 import numbers
+from collections.abc import Iterable, Sequence
 
+import networkx as nx
 import numpy as np
 
 from wacoll.costs import (
@@ -49,21 +51,21 @@ __all__ = [
 ]
 
 
-def validate_costs(costs) -> list:
+def validate_costs(costs: Sequence[float]) -> list:
     """Per-rank costs as a list of Python numbers (:func:`wacoll.costs.validate_t_ini`):
     the cost functions here and the tree builders of :mod:`wacoll.trees.hetero` and
     :mod:`wacoll.trees.optimal` check their ``costs`` with it."""
     return validate_t_ini(costs, "costs", "cost of rank")
 
 
-def validate_members(members, n: int, root) -> list:
+def validate_members(members: Iterable[int] | None, n: int, root: int) -> list:
     """The sorted participant ranks (default all of ``0..n-1``), checked against
     ``root``: PlanError for a root or member that is not a rank of ``0..n-1``, a member
     given twice, or a root that is not a member."""
     if (
         isinstance(root, (bool, np.bool_))
         or not isinstance(root, numbers.Integral)
-        or not 0 <= root < n
+        or not 0 <= int(root) < n
     ):
         raise PlanError(f"root {root!r} is not a rank of 0..{n - 1}")
     if members is None:
@@ -80,7 +82,7 @@ def validate_members(members, n: int, root) -> list:
         if (
             isinstance(m, (bool, np.bool_))
             or not isinstance(m, numbers.Integral)
-            or not 0 <= m < n
+            or not 0 <= int(m) < n
         ):
             raise PlanError(f"member {m!r} is not a rank of 0..{n - 1}")
     members = sorted(int(m) for m in members)
@@ -121,7 +123,7 @@ def _cost_lookup(tree, costs):
     return costs
 
 
-def receive_times(tree, costs) -> dict:
+def receive_times(tree: nx.DiGraph, costs: Sequence[float]) -> dict:
     """The time at which each node has the message, under the ``t_ini`` model.
 
     Parameters
@@ -146,7 +148,7 @@ def receive_times(tree, costs) -> dict:
     return dict(sorted(_times(tree, lambda p: t_ini_message(costs[p])).items()))
 
 
-def bcast_time(tree, costs):
+def bcast_time(tree: nx.DiGraph, costs: Sequence[float]) -> float:
     """Completion time of a broadcast down ``tree`` under the ``t_ini`` model.
 
     The child of order ``k`` of a node that has the message at ``R`` receives it at
@@ -181,7 +183,7 @@ def bcast_time(tree, costs):
     return max(receive_times(tree, costs).values())
 
 
-def bcast_time_ts_tr(tree, t_s, t_r):
+def bcast_time_ts_tr(tree: nx.DiGraph, t_s: float, t_r: float) -> float:
     """Completion time of a broadcast down ``tree`` under MagPIe's send/receive model.
 
     The ``k``-th send (order ``k``) of a node that has the message at ``R`` starts at

@@ -46,7 +46,7 @@ def _rank(value, what):
     return int(value)
 
 
-def freeze_tree(tree) -> FrozenTree:
+def freeze_tree(tree: nx.DiGraph) -> FrozenTree:
     """``tree`` (a :class:`networkx.DiGraph`, or already a :class:`FrozenTree`) as a
     :class:`FrozenTree`.
 

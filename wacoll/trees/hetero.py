@@ -23,6 +23,7 @@ Examples
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable, Sequence
 
 import networkx as nx
 
@@ -32,7 +33,9 @@ from wacoll.trees.cost import validate_costs, validate_members
 __all__ = ["spoc", "fnf", "validate_arguments", "builder_doc", "tree_from_edges"]
 
 
-def tree_from_edges(nodes, edges, root, name) -> nx.DiGraph:
+def tree_from_edges(
+    nodes: Iterable[int], edges: Iterable[tuple[int, int, int]], root: int, name: str
+) -> nx.DiGraph:
     """A tree over ``nodes`` from ``(parent, child, order)`` triples, built in bulk.
 
     The same graph :func:`wacoll.trees.basic.from_parents` makes, but over an
@@ -45,7 +48,9 @@ def tree_from_edges(nodes, edges, root, name) -> nx.DiGraph:
     return tree
 
 
-def validate_arguments(costs, root, members):
+def validate_arguments(
+    costs: Sequence[float], root: int, members: Iterable[int] | None
+) -> tuple[list, list]:
     """The ``costs, root, members`` arguments every tree builder here and in
     :mod:`wacoll.trees.optimal` takes, checked (:func:`wacoll.trees.cost.validate_costs`,
     :func:`~wacoll.trees.cost.validate_members`): the costs as a list and the sorted
@@ -99,7 +104,9 @@ def builder_doc(more_errors=""):
 
 
 @builder_doc()
-def spoc(costs, root: int = 0, members=None) -> nx.DiGraph:
+def spoc(
+    costs: Sequence[float], root: int = 0, members: Iterable[int] | None = None
+) -> nx.DiGraph:
     """Speed-Partitioned Ordered Chain tree: a binomial tree, fastest ranks highest.
 
     Builds the binomial tree (:func:`wacoll.trees.binomial`) over the ``N``
@@ -141,7 +148,9 @@ def spoc(costs, root: int = 0, members=None) -> nx.DiGraph:
 
 
 @builder_doc()
-def fnf(costs, root: int = 0, members=None) -> nx.DiGraph:
+def fnf(
+    costs: Sequence[float], root: int = 0, members: Iterable[int] | None = None
+) -> nx.DiGraph:
     """Fastest-Node-First tree (Banikazemi et al., Figure 3).
 
     Repeatedly picks as receiver the cheapest rank without the message (ties: lower

@@ -19,6 +19,8 @@ Examples
 
 from __future__ import annotations
 
+import networkx as nx
+
 from wacoll.errors import PlanError
 from wacoll.topology import Topology
 from wacoll.trees import basic
@@ -58,7 +60,7 @@ def _local_tree(members, coordinator, shape):
 
 def two_level(
     topology: Topology, root: int = 0, intra: str = "binary", wan_first: bool = True
-):
+) -> nx.DiGraph:
     """MagPIe's broadcast shape: flat between coordinators, ``intra`` inside clusters.
 
     Parameters
@@ -92,7 +94,9 @@ def two_level(
     return tree
 
 
-def paths_hierarchical(topology: Topology, root: int = 0, remote_first: bool = False):
+def paths_hierarchical(
+    topology: Topology, root: int = 0, remote_first: bool = False
+) -> nx.DiGraph:
     """PATHS's hierarchical scheme (one cluster per SMP node).
 
     The other ranks of the root's node are the root's children; every other node's
@@ -118,7 +122,7 @@ def paths_hierarchical(topology: Topology, root: int = 0, remote_first: bool = F
     return basic.from_parents(kids, topology.size, root, "paths-hierarchical")
 
 
-def paths_grouped(topology: Topology, group_size: int = 4, root: int = 0):
+def paths_grouped(topology: Topology, group_size: int = 4, root: int = 0) -> nx.DiGraph:
     """PATHS's grouped scheme: groups of ``group_size`` ranks per node report to the root.
 
     Each node's ranks (in rank order) are cut into consecutive groups; a group's first
@@ -135,7 +139,7 @@ def paths_grouped(topology: Topology, group_size: int = 4, root: int = 0):
     _topology(topology, root)
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
         raise PlanError(f"group_size must be a positive integer, got {group_size!r}")
-    kids = {root: []}
+    kids: dict[int, list[int]] = {root: []}
     leaders = []
     for members in topology.clusters:
         members = list(members)

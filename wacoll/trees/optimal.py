@@ -32,6 +32,9 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
+import networkx as nx
 import numpy as np
 
 from wacoll.errors import PlanError
@@ -102,7 +105,9 @@ def _first_send(F, G, A, c, m, bitcol):
 
 
 @builder_doc(", or more than ``MAX_PARTICIPANTS`` participants")
-def optimal(costs, root: int = 0, members=None):
+def optimal(
+    costs: Sequence[float], root: int = 0, members: Iterable[int] | None = None
+) -> nx.DiGraph:
     """A broadcast tree of least completion time under the ``t_ini`` model.
 
     Exact minimiser of Banikazemi et al.'s Section 5 recurrence (see the module

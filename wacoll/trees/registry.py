@@ -12,6 +12,13 @@ Examples
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import networkx as nx
+
+if TYPE_CHECKING:
+    from wacoll.topology import Topology
+
 import re
 
 from wacoll.errors import PlanError, TopologyError
@@ -51,8 +58,12 @@ def _costs(topology, name):
 
 
 def make_tree(
-    name: str, topology, root: int = 0, operation: str = "bcast", group_size: int = 4
-):
+    name: str,
+    topology: Topology,
+    root: int = 0,
+    operation: str = "bcast",
+    group_size: int = 4,
+) -> nx.DiGraph:
     """Build the tree called ``name`` for ``topology`` rooted at ``root``.
 
     Parameters

@@ -30,9 +30,14 @@ Examples
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
 from wacoll.errors import PlanError
 from wacoll.plans.operations import OPERATIONS
+
+if TYPE_CHECKING:
+    from wacoll.plans.plan import Plan
+    from wacoll.topology import Topology
 
 __all__ = ["FAMILIES", "builders", "options", "build"]
 
@@ -107,7 +112,7 @@ def options(family: str, op: str) -> tuple:
     return module.OPTIONS[op]
 
 
-def build(op: str, topology, family: str = "magpie", **kwargs):
+def build(op: str, topology: Topology, family: str = "magpie", **kwargs: Any) -> Plan:
     """Build the ``family`` plan for operation ``op`` on ``topology``.
 
     ``kwargs`` are the builder's keyword options (see :func:`options`): ``root``,

@@ -521,7 +521,7 @@ def wide_area_senders(plan) -> dict:
     >>> wide_area_senders(allreduce(topo, count=8, level="associative", n=1))
     {0: (0,), 1: (4,)}
     """
-    out = {}
+    out: dict[int, set[int]] = {}
     for m in plan.messages():
         if m.wide_area:
             out.setdefault(plan.clusters[m.src], set()).add(m.src)

@@ -88,7 +88,7 @@ class Layout:
     count: int
     counts: tuple
     starts: tuple
-    segments: tuple = None
+    segments: tuple | None = None
 
     @classmethod
     def refine(cls, count: int, sizes, segments: int = 1) -> Layout:
@@ -455,7 +455,7 @@ def wide_area_sends(b, cluster, owners, ranges, held, n, destinations) -> list:
     Returns the :class:`WideMessage` list; the receives are appended by
     :func:`wide_area_receives`.
     """
-    messages = []
+    messages: list[WideMessage] = []
     if not destinations:  # one cluster: nothing crosses, nothing to forward
         return messages
     for group in sender_groups(len(owners), n):
@@ -469,7 +469,7 @@ def wide_area_sends(b, cluster, owners, ranges, held, n, destinations) -> list:
                 forwards.append((owners[j], missing))
         pending = []
         for rank_order, (_dst_cluster, owner_of) in enumerate(destinations):
-            per_rank = {}
+            per_rank: dict[int, list[int]] = {}
             for x in blocks:
                 per_rank.setdefault(owner_of[x], []).append(x)
             for dst, mine in per_rank.items():

@@ -51,7 +51,7 @@ __all__ = [
 def btree(size: int) -> dict:
     """NCCL's binary tree: rank -> ``(parent or None, children)``, children in
     NCCL's order (``down0``, then ``down1``)."""
-    out = {}
+    out: dict[int, tuple[int | None, tuple[int, ...]]] = {}
     for rank in range(size):
         bit = 1
         while bit < size and not bit & rank:
@@ -89,7 +89,8 @@ def dtree(size: int):
 
 def tree_depth(tree: dict) -> int:
     """The most edges from the root to a leaf."""
-    depth, best = {}, 0
+    depth: dict[int, int] = {}
+    best = 0
     for r in tree:
         chain, x = [], r
         while x is not None and x not in depth:
@@ -168,7 +169,7 @@ def pat_steps(size: int, aggregation=None):
         raise PlanError(
             f"aggregation must be an integer >= 1 or None, got {aggregation!r}"
         )
-    out = []
+    out: list[tuple[int, tuple[int, ...]]] = []
     for d in reversed(range((size - 1).bit_length())):
         dist = 1 << d
         offs = tuple(range(0, size - dist, 2 * dist))

@@ -42,6 +42,6 @@ to the Python pass a step at a time, which names the fault.
 from wacoll.errors import compiled_missing
 
 try:  # a source checkout shadowing the installed package has none of them
-    from wacoll.plans.prover import _encode, _flow, _pairing, _pieces, _values  # noqa: F401
+    from wacoll.plans.prover import _encode, _flow, _pairing, _pieces, _values  # type: ignore[attr-defined]  # noqa: F401  # compiled (Cython) module
 except ImportError as _exc:
     raise compiled_missing(_exc, __file__) from None

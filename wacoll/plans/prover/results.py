@@ -214,10 +214,10 @@ def measures(plan, steps, pairing, clusters) -> dict:
     else:
         count = first[rows + 1] - first[rows]
         entries = ranges(first[rows], count)
-        total = np.zeros(len(counts) + 1, dtype=np.int64)
-        np.cumsum(np.asarray(counts, dtype=np.int64), out=total[1:])
+        before = np.zeros(len(counts) + 1, dtype=np.int64)  # elements before each block
+        np.cumsum(np.asarray(counts, dtype=np.int64), out=before[1:])
         b = steps.block[entries]
-        elements = total[b + steps.length[entries]] - total[b]
+        elements = before[b + steps.length[entries]] - before[b]
         running = np.zeros(len(elements) + 1, dtype=np.int64)
         np.cumsum(elements, out=running[1:])
         ends = np.cumsum(count)

@@ -439,7 +439,8 @@ def load_all(path, *, max_cells: int | None = None) -> list:
     path = Path(path)
     if not path.is_dir():
         return [load(path, max_cells=max_cells)]
-    found, where = {}, {}
+    found: dict[tuple[str, int], Plan] = {}
+    where: dict[tuple[str, int], Path] = {}
 
     def add(plan, source):
         key = (plan.op, plan.size)

@@ -317,7 +317,7 @@ def simulate_simgrid(
     if not isinstance(plan, Plan):
         raise PlanError("simulate_simgrid needs a wacoll Plan")
     if model is None:
-        members = {}
+        members: dict[int, list[int]] = {}
         for r, c in enumerate(plan.clusters):
             members.setdefault(c, []).append(r)
         model = LinkModel(Topology.from_clusters([members[c] for c in sorted(members)]))

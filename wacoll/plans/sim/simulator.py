@@ -58,6 +58,7 @@ MagPIe's Figure 1: a flat and a binomial broadcast tree over 8 nodes, ``t_s = 10
 from __future__ import annotations
 
 import gc
+from typing import TYPE_CHECKING
 
 from wacoll.errors import PlanError
 from wacoll.plans.sim.engine import Engine, costed_programs, structure_of
@@ -65,10 +66,13 @@ from wacoll.plans.sim.models import LinkModel, Model, TiniModel, TsTrModel
 from wacoll.plans.sim.result import Event, SimResult
 from wacoll.topology import Topology
 
+if TYPE_CHECKING:
+    from wacoll.plans.plan import Plan
+
 __all__ = ["simulate", "TsTrModel", "TiniModel", "LinkModel", "SimResult", "Event"]
 
 
-def simulate(plan, model=None) -> SimResult:
+def simulate(plan: Plan, model: Model | None = None) -> SimResult:
     """Simulate ``plan`` under ``model`` and predict when each rank finishes.
 
     Parameters
