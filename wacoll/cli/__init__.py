@@ -393,6 +393,9 @@ def _parser():
     from wacoll.cli.calibrate import add_calibrate_parser
 
     add_calibrate_parser(sub)
+    from wacoll.cli.tune import add_tune_parser
+
+    add_tune_parser(sub)
     return parser
 
 

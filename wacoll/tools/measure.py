@@ -200,7 +200,7 @@ def start_margin(
     return max(floor, factor * world.allreduce(longest, op=MPI.MAX))
 
 
-def _buffers(op, nbytes, size, rank):
+def case_buffers(op, nbytes, size, rank):
     """Integer-valued data (exact in any summation order) of exactly ``nbytes``."""
     dtype = np.float64 if nbytes % 8 == 0 else np.uint8
     n = nbytes // np.dtype(dtype).itemsize
@@ -215,7 +215,7 @@ def _buffers(op, nbytes, size, rank):
     return None, None
 
 
-def _runner(op, comm, send, recv, level):
+def case_caller(op, comm, send, recv, level):
     from mpi4py import MPI
 
     if op == "barrier":
@@ -310,9 +310,9 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
                             world, topology, family=impl["family"], **opts
                         )
                 comm = comms[key]
-            send, recv = _buffers(op, case["bytes"], size, rank)
+            send, recv = case_buffers(op, case["bytes"], size, rank)
             runs.append(
-                (name, _runner(op, comm, send, recv, None if default else level), recv)
+                (name, case_caller(op, comm, send, recv, None if default else level), recv)
             )
             if default:
                 learners.add(name)
