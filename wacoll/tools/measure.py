@@ -312,7 +312,11 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
                 comm = comms[key]
             send, recv = case_buffers(op, case["bytes"], size, rank)
             runs.append(
-                (name, case_caller(op, comm, send, recv, None if default else level), recv)
+                (
+                    name,
+                    case_caller(op, comm, send, recv, None if default else level),
+                    recv,
+                )
             )
             if default:
                 learners.add(name)
