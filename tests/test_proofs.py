@@ -251,3 +251,26 @@ def test_a_proof_of_reproducible_arithmetic_is_of_the_plan_that_runs(tmp_path):
         warnings.simplefilter("error", ProofCacheWarning)  # no digest mismatch
         plan = proofs.build_proved(sel, TOPO, directory=tmp_path)
     assert plan.prove() == proof.report
+
+
+def test_the_cache_is_bounded_and_evicts_the_least_recently_used(tmp_path, monkeypatch):
+    """Past MAX_RECORDS (or MAX_CACHE_BYTES) a store removes the records used least
+    recently; a lookup that trusts a record counts as a use."""
+    monkeypatch.setattr(proofs, "MAX_RECORDS", 3)
+    sels = [_sel("bcast", count=n, root=0) for n in (2, 3, 4, 5, 6)]
+    keys = [proofs.plan_key(s, TOPO) for s in sels]
+    stamp = 1_000_000_000
+    for i, sel in enumerate(sels[:3]):
+        proofs.prove(sel, TOPO, directory=tmp_path)
+        path = tmp_path / f"{keys[i]}.json"
+        os.utime(path, (stamp + i, stamp + i))  # written in this order
+    assert proofs.lookup(sels[0], TOPO, directory=tmp_path) is not None  # used again
+    proofs.prove(sels[3], TOPO, directory=tmp_path)  # the 4th: the oldest use goes
+    kept = sorted(p.name[:-5] for p in tmp_path.glob("*.json"))
+    assert kept == sorted([keys[0], keys[2], keys[3]])
+    monkeypatch.setattr(proofs, "MAX_CACHE_BYTES", 1)  # bytes bound: only the new one
+    proofs.prove(sels[4], TOPO, directory=tmp_path)
+    assert [p.name[:-5] for p in tmp_path.glob("*.json")] == [keys[4]]
+    (tmp_path / "notes.json").write_text("{}")  # not a record: never removed
+    proofs.prove(sels[0], TOPO, directory=tmp_path)
+    assert (tmp_path / "notes.json").exists()

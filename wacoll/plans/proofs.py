@@ -28,8 +28,11 @@ directory ``$XDG_CACHE_HOME/wacoll/proofs`` (``~/.cache/wacoll/proofs`` without
 without this module; any other value, that directory (created with mode 0700 when
 missing). Writes go to a temporary file renamed into place, so concurrent ranks that
 store the same proof do not corrupt it. A proof is one file per call shape (key),
-under 1 KiB plus 67 bytes per rank (the ranks' program digests); nothing evicts them:
-deleting the directory clears the cache.
+under 1 KiB plus 67 bytes per rank (the ranks' program digests). The cache is
+bounded: it keeps at most :data:`MAX_RECORDS` records and :data:`MAX_CACHE_BYTES`
+bytes of them; a store that passes either bound removes the least recently used
+records (a record is used when it is written, and when a lookup trusts it) until
+both hold again. Deleting the directory clears the cache.
 
 What a cache is trusted with
 ----------------------------
@@ -757,6 +760,8 @@ def _lookup(cache, selection, topology, seen=None) -> Proof | None:
     except (ValueError, UnicodeDecodeError, TypeError, RecursionError) as exc:
         ignore(f"proof cache file {path} is not a valid proof ({exc}); ignored")
         return None
+    with contextlib.suppress(OSError):  # used now: the last to be evicted
+        os.utime(path, follow_symlinks=False)
     return Proof(key, digest, report, cached=True, rank_digests=tuple(ranks))
 
 
@@ -765,6 +770,47 @@ def store(selection, topology, plan, *, directory=None) -> Proof:
     and write its proof, signed with the user's proof key, to the cache (when there
     is one, trusted: see :func:`lookup`); return the proof."""
     return _store(_open_cache(directory, create=True), selection, topology, plan)
+
+
+#: The most proof records a cache directory keeps (see the module docstring).
+MAX_RECORDS = 1000
+#: The most bytes of proof records a cache directory keeps.
+MAX_CACHE_BYTES = 64 << 20
+
+
+def _evict(directory, keep) -> None:
+    """Remove the least recently used records of ``directory`` (never the file
+    ``keep``, just written) until at most :data:`MAX_RECORDS` records and
+    :data:`MAX_CACHE_BYTES` bytes remain. Records only: files named by a key (64
+    hexadecimal digits and ``.json``) that are regular files; another process's
+    removal of the same file is no error."""
+    records = []
+    try:
+        with os.scandir(directory) as found:
+            for entry in found:
+                name = entry.name
+                if not (name.endswith(".json") and _is_digest(name[:-5])):
+                    continue
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(info.st_mode):
+                    records.append((info.st_mtime_ns, info.st_size, entry.path))
+    except OSError:
+        return
+    count, total = len(records), sum(size for _, size, _ in records)
+    if count <= MAX_RECORDS and total <= MAX_CACHE_BYTES:
+        return
+    for _, size, path in sorted(records):  # the least recently used first
+        if count <= MAX_RECORDS and total <= MAX_CACHE_BYTES:
+            break
+        if path == keep:
+            continue
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return
+        count, total = count - 1, total - size
 
 
 def _store(cache, selection, topology, plan) -> Proof:
@@ -794,6 +840,7 @@ def _store(cache, selection, topology, plan) -> Proof:
         except BaseException:
             os.unlink(tmp)
             raise
+        _evict(cache.path, _path(cache.path, key))
     except OSError as exc:
         warnings.warn(
             f"the proof cache {cache.path} cannot be written ({exc}); the "
