@@ -214,7 +214,13 @@ def _run(argv, cwd, env, stdin=None):
         out, err = proc.communicate(stdin, timeout=BLOCK_TIMEOUT)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            # a process started in a session of its own (mpiexec in a testbed's
+            # namespace) can hold the pipes open: the block's later cleanup
+            # (``wacoll testbed down``) ends it
+            out, err = "", ""
         return None, out, err + f"\n(stopped after {BLOCK_TIMEOUT} s)"
     return proc.returncode, out, err
 
