@@ -18,9 +18,12 @@ import wacoll
 
 mypy_api = pytest.importorskip("mypy.api", reason="mypy comes with the test extra")
 
-#: Where the ``wacoll`` package is found (the checkout in an editable install,
-#: site-packages for a wheel): mypy cannot follow an editable install's import hook.
+#: Where the ``wacoll`` package is found: the checkout in an editable install
+#: (whose import hook mypy cannot follow: it is named in MYPYPATH), or None when it
+#: is installed (a wheel: mypy finds it in site-packages by its ``py.typed``).
 PACKAGE_ROOT = Path(wacoll.__file__).resolve().parent.parent
+if PACKAGE_ROOT.name in ("site-packages", "dist-packages"):
+    PACKAGE_ROOT = None
 
 GOOD = """
 import numpy as np
@@ -66,7 +69,8 @@ def _check(tmp_path, code):
     script = tmp_path / "user_script.py"
     script.write_text(textwrap.dedent(code))
     env_path = os.environ.get("MYPYPATH")
-    os.environ["MYPYPATH"] = str(PACKAGE_ROOT)
+    if PACKAGE_ROOT is not None:
+        os.environ["MYPYPATH"] = str(PACKAGE_ROOT)
     cwd = os.getcwd()
     os.chdir(tmp_path)  # away from the project's own mypy configuration
     try:
@@ -82,7 +86,7 @@ def _check(tmp_path, code):
     finally:
         os.chdir(cwd)
         if env_path is None:
-            del os.environ["MYPYPATH"]
+            os.environ.pop("MYPYPATH", None)
         else:
             os.environ["MYPYPATH"] = env_path
     return out + err, status
