@@ -32,6 +32,7 @@ from mpi4py import MPI
 import wacoll
 from wacoll import Topology
 from wacoll.errors import PlanError
+from wacoll.mpi.route import settle_all
 from wacoll.plans import Call, select
 
 WORLD = MPI.COMM_WORLD
@@ -483,10 +484,20 @@ class Mpi:
 
     @staticmethod
     def outcome(fn):
-        """Run ``fn()`` on this rank; ``(value, None)`` or ``(None, exception)``."""
+        """Run ``fn()`` on this rank; ``(value, None)`` or ``(None, exception)``.
+
+        A rank that returned before the call's verdict was in raises a failed one
+        at its next call of the communicator: here, where every communicator's
+        verdicts are collected (:func:`wacoll.mpi.route.settle_all`)."""
         try:
-            return fn(), None
+            value = fn()
+            settle_all()
+            return value, None
         except Exception as exc:  # noqa: BLE001 -- reported collectively by the caller
+            try:  # (the other communicators' verdicts, as every rank collects them)
+                settle_all()
+            except Exception:  # noqa: BLE001, S110 -- the first error is the one
+                pass
             return None, exc
 
     def run(self, fn, what="call"):

@@ -244,11 +244,18 @@ def _outcome(fn):
         return None, exc
 
 
+def _then_barrier(result, comm):
+    comm.Barrier()
+    return result
+
+
 def _check(comm, case):
     """The property, collectively: one error everywhere, or MPI's result everywhere."""
     faulthandler.dump_traceback_later(HANG_SECONDS, exit=True)
     try:
-        got, exc = _outcome(lambda: case.run(comm))
+        # a rank that returned before the call's verdict raises the failure at
+        # its next call of the communicator: the Barrier here
+        got, exc = _outcome(lambda: _then_barrier(case.run(comm), comm))
         spoilt_recvs = list(zip(case.recvs, case.initial))
     finally:
         faulthandler.cancel_dump_traceback_later()

@@ -609,7 +609,7 @@ def drive(Runner work, Runner check, intptr_t inbuf, intptr_t outbuf, int tag,
         return OK
     with nogil:
         outcome = _drive(work, check, <char *>inbuf, <char *>outbuf, tag,
-                         <char *>mine, <char *>flags, first)
+                         <char *>mine, <char *>flags, first, tag)
     return outcome
 
 
@@ -626,14 +626,14 @@ cdef int _stopped(Runner runner, int outcome, bint cancel) noexcept nogil:
 
 
 cdef int _drive(Runner work, Runner check, char *inbuf, char *outbuf, int tag,
-                char *mine, char *flags, bint first) noexcept nogil:
+                char *mine, char *flags, bint first, int check_tag) noexcept nogil:
     cdef int w = 1, c = 1, status
     cdef bint work_failed = False
     cdef const int64_t *own = <const int64_t *>mine
     cdef const int64_t *got = <const int64_t *>flags
     if True:
         if check is not None:
-            if check.start(mine, flags, tag) < 0:
+            if check.start(mine, flags, check_tag) < 0:
                 return CHECK_ERROR
             c = 0
         if work is not None and (check is None or not first):
@@ -740,12 +740,21 @@ cdef class PlanCall:
     first : bool
         Run the check before the work (``check="first"``).
     tag : int
-        The tag of the call's messages.
+        The tag of the work's messages.
     keep : tuple
         Objects the call's key names by identity, kept alive while recorded.
+    check_tag : int
+        The tag of ``check``'s messages (the same for every call, whatever its
+        arguments: a check is what tells them apart).
+    ring : Verdicts, optional
+        The communicator's checks in flight: the call's check runs there instead
+        of in ``check``, and the call returns once its work is done, its verdict
+        collected later (see :class:`Verdicts`; a call with no work, a Barrier,
+        waits for every verdict).
     """
 
     cdef readonly Runner work, check
+    cdef readonly Verdicts ring
     cdef readonly object blocking_check, sig, keep
     #: The plan the call runs, and its family.
     cdef public object plan, family
@@ -753,13 +762,14 @@ cdef class PlanCall:
     cdef intptr_t mine, flags_at, in_copy_at
     cdef Py_ssize_t in_index, in_offset, out_index, out_offset, in_copy_bytes
     cdef bint first
-    cdef int tag
+    cdef int tag, check_tag
     cdef bytes template
 
     def __init__(self, Runner work, Runner check, blocking_check, digest, sig,
                  tuple where_in, tuple where_out, Py_ssize_t in_copy_bytes, bint first,
-                 int tag, tuple keep=()):
+                 int tag, tuple keep=(), Verdicts ring=None, int check_tag=0):
         self.work, self.check, self.blocking_check = work, check, blocking_check
+        self.ring, self.check_tag = ring, check_tag
         self.sig, self.keep, self.first, self.tag = sig, keep, first, tag
         self._mine = np.array([0, 0, digest, -digest], np.int64)
         self.template = self._mine.tobytes()
@@ -791,12 +801,22 @@ cdef class PlanCall:
         if self.blocking_check is not None:
             if not self.blocking_check.run(self.template):
                 return 1
+        if self.ring is not None:
+            outcome = _drive_deferred(self.work, self.ring, <char *>inbuf,
+                                      <char *>outbuf, self.tag,
+                                      <const int64_t *>self.mine, self.sig,
+                                      self.work is None)
+            if outcome == OK:
+                return 0
+            if outcome == CHECK_FAILED:
+                return 1
+            raise _error(self.work.err)
         if self.work is None and self.check is None:
             return 0
         with nogil:
             outcome = _drive(self.work, self.check, <char *>inbuf, <char *>outbuf,
                              self.tag, <char *>self.mine, <char *>self.flags_at,
-                             self.first)
+                             self.first, self.check_tag)
         if outcome == OK:
             return 0
         if outcome == CHECK_FAILED:
@@ -892,9 +912,14 @@ cdef class LibraryCall:
         Objects the call's key names by identity, kept alive while recorded.
     tag : int
         The tag of the check's messages.
+    ring : Verdicts, optional
+        The communicator's checks in flight: the call's check runs there, and the
+        call returns once the library's request is complete, its verdict
+        collected later (a Barrier waits for every verdict).
     """
 
     cdef readonly Runner check
+    cdef readonly Verdicts ring
     cdef readonly object method, sig, keep
     cdef public object plan, family
     cdef tuple replace
@@ -905,14 +930,14 @@ cdef class LibraryCall:
     cdef readonly list abandoned
 
     def __init__(self, Runner check not None, digest, method, tuple replace not None,
-                 sig, tuple keep not None, int tag):
+                 sig, tuple keep not None, int tag, Verdicts ring=None):
         global _addressof
         if _addressof is None:
             from mpi4py import MPI
             _addressof = MPI._addressof
         self.check, self.method, self.replace, self.sig, self.keep = \
             check, method, replace, sig, keep
-        self.tag = tag
+        self.tag, self.ring = tag, ring
         self.plan, self.family = None, NATIVE
         self._mine = np.array([0, 0, digest, -digest], np.int64)
         self._flags = np.zeros(4, np.int64)
@@ -934,10 +959,21 @@ cdef class LibraryCall:
             request = self.method(*(replaced(args, self.replace) if self.replace
                                     else args))
             req = <char *><intptr_t>_addressof(request)
+        if self.ring is not None:
+            outcome = _library_deferred(self.ring, req, <const int64_t *>self.mine,
+                                        self.sig, &err)
+            if outcome == OK:
+                return True
+            if request is not None and outcome != WORK_ERROR:
+                self.abandoned.append(request)
+            if outcome == CHECK_FAILED:
+                return False
+            raise _error(err)
         with nogil:
             if req == NULL:  # a Barrier: the check alone
                 outcome = _drive(None, self.check, NULL, NULL, self.tag,
-                                 <char *>self.mine, <char *>self.flags_at, False)
+                                 <char *>self.mine, <char *>self.flags_at, False,
+                                 self.tag)
             else:
                 outcome = _drive_library(self.check, req, <char *>self.mine,
                                          <char *>self.flags_at, self.tag, &err)
@@ -1238,3 +1274,377 @@ cdef class Started:
             if nap < 0:
                 self._abandon()
                 return INTERRUPTED
+
+
+# ------------------------------------------------------------ verdicts in flight
+cdef enum:
+    V_FREE = 0
+    V_RUNNING = 1
+    V_PASSED = 2
+    V_FAILED = 3
+
+
+cdef class Verdicts:
+    """The checks of a communicator's blocking calls still in flight: a ring of
+    compiled check runners, one per call, each with its own tag.
+
+    A blocking call on several clusters returns once this rank's part of its work is
+    done (:func:`_drive_deferred`), as the MPI library's would, while its check may
+    still travel: the check stays here, its verdict collected later. Every later
+    call polls the ring, a call that finds it full waits for the oldest check, and
+    anything that must not run before every verdict is in (a call read afresh, a
+    Barrier, a non-blocking start, ``Free``) settles it (:meth:`settle`). Verdicts
+    are collected in call order, and a failed one is reported only once every
+    older check is complete, so every rank reports the same (oldest) failed call.
+
+    Each check's messages carry its slot's tag on the ring's own communicator:
+    several checks in flight at once never match each other's messages.
+
+    Parameters
+    ----------
+    runners : list of Runner
+        The check's compiled all-reduce (MAX of four int64), one runner per slot,
+        all on ``comm``.
+    comm : mpi4py.MPI.Intracomm
+        The communicator of the checks' messages (kept here).
+    tag0 : int
+        The tag of slot 0's messages (slot ``i``'s is ``tag0 + i``). A ring that
+        follows one given up (:meth:`abandon`) on the same communicator takes the
+        tags after it, so that the abandoned checks' messages never match its own.
+    """
+
+    cdef list _runners
+    cdef object _mine, _flags, _state
+    cdef int64_t *mine
+    cdef int64_t *flags
+    cdef char *state
+    cdef readonly int width, head, count
+    #: The slot of the oldest failed verdict (-1: none).
+    cdef readonly int failed
+    #: The communicator of the checks' messages.
+    cdef readonly object comm
+    cdef list _sigs
+    cdef Runner _error_runner
+    #: The tag of slot 0's messages.
+    cdef readonly int tag0
+    #: Calls folded into the next check (:meth:`fold`), and their running digest.
+    cdef readonly int nfolded
+    cdef readonly int64_t folded
+
+    def __init__(self, list runners not None, comm, int tag0=0):
+        cdef int64_t[:, ::1] mv
+        cdef int64_t[:, ::1] fv
+        cdef char[::1] sv
+        if not runners:
+            raise ValueError("a ring of checks needs at least one runner")
+        self._runners, self.comm = runners, comm
+        self.width = len(runners)
+        self._mine = np.zeros((self.width, 4), np.int64)
+        self._flags = np.zeros((self.width, 4), np.int64)
+        self._state = np.zeros(self.width, np.int8)
+        mv, fv, sv = self._mine, self._flags, self._state
+        self.mine, self.flags, self.state = &mv[0, 0], &fv[0, 0], &sv[0]
+        self._sigs = [None] * self.width
+        self.head = self.count = 0
+        self.failed = -1
+        self.tag0 = tag0
+        self.nfolded, self.folded = 0, 0
+
+    @property
+    def idle(self):
+        """Whether no verdict is outstanding (none in flight, none failed)."""
+        return self.count == 0 and self.failed < 0
+
+    @property
+    def in_flight(self):
+        """How many checks are in flight."""
+        cdef int i, n = 0
+        for i in range(self.count):
+            if self.state[(self.head + i) % self.width] == V_RUNNING:
+                n += 1
+        return n
+
+    cdef int _conclude(self, int slot) noexcept:
+        """A slot's check is complete: passed or failed by its flags."""
+        self.state[slot] = V_PASSED if _passed(self.mine + 4 * slot,
+                                               self.flags + 4 * slot) else V_FAILED
+        return 0
+
+    cdef int _advance(self, int slot) except -2:
+        """Advance one running check without waiting: 1 when it is complete."""
+        cdef Runner runner = <Runner>self._runners[slot]
+        cdef int status = runner.advance(False)
+        if status < 0:
+            runner.cancel()
+            self._error_runner = runner
+            raise _error(runner.err)
+        if status == 1:
+            self._conclude(slot)
+        return status
+
+    cdef int _retire_head(self) noexcept:
+        """Drop the passed checks at the head of the ring."""
+        while self.count and self.state[self.head] == V_PASSED:
+            self.state[self.head] = V_FREE
+            self._sigs[self.head] = None
+            self.head = (self.head + 1) % self.width
+            self.count -= 1
+        return 0
+
+    cdef int poll(self, bint block) except -2:
+        """Advance every check in flight (to the end, with ``block``): 1 when a
+        verdict failed (its slot in :attr:`failed`, every older check complete),
+        0 otherwise. Raises the MPI library's error of a check that could not run,
+        or what a signal handler raised while it waited."""
+        cdef int i, slot, failed_at
+        cdef double began = 0, nap = 1e-6, due = 0
+        if self.failed >= 0:
+            return 1
+        while True:
+            failed_at = -1
+            for i in range(self.count):
+                slot = (self.head + i) % self.width
+                if self.state[slot] == V_RUNNING:
+                    self._advance(slot)
+                if self.state[slot] == V_FAILED:
+                    failed_at = i
+                    break
+            self._retire_head()
+            if failed_at >= 0:
+                # every check older than the failed one must be complete: the
+                # oldest failure is the one every rank reports
+                for i in range(failed_at):
+                    if self.state[(self.head + i) % self.width] == V_RUNNING:
+                        break
+                else:
+                    for i in range(failed_at + 1):
+                        slot = (self.head + i) % self.width
+                        if self.state[slot] == V_FAILED:
+                            self.failed = slot
+                            return 1
+            elif not block or self.count == 0:
+                return 0
+            if began == 0:
+                began = wacoll_now()
+            with nogil:
+                nap = _pause(began, nap, &due)
+            if nap < 0:
+                raise _error(E_INTERRUPTED)
+
+    cdef int open(self, const int64_t *mine, object sig) except -2:
+        """Start the check of a new call (its four flags ``mine``) in the next slot,
+        waiting for the oldest check when every slot is in flight: the slot, or
+        -1 when a verdict failed (nothing started)."""
+        cdef int slot
+        cdef Runner runner
+        cdef double began = 0, nap = 1e-6, due = 0
+        if self.poll(False):
+            return -1
+        while self.count == self.width:  # full: the oldest verdict first
+            if self.poll(False):
+                return -1
+            if self.count < self.width:
+                break
+            if began == 0:
+                began = wacoll_now()
+            with nogil:
+                nap = _pause(began, nap, &due)
+            if nap < 0:
+                raise _error(E_INTERRUPTED)
+        slot = (self.head + self.count) % self.width
+        self.count += 1
+        memcpy(self.mine + 4 * slot, mine, 4 * sizeof(int64_t))
+        if self.nfolded:  # the calls folded since the last check are checked too
+            self.mine[4 * slot + 2] = _fold(self.folded, mine[2])
+            self.mine[4 * slot + 3] = -self.mine[4 * slot + 2]
+            self.nfolded, self.folded = 0, 0
+        self._sigs[slot] = sig
+        self.state[slot] = V_RUNNING
+        runner = <Runner>self._runners[slot]
+        if runner.start(<char *>(self.mine + 4 * slot), <char *>(self.flags + 4 * slot),
+                        self.tag0 + slot) < 0:
+            runner.cancel()
+            raise _error(runner.err)
+        self._advance(slot)
+        return slot
+
+    def reserve(self):
+        """The next slot for a check run outside the ring (a call on the Python
+        route, after :meth:`settle`): ``(slot, runner, tag)``; :meth:`release`
+        gives it back once that check is complete."""
+        if self.count:
+            raise RuntimeError("a check was reserved while others are in flight")
+        slot = self.head
+        self.count = 1
+        self.state[slot] = V_RUNNING
+        folded = self.folded if self.nfolded else None
+        self.nfolded, self.folded = 0, 0
+        return slot, self._runners[slot], self.tag0 + slot, folded
+
+    cpdef fold(self, int64_t digest):
+        """A call with nothing to move (every rank's count is 0): no check of its
+        own; its signature's ``digest`` goes into the next check's, which fails
+        where any rank's calls since the last check differ (:func:`fold_digest`).
+        """
+        self.folded = _fold(self.folded, digest) if self.nfolded else digest
+        self.nfolded += 1
+
+    def flush(self):
+        """Check the calls folded since the last check now, with a check of their
+        own (where every rank flushes: ``Free``, a new communicator, a
+        non-blocking start, the end of the process), and wait for every verdict:
+        True when all passed."""
+        cdef int64_t mine[4]
+        if self.nfolded:
+            mine[0], mine[1] = 0, 0
+            mine[2] = _fold(self.folded, _FLUSHED)
+            mine[3] = -mine[2]
+            self.nfolded, self.folded = 0, 0
+            if self.open(mine, None) < 0:
+                return False
+        return self.poll(True) == 0
+
+    def release(self, int slot):
+        """A reserved slot's check is complete (its call reports its own verdict)."""
+        self.state[slot] = V_PASSED
+        self._retire_head()
+
+    def settle(self):
+        """Wait for every verdict in flight: True when all passed, False when one
+        failed (:meth:`failure` says which)."""
+        return self.poll(True) == 0
+
+    def check(self):
+        """Collect the verdicts already in, without waiting: False when one failed."""
+        return self.poll(False) == 0
+
+    def failure(self):
+        """``(sig, flags, tag)`` of the oldest failed verdict: this rank's
+        signature of that call, the check's all-reduced flags and its tag."""
+        if self.failed < 0:
+            raise RuntimeError("no verdict failed")
+        return (self._sigs[self.failed], self._flags[self.failed].copy(),
+                self.tag0 + self.failed)
+
+    def abandon(self):
+        """Give up every check in flight, after a failed verdict: their receives
+        are cancelled, and the ring is not used again (whoever holds it keeps it,
+        and its runners' buffers, alive: MPI may still write them). Nothing is
+        outstanding afterwards (:attr:`idle`)."""
+        cdef int i, slot
+        for i in range(self.count):
+            slot = (self.head + i) % self.width
+            if self.state[slot] == V_RUNNING:
+                (<Runner>self._runners[slot]).cancel()
+        self.count, self.failed = 0, -1
+
+
+#: The digest a flush check folds in after the folded calls' (any fixed value).
+cdef int64_t _FLUSHED = 0x5EA1ED
+cdef int64_t _FOLD_MOD = 4294967291  # the largest prime below 2**32
+
+
+cdef inline int64_t _fold(int64_t folded, int64_t digest) noexcept nogil:
+    return (folded % _FOLD_MOD * 33 + digest % _FOLD_MOD + 1) % _FOLD_MOD
+
+
+def fold_digest(folded, digest):
+    """The digest of a check that follows folded calls (running digest ``folded``)
+    for a call whose own digest is ``digest``, as :class:`Verdicts` makes it.
+
+    Examples
+    --------
+    >>> fold_digest(0, 7) == fold_digest(0, 7) != fold_digest(7, 0)
+    True
+    """
+    return _fold(folded, digest)
+
+
+cdef int _drive_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,
+                         int tag, const int64_t *mine, object sig,
+                         bint settle) except -2:
+    """Run a blocking call's ``work`` (None: nothing but its check, as for a
+    Barrier) with its check in ``ring``: ``OK`` once this rank's work is done (its
+    verdict, and older ones, may still be in flight; with ``settle`` once every
+    verdict is in), ``CHECK_FAILED`` when a verdict failed (this call's or an
+    older one's: the ring's ``failed``; the work was cancelled), ``WORK_ERROR``
+    when the work failed and every verdict passed (its MPI error in
+    ``work.err``)."""
+    cdef int w = 1, status
+    cdef bint work_failed = False
+    cdef double began = 0, nap = 1e-6, due = 0
+    cdef int slot = ring.open(mine, sig)
+    if slot < 0:
+        return CHECK_FAILED
+    if work is not None:
+        with nogil:
+            status = work.start(inbuf, outbuf, tag)
+            if status == 0:
+                w = work.advance(False)
+            else:
+                w = -1
+            if w < 0:
+                work.cancel()
+        if w < 0:
+            work_failed, w = True, 1
+    while True:
+        if w == 0:
+            with nogil:
+                w = work.advance(False)
+                if w < 0:
+                    work.cancel()
+            if w < 0:
+                work_failed, w = True, 1
+        if ring.poll(False):
+            if w == 0:
+                work.cancel()
+            return CHECK_FAILED
+        if w == 1:
+            if not work_failed and not (settle and ring.count):
+                return OK
+            if work_failed and ring.state[slot] != V_RUNNING:
+                # this call's check passed (a failure was reported above)
+                return WORK_ERROR
+        if began == 0:
+            began = wacoll_now()
+        with nogil:
+            nap = _pause(began, nap, &due)
+        if nap < 0:
+            if w == 0:
+                work.cancel()
+            raise _error(E_INTERRUPTED)
+
+
+cdef int _library_deferred(Verdicts ring, char *req, const int64_t *mine, object sig,
+                           int *err) except -2:
+    """Wait for the MPI library's non-blocking collective whose request is at
+    ``req`` (NULL: none, a Barrier: then every verdict) with its check in ``ring``:
+    ``OK`` once the request is complete (verdicts may still be in flight),
+    ``CHECK_FAILED`` when a verdict failed (the request is left as it is),
+    ``WORK_ERROR`` when the collective failed and every verdict passed (its MPI
+    error in ``err``)."""
+    cdef int flag = 0
+    cdef bint done = req == NULL, failed = False
+    cdef double began = 0, nap = 1e-6, due = 0
+    if ring.open(mine, sig) < 0:
+        return CHECK_FAILED
+    while True:
+        if not done:
+            with nogil:
+                err[0] = wacoll_test(&_M, req, &flag)
+            if err[0]:
+                done = failed = True
+            elif flag:
+                done = True
+        if ring.poll(False):
+            return CHECK_FAILED
+        if done and not failed and not (req == NULL and ring.count):
+            return OK
+        if failed and ring.count == 0:
+            return WORK_ERROR
+        if began == 0:
+            began = wacoll_now()
+        with nogil:
+            nap = _pause(began, nap, &due)
+        if nap < 0:
+            raise _error(E_INTERRUPTED)

@@ -346,6 +346,9 @@ class Check:
     persistent : PersistentCheck, optional
         Run the check to completion now, in this request (one cluster's blocking
         calls).
+    folded : int, optional
+        The running digest of calls with nothing to move since the last check
+        (:meth:`wacoll.mpi._runner.Verdicts.fold`): checked with this call.
     """
 
     __slots__ = (
@@ -359,6 +362,7 @@ class Check:
         "runner",
         "pool",
         "_mine",
+        "errors_at",
     )
 
     def __init__(
@@ -372,9 +376,14 @@ class Check:
         pool=None,
         tag=0,
         persistent=None,
+        folded=None,
     ):
         rank = comm.Get_rank()
         crc = sig.digest()
+        if folded is not None:  # calls with nothing to move went before: theirs too
+            from wacoll.mpi._runner import fold_digest
+
+            crc = fold_digest(folded, crc)
         code = (
             0
             if error is None
@@ -384,7 +393,7 @@ class Check:
         )
         mine = np.array([0 if error is None else rank + 1, code, crc, -crc], np.int64)
         self.error, self.sig, self.comm, self.done = error, sig, comm, False
-        self.runner = self.pool = None
+        self.runner = self.pool = self.errors_at = None
         if persistent is not None:  # complete now, in the communicator's own request
             persistent.run(mine)
             self.flags, self.run, self.request, self.done = (
@@ -424,7 +433,7 @@ class Check:
         check = cls.__new__(cls)
         check.error, check.sig, check.comm, check.done = None, sig, comm, True
         check.flags, check.request, check.run = flags, None, None
-        check.runner = check.pool = None
+        check.runner = check.pool = check.errors_at = None
         return check
 
     @property
@@ -489,7 +498,9 @@ class Check:
         signatures on the check's communicator, so the error names the faulty rank's
         own message; without it (a call completed by the progress thread, which must
         not start collectives of its own), the flags say which rank failed and with
-        which error class.
+        which error class. Where the faulty rank sent its error to every rank when
+        it checked (``errors_at``: the communicator and tag, see
+        :meth:`wacoll.mpi.argcheck.ArgumentCheck.of_call`), that error is raised.
         """
         if exchange:
             try:
@@ -498,10 +509,21 @@ class Check:
                 return exc
             return WacollError("the ranks' arguments disagree")  # pragma: no cover
         rank, code = int(self.flags[0]) - 1, int(self.flags[1])
+        if rank >= 0 and self.errors_at is not None:
+            # the faulty rank sent its error to every rank when it checked
+            comm, tag = self.errors_at
+            if rank == comm.Get_rank() and self.error is not None:
+                data = portable_error(self.error)
+            else:
+                data = comm.recv(source=rank, tag=tag)
+            err = rebuild_error(rank, data)
+            if self.error is not None:
+                err.__cause__ = self.error
+            return err
         if rank < 0:
             return WacollError(
                 "the ranks disagree on the call: their arguments "
-                "describe different operations (a blocking call names "
+                "describe different operations (check='first' names "
                 "the ranks and fields)"
             )
         cls = (

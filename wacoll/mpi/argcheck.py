@@ -43,14 +43,20 @@ import numpy as np
 from mpi4py import MPI
 
 from wacoll.mpi.agreement import Check, blocking_check
-from wacoll.mpi.runner import compile_program, runner_ready
+from wacoll.mpi.runner import compile_program, runner_ready, verdicts_ring
 from wacoll.plans import Call, select
 from wacoll.plans.rank import lower_for_rank, plan_for_rank
 
-__all__ = ["ArgumentCheck", "CHECK_MODES"]
+__all__ = ["ArgumentCheck", "CHECK_MODES", "VERDICTS"]
 
 #: The check modes (see :class:`wacoll.Comm`'s ``check``).
 CHECK_MODES = ("beside", "first", "off")
+
+#: Checks of blocking calls a rank may leave in flight on several clusters (the
+#: calls returned before their verdicts): a call that finds this many waits for
+#: the oldest. Enough for a loop of calls to pipeline across a wide-area round
+#: trip (a metro link's 1 ms, tens of microseconds a call).
+VERDICTS = 32
 
 
 class ArgumentCheck:
@@ -87,6 +93,11 @@ class ArgumentCheck:
     abandoned : list
         Checks given up while they ran (an interrupt, an MPI error): kept, with their
         runners and buffers, for as long as the communicator lives.
+    verdicts : wacoll.mpi._runner.Verdicts or None
+        Several clusters, checked beside, compiled runner available: the checks of
+        blocking calls still in flight (a blocking call returns when its work is
+        done, its verdict collected later). Every blocking call's check runs there,
+        whatever its route, so that every rank numbers the checks alike.
     """
 
     def __init__(self, control, topology, mode):
@@ -96,7 +107,9 @@ class ArgumentCheck:
         self.several = topology.nclusters > 1
         self.first = mode == "first"
         self.program = self.compiled = self.blocking = self._tables = None
+        self.verdicts = None
         self.spare, self.abandoned = [], []
+        self.sent = []  # this rank's errors sent to the others (until delivered)
         rank = control.Get_rank()
         if self.several:  # the check runs as a wide-area optimal all-reduce
             selection = select(
@@ -108,6 +121,9 @@ class ArgumentCheck:
             if self.enabled and runner_ready():
                 self._tables = compile_program(self.program, np.dtype(np.int64), "max")
                 self.compiled = self._tables.runner(control)
+                if not self.first:
+                    ring_comm = MPI.Intracomm(MPI.Intracomm.Dup(control))
+                    self.verdicts = verdicts_ring(self._tables, ring_comm, VERDICTS)
         elif self.enabled:  # blocking calls check first (shared memory on one node)
             self.blocking = blocking_check(control)
 
@@ -119,6 +135,22 @@ class ArgumentCheck:
         a compiled call's check does (one of :attr:`spare` runners, or a new one)."""
         if not self.enabled:
             return None
+        if blocking and self.verdicts is not None:  # (settled by the caller)
+            ring = self.verdicts
+            slot, runner, tag, folded = ring.reserve()
+            check = Check(
+                self.control,
+                error,
+                sig,
+                runner=runner,
+                pool=_Reserved(ring, slot, self.abandoned),
+                tag=tag,
+                folded=folded,
+            )
+            check.errors_at = (ring.comm, error_tag(ring.comm, tag))
+            if error is not None:
+                self._send_error(error, *check.errors_at)
+            return check
         if self._tables is not None:
             runner = self.spare.pop() if self.spare else self._tables.runner(self.control)
             return Check(self.control, error, sig, runner=runner, pool=self, tag=tag)
@@ -163,20 +195,82 @@ class ArgumentCheck:
         call on one cluster (whose check has no latency to hide)."""
         return self.first or (blocking and not self.several)
 
-    def failure(self, sig, flags, exchange=True):
+    def failure(self, sig, flags, exchange=True, tag=None):
         """The error every rank raises after a compiled or replayed call's check
         failed (``flags``: what the check all-reduced; None: the blocking check's).
-        ``exchange=False`` for a non-blocking call: no collective, the error named
-        by the flags alone (see :meth:`~wacoll.mpi.agreement.Check.failure`)."""
+        ``exchange=False`` for a non-blocking call, or a verdict collected after
+        the call returned: no collective, the error named by the flags alone, or
+        for a verdict of the ring (its check's ``tag``) the faulty rank's own, as
+        it sent it (see :meth:`~wacoll.mpi.agreement.Check.failure`)."""
         if flags is None:
             flags = self.blocking.flags.copy()
-        return Check.completed(self.control, sig, flags).failure(exchange)
+        check = Check.completed(self.control, sig, flags)
+        if tag is not None:
+            comm = self.verdicts.comm
+            check.errors_at = (comm, error_tag(comm, tag))
+        return check.failure(exchange)
+
+    def _send_error(self, error, comm, tag):
+        """Send this rank's own error with its check to every other rank: whoever
+        learns of the failure later receives it without a collective, and raises
+        what this rank raises."""
+        from wacoll.mpi.agreement import portable_error
+
+        data = portable_error(error)
+        me = comm.Get_rank()
+        self.sent = [r for r in self.sent if not r.Test()]
+        self.sent += [
+            comm.isend(data, dest=r, tag=tag)
+            for r in range(comm.Get_size())
+            if r != me
+        ]
+
+    def renew(self):
+        """After a failed verdict (every rank once, each when it learns of it; no
+        collective): the checks still in flight are given up and kept, and calls
+        check in a fresh ring from now on, whose tags are not the old ring's."""
+        old = self.verdicts
+        if old is None:
+            return
+        old.abandon()
+        self.abandoned.append(old)
+        self.verdicts = verdicts_ring(self._tables, old.comm, VERDICTS, after=old)
 
     def free(self):
-        """Release the blocking check's resources (collective)."""
+        """Release the blocking check's resources (collective; the verdicts in
+        flight are settled first by the caller)."""
         if self.blocking is not None:
             self.blocking.free()
             self.blocking = None
+        if self.verdicts is not None:
+            self.verdicts.comm.Free()
+            self.verdicts = None
+
+
+def error_tag(comm, tag):
+    """The tag of a faulty rank's error sent with its check (whose messages carry
+    ``tag`` on ``comm``): in the upper half of the tags ``comm`` allows, which the
+    checks' own never reach."""
+    return (comm.Get_attr(MPI.TAG_UB) or 32767) // 2 + tag
+
+
+class _Reserved:
+    """Where a Python-route check's runner goes back to: its slot of the ring
+    (:meth:`~wacoll.mpi._runner.Verdicts.release`) once complete, or with the
+    whole check to ``abandoned`` when given up (see
+    :class:`~wacoll.mpi.agreement.Check`'s ``pool``)."""
+
+    __slots__ = ("ring", "slot", "abandoned")
+
+    def __init__(self, ring, slot, abandoned):
+        self.ring, self.slot, self.abandoned = ring, slot, abandoned
+
+    @property
+    def spare(self):
+        return self
+
+    def append(self, runner):
+        self.ring.release(self.slot)
 
 
 def _iallreduce_max(control, flags):

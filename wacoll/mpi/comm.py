@@ -416,13 +416,23 @@ class Comm(MPI.Intracomm):
         route.control.Free()
         MPI.Intracomm.Free(self)
 
+    def _settled(self):
+        """Collect the verdicts of calls still in flight before a collective outside
+        the calls (a new communicator, a file written): a failed one raises here,
+        on every rank."""
+        route = getattr(self, "_route", None)
+        if route is not None and route.wire is not None and route.broken is None:
+            route.settle(flush=True)
+
     def Dup(self, info: MPI.Info | None = None) -> Comm:
         """A duplicate with the same topology and settings (collective)."""
+        self._settled()
         new = super().Dup() if info is None else super().Dup(info)
         return new._adopt(self, self.network)
 
     def Clone(self) -> Comm:
         """A duplicate with the same topology and settings (collective)."""
+        self._settled()
         return super().Clone()._adopt(self, self.network)
 
     def _derive(self, comm):
@@ -435,20 +445,24 @@ class Comm(MPI.Intracomm):
 
     def Split(self, color: int = 0, key: int = 0) -> MPI.Comm:
         """Split by ``color``; each part is a wacoll communicator (collective)."""
+        self._settled()
         return self._derive(super().Split(color, key))
 
     def Split_type(
         self, split_type: int, key: int = 0, info: MPI.Info = MPI.INFO_NULL
     ) -> MPI.Comm:
         """Split by type (e.g. shared memory); each part is a wacoll communicator."""
+        self._settled()
         return self._derive(super().Split_type(split_type, key, info))
 
     def Create(self, group: MPI.Group) -> MPI.Comm:
         """A wacoll communicator over ``group`` (collective over this one)."""
+        self._settled()
         return self._derive(super().Create(group))
 
     def Create_group(self, group: MPI.Group, tag: int = 0) -> MPI.Intracomm:
         """A wacoll communicator over ``group`` (collective over its members)."""
+        self._settled()
         return self._derive(super().Create_group(group, tag))
 
     # ------------------------------------------------------------- collectives
@@ -1284,6 +1298,8 @@ class Comm(MPI.Intracomm):
             # that has not learned yet of the failure, too), instead of one refusing
             # it alone while the others wait for it
             bad_options = WacollError(route.broken)
+        if route.broken is None:
+            route.settle()  # what is read afresh may agree across ranks (collectives)
         entered = now() if self._tuning is not None else 0.0
         tracer = self.tracer
         t0 = tracer.clock() if tracer else 0.0
@@ -1325,6 +1341,10 @@ class Comm(MPI.Intracomm):
         if desc.shape is not None:
             route.start_at = self._tuning.start_instant()
         result = route.run(desc, exe)
+        if desc.shape is not None or counted_out is not None:
+            # learning agrees on what it observed (collectives): the call's verdict
+            # first, so that a rank that raises it never meets a peer in them
+            route.settle()
         if counted_out is not None:
             self._tuning.observe(counted_out, math.inf, self._candidates(desc))
         if desc.shape is not None:
@@ -1405,6 +1425,7 @@ class Comm(MPI.Intracomm):
         :class:`~wacoll.errors.TuningError`, naming ``path`` and the cause.
         """
         self._route.usable()
+        self._settled()
         tuning = self._tuning
         from_rank_0(
             self._route.wire,

@@ -62,6 +62,7 @@ __all__ = [
     "Tracer",
     "TAG",
     "BLOCKING_TAG",
+    "blocking_tag",
     "call_tag",
 ]
 
@@ -81,6 +82,27 @@ TAG_BASE, TAG_SPAN = 1 << 14, 1 << 14
 #: messages it never matches. One tag lets a repeated call run without knowing its
 #: sequence number (:class:`wacoll.mpi._runner.PlanCall`).
 BLOCKING_TAG = TAG_BASE - 1
+#: Tags of blocking calls' plan messages: ``DIGEST_TAG_LOW`` and up, one of
+#: ``DIGEST_TAGS`` made from the call's signature digest (:func:`blocking_tag`),
+#: below :data:`BLOCKING_TAG` and the clock exchange's tag.
+DIGEST_TAG_LOW, DIGEST_TAGS = 1 << 13, 8188
+
+
+def blocking_tag(digest: int) -> int:
+    """The tag of a blocking call's plan messages: made from its signature's
+    ``digest``, so that a rank whose arguments differ from its peer's (a call the
+    cross-rank check will refuse) never receives the peer's messages into its
+    buffers. A call returns before its check's verdict is in
+    (:class:`wacoll.mpi._runner.Verdicts`); the tag keeps what it writes its own.
+    Two different signatures share a tag once in :data:`DIGEST_TAGS`; the check
+    still refuses such a call, on every rank.
+
+    Examples
+    --------
+    >>> blocking_tag(0), blocking_tag(DIGEST_TAGS), blocking_tag(-1) < BLOCKING_TAG
+    (8192, 8192, True)
+    """
+    return DIGEST_TAG_LOW + digest % DIGEST_TAGS
 
 
 def call_tag(seq: int) -> int:

@@ -25,7 +25,7 @@ from mpi4py import MPI
 
 import wacoll.mpi._runner as _runner
 from wacoll.mpi.bounded import BoundedCache
-from wacoll.mpi.executor import BLOCKING_TAG
+from wacoll.mpi.executor import BLOCKING_TAG, blocking_tag
 from wacoll.mpi.fastpath import CAPACITY
 from wacoll.mpi.runner import array_address, compile_program, runner_ready
 
@@ -120,6 +120,7 @@ class PlanCalls:
         self.blocking_check = argcheck.blocking
         self.ready = runner_ready()
         self.check = argcheck.compiled
+        self.argcheck = argcheck
         self._several = argcheck.several and argcheck.enabled
         self._runners = BoundedCache(RUNNERS)
         self._retired = []
@@ -192,8 +193,10 @@ class PlanCalls:
             where_out or _NOWHERE,
             copy_bytes,
             self.first,
-            BLOCKING_TAG,
+            blocking_tag(sig.digest()),
             keep,
+            self.argcheck.verdicts if check is not None else None,
+            BLOCKING_TAG,
         )
         planned.plan, planned.family = plan, plan.family
         if recordable:
@@ -213,7 +216,14 @@ class PlanCalls:
             return None
         keep = kept_alive(args)
         call = _runner.LibraryCall(
-            self.check, sig.digest(), method, replace, sig, keep, BLOCKING_TAG
+            self.check,
+            sig.digest(),
+            method,
+            replace,
+            sig,
+            keep,
+            BLOCKING_TAG,
+            self.argcheck.verdicts,
         )
         if key is not None:
             self._record(key, call)

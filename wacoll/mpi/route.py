@@ -35,7 +35,10 @@ call ran (:attr:`Route.last_plan`, :attr:`Route.last_family`,
 
 from __future__ import annotations
 
+import atexit
 import functools
+import sys
+import weakref
 
 from mpi4py import MPI
 
@@ -47,7 +50,7 @@ from wacoll.mpi.clocks import now, wait_until
 from wacoll.mpi.composite import CompositeWork, cluster_communicator
 from wacoll.mpi.dispatch import CompositeRun, LibraryCollective, library_method
 from wacoll.mpi.engine import Naps, engine, require_threads
-from wacoll.mpi.executor import BLOCKING_TAG, ProgramRun, call_tag
+from wacoll.mpi.executor import BLOCKING_TAG, ProgramRun, blocking_tag, call_tag
 from wacoll.mpi.fastpath import CAPACITY
 from wacoll.mpi.interrupts import collective_name
 from wacoll.mpi.persistent import Prequest, Request
@@ -56,7 +59,76 @@ from wacoll.mpi.startcall import StartedCall, StartedTask
 from wacoll.mpi.task import CallTask, NativeWork, StartOrder
 from wacoll.plans.select import NATIVE
 
-__all__ = ["Route", "private_dup"]
+__all__ = ["Route", "private_dup", "settle_all"]
+
+
+#: Routes whose blocking calls may leave verdicts in flight (several clusters).
+_WITH_VERDICTS: weakref.WeakSet = weakref.WeakSet()
+
+
+def settle_all():
+    """Collect the verdicts still in flight on every communicator of this process
+    (collective over each: every rank of each calls it, or a call of each): a
+    failed one raises, as the communicator's next call would."""
+    for route in list(_WITH_VERDICTS):
+        if route.wire is not None and route.broken is None:
+            route.settle(flush=True)
+
+
+@atexit.register
+def _settle_at_exit():
+    """At the end of the process (before MPI finalizes): collect the verdicts still
+    in flight, as ``MPI_Finalize`` completes what is pending; a failed one is
+    reported on standard error (there is no call left to raise it in)."""
+    for route in list(_WITH_VERDICTS):
+        if route.wire is None or route.broken is not None:
+            continue
+        try:
+            route.settle(catch_up=False, flush=True)
+        except WacollError as exc:
+            print(
+                f"wacoll: a collective call's cross-rank check failed after this "
+                f"rank had returned from it: {exc}",
+                file=sys.stderr,
+            )
+
+
+#: Operations whose count is every rank's: count 0 moves nothing anywhere.
+_COUNTED = frozenset(
+    (
+        "bcast",
+        "scatter",
+        "gather",
+        "allgather",
+        "alltoall",
+        "reduce",
+        "allreduce",
+        "scan",
+        "exscan",
+        "reduce_scatter_block",
+    )
+)
+
+
+def moves_nothing(sig) -> bool:
+    """Whether a call with signature ``sig`` moves no data on any rank that agrees
+    with it: an operation whose count is every rank's, with count 0."""
+    return sig.count == 0 and sig.kind in _COUNTED
+
+
+class FoldedCall:
+    """A recorded blocking call with nothing to move: replaying it folds its digest
+    into the communicator's next check (:meth:`Route._fold`)."""
+
+    __slots__ = ("ring", "digest", "sig", "plan", "family")
+
+    def __init__(self, ring, sig, plan, family):
+        self.ring, self.sig, self.digest = ring, sig, sig.digest()
+        self.plan, self.family = plan, family
+
+    def run(self, args):
+        self.ring.fold(self.digest)
+        return True
 
 
 def private_dup(comm):
@@ -118,11 +190,15 @@ class Route:
         # slots of failed non-blocking calls, with their buffers (never reused)
         self.abandoned_calls = []
         self.seq = 0
+        #: A failed call's wire is yet to be replaced (:meth:`catch_up`).
+        self.retire_due = False
         #: The progress engine's entries of the non-blocking calls started, until
         #: seen complete (:meth:`free` completes them first).
         self.in_flight = []
         #: The order the library's collectives start in when checks come first.
         self.start_order = StartOrder()
+        if argcheck.verdicts is not None:
+            _WITH_VERDICTS.add(self)
         self.broken = None
         self.broken_everywhere = False
         self.last_plan = self.last_family = self.last_route = None
@@ -187,6 +263,7 @@ class Route:
         call = None if key is None or self.broken is not None else self.started.get(key)
         if call is None:
             return None
+        self.settle(flush=True)
         require_threads()  # before anything starts
         return self._launch(call, args, "replayed", "a repeated call, run as recorded")
 
@@ -197,6 +274,8 @@ class Route:
         call, a :class:`~wacoll.mpi.persistent.Request` for a non-blocking one, a
         :class:`~wacoll.mpi.persistent.Prequest` for a persistent one."""
         mode = desc.mode
+        if mode != "call" and self.argcheck.verdicts is not None:
+            self.settle(flush=True)  # checked apart from the ring
         if mode == "start":
             require_threads()  # before anything starts
         if exe is not None and mode == "start" and self.replays is not None:
@@ -209,6 +288,17 @@ class Route:
                     exe.reason,
                     None if call.method is None else tuple(map(for_mpi, desc.args)),
                 )
+        ring = self.argcheck.verdicts
+        if (
+            ring is not None
+            and mode == "call"
+            and exe is not None
+            and desc.shape is None
+            and self.tracer is None
+            and moves_nothing(desc.sig)
+        ):
+            self._fold(desc, exe, ring)
+            return None
         seq = self.seq
         self.seq = seq + 1
         if exe is not None and mode == "call" and self.tracer is None:
@@ -233,7 +323,9 @@ class Route:
         work = None
         if exe is not None and mode != "bind":
             try:
-                work = self._work(desc, exe, tag)
+                work = self._work(
+                    desc, exe, blocking_tag(desc.sig.digest()) if mode == "call" else tag
+                )
             except WacollError as exc:  # raised on every rank by the check
                 desc.fail(exc)
                 exe = None
@@ -259,7 +351,7 @@ class Route:
         task = CallTask(
             work,
             check,
-            exchange=mode == "call",
+            exchange=mode == "call" and self.argcheck.verdicts is None,
             gated=gated,
             order=(self.start_order, self.start_order.ticket())
             if gated and check is not None and type(work) is NativeWork
@@ -276,6 +368,20 @@ class Route:
         else:
             task.advance(block=True)
         return None
+
+    def _fold(self, desc, exe, ring):
+        """A blocking call with nothing to move (every rank's count is 0): its
+        digest folded into the next check (:meth:`~wacoll.mpi._runner.Verdicts.fold`),
+        and the call recorded so that a repeated one does no more."""
+        folded = FoldedCall(ring, desc.sig, exe.plan, exe.family)
+        folded.run(desc.args)
+        self.seq += 1
+        self.ran(exe.plan, exe.family, "folded", exe.reason)
+        key = desc.replay_key
+        if key is not None and self.replays is not None:
+            if len(self.recorded) >= CAPACITY and key not in self.recorded:
+                del self.recorded[next(iter(self.recorded))]
+            self.recorded[key] = folded
 
     def _launch(self, call, args, route, reason, given=None):
         """Start a non-blocking call compiled (:mod:`wacoll.mpi.startcall`) and hand
@@ -489,27 +595,75 @@ class Route:
         return Prequest(self, desc.prepared, exe.plan, program, desc.args, desc.op)
 
     # ------------------------------------------------------------ failures
+    def settle(self, catch_up=True, flush=False):
+        """Collect every verdict still in flight (blocking calls that returned
+        before their check's verdict, :class:`~wacoll.mpi._runner.Verdicts`):
+        before anything that must not start while one may have failed (a call read
+        afresh, a non-blocking start, ``Free``, a new communicator). A failed one
+        raises its error here, on every rank. With ``flush`` (where every rank
+        settles at the same call: not a call read afresh, which another rank may
+        replay), calls folded into the next check are checked now."""
+        ring = self.argcheck.verdicts
+        if ring is not None and not (ring.idle and not (flush and ring.nfolded)):
+            if not (ring.flush() if flush else ring.settle()):
+                self.failed(None)
+        if catch_up:
+            self.catch_up()
+
     def failed(self, recorded):
-        """After a compiled or replayed call's check failed: retire the wire and
-        raise the error every rank raises."""
+        """After a compiled or replayed call's check failed (``recorded``: the call;
+        None when a verdict collected later failed): retire the wire and raise the
+        error every rank raises, that of the oldest failed verdict."""
+        ring = self.argcheck.verdicts
+        tag = None
+        if ring is not None and ring.failed >= 0:
+            sig, flags, tag = ring.failure()
+        else:
+            sig, flags = recorded.sig, getattr(recorded, "flags", None)
         self.retire(False)  # (it leaves the check's own flags as they are)
-        raise self.argcheck.failure(recorded.sig, getattr(recorded, "flags", None))
+        # where ranks learn at different calls, no exchange (a collective) names
+        # the ranks: the flags, or the faulty rank's error as it sent it, say
+        # what failed, the same on every rank
+        raise self.argcheck.failure(sig, flags, exchange=ring is None, tag=tag)
 
     def retire(self, work_done=False):
         """After a failed check in a blocking call: retire the call's wire (messages
         or a library collective of the abandoned call may still be in flight on it)
-        and continue on a fresh duplicate. Collective: every rank gets here. Where
-        the check runs before any work (one cluster, ``check="first"``) nothing was
-        sent on the wire, and it stays."""
+        and continue on a fresh duplicate. Where the check runs before any work
+        (one cluster, ``check="first"``) nothing was sent on the wire, and it stays.
+
+        Where verdicts may be collected after a call returned (several clusters,
+        :class:`~wacoll.mpi._runner.Verdicts`), ranks learn of a failure at
+        different calls, and one that raised may go on to collectives of the
+        application's own while a peer has yet to learn: nothing collective
+        happens here then. The checks in flight are given up (a fresh ring, other
+        tags), and the new wire is made at this rank's next call
+        (:meth:`catch_up`), where every rank makes it, each at its own next call.
+        Elsewhere every rank learns within the call, and the wire is made now
+        (collective)."""
         if self.argcheck.gated(True):
             return
+        self.recorded.clear()  # their collectives were bound to the retired wire
+        self.started.clear()
+        if self.argcheck.verdicts is not None:
+            self.argcheck.renew()  # checks of later calls may be in flight
+            self.retire_due = True
+            return
+        self._new_wire()
+
+    def catch_up(self):
+        """Make the wire a failed call left due (:meth:`retire`; collective: every
+        rank makes it at its first call after it raised)."""
+        if self.retire_due:
+            self.retire_due = False
+            self._new_wire()
+
+    def _new_wire(self):
         self.abandoned.append(self.wire)
         self.wire = private_dup(self.control)
         if self.cluster is not None:  # a library phase may be pending on it
             self.abandoned.append(self.cluster)
             self.cluster = cluster_communicator(self.wire, self.network)
-        self.recorded.clear()  # their collectives were bound to the retired wire
-        self.started.clear()
         self.plan_calls.retire(self.wire)
 
     def _stopped(self, work_done):
@@ -543,6 +697,13 @@ class Route:
         """
         if self.wire is None:
             return
+        failure = None
+        if self.broken is None:
+            try:  # a failed verdict is raised once the communicator is freed
+                self.settle(flush=True)
+            except WacollError as exc:
+                failure = exc
+                self.catch_up()  # (as every rank does at its next call)
         for entry in self.in_flight:
             if entry.task.compiled:
                 engine().finish(entry)  # in this thread
@@ -557,6 +718,8 @@ class Route:
         self.argcheck.free()
         self.wire = self.replays = None
         self.broken = "this wacoll.Comm has been freed"  # (persistent requests too)
+        if failure is not None:
+            raise failure
 
 
 def _replaced(args):

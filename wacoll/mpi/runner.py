@@ -55,6 +55,7 @@ from wacoll import _kernels
 from wacoll.plans.lower import ElementRuns
 
 __all__ = [
+    "verdicts_ring",
     "CompiledProgram",
     "array_address",
     "bound_runner",
@@ -220,6 +221,23 @@ class CompiledProgram:
             self.dtype_code,
             self.itemsize,
         )
+
+
+def verdicts_ring(tables, comm, width, after=None):
+    """A ring of ``width`` checks in flight (:class:`~wacoll.mpi._runner.Verdicts`):
+    runners of the compiled check ``tables`` on ``comm`` (a communicator of their
+    own). ``after``: the ring given up before it on ``comm``, whose tags it does
+    not reuse (local: every rank makes it when it gives the last one up)."""
+    from mpi4py import MPI
+
+    tag0 = 0
+    if after is not None:
+        limit = (comm.Get_attr(MPI.TAG_UB) or 32767) // 2  # (the upper half:
+        # wacoll.mpi.argcheck.error_tag)
+        tag0 = after.tag0 + width
+        if tag0 + width > limit:  # (after millions of failed calls)
+            tag0 = 0
+    return _runner.Verdicts([tables.runner(comm) for _ in range(width)], comm, tag0)
 
 
 def array_address(view):

@@ -1,0 +1,177 @@
+"""Calls that return before their check's verdict: a call whose ranks disagree still
+raises one named error on every rank, leaves no rank waiting, and writes nothing
+into a buffer that does not match its own rank's arguments.
+
+On several clusters a blocking call returns once this rank's part of its work is
+done, as the MPI library's would (:class:`wacoll.mpi._runner.Verdicts`). A rank
+whose arguments differ raises at that call; a rank that had already returned
+raises the same error at a later call of the communicator (at most
+``WACOLL_VERDICTS`` calls later), or at ``Barrier``, ``Free`` or a non-blocking
+start, whichever comes first. Each case here is a loop of back-to-back calls in
+which one rank's arguments differ at one position; every rank records where it
+raised, what, and whether its buffer kept what it held; then a ``Barrier`` and a
+correct ``Allreduce`` show that the communicator goes on working.
+
+All cases run in one ``mpiexec -n 4`` (two clusters of two) under a timeout: a hang
+is a failed test.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.test_mpi_suite import mpiexec, run_group
+
+SIZE = 4
+TIMEOUT = 240
+CALLS = 8
+
+PROGRAM = """
+import json, os, sys
+import numpy as np
+from mpi4py import MPI
+W = MPI.COMM_WORLD
+ME = W.Get_rank()
+os.environ["WACOLL_CLUSTERS"] = "0,0,1,1"
+import wacoll
+CALLS = %(calls)d
+
+def bcast(comm, i, bad):
+    n = 3 if bad else 6
+    buf = np.full(n, -7.0)
+    if ME == 0:
+        buf[:] = i
+    return buf, lambda: comm.Bcast(buf, root=0), lambda: (buf == i).all()
+
+def bcast_root(comm, i, bad):
+    buf = np.full(6, -7.0)
+    root = 1 if bad else 0
+    if ME == root:
+        buf[:] = i
+    return buf, lambda: comm.Bcast(buf, root=root), lambda: (buf == i).all()
+
+def reduce_op(comm, i, bad):
+    src, out = np.full(5, float(ME + i)), np.full(5, -7.0)
+    op = MPI.MAX if bad else MPI.SUM
+    want = sum(r + i for r in range(4))
+    return out, lambda: comm.Reduce(src, out, op=op, root=0), \\
+        lambda: ME != 0 or (out == want).all()
+
+def allreduce_type(comm, i, bad):
+    dtype = np.int64 if bad else np.float64
+    src, out = np.full(4, ME + i, dtype), np.full(4, -7, dtype)
+    want = sum(r + i for r in range(4))
+    return out, lambda: comm.Allreduce(src, out, op=MPI.SUM), lambda: (out == want).all()
+
+def gather_count(comm, i, bad):
+    n = 2 if bad else 3
+    src, out = np.full(3, float(ME)), np.full(4 * n, -7.0)
+    def check():
+        return ME != 0 or (out.reshape(4, 3) == np.arange(4)[:, None]).all()
+    return out, lambda: comm.Gather(src, out if ME == 0 else None, root=0), check
+
+def ibcast(comm, i, bad):
+    n = 3 if bad else 6
+    buf = np.full(n, -7.0)
+    if ME == 0:
+        buf[:] = i
+    return buf, lambda: comm.Ibcast(buf, root=0).Wait(), lambda: (buf == i).all()
+
+CASES = {"bcast": bcast, "bcast_root": bcast_root, "reduce_op": reduce_op,
+         "allreduce_type": allreduce_type, "gather_count": gather_count,
+         "ibcast": ibcast}
+
+def run(name, bad_rank, position):
+    comm = wacoll.Comm(W)
+    make = CASES[name]
+    raised_at, message, kept, wrong = None, None, True, []
+    for i in range(CALLS + 2):
+        bad = ME == bad_rank and i == position
+        buf, call, right = make(comm, i, bad)
+        before = buf.copy()
+        try:
+            call()
+        except wacoll.WacollError as exc:
+            raised_at, message = i, f"{type(exc).__name__}: {exc}"
+            # a rank never receives into its buffer what another rank's
+            # arguments describe
+            kept = bool((buf == before).all()) if bad else kept
+            break
+        if i < position and not right():
+            wrong.append(i)
+    try:
+        comm.Barrier()
+        out = np.zeros(1)
+        comm.Allreduce(np.ones(1), out, op=MPI.SUM)
+        after = float(out[0])
+    except wacoll.WacollError as exc:
+        after = None
+        if message is None:
+            raised_at, message = "Barrier", f"{type(exc).__name__}: {exc}"
+    comm.Free()
+    return {"raised_at": raised_at, "message": message, "kept": kept,
+            "wrong": wrong, "after": after}
+
+results = {}
+for name, bad_rank, position in json.loads(sys.argv[1]):
+    results[f"{name}-{bad_rank}-{position}"] = run(name, bad_rank, position)
+everyone = W.gather(results, root=0)
+if ME == 0:
+    print("RESULTS " + json.dumps(everyone), flush=True)
+"""
+
+#: (case, the rank whose arguments differ, the position in the loop)
+CASES = [
+    ("bcast", 3, 0),
+    ("bcast", 3, 4),
+    ("bcast", 1, CALLS - 1),
+    ("bcast", 0, 2),
+    ("bcast_root", 2, 3),
+    ("reduce_op", 1, 5),
+    ("allreduce_type", 3, 2),
+    ("gather_count", 0, 6),
+    ("gather_count", 2, 1),
+    ("ibcast", 3, 3),
+]
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    cmd = [
+        *mpiexec(SIZE),
+        sys.executable,
+        "-c",
+        textwrap.dedent(PROGRAM % {"calls": CALLS}),
+        json.dumps(CASES),
+    ]
+    try:
+        done = run_group(cmd, TIMEOUT)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"a rank waited forever: {exc.output}\n{exc.stderr}"[-6000:])
+    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+    line = next(x for x in done.stdout.splitlines() if x.startswith("RESULTS "))
+    return json.loads(line[len("RESULTS ") :])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
+def test_a_disagreeing_call_raises_the_same_error_on_every_rank(outcomes, case):
+    name, bad_rank, position = case
+    ranks = [everyone[f"{name}-{bad_rank}-{position}"] for everyone in outcomes]
+    messages = {r["message"] for r in ranks}
+    assert len(messages) == 1 and None not in messages, ranks
+    (message,) = messages
+    assert message.startswith("WacollError: the ranks disagree on the call"), message
+    # the rank whose arguments differ raises at that very call, its buffer as it was
+    assert ranks[bad_rank]["raised_at"] == position, ranks
+    assert ranks[bad_rank]["kept"], ranks
+    for r in ranks:
+        # a rank that had returned raises later, never earlier
+        assert r["raised_at"] == "Barrier" or r["raised_at"] >= position, ranks
+        assert r["wrong"] == [], ranks  # the calls before it were right
+        assert r["after"] == 4.0, ranks  # and the communicator works on
