@@ -805,7 +805,7 @@ cdef class PlanCall:
             outcome = _drive_deferred(self.work, self.ring, <char *>inbuf,
                                       <char *>outbuf, self.tag,
                                       <const int64_t *>self.mine, self.sig,
-                                      self.work is None)
+                                      self.work is None or not self.ring.defer)
             if outcome == OK:
                 return 0
             if outcome == CHECK_FAILED:
@@ -1327,6 +1327,8 @@ cdef class Verdicts:
     cdef Runner _error_runner
     #: The tag of slot 0's messages.
     cdef readonly int tag0
+    #: Whether a call returns before its verdict (else it waits for every one).
+    cdef public bint defer
     #: Calls folded into the next check (:meth:`fold`), and their running digest.
     cdef readonly int nfolded
     cdef readonly int64_t folded
@@ -1349,6 +1351,7 @@ cdef class Verdicts:
         self.failed = -1
         self.tag0 = tag0
         self.nfolded, self.folded = 0, 0
+        self.defer = True
 
     @property
     def idle(self):
@@ -1638,7 +1641,7 @@ cdef int _library_deferred(Verdicts ring, char *req, const int64_t *mine, object
                 done = True
         if ring.poll(False):
             return CHECK_FAILED
-        if done and not failed and not (req == NULL and ring.count):
+        if done and not failed and not ((req == NULL or not ring.defer) and ring.count):
             return OK
         if failed and ring.count == 0:
             return WORK_ERROR

@@ -223,11 +223,12 @@ class CompiledProgram:
         )
 
 
-def verdicts_ring(tables, comm, width, after=None):
+def verdicts_ring(tables, comm, width, after=None, defer=True):
     """A ring of ``width`` checks in flight (:class:`~wacoll.mpi._runner.Verdicts`):
     runners of the compiled check ``tables`` on ``comm`` (a communicator of their
     own). ``after``: the ring given up before it on ``comm``, whose tags it does
-    not reuse (local: every rank makes it when it gives the last one up)."""
+    not reuse (local: every rank makes it when it gives the last one up).
+    ``defer``: whether calls return before their verdict (else each waits)."""
     from mpi4py import MPI
 
     tag0 = 0
@@ -237,7 +238,9 @@ def verdicts_ring(tables, comm, width, after=None):
         tag0 = after.tag0 + width
         if tag0 + width > limit:  # (after millions of failed calls)
             tag0 = 0
-    return _runner.Verdicts([tables.runner(comm) for _ in range(width)], comm, tag0)
+    ring = _runner.Verdicts([tables.runner(comm) for _ in range(width)], comm, tag0)
+    ring.defer = defer
+    return ring
 
 
 def array_address(view):
