@@ -170,9 +170,12 @@ def test_a_disagreeing_call_raises_the_same_error_on_every_rank(outcomes, case):
     assert message.startswith("WacollError: the ranks disagree on the call") or (
         f": rank {bad_rank}: " in message
     ), message
-    # the rank whose arguments differ keeps its buffer as it was
-    assert ranks[bad_rank]["kept"], ranks
+    blocking = not name.startswith("i")
+    if blocking:  # the rank whose arguments differ keeps its buffer as it was
+        assert ranks[bad_rank]["kept"], ranks
     for r in ranks:
         assert r["raised_at"] == position, ranks  # every rank raises at that call
         assert r["wrong"] == [], ranks  # the calls before it were right
-        assert r["after"] == 4.0, ranks  # and the communicator works on
+        # a blocking call's communicator works on; a failed non-blocking call
+        # stops its communicator (its messages may be in flight: Free it)
+        assert r["after"] == (4.0 if blocking else None), ranks

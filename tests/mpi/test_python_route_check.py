@@ -41,9 +41,7 @@ def test_python_route_calls_run_the_compiled_check(mpi, check):
             mpi.assert_all(comm.last_route == "python", comm.last_route)
             if argcheck.verdicts is None:
                 # the check's runner came back, and the next call took it again
-                mpi.assert_all(
-                    len(argcheck.spare) == 1, f"{len(argcheck.spare)} spare"
-                )
+                mpi.assert_all(len(argcheck.spare) == 1, f"{len(argcheck.spare)} spare")
             else:
                 # a blocking call checks in the ring of verdicts, whatever its route
                 # (every rank numbers the checks alike): its slot came back

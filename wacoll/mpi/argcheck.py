@@ -228,9 +228,7 @@ class ArgumentCheck:
         me = comm.Get_rank()
         self.sent = [r for r in self.sent if not r.Test()]
         self.sent += [
-            comm.isend(data, dest=r, tag=tag)
-            for r in range(comm.Get_size())
-            if r != me
+            comm.isend(data, dest=r, tag=tag) for r in range(comm.Get_size()) if r != me
         ]
 
     def renew(self):

@@ -403,8 +403,10 @@ class Comm(MPI.Intracomm):
         collective, each with its check), ``"replayed"`` (a repeated call, found by
         what its arguments look like and run without reading them again),
         ``"python"`` (the Python executor: tracing, reproducible arithmetic, a
-        user-defined operator, a composite) or ``"library"`` (the MPI library's
-        collective beside a check driven from Python)."""
+        user-defined operator, a composite), ``"library"`` (the MPI library's
+        collective beside a check driven from Python) or ``"folded"`` (a count of
+        0 on several clusters: nothing to move, its digest checked with the next
+        call's)."""
         return self._route.last_route
 
     def Free(self) -> None:
