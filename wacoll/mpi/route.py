@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import itertools
 import sys
 import weakref
 
@@ -64,15 +65,18 @@ __all__ = ["Route", "private_dup", "settle_all"]
 
 #: Routes whose blocking calls may leave verdicts in flight (several clusters).
 _WITH_VERDICTS: weakref.WeakSet = weakref.WeakSet()
+_MADE = itertools.count()
 
 
 def settle_all():
     """Collect the verdicts still in flight on every communicator of this process
     (collective over each: every rank of each calls it, or a call of each): a
     failed one raises, as the communicator's next call would."""
-    for route in list(_WITH_VERDICTS):
+    # in the order the communicators were made (the same on every rank); the
+    # wires of failed calls are made at each communicator's own next call
+    for route in sorted(_WITH_VERDICTS, key=lambda r: r.made):
         if route.wire is not None and route.broken is None:
-            route.settle(flush=True)
+            route.settle(catch_up=False, flush=True)
 
 
 @atexit.register
@@ -80,7 +84,7 @@ def _settle_at_exit():
     """At the end of the process (before MPI finalizes): collect the verdicts still
     in flight, as ``MPI_Finalize`` completes what is pending; a failed one is
     reported on standard error (there is no call left to raise it in)."""
-    for route in list(_WITH_VERDICTS):
+    for route in sorted(_WITH_VERDICTS, key=lambda r: r.made):
         if route.wire is None or route.broken is not None:
             continue
         try:
@@ -197,6 +201,7 @@ class Route:
         self.in_flight = []
         #: The order the library's collectives start in when checks come first.
         self.start_order = StartOrder()
+        self.made = next(_MADE)  # (communicators are made in one order everywhere)
         if argcheck.verdicts is not None:
             _WITH_VERDICTS.add(self)
         self.broken = None
