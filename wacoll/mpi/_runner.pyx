@@ -1277,6 +1277,18 @@ cdef class Started:
 
 
 # ------------------------------------------------------------ verdicts in flight
+cdef int _between_polls(double *began, double *nap, double *due) except -1:
+    """Between two polls of a wait (``began`` 0 at its start): :func:`_pause`
+    without the GIL; raises what a signal handler raised meanwhile."""
+    if began[0] == 0:
+        began[0] = wacoll_now()
+    with nogil:
+        nap[0] = _pause(began[0], nap[0], due)
+    if nap[0] < 0:
+        raise _error(E_INTERRUPTED)
+    return 0
+
+
 cdef enum:
     V_FREE = 0
     V_RUNNING = 1
@@ -1427,12 +1439,7 @@ cdef class Verdicts:
                             return 1
             elif not block or self.count == 0:
                 return 0
-            if began == 0:
-                began = wacoll_now()
-            with nogil:
-                nap = _pause(began, nap, &due)
-            if nap < 0:
-                raise _error(E_INTERRUPTED)
+            _between_polls(&began, &nap, &due)
 
     cdef int open(self, const int64_t *mine, object sig) except -2:
         """Start the check of a new call (its four flags ``mine``) in the next slot,
@@ -1448,12 +1455,7 @@ cdef class Verdicts:
                 return -1
             if self.count < self.width:
                 break
-            if began == 0:
-                began = wacoll_now()
-            with nogil:
-                nap = _pause(began, nap, &due)
-            if nap < 0:
-                raise _error(E_INTERRUPTED)
+            _between_polls(&began, &nap, &due)
         slot = (self.head + self.count) % self.width
         self.count += 1
         memcpy(self.mine + 4 * slot, mine, 4 * sizeof(int64_t))
@@ -1516,10 +1518,6 @@ cdef class Verdicts:
         """Wait for every verdict in flight: True when all passed, False when one
         failed (:meth:`failure` says which)."""
         return self.poll(True) == 0
-
-    def check(self):
-        """Collect the verdicts already in, without waiting: False when one failed."""
-        return self.poll(False) == 0
 
     def failure(self):
         """``(sig, flags, tag)`` of the oldest failed verdict: this rank's
@@ -1608,14 +1606,12 @@ cdef int _drive_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,
             if work_failed and ring.state[slot] != V_RUNNING:
                 # this call's check passed (a failure was reported above)
                 return WORK_ERROR
-        if began == 0:
-            began = wacoll_now()
-        with nogil:
-            nap = _pause(began, nap, &due)
-        if nap < 0:
+        try:
+            _between_polls(&began, &nap, &due)
+        except BaseException:
             if w == 0:
                 work.cancel()
-            raise _error(E_INTERRUPTED)
+            raise
 
 
 cdef int _library_deferred(Verdicts ring, char *req, const int64_t *mine, object sig,
@@ -1645,9 +1641,4 @@ cdef int _library_deferred(Verdicts ring, char *req, const int64_t *mine, object
             return OK
         if failed and ring.count == 0:
             return WORK_ERROR
-        if began == 0:
-            began = wacoll_now()
-        with nogil:
-            nap = _pause(began, nap, &due)
-        if nap < 0:
-            raise _error(E_INTERRUPTED)
+        _between_polls(&began, &nap, &due)
