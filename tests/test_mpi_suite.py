@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The wacoll package these tests import (its folder).
 INSTALLED = Path(importlib.util.find_spec("wacoll").origin).parent
 SIZES = (1, 2, 3, 5, 8)
-TIMEOUT = 600  # seconds per size; a hang in a collective ends here
+TIMEOUT = 900  # seconds per size (8 ranks on 2 cores take 8-9 minutes); a hang ends here
 TAIL = 6000  # characters of output shown on failure
 
 
@@ -153,8 +153,10 @@ def test_mpi_suite(size):
     try:
         proc = run_group(cmd, TIMEOUT)
     except subprocess.TimeoutExpired as exc:
-        out = (exc.stdout or b"") + (exc.stderr or b"")
-        out = out.decode(errors="replace") if isinstance(out, bytes) else out
+        out = "".join(
+            part.decode(errors="replace") if isinstance(part, bytes) else part
+            for part in (exc.stdout or "", exc.stderr or "")
+        )
         pytest.fail(
             f"mpiexec -n {size} did not finish in {TIMEOUT} s (a hang?); the end "
             f"of its output:\n{out[-TAIL:]}",

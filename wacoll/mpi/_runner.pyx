@@ -1326,10 +1326,12 @@ cdef class Verdicts:
     """
 
     cdef list _runners
-    cdef object _mine, _flags, _state
+    cdef object _mine, _flags, _state, _returned
     cdef int64_t *mine
     cdef int64_t *flags
     cdef char *state
+    # whether this rank's call returned before the slot's verdict
+    cdef char *returned
     cdef readonly int width, head, count
     #: The slot of the oldest failed verdict (-1: none).
     cdef readonly int failed
@@ -1349,6 +1351,7 @@ cdef class Verdicts:
         cdef int64_t[:, ::1] mv
         cdef int64_t[:, ::1] fv
         cdef char[::1] sv
+        cdef char[::1] rv
         if not runners:
             raise ValueError("a ring of checks needs at least one runner")
         self._runners, self.comm = runners, comm
@@ -1356,8 +1359,10 @@ cdef class Verdicts:
         self._mine = np.zeros((self.width, 4), np.int64)
         self._flags = np.zeros((self.width, 4), np.int64)
         self._state = np.zeros(self.width, np.int8)
-        mv, fv, sv = self._mine, self._flags, self._state
+        self._returned = np.zeros(self.width, np.int8)
+        mv, fv, sv, rv = self._mine, self._flags, self._state, self._returned
         self.mine, self.flags, self.state = &mv[0, 0], &fv[0, 0], &sv[0]
+        self.returned = &rv[0]
         self._sigs = [None] * self.width
         self.head = self.count = 0
         self.failed = -1
@@ -1378,6 +1383,21 @@ cdef class Verdicts:
             if self.state[(self.head + i) % self.width] == V_RUNNING:
                 n += 1
         return n
+
+    @property
+    def failed_after_return(self):
+        """Whether this rank's call whose verdict failed had returned before it
+        (so that the rank learned of the failure at a later call)."""
+        return self.failed >= 0 and self.returned[self.failed] != 0
+
+    cpdef enter(self):
+        """A new call begins on this rank: the calls whose checks are in flight
+        have returned (their failures are learned at a later call)."""
+        cdef int i, slot
+        for i in range(self.count):
+            slot = (self.head + i) % self.width
+            if self.state[slot] == V_RUNNING:
+                self.returned[slot] = 1
 
     cdef int _conclude(self, int slot) noexcept:
         """A slot's check is complete: passed or failed by its flags."""
@@ -1448,6 +1468,7 @@ cdef class Verdicts:
         cdef int slot
         cdef Runner runner
         cdef double began = 0, nap = 1e-6, due = 0
+        self.enter()
         if self.poll(False):
             return -1
         while self.count == self.width:  # full: the oldest verdict first
@@ -1465,6 +1486,7 @@ cdef class Verdicts:
             self.nfolded, self.folded = 0, 0
         self._sigs[slot] = sig
         self.state[slot] = V_RUNNING
+        self.returned[slot] = 0
         runner = <Runner>self._runners[slot]
         if runner.start(<char *>(self.mine + 4 * slot), <char *>(self.flags + 4 * slot),
                         self.tag0 + slot) < 0:
@@ -1482,6 +1504,7 @@ cdef class Verdicts:
         slot = self.head
         self.count = 1
         self.state[slot] = V_RUNNING
+        self.returned[slot] = 0
         folded = self.folded if self.nfolded else None
         self.nfolded, self.folded = 0, 0
         return slot, self._runners[slot], self.tag0 + slot, folded

@@ -43,24 +43,38 @@ import numpy as np
 from mpi4py import MPI
 
 from wacoll.mpi.agreement import Check, blocking_check
+from wacoll.mpi.engine import wait_request
 from wacoll.mpi.runner import compile_program, runner_ready, verdicts_ring
 from wacoll.plans import Call, select
+from wacoll.plans.builder import PlanBuilder
 from wacoll.plans.rank import lower_for_rank, plan_for_rank
 
-__all__ = ["ArgumentCheck", "CHECK_MODES", "DEFERRED_VERDICTS"]
+__all__ = [
+    "ArgumentCheck",
+    "CHECK_MODES",
+    "DEFERRED_VERDICTS",
+    "DIRECT_CHECK_LIMIT",
+    "direct_check_plan",
+]
 
 #: The check modes (see :class:`wacoll.Comm`'s ``check``).
 CHECK_MODES = ("beside", "first", "off")
 
-#: Checks of blocking calls a rank may leave in flight on several clusters (a
-#: call returns once its own work is done, its verdict collected later). 0: a call
-#: waits for its verdict. The machinery for more is built (the ring, tags made of
-#: the signature digest, raising at a later call) but off: a rank that returned
-#: with a check still to forward leaves its peers waiting while it is outside
-#: wacoll (in the application's own MPI calls), and failures met after replayed
-#: calls still hang in tests/test_deferred_verdicts.py with it on. Calls with
-#: nothing to move fold into the next check either way.
-DEFERRED_VERDICTS = 0
+#: Checks of blocking calls a rank may leave in flight on several clusters: a
+#: replayed call returns once its own work is done, as the MPI library's would, its
+#: verdict collected at a later call (a call read afresh waits for its own). 0: every
+#: call waits for its verdict. It needs the direct check (:func:`direct_check_plan`,
+#: up to :data:`DIRECT_CHECK_LIMIT` ranks), in which no rank forwards: a rank that
+#: returned and went on to the application's own MPI calls leaves no peer waiting.
+#: A failure learned after the call returned is raised at the rank's next call, and
+#: stops the communicator (:meth:`wacoll.mpi.route.Route.catch_up`).
+DEFERRED_VERDICTS = 8
+
+#: The largest communicator whose ring of checks runs the direct check
+#: (:func:`direct_check_plan`: ``P - 1`` messages a rank, in one round); larger ones
+#: run MagPIe's all-reduce, whose coordinators forward, so their calls wait for
+#: their verdicts.
+DIRECT_CHECK_LIMIT = 64
 
 
 class ArgumentCheck:
@@ -113,9 +127,11 @@ class ArgumentCheck:
         self.first = mode == "first"
         deferred = DEFERRED_VERDICTS
         self.program = self.compiled = self.blocking = self._tables = None
+        self._ring_tables = None
         self.verdicts = None
         self.spare, self.abandoned = [], []
-        self.sent = []  # this rank's errors sent to the others (until delivered)
+        self.sent = []  # this rank's errors and notices sent (until delivered)
+        self._returned_here = False  # (what this rank's last notice said)
         rank = control.Get_rank()
         if self.several:  # the check runs as a wide-area optimal all-reduce
             selection = select(
@@ -128,9 +144,23 @@ class ArgumentCheck:
                 self._tables = compile_program(self.program, np.dtype(np.int64), "max")
                 self.compiled = self._tables.runner(control)
                 if not self.first:
+                    direct = topology.size <= DIRECT_CHECK_LIMIT
+                    self._ring_tables = (
+                        compile_program(
+                            lower_for_rank(direct_check_plan(topology), rank),
+                            np.dtype(np.int64),
+                            "max",
+                        )
+                        if direct
+                        else self._tables
+                    )
                     ring_comm = MPI.Intracomm(MPI.Intracomm.Dup(control))
+                    defer = deferred > 0 and direct
                     self.verdicts = verdicts_ring(
-                        self._tables, ring_comm, max(deferred, 1), defer=deferred > 0
+                        self._ring_tables,
+                        ring_comm,
+                        deferred if defer else 1,
+                        defer=defer,
                     )
         elif self.enabled:  # blocking calls check first (shared memory on one node)
             self.blocking = blocking_check(control)
@@ -231,6 +261,32 @@ class ArgumentCheck:
             comm.isend(data, dest=r, tag=tag) for r in range(comm.Get_size()) if r != me
         ]
 
+    def notify(self, returned):
+        """After a failed verdict (each rank once, where it learns of it): tell
+        every other rank whether this rank's failed call had ``returned`` before
+        its verdict, so that it learns of the failure at a later call
+        (:meth:`returned_anywhere` collects what every rank says)."""
+        comm = self.verdicts.comm
+        note = np.array([1 if returned else 0], np.int8)
+        me, tag = comm.Get_rank(), notice_tag(comm)
+        self._returned_here = bool(returned)
+        self.sent = [r for r in self.sent if not r.Test()]
+        self.sent += [
+            comm.Isend(note, dest=r, tag=tag) for r in range(comm.Get_size()) if r != me
+        ]
+
+    def returned_anywhere(self):
+        """Whether, on any rank, the call whose verdict failed last had returned
+        before its verdict (every rank's :meth:`notify`, waited for: at this rank's
+        next call on the communicator, which every rank makes)."""
+        comm = self.verdicts.comm
+        me, tag = comm.Get_rank(), notice_tag(comm)
+        others = [r for r in range(comm.Get_size()) if r != me]
+        notes = np.zeros(len(others), np.int8)
+        for i, r in enumerate(others):
+            wait_request(comm.Irecv(notes[i : i + 1], source=r, tag=tag))
+        return self._returned_here or bool(notes.any())
+
     def renew(self):
         """After a failed verdict (every rank once, each when it learns of it; no
         collective): the checks still in flight are given up and kept, and calls
@@ -241,7 +297,7 @@ class ArgumentCheck:
         old.abandon()
         self.abandoned.append(old)
         self.verdicts = verdicts_ring(
-            self._tables, old.comm, old.width, after=old, defer=old.defer
+            self._ring_tables, old.comm, old.width, after=old, defer=old.defer
         )
 
     def free(self):
@@ -255,11 +311,49 @@ class ArgumentCheck:
             self.verdicts = None
 
 
+def direct_check_plan(topology):
+    """The check all-reduce of a ring whose calls return before their verdicts
+    (MAX of four int64, level ``"commutative"``): every rank sends its flags to
+    every other rank at once and combines what it receives.
+
+    No rank forwards anything, so a rank's part of a check is over once its sends
+    are posted: a rank that returned from its call, and went on to the
+    application's own MPI calls, leaves no peer waiting for it (MagPIe's all-reduce,
+    one wide-area latency too, has coordinators that forward). Every rank combines
+    every rank's flags, so every rank reaches the same verdict. ``P - 1`` messages
+    a rank, hence :data:`DIRECT_CHECK_LIMIT`.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> report = direct_check_plan(Topology.from_sizes([2, 2])).prove()
+    >>> report.messages, report.level
+    (12, 'commutative')
+    """
+    b = PlanBuilder("allreduce", topology, count=4, level="commutative", itemsize=8)
+    size, blocks = b.size, b.all_blocks
+    for r in range(size):  # every send first: none waits for a receive
+        b.copy(r, blocks, "in", "out")
+        for k in range(1, size):
+            b.send(r, (r + k) % size, blocks, "in")
+    for r in range(size):
+        for k in range(1, size):
+            b.recv_combine(r, (r - k) % size, blocks, "out")
+    return b.build(family="check", algorithm="direct")
+
+
 def error_tag(comm, tag):
     """The tag of a faulty rank's error sent with its check (whose messages carry
     ``tag`` on ``comm``): in the upper half of the tags ``comm`` allows, which the
     checks' own never reach."""
     return (comm.Get_attr(MPI.TAG_UB) or 32767) // 2 + tag
+
+
+def notice_tag(comm):
+    """The tag of the notices of :meth:`ArgumentCheck.notify`: the largest
+    ``comm`` allows, above every check's (:func:`verdicts_ring`) and every error's
+    (:func:`error_tag`)."""
+    return comm.Get_attr(MPI.TAG_UB) or 32767
 
 
 class _Reserved:

@@ -1346,7 +1346,7 @@ class Comm(MPI.Intracomm):
         if desc.shape is not None or counted_out is not None:
             # learning agrees on what it observed (collectives): the call's verdict
             # first, so that a rank that raises it never meets a peer in them
-            route.settle()
+            route.settle(entering=False)
         if counted_out is not None:
             self._tuning.observe(counted_out, math.inf, self._candidates(desc))
         if desc.shape is not None:

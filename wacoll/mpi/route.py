@@ -120,6 +120,16 @@ def moves_nothing(sig) -> bool:
     return sig.count == 0 and sig.kind in _COUNTED
 
 
+#: Why a communicator stops after a disagreeing call that returned on a rank
+#: before its verdict (:meth:`Route.catch_up`).
+STOPPED_AFTER_RETURN = (
+    "a call on this wacoll.Comm whose ranks disagreed had returned on some rank "
+    "before its cross-rank check's verdict, so its ranks raised at different calls "
+    "and can no longer be matched call for call: the communicator runs no further "
+    "collectives; Free it and make a new one"
+)
+
+
 class FoldedCall:
     """A recorded blocking call with nothing to move: replaying it folds its digest
     into the communicator's next check (:meth:`Route._fold`)."""
@@ -318,6 +328,11 @@ class Route:
                 passed = self._timed(go) if desc.shape is not None else go()
                 if not passed:
                     self.failed(recorded)
+                if ring is not None and ring.defer and not ring.idle:
+                    # a call read afresh waits for its verdict (only replayed
+                    # calls return before theirs): where arguments change from
+                    # call to call, every rank raises at the call itself
+                    self.settle(catch_up=False, entering=False)
                 if (
                     type(exe) is not LibraryCollective
                     and desc.prepared.finish is not None
@@ -600,15 +615,19 @@ class Route:
         return Prequest(self, desc.prepared, exe.plan, program, desc.args, desc.op)
 
     # ------------------------------------------------------------ failures
-    def settle(self, catch_up=True, flush=False):
+    def settle(self, catch_up=True, flush=False, entering=True):
         """Collect every verdict still in flight (blocking calls that returned
         before their check's verdict, :class:`~wacoll.mpi._runner.Verdicts`):
         before anything that must not start while one may have failed (a call read
         afresh, a non-blocking start, ``Free``, a new communicator). A failed one
         raises its error here, on every rank. With ``flush`` (where every rank
         settles at the same call: not a call read afresh, which another rank may
-        replay), calls folded into the next check are checked now."""
+        replay), calls folded into the next check are checked now. ``entering``:
+        at the start of a call (the calls whose verdicts are in flight have
+        returned), not within one."""
         ring = self.argcheck.verdicts
+        if ring is not None and entering:
+            ring.enter()
         if ring is not None and not (ring.idle and not (flush and ring.nfolded)):
             if not (ring.flush() if flush else ring.settle()):
                 self.failed(None)
@@ -650,17 +669,30 @@ class Route:
             return
         self.recorded.clear()  # their collectives were bound to the retired wire
         self.started.clear()
-        if self.argcheck.verdicts is not None:
-            self.argcheck.renew()  # checks of later calls may be in flight
+        argcheck = self.argcheck
+        if argcheck.verdicts is not None:
+            argcheck.notify(argcheck.verdicts.failed_after_return)
+            argcheck.renew()  # checks of later calls may be in flight
             self.retire_due = True
             return
         self._new_wire()
 
     def catch_up(self):
         """Make the wire a failed call left due (:meth:`retire`; collective: every
-        rank makes it at its first call after it raised)."""
+        rank makes it at its first call after it raised).
+
+        Unless a rank had returned from the failed call before its verdict: it
+        raised at a later call, so the ranks are no longer at the same call (one
+        that raised in the failed call has gone on to the next). No further call
+        can be matched across ranks then: the communicator stops on every rank,
+        and this call raises (every rank knows it from every rank's notice,
+        :meth:`~wacoll.mpi.argcheck.ArgumentCheck.notify`)."""
         if self.retire_due:
             self.retire_due = False
+            if self.argcheck.returned_anywhere():
+                self.abandoned.append(self.wire)
+                self.stop(STOPPED_AFTER_RETURN)
+                raise WacollError(STOPPED_AFTER_RETURN)
             self._new_wire()
 
     def _new_wire(self):
@@ -705,10 +737,13 @@ class Route:
         failure = None
         if self.broken is None:
             try:  # a failed verdict is raised once the communicator is freed
-                self.settle(flush=True)
+                self.settle(catch_up=False, flush=True)
             except WacollError as exc:
                 failure = exc
+            try:
                 self.catch_up()  # (as every rank does at its next call)
+            except WacollError:
+                pass  # stopped (STOPPED_AFTER_RETURN): freed all the same
         for entry in self.in_flight:
             if entry.task.compiled:
                 engine().finish(entry)  # in this thread
