@@ -254,6 +254,8 @@ def test_calibration_finds_the_testbeds_clusters_and_latencies(tmp_path):
         for b in range(3):
             if a != b:
                 i, j = topo.clusters[a][0], topo.clusters[b][0]
+                # (6 ranks and the relay on 2 cores: a rank may wake half a
+                # millisecond late, whatever the link's latency)
                 assert found.link(i, j).latency == pytest.approx(
-                    topo.link(i, j).latency, rel=0.1
+                    topo.link(i, j).latency, rel=0.1, abs=6e-4
                 ), (a, b, result.stdout)

@@ -489,7 +489,11 @@ def test_per_node_rates_are_measured(testbed_host):
         node_bandwidth=[4e6, 2e6, 4e6],
     )
     with Testbed(topo, name=_name("pn"), netem="relay") as tb:
-        report = tb.last_check if tb.last_check.ok else tb.check()
+        report = tb.last_check
+        for _ in range(3):  # (a burst of load elsewhere on the machine: again)
+            if report.ok:
+                break
+            report = tb.check()
         assert report.ok, report.table()
         inside = next(p for p in report.pairs if p.src_cluster == p.dst_cluster)
         assert inside.bandwidth == pytest.approx(4e6, rel=0.1)
