@@ -1404,10 +1404,18 @@ class Comm(MPI.Intracomm):
         return chosen, f"learned: {name} measured fastest"
 
     def _candidates(self, desc):
-        """The candidates a call's shape explores (:func:`~wacoll.mpi.learning.explored`:
-        the cost model ranks the families, the same on every rank)."""
-        call = desc.selection_call(self.Get_size())
-        return explored(desc.op, lambda family: self._dispatch.predicted(call, family))
+        """The candidates a call's shape explores, as a function that prices them
+        (:func:`~wacoll.mpi.learning.explored`: the cost model ranks the families,
+        the same on every rank), called by learning only for a shape it has not
+        seen: a loop over many counts of a size class prices them once."""
+
+        def priced():
+            call = desc.selection_call(self.Get_size())
+            return explored(
+                desc.op, lambda family: self._dispatch.predicted(call, family)
+            )
+
+        return priced
 
     @property
     def tuning(self) -> list[dict[str, Any]]:

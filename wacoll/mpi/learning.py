@@ -159,6 +159,11 @@ def explored(op, predict):
     ]
 
 
+def _listed(candidates):
+    """A shape's candidates, given as a list or as a function that gives them."""
+    return candidates() if callable(candidates) else candidates
+
+
 def candidates(op):
     """The candidates a repeated call of ``op`` may explore, in order: the selection
     policy's choice (None), the MPI library's own collective (``"native"``), and the
@@ -270,7 +275,9 @@ class Tuning:
     def family_for(self, shape, candidates):
         """``(family, exploring)`` for the next call of ``shape``: the family to run
         (None: the selection policy's choice) and whether the call is explored
-        (its time is then wanted: :meth:`observe`)."""
+        (its time is then wanted: :meth:`observe`). ``candidates``: the shape's
+        candidates, or a function that gives them (called only for a shape not
+        seen before: pricing them builds plans)."""
         if shape in self._fixed:
             return _family(self._fixed[shape]), False
         if shape in self._decided:
@@ -280,7 +287,7 @@ class Tuning:
         # change only in observe, which every rank reaches at the same call
         state = OrderedDict.get(self._shapes, shape)
         if state is None:
-            return list(candidates)[0], True
+            return list(_listed(candidates))[0], True
         if state.chosen is not None:
             return _family(state.chosen), False
         return state.candidates[_turn(state.calls, len(state.candidates))], True
@@ -303,7 +310,7 @@ class Tuning:
         if state is None:
             if candidates is None:
                 return
-            state = self._shapes[shape] = _Exploration(candidates)
+            state = self._shapes[shape] = _Exploration(_listed(candidates))
         span = (
             (started, started + seconds)
             if math.isfinite(seconds)
