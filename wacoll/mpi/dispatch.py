@@ -35,6 +35,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import math
 
 from wacoll.errors import PlanError
@@ -44,6 +45,7 @@ from wacoll.plans import Call, select
 from wacoll.plans import operations as ops
 from wacoll.plans.composite import Composite
 from wacoll.plans.rank import lower_for_rank, plan_for_rank
+from wacoll.plans.retarget import retarget, retargetable, structure_call
 from wacoll.plans.select import (
     COMBINE_RATE,
     HAN,
@@ -169,6 +171,7 @@ class Dispatcher:
             desc.options,
             blocking=desc.blocking,
             reducible=library_reduces(prepared),
+            exact=bool(desc.family or desc.options or self.family or self.options),
         )
         why = why if reason is None else reason
         if found == NATIVE:
@@ -186,7 +189,15 @@ class Dispatcher:
         )
 
     def chosen(
-        self, call, family, options, *, blocking=True, reducible=True, objects=False
+        self,
+        call,
+        family,
+        options,
+        *,
+        blocking=True,
+        reducible=True,
+        objects=False,
+        exact=True,
     ):
         """The plan of ``call`` (a script's, or the selection policy's, proved and
         cached; a :class:`~wacoll.plans.composite.Composite` for family ``"han"``),
@@ -198,6 +209,12 @@ class Dispatcher:
         ``"han"`` raises, and a communicator-wide ``"han"`` leaves it to the
         default. Object calls (``objects``) run whole plans: never the library's
         collective, a composite or a script (scripts are written for buffers).
+
+        A call of a size class whose plan is made already runs that plan
+        retargeted (:mod:`wacoll.plans.retarget`) unless ``exact`` (the call or
+        the communicator forces a family or options: a researcher asking for a
+        family gets what its builder makes for this very count, which may cut
+        the vector or pick its algorithm by the count).
 
         Returns ``(plan, reason)``: why the selection chose it, in words."""
         if not objects and (family or self.family) == SCRIPTS:
@@ -227,27 +244,60 @@ class Dispatcher:
         )
         # (the options as text: 2, 2.0 and True are equal values, and a builder
         # takes only some of them)
-        key = (call, family, repr(tuple(sorted(options.items()))), comm_family, objects)
-        found = self.plans.get(key)
+        key = (family, repr(tuple(sorted(options.items()))), comm_family, objects)
+        found = self.plans.get((call, *key))
         if found is None:
-            selection = select(
-                call,
-                self.network,
-                family=None if family == SCRIPTS else family,
-                options=options,
-                comm_family=comm_family,
-                comm_options=self.options,
-                policy=self.policy,
-                allow_native=not objects,
+            select_for = functools.partial(
+                self._selected, family, options, comm_family, objects
             )
-            if selection.native:
-                plan = NATIVE
-            elif selection.family == HAN:
-                plan = selection.build(self.network)
-            else:
-                plan = plan_for_rank(selection, self.network, self.place.rank)
-            found = self.plans[key] = plan, selection.reason
+            found = None if exact else self._retargeted(call, key, select_for)
+            if found is None:
+                found = select_for(call)
+            self.plans[(call, *key)] = found
         return found
+
+    def _selected(self, family, options, comm_family, objects, call):
+        """``(plan, reason)`` of the selection policy for ``call`` itself."""
+        selection = select(
+            call,
+            self.network,
+            family=None if family == SCRIPTS else family,
+            options=options,
+            comm_family=comm_family,
+            comm_options=self.options,
+            policy=self.policy,
+            allow_native=not objects,
+        )
+        if selection.native:
+            plan = NATIVE
+        elif selection.family == HAN:
+            plan = selection.build(self.network)
+        else:
+            plan = plan_for_rank(selection, self.network, self.place.rank)
+        return plan, selection.reason
+
+    def _retargeted(self, call, key, select_for):
+        """``(plan, reason)`` of ``call`` made from its size class's plan
+        (:mod:`wacoll.plans.retarget`: chosen, built and proved once for the class,
+        the same on every rank whatever counts came first; ``key``: the cache key
+        besides the call; ``select_for``: the selection of a call), or None when the
+        call is planned for its own count: a class whose plan is a composite, or
+        whose selection fails (the call's own names the fault)."""
+        base = structure_call(call)
+        if base is None or base is call:
+            return None
+        found = self.plans.get((base, *key))
+        if found is None:
+            try:
+                found = self.plans[(base, *key)] = select_for(base)
+            except PlanError:
+                return None
+        plan, why = found
+        if plan is NATIVE:
+            return found
+        if not retargetable(plan, base.count):
+            return None
+        return retarget(plan, call.count), why
 
     def predicted(self, call, family):
         """The cost model's seconds for ``family``'s plan of ``call`` (None: the

@@ -1,0 +1,335 @@
+"""Every count at the price of one: per-call cost against the number of distinct
+counts a loop cycles, wacoll's default beside the MPI library, in one run.
+
+Real loops do not repeat one count. For each layout (``one`` cluster, the ranks as
+wacoll finds them on this machine; ``two`` declared clusters, ``WACOLL_CLUSTERS``
+halves, where every call runs a plan and its wide-area check) and rank count, the
+ranks warm each operation up until its shape is decided (learning's exploration
+over), then time loops that cycle K distinct counts: K = 1, 16, 64 and 1,000 counts
+of one size octave (1,024 to 2,047 elements; 1,000 is nearly every count of it), and
+10,000 counts from 1,024 up (four octaves). Each loop runs ``--passes`` times;
+a call is timed on each rank, and the figure is the median call of the last pass
+of the slowest rank. The library's figure is the same loop over
+``MPI.COMM_WORLD``.
+
+Then a mixed workload: ``--mixed`` calls (20,000 by default) of six operations with
+counts drawn from every size class (1 element to 128 Ki elements, log-uniform; the
+same draws on every rank), over a fresh proof cache. Reported: the median call after
+each size class's first 20 calls, beside the library's median over the same calls,
+and the proof cache's files at the end.
+
+``default`` is ``wacoll.Comm(MPI.COMM_WORLD)`` with no options, as the README says
+to write it.
+
+Run::
+
+    .venv/bin/python benchmarks/bench_counts.py                 # 4 and 8 ranks, both layouts
+    .venv/bin/python benchmarks/bench_counts.py --quick         # 4 ranks, two layouts, K <= 1000
+    .venv/bin/python benchmarks/bench_counts.py --ranks 4 --layouts two --ks 1,64,1000
+
+Results: ``benchmarks/results/counts.csv`` (``counts-quick.csv``), its plot
+``counts.png``, and ``counts-mixed.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _harness import (
+    RESULTS,
+    command_line,
+    mpiexec,
+    pyplot,
+    save_figure,
+    worker_env,
+    write_csv,
+)
+
+OPS = ("Allreduce", "Bcast", "Allgather", "Reduce", "Gather", "Scatter", "Alltoall")
+MIXED_OPS = ("Allreduce", "Bcast", "Allgather", "Reduce", "Gather", "Alltoall")
+KS = (1, 16, 64, 1000, 10000)
+LAYOUTS = ("one", "two")
+#: Calls of a shape before its loops are timed (learning explores 18).
+WARM = 24
+
+
+def counts_cycled(k):
+    """The ``k`` distinct counts a loop cycles: one octave (1024-2047 elements) up
+    to its 1024 counts, then the octaves above it.
+
+    Examples
+    --------
+    >>> counts_cycled(1), counts_cycled(4)
+    ([1536], [1024, 1365, 1706, 2047])
+    >>> len(set(counts_cycled(10000))), max(counts_cycled(10000))
+    (10000, 11023)
+    """
+    if k == 1:
+        return [1536]
+    if k <= 1024:
+        return [1024 + (1023 * i) // (k - 1) for i in range(k)]
+    return list(range(1024, 1024 + k))
+
+
+def _caller(comm, op, rank, size, np, MPI):
+    """``call(n)``: one call of ``op`` with ``n`` elements (per rank where the
+    operation moves a block per rank), over buffers big enough for any count."""
+    big = 1 << 17
+    send = np.full(big * size, rank + 1.0)
+    out = np.zeros(big * size)
+
+    def call(n):
+        if op == "Allreduce":
+            comm.Allreduce(send[:n], out[:n], op=MPI.SUM)
+        elif op == "Bcast":
+            comm.Bcast(out[:n], root=0)
+        elif op == "Reduce":
+            comm.Reduce(send[:n], out[:n] if rank == 0 else None, op=MPI.SUM, root=0)
+        elif op == "Allgather":
+            comm.Allgather(send[:n], out[: n * size])
+        elif op == "Gather":
+            comm.Gather(send[:n], out[: n * size] if rank == 0 else None, root=0)
+        elif op == "Scatter":
+            comm.Scatter(send[: n * size] if rank == 0 else None, out[:n], root=0)
+        elif op == "Alltoall":
+            comm.Alltoall(send[: n * size], out[: n * size])
+
+    return call
+
+
+def _timed(call, counts, world):
+    """Each call's seconds over ``counts`` (after a barrier)."""
+    world.Barrier()
+    times = []
+    for n in counts:
+        t = time.perf_counter()
+        call(n)
+        times.append(time.perf_counter() - t)
+    return times
+
+
+def _worker(ops, ks, passes, mixed, seed):
+    import numpy as np
+    from mpi4py import MPI
+
+    import wacoll
+
+    world = MPI.COMM_WORLD
+    rank, size = world.Get_rank(), world.Get_size()
+    comm = wacoll.Comm(world)
+    rows = []
+    for op in ops:
+        mine = _caller(comm, op, rank, size, np, MPI)
+        library = _caller(world, op, rank, size, np, MPI)
+        for _ in range(WARM):  # the shape's exploration over, its choice made
+            mine(1536)
+            library(1536)
+        for k in ks:
+            counts = counts_cycled(k)
+            for who, call in (("default", mine), ("library", library)):
+                for _ in range(passes):
+                    times = _timed(call, counts, world)
+                median = statistics.median(times)
+                rows.append(
+                    {
+                        "op": op,
+                        "K": k,
+                        "config": who,
+                        "ms": world.allreduce(median, op=MPI.MAX) * 1e3,
+                    }
+                )
+    mixed_rows = []
+    if mixed:
+        rng = np.random.default_rng(seed)
+        draws = [
+            (MIXED_OPS[int(i)], int(n))
+            for i, n in zip(
+                rng.integers(len(MIXED_OPS), size=mixed),
+                np.exp(rng.uniform(0, np.log(1 << 17), size=mixed)).astype(int),
+            )
+        ]
+        callers = {
+            op: (
+                _caller(comm, op, rank, size, np, MPI),
+                _caller(world, op, rank, size, np, MPI),
+            )
+            for op in MIXED_OPS
+        }
+        seen, later = {}, {"default": [], "library": []}
+        world.Barrier()
+        for op, n in draws:
+            shape = (op, (n * 8).bit_length())
+            seen[shape] = seen.get(shape, 0) + 1
+            for who, call in zip(("default", "library"), callers[op]):
+                t = time.perf_counter()
+                call(n)
+                dt = time.perf_counter() - t
+                if seen[shape] > 20:
+                    later[who].append(dt)
+        for who, times in later.items():
+            mixed_rows.append(
+                {
+                    "config": who,
+                    "calls": mixed,
+                    "counted": len(times),
+                    "ms": world.allreduce(statistics.median(times), op=MPI.MAX) * 1e3
+                    if times
+                    else None,
+                    "classes": len(seen),
+                }
+            )
+    if rank == 0:
+        print("RESULT " + json.dumps({"loops": rows, "mixed": mixed_rows}))
+
+
+def _run(p, layout, args, cache):
+    env = worker_env(p, halves=layout == "two")
+    env["WACOLL_PROOF_CACHE"] = cache
+    cmd = [
+        mpiexec(), "-n", str(p), sys.executable, __file__, "--worker",
+        "--ops", args.ops, "--ks", args.ks, "--passes", str(args.passes),
+        "--mixed", str(args.mixed), "--seed", str(args.seed),
+    ]  # fmt: skip
+    print(f"# {layout} cluster(s), {p} ranks", file=sys.stderr, flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=7200)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if proc.returncode or line is None:
+        print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
+        raise SystemExit(1)
+    return json.loads(line[len("RESULT ") :])
+
+
+def _files(folder):
+    return sum(len(files) for _, _, files in os.walk(folder))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ranks", default="4,8")
+    parser.add_argument("--layouts", default=",".join(LAYOUTS))
+    parser.add_argument("--ops", default=",".join(OPS))
+    parser.add_argument("--ks", default=",".join(map(str, KS)))
+    parser.add_argument("--passes", type=int, default=2)
+    parser.add_argument("--mixed", type=int, default=20000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--out", default=str(RESULTS), help="the folder of the result files"
+    )
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        _worker(
+            args.ops.split(","),
+            [int(k) for k in args.ks.split(",")],
+            args.passes,
+            args.mixed,
+            args.seed,
+        )
+        return 0
+    if args.quick:
+        args.ranks, args.ks, args.mixed = "4", "1,16,64,1000", 2000
+    ranks = [int(x) for x in args.ranks.split(",")]
+    layouts = [x for x in args.layouts.split(",") if x]
+    if not set(layouts) <= set(LAYOUTS):
+        parser.error(f"--layouts takes {', '.join(LAYOUTS)}")
+    loops, mixed = [], []
+    for layout in layouts:
+        for p in ranks:
+            with tempfile.TemporaryDirectory() as cache:
+                got = _run(p, layout, args, cache)
+                files = _files(cache)
+            for row in got["loops"]:
+                loops.append(dict(row, ranks=p, layout=layout))
+            for row in got["mixed"]:
+                mixed.append(dict(row, ranks=p, layout=layout, proof_files=files))
+    print(command_line(__file__, argv if argv is not None else sys.argv[1:]))
+    print("Median call of the last pass, slowest rank, ms; ratio to the same op's K=1")
+    ks = [int(k) for k in args.ks.split(",")]
+    keyed = {
+        (r["layout"], r["ranks"], r["op"], r["K"], r["config"]): r["ms"] for r in loops
+    }
+    for layout in layouts:
+        for p in ranks:
+            print(f"\n{layout} cluster(s), {p} ranks")
+            print(
+                " | ".join(["op"] + [f"K={k}" for k in ks] + ["library K=1", "worst/K=1"])
+            )
+            for op in args.ops.split(","):
+                mine = [keyed[(layout, p, op, k, "default")] for k in ks]
+                cells = [op] + [f"{m:.3f}" for m in mine]
+                cells.append(f"{keyed[(layout, p, op, ks[0], 'library')]:.3f}")
+                cells.append(f"{max(mine) / mine[0]:.2f}x")
+                print(" | ".join(cells))
+    if mixed:
+        print(f"\nMixed workload ({args.mixed} calls, after each class's first 20):")
+        for layout in layouts:
+            for p in ranks:
+                got = {
+                    r["config"]: r
+                    for r in mixed
+                    if (r["layout"], r["ranks"]) == (layout, p)
+                }
+                d, lib = got["default"], got["library"]
+                medians = (
+                    "no shape called more than 20 times"
+                    if d["ms"] is None
+                    else f"default {d['ms']:.3f} ms, library {lib['ms']:.3f} ms "
+                    f"({d['ms'] / lib['ms']:.2f}x)"
+                )
+                print(
+                    f"{layout} cluster(s), {p} ranks: {medians}, {d['classes']} "
+                    f"shapes, proof cache {d['proof_files']} files"
+                )
+    out = Path(args.out)
+    out.mkdir(exist_ok=True)
+    stem = "counts-quick" if args.quick else "counts"
+    write_csv(out / f"{stem}.csv", ["layout", "ranks", "op", "K", "config", "ms"], loops)
+    if mixed:
+        write_csv(
+            out / f"{stem}-mixed.csv",
+            [
+                "layout",
+                "ranks",
+                "config",
+                "calls",
+                "counted",
+                "ms",
+                "classes",
+                "proof_files",
+            ],
+            mixed,
+        )
+    plt = pyplot()
+    fig, axes = plt.subplots(
+        1, len(layouts), figsize=(6 * len(layouts), 4), squeeze=False
+    )
+    for ax, layout in zip(axes[0], layouts):
+        for p in ranks:
+            for op in args.ops.split(","):
+                ax.plot(
+                    ks,
+                    [keyed[(layout, p, op, k, "default")] for k in ks],
+                    marker="o",
+                    label=f"{op}, {p} ranks",
+                )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("distinct counts cycled (K)")
+        ax.set_ylabel("median call, ms")
+        ax.set_title(f"{layout} cluster(s)")
+        ax.legend(fontsize=6)
+    save_figure(fig, out / f"{stem}.png", 120)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
