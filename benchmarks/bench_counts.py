@@ -7,7 +7,8 @@ halves, where every call runs a plan and its wide-area check) and rank count, th
 ranks warm each operation up until its shape is decided (learning's exploration
 over), then time loops that cycle K distinct counts: K = 1, 16, 64 and 1,000 counts
 of one size octave (1,024 to 2,047 elements; 1,000 is nearly every count of it), and
-10,000 counts from 1,024 up (four octaves). Each loop runs ``--passes`` times;
+10,000 counts from 1,024 up (four octaves). Each loop runs ``--passes`` times (a
+pass makes at least 64 calls, cycling its counts as often as needed);
 a call is timed on each rank, and the figure is the median call of the last pass
 of the slowest rank. The library's figure is the same loop over
 ``MPI.COMM_WORLD``.
@@ -57,6 +58,8 @@ OPS = ("Allreduce", "Bcast", "Allgather", "Reduce", "Gather", "Scatter", "Alltoa
 MIXED_OPS = ("Allreduce", "Bcast", "Allgather", "Reduce", "Gather", "Alltoall")
 KS = (1, 16, 64, 1000, 10000)
 LAYOUTS = ("one", "two")
+#: The fewest calls of a pass (its K counts cycled as often as needed).
+PASS_CALLS = 64
 #: Calls of a shape before its loops are timed (learning explores 18).
 WARM = 24
 
@@ -134,6 +137,7 @@ def _worker(ops, ks, passes, mixed, seed):
             library(1536)
         for k in ks:
             counts = counts_cycled(k)
+            counts = counts * -(-PASS_CALLS // len(counts))  # a pass: 64 calls or more
             for who, call in (("default", mine), ("library", library)):
                 for _ in range(passes):
                     times = _timed(call, counts, world)

@@ -19,10 +19,13 @@ from wacoll.errors import PlanError
 from wacoll.plans import Call, builders, select
 from wacoll.plans import operations as ops
 from wacoll.plans.builder import RankPlan
+from wacoll.plans.lower import lower
 from wacoll.plans.rank import plan_for_rank
 from wacoll.plans.retarget import (
     canonical_count,
+    count_linear,
     retarget,
+    retarget_program,
     retargetable,
     structure_call,
 )
@@ -152,3 +155,42 @@ def test_a_plan_of_another_block_layout_is_not_retargetable():
         else (60, 4),
     )
     assert not retargetable(odd, 64)
+
+
+def _steps(program):
+    """A lowered program's steps as plain values (runs listed whole)."""
+    return [
+        (s.kind, s.peer, s.elements, s.direct, s.group, s.side, s.index,
+         None if s.src is None else (s.src[0], list(map(tuple, s.src[1]))),
+         None if s.dst is None else (s.dst[0], list(map(tuple, s.dst[1]))))
+        for s in program.steps
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_count_linear_program_scales_as_lowering_gives_it(family):
+    topo = TOPOLOGIES["2+3"]
+    scaled = 0
+    for op in UNIFORM:
+        if op not in builders(family):
+            continue
+        for base_count in (1, 8, 1024):
+            try:
+                plan = select(_call(op, base_count), topo, family=family).build(topo)
+            except PlanError:
+                continue
+            if not count_linear(plan, base_count):
+                continue
+            for count in (base_count, 2 * base_count - 1, base_count + 3):
+                moved = retarget(plan, count)
+                for rank in range(topo.size):
+                    got = retarget_program(lower(plan, rank), base_count, count)
+                    want = lower(moved, rank)
+                    assert _steps(got) == _steps(want), (op, family, count, rank)
+                    assert (got.scratch_sizes, got.in_extent, got.out_extent) == (
+                        want.scratch_sizes,
+                        want.in_extent,
+                        want.out_extent,
+                    )
+                scaled += 1
+    assert scaled

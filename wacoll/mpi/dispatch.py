@@ -45,7 +45,13 @@ from wacoll.plans import Call, select
 from wacoll.plans import operations as ops
 from wacoll.plans.composite import Composite
 from wacoll.plans.rank import lower_for_rank, plan_for_rank
-from wacoll.plans.retarget import retarget, retargetable, structure_call
+from wacoll.plans.retarget import (
+    count_linear,
+    retarget,
+    retarget_program,
+    retargetable,
+    structure_call,
+)
 from wacoll.plans.select import (
     COMBINE_RATE,
     HAN,
@@ -158,6 +164,9 @@ class Dispatcher:
         #: and buffer layout. Both bounded (:data:`~wacoll.mpi.bounded.SHAPES`).
         self.plans = BoundedCache(SHAPES)
         self.programs = BoundedCache(SHAPES)
+        #: Retargeted plans whose program is the class's scaled: ``(plan, the
+        #: class's plan, its count, the plan's count)`` by ``id(plan)``.
+        self.origins = BoundedCache(SHAPES)
 
     # ------------------------------------------------------------ buffer calls
     def executable(self, desc, family, reason=None):
@@ -297,7 +306,10 @@ class Dispatcher:
             return found
         if not retargetable(plan, base.count):
             return None
-        return retarget(plan, call.count), why
+        moved = retarget(plan, call.count)
+        if count_linear(plan, base.count):  # lowered by scaling the class's program
+            self.origins[id(moved)] = (moved, plan, base.count, call.count)
+        return moved, why
 
     def predicted(self, call, family):
         """The cost model's seconds for ``family``'s plan of ``call`` (None: the
@@ -338,10 +350,18 @@ class Dispatcher:
         key = (id(plan), _layout_key(in_offsets), _layout_key(out_offsets))
         entry = self.programs.get(key)
         if entry is None or entry[0] is not plan:
-            entry = self.programs[key] = (
-                plan,
-                lower_for_rank(plan, self.place.rank, in_offsets, out_offsets),
-            )
+            origin = self.origins.get(id(plan))
+            if (
+                origin is not None
+                and origin[0] is plan
+                and in_offsets is None
+                and out_offsets is None
+            ):  # a count of a class whose blocks all hold the count
+                _, base, count, new_count = origin
+                program = retarget_program(self.program(base), count, new_count)
+            else:
+                program = lower_for_rank(plan, self.place.rank, in_offsets, out_offsets)
+            entry = self.programs[key] = (plan, program)
         return entry[1]
 
     def composite_programs(self, composite):

@@ -50,5 +50,8 @@ from wacoll.mpi._fastcall import NativeCall, Recordings
 
 __all__ = ["CAPACITY", "NativeCall", "Recordings"]
 
-#: Recorded calls per communicator (the oldest is forgotten first).
-CAPACITY = 16
+#: Recorded calls per communicator (the oldest is forgotten first): a loop that
+#: cycles up to this many counts (or shapes) replays every call after its first
+#: pass. A recorded plan call keeps its compiled runner and work area alive beside
+#: the :data:`~wacoll.mpi.plancall.RUNNERS` a communicator keeps.
+CAPACITY = 64

@@ -21,6 +21,10 @@ This module makes one plan serve a size class of counts:
 - :func:`retarget` gives that plan the block counts of any count of the class,
   adopting its proof (the byte figures of the proof report made for the new
   counts).
+- :func:`retarget_program` lowers it for the new count without lowering it again
+  where every block holds the count (one block per rank, or one segment):
+  every element index of the class's lowered program is a multiple of the
+  class's count, and scales with it.
 
 Calls that are not retargeted are planned for their own count, as before: the
 vector variants (their counts are per rank), count 0, and plans whose blocks are not
@@ -49,10 +53,20 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from wacoll.plans.builder import RankPlan, RepeatedCounts
+from wacoll.plans.lower import ElementRuns
 from wacoll.plans.operations import block_counts, spec
 
-__all__ = ["canonical_count", "retarget", "retargetable", "structure_call"]
+__all__ = [
+    "canonical_count",
+    "count_linear",
+    "retarget",
+    "retarget_program",
+    "retargetable",
+    "structure_call",
+]
 
 
 def canonical_count(count: int, itemsize: int) -> int:
@@ -126,3 +140,81 @@ def _report_for(report, plan, moved):
         if message.wide_area:
             wide += message.nbytes
     return dataclasses.replace(report, bytes=nbytes, wide_area_bytes=wide)
+
+
+def count_linear(plan, count) -> bool:
+    """Whether every block of ``plan`` (:func:`retargetable`) holds ``count``
+    elements, and does for any count: one block per rank (or pair of ranks), or
+    an unsegmented vector. Its lowered programs then scale with the count
+    (:func:`retarget_program`).
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> from wacoll.plans import build
+    >>> topo = Topology.from_sizes([2, 2])
+    >>> count_linear(build("gather", topo, "magpie", root=0, count=8), 8)
+    True
+    >>> count_linear(build("bcast", topo, "magpie", root=0, count=8, segments=2), 8)
+    False
+    """
+    layout = spec(plan.op).layout
+    if layout == "segments" and len(plan.counts) != 1:
+        return False
+    return retargetable(plan, count)
+
+
+def _scaled_runs(runs, scaled):
+    if isinstance(runs, ElementRuns):
+        starts, lengths = runs.index()
+        return ElementRuns(scaled(starts), scaled(lengths))
+    return tuple((scaled(a), scaled(b)) for a, b in runs)
+
+
+def _scaled_where(where, scaled):
+    return None if where is None else (where[0], _scaled_runs(where[1], scaled))
+
+
+def _scaled_index(index, scaled):
+    return None if index is None else tuple(scaled(np.asarray(a)) for a in index)
+
+
+def retarget_program(program, count, new_count):
+    """A :class:`~wacoll.plans.lower.LoweredProgram` of a :func:`count_linear`
+    plan for ``count``, lowered with the default buffer layout, made for
+    ``new_count``: every element index and length scaled by
+    ``new_count / count`` (each is a multiple of ``count``: whole blocks of
+    ``count`` elements), as lowering the retargeted plan would give.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> from wacoll.plans import build, lower
+    >>> topo = Topology.from_sizes([2, 2])
+    >>> plan = build("allgather", topo, "magpie", count=4)
+    >>> moved = retarget_program(lower(plan, 1), 4, 6)
+    >>> moved == lower(retarget(plan, 6), 1)
+    True
+    """
+
+    def scaled(n):  # (exact: n is a whole number of blocks of ``count``)
+        return n // count * new_count
+
+    steps = tuple(
+        dataclasses.replace(
+            step,
+            elements=scaled(step.elements),
+            src=_scaled_where(step.src, scaled),
+            dst=_scaled_where(step.dst, scaled),
+            src_index=_scaled_index(step.src_index, scaled),
+            dst_index=_scaled_index(step.dst_index, scaled),
+        )
+        for step in program.steps
+    )
+    return dataclasses.replace(
+        program,
+        steps=steps,
+        scratch_sizes={k: scaled(n) for k, n in program.scratch_sizes.items()},
+        in_extent=scaled(program.in_extent),
+        out_extent=scaled(program.out_extent),
+    )
