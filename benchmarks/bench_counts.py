@@ -28,8 +28,11 @@ Run::
     .venv/bin/python benchmarks/bench_counts.py --quick         # 4 ranks, two layouts, K <= 1000
     .venv/bin/python benchmarks/bench_counts.py --ranks 4 --layouts two --ks 1,64,1000
 
-Results: ``benchmarks/results/counts.csv`` (``counts-quick.csv``), its plot
-``counts.png``, and ``counts-mixed.csv``.
+Results: ``counts.csv`` (``counts-quick.csv``), its plot ``counts.png`` and
+``counts-mixed.csv`` in ``benchmarks/results`` (or ``--out``). Recorded there:
+``counts-n4.*`` (4 ranks, one and two clusters, 20,000 mixed calls) and
+``counts-n8.*`` (8 ranks, two clusters, 5,000 mixed calls), each with its command
+in its ``.txt``.
 """
 
 from __future__ import annotations
@@ -221,7 +224,7 @@ def main(argv=None):
     parser.add_argument("--layouts", default=",".join(LAYOUTS))
     parser.add_argument("--ops", default=",".join(OPS))
     parser.add_argument("--ks", default=",".join(map(str, KS)))
-    parser.add_argument("--passes", type=int, default=2)
+    parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--mixed", type=int, default=20000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true")
