@@ -113,7 +113,14 @@ def retargetable(plan, count) -> bool:
     block layout of that count, so that :func:`retarget` may give it another."""
     if not isinstance(plan, RankPlan) and not hasattr(plan, "adopt_proof"):
         return False  # (a composite)
-    return _layout_counts(plan, count) == plan.counts
+    layout, counts = spec(plan.op).layout, plan.counts
+    if layout == "segments":
+        return _layout_counts(plan, count) == counts
+    n = plan.size if layout == "per_rank" else plan.size * plan.size
+    if isinstance(counts, RepeatedCounts):
+        return counts.n == n and (counts.count == count or not n)
+    # (a tuple of P * P counts at scale: counted in C, never rebuilt)
+    return len(counts) == n and tuple(counts).count(count) == n
 
 
 def retarget(plan, count):
@@ -133,12 +140,19 @@ def retarget(plan, count):
 
 def _report_for(report, plan, moved):
     """``report`` of ``plan`` with the byte figures of ``moved`` (its messages carry
-    the same blocks, of other sizes)."""
-    nbytes = wide = 0
-    for message in moved.messages():
-        nbytes += message.nbytes
-        if message.wide_area:
-            wide += message.nbytes
+    the same blocks, of other sizes): scaled where every block holds the count
+    (exact, and free at any number of ranks), else added up message by message
+    (a segmented vector: a few messages a rank)."""
+    count, new_count = plan.counts[0], moved.counts[0]
+    if count and count_linear(plan, count):
+        nbytes = report.bytes // count * new_count
+        wide = report.wide_area_bytes // count * new_count
+    else:
+        nbytes = wide = 0
+        for message in moved.messages():
+            nbytes += message.nbytes
+            if message.wide_area:
+                wide += message.nbytes
     return dataclasses.replace(report, bytes=nbytes, wide_area_bytes=wide)
 
 
