@@ -8,8 +8,11 @@ so the library's loop pipelines; a call that waits for every rank does not. This
 benchmark runs such loops for Bcast, Scatter, Gather, Reduce, Allgather, Alltoall,
 Allreduce and Barrier, from 0 B to 1 MiB (per rank, as OSU counts), with
 
-``native``   a duplicate of ``MPI.COMM_WORLD`` (the MPI library)
-``default``  ``wacoll.Comm(MPI.COMM_WORLD)`` with no options, as the README says
+``native``     a duplicate of ``MPI.COMM_WORLD`` (the MPI library)
+``default``    ``wacoll.Comm(MPI.COMM_WORLD)`` with no options, as the README says
+``unchecked``  with ``--unchecked`` only, labelled: ``wacoll.Comm(MPI.COMM_WORLD,
+               check="off")``, the same plans without the cross-rank argument
+               check (what the check costs a loop is the difference)
 
 For each case both are warmed up past learning's exploration, then timed in
 interleaved repetitions: a barrier, ``N`` back-to-back calls (``N`` from a time
@@ -63,7 +66,6 @@ OPS = (
     "Barrier",
 )
 SIZES = (0, 1, 4, 64, 1024, 4096, 65536, 1 << 20)
-IMPLS = ("native", "default")
 #: The testbed networks: clusters, wide-area latency (s) and rate (B/s), largest size.
 NETWORKS = {
     "lan": ((2, 2, 2, 2), 100e-6, 12.5e6, 1 << 20),
@@ -86,6 +88,9 @@ FIELDS = [
     "default_max_us",
     "ratio_root",
     "ratio_max",
+    "unchecked_root_us",
+    "unchecked_max_us",
+    "ratio_unchecked_root",
 ]
 
 
@@ -126,7 +131,7 @@ def _loop_seconds(world, fn, calls):
     return mine, every[0], max(every)
 
 
-def _worker(ops, sizes, reps, budget, max_calls):
+def _worker(ops, sizes, reps, budget, max_calls, unchecked=False):
     import numpy as np
     from mpi4py import MPI
 
@@ -135,6 +140,9 @@ def _worker(ops, sizes, reps, budget, max_calls):
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
     comms = {"native": world.Dup(), "default": wacoll.Comm(world)}
+    if unchecked:
+        comms["unchecked"] = wacoll.Comm(world, check="off")
+    impls = tuple(comms)
     rows = []
     for op in ops:
         for nbytes in sizes if op != "Barrier" else (0,):
@@ -148,9 +156,10 @@ def _worker(ops, sizes, reps, budget, max_calls):
             # as many calls as the budget allows, the same on every rank
             _mine, _root, slowest = _loop_seconds(world, calls["native"], 3)
             n = int(max(5, min(max_calls, budget / max(slowest, 1e-7))))
-            times = {impl: ([], []) for impl in IMPLS}
+            times = {impl: ([], []) for impl in impls}
             for k in range(reps):  # interleaved, the order turning each repetition
-                for impl in IMPLS[k % 2 :] + IMPLS[: k % 2]:
+                turn = k % len(impls)
+                for impl in impls[turn:] + impls[:turn]:
                     _mine, root, slowest = _loop_seconds(world, calls[impl], n)
                     times[impl][0].append(root)
                     times[impl][1].append(slowest)
@@ -171,6 +180,12 @@ def _worker(ops, sizes, reps, budget, max_calls):
                     "ratio_max": med["default"][1] / med["native"][1],
                 }
             )
+            if unchecked:
+                rows[-1].update(
+                    unchecked_root_us=med["unchecked"][0] * 1e6,
+                    unchecked_max_us=med["unchecked"][1] * 1e6,
+                    ratio_unchecked_root=med["unchecked"][0] / med["native"][0],
+                )
             if rank == 0:
                 print(
                     f"# {op} {nbytes} B: {rows[-1]['ratio_root']:.2f}",
@@ -199,6 +214,7 @@ def _worker_argv(args, sizes):
         str(args.budget),
         "--max-calls",
         str(args.max_calls),
+        *(["--unchecked"] if args.unchecked else []),
     ]
 
 
@@ -269,13 +285,23 @@ def report(rows, say=print):
         say(
             f"{'op':<10} {'bytes':>8} {'native@root':>12} {'default@root':>13} "
             f"{'ratio':>6} {'native max':>11} {'default max':>12} {'ratio':>6}"
+            + (
+                f" {'unchecked@root':>11} {'ratio':>6}"
+                if any(r.get("unchecked_root_us") is not None for r in mine)
+                else ""
+            )
         )
         for r in mine:
+            unchecked = (
+                f" {r['unchecked_root_us']:>11.1f} {r['ratio_unchecked_root']:>6.2f}"
+                if r.get("unchecked_root_us") is not None
+                else ""
+            )
             say(
                 f"{r['op']:<10} {r['bytes']:>8} {r['native_root_us']:>12.1f} "
                 f"{r['default_root_us']:>13.1f} {r['ratio_root']:>6.2f} "
                 f"{r['native_max_us']:>11.1f} {r['default_max_us']:>12.1f} "
-                f"{r['ratio_max']:>6.2f}"
+                f"{r['ratio_max']:>6.2f}{unchecked}"
             )
         say("per operation, at the root: geometric mean of the ratios, worst size")
         for op in OPS:
@@ -333,6 +359,11 @@ def main(argv=None):
     parser.add_argument("--max-calls", type=int, default=1000)
     parser.add_argument("--quick", action="store_true", help="local, 2 ranks, 3 reps")
     parser.add_argument("--out", help="the CSV to write (default results/osu-<where>)")
+    parser.add_argument(
+        "--unchecked",
+        action="store_true",
+        help='also time wacoll.Comm(..., check="off") (labelled "unchecked")',
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.ops = [o for o in args.ops.split(",") if o]
@@ -340,7 +371,9 @@ def main(argv=None):
     if not set(args.ops) <= set(OPS):
         parser.error(f"--ops takes {', '.join(OPS)}")
     if args.worker:
-        _worker(args.ops, args.sizes, args.reps, args.budget, args.max_calls)
+        _worker(
+            args.ops, args.sizes, args.reps, args.budget, args.max_calls, args.unchecked
+        )
         return 0
     args.ranks = [2] if args.quick else [int(x) for x in args.ranks.split(",")]
     args.layouts = [x for x in args.layouts.split(",") if x]

@@ -254,7 +254,7 @@ class Dispatcher:
         # (the options as text: 2, 2.0 and True are equal values, and a builder
         # takes only some of them)
         key = (family, repr(tuple(sorted(options.items()))), comm_family, objects)
-        found = self.plans.get((call, *key))
+        found = self.plans.get((call,) + key)
         if found is None:
             select_for = functools.partial(
                 self._selected, family, options, comm_family, objects
@@ -262,7 +262,7 @@ class Dispatcher:
             found = None if exact else self._retargeted(call, key, select_for)
             if found is None:
                 found = select_for(call)
-            self.plans[(call, *key)] = found
+            self.plans[(call,) + key] = found
         return found
 
     def _selected(self, family, options, comm_family, objects, call):
@@ -295,10 +295,10 @@ class Dispatcher:
         base = structure_call(call)
         if base is None or base is call:
             return None
-        found = self.plans.get((base, *key))
+        found = self.plans.get((base,) + key)
         if found is None:
             try:
-                found = self.plans[(base, *key)] = select_for(base)
+                found = self.plans[(base,) + key] = select_for(base)
             except PlanError:
                 return None
         plan, why = found
