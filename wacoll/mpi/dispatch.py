@@ -167,6 +167,9 @@ class Dispatcher:
         #: Retargeted plans whose program is the class's scaled: ``(plan, the
         #: class's plan, its count, the plan's count)`` by ``id(plan)``.
         self.origins = BoundedCache(SHAPES)
+        #: Size classes' plans by ``id(plan)``: ``(plan, retargetable, count
+        #: linear)`` (:mod:`wacoll.plans.retarget`).
+        self.classes = BoundedCache(SHAPES)
 
     # ------------------------------------------------------------ buffer calls
     def executable(self, desc, family, reason=None):
@@ -304,10 +307,21 @@ class Dispatcher:
         plan, why = found
         if plan is NATIVE:
             return found
-        if not retargetable(plan, base.count):
+        # what the class's plan allows, found once per class (a P x P layout's
+        # counts are read whole)
+        kind = self.classes.get(id(plan))
+        if kind is None or kind[0] is not plan:
+            ok = retargetable(plan, base.count)
+            kind = self.classes[id(plan)] = (
+                plan,
+                ok,
+                ok and count_linear(plan, base.count),
+            )
+        _, ok, linear = kind
+        if not ok:
             return None
         moved = retarget(plan, call.count)
-        if count_linear(plan, base.count):  # lowered by scaling the class's program
+        if linear:  # lowered by scaling the class's program
             self.origins[id(moved)] = (moved, plan, base.count, call.count)
         return moved, why
 

@@ -144,7 +144,7 @@ def _report_for(report, plan, moved):
     (exact, and free at any number of ranks), else added up message by message
     (a segmented vector: a few messages a rank)."""
     count, new_count = plan.counts[0], moved.counts[0]
-    if count and count_linear(plan, count):
+    if count and _one_block_each(plan):  # (retargetable: every block holds count)
         nbytes = report.bytes // count * new_count
         wide = report.wide_area_bytes // count * new_count
     else:
@@ -172,10 +172,13 @@ def count_linear(plan, count) -> bool:
     >>> count_linear(build("bcast", topo, "magpie", root=0, count=8, segments=2), 8)
     False
     """
-    layout = spec(plan.op).layout
-    if layout == "segments" and len(plan.counts) != 1:
-        return False
-    return retargetable(plan, count)
+    return _one_block_each(plan) and retargetable(plan, count)
+
+
+def _one_block_each(plan) -> bool:
+    """Whether ``plan``'s layout gives every block the whole count: one block per
+    rank (or pair of ranks), or an unsegmented vector."""
+    return spec(plan.op).layout != "segments" or len(plan.counts) == 1
 
 
 def _scaled_runs(runs, scaled):
