@@ -94,3 +94,81 @@ def test_loops_over_many_counts_match_the_library(mpi, op):
                     f"{len(ran)} different {family} programs"
                 )
     mpi.assert_all(not problems, "; ".join(problems[:3]))
+
+
+def _recorded_for_classes(comm):
+    """How many class keys the communicator's recordings hold (calls recorded for
+    every count of a size class)."""
+    from wacoll.mpi._fastcall import CountClasses
+
+    return sum(type(v) is CountClasses for v in comm._route.recorded.values())
+
+
+#: New counts of the class of 1024-2047 float64, each met once.
+NEW_COUNTS = tuple(range(1026, 1046)) + (2047, 1777)
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("op", OPS)
+def test_every_new_count_of_a_recorded_class_replays(mpi, op):
+    """Once a call of a size class is recorded for every count of the class, each
+    new count of the class replays it (route ``replayed``: no reading afresh,
+    planning or lowering) with results equal to the library's. A class is
+    recorded so where its work is the same for every count, scaled: the
+    library's collective, or a plan whose blocks all hold the count."""
+    rank, size = mpi.rank, mpi.size
+    problems, replayed = [], {}
+    for layout in mpi.layouts:
+        comm = mpi.comm(layout, level=None)
+        for n in (1024, 1024, 1025, 1025, 1024):  # recorded (a loop, not one call)
+            _run(comm, op, n, rank, size)
+        routes = []
+        for n in NEW_COUNTS:
+            got = _run(comm, op, n, rank, size)
+            routes.append(comm.last_route)
+            want = _run(mpi.world, op, n, rank, size)
+            if got is not None and not np.array_equal(got, want):
+                problems.append(f"{layout} {op} count {n}: {got[:4]} != {want[:4]}")
+        classes = _recorded_for_classes(comm)
+        replayed[layout] = routes.count("replayed")
+        if classes and replayed[layout] != len(NEW_COUNTS):
+            problems.append(f"{layout} {op}: recorded for the class, yet ran {routes}")
+    mpi.assert_all(not problems, "; ".join(problems[:3]))
+    if op in ("Bcast", "Allreduce", "Allgather"):  # these replay on every layout
+        mpi.assert_all(
+            all(replayed.values()), f"{op}: new counts not replayed: {replayed}"
+        )
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_replayed_class_call_whose_count_differs_raises_everywhere(mpi):
+    """A call replayed for a new count of its class on every rank, one rank's
+    count differing from the others' (same class): every rank raises the same
+    error, at the call or at the next Barrier; no rank's buffer receives data
+    that is not its own call's."""
+    for layout in mpi.layouts:
+        comm = wacoll_comm(mpi, layout)
+        out = np.zeros(2047)
+        for n in (1024, 1024, 1025, 1025):
+            comm.Bcast(out[:n], root=0)
+        comm.Bcast(out[:1030], root=0)
+        assert comm.last_route == "replayed"
+        n = 1100 + (mpi.rank == 1)
+        out[:] = -1.0 if mpi.rank else 7.0
+
+        def differ_then_barrier():
+            comm.Bcast(out[:n], root=0)
+            comm.Barrier()
+
+        mpi.same_error(differ_then_barrier, match="disagree")
+        # nothing of rank 0's call landed where its own count differs
+        mpi.assert_all(
+            mpi.rank != 1 or (out == -1.0).all(), "the disagreeing rank's buffer"
+        )
+        comm.Free()
+
+
+def wacoll_comm(mpi, layout):
+    import wacoll
+
+    return wacoll.Comm(mpi.world, mpi.topology(layout))

@@ -93,3 +93,64 @@ def test_runner_refuses_tables_that_leave_their_memory():
     for steps, runs, work in bad:
         with pytest.raises(ValueError):
             _runner.Runner(steps, runs, work, handle(MPI.COMM_SELF), -1, -1, 8)
+
+
+def _uniform_call(op, count):
+    from wacoll.plans import Call
+    from wacoll.plans import operations as ops
+
+    s = ops.spec(op)
+    return Call(
+        op,
+        count=count,
+        root=1 if s.rooted else None,
+        itemsize=8,
+        level="commutative" if s.kind == "reduction" else None,
+    )
+
+
+@pytest.mark.mpi(min_size=1)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_runner_per_count_rewrites_its_tables_as_compiling_gives_them(mpi, family):
+    """A runner made for every count of a size class (``Runner.per_count``, from
+    :func:`~wacoll.mpi.runner.count_units`) rewrites its tables for another count
+    exactly as compiling that count's program gives them: every step's bytes,
+    staging area and runs, in a work area large enough. The plan's ranks are
+    shared among the processes."""
+    from wacoll import Topology
+    from wacoll.mpi.runner import count_units
+    from wacoll.plans import operations as ops
+    from wacoll.plans import select
+    from wacoll.plans.retarget import count_linear, retarget
+
+    topo = Topology.from_sizes([2, 3])
+    checked = 0
+    for op in sorted(builders(family)):
+        if ops.spec(op).layout == "none" or op.endswith("v") or op == "reduce_scatter":
+            continue
+        for base in (8, 1024):
+            try:
+                plan = select(_uniform_call(op, base), topo, family=family).build(topo)
+            except PlanError:
+                continue
+            if not count_linear(plan, base):
+                continue
+            for rank in range(ME, topo.size, P):
+                compiled = compile_program(lower(plan, rank), np.dtype("f8"), MPI.SUM)
+                if compiled is None:
+                    continue
+                units = count_units(compiled, base)
+                assert units is not None, (op, base, rank)
+                runner = compiled.runner(MPI.COMM_SELF)
+                runner.per_count(*units, base)
+                for count in (2 * base - 1, base + 3, base):
+                    want = compile_program(
+                        lower(retarget(plan, count), rank), np.dtype("f8"), MPI.SUM
+                    )
+                    assert runner.rescale(count)
+                    steps, runs = runner.tables
+                    assert np.array_equal(steps, want.steps), (op, count, rank)
+                    assert np.array_equal(runs, want.runs), (op, count, rank)
+                    assert runner.work.nbytes >= want.work_bytes
+                    checked += 1
+    assert W.allreduce(checked) > 0, "no count-linear plan of this family"

@@ -21,7 +21,7 @@ from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint32_t, uint64_t
 
 import numpy as np
 
@@ -51,6 +51,32 @@ cdef enum:
     _LINE = 8
     _PAUSES = 100  # spins that pause the core (about a microsecond), then yield it
     _SPINS = 1000  # spins before handing back to Python
+
+
+cdef inline uint32_t _crc32_int64(uint32_t crc, int64_t value) noexcept nogil:
+    """zlib's CRC-32 of ``crc`` continued over ``value``'s 8 little-endian bytes."""
+    cdef int i, k
+    crc = ~crc
+    for i in range(8):
+        crc ^= <uint32_t>((<uint64_t>value >> (8 * i)) & 0xFF)
+        for k in range(8):
+            crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)))
+    return ~crc
+
+
+cpdef int64_t count_digest(int64_t rest, int64_t count):
+    """A call's signature digest from the digest of the rest of its signature and
+    its count: zlib's CRC-32 of the rest continued over the count's 8
+    little-endian bytes (:meth:`wacoll.mpi.agreement.Signature.digest`). A call
+    recorded for every count of a size class computes it here for each count.
+
+    Examples
+    --------
+    >>> import zlib
+    >>> count_digest(12345, 1500) == zlib.crc32((1500).to_bytes(8, "little"), 12345)
+    True
+    """
+    return _crc32_int64(<uint32_t>rest, count)
 
 
 cdef int _signals() except -1:
@@ -198,17 +224,40 @@ cdef class NativeCall:
     """
 
     cdef readonly bytes template
-    cdef readonly object method, sig, check
+    cdef readonly object method, check
+    cdef object _sig
     cdef tuple replace
     cdef readonly tuple keep
     cdef NodeFlags node
+    cdef int64_t rest, count
 
     def __init__(self, digest, method, tuple replace not None, sig, check,
                  tuple keep not None):
-        self.method, self.replace, self.sig, self.check, self.keep = \
+        self.method, self.replace, self._sig, self.check, self.keep = \
             method, replace, sig, check, keep
-        self.template = np.array([0, 0, digest, -digest], np.int64).tobytes()
+        self.template = flags_template(digest)
         self.node = check if isinstance(check, NodeFlags) else None
+        self.count = -1
+
+    @property
+    def sig(self):
+        """The call's signature (of its last count), for a failed check's error."""
+        if self.count >= 0 and self.count != self._sig.count:
+            return self._sig.with_count(self.count)
+        return self._sig
+
+    def per_count(self):
+        """Make the call take any count of its size class (:meth:`recount`): it is
+        recorded for the class (:meth:`Recordings.record_class`)."""
+        self.rest, self.count = self._sig.digest_without_count(), self._sig.count
+
+    cpdef bint recount(self, int64_t count) except -1:
+        """Take ``count`` as the call's count (its check's digest, and its
+        signature for an error's message): always True."""
+        if count != self.count:
+            self.template = flags_template(count_digest(self.rest, count))
+            self.count = count
+        return True
 
     cpdef bint run(self, tuple args) except -1:
         """Run the call once over ``args``: the check, then the collective. Whether
@@ -230,6 +279,14 @@ cdef class NativeCall:
         return True
 
 
+cpdef bytes flags_template(int64_t digest):
+    """A call's four check flags as a rank contributes them when its arguments are
+    valid: ``(0, 0, digest, -digest)``, native int64 bytes."""
+    cdef int64_t words[4]
+    words[0], words[1], words[2], words[3] = 0, 0, digest, -digest
+    return PyBytes_FromStringAndSize(<char *>words, sizeof(words))
+
+
 cpdef tuple replaced(tuple args, tuple replace):
     """``args`` with the arguments ``replace`` names, ``(position, value)`` pairs,
     passed otherwise (an ``MPI.Op`` for an operator named by a string)."""
@@ -239,9 +296,83 @@ cpdef tuple replaced(tuple args, tuple replace):
     return tuple(given)
 
 
+cdef class CountClasses:
+    """The calls recorded for every count of their size classes under one class
+    key (:meth:`Recordings.class_key`): how each array argument's length follows
+    the count, and per size class its recorded call, which takes any count of
+    its class (``recount(count)``; a :class:`NativeCall`, or a plan's or the
+    library's call of :mod:`wacoll.mpi._runner`).
+
+    Parameters
+    ----------
+    multiples : tuple of int
+        Per argument: its bytes per element of the count (an array's), -1 for
+        an argument that is not an array.
+    itemsize : int
+        Bytes of the call's element (its size class is ``(count *
+        itemsize).bit_length()``).
+    """
+
+    cdef Py_ssize_t n, itemsize
+    cdef Py_ssize_t multiples[16]
+    #: The recorded call of each size class.
+    cdef readonly dict calls
+
+    def __init__(self, tuple multiples not None, Py_ssize_t itemsize):
+        cdef Py_ssize_t i
+        if len(multiples) > 16 or itemsize <= 0:
+            raise ValueError("at most 16 arguments, and a positive item size")
+        self.n, self.itemsize, self.calls = len(multiples), itemsize, {}
+        for i in range(self.n):
+            self.multiples[i] = multiples[i]
+
+    def same(self, tuple multiples not None, Py_ssize_t itemsize):
+        """Whether a call of these multiples and item size belongs here."""
+        cdef Py_ssize_t i
+        if len(multiples) != self.n or itemsize != self.itemsize:
+            return False
+        for i in range(self.n):
+            if multiples[i] != self.multiples[i]:
+                return False
+        return True
+
+    cdef Py_ssize_t count_of(self, const Py_ssize_t *lengths, Py_ssize_t n) noexcept:
+        """The count of a call whose arguments' byte lengths are ``lengths`` (-1
+        for an argument that is not an array), or -1 when they do not follow the
+        recorded multiples."""
+        cdef Py_ssize_t i, m, count = -1
+        if n != self.n:
+            return -1
+        for i in range(n):
+            m = self.multiples[i]
+            if m < 0:
+                if lengths[i] >= 0:
+                    return -1
+            elif m > 0 and count < 0:
+                if lengths[i] <= 0 or lengths[i] % m:
+                    return -1
+                count = lengths[i] // m
+        if count <= 0:
+            return -1
+        for i in range(n):
+            m = self.multiples[i]
+            if m >= 0 and lengths[i] != m * count:
+                return -1
+        return count
+
+    cdef Py_ssize_t size_class(self, Py_ssize_t count) noexcept:
+        cdef Py_ssize_t bits = 0
+        cdef size_t v = <size_t>(count * self.itemsize)
+        while v:
+            bits += 1
+            v >>= 1
+        return bits
+
+
 cdef class Recordings(dict):
     """A communicator's recorded calls by :meth:`key`: what the call is and what its
-    arguments look like, not which arrays they are.
+    arguments look like, not which arrays they are; and calls recorded for every
+    count of a size class by :meth:`class_key` (:meth:`record_class`).
 
     Examples
     --------
@@ -255,10 +386,15 @@ cdef class Recordings(dict):
     False
     >>> calls.key(print, None, None, ([np.zeros(4), "d"],)) is None  # a type name
     True
+    >>> ckey, lengths = calls.class_key(print, None, None, (np.zeros(4), 0))
+    >>> ckey == calls.class_key(print, None, None, (np.ones(9), 0))[0], lengths
+    (True, (32, -1))
     """
 
     #: The recorded call the last replay ran.
     cdef public object last
+    #: How many class keys are recorded (none: a replay looks up its key only).
+    cdef Py_ssize_t nclasses
 
     def key(self, reader, family, level, tuple args not None):
         """The key of a call: ``reader``, ``family``, ``level`` and, per argument,
@@ -268,19 +404,73 @@ cdef class Recordings(dict):
         and for a buffer specification ``[array, datatype]`` or ``[array, count,
         datatype]`` those of its parts (the datatype by identity). None when an
         argument is of any other kind."""
-        return _key(reader, family, level, args)
+        cdef Py_ssize_t lengths[16]
+        return _key(reader, family, level, args, None, lengths)
+
+    def class_key(self, reader, family, level, tuple args not None):
+        """``(class key, lengths)`` of a call: its :meth:`key` without the lengths
+        of its arrays, and each argument's length in bytes (-1: not an array);
+        None when the call has none (an argument :meth:`key` does not take, an
+        array of more than one dimension, a buffer specification that gives its
+        own count)."""
+        cdef Py_ssize_t lengths[16]
+        out = []
+        _key(reader, family, level, args, out, lengths)
+        if not out or out[0] is None:
+            return None
+        return out[0], tuple([lengths[i] for i in range(len(args))])
+
+    def record_class(self, ckey, tuple multiples not None, Py_ssize_t itemsize,
+                     Py_ssize_t size_class, call):
+        """Record ``call`` (which takes any count of its size class ``size_class``)
+        under the class key ``ckey``, its arrays' lengths ``multiples`` times the
+        count (:class:`CountClasses`). Whether a new entry was made (the caller
+        bounds the recordings)."""
+        found = dict.get(self, ckey)
+        made = found is None or not (<CountClasses>found).same(multiples, itemsize)
+        if made:
+            found = CountClasses(multiples, itemsize)
+            if ckey not in self:
+                self.nclasses += 1
+            self[ckey] = found
+        (<CountClasses>found).calls[size_class] = call
+        return made
+
+    def clear(self):
+        dict.clear(self)
+        self.nclasses = 0
+
+    def __delitem__(self, key):
+        if type(dict.get(self, key)) is CountClasses:
+            self.nclasses -= 1
+        dict.__delitem__(self, key)
 
     def replay(self, reader, family, level, tuple args not None):
         """Run the recorded call these arguments match: True when it ran, the
         recorded call (a :class:`NativeCall`, or a plan's
         :class:`~wacoll.mpi._runner.PlanCall`) when its check failed, None when none
         matches (read the call afresh)."""
-        key = _key(reader, family, level, args)
+        cdef Py_ssize_t lengths[16]
+        cdef Py_ssize_t count
+        cdef CountClasses classes
+        out = [] if self.nclasses else None
+        key = _key(reader, family, level, args, out, lengths)
         if key is None:
             return None
         cdef PyObject *found = PyDict_GetItem(self, key)
         if found == NULL:
-            return None
+            if not out or out[0] is None:
+                return None
+            found = PyDict_GetItem(self, out[0])
+            if found == NULL:
+                return None
+            classes = <CountClasses>found
+            count = classes.count_of(lengths, len(args))
+            if count < 0:
+                return None
+            found = PyDict_GetItem(classes.calls, classes.size_class(count))
+            if found == NULL or not (<object>found).recount(count):
+                return None
         recorded = <object>found
         self.last = recorded
         if type(recorded) is NativeCall:
@@ -292,11 +482,14 @@ cdef class Recordings(dict):
 cdef object _ndarray = np.ndarray
 
 
-cdef bytes _array_key(object a, Py_ssize_t index, Py_ssize_t *starts):
+cdef bytes _array_key(object a, Py_ssize_t index, Py_ssize_t *starts,
+                      Py_ssize_t *nbytes, list classed):
     """Array argument ``index``'s description as bytes: which earlier array argument
     starts at the same address (-1: none), writability, item size, shape, strides
     and element format (from the buffer protocol). Its address goes into
-    ``starts[index]``."""
+    ``starts[index]``, its length in bytes into ``nbytes[0]``, and, when
+    ``classed`` is a list, the description without its length is appended (None
+    for an array of several dimensions)."""
     cdef Py_buffer view
     cdef Py_ssize_t words[64]
     cdef Py_ssize_t i, n, alias = -1
@@ -308,6 +501,7 @@ cdef bytes _array_key(object a, Py_ssize_t index, Py_ssize_t *starts):
         if view.ndim > 30:  # pragma: no cover - numpy allows at most 64 dimensions
             return None
         starts[index] = <Py_ssize_t>view.buf
+        nbytes[0] = view.len
         for i in range(index):
             if starts[i] == starts[index] and view.len:
                 alias = i
@@ -319,8 +513,16 @@ cdef bytes _array_key(object a, Py_ssize_t index, Py_ssize_t *starts):
             words[n] = view.shape[i]
             words[n + 1] = view.strides[i]
             n += 2
-        return PyBytes_FromStringAndSize(<char *>words, n * sizeof(Py_ssize_t)) + \
-            (<bytes>view.format if view.format != NULL else b"B")
+        form = <bytes>view.format if view.format != NULL else b"B"
+        if classed is not None:
+            if view.ndim == 1:
+                words[4] = -1
+                classed.append(PyBytes_FromStringAndSize(<char *>words,
+                                                         n * sizeof(Py_ssize_t)) + form)
+                words[4] = view.shape[0]
+            else:
+                classed.append(None)
+        return PyBytes_FromStringAndSize(<char *>words, n * sizeof(Py_ssize_t)) + form
     finally:
         PyBuffer_Release(&view)
 
@@ -330,14 +532,18 @@ cdef object _IN_PLACE = None
 cdef object _Datatype = None
 
 
-cdef object _spec_key(object spec, Py_ssize_t index, Py_ssize_t *starts):
+cdef object _spec_key(object spec, Py_ssize_t index, Py_ssize_t *starts,
+                      Py_ssize_t *nbytes, list classed):
     """A buffer specification's description: ``[array, datatype]`` or ``[array,
     count, datatype]`` as mpi4py reads them (the array as :func:`_array_key`, the
-    count by value, the datatype by identity); None for any other form."""
+    count by value, the datatype by identity); None for any other form. With
+    ``classed``, its description without its array's length is appended (None
+    when it gives its own count)."""
     cdef Py_ssize_t n = len(spec)
     if n not in (2, 3) or type(spec[0]) is not _ndarray:
         return None
-    first = _array_key(spec[0], index, starts)
+    inner = [] if classed is not None else None
+    first = _array_key(spec[0], index, starts, nbytes, inner)
     if first is None:
         return None
     if n == 3 and type(spec[1]) is not int:
@@ -345,10 +551,18 @@ cdef object _spec_key(object spec, Py_ssize_t index, Py_ssize_t *starts):
     last = spec[n - 1]
     if not isinstance(last, _Datatype):
         return None
+    if classed is not None:
+        classed.append(
+            None if n == 3 or inner[0] is None
+            else (type(spec), inner[0], None, type(last), id(last))
+        )
     return (type(spec), first, spec[1] if n == 3 else None, type(last), id(last))
 
 
-cdef object _key(reader, family, level, tuple args):
+cdef object _key(reader, family, level, tuple args, list out, Py_ssize_t *lengths):
+    """The call's :meth:`Recordings.key`; when ``out`` is a list, its class key
+    (:meth:`Recordings.class_key`, None when it has none) is appended, and each
+    argument's length in bytes (-1: not an array) written to ``lengths``."""
     global _Op, _IN_PLACE, _Datatype
     if _Op is None:
         from mpi4py import MPI
@@ -358,15 +572,24 @@ cdef object _key(reader, family, level, tuple args):
     if n > 16:
         return None
     cdef tuple key = PyTuple_New(n + 3)
+    cdef tuple ckey = None
+    cdef list classed = None
+    if out is not None:
+        ckey = PyTuple_New(n + 4)
+        classed = []
     for i, item in enumerate((reader, family, level)):
         Py_INCREF(item)
         PyTuple_SET_ITEM(key, i, item)
+        if ckey is not None:
+            Py_INCREF(item)
+            PyTuple_SET_ITEM(ckey, i, item)
     for i in range(n):
         a = args[i]
         t = type(a)
         starts[i] = 0  # not an array: never the same address as one
+        lengths[i] = -1
         if t is _ndarray:
-            item = _array_key(a, i, starts)
+            item = _array_key(a, i, starts, &lengths[i], classed)
             if item is None:
                 return None
         elif a is None or t is int or t is str:
@@ -374,11 +597,30 @@ cdef object _key(reader, family, level, tuple args):
         elif a is _IN_PLACE or isinstance(a, _Op):
             item = (t, id(a))
         elif t is list or t is tuple:
-            item = _spec_key(a, i, starts)
+            item = _spec_key(a, i, starts, &lengths[i], classed)
             if item is None:
                 return None
         else:
             return None
         Py_INCREF(item)
         PyTuple_SET_ITEM(key, i + 3, item)
+        if ckey is not None:
+            if lengths[i] >= 0:
+                citem = classed.pop()
+                if citem is None:  # (not every slot is filled: dropped whole)
+                    ckey = None
+                    continue
+            else:
+                citem = item
+            Py_INCREF(citem)
+            PyTuple_SET_ITEM(ckey, i + 3, citem)
+    if out is not None:
+        if ckey is not None:
+            Py_INCREF(_CLASSED)
+            PyTuple_SET_ITEM(ckey, n + 3, _CLASSED)
+        out.append(ckey)
     return key
+
+
+#: The last item of a class key (no call's key ends so).
+cdef object _CLASSED = ("count", "class")

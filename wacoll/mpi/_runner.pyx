@@ -22,7 +22,7 @@ from libc.string cimport memcpy, memmove
 
 import numpy as np
 
-from wacoll.mpi._fastcall import replaced
+from wacoll.mpi._fastcall import count_digest, flags_template, replaced
 from wacoll.plans.select import NATIVE
 
 cdef extern from "_mpicalls.h" nogil:
@@ -257,6 +257,16 @@ cdef class Runner:
     cdef readonly bint done
     cdef readonly bint started
     cdef Py_ssize_t waiting
+    # a runner that takes any count of its size class (per_count): its tables per
+    # element of the count, its current count (-1: not such a runner), and the
+    # work areas it outgrew (a cancelled run's sends may still read them)
+    cdef object _step_units, _run_units, _regions, _bases, _outgrown
+    cdef int64_t *wst
+    cdef int64_t *wrn
+    cdef Py_ssize_t nruns, nregions, capacity
+    cdef int64_t most_bytes
+    #: The count the tables are for (-1: a runner of one count).
+    cdef readonly int64_t count
 
     def __init__(self, steps, runs, Py_ssize_t work_bytes, intptr_t comm, int op,
                  int dtype, int itemsize):
@@ -284,6 +294,8 @@ cdef class Runner:
         self.comm, self.op, self.dtype, self.itemsize = comm, op, dtype, itemsize
         self.done = True
         self.started = False
+        self.count = -1
+        self.capacity = work_bytes
         cdef Py_ssize_t i
         for i in range(self.nsteps):
             wacoll_set_null(&_M, self.reqs + i * _M.hsize)
@@ -292,6 +304,89 @@ cdef class Runner:
     def work(self):
         """The work area (a uint8 array)."""
         return self._work
+
+    @property
+    def tables(self):
+        """Copies of the step rows and byte runs the runner follows."""
+        return self._steps.copy(), self._runs.copy()
+
+    def per_count(self, step_units, run_units, regions, int64_t count):
+        """Make the runner take any count (:meth:`rescale`): its tables are for
+        ``count`` now, and ``step_units`` (per step: bytes per element of the
+        count, and its staging region or -1), ``run_units`` (per run: byte offset
+        in its region or buffer and bytes, per element of the count, and its
+        region, -1 for the input or output) and ``regions`` (the work area's
+        regions in order, bytes per element of the count, each starting 64-byte
+        aligned) give them for any other (:func:`wacoll.mpi.runner.count_units`)."""
+        cdef int64_t[:, ::1] sv
+        cdef int64_t[:, ::1] rv
+        self._step_units = np.ascontiguousarray(step_units, np.int64).reshape(-1, 2)
+        self._run_units = np.ascontiguousarray(run_units, np.int64).reshape(-1, 3)
+        self._regions = np.ascontiguousarray(regions, np.int64).reshape(-1)
+        if (self._step_units.shape[0] != self.nsteps
+                or self._run_units.shape[0] != self._runs.shape[0]
+                or (self._regions < 0).any() or (self._step_units[:, 0] < 0).any()
+                or (self._run_units[:, :2] < 0).any()
+                or (self._step_units[:, 1] >= self._regions.shape[0]).any()
+                or (self._run_units[:, 2] >= self._regions.shape[0]).any()
+                or count <= 0):
+            raise ValueError("the tables per element of the count do not fit the runner")
+        self.nruns, self.nregions = self._runs.shape[0], self._regions.shape[0]
+        self._bases = np.zeros(max(1, self.nregions), np.int64)
+        self._outgrown = []
+        # the runner's own tables, rewritten for each count
+        given = self._steps, self._runs
+        self._steps, self._runs = self._steps.copy(), self._runs.copy()
+        sv, rv = self._steps, self._runs
+        self.wst = &sv[0, 0] if self.nsteps else NULL
+        self.wrn = &rv[0, 0] if self.nruns else NULL
+        self.st, self.rn = self.wst, self.wrn
+        self.most_bytes = int(self._step_units[:, 0].max()) if self.nsteps else 0
+        self.count = -1
+        if not self.rescale(count):
+            raise ValueError("the runner cannot take its own count")
+        if not (self._steps == given[0]).all() or not (self._runs == given[1]).all():
+            raise ValueError("the tables per element of the count are not the runner's")
+
+    cpdef bint rescale(self, int64_t count) except -1:
+        """Rewrite the tables for ``count`` (a runner made by :meth:`per_count`,
+        between runs): False when it cannot take it (a message of 2 GiB or more,
+        a run in progress), and the tables are left as they are."""
+        cdef const int64_t[::1] regions
+        cdef const int64_t[:, ::1] su
+        cdef const int64_t[:, ::1] ru
+        cdef int64_t[::1] bases
+        cdef int64_t at = 0
+        cdef Py_ssize_t i
+        cdef int64_t *row
+        cdef char[::1] wv
+        if count == self.count:
+            return True
+        if self._step_units is None or not self.done or count <= 0:
+            return False
+        if self.most_bytes and count > (2**31 - 1) // self.most_bytes:
+            return False
+        regions, bases = self._regions, self._bases
+        su, ru = self._step_units, self._run_units
+        for i in range(self.nregions):
+            bases[i] = at
+            at = (at + regions[i] * count + 63) // 64 * 64
+        if at > self.capacity:  # a larger work area, with room for larger counts
+            self._outgrown.append(self._work)
+            self.capacity = at + at // 4
+            self._work = np.zeros(self.capacity + 64, np.uint8)
+            wv = self._work
+            self.bufs[2] = <char *>((<intptr_t>&wv[0] + 63) & ~(<intptr_t>63))
+        for i in range(self.nsteps):
+            row = self.wst + i * STEP_COLUMNS
+            row[C_BYTES] = su[i, 0] * count
+            row[C_STAGE] = bases[su[i, 1]] if su[i, 1] >= 0 else -1
+        for i in range(self.nruns):
+            row = self.wrn + i * RUN_COLUMNS
+            row[1] = (bases[ru[i, 2]] if ru[i, 2] >= 0 else 0) + ru[i, 0] * count
+            row[2] = ru[i, 1] * count
+        self.count = count
+        return True
 
     # ---------------------------------------------------------------- helpers
     cdef inline char *_run_ptr(self, Py_ssize_t r) noexcept nogil:
@@ -700,6 +795,15 @@ from cpython.buffer cimport PyBUF_RECORDS_RO, PyBuffer_Release, PyObject_GetBuff
 cdef object _ndarray = np.ndarray
 
 
+cdef object _signature(object kept):
+    """A call's signature from what a call keeps of it: the signature, or ``(its
+    signature at another count, the count)`` (a call that takes any count of its
+    size class makes the signature only for an error's message)."""
+    if type(kept) is tuple:
+        return kept[0].with_count(kept[1])
+    return kept
+
+
 cdef intptr_t _address(object arg) except? -1:
     """The address of the memory an argument (an array, or a buffer specification
     ``[array, ...]``) describes."""
@@ -755,7 +859,10 @@ cdef class PlanCall:
 
     cdef readonly Runner work, check
     cdef readonly Verdicts ring
-    cdef readonly object blocking_check, sig, keep
+    cdef readonly object blocking_check, keep
+    # the signature it was made for, and what the ring keeps of this count's
+    # (the signature, or it with the count: _signature)
+    cdef object _sig, _ring_sig
     #: The plan the call runs, and its family.
     cdef public object plan, family
     cdef object _mine, _flags, _in_copy
@@ -764,13 +871,17 @@ cdef class PlanCall:
     cdef bint first
     cdef int tag, check_tag
     cdef bytes template
+    # a call that takes any count of its size class (per_count)
+    cdef int64_t rest, count, tag_low, tag_span, in_unit, out_unit, copy_unit
+    cdef Py_ssize_t copy_capacity
 
     def __init__(self, Runner work, Runner check, blocking_check, digest, sig,
                  tuple where_in, tuple where_out, Py_ssize_t in_copy_bytes, bint first,
                  int tag, tuple keep=(), Verdicts ring=None, int check_tag=0):
         self.work, self.check, self.blocking_check = work, check, blocking_check
         self.ring, self.check_tag = ring, check_tag
-        self.sig, self.keep, self.first, self.tag = sig, keep, first, tag
+        self._sig = self._ring_sig = sig
+        self.keep, self.first, self.tag = keep, first, tag
         self._mine = np.array([0, 0, digest, -digest], np.int64)
         self.template = self._mine.tobytes()
         self._flags = np.zeros(4, np.int64)
@@ -781,6 +892,13 @@ cdef class PlanCall:
         self.in_copy_bytes = in_copy_bytes
         self._in_copy = np.zeros(in_copy_bytes + 64, np.uint8)
         self.in_copy_at = (self._in_copy.ctypes.data + 63) & ~63
+        self.copy_capacity = in_copy_bytes
+        self.count = -1
+
+    @property
+    def sig(self):
+        """The call's signature (of its last count)."""
+        return _signature(self._ring_sig)
 
     @property
     def flags(self):
@@ -788,6 +906,50 @@ cdef class PlanCall:
         if self.blocking_check is not None:
             return self.blocking_check.flags.copy()
         return self._flags.copy()
+
+    def per_count(self, int64_t count, int tag_low, int tag_span):
+        """Make the call take any count of its size class (:meth:`recount`): it
+        was made for ``count``; its work's runner takes any count already
+        (:meth:`Runner.per_count`), its buffers' offsets and in-place copy hold
+        whole elements of the count, and its tag is ``tag_low + digest %
+        tag_span`` (:func:`wacoll.mpi.executor.blocking_tag`)."""
+        if count <= 0 or (self.work is not None and self.work.count != count):
+            raise ValueError("the work's runner does not take counts, or not this one")
+        for value in (self.in_offset, self.out_offset, self.in_copy_bytes):
+            if value % count:
+                raise ValueError("an offset is not whole elements of the count")
+        self.rest = self._sig.digest_without_count()
+        self.in_unit, self.out_unit = self.in_offset // count, self.out_offset // count
+        self.copy_unit = self.in_copy_bytes // count
+        self.tag_low, self.tag_span, self.count = tag_low, tag_span, count
+
+    cpdef bint recount(self, int64_t count) except -1:
+        """Take ``count`` as the call's count (its work's tables, its buffers'
+        offsets, its check's digest, its messages' tag and its signature):
+        whether it can (a call made by :meth:`per_count`, a runner that takes
+        it)."""
+        cdef int64_t digest
+        if count == self.count:
+            return True
+        if self.count < 0:
+            return False
+        if self.work is not None and not self.work.rescale(count):
+            return False
+        digest = count_digest(self.rest, count)
+        (<int64_t *>self.mine)[2] = digest
+        (<int64_t *>self.mine)[3] = -digest
+        self.template = flags_template(digest)
+        self.tag = <int>(self.tag_low + digest % self.tag_span)
+        self.in_offset, self.out_offset = self.in_unit * count, self.out_unit * count
+        self.in_copy_bytes = self.copy_unit * count
+        if self.in_copy_bytes > self.copy_capacity:
+            self.copy_capacity = self.in_copy_bytes + self.in_copy_bytes // 4
+            self._in_copy = np.zeros(self.copy_capacity + 64, np.uint8)
+            self.in_copy_at = (self._in_copy.ctypes.data + 63) & ~63
+        # (a signature is made only for an error's message: _signature)
+        self._ring_sig = self._sig if count == self._sig.count else (self._sig, count)
+        self.count = count
+        return True
 
     cpdef int call(self, intptr_t inbuf, intptr_t outbuf) except -1:
         """Run the call over the buffers at these addresses: 0 when it ran, 1 when
@@ -804,7 +966,7 @@ cdef class PlanCall:
         if self.ring is not None:
             outcome = _drive_deferred(self.work, self.ring, <char *>inbuf,
                                       <char *>outbuf, self.tag,
-                                      <const int64_t *>self.mine, self.sig,
+                                      <const int64_t *>self.mine, self._ring_sig,
                                       self.work is None or not self.ring.defer)
             if outcome == OK:
                 return 0
@@ -920,12 +1082,14 @@ cdef class LibraryCall:
 
     cdef readonly Runner check
     cdef readonly Verdicts ring
-    cdef readonly object method, sig, keep
+    cdef readonly object method, keep
+    cdef object _sig, _ring_sig  # (as a PlanCall's)
     cdef public object plan, family
     cdef tuple replace
     cdef object _mine, _flags
     cdef intptr_t mine, flags_at
     cdef int tag
+    cdef int64_t rest, count
     #: Requests of calls whose check failed (never completed: kept, not freed).
     cdef readonly list abandoned
 
@@ -935,19 +1099,45 @@ cdef class LibraryCall:
         if _addressof is None:
             from mpi4py import MPI
             _addressof = MPI._addressof
-        self.check, self.method, self.replace, self.sig, self.keep = \
-            check, method, replace, sig, keep
+        self.check, self.method, self.replace, self.keep = check, method, replace, keep
+        self._sig = self._ring_sig = sig
         self.tag, self.ring = tag, ring
         self.plan, self.family = None, NATIVE
         self._mine = np.array([0, 0, digest, -digest], np.int64)
         self._flags = np.zeros(4, np.int64)
         self.mine, self.flags_at = self._mine.ctypes.data, self._flags.ctypes.data
         self.abandoned = []
+        self.count = -1
 
     @property
     def flags(self):
         """The check's all-reduced flags of the last call (four int64)."""
         return self._flags.copy()
+
+    @property
+    def sig(self):
+        """The call's signature (of its last count)."""
+        return _signature(self._ring_sig)
+
+    def per_count(self):
+        """Make the call take any count of its size class (:meth:`recount`)."""
+        self.rest, self.count = self._sig.digest_without_count(), self._sig.count
+
+    cpdef bint recount(self, int64_t count) except -1:
+        """Take ``count`` as the call's count (its check's digest and its
+        signature): whether it can (a call made by :meth:`per_count`)."""
+        cdef int64_t digest
+        if count == self.count:
+            return True
+        if self.count < 0:
+            return False
+        digest = count_digest(self.rest, count)
+        (<int64_t *>self.mine)[2] = digest
+        (<int64_t *>self.mine)[3] = -digest
+        # (a signature is made only for an error's message: _signature)
+        self._ring_sig = self._sig if count == self._sig.count else (self._sig, count)
+        self.count = count
+        return True
 
     def run(self, tuple args):
         """Run the call over ``args``: True when it ran, False when its check failed
@@ -961,7 +1151,7 @@ cdef class LibraryCall:
             req = <char *><intptr_t>_addressof(request)
         if self.ring is not None:
             outcome = _library_deferred(self.ring, req, <const int64_t *>self.mine,
-                                        self.sig, &err)
+                                        self._ring_sig, &err)
             if outcome == OK:
                 return True
             if request is not None and outcome != WORK_ERROR:
@@ -1547,7 +1737,7 @@ cdef class Verdicts:
         signature of that call, the check's all-reduced flags and its tag."""
         if self.failed < 0:
             raise RuntimeError("no verdict failed")
-        return (self._sigs[self.failed], self._flags[self.failed].copy(),
+        return (_signature(self._sigs[self.failed]), self._flags[self.failed].copy(),
                 self.tag0 + self.failed)
 
     def abandon(self):

@@ -29,7 +29,7 @@ from mpi4py import MPI
 
 from wacoll import errors
 from wacoll.errors import BufferMismatchError, WacollError
-from wacoll.mpi._fastcall import LINE_WORDS, NodeFlags
+from wacoll.mpi._fastcall import LINE_WORDS, NodeFlags, count_digest
 from wacoll.mpi.engine import advance_request
 
 __all__ = [
@@ -80,10 +80,45 @@ class Signature:
     options: tuple = ()
 
     def digest(self) -> int:
-        """A 32-bit digest of the signature (the same on every rank and process)."""
+        """A 32-bit digest of the signature (the same on every rank and process).
+
+        A call's count is mixed into the digest of the rest
+        (:meth:`digest_without_count`) by :func:`~wacoll.mpi._fastcall.count_digest`,
+        so that a call recorded for every count of a size class computes each
+        count's digest in C, as this does.
+
+        Examples
+        --------
+        >>> from wacoll.mpi._fastcall import count_digest
+        >>> sig = Signature("bcast", root=0, count=1500, dtype="<f8")
+        >>> sig.digest() == count_digest(sig.digest_without_count(), 1500)
+        True
+        >>> sig.digest() == sig.with_count(1501).digest()
+        False
+        """
+        rest = self.digest_without_count()
+        count = self.count
+        return rest if type(count) is not int else count_digest(rest, count)
+
+    def digest_without_count(self) -> int:
+        """The digest of every field but an integer count (32 bits)."""
         # the options' text is part of the cache's key: signatures compare their
         # options by value, and 2, 2.0 and True are equal values
-        return _digest(self, repr(self.options) if self.options else "")
+        sig = self if type(self.count) is not int else self.with_count(None)
+        return _digest(sig, repr(self.options) if self.options else "")
+
+    def with_count(self, count: int | None) -> Signature:
+        """The same call with another count."""
+        return Signature(
+            self.kind,
+            self.root,
+            count,
+            self.dtype,
+            self.level,
+            self.operator,
+            self.family,
+            self.options,
+        )
 
     def describe(self) -> str:
         """A readable form of the call."""

@@ -90,6 +90,11 @@ class CallDescription:
     vector : bool
         A vector variant, whose counts were agreed on as it was read (it is not
         checked again).
+    class_key : tuple or None
+        ``(class key, lengths)`` of a blocking call with a replay key: its key
+        without its arrays' lengths, and their lengths in bytes
+        (:meth:`~wacoll.mpi._fastcall.Recordings.class_key`), under which a call
+        that takes every count of its size class is recorded; None: none.
     shape : tuple or None
         The learned shape (:func:`wacoll.mpi.learning.shape_of`) while the call
         explores its candidates; None otherwise.
@@ -105,6 +110,7 @@ class CallDescription:
     sig: Signature
     replay_key: object = None
     vector: bool = False
+    class_key: tuple | None = None
     shape: tuple | None = field(default=None)
 
     @property
@@ -256,6 +262,9 @@ def describe(
         )
         prepared.counts = vector_check(prepared.root, infos)
         key = None
+    class_key = None
+    if key is not None and mode == "call" and prepared is not None and prepared.count:
+        class_key = recordings.class_key(reader, keyed, level, args)
     return CallDescription(
         op,
         mode,
@@ -267,4 +276,5 @@ def describe(
         sig,
         None if error is not None else key,
         vector_check is not None,
+        None if error is not None else class_key,
     )

@@ -72,24 +72,28 @@ __all__ = [
 
 
 class LibraryCollective:
-    """The MPI library's own collective runs the call (``reason``: why)."""
+    """The MPI library's own collective runs the call (``reason``: why;
+    ``per_count``: the library runs every count of the call's size class)."""
 
-    __slots__ = ("reason",)
+    __slots__ = ("reason", "per_count")
     family = NATIVE
     plan = None
 
-    def __init__(self, reason=""):
-        self.reason = reason
+    def __init__(self, reason="", per_count=False):
+        self.reason, self.per_count = reason, per_count
 
 
 class PlanRun:
     """A plan runs the call: ``plan`` and this rank's lowered ``program`` of it
-    (``reason``: why this plan)."""
+    (``reason``: why this plan; ``per_count``: every count of the call's size
+    class runs this program with its indices scaled by the count,
+    :func:`~wacoll.plans.retarget.retarget_program`)."""
 
-    __slots__ = ("plan", "program", "reason")
+    __slots__ = ("plan", "program", "reason", "per_count")
 
-    def __init__(self, plan, program, reason=""):
+    def __init__(self, plan, program, reason="", per_count=False):
         self.plan, self.program, self.reason = plan, program, reason
+        self.per_count = per_count
 
     @property
     def family(self):
@@ -177,17 +181,19 @@ class Dispatcher:
         own, or the one a learning communicator tries; None: the selection's), and
         why (``reason``, else the selection's own)."""
         prepared = desc.prepared
+        call = desc.selection_call(self.place.size)
+        exact = bool(desc.family or desc.options or self.family or self.options)
         found, why = self.chosen(
-            desc.selection_call(self.place.size),
+            call,
             family,
             desc.options,
             blocking=desc.blocking,
             reducible=library_reduces(prepared),
-            exact=bool(desc.family or desc.options or self.family or self.options),
+            exact=exact,
         )
         why = why if reason is None else reason
         if found == NATIVE:
-            return LibraryCollective(why)
+            return LibraryCollective(why, not exact and structure_call(call) is not None)
         if isinstance(found, Composite):
             if not library_reduces(prepared):
                 raise PlanError(
@@ -197,7 +203,13 @@ class Dispatcher:
                 )
             return CompositeRun(found, self.composite_programs(found), why)
         return PlanRun(
-            found, self.program(found, prepared.in_offsets, prepared.out_offsets), why
+            found,
+            self.program(found, prepared.in_offsets, prepared.out_offsets),
+            why,
+            not exact
+            and prepared.in_offsets is None
+            and prepared.out_offsets is None
+            and self.count_linear(found),
         )
 
     def chosen(
@@ -296,17 +308,21 @@ class Dispatcher:
         call is planned for its own count: a class whose plan is a composite, or
         whose selection fails (the call's own names the fault)."""
         base = structure_call(call)
-        if base is None or base is call:
+        if base is None:
             return None
         found = self.plans.get((base,) + key)
         if found is None:
             try:
                 found = self.plans[(base,) + key] = select_for(base)
             except PlanError:
+                if base is call:  # (the call's own selection names the fault)
+                    raise
                 return None
         plan, why = found
         if plan is NATIVE:
             return found
+        if isinstance(plan, Composite):
+            return found if base is call else None
         # what the class's plan allows, found once per class (a P x P layout's
         # counts are read whole)
         kind = self.classes.get(id(plan))
@@ -318,12 +334,24 @@ class Dispatcher:
                 ok and count_linear(plan, base.count),
             )
         _, ok, linear = kind
+        if base is call:  # the class's own count
+            return found
         if not ok:
             return None
         moved = retarget(plan, call.count)
         if linear:  # lowered by scaling the class's program
             self.origins[id(moved)] = (moved, plan, base.count, call.count)
         return moved, why
+
+    def count_linear(self, plan) -> bool:
+        """Whether ``plan`` (one this dispatcher chose) is its size class's plan, or
+        made from it, and its blocks all hold the count: every count of the class
+        runs its lowered program with the indices scaled by the count."""
+        origin = self.origins.get(id(plan))
+        if origin is not None and origin[0] is plan:
+            return True
+        kind = self.classes.get(id(plan))
+        return kind is not None and kind[0] is plan and kind[2]
 
     def predicted(self, call, family):
         """The cost model's seconds for ``family``'s plan of ``call`` (None: the

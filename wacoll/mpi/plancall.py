@@ -25,9 +25,14 @@ from mpi4py import MPI
 
 import wacoll.mpi._runner as _runner
 from wacoll.mpi.bounded import BoundedCache
-from wacoll.mpi.executor import BLOCKING_TAG, blocking_tag
+from wacoll.mpi.executor import (
+    BLOCKING_TAG,
+    DIGEST_TAG_LOW,
+    DIGEST_TAGS,
+    blocking_tag,
+)
 from wacoll.mpi.fastpath import CAPACITY
-from wacoll.mpi.runner import array_address, compile_program, runner_ready
+from wacoll.mpi.runner import array_address, compile_program, count_units, runner_ready
 
 __all__ = [
     "PlanCalls",
@@ -35,6 +40,8 @@ __all__ = [
     "buffer_places",
     "kept_alive",
     "locate_buffer",
+    "record",
+    "record_per_count",
     "replayable",
 ]
 
@@ -98,6 +105,38 @@ def kept_alive(args):
     )
 
 
+def record(recordings, key, call):
+    """Record ``call`` under ``key`` in a communicator's ``recordings``, the oldest
+    forgotten past :data:`~wacoll.mpi.fastpath.CAPACITY`."""
+    if len(recordings) >= CAPACITY and key not in recordings:
+        del recordings[next(iter(recordings))]
+    recordings[key] = call
+
+
+def record_per_count(recordings, class_key, prepared, call):
+    """Record ``call``, which takes any count of its size class (``recount``),
+    under the call's class key (``class_key``:
+    :attr:`~wacoll.mpi.described.CallDescription.class_key`): a later call of the
+    class whose arrays' lengths follow its count as this call's do replays it.
+    Whether it was recorded (not when an array's length is not whole elements of
+    the count)."""
+    ckey, lengths = class_key
+    count = prepared.count
+    if any(n > 0 and n % count for n in lengths):
+        return False
+    itemsize = 1 if prepared.dtype is None else prepared.dtype.itemsize
+    if len(recordings) >= CAPACITY and ckey not in recordings:
+        del recordings[next(iter(recordings))]
+    recordings.record_class(
+        ckey,
+        tuple(n if n < 0 else n // count for n in lengths),
+        itemsize,
+        (count * itemsize).bit_length(),
+        call,
+    )
+    return True
+
+
 class PlanCalls:
     """A communicator's compiled plan calls.
 
@@ -159,12 +198,15 @@ class PlanCalls:
         op = prepared.reduce_op
         return self._runners.get((id(program), dtype, None if op is None else id(op)))[1]
 
-    def make(self, plan, program, prepared, sig, args, key, *, checked):
+    def make(self, plan, program, prepared, sig, args, key, *, checked, class_key=None):
         """The :class:`~wacoll.mpi._runner.PlanCall` of a call of ``plan`` (this
         rank's lowered ``program`` of it) read afresh, or None
         when the call takes the Python route (no runner here, a program the runner
         does not take). Recorded under ``key`` (when not None) when a repeated call
-        can find its buffers in its own arguments.
+        can find its buffers in its own arguments; under ``class_key`` instead
+        (:func:`record_per_count`) when one is given (a program every count of the
+        call's size class runs scaled: :attr:`~wacoll.mpi.dispatch.PlanRun.per_count`)
+        and the call takes any count of its class.
 
         ``program`` is None for a call with nothing to run but its check (a checked
         Barrier); ``checked`` says whether the call is checked here (not for the
@@ -172,16 +214,24 @@ class PlanCalls:
         """
         if not self.ready or (checked and self._several and self.check is None):
             return None
+        places = buffer_places(prepared, args)
+        where_in, where_out, copy_bytes = places
+        recordable = (
+            key is not None
+            and self.recordings is not None
+            and replayable(prepared, places)
+        )
         runner = None
         if program is not None:
-            runner = self._runner(program, prepared)
+            if recordable and class_key is not None:
+                runner = self._per_count_runner(program, prepared)
+            if runner is None:
+                class_key = None
+                runner = self._runner(program, prepared)
             if runner is None:
                 return None
         check = self.check if checked and self._several else None
         blocking = self.blocking_check if checked and not self._several else None
-        places = buffer_places(prepared, args)
-        where_in, where_out, copy_bytes = places
-        recordable = key is not None and replayable(prepared, places)
         keep = kept_alive(args)
         planned = _runner.PlanCall(
             runner,
@@ -200,10 +250,41 @@ class PlanCalls:
         )
         planned.plan, planned.family = plan, plan.family
         if recordable:
-            self._record(key, planned)
+            if class_key is None or not self._record_per_count(
+                planned, class_key, prepared
+            ):
+                record(self.recordings, key, planned)
         return planned
 
-    def library(self, method, replace, sig, args, key):
+    def _per_count_runner(self, program, prepared):
+        """A runner of ``program`` of its own that takes any count of the call's
+        size class (:meth:`~wacoll.mpi._runner.Runner.per_count`), kept with the
+        communicator's runners; None when the program's sizes are not whole
+        elements of the count, or no runner takes it."""
+        compiled = self.compiled(program, prepared)
+        if compiled is None or not prepared.count:
+            return None
+        units = count_units(compiled, prepared.count)
+        if units is None:
+            return None
+        runner = compiled.runner(self.wire)
+        runner.per_count(*units, prepared.count)
+        self._runners[("per count", id(runner))] = (
+            program,
+            runner,
+            compiled,
+            prepared.reduce_op,
+        )
+        return runner
+
+    def _record_per_count(self, planned, class_key, prepared):
+        try:
+            planned.per_count(prepared.count, DIGEST_TAG_LOW, DIGEST_TAGS)
+        except ValueError:  # an offset that is not whole elements of the count
+            return False
+        return record_per_count(self.recordings, class_key, prepared, planned)
+
+    def library(self, method, replace, sig, args, key, *, class_key=None, prepared=None):
         """The :class:`~wacoll.mpi._runner.LibraryCall` of a blocking call the MPI
         library runs on several clusters (``method``: its non-blocking collective on
         the wire, None for a Barrier), or None without the compiled check (one
@@ -211,7 +292,10 @@ class PlanCalls:
         (when not None), like a plan's call.
 
         ``replace`` lists the arguments a replayed call passes differently (an
-        ``MPI.Op`` for an operator named by a string)."""
+        ``MPI.Op`` for an operator named by a string). With ``class_key`` (the
+        library runs every count of the call's size class) and the call's
+        ``prepared`` buffers, it is recorded for every count of the class
+        (:func:`record_per_count`)."""
         if not self.ready or self.check is None or self.first:
             return None
         keep = kept_alive(args)
@@ -225,17 +309,14 @@ class PlanCalls:
             BLOCKING_TAG,
             self.argcheck.verdicts,
         )
-        if key is not None:
-            self._record(key, call)
+        if key is not None and self.recordings is not None:
+            if class_key is not None:
+                call.per_count()
+            if class_key is None or not record_per_count(
+                self.recordings, class_key, prepared, call
+            ):
+                record(self.recordings, key, call)
         return call
-
-    def _record(self, key, planned):
-        recordings = self.recordings
-        if recordings is None:
-            return
-        if len(recordings) >= CAPACITY and key not in recordings:
-            del recordings[next(iter(recordings))]
-        recordings[key] = planned
 
     def run(self, planned, prepared):
         """Run a call read afresh over its prepared buffers: whether its check

@@ -55,7 +55,14 @@ from wacoll.mpi.executor import BLOCKING_TAG, ProgramRun, blocking_tag, call_tag
 from wacoll.mpi.fastpath import CAPACITY
 from wacoll.mpi.interrupts import collective_name
 from wacoll.mpi.persistent import Prequest, Request
-from wacoll.mpi.plancall import PlanCalls, buffer_places, kept_alive, replayable
+from wacoll.mpi.plancall import (
+    PlanCalls,
+    buffer_places,
+    kept_alive,
+    record,
+    record_per_count,
+    replayable,
+)
 from wacoll.mpi.startcall import StartedCall, StartedTask
 from wacoll.mpi.task import CallTask, NativeWork, StartOrder
 from wacoll.plans.select import NATIVE
@@ -399,9 +406,7 @@ class Route:
         self.ran(exe.plan, exe.family, "folded", exe.reason)
         key = desc.replay_key
         if key is not None and self.replays is not None:
-            if len(self.recorded) >= CAPACITY and key not in self.recorded:
-                del self.recorded[next(iter(self.recorded))]
-            self.recorded[key] = folded
+            record(self.recorded, key, folded)
 
     def _launch(self, call, args, route, reason, given=None):
         """Start a non-blocking call compiled (:mod:`wacoll.mpi.startcall`) and hand
@@ -493,12 +498,26 @@ class Route:
         names the failure); None for the Python route."""
         prepared, args, key = desc.prepared, desc.args, desc.replay_key
         checked = self.argcheck.enabled and not desc.vector
+        # a call recorded for every count of its size class: where its work is the
+        # same for every count, scaled (the library's collective, or a program
+        # whose blocks all hold the count), and learning has decided
+        class_key = (
+            desc.class_key
+            if key is not None and desc.shape is None and getattr(exe, "per_count", False)
+            else None
+        )
         if type(exe) is LibraryCollective:
             given = tuple(map(for_mpi, args))
             if checked and self.argcheck.several:  # the check beside it, in C
                 method = self._library(desc, True, "nonblocking")
                 call = self.plan_calls.library(
-                    method, _replaced(args), desc.sig, args, key
+                    method,
+                    _replaced(args),
+                    desc.sig,
+                    args,
+                    key,
+                    class_key=class_key,
+                    prepared=prepared,
                 )
                 return (
                     None if call is None else (call, functools.partial(call.run, given))
@@ -506,13 +525,20 @@ class Route:
             # one cluster, or unchecked: the check first, then the library's
             # blocking collective, as a replay runs it (the library never matches a
             # blocking collective with a non-blocking one)
-            call = self._native_call(desc, checked)
+            call = self._native_call(desc, checked, class_key)
             return call, functools.partial(call.run, given)
         if isinstance(exe, CompositeRun):
             return None
         program = None if desc.op == "barrier" and checked else exe.program
         planned = self.plan_calls.make(
-            exe.plan, program, prepared, desc.sig, args, key, checked=checked
+            exe.plan,
+            program,
+            prepared,
+            desc.sig,
+            args,
+            key,
+            checked=checked,
+            class_key=class_key,
         )
         if planned is None:
             return None
@@ -526,10 +552,11 @@ class Route:
             return None
         return library_method(self.wire, desc.op, kind)
 
-    def _native_call(self, desc, checked):
+    def _native_call(self, desc, checked, class_key=None):
         """The library's blocking call with the one-cluster check before it,
         recorded for replay the second time a call looks the same (a loop, not a
-        call met once)."""
+        call met once): with ``class_key``, the second time a call of its size
+        class does, for every count of the class."""
         method = self._library(desc, checked, "blocking")
         call = NativeCall(
             desc.sig.digest(),
@@ -541,14 +568,17 @@ class Route:
         )
         key = desc.replay_key
         if key is not None and self.replays is not None:
-            if key in self.seen:
-                if len(self.recorded) >= CAPACITY:
-                    del self.recorded[next(iter(self.recorded))]
-                self.recorded[key] = call
-            else:
+            seen = key if class_key is None else class_key[0]
+            if seen not in self.seen:
                 if len(self.seen) >= 4 * CAPACITY:
                     self.seen.clear()
-                self.seen.add(key)
+                self.seen.add(seen)
+            elif class_key is not None:
+                call.per_count()
+                if not record_per_count(self.recorded, class_key, desc.prepared, call):
+                    record(self.recorded, key, call)
+            else:
+                record(self.recorded, key, call)
         return call
 
     def _work(self, desc, exe, tag):

@@ -60,6 +60,7 @@ __all__ = [
     "array_address",
     "bound_runner",
     "compile_program",
+    "count_units",
     "handle",
     "mpi_entry_points",
     "runner_ready",
@@ -67,6 +68,7 @@ __all__ = [
 
 
 _KINDS = _runner.KINDS
+_BYTES = 6  # the column of a step's bytes
 _ALIGN = 64
 #: The largest message the runner sends (MPI's count is an int).
 MAX_MESSAGE = 2**31 - 1
@@ -196,6 +198,12 @@ class CompiledProgram:
         and the element size.
     in_bytes, out_bytes : int
         The fewest bytes the input and output buffers must hold.
+    regions : tuple of int
+        Bytes of each region of the work area, in order (the scratch buffers,
+        then the staging areas), each starting 64-byte aligned.
+    run_regions, stage_regions : numpy.ndarray
+        The region of each run (-1: the input or output) and of each step's
+        staging area (-1: none).
     """
 
     steps: np.ndarray
@@ -207,6 +215,9 @@ class CompiledProgram:
     itemsize: int
     in_bytes: int
     out_bytes: int
+    regions: tuple = ()
+    run_regions: np.ndarray = None
+    stage_regions: np.ndarray = None
 
     def runner(self, comm):
         """A :class:`~wacoll.mpi._runner.Runner` of this program on ``comm`` (an
@@ -297,22 +308,24 @@ def compile_program(program, dtype, op=None):
         codes = _kernels.kernel_codes(op, dtype)
         if codes is None:
             return None
-    scratch, at = {}, 0
+    scratch, at, regions, region_of = {}, 0, [], {}
     for name, n in program.scratch_sizes.items():
         scratch[name] = at
+        region_of[name] = len(regions)
+        regions.append(n * itemsize)
         at = _aligned(at + n * itemsize)
-    rows, runs = [], []
+    rows, runs, run_regions, stage_regions = [], [], [], []
 
     def add_runs(where):
         if where is None:
             return 0, 0
         name, spans = where
         if name == "in":
-            buf, base = 0, 0
+            buf, base, region = 0, 0, -1
         elif name == "out":
-            buf, base = 1, 0
+            buf, base, region = 1, 0, -1
         else:
-            buf, base = 2, scratch[name]
+            buf, base, region = 2, scratch[name], region_of[name]
         first = len(runs)
         if isinstance(spans, ElementRuns):
             starts, lengths = spans.index()
@@ -321,6 +334,7 @@ def compile_program(program, dtype, op=None):
         else:
             for a, b in spans:
                 runs.append((buf, base + a * itemsize, (b - a) * itemsize))
+        run_regions.extend([region] * (len(runs) - first))
         return first, len(runs) - first
 
     def overlap(src0, nsrc, dst0, ndst):
@@ -346,13 +360,19 @@ def compile_program(program, dtype, op=None):
         dst0, ndst = add_runs(step.dst)
         stage = -1
         direct = bool(step.direct and step.kind == "recv")
-        if step.kind in ("recv", "recv_combine"):  # land in place, or in the work area
-            if not direct:
-                stage, at = at, _aligned(at + nbytes)
-        elif nsrc > 1 or (
-            step.kind in ("copy", "combine") and overlap(src0, nsrc, dst0, ndst)
-        ):
+        if (step.kind in ("recv", "recv_combine") and not direct) or (
+            step.kind not in ("recv", "recv_combine")
+            and (
+                nsrc > 1
+                or (step.kind in ("copy", "combine") and overlap(src0, nsrc, dst0, ndst))
+            )
+        ):  # a receive lands in place or in the work area; a step that reads
+            # several runs, or runs its writes may overlap, reads a staged copy
             stage, at = at, _aligned(at + nbytes)
+            stage_regions.append(len(regions))
+            regions.append(nbytes)
+        else:
+            stage_regions.append(-1)
         rows.append(
             (
                 kind,
@@ -381,4 +401,55 @@ def compile_program(program, dtype, op=None):
         itemsize,
         program.in_extent * itemsize,
         program.out_extent * itemsize,
+        tuple(regions),
+        np.array(run_regions, np.int64),
+        np.array(stage_regions, np.int64),
     )
+
+
+def count_units(compiled, count):
+    """A compiled program's tables per element of its call's ``count``, for a
+    runner that takes any count (:meth:`~wacoll.mpi._runner.Runner.per_count`):
+    ``(step_units, run_units, regions)``, or None when some size or offset is not
+    whole elements of the count.
+
+    Only a program whose every index scales with the count (a plan whose blocks
+    all hold it: :func:`~wacoll.plans.retarget.count_linear`) is correct at
+    another count by these tables; whole elements alone do not make it so.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> from wacoll.plans import build, lower
+    >>> def compiled_at(count):
+    ...     plan = build("allgather", Topology.from_sizes([2, 2]), "magpie", count=count)
+    ...     return compile_program(lower(plan, 1), np.dtype(np.int32))
+    >>> steps, runs, regions = count_units(compiled_at(6), 6)
+    >>> at_10 = compiled_at(10)
+    >>> bool((steps[:, 0] * 10 == at_10.steps[:, 6]).all())
+    True
+    >>> count_units(compiled_at(6), 5) is None
+    True
+    """
+    steps, runs = compiled.steps, compiled.runs
+    regions = np.array(compiled.regions, np.int64)
+    bases = np.zeros(len(regions), np.int64)
+    at = 0
+    for i, n in enumerate(compiled.regions):
+        bases[i], at = at, _aligned(at + n)
+    nbytes = steps[:, _BYTES]
+    where = compiled.run_regions
+    in_region = np.where(where >= 0, bases[np.maximum(where, 0)], 0) if len(bases) else 0
+    offsets = runs[:, 1] - in_region
+    if (
+        (nbytes % count).any()
+        or (regions % count).any()
+        or (offsets % count).any()
+        or (runs[:, 2] % count).any()
+        or compiled.in_bytes % count
+        or compiled.out_bytes % count
+    ):
+        return None
+    step_units = np.stack([nbytes // count, compiled.stage_regions], axis=1)
+    run_units = np.stack([offsets // count, runs[:, 2] // count, compiled.run_regions], 1)
+    return step_units.reshape(-1, 2), run_units.reshape(-1, 3), regions // count
