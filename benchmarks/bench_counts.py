@@ -153,8 +153,7 @@ def _worker(ops, ks, passes, mixed, seed):
                         "op": op,
                         "K": k,
                         "config": who,
-                        "ms": world.allreduce(statistics.median(timed), op=MPI.MAX)
-                        * 1e3,
+                        "ms": world.allreduce(statistics.median(timed), op=MPI.MAX) * 1e3,
                     }
                 )
     mixed_rows = []
