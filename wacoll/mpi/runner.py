@@ -215,9 +215,9 @@ class CompiledProgram:
     itemsize: int
     in_bytes: int
     out_bytes: int
-    regions: tuple = ()
-    run_regions: np.ndarray = None
-    stage_regions: np.ndarray = None
+    regions: tuple
+    run_regions: np.ndarray
+    stage_regions: np.ndarray
 
     def runner(self, comm):
         """A :class:`~wacoll.mpi._runner.Runner` of this program on ``comm`` (an
