@@ -469,9 +469,13 @@ cdef class Recordings(dict):
             if count < 0:
                 return None
             found = PyDict_GetItem(classes.calls, classes.size_class(count))
-            if found == NULL or not (<object>found).recount(count):
+            if found == NULL:
                 return None
-        recorded = <object>found
+            recorded = <object>found  # (a reference of its own: recount runs Python)
+            if not recorded.recount(count):
+                return None
+        else:
+            recorded = <object>found
         self.last = recorded
         if type(recorded) is NativeCall:
             return True if (<NativeCall>recorded).run(args) else recorded

@@ -258,9 +258,11 @@ cdef class Runner:
     cdef readonly bint started
     cdef Py_ssize_t waiting
     # a runner that takes any count of its size class (per_count): its tables per
-    # element of the count, its current count (-1: not such a runner), and the
-    # work areas it outgrew (a cancelled run's sends may still read them)
-    cdef object _step_units, _run_units, _regions, _bases, _outgrown
+    # element of the count, and its current count (-1: not such a runner)
+    cdef object _step_units, _run_units, _regions, _bases
+    # a run was cancelled: its sends may still read the work area, which is never
+    # replaced then (rescale refuses)
+    cdef bint cancelled
     cdef int64_t *wst
     cdef int64_t *wrn
     cdef Py_ssize_t nruns, nregions, capacity
@@ -333,7 +335,6 @@ cdef class Runner:
             raise ValueError("the tables per element of the count do not fit the runner")
         self.nruns, self.nregions = self._runs.shape[0], self._regions.shape[0]
         self._bases = np.zeros(max(1, self.nregions), np.int64)
-        self._outgrown = []
         # the runner's own tables, rewritten for each count
         given = self._steps, self._runs
         self._steps, self._runs = self._steps.copy(), self._runs.copy()
@@ -351,7 +352,7 @@ cdef class Runner:
     cpdef bint rescale(self, int64_t count) except -1:
         """Rewrite the tables for ``count`` (a runner made by :meth:`per_count`,
         between runs): False when it cannot take it (a message of 2 GiB or more,
-        a run in progress), and the tables are left as they are."""
+        a run in progress or cancelled), and the tables are left as they are."""
         cdef const int64_t[::1] regions
         cdef const int64_t[:, ::1] su
         cdef const int64_t[:, ::1] ru
@@ -362,7 +363,7 @@ cdef class Runner:
         cdef char[::1] wv
         if count == self.count:
             return True
-        if self._step_units is None or not self.done or count <= 0:
+        if self._step_units is None or not self.done or self.cancelled or count <= 0:
             return False
         if self.most_bytes and count > (2**31 - 1) // self.most_bytes:
             return False
@@ -372,9 +373,8 @@ cdef class Runner:
             bases[i] = at
             at = (at + regions[i] * count + 63) // 64 * 64
         if at > self.capacity:  # a larger work area, with room for larger counts
-            self._outgrown.append(self._work)
-            self.capacity = at + at // 4
-            self._work = np.zeros(self.capacity + 64, np.uint8)
+            grown = np.zeros(at + at // 4 + 64, np.uint8)  # (before any field changes)
+            self._work, self.capacity = grown, at + at // 4
             wv = self._work
             self.bufs[2] = <char *>((<intptr_t>&wv[0] + 63) & ~(<intptr_t>63))
         for i in range(self.nsteps):
@@ -590,6 +590,7 @@ cdef class Runner:
                     not wacoll_is_null(&_M, self._slot(s)):
                 wacoll_cancel(&_M, self._slot(s))
         self.done = True
+        self.cancelled = True
 
     cdef inline char *waiting_slot(self) noexcept nogil:
         return self.reqs + self.waiting * _M.hsize
@@ -933,19 +934,22 @@ cdef class PlanCall:
             return True
         if self.count < 0:
             return False
+        # what may fail first (memory), so that a call is wholly of one count
+        copy_bytes = self.copy_unit * count
+        if copy_bytes > self.copy_capacity:
+            grown = np.zeros(copy_bytes + copy_bytes // 4 + 64, np.uint8)
+            self._in_copy, self.copy_capacity = grown, copy_bytes + copy_bytes // 4
+            self.in_copy_at = (self._in_copy.ctypes.data + 63) & ~63
+        template = flags_template(count_digest(self.rest, count))
         if self.work is not None and not self.work.rescale(count):
             return False
         digest = count_digest(self.rest, count)
         (<int64_t *>self.mine)[2] = digest
         (<int64_t *>self.mine)[3] = -digest
-        self.template = flags_template(digest)
+        self.template = template
         self.tag = <int>(self.tag_low + digest % self.tag_span)
         self.in_offset, self.out_offset = self.in_unit * count, self.out_unit * count
-        self.in_copy_bytes = self.copy_unit * count
-        if self.in_copy_bytes > self.copy_capacity:
-            self.copy_capacity = self.in_copy_bytes + self.in_copy_bytes // 4
-            self._in_copy = np.zeros(self.copy_capacity + 64, np.uint8)
-            self.in_copy_at = (self._in_copy.ctypes.data + 63) & ~63
+        self.in_copy_bytes = copy_bytes
         # (a signature is made only for an error's message: _signature)
         self._ring_sig = self._sig if count == self._sig.count else (self._sig, count)
         self.count = count

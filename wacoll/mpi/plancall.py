@@ -164,21 +164,25 @@ class PlanCalls:
         self._runners = BoundedCache(RUNNERS)
         self._retired = []
 
-    def compiled(self, program, prepared):
-        """``program`` compiled for this call's element type and operator (kept), or
-        None when the runner does not take it or the call's buffers are smaller
-        than it needs (the Python executor then raises the error that names them)."""
+    def compiled(self, program, prepared, *, shared=True):
+        """``program`` compiled for this call's element type and operator (kept,
+        with a runner of it, unless ``shared`` is false: compiled for a runner of
+        the caller's own), or None when the runner does not take it or the call's
+        buffers are smaller than it needs (the Python executor then raises the
+        error that names them)."""
         dtype = np.dtype(np.uint8) if prepared.dtype is None else prepared.dtype
         op = prepared.reduce_op
         # a runner is compiled for its element type and operator (the kernel's codes)
         key = (id(program), dtype, None if op is None else id(op))
         entry = self._runners.get(key)
-        if entry is None or entry[0] is not program or entry[3] is not op:
+        if entry is not None and entry[0] is program and entry[3] is op:
+            compiled = entry[2]
+        elif not shared:
+            compiled = compile_program(program, dtype, op)
+        else:
             compiled = compile_program(program, dtype, op)
             runner = None if compiled is None else compiled.runner(self.wire)
-            entry = (program, runner, compiled, op)
-            self._runners[key] = entry
-        compiled = entry[2]
+            self._runners[key] = (program, runner, compiled, op)
         if compiled is None:
             return None
         for view, need in (
@@ -261,7 +265,7 @@ class PlanCalls:
         size class (:meth:`~wacoll.mpi._runner.Runner.per_count`), kept with the
         communicator's runners; None when the program's sizes are not whole
         elements of the count, or no runner takes it."""
-        compiled = self.compiled(program, prepared)
+        compiled = self.compiled(program, prepared, shared=False)
         if compiled is None or not prepared.count:
             return None
         units = count_units(compiled, prepared.count)
@@ -269,13 +273,7 @@ class PlanCalls:
             return None
         runner = compiled.runner(self.wire)
         runner.per_count(*units, prepared.count)
-        self._runners[("per count", id(runner))] = (
-            program,
-            runner,
-            compiled,
-            prepared.reduce_op,
-        )
-        return runner
+        return runner  # (its call's own: recorded with it, kept by retire)
 
     def _record_per_count(self, planned, class_key, prepared):
         try:
@@ -338,3 +336,15 @@ class PlanCalls:
         self._retired.extend(entry[1] for entry in self._runners.values())
         self._runners.clear()
         self.wire = wire
+
+    def keep(self, recorded):
+        """After a failed call, before the communicator's recordings ``recorded``
+        are forgotten: keep the runners of the recorded calls that have one of
+        their own (a call recorded for a size class; sends of the abandoned call
+        may still read its work area)."""
+        for call in recorded:
+            calls = getattr(call, "calls", None)  # (a class's calls, by size class)
+            for one in (call,) if calls is None else calls.values():
+                work = getattr(one, "work", None)
+                if work is not None and work.count >= 0:  # (the others are shared)
+                    self._retired.append(work)

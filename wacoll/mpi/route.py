@@ -697,6 +697,7 @@ class Route:
         (collective)."""
         if self.argcheck.gated(True):
             return
+        self.plan_calls.keep(self.recorded.values())
         self.recorded.clear()  # their collectives were bound to the retired wire
         self.started.clear()
         argcheck = self.argcheck
