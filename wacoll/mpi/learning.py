@@ -209,11 +209,12 @@ def shape_of(prepared):
     ):
         return None
     from wacoll.mpi.calls import operator_name
+    from wacoll.plans.retarget import size_class
 
     itemsize = 1 if prepared.dtype is None else prepared.dtype.itemsize
     return (
         prepared.op,
-        int(prepared.count * itemsize).bit_length(),
+        size_class(int(prepared.count), itemsize),
         None if prepared.dtype is None else prepared.dtype.str,
         operator_name(prepared.reduce_op),
         prepared.level,

@@ -33,6 +33,7 @@ from wacoll.mpi.executor import (
 )
 from wacoll.mpi.fastpath import CAPACITY
 from wacoll.mpi.runner import array_address, compile_program, count_units, runner_ready
+from wacoll.plans.retarget import size_class
 
 __all__ = [
     "PlanCalls",
@@ -131,7 +132,7 @@ def record_per_count(recordings, class_key, prepared, call):
         ckey,
         tuple(n if n < 0 else n // count for n in lengths),
         itemsize,
-        (count * itemsize).bit_length(),
+        size_class(count, itemsize),
         call,
     )
     return True
@@ -177,12 +178,11 @@ class PlanCalls:
         entry = self._runners.get(key)
         if entry is not None and entry[0] is program and entry[3] is op:
             compiled = entry[2]
-        elif not shared:
-            compiled = compile_program(program, dtype, op)
         else:
             compiled = compile_program(program, dtype, op)
-            runner = None if compiled is None else compiled.runner(self.wire)
-            self._runners[key] = (program, runner, compiled, op)
+            if shared:
+                runner = None if compiled is None else compiled.runner(self.wire)
+                self._runners[key] = (program, runner, compiled, op)
         if compiled is None:
             return None
         for view, need in (

@@ -65,8 +65,22 @@ __all__ = [
     "retarget",
     "retarget_program",
     "retargetable",
+    "size_class",
     "structure_call",
 ]
+
+
+def size_class(count: int, itemsize: int) -> int:
+    """The size class of ``count`` elements of ``itemsize`` bytes: the bit length
+    of their bytes (learning's shapes, the dispatcher's class plans and the
+    recorded calls of a class all use it).
+
+    Examples
+    --------
+    >>> size_class(1024, 8), size_class(2047, 8), size_class(2048, 8)
+    (14, 14, 15)
+    """
+    return (count * itemsize).bit_length()
 
 
 def canonical_count(count: int, itemsize: int) -> int:
@@ -83,7 +97,7 @@ def canonical_count(count: int, itemsize: int) -> int:
     """
     if count <= 0:
         return count
-    least = 1 << ((count * itemsize).bit_length() - 1)  # bytes
+    least = 1 << (size_class(count, itemsize) - 1)  # bytes
     return -(-least // itemsize)
 
 
