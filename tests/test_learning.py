@@ -1,13 +1,13 @@
 """How a communicator's exploration measures (wacoll.mpi.learning), on a recording
-stand-in for the ranks' communicator: each counted call starts at an instant the
-ranks agreed on, and the choice is agreed once, on the slowest rank's figures."""
+stand-in for the ranks' communicator: explored calls run as they come, with no
+collective of their own, and the choice is agreed once, on the slowest rank's
+figures."""
 
 import math
 
 import numpy as np
 
-from wacoll.mpi.clocks import now
-from wacoll.mpi.learning import MARGIN, NOISE_FLOOR, SETUP_GUESS, Tuning
+from wacoll.mpi.learning import MARGIN, NOISE_FLOOR, Tuning
 
 
 class Recorder:
@@ -38,66 +38,53 @@ def _explore(tuning, seconds_of):
         tuning.observe(SHAPE, seconds_of[family], cands)
 
 
-def test_each_counted_call_starts_at_an_agreed_instant():
-    """Each candidate's first call (not counted) starts as it comes; then the
-    counted calls take turns, one of each candidate after another, each at an
-    instant agreed after the call before, far enough ahead for the ranks to learn it
-    and set the call up (the longest set-up the ranks last reported)."""
+def test_explored_calls_make_no_collective_until_the_decision():
+    """Each candidate's first call (not counted), then the counted calls in turns,
+    one of each candidate after another; no explored call makes a collective of
+    its own (no scheduled start, no barrier): the ranks agree once, after the last
+    explored call, every rank at the same call."""
     comm = Recorder()
-    tuning = Tuning(comm, rounds=3, clock_offset=0.0)
+    tuning = Tuning(comm, rounds=3)
     cands = [None, "native", "modern"]
-    starts, ran = [], []
-    for k in range(9):
+    ran, calls_seen = [], []
+    for _ in range(9):
         family, exploring = tuning.family_for(SHAPE, cands)
         assert exploring
         ran.append(family)
-        before = now()
-        setup = 0.02 if k == 4 else 1e-4
-        tuning.observe(SHAPE, 0.01, cands, started=before, setup=setup)
-        start = tuning.start_instant()  # what the next call waits for
-        starts.append(start is not None)
-        if start is not None:
-            # the longest set-up of each candidate's last counted call: 20 ms from
-            # call 4 (native's) until native's next counted call (7); before any
-            # counted call (after the first calls 0, 1, 2) the guess stands
-            want = 1.5 * (0.02 if 4 <= k <= 6 else SETUP_GUESS if k == 2 else 1e-4)
-            assert start - before >= want, (k, start - before, want)
-        assert tuning.start_instant() is None  # taken once
+        tuning.observe(SHAPE, 0.01, cands)
+        calls_seen.append(len(comm.calls))
     assert ran == cands * 3
-    assert starts == [False, False] + [True] * 6 + [False]
-    # one agreement per scheduled call (two the first time), and the decision
-    assert comm.calls == ["Allreduce"] * (6 + 1 + 1)
+    assert calls_seen == [0] * 8 + [1]
+    assert comm.calls == ["Allreduce"]
     assert tuning.family_for(SHAPE, cands)[1] is False
 
 
 def test_the_choice_is_the_fastest_unless_the_model_is_within_the_margin():
-    tuning = Tuning(Recorder(slower=2.0), rounds=2, clock_offset=0.0)
+    tuning = Tuning(Recorder(slower=2.0), rounds=2)
     assert _explore(tuning, {None: 0.02, "native": 0.01, "modern": 0.03}) == "native"
     assert tuning.table[0]["seconds"] == [0.04, 0.02, 0.06]  # the slowest rank's
-    close = Tuning(Recorder(), rounds=2, clock_offset=0.0)
+    close = Tuning(Recorder(), rounds=2)
     near = 0.02 / (1 + MARGIN / 2)
     assert _explore(close, {None: 0.02, "native": near, "modern": 0.03}) is None
 
 
 def test_a_candidate_that_cannot_run_is_counted_out():
     comm = Recorder()
-    tuning = Tuning(comm, rounds=2, clock_offset=0.0)
+    tuning = Tuning(comm, rounds=2)
     chosen = _explore(tuning, {None: 0.02, "native": math.inf, "modern": 0.01})
     assert chosen == "modern"
-    # the first calls of the three, then the counted turns, each scheduled (two
-    # agreements the first time), native's too (it runs the selection's choice
-    # instead, and its start is dropped); then the decision
-    assert comm.calls == ["Allreduce"] * (2 + 1 + 1 + 1)
+    # one agreement, at the decision, whatever the candidates could run
+    assert comm.calls == ["Allreduce"]
     assert np.isinf(tuning.table[0]["seconds"][1])
 
 
 def test_a_candidate_faster_by_less_than_the_noise_floor_does_not_replace_the_model():
-    # microsecond calls: an explored call's time is mostly the barrier's skew
-    tuning = Tuning(Recorder(), rounds=2, clock_offset=0.0)
+    # microsecond calls: an explored call's time is mostly the ranks' skew
+    tuning = Tuning(Recorder(), rounds=2)
     fast = {None: 2 * NOISE_FLOOR / 3, "native": NOISE_FLOOR / 3, "modern": NOISE_FLOOR}
     assert _explore(tuning, fast) is None
     slow = {None: 4 * NOISE_FLOOR, "native": NOISE_FLOOR, "modern": 5 * NOISE_FLOOR}
-    assert _explore(Tuning(Recorder(), rounds=2, clock_offset=0.0), slow) == "native"
+    assert _explore(Tuning(Recorder(), rounds=2), slow) == "native"
 
 
 def _explore_calls(tuning, calls_of):
@@ -118,7 +105,7 @@ def test_a_candidate_faster_by_less_than_the_calls_spread_does_not_replace_the_m
     model = [0.02, 1.30e-3, 1.45e-3, 1.35e-3, 1.60e-3, 1.40e-3]
     library = [0.02, 1.20e-3, 1.45e-3, 1.28e-3, 1.50e-3, 1.31e-3]
     modern = [0.02] + [2e-3] * 5
-    noisy = Tuning(Recorder(), rounds=6, clock_offset=0.0)
+    noisy = Tuning(Recorder(), rounds=6)
     assert (
         _explore_calls(noisy, {None: model, "native": library, "modern": modern}) is None
     )
@@ -126,7 +113,7 @@ def test_a_candidate_faster_by_less_than_the_calls_spread_does_not_replace_the_m
     assert row["seconds"][1] < row["seconds"][0] / (1 + MARGIN)
     assert row["spread"][0] + row["spread"][1] > row["seconds"][0] - row["seconds"][1]
     # the same medians from steady calls: the library is clearly faster
-    steady = Tuning(Recorder(), rounds=6, clock_offset=0.0)
+    steady = Tuning(Recorder(), rounds=6)
     flat = {
         None: [0.02] + [1.40e-3] * 5,
         "native": [0.02] + [1.31e-3] * 5,
@@ -139,7 +126,7 @@ def test_a_candidate_faster_by_less_than_the_calls_spread_does_not_replace_the_m
 def test_a_candidate_that_could_not_run_some_calls_does_not_replace_the_model():
     # a loop whose counts vary within one size class: the family plans some counts
     # and not others; its finite median says nothing sure
-    tuning = Tuning(Recorder(), rounds=6, clock_offset=0.0)
+    tuning = Tuning(Recorder(), rounds=6)
     calls = {
         None: [0.02] + [2e-3] * 5,
         "native": [0.02] + [3e-3] * 5,
@@ -154,7 +141,7 @@ def test_a_decided_shape_is_never_forgotten():
     rank that forgot the choice would explore again, alone (a hang)."""
     from wacoll.mpi.bounded import SHAPES
 
-    tuning = Tuning(Recorder(), rounds=1, clock_offset=0.0)
+    tuning = Tuning(Recorder(), rounds=1)
     assert _explore(tuning, {None: 0.02, "native": 0.01, "modern": 0.03}) == "native"
     cands = [None, "native"]
     for k in range(SHAPES + 5):  # many other shapes explored since

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -201,7 +202,7 @@ def find_clusters(
             f"and {order[order > threshold].min():.3g} s"
         )
         return Clustering(clusters, threshold, gap, reason)
-    median = float(np.median(values))
+    median = float(statistics.median(np.asarray(values, dtype=float).tolist()))
     if median > wide_area:
         clusters = tuple((r,) for r in range(n))
         reason = (
@@ -279,7 +280,7 @@ def fit_t_ini(rtt, clusters, self_rtt=None) -> np.ndarray:
                     rows.append(row)
                     rhs.append(block[a, b])
         rows, rhs = np.array(rows), np.array(rhs)
-        floor = 1e-6 * float(np.median(rhs)) + 1e-15
+        floor = 1e-6 * float(statistics.median(rhs.tolist())) + 1e-15
         weights = np.ones(len(rhs))
         for _ in range(200):
             sw = np.sqrt(weights)
@@ -300,13 +301,17 @@ def fit_t_ini(rtt, clusters, self_rtt=None) -> np.ndarray:
             t[missing] = half[missing]
         missing = np.isnan(t)
         if missing.any():
-            t[missing] = float(np.median(t[~missing])) if (~missing).any() else 0.0
+            t[missing] = (
+                float(statistics.median(t[~missing].tolist()))
+                if (~missing).any()
+                else 0.0
+            )
     return t
 
 
 def _median(values, default):
     values = [v for v in values if v is not None and not math.isnan(v)]
-    return float(np.median(values)) if values else default
+    return float(statistics.median(values)) if values else default
 
 
 def _close(a: LinkParams, b: LinkParams, tolerance):

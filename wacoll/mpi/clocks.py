@@ -25,13 +25,11 @@ Examples
 
 from __future__ import annotations
 
-import os
-import time
 from time import perf_counter
 
 import numpy as np
 
-__all__ = ["ROUNDS", "TAG", "machine_identity", "offset_to_root", "now", "wait_until"]
+__all__ = ["ROUNDS", "TAG", "machine_identity", "offset_to_root", "now"]
 
 #: Round trips per rank; the shortest decides.
 ROUNDS = 3
@@ -99,28 +97,3 @@ def offset_to_root(comm, rounds: int = ROUNDS) -> float:
                 offsets[r] = (sent + arrived) / 2 - answers[r, 0]
         MPI.Request.Waitall(sends)
     return float(comm.scatter([float(x) for x in offsets], root=0))
-
-
-#: How long before the instant :func:`wait_until` waits for it stops sleeping and
-#: polls the clock instead (a sleep may last the kernel's timer slack longer).
-_POLL_BEFORE = 300e-6
-
-
-def wait_until(instant: float) -> None:
-    """Return at ``instant`` on this process's clock (:func:`now`), or at once when
-    it has passed: sleeping while it is far, then yielding the processor between
-    readings of the clock.
-
-    Examples
-    --------
-    >>> wait_until(now() + 0.001)
-    >>> wait_until(0.0)  # long past
-    """
-    while True:
-        left = instant - now()
-        if left <= 0:
-            return
-        if left > _POLL_BEFORE:
-            time.sleep(left - _POLL_BEFORE)
-        else:
-            os.sched_yield()

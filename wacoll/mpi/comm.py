@@ -54,7 +54,6 @@ from wacoll.errors import TopologyError, WacollError
 from wacoll.mpi import calls, objects
 from wacoll.mpi.agreement import Signature, agree, from_rank_0
 from wacoll.mpi.argcheck import CHECK_MODES, ArgumentCheck
-from wacoll.mpi.clocks import now
 from wacoll.mpi.described import UNKEYED, describe, replay_family
 from wacoll.mpi.discover import topology_from_comm
 from wacoll.mpi.dispatch import Dispatcher
@@ -1302,7 +1301,6 @@ class Comm(MPI.Intracomm):
             bad_options = WacollError(route.broken)
         if route.broken is None:
             route.settle()  # what is read afresh may agree across ranks (collectives)
-        entered = now() if self._tuning is not None else 0.0
         tracer = self.tracer
         t0 = tracer.clock() if tracer else 0.0
         desc = describe(
@@ -1340,8 +1338,6 @@ class Comm(MPI.Intracomm):
                 else:
                     desc.fail(exc)
         t2 = tracer.clock() if tracer else 0.0
-        if desc.shape is not None:
-            route.start_at = self._tuning.start_instant()
         result = route.run(desc, exe)
         if desc.shape is not None or counted_out is not None:
             # learning agrees on what it observed (collectives): the call's verdict
@@ -1354,13 +1350,7 @@ class Comm(MPI.Intracomm):
             # afresh, dispatching it and building its compiled call cost alike for
             # every candidate, and a repeated call of the chosen one is replayed
             # without them where it runs compiled
-            self._tuning.observe(
-                desc.shape,
-                route.run_seconds,
-                self._candidates(desc),
-                started=route.run_started,
-                setup=route.run_ready - entered,
-            )
+            self._tuning.observe(desc.shape, route.run_seconds, self._candidates(desc))
         if tracer and mode == "call":
             t3 = tracer.clock()
             for name, start, end in (
@@ -1421,7 +1411,7 @@ class Comm(MPI.Intracomm):
     def tuning(self) -> list[dict[str, Any]]:
         """What this communicator learned (:mod:`wacoll.mpi.learning`): per call
         shape, the candidates, the median time of each one's calls (seconds, each
-        call from the last rank's start to the last rank's finish), their spread
+        call's run on the rank that took longest over it), their spread
         (half the interquartile range) and the one chosen; empty where nothing is
         learned (one cluster, a family forced, ``learn="off"``)."""
         return [] if self._tuning is None else list(self._tuning.table)

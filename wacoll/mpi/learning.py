@@ -8,22 +8,18 @@ candidates in turn (the selection policy's choice, the MPI library's own collect
 and the family the cost model ranks first among the others that have a plan for
 the operation: :func:`explored`), each :data:`ROUNDS` times: every candidate's
 first call, then the counted calls in turns, one of each candidate after another
-(a disturbance of the machine for a while slows them alike), every counted call
-starting on every rank at one instant the ranks agreed on after the call
-before (:meth:`Tuning.start_instant`: its time is its own, not what the call before
-left in flight, nor how much earlier than the others a rank set out), each timed
-over its run alone (:attr:`wacoll.mpi.route.Route.run_seconds`: reading
-a call afresh costs alike for every candidate, and the chosen one's repeated calls
-are replayed without it where they run compiled). Then the ranks put their times on
-rank 0's clock (:mod:`wacoll.mpi.clocks`, measured once) and agree, in one
-``Allreduce``, on each call's duration from the moment the last rank started it to
-the moment the last rank finished it (a counted call from its scheduled
-instant, as the benchmarks time a call from a common start); a candidate's first
-call, which also
-proves and compiles its plan, is not counted, and the fastest median runs the
-shape's later calls, unless the selection policy's own choice is within
-:data:`MARGIN`, :data:`NOISE_FLOOR` or the spread of the two candidates' calls of
-it (then that stays).
+(a disturbance of the machine for a while slows them alike). Each call runs as the
+application calls it, with no scheduled start, barrier or agreement of its own, and
+each rank times its own run of it (:attr:`wacoll.mpi.route.Route.run_seconds`:
+reading a call afresh costs alike for every candidate, and the chosen one's repeated
+calls are replayed without it where they run compiled). After the shape's last
+explored call the ranks agree, in one ``Allreduce``, on each call's time on the
+slowest rank (an explored call waits for its check's verdict, so no rank runs ahead
+into the next call, and the skew each call starts with is the check's, alike for
+every candidate); a candidate's first call, which also proves and compiles its plan,
+is not counted, and the fastest median runs the shape's later calls, unless the
+selection policy's own choice is within :data:`MARGIN`, :data:`NOISE_FLOOR` or the
+spread of the two candidates' calls of it (then that stays).
 
 - The size class of a call of ``n`` bytes per rank is ``n.bit_length()``: counts
   within a factor of two share what was learned (a loop whose counts vary still
@@ -64,6 +60,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 import tempfile
 from collections import OrderedDict
 
@@ -77,8 +74,6 @@ __all__ = [
     "ROUNDS",
     "MARGIN",
     "NOISE_FLOOR",
-    "SETUP_GUESS",
-    "START_GUARD",
     "DEFAULT",
     "LEARNED_FAMILIES",
     "EXPLORED_FAMILIES",
@@ -107,19 +102,14 @@ ROUNDS = 6
 #: 214 ms against gridmpi's 199, 7.5 % slower for every later call.)
 MARGIN = 0.03
 #: How much faster (seconds) another candidate must also measure than the selection
-#: policy's choice to replace it: an explored call's time includes how late a rank
-#: woke for its scheduled start and, when it started late, the others' wait, which
-#: on one machine with ranks sharing cores is microseconds to tens of microseconds
-#: (measured when explored calls still started from a barrier: 2 ranks on 2
-#: declared clusters with no network, explored calls measured 4-11 us where the
-#: replayed calls take 2-4 us, and the library's collective won such explorations
-#: by chance, 3.8 us a call in a loop against the plan's 2.6).
+#: policy's choice to replace it: an explored call's time includes how long its
+#: rank waited for the others to come, which on one machine with ranks sharing
+#: cores is microseconds to tens of microseconds (measured when explored calls
+#: still started from a barrier: 2 ranks on 2 declared clusters with no network,
+#: explored calls measured 4-11 us where the replayed calls take 2-4 us, and the
+#: library's collective won such explorations by chance, 3.8 us a call in a loop
+#: against the plan's 2.6).
 NOISE_FLOOR = 50e-6
-#: Seconds a counted explored call is first assumed to take to be read, dispatched
-#: and compiled (then measured: the longest of the last call's across ranks).
-SETUP_GUESS = 1e-3
-#: Seconds added to an explored call's scheduled start beyond the estimates.
-START_GUARD = 50e-6
 #: The candidate "the selection policy's choice", as written in tables and files.
 DEFAULT = "default"
 #: Families a repeated call explores beside the selection's choice and the library's
@@ -223,15 +213,12 @@ def shape_of(prepared):
 
 
 class _Exploration:
-    __slots__ = ("candidates", "spans", "calls", "chosen", "setups")
+    __slots__ = ("candidates", "seconds", "calls", "chosen")
 
     def __init__(self, candidates):
         self.candidates = list(candidates)
-        #: Per candidate, this rank's set-up (seconds) of its last counted call.
-        self.setups = [0.0] * len(self.candidates)
-        #: Per candidate, ``(start, end)`` of each of its explored calls on this
-        #: rank's clock.
-        self.spans = [[] for _ in self.candidates]
+        #: Per candidate, this rank's time (seconds) of each of its explored calls.
+        self.seconds = [[] for _ in self.candidates]
         self.calls = 0
         self.chosen = None
 
@@ -247,28 +234,19 @@ class Tuning:
         Calls of each candidate before choosing.
     fixed : mapping, optional
         Shape to family: choices read from a tuning file, not explored.
-    clock_offset : float, optional
-        Seconds to add to this rank's clock to read rank 0's (default: measured
-        once, at the first decision, :func:`wacoll.mpi.clocks.offset_to_root`).
     """
 
-    def __init__(self, comm, *, rounds: int = ROUNDS, fixed=None, clock_offset=None):
+    def __init__(self, comm, *, rounds: int = ROUNDS, fixed=None):
         self._comm = comm
         self.rounds = rounds
-        self._clock_offset = clock_offset
         self._fixed = dict(fixed or {})
         #: Shapes being explored (bounded: every rank explores, and evicts, the same
         #: shapes at the same calls), and the choice of each decided one.
         self._shapes = BoundedCache(SHAPES)
         self._decided: dict[tuple, str] = {}
-        # the scheduled start of the next explored call (this rank's clock), the
-        # longest set-up of a counted call, and how long the last agreement on a
-        # start took to reach this rank (see _schedule)
-        self._start, self._setup, self._spread = None, SETUP_GUESS, 0.0
-        self._agreements = 0  # starts agreed so far (the same count on every rank)
         #: One row per decided shape: the shape's fields, ``candidates``,
-        #: ``seconds`` (the median of each's calls, each from the moment the last
-        #: rank started it to the moment the last rank finished it), ``spread``
+        #: ``seconds`` (the median of each's calls, each on the rank that took
+        #: longest over it), ``spread
         #: (half the interquartile range of each's calls; infinite where some call
         #: could not run) and ``chosen``.
         self.table: list[dict[str, object]] = []
@@ -293,18 +271,12 @@ class Tuning:
             return _family(state.chosen), False
         return state.candidates[_turn(state.calls, len(state.candidates))], True
 
-    def observe(
-        self, shape, seconds: float, candidates=None, started=0.0, setup=0.0
-    ) -> None:
-        """The time of the explored call of ``shape`` just made: ``seconds`` from
-        ``started`` on this rank's clock (:func:`wacoll.mpi.clocks.now`;
-        ``candidates``: its candidates, for the first call of the shape; ``inf``:
-        the candidate could not run the call; ``setup``: the seconds the call took
-        to be read, dispatched and compiled before it could run). Before a counted
-        call the ranks agree when it starts (:meth:`start_instant`); after the last
-        exploring call they agree on the choice (collective: every rank reaches
-        both at the same call)."""
-        self._start = None  # (a start agreed for a call that did not come is stale)
+    def observe(self, shape, seconds: float, candidates=None) -> None:
+        """The time of the explored call of ``shape`` just made: ``seconds`` of its
+        run on this rank (``inf``: the candidate could not run the call;
+        ``candidates``: the shape's candidates, for its first call). After the
+        shape's last explored call the ranks agree on the choice (collective:
+        every rank gets there at the same call)."""
         if shape in self._decided:
             return
         state = OrderedDict.get(self._shapes, shape)
@@ -312,34 +284,12 @@ class Tuning:
             if candidates is None:
                 return
             state = self._shapes[shape] = _Exploration(_listed(candidates))
-        span = (
-            (started, started + seconds)
-            if math.isfinite(seconds)
-            else (-math.inf, math.inf)
-        )
         many = len(state.candidates)
-        turn = _turn(state.calls, many)
-        state.spans[turn].append(span)
-        if state.calls >= many:  # a counted call: its set-up is what calls take
-            state.setups[turn] = setup
+        state.seconds[_turn(state.calls, many)].append(seconds)
         state.calls += 1
         if state.calls < many * self.rounds:
-            # every counted call is scheduled, whichever candidate runs it (one
-            # that cannot plan the call runs the selection's choice instead, and
-            # its start is dropped, on every rank alike)
-            if self._comm is not None and state.calls >= many:
-                # the next explored call is counted: it starts on every rank at one
-                # instant, as a call of a program that works between its calls
-                # does; its time is then its own, not what this one left in flight
-                # (the library's rooted collectives let their senders run ahead into
-                # the next call), nor how much earlier than the last rank a rank
-                # left a barrier (a first call, not counted, starts as it comes)
-                # (the longest set-up of any candidate's last counted call: the
-                # next call is another candidate's, and a plan's set-up is
-                # longer than the library's)
-                self._schedule(max(state.setups))
             return
-        mine, spread = self._durations(state.spans)
+        mine, spread = self._durations(state.seconds)
         best = int(np.argmin(mine))
         if None in state.candidates:  # the model's choice stands unless clearly beaten
             model = state.candidates.index(None)
@@ -362,71 +312,28 @@ class Tuning:
             }
         )
 
-    def _offset(self):
-        """Seconds to add to this rank's clock to read rank 0's (measured once;
-        collective then)."""
-        if self._clock_offset is None:
-            from wacoll.mpi.clocks import offset_to_root
-
-            self._clock_offset = offset_to_root(self._comm)
-        return self._clock_offset
-
-    def _schedule(self, setup):
-        """Agree on when the next explored call starts (collective): the latest
-        rank's clock now, plus twice the time this agreement takes to reach every
-        rank (measured by the one before), plus half again the longest time a
-        counted call took to set up (``setup``: the longest of this rank's last
-        counted call of each candidate, 0 before any), plus :data:`START_GUARD`.
-        A rank that gets there later starts late, and the call is then timed from
-        the last rank's start."""
-        from mpi4py import MPI
-
-        from wacoll.mpi.clocks import now
-
-        offset = self._offset()
-        for _ in range(1 if self._agreements else 2):  # the first: measure it too
-            agreed = np.array([now() + offset, setup, self._spread])
-            self._comm.Allreduce(MPI.IN_PLACE, agreed, op=MPI.MAX)
-            self._spread = now() + offset - agreed[0]
-            self._agreements += 1
-        latest, longest, spread = agreed
-        if longest > 0:
-            self._setup = float(longest)
-        self._start = latest + 2 * spread + 1.5 * self._setup + START_GUARD - offset
-
-    def start_instant(self):
-        """When the next explored call runs, on this rank's clock
-        (:func:`wacoll.mpi.clocks.now`), or None: as soon as it is ready. Taken
-        once."""
-        start, self._start = self._start, None
-        return start
-
-    def _durations(self, spans):
+    def _durations(self, seconds):
         """Each candidate's median call and its spread (half the interquartile
-        range of its calls): a call from the moment the last rank started it to the
-        moment the last rank finished it, on rank 0's clock (a rank's own time would
-        include how much earlier than the last rank it left the barrier before it:
-        up to a wide-area latency); a candidate's first call, which also proves and
-        compiles its plan, left out. Collective."""
-        flat = np.array(
-            [span for calls in spans for span in calls], dtype=np.float64
-        ).reshape(-1, 2)
+        range of its calls), each call's time the slowest rank's; a candidate's
+        first call, which also proves and compiles its plan, left out. Collective
+        (one ``Allreduce``)."""
+        each = np.array([t for calls in seconds for t in calls], dtype=np.float64)
         if self._comm is not None:
             from mpi4py import MPI
 
-            flat = flat + self._offset()
-            self._comm.Allreduce(MPI.IN_PLACE, flat, op=MPI.MAX)
-        with np.errstate(invalid="ignore"):
-            each = flat[:, 1] - flat[:, 0]
+            self._comm.Allreduce(MPI.IN_PLACE, each, op=MPI.MAX)
         out, spread, at = [], [], 0
-        for calls in spans:
+        for calls in seconds:
             mine = each[at : at + len(calls)]
             at += len(calls)
             counted = mine[1:] if len(mine) > 1 else mine
-            out.append(np.median(counted))
-            if np.isfinite(counted).all():
-                low, high = np.percentile(counted, [25, 75])
+            out.append(statistics.median(counted.tolist()))
+            if np.isfinite(counted).all() and len(counted) > 1:
+                # (the inclusive quartiles are numpy's default, linear percentiles)
+                low, _, high = statistics.quantiles(counted.tolist(), method="inclusive")
                 spread.append((high - low) / 2)
+            elif np.isfinite(counted).all():
+                spread.append(0.0)
             else:  # some calls it could not run: its figures say nothing sure
                 spread.append(math.inf)
         return np.array(out, dtype=np.float64), np.array(spread, dtype=np.float64)

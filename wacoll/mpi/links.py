@@ -50,6 +50,7 @@ import json
 import math
 import os
 import stat
+import statistics
 import tempfile
 import time
 import warnings
@@ -198,14 +199,18 @@ def measured_topology(clusters, figures) -> Topology:
             across[(a, b)] = (max(rtt[k] / 2, 1e-9), max(rate[k], 1.0))
     links: dict[str, Any] = {}  # Topology.from_clusters's link keywords
     if inside:
-        links["intra_latency"] = max(float(np.median([x[0] for x in inside])), 1e-9)
-        links["intra_bandwidth"] = max(float(np.median([x[1] for x in inside])), 1.0)
+        links["intra_latency"] = max(
+            float(statistics.median([x[0] for x in inside])), 1e-9
+        )
+        links["intra_bandwidth"] = max(
+            float(statistics.median([x[1] for x in inside])), 1.0
+        )
     else:
         links["intra_latency"] = DEFAULT_INTRA_LATENCY
         links["intra_bandwidth"] = DEFAULT_INTRA_BANDWIDTH
     if across:
-        links["wan_latency"] = float(np.median([v[0] for v in across.values()]))
-        links["wan_bandwidth"] = float(np.median([v[1] for v in across.values()]))
+        links["wan_latency"] = float(statistics.median([v[0] for v in across.values()]))
+        links["wan_bandwidth"] = float(statistics.median([v[1] for v in across.values()]))
         pairs = {}
         for (a, b), v in across.items():
             pairs[(a, b)] = pairs[(b, a)] = v
@@ -255,7 +260,9 @@ def _fitted_t_ini(clusters, ranks) -> list:
         rtt[i, j] = rtt[j, i] = value
     t_ini = fit_t_ini(rtt, clusters)
     known = t_ini[np.isfinite(t_ini) & (t_ini > 0)]
-    fill = float(np.median(known)) if known.size else DEFAULT_INTRA_LATENCY
+    fill = (
+        float(statistics.median(known.tolist())) if known.size else DEFAULT_INTRA_LATENCY
+    )
     return [float(v) if math.isfinite(v) and v > 0 else fill for v in t_ini]
 
 

@@ -47,7 +47,7 @@ from wacoll.errors import WacollError
 from wacoll.mpi._fastcall import NativeCall, Recordings
 from wacoll.mpi.bounded import BoundedCache
 from wacoll.mpi.buffers import for_mpi
-from wacoll.mpi.clocks import now, wait_until
+from wacoll.mpi.clocks import now
 from wacoll.mpi.composite import CompositeWork, cluster_communicator
 from wacoll.mpi.dispatch import CompositeRun, LibraryCollective, library_method
 from wacoll.mpi.engine import Naps, engine, require_threads
@@ -230,11 +230,6 @@ class Route:
         #: dispatching it and setting its run up left out): what a learning
         #: communicator compares.
         self.run_seconds = 0.0
-        #: When that run started (:func:`wacoll.mpi.clocks.now`), and when it was
-        #: ready to (it waits for :attr:`start_at`).
-        self.run_started = self.run_ready = 0.0
-        #: When the next explored run starts (this rank's clock), or None: at once.
-        self.start_at = None
 
     # ------------------------------------------------------------ shared state
     def next_tag(self) -> int:
@@ -473,21 +468,9 @@ class Route:
         return call
 
     def _timed(self, run):
-        """``run()``, its start and duration kept for learning (:attr:`run_started`,
-        :attr:`run_seconds`), started at :attr:`start_at` when one is set (taken
-        once; the run is then timed from it, and :attr:`run_ready` says when it
-        was ready to start)."""
-        self.run_ready = now()
-        start_at, self.start_at = self.start_at, None
-        if start_at is not None:
-            # timed from the agreed instant, as the benchmarks time a call from a
-            # common start; a rank that comes later (the application worked longer
-            # between its calls) from when it came, so that its own work is not
-            # counted as the call's
-            wait_until(start_at)
-            self.run_started = started = max(start_at, self.run_ready)
-        else:
-            self.run_started = started = now()
+        """``run()``, its duration on this rank kept for learning
+        (:attr:`run_seconds`)."""
+        started = now()
         result = run()
         self.run_seconds = now() - started
         return result
