@@ -60,7 +60,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import statistics
 import tempfile
 from collections import OrderedDict
 
@@ -255,8 +254,9 @@ class Tuning:
         """``(family, exploring)`` for the next call of ``shape``: the family to run
         (None: the selection policy's choice) and whether the call is explored
         (its time is then wanted: :meth:`observe`). ``candidates``: the shape's
-        candidates, or a function that gives them (called only for a shape not
-        seen before: pricing them builds plans)."""
+        candidates, or a function that gives them, the selection's choice (None)
+        first, as :func:`explored` does (called once, by :meth:`observe`, for a
+        shape not seen before: pricing them builds plans)."""
         if shape in self._fixed:
             return _family(self._fixed[shape]), False
         if shape in self._decided:
@@ -265,8 +265,8 @@ class Tuning:
         # another does not (its own arguments bad, a call replayed), so the entries
         # change only in observe, which every rank reaches at the same call
         state = OrderedDict.get(self._shapes, shape)
-        if state is None:
-            return list(_listed(candidates))[0], True
+        if state is None:  # (not priced here: observe prices them, once)
+            return (None if callable(candidates) else candidates[0]), True
         if state.chosen is not None:
             return _family(state.chosen), False
         return state.candidates[_turn(state.calls, len(state.candidates))], True
@@ -317,6 +317,8 @@ class Tuning:
         range of its calls), each call's time the slowest rank's; a candidate's
         first call, which also proves and compiles its plan, left out. Collective
         (one ``Allreduce``)."""
+        import statistics  # (4 ms to import: only where a shape is decided)
+
         each = np.array([t for calls in seconds for t in calls], dtype=np.float64)
         if self._comm is not None:
             from mpi4py import MPI

@@ -50,7 +50,6 @@ import json
 import math
 import os
 import stat
-import statistics
 import tempfile
 import time
 import warnings
@@ -186,6 +185,8 @@ def measured_topology(clusters, figures) -> Topology:
     maps rank pairs ``"i,j"`` inside the clusters to short round trips, from which
     each rank's ``t_ini`` is fitted (:func:`t_ini_pairs`).
     """
+    import statistics  # (4 ms to import: only where links are read)
+
     rtt, rate = figures["rtt"], figures["rate"]
     inside = [
         (rtt[k] / 2, rate[k])
@@ -251,6 +252,8 @@ def t_ini_pairs(clusters) -> list:
 def _fitted_t_ini(clusters, ranks) -> list:
     """Each rank's ``t_ini`` (seconds) from the round trips ``{"i,j": rtt}``; a rank
     no pair measured gets the median of the others'."""
+    import statistics  # (4 ms to import: only where links are read)
+
     from wacoll.calibration import fit_t_ini
 
     size = sum(len(c) for c in clusters)

@@ -67,6 +67,8 @@ _DEFAULT_WAIT = 300.0
 #: The longest pause (s) between two looks at the cache while waiting: thousands of
 #: ranks on a shared file system each look at most this often.
 _LONGEST_PAUSE = 0.5
+#: Seconds a waiter first pauses between lookups (then twice as long each time).
+_FIRST_PAUSE = 0.0005
 #: How often :meth:`Claim.take` tries again when the file it locked was replaced
 #: meanwhile, before it gives up (a file that keeps changing is not waited on).
 _TAKE_TRIES = 64
@@ -279,7 +281,9 @@ def await_proof(directory, key, lookup, *, wait=None):
     """
     wait = wait_limit() if wait is None else wait
     deadline = time.monotonic() + wait
-    pause = 0.005
+    # a small plan is proved in a millisecond or two: a first pause as long as that
+    # keeps its waiters from oversleeping it (a lookup is one stat)
+    pause = _FIRST_PAUSE
     held_by_another = False
     while True:
         try:
