@@ -461,22 +461,17 @@ def code_digest() -> str:
     Python's own bytecode cache tells a changed source): a process's first plan
     does not read the package's sources (it did: 11 ms of a communicator's 66 ms).
     An edited or reinstalled file has a new modification time."""
-    root = Path(__file__).resolve().parents[1]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     h = hashlib.sha256()
-    plans = root.joinpath("plans")
-    files = sorted(
-        [
-            *plans.rglob("*.py"),
-            *plans.rglob("*.pyx"),
-            *plans.rglob("*.pxd"),
-            *root.joinpath("trees").rglob("*.py"),
-            root / "topology.py",
-            root / "__init__.py",
-        ]
-    )
-    for path in files:
-        info = path.stat()
-        h.update(str(path.relative_to(root)).encode() + b"\0")
+    files = [os.path.join(root, "topology.py"), os.path.join(root, "__init__.py")]
+    for folder in ("plans", "trees"):  # (os.walk: a sixth of what rglob costs)
+        for where, dirs, names in os.walk(os.path.join(root, folder)):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            wanted = (".py", ".pyx", ".pxd") if folder == "plans" else (".py",)
+            files += [os.path.join(where, n) for n in names if n.endswith(wanted)]
+    for path in sorted(files):
+        info = os.stat(path)
+        h.update(os.path.relpath(path, root).encode() + b"\0")
         h.update(f"{info.st_size} {info.st_mtime_ns}".encode() + b"\0")
     return h.hexdigest()
 
