@@ -185,3 +185,59 @@ def test_ranks_must_agree_on_tracing(mpi):
     with pytest.raises(wacoll.WacollError, match="trace"):
         _two_clusters(trace=RANK == 0)
     mpi.assert_all(True)
+
+
+def test_counted_explored_calls_replay_their_candidate(mpi):
+    """A candidate's first call is read afresh (it builds and compiles its plan);
+    its counted calls replay it (wacoll.mpi.exploring), timed as a loop runs it,
+    with the library's results; once decided, the chosen call replays."""
+    comm = _two_clusters(learn="on")
+    try:
+        send, got, want = (
+            mpi.ints(5, seed=1),
+            np.zeros(5, np.int64),
+            np.zeros(5, np.int64),
+        )
+        calls = exploration_calls("allreduce")
+        routes = []
+        for _ in range(calls + 3):
+            comm.Allreduce(send, got)
+            routes.append(comm.last_route)
+        WORLD.Allreduce(send, want)
+        mpi.assert_all(np.array_equal(got, want), f"{got} != {want}")
+        many = len(comm.tuning[0]["candidates"])
+        explored = routes[:calls]
+        mpi.assert_all(
+            explored[:many] == ["compiled"] * many
+            and explored[many:] == ["replayed"] * (calls - many),
+            f"explored calls ran {explored}",
+        )
+        # the call after the decision is read afresh (the chosen call recorded),
+        # then replayed
+        mpi.assert_all(routes[-2:] == ["replayed"] * 2, f"then {routes[calls:]}")
+        kinds = {type(v).__name__ for v in comm.route.recorded.values()}
+        mpi.assert_all("ExploringCall" not in kinds, f"still recorded: {kinds}")
+    finally:
+        comm.Free()
+
+
+@pytest.mark.parametrize("at", [4, 9, 17])
+def test_a_disagreeing_explored_call_raises_everywhere(mpi, at):
+    """A counted explored call replayed may return before its verdict: a call on
+    which one rank disagrees raises the same error on every rank, at the call or
+    at the next (here a Barrier), wherever it falls in the exploration (17: the
+    call whose agreement decides the shape)."""
+    comm = _two_clusters(learn="on")
+    try:
+        send, got = np.ones(4), np.zeros(4)
+        for _ in range(at):
+            comm.Allreduce(send, got)
+
+        def disagree_then_barrier():
+            op = MPI.MAX if RANK == SIZE - 1 else MPI.SUM
+            comm.Allreduce(send, got, op=op)
+            comm.Barrier()
+
+        mpi.same_error(disagree_then_barrier, match="disagree")
+    finally:
+        comm.Free()

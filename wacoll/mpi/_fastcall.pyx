@@ -449,7 +449,7 @@ cdef class Recordings(dict):
         """Run the recorded call these arguments match: True when it ran, the
         recorded call (a :class:`NativeCall`, or a plan's
         :class:`~wacoll.mpi._runner.PlanCall`) when its check failed, None when none
-        matches (read the call afresh)."""
+        matches, or the recorded call did not run (read the call afresh)."""
         cdef Py_ssize_t lengths[16]
         cdef Py_ssize_t count
         cdef CountClasses classes
@@ -479,8 +479,13 @@ cdef class Recordings(dict):
         self.last = recorded
         if type(recorded) is NativeCall:
             return True if (<NativeCall>recorded).run(args) else recorded
-        # a call of a plan (wacoll.mpi._runner.PlanCall)
-        return True if recorded.run(args) else recorded
+        # a call of a plan (wacoll.mpi._runner.PlanCall), the library's
+        # (LibraryCall), or a shape's candidates (wacoll.mpi.exploring.ExploringCall,
+        # whose None says: not run, read the call afresh)
+        passed = recorded.run(args)
+        if passed is None:
+            return None
+        return True if passed else recorded
 
 
 cdef object _ndarray = np.ndarray

@@ -336,7 +336,11 @@ class Comm(MPI.Intracomm):
         place = calls.Place(wire.Get_rank(), wire.Get_size())
         self._dispatch = Dispatcher(topology, place, policy, family, options, scripts)
         self._route = Route(
-            wire, ArgumentCheck(control, topology, check), self._dispatch, self.tracer
+            wire,
+            ArgumentCheck(control, topology, check),
+            self._dispatch,
+            self.tracer,
+            tuning=self._tuning,
         )
 
     def _adopt(self, parent, topology):
@@ -1329,6 +1333,7 @@ class Comm(MPI.Intracomm):
                     # call differs must not count alone) and runs the selection's
                     # choice instead
                     counted_out, desc.shape = desc.shape, None
+                    desc.explore_key = None
                     try:
                         exe = self._dispatch.executable(
                             desc, None, f"learning: {chosen} cannot run this call"
@@ -1389,7 +1394,8 @@ class Comm(MPI.Intracomm):
         chosen, explore = self._tuning.family_for(shape, self._candidates(desc))
         name = chosen or "the selection's choice"
         if explore:
-            desc.shape, desc.replay_key = shape, None
+            desc.shape, desc.candidate = shape, chosen
+            desc.explore_key, desc.replay_key = desc.replay_key, None
             return chosen, f"learning: trying {name}"
         return chosen, f"learned: {name} measured fastest"
 

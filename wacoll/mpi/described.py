@@ -98,6 +98,13 @@ class CallDescription:
     shape : tuple or None
         The learned shape (:func:`wacoll.mpi.learning.shape_of`) while the call
         explores its candidates; None otherwise.
+    candidate : str or None
+        While the call explores: the candidate it runs (None: the selection's
+        choice).
+    explore_key : object or None
+        While the call explores: its replay key (:attr:`replay_key` is then None:
+        the call is not recorded as itself), under which its candidate's compiled
+        call is kept (:mod:`wacoll.mpi.exploring`).
     """
 
     op: str
@@ -112,6 +119,8 @@ class CallDescription:
     vector: bool = False
     class_key: tuple | None = None
     shape: tuple | None = field(default=None)
+    candidate: str | None = None
+    explore_key: object = None
 
     @property
     def blocking(self) -> bool:
@@ -121,7 +130,7 @@ class CallDescription:
     def fail(self, exc):
         """Record a fault found after reading (no plan, a bad option): the check
         raises it on every rank."""
-        self.error, self.replay_key = exc, None
+        self.error, self.replay_key, self.explore_key = exc, None, None
 
     def selection_call(self, size) -> Call:
         """The selection policy's question for this call on ``size`` ranks."""

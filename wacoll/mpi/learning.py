@@ -10,9 +10,10 @@ the operation: :func:`explored`), each :data:`ROUNDS` times: every candidate's
 first call, then the counted calls in turns, one of each candidate after another
 (a disturbance of the machine for a while slows them alike). Each call runs as the
 application calls it, with no scheduled start, barrier or agreement of its own, and
-each rank times its own run of it (:attr:`wacoll.mpi.route.Route.run_seconds`:
-reading a call afresh costs alike for every candidate, and the chosen one's repeated
-calls are replayed without it where they run compiled). After the shape's last
+each rank times its own run of it: a candidate's first call is read afresh
+(:attr:`wacoll.mpi.route.Route.run_seconds`), and its counted calls replay its
+compiled call (:mod:`wacoll.mpi.exploring`), as the chosen one's repeated calls
+will. After the shape's last
 explored call the ranks agree, in one ``Allreduce``, on each call's time on the
 slowest rank (an explored call waits for its check's verdict, so no rank runs ahead
 into the next call, and the skew each call starts with is the check's, alike for
@@ -270,6 +271,16 @@ class Tuning:
         if state.chosen is not None:
             return _family(state.chosen), False
         return state.candidates[_turn(state.calls, len(state.candidates))], True
+
+    def decides_next(self, shape) -> bool:
+        """Whether the next :meth:`observe` of ``shape`` decides it (and makes the
+        ranks' one agreement)."""
+        state = OrderedDict.get(self._shapes, shape)
+        return (
+            state is not None
+            and state.chosen is None
+            and state.calls + 1 >= len(state.candidates) * self.rounds
+        )
 
     def observe(self, shape, seconds: float, candidates=None) -> None:
         """The time of the explored call of ``shape`` just made: ``seconds`` of its

@@ -202,7 +202,19 @@ class PlanCalls:
         op = prepared.reduce_op
         return self._runners.get((id(program), dtype, None if op is None else id(op)))[1]
 
-    def make(self, plan, program, prepared, sig, args, key, *, checked, class_key=None):
+    def make(
+        self,
+        plan,
+        program,
+        prepared,
+        sig,
+        args,
+        key,
+        *,
+        checked,
+        class_key=None,
+        recorder=None,
+    ):
         """The :class:`~wacoll.mpi._runner.PlanCall` of a call of ``plan`` (this
         rank's lowered ``program`` of it) read afresh, or None
         when the call takes the Python route (no runner here, a program the runner
@@ -214,7 +226,9 @@ class PlanCalls:
 
         ``program`` is None for a call with nothing to run but its check (a checked
         Barrier); ``checked`` says whether the call is checked here (not for the
-        vector calls, whose counts were agreed before).
+        vector calls, whose counts were agreed before). ``recorder(key, call)``
+        records it instead of the communicator's recordings (an explored call's
+        candidate, :mod:`wacoll.mpi.exploring`; no class key then).
         """
         if not self.ready or (checked and self._several and self.check is None):
             return None
@@ -253,7 +267,9 @@ class PlanCalls:
             BLOCKING_TAG,
         )
         planned.plan, planned.family = plan, plan.family
-        if recordable:
+        if recordable and recorder is not None:
+            recorder(key, planned)
+        elif recordable:
             if class_key is None or not self._record_per_count(
                 planned, class_key, prepared
             ):
@@ -282,7 +298,18 @@ class PlanCalls:
             return False
         return record_per_count(self.recordings, class_key, prepared, planned)
 
-    def library(self, method, replace, sig, args, key, *, class_key=None, prepared=None):
+    def library(
+        self,
+        method,
+        replace,
+        sig,
+        args,
+        key,
+        *,
+        class_key=None,
+        prepared=None,
+        recorder=None,
+    ):
         """The :class:`~wacoll.mpi._runner.LibraryCall` of a blocking call the MPI
         library runs on several clusters (``method``: its non-blocking collective on
         the wire, None for a Barrier), or None without the compiled check (one
@@ -293,7 +320,8 @@ class PlanCalls:
         ``MPI.Op`` for an operator named by a string). With ``class_key`` (the
         library runs every count of the call's size class) and the call's
         ``prepared`` buffers, it is recorded for every count of the class
-        (:func:`record_per_count`)."""
+        (:func:`record_per_count`). ``recorder(key, call)`` records it instead, as
+        :meth:`make` says."""
         if not self.ready or self.check is None or self.first:
             return None
         keep = kept_alive(args)
@@ -307,7 +335,9 @@ class PlanCalls:
             BLOCKING_TAG,
             self.argcheck.verdicts,
         )
-        if key is not None and self.recordings is not None:
+        if key is not None and self.recordings is not None and recorder is not None:
+            recorder(key, call)
+        elif key is not None and self.recordings is not None:
             if class_key is not None:
                 call.per_count()
             if class_key is None or not record_per_count(

@@ -52,6 +52,7 @@ from wacoll.mpi.composite import CompositeWork, cluster_communicator
 from wacoll.mpi.dispatch import CompositeRun, LibraryCollective, library_method
 from wacoll.mpi.engine import Naps, engine, require_threads
 from wacoll.mpi.executor import BLOCKING_TAG, ProgramRun, blocking_tag, call_tag
+from wacoll.mpi.exploring import ExploringCall, keep_candidate
 from wacoll.mpi.fastpath import CAPACITY
 from wacoll.mpi.interrupts import collective_name
 from wacoll.mpi.persistent import Prequest, Request
@@ -184,8 +185,12 @@ class Route:
         What the most recent collective ran, and why (see :class:`wacoll.Comm`).
     """
 
-    def __init__(self, wire, argcheck, dispatcher, tracer=None):
+    def __init__(self, wire, argcheck, dispatcher, tracer=None, tuning=None):
         self.wire = wire
+        #: The communicator's learning (:class:`~wacoll.mpi.learning.Tuning`), or
+        #: None: an explored call's compiled candidate is kept for its counted
+        #: calls to replay (:mod:`wacoll.mpi.exploring`).
+        self.tuning = tuning
         self.argcheck = argcheck
         self.control = argcheck.control
         self.dispatcher = dispatcher
@@ -481,6 +486,11 @@ class Route:
         names the failure); None for the Python route."""
         prepared, args, key = desc.prepared, desc.args, desc.replay_key
         checked = self.argcheck.enabled and not desc.vector
+        recorder = None
+        if desc.shape is not None and desc.explore_key is not None:
+            # an explored call: its candidate's compiled call kept for the
+            # shape's counted calls, not recorded as itself
+            key, recorder = desc.explore_key, self._candidate_keeper(desc)
         # a call recorded for every count of its size class: where its work is the
         # same for every count, scaled (the library's collective, or a program
         # whose blocks all hold the count), and learning has decided
@@ -501,6 +511,7 @@ class Route:
                     key,
                     class_key=class_key,
                     prepared=prepared,
+                    recorder=recorder,
                 )
                 return (
                     None if call is None else (call, functools.partial(call.run, given))
@@ -522,10 +533,26 @@ class Route:
             key,
             checked=checked,
             class_key=class_key,
+            recorder=recorder,
         )
         if planned is None:
             return None
         return planned, functools.partial(self.plan_calls.run, planned, prepared)
+
+    def _candidate_keeper(self, desc):
+        """``recorder(key, call)`` for an explored call's compiled call: kept as
+        its candidate's in the :class:`~wacoll.mpi.exploring.ExploringCall` under
+        ``key`` (None when nothing is recorded here)."""
+        tuning, recordings = self.tuning, self.recorded
+        if tuning is None or self.replays is None:
+            return None
+        shape, candidate = desc.shape, desc.candidate
+
+        def make(recordings, key):
+            settle = functools.partial(self.settle, entering=False)
+            return ExploringCall(tuning, shape, settle, recordings, key)
+
+        return lambda key, call: keep_candidate(recordings, key, make, candidate, call)
 
     def _library(self, desc, checked, kind):
         """The library's ``kind`` (``"blocking"`` or ``"nonblocking"``) collective
