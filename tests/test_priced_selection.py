@@ -243,3 +243,37 @@ def test_a_priced_choice_is_kept_only_for_calls_priced_alike():
     assert below.native and above.family == "modern", (below.reason, above.reason)
     # the octave is priced at its own size, with the candidates of the call's size
     assert "65536-byte" in above.reason and "gridmpi" in above.reason
+
+
+@pytest.mark.parametrize("family", [None, "native", "modern", "gridmpi", "recent"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        Call("allreduce", count=1, itemsize=8, level="commutative"),
+        Call("bcast", count=8192, itemsize=8, root=2),
+        Call("allgather", count=64, itemsize=4),
+    ],
+)
+def test_a_price_without_the_proof_is_the_same_price(family, call):
+    """Learning ranks candidates by their price without proving their plans
+    (``checked=False``: half a price's cost); the figure is the same."""
+    topo = Topology.from_sizes([2, 3], wan_latency=1e-3, wan_bandwidth=1e8)
+    try:
+        chosen = select(call, topo, family=family)
+    except PlanError:
+        pytest.skip(f"{family} has no plan for {call.op}")
+    checked = predicted_time(chosen, topo, call, compute_rate=COMBINE_RATE)
+    unchecked = predicted_time(
+        chosen, topo, call, compute_rate=COMBINE_RATE, checked=False
+    )
+    assert unchecked == checked
+
+
+def test_an_unchecked_simulation_still_refuses_a_plan_whose_messages_do_not_pair():
+    from wacoll.plans.builder import PlanBuilder
+    from wacoll.plans.sim import simulate
+
+    b = PlanBuilder("bcast", Topology.single(2), count=4, root=0)
+    b.send(0, 1, b.all_blocks)  # rank 1 never receives it
+    with pytest.raises(PlanError, match="never receives"):
+        simulate(b.build(), checked=False)

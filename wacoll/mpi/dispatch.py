@@ -378,6 +378,7 @@ class Dispatcher:
                             call,
                             self.policy,
                             compute_rate=COMBINE_RATE,
+                            checked=False,  # (a ranking: a plan that runs is proved)
                         ),
                         NATIVE if selection.native else selection.family,
                     )

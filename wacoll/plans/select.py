@@ -563,7 +563,9 @@ def _reproducible_candidate(call, family, comm_family, policy):
     return comm_family != NATIVE
 
 
-def predicted_time(selection, topology, call, policy=DEFAULT_POLICY, compute_rate=None):
+def predicted_time(
+    selection, topology, call, policy=DEFAULT_POLICY, compute_rate=None, *, checked=True
+):
     """The predicted seconds of ``selection``'s plan for ``call`` on ``topology``.
 
     The simulator's completion time (:func:`wacoll.plans.sim.simulate` with the
@@ -575,7 +577,9 @@ def predicted_time(selection, topology, call, policy=DEFAULT_POLICY, compute_rat
     costs its sender, and every call its caller, what ``policy.call_costs`` says
     (:mod:`wacoll.plans.callcost`). The MPI library's collective (a ``native``
     selection) is predicted as the :data:`LIBRARY_MODEL` family's plan for the
-    call with the library's call costs.
+    call with the library's call costs. ``checked=False`` prices the plan without
+    proving it first (a ranking of candidates whose plan is proved before it runs:
+    half of a price's cost is the proof).
 
     Examples
     --------
@@ -591,14 +595,26 @@ def predicted_time(selection, topology, call, policy=DEFAULT_POLICY, compute_rat
     from wacoll.plans.sim import LinkModel, simulate
 
     costs = policy.call_costs
+
+    def plan_of(chosen):
+        if checked:
+            return chosen.build(topology)
+        if chosen.family == HAN:  # (a composite: priced as its parts, checked)
+            return chosen.build(topology)
+        return chosen.with_arithmetic(
+            build(chosen.op, topology, chosen.family, **dict(chosen.options))
+        )
+
     if selection.native:
         model_of = _select(call, topology, family=LIBRARY_MODEL, policy=policy)
         model = LinkModel(
             topology, compute_rate=compute_rate, overhead=costs.library_message
         )
-        return simulate(model_of.build(topology), model).completion + costs.library(0)
+        plan = plan_of(model_of)
+        return simulate(plan, model, checked=checked).completion + costs.library(0)
     model = LinkModel(topology, compute_rate=compute_rate, overhead=costs.plan_message)
-    seconds = simulate(selection.build(topology), model).completion + costs.plan(0)
+    plan = plan_of(selection)
+    seconds = simulate(plan, model, checked=checked).completion + costs.plan(0)
     if selection.arithmetic == "reproducible":
         elements = _vector_bytes(call) // call.itemsize
         scale = call.itemsize / 8  # the costs are per float64 value
