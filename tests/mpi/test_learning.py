@@ -212,9 +212,8 @@ def test_counted_explored_calls_replay_their_candidate(mpi):
             and explored[many:] == ["replayed"] * (calls - many),
             f"explored calls ran {explored}",
         )
-        # the call after the decision is read afresh (the chosen call recorded),
-        # then replayed
-        mpi.assert_all(routes[-2:] == ["replayed"] * 2, f"then {routes[calls:]}")
+        # after the decision the chosen candidate's compiled call is replayed
+        mpi.assert_all(routes[calls:] == ["replayed"] * 3, f"then {routes[calls:]}")
         kinds = {type(v).__name__ for v in comm.route.recorded.values()}
         mpi.assert_all("ExploringCall" not in kinds, f"still recorded: {kinds}")
     finally:

@@ -14,8 +14,9 @@ recorded under the call's replay key as a compiled call is. A repeated call find
 it (:meth:`wacoll.mpi._fastcall.Recordings.replay`), and :meth:`ExploringCall.run`
 runs the candidate whose turn it is, timed, and tells learning its time
 (:meth:`~wacoll.mpi.learning.Tuning.observe`). A candidate not compiled yet, or a
-decided shape, is read afresh (``run`` returns None): the decided shape's chosen
-call is then recorded under the key in its place.
+decided shape whose chosen candidate was not compiled here, is read afresh
+(``run`` returns None). Once the shape is decided, the chosen candidate's
+compiled call takes the exploring call's place under the key, and runs.
 
 Every rank explores the same candidate at the same call, replayed or read afresh
 (a rank whose arguments changed reads it afresh and observes alike), and the
@@ -43,9 +44,9 @@ class ExploringCall:
         Collects every verdict in flight (the route's ``settle``), before the
         decision's agreement.
     recordings : dict, optional
-        Where it is recorded, under ``key``: it takes itself out once the shape
-        is decided (the chosen call, read afresh, is recorded there, under this
-        key or its size class's).
+        Where it is recorded, under ``key``: once the shape is decided, the
+        chosen candidate's compiled call takes its place (or, where there is none,
+        it takes itself out: the chosen call is then read afresh and recorded).
     key : object, optional
 
     Attributes
@@ -75,7 +76,8 @@ class ExploringCall:
     >>> exploring.calls["native"] = Call()
     >>> exploring.run(()), exploring.run(())  # the counted calls, replayed
     (True, True)
-    >>> exploring.run(())  # decided: the chosen call is read afresh and recorded
+    >>> exploring.run(())  # decided: the chosen call runs, recorded in its place
+    True
     >>> tuning.family_for(shape, None)[1]  # (not explored any more)
     False
     """
@@ -89,15 +91,22 @@ class ExploringCall:
         self.last = None
 
     def run(self, args):
-        """Run the candidate whose turn it is over ``args``, timed: whether its
-        check passed; None when it is to be read afresh (not compiled yet, or
-        the shape is decided)."""
+        """Run the candidate whose turn it is over ``args``, timed (or, once the
+        shape is decided, the chosen one): whether its check passed; None when
+        it is to be read afresh (not compiled yet)."""
         family, exploring = self.tuning.family_for(self.shape, None)
-        if not exploring:
+        if not exploring:  # decided: the chosen call is recorded in its place
+            chosen = self.calls.get(family)
             recordings = self.recordings
             if recordings is not None and recordings.get(self.key) is self:
-                del recordings[self.key]
-            return None
+                if chosen is None:
+                    del recordings[self.key]
+                else:
+                    recordings[self.key] = chosen
+            if chosen is None:
+                return None
+            self.last = chosen
+            return chosen.run(args)
         call = self.calls.get(family)
         if call is None:
             return None
