@@ -240,6 +240,7 @@ def _check(mpi, comm, method, make, op, kwargs, what, form="blocking", plan=True
     return []
 
 
+@pytest.mark.matrix
 @pytest.mark.mpi(min_size=1)
 @pytest.mark.parametrize("kind", ["contiguous", "vector", "indexed", "struct", "resized"])
 def test_user_op_on_derived_type(mpi, types, ops, layout, kind):

@@ -87,6 +87,7 @@ def roots(kind):
 
 
 # ------------------------------------------------------------------ data movement
+@pytest.mark.matrix
 @pytest.mark.mpi(min_size=1)
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("op", ["bcast", "gather", "scatter", "allgather", "alltoall"])
@@ -257,6 +258,7 @@ def _flat(text):
     return text.replace("(", "").replace(")", "")
 
 
+@pytest.mark.matrix
 @pytest.mark.mpi(min_size=1)
 @pytest.mark.parametrize("name", list(OPERATORS))
 @pytest.mark.parametrize("method", ["reduce", "allreduce", "scan", "exscan"])

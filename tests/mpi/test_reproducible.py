@@ -117,6 +117,7 @@ def cases(n, dtype, seed=0):
     return out
 
 
+@pytest.mark.matrix
 @pytest.mark.mpi(min_size=1)
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_reproducible_bits_on_every_layout_family_and_root(mpi, dtype):
