@@ -147,3 +147,31 @@ def test_a_decided_shape_is_never_forgotten():
     for k in range(SHAPES + 5):  # many other shapes explored since
         tuning.observe(("bcast", k, "<f8", None, None, 0), 0.01, cands)
     assert tuning.family_for(SHAPE, [None, "native", "modern"]) == ("native", False)
+
+
+def test_an_exploring_call_whose_shape_was_dropped_reads_the_call_afresh():
+    """A shape's exploration dropped for newer ones (the bounded table): its
+    recorded exploring call takes itself out and the call is read afresh (which
+    starts the shape again, on every rank alike), never a crash."""
+    from wacoll.mpi.bounded import SHAPES
+    from wacoll.mpi.exploring import ExploringCall
+
+    class Ran:
+        plan = family = sig = flags = None
+
+        def run(self, args):
+            return True
+
+    tuning = Tuning(Recorder(), rounds=2)
+    cands = [None, "native"]
+    tuning.observe(SHAPE, 0.01, cands)  # the first call, read afresh
+    recordings = {}
+    exploring = ExploringCall(tuning, SHAPE, lambda: None, recordings, "key")
+    exploring.calls[None] = exploring.calls["native"] = Ran()
+    recordings["key"] = exploring
+    assert tuning.knows(SHAPE)
+    for k in range(SHAPES):  # newer shapes, each started, drop the oldest
+        tuning.observe(("bcast", k, "<f8", None, None, 0), 0.01, cands)
+    assert not tuning.knows(SHAPE)
+    assert exploring.run(()) is None
+    assert "key" not in recordings

@@ -447,9 +447,12 @@ cdef class Recordings(dict):
 
     def replay(self, reader, family, level, tuple args not None):
         """Run the recorded call these arguments match: True when it ran, the
-        recorded call (a :class:`NativeCall`, or a plan's
-        :class:`~wacoll.mpi._runner.PlanCall`) when its check failed, None when none
-        matches, or the recorded call did not run (read the call afresh)."""
+        recorded call (a :class:`NativeCall`, a plan's
+        :class:`~wacoll.mpi._runner.PlanCall`, the library's
+        :class:`~wacoll.mpi._runner.LibraryCall`, an explored shape's
+        :class:`~wacoll.mpi.exploring.ExploringCall`) when its check failed, None
+        when none matches, or the recorded call did not run (read the call
+        afresh)."""
         cdef Py_ssize_t lengths[16]
         cdef Py_ssize_t count
         cdef CountClasses classes

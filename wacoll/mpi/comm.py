@@ -1378,7 +1378,9 @@ class Comm(MPI.Intracomm):
         """``(family, why)`` of a call: its own family (None: the selection's, which
         says why), or, where this communicator learns (:mod:`wacoll.mpi.learning`),
         the one learned for its shape or the candidate its exploration tries next
-        (then ``desc.shape`` is set, and the call is not recorded for replay)."""
+        (then ``desc.shape`` is set, and the call is not recorded as itself: its
+        candidate's compiled call is kept for the shape's counted calls,
+        :mod:`wacoll.mpi.exploring`)."""
         if (
             self._tuning is None
             or desc.error is not None

@@ -22,6 +22,14 @@ Every rank explores the same candidate at the same call, replayed or read afresh
 (a rank whose arguments changed reads it afresh and observes alike), and the
 decision's agreement follows every verdict in flight (:meth:`ExploringCall.run`
 settles them first), so a rank whose call failed raises before it, never in it.
+A replayed explored call returns before its verdict, as any repeated call may: a
+call on which the ranks disagree raises on every rank, at that call or the next,
+and where a rank had returned the communicator stops (the MPI guide, "When a call
+returns before its verdict").
+
+Kept are the compiled calls a repeated call replays: on one cluster, or unchecked,
+the library's collective is not kept (its counted calls are read afresh, timed over
+their run alone).
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ from __future__ import annotations
 from wacoll.mpi.clocks import now
 
 __all__ = ["ExploringCall", "keep_candidate"]
+
+_SELECTED = "the selection's choice"
 
 
 class ExploringCall:
@@ -82,22 +92,39 @@ class ExploringCall:
     False
     """
 
-    __slots__ = ("tuning", "shape", "settle", "recordings", "key", "calls", "last")
+    __slots__ = (
+        "tuning",
+        "shape",
+        "settle",
+        "recordings",
+        "key",
+        "calls",
+        "last",
+        "reason",
+    )
 
     def __init__(self, tuning, shape, settle, recordings=None, key=None):
         self.tuning, self.shape, self.settle = tuning, shape, settle
         self.recordings, self.key = recordings, key
         self.calls: dict = {}
         self.last = None
+        #: Why the last call ran what it ran (:attr:`wacoll.Comm.last_reason`).
+        self.reason = "a repeated call, run as recorded"
 
     def run(self, args):
         """Run the candidate whose turn it is over ``args``, timed (or, once the
         shape is decided, the chosen one): whether its check passed; None when
         it is to be read afresh (not compiled yet)."""
+        recordings = self.recordings
+        if not self.tuning.knows(self.shape):
+            # its exploration was dropped for newer shapes': read afresh, it
+            # starts again (priced anew) on every rank alike
+            if recordings is not None and recordings.get(self.key) is self:
+                del recordings[self.key]
+            return None
         family, exploring = self.tuning.family_for(self.shape, None)
         if not exploring:  # decided: the chosen call is recorded in its place
             chosen = self.calls.get(family)
-            recordings = self.recordings
             if recordings is not None and recordings.get(self.key) is self:
                 if chosen is None:
                     del recordings[self.key]
@@ -106,11 +133,13 @@ class ExploringCall:
             if chosen is None:
                 return None
             self.last = chosen
+            self.reason = "learned: the choice, run as recorded"
             return chosen.run(args)
         call = self.calls.get(family)
         if call is None:
             return None
         self.last = call
+        self.reason = f"learning: trying {family or _SELECTED}"
         started = now()
         passed = call.run(args)
         seconds = now() - started

@@ -15,9 +15,9 @@ each rank times its own run of it: a candidate's first call is read afresh
 compiled call (:mod:`wacoll.mpi.exploring`), as the chosen one's repeated calls
 will. After the shape's last
 explored call the ranks agree, in one ``Allreduce``, on each call's time on the
-slowest rank (an explored call waits for its check's verdict, so no rank runs ahead
-into the next call, and the skew each call starts with is the check's, alike for
-every candidate); a candidate's first call, which also proves and compiles its plan,
+slowest rank (a replayed call may return before its check's verdict, as any
+repeated call does, and the ranks' skew each call starts with is then what the
+loop leaves, alike for every candidate); a candidate's first call, which also proves and compiles its plan,
 is not counted, and the fastest median runs the shape's later calls, unless the
 selection policy's own choice is within :data:`MARGIN`, :data:`NOISE_FLOOR` or the
 spread of the two candidates' calls of it (then that stays).
@@ -246,7 +246,7 @@ class Tuning:
         self._decided: dict[tuple, str] = {}
         #: One row per decided shape: the shape's fields, ``candidates``,
         #: ``seconds`` (the median of each's calls, each on the rank that took
-        #: longest over it), ``spread
+        #: longest over it), ``spread``
         #: (half the interquartile range of each's calls; infinite where some call
         #: could not run) and ``chosen``.
         self.table: list[dict[str, object]] = []
@@ -271,6 +271,16 @@ class Tuning:
         if state.chosen is not None:
             return _family(state.chosen), False
         return state.candidates[_turn(state.calls, len(state.candidates))], True
+
+    def knows(self, shape) -> bool:
+        """Whether ``shape`` is decided, fixed or being explored (a shape whose
+        exploration was dropped for newer ones, :data:`~wacoll.mpi.bounded.SHAPES`,
+        is not: its next call starts it again, on every rank alike)."""
+        return (
+            shape in self._fixed
+            or shape in self._decided
+            or OrderedDict.get(self._shapes, shape) is not None
+        )
 
     def decides_next(self, shape) -> bool:
         """Whether the next :meth:`observe` of ``shape`` decides it (and makes the

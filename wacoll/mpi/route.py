@@ -268,7 +268,11 @@ class Route:
             return None
         self.seq += 1
         last = replays.last
-        why = "a repeated call, run as recorded"
+        why = (
+            last.reason
+            if type(last) is ExploringCall
+            else "a repeated call, run as recorded"
+        )
         if type(last) is NativeCall:
             self.ran(None, NATIVE, "replayed", why)
         else:
@@ -490,7 +494,9 @@ class Route:
         if desc.shape is not None and desc.explore_key is not None:
             # an explored call: its candidate's compiled call kept for the
             # shape's counted calls, not recorded as itself
-            key, recorder = desc.explore_key, self._candidate_keeper(desc)
+            recorder = self._candidate_keeper(desc)
+            if recorder is not None:
+                key = desc.explore_key
         # a call recorded for every count of its size class: where its work is the
         # same for every count, scaled (the library's collective, or a program
         # whose blocks all hold the count), and learning has decided
@@ -549,7 +555,7 @@ class Route:
         shape, candidate = desc.shape, desc.candidate
 
         def make(recordings, key):
-            settle = functools.partial(self.settle, entering=False)
+            settle = functools.partial(self.settle, catch_up=False, entering=False)
             return ExploringCall(tuning, shape, settle, recordings, key)
 
         return lambda key, call: keep_candidate(recordings, key, make, candidate, call)
