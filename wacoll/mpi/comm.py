@@ -232,6 +232,15 @@ class Comm(MPI.Intracomm):
         fixed = _tuning_choices(wire, settings["WACOLL_TUNING"])
         if isinstance(fixed, WacollError):
             error, fixed = error or fixed, None
+        # the plan scripts are read here, so that the ranks agree on them in the
+        # constructor's one agreement (their text's digest is one of its fields)
+        scripts = scripts or settings["WACOLL_SCRIPTS"]
+        found, digest = {}, ()
+        if scripts:
+            try:
+                found, digest = _read_scripts(scripts)
+            except WacollError as exc:
+                error = error or exc
         size = self.Get_size()
         if error is None and topology is not None and topology.size != size:
             error = TopologyError(
@@ -252,6 +261,7 @@ class Comm(MPI.Intracomm):
             ("learn", learn),
             ("measure", measure),
             ("trace", bool(trace)),
+            ("scripts", digest),
         )
         try:
             agree(wire, error, Signature("constructor", options=fields), validate=True)
@@ -282,8 +292,7 @@ class Comm(MPI.Intracomm):
             tuning=fixed,
             links=(source, measured_at),
         )
-        scripts = scripts or settings["WACOLL_SCRIPTS"]
-        self._load_scripts(scripts)  # collective even without scripts: all ranks agree
+        self._dispatch.scripts = found
         if self.family == SCRIPTS and not self._dispatch.scripts:
             raise WacollError("family 'scripts' needs scripts= or $WACOLL_SCRIPTS")
 
@@ -1443,33 +1452,24 @@ class Comm(MPI.Intracomm):
         )
 
     # ------------------------------------------------------------- scripts
-    def _load_scripts(self, path):
-        from wacoll.plans import scripts
-
-        found = {}
-        error = None
-        if path:
-            try:
-                for plan in scripts.load_all(path):
-                    found[(plan.op, plan.size)] = plan
-            except WacollError as exc:
-                error = exc
-        # the same plans everywhere: compare their text, not just their names
-        digest = [
-            (f"{op}/{size}", zlib.crc32(scripts.to_sexpr(plan).encode()))
-            for (op, size), plan in sorted(found.items())
-        ]
-        agree(
-            self._route.wire,
-            error,
-            Signature("scripts", options=tuple(digest)),
-            validate=True,
-        )
-        self._dispatch.scripts = found
 
 
 #: The learning modes (see :class:`Comm`'s ``learn``).
 LEARN_MODES = ("auto", "on", "off")
+
+
+def _read_scripts(path):
+    """The plan scripts at ``path`` by ``(op, size)``, and their digest (each one's
+    name and the CRC-32 of its text), which the ranks compare: the same plans
+    everywhere, not just the same names. Raises the scripts' error."""
+    from wacoll.plans import scripts
+
+    found = {(plan.op, plan.size): plan for plan in scripts.load_all(path)}
+    digest = tuple(
+        (f"{op}/{size}", zlib.crc32(scripts.to_sexpr(plan).encode()))
+        for (op, size), plan in sorted(found.items())
+    )
+    return found, digest
 
 
 def _tuning_choices(wire, path):
