@@ -460,8 +460,8 @@ def code_digest() -> str:
     It digests each file's name, size and modification time, not its bytes (as
     Python's own bytecode cache tells a changed source): a process's first plan
     does not read the package's sources (it did: 11 ms of a communicator's 66 ms).
-    An edited or reinstalled file has a new modification time, and the package's
-    version is digested too. (A file replaced by one of the same size with its
+    An edited or reinstalled file has a new modification time (a new version, a
+    new ``__init__.py``). (A file replaced by one of the same size with its
     modification time kept, as ``cp -p`` does, is not seen: clear the proof cache,
     or touch the file, after such a copy.)"""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -472,9 +472,6 @@ def code_digest() -> str:
             dirs[:] = [d for d in dirs if d != "__pycache__"]
             wanted = (".py", ".pyx", ".pxd") if folder == "plans" else (".py",)
             files += [os.path.join(where, n) for n in names if n.endswith(wanted)]
-    from wacoll import __version__
-
-    h.update(f"wacoll {__version__}".encode() + b"\0")
     for path in sorted(files):
         info = os.stat(path)
         h.update(os.path.relpath(path, root).encode() + b"\0")
