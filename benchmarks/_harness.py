@@ -268,6 +268,49 @@ def write_csv(path, fields, rows):
         writer.writerows(rows)
 
 
+#: The operations :func:`collective_caller` calls.
+CALLED_OPS = (
+    "Allreduce",
+    "Bcast",
+    "Reduce",
+    "Allgather",
+    "Gather",
+    "Scatter",
+    "Alltoall",
+)
+
+
+def collective_caller(comm, op, rank, size, np, MPI):
+    """``call(n)``: one call of ``op`` (``"Allreduce"``, ``"Bcast"``, ``"Reduce"``,
+    ``"Allgather"``, ``"Gather"``, ``"Scatter"``, ``"Alltoall"``) on ``comm`` with
+    ``n`` float64 elements (per rank where the operation moves a block per rank),
+    over buffers big enough for any count up to 2**17 (the workers' ``np`` and
+    ``MPI``, imported there)."""
+    if op not in CALLED_OPS:
+        raise ValueError(f"unknown operation {op!r}; known: {', '.join(CALLED_OPS)}")
+    big = 1 << 17
+    send = np.full(big * size, rank + 1.0)
+    out = np.zeros(big * size)
+
+    def call(n):
+        if op == "Allreduce":
+            comm.Allreduce(send[:n], out[:n], op=MPI.SUM)
+        elif op == "Bcast":
+            comm.Bcast(out[:n], root=0)
+        elif op == "Reduce":
+            comm.Reduce(send[:n], out[:n] if rank == 0 else None, op=MPI.SUM, root=0)
+        elif op == "Allgather":
+            comm.Allgather(send[:n], out[: n * size])
+        elif op == "Gather":
+            comm.Gather(send[:n], out[: n * size] if rank == 0 else None, root=0)
+        elif op == "Scatter":
+            comm.Scatter(send[: n * size] if rank == 0 else None, out[:n], root=0)
+        elif op == "Alltoall":
+            comm.Alltoall(send[: n * size], out[: n * size])
+
+    return call
+
+
 def mpiexec():
     """The ``mpiexec`` of this interpreter's environment (the MPI wheel's, beside
     ``python``), else the first on ``PATH``."""

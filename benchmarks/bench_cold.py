@@ -43,7 +43,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import RESULTS, command_line, mpiexec, worker_env, write_csv
+from _harness import (
+    CALLED_OPS,
+    RESULTS,
+    collective_caller,
+    command_line,
+    mpiexec,
+    worker_env,
+    write_csv,
+)
 
 OPS = ("Allreduce", "Bcast", "Reduce", "Allgather", "Alltoall")
 LAYOUTS = ("one", "two")
@@ -71,32 +79,19 @@ def _worker(op, nbytes, calls):
     comm = make(world)
     made = time.perf_counter() - t
     n = max(1, nbytes // 8)
-    mine, out = np.ones(n * size), np.zeros(n * size)
+    ours_call = collective_caller(comm, op, rank, size, np, MPI)
+    library_call = collective_caller(library, op, rank, size, np, MPI)
 
-    def call(c):
-        if op == "Allreduce":
-            c.Allreduce(mine[:n], out[:n], op=MPI.SUM)
-        elif op == "Bcast":
-            c.Bcast(mine[:n], root=0)
-        elif op == "Reduce":
-            c.Reduce(mine[:n], out[:n] if rank == 0 else None, op=MPI.SUM, root=0)
-        elif op == "Allgather":
-            c.Allgather(mine[:n], out)
-        elif op == "Alltoall":
-            c.Alltoall(mine, out)
-        else:
-            raise SystemExit(f"unknown operation {op}")
-
-    def series(c):
+    def series(call):
         times = []
         for _ in range(calls):
             world.Barrier()
             t = time.perf_counter()
-            call(c)
+            call(n)
             times.append(time.perf_counter() - t)
         return times
 
-    ours, theirs = series(comm), series(library)
+    ours, theirs = series(ours_call), series(library_call)
     every = world.gather((imported, dup, made, ours, theirs), root=0)
     if rank == 0:
         slowest = {
@@ -143,6 +138,11 @@ def main(argv=None):
     if args.worker:
         _worker(args.ops, args.bytes, args.calls)
         return 0
+    unknown = sorted(set(args.ops.split(",")) - set(CALLED_OPS))
+    if unknown:
+        parser.error(
+            f"--ops: unknown {', '.join(unknown)}; known: {', '.join(CALLED_OPS)}"
+        )
     ranks = [int(x) for x in args.ranks.split(",")]
     layouts = [x for x in args.layouts.split(",") if x]
     if not set(layouts) <= set(LAYOUTS):

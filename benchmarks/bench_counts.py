@@ -49,6 +49,7 @@ from pathlib import Path
 
 from _harness import (
     RESULTS,
+    collective_caller,
     command_line,
     mpiexec,
     pyplot,
@@ -85,32 +86,6 @@ def counts_cycled(k):
     return list(range(1024, 1024 + k))
 
 
-def _caller(comm, op, rank, size, np, MPI):
-    """``call(n)``: one call of ``op`` with ``n`` elements (per rank where the
-    operation moves a block per rank), over buffers big enough for any count."""
-    big = 1 << 17
-    send = np.full(big * size, rank + 1.0)
-    out = np.zeros(big * size)
-
-    def call(n):
-        if op == "Allreduce":
-            comm.Allreduce(send[:n], out[:n], op=MPI.SUM)
-        elif op == "Bcast":
-            comm.Bcast(out[:n], root=0)
-        elif op == "Reduce":
-            comm.Reduce(send[:n], out[:n] if rank == 0 else None, op=MPI.SUM, root=0)
-        elif op == "Allgather":
-            comm.Allgather(send[:n], out[: n * size])
-        elif op == "Gather":
-            comm.Gather(send[:n], out[: n * size] if rank == 0 else None, root=0)
-        elif op == "Scatter":
-            comm.Scatter(send[: n * size] if rank == 0 else None, out[:n], root=0)
-        elif op == "Alltoall":
-            comm.Alltoall(send[: n * size], out[: n * size])
-
-    return call
-
-
 def _timed(call, counts, world):
     """Each call's seconds over ``counts`` (after a barrier)."""
     world.Barrier()
@@ -133,8 +108,8 @@ def _worker(ops, ks, passes, mixed, seed):
     comm = wacoll.Comm(world)
     rows = []
     for op in ops:
-        mine = _caller(comm, op, rank, size, np, MPI)
-        library = _caller(world, op, rank, size, np, MPI)
+        mine = collective_caller(comm, op, rank, size, np, MPI)
+        library = collective_caller(world, op, rank, size, np, MPI)
         for _ in range(WARM):  # the shape's exploration over, its choice made
             mine(1536)
             library(1536)
@@ -168,8 +143,8 @@ def _worker(ops, ks, passes, mixed, seed):
         ]
         callers = {
             op: (
-                _caller(comm, op, rank, size, np, MPI),
-                _caller(world, op, rank, size, np, MPI),
+                collective_caller(comm, op, rank, size, np, MPI),
+                collective_caller(world, op, rank, size, np, MPI),
             )
             for op in MIXED_OPS
         }

@@ -1451,8 +1451,6 @@ class Comm(MPI.Intracomm):
             f"writing the tuning file {path}",
         )
 
-    # ------------------------------------------------------------- scripts
-
 
 #: The learning modes (see :class:`Comm`'s ``learn``).
 LEARN_MODES = ("auto", "on", "off")
