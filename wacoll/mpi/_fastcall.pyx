@@ -25,6 +25,11 @@ from libc.stdint cimport int64_t, uint32_t, uint64_t
 
 import numpy as np
 
+cdef extern from "_digests.h" nogil:
+    int64_t _FLUSHED "WACOLL_FLUSHED"
+    int64_t _fold "wacoll_fold"(int64_t folded, int64_t digest)
+
+
 cdef extern from *:
     """
     #include <sched.h>
@@ -42,6 +47,9 @@ cdef extern from *:
     void wacoll_store_release(int64_t *p, int64_t v) noexcept nogil
     void wacoll_pause() noexcept nogil
     int sched_yield() noexcept nogil
+
+#: The digest a flush check folds in after the folded calls' (any fixed value).
+FLUSHED = _FLUSHED
 
 #: int64 words per rank and parity: the sequence number, four flags, padding to a
 #: 64-byte cache line (so ranks never write the same line).
@@ -120,6 +128,9 @@ cdef class NodeFlags:
     cdef int64_t[::1] out
     #: The maximum of the last check (four int64).
     cdef readonly object flags
+    #: Calls folded into the next check (:meth:`fold`), and their running digest.
+    cdef readonly int nfolded
+    cdef readonly int64_t folded
 
     def __init__(self, int64_t[::1] lines not None, int rank, int size, progress):
         if lines.shape[0] < 2 * size * _LINE or not 0 <= rank < size:
@@ -159,11 +170,30 @@ cdef class NodeFlags:
             raise ValueError("a check's flags are four int64 words")
         self.seq = seq
         for i in range(4):
-            line[1 + i] = words[i]
             self.mine[i] = words[i]
-            self.out[i] = words[i]
+        if self.nfolded:  # the calls folded since the last check are checked too
+            self.mine[2] = _fold(self.folded, words[2])
+            self.mine[3] = -self.mine[2]
+            self.nfolded, self.folded = 0, 0
+        for i in range(4):
+            line[1 + i] = self.mine[i]
+            self.out[i] = self.mine[i]
         wacoll_store_release(line, seq)
         return self.resume()
+
+    cpdef fold(self, int64_t digest):
+        """A call with nothing to move (every rank's count is 0): no check of its
+        own; its signature's ``digest`` goes into the next check's, which fails
+        where any rank's calls since the last check differ (:func:`fold_digest`)."""
+        self.folded = _fold(self.folded, digest) if self.nfolded else digest
+        self.nfolded += 1
+
+    def flush(self):
+        """Check the calls folded since the last check now (where every rank
+        flushes): whether they passed (True when none was folded)."""
+        if not self.nfolded:
+            return True
+        return self.run(flags_template(_FLUSHED))
 
     cpdef int resume(self) except -2:
         """Fold in the ranks that have published: 1 if the check passed (the maximum
@@ -277,6 +307,19 @@ cdef class NativeCall:
         if self.method is not None:
             self.method(*(replaced(args, self.replace) if self.replace else args))
         return True
+
+
+def fold_digest(folded, digest):
+    """The digest of a check that follows folded calls (running digest ``folded``)
+    for a call whose own digest is ``digest``, as the checks fold them
+    (:class:`NodeFlags`, :class:`wacoll.mpi._runner.Verdicts`).
+
+    Examples
+    --------
+    >>> fold_digest(0, 7) == fold_digest(0, 7) != fold_digest(7, 0)
+    True
+    """
+    return _fold(folded, digest)
 
 
 cpdef bytes flags_template(int64_t digest):
@@ -393,8 +436,15 @@ cdef class Recordings(dict):
 
     #: The recorded call the last replay ran.
     cdef public object last
+    #: How many calls replays ran (a failed one too): what a route counts its
+    #: calls by (:attr:`wacoll.mpi.route.Route.seq`), without a Python step.
+    cdef readonly Py_ssize_t nreplayed
     #: How many class keys are recorded (none: a replay looks up its key only).
     cdef Py_ssize_t nclasses
+    # Exact keys that replayed a class's call: key -> (call, count). A repeated
+    # count then costs one key, not two; emptied when any class entry changes, and
+    # when it reaches _HITS entries (a loop over more counts pays both keys).
+    cdef dict hits
 
     def key(self, reader, family, level, tuple args not None):
         """The key of a call: ``reader``, ``family``, ``level`` and, per argument,
@@ -426,6 +476,7 @@ cdef class Recordings(dict):
         under the class key ``ckey``, its arrays' lengths ``multiples`` times the
         count (:class:`CountClasses`). Whether a new entry was made (the caller
         bounds the recordings)."""
+        self.hits = None
         found = dict.get(self, ckey)
         made = found is None or not (<CountClasses>found).same(multiples, itemsize)
         if made:
@@ -439,10 +490,12 @@ cdef class Recordings(dict):
     def clear(self):
         dict.clear(self)
         self.nclasses = 0
+        self.hits = None
 
     def __delitem__(self, key):
         if type(dict.get(self, key)) is CountClasses:
             self.nclasses -= 1
+            self.hits = None
         dict.__delitem__(self, key)
 
     def replay(self, reader, family, level, tuple args not None):
@@ -456,39 +509,57 @@ cdef class Recordings(dict):
         cdef Py_ssize_t lengths[16]
         cdef Py_ssize_t count
         cdef CountClasses classes
-        out = [] if self.nclasses else None
-        key = _key(reader, family, level, args, out, lengths)
+        cdef PyObject *found
+        key = _key(reader, family, level, args, None, lengths)
         if key is None:
             return None
-        cdef PyObject *found = PyDict_GetItem(self, key)
-        if found == NULL:
-            if not out or out[0] is None:
-                return None
-            found = PyDict_GetItem(self, out[0])
-            if found == NULL:
-                return None
-            classes = <CountClasses>found
-            count = classes.count_of(lengths, len(args))
-            if count < 0:
-                return None
-            found = PyDict_GetItem(classes.calls, classes.size_class(count))
-            if found == NULL:
-                return None
-            recorded = <object>found  # (a reference of its own: recount runs Python)
+        found = PyDict_GetItem(self, key)
+        if found != NULL:
+            recorded = <object>found
+        elif not self.nclasses:
+            return None
+        else:
+            found = NULL if self.hits is None else PyDict_GetItem(self.hits, key)
+            if found != NULL:
+                recorded, count = <tuple>found
+            else:
+                out = []
+                _key(reader, family, level, args, out, lengths)
+                if out[0] is None:
+                    return None
+                found = PyDict_GetItem(self, out[0])
+                if found == NULL:
+                    return None
+                classes = <CountClasses>found
+                count = classes.count_of(lengths, len(args))
+                if count < 0:
+                    return None
+                found = PyDict_GetItem(classes.calls, classes.size_class(count))
+                if found == NULL:
+                    return None
+                recorded = <object>found  # (a reference of its own: recount runs Python)
+                if self.hits is None or len(self.hits) >= _HITS:
+                    self.hits = {}
+                self.hits[key] = (recorded, count)
             if not recorded.recount(count):
                 return None
-        else:
-            recorded = <object>found
         self.last = recorded
         if type(recorded) is NativeCall:
-            return True if (<NativeCall>recorded).run(args) else recorded
+            passed = (<NativeCall>recorded).run(args)
+            self.nreplayed += 1
+            return True if passed else recorded
         # a call of a plan (wacoll.mpi._runner.PlanCall), the library's
         # (LibraryCall), or a shape's candidates (wacoll.mpi.exploring.ExploringCall,
         # whose None says: not run, read the call afresh)
         passed = recorded.run(args)
         if passed is None:
             return None
+        self.nreplayed += 1
         return True if passed else recorded
+
+
+#: Exact keys a communicator's :class:`Recordings` remembers for its classes' calls.
+cdef Py_ssize_t _HITS = 64
 
 
 cdef object _ndarray = np.ndarray

@@ -22,8 +22,14 @@ from libc.string cimport memcpy, memmove
 
 import numpy as np
 
-from wacoll.mpi._fastcall import count_digest, flags_template, replaced
+from wacoll.mpi._fastcall import count_digest, flags_template, fold_digest, replaced
 from wacoll.plans.select import NATIVE
+
+cdef extern from "_digests.h" nogil:
+    # the digest a flush check folds in after the folded calls' (any fixed value)
+    int64_t _FLUSHED "WACOLL_FLUSHED"
+    int64_t _fold "wacoll_fold"(int64_t folded, int64_t digest)
+
 
 cdef extern from "_mpicalls.h" nogil:
     ctypedef struct wacoll_mpi:
@@ -1755,27 +1761,6 @@ cdef class Verdicts:
             if self.state[slot] == V_RUNNING:
                 (<Runner>self._runners[slot]).cancel()
         self.count, self.failed = 0, -1
-
-
-#: The digest a flush check folds in after the folded calls' (any fixed value).
-cdef int64_t _FLUSHED = 0x5EA1ED
-cdef int64_t _FOLD_MOD = 4294967291  # the largest prime below 2**32
-
-
-cdef inline int64_t _fold(int64_t folded, int64_t digest) noexcept nogil:
-    return (folded % _FOLD_MOD * 33 + digest % _FOLD_MOD + 1) % _FOLD_MOD
-
-
-def fold_digest(folded, digest):
-    """The digest of a check that follows folded calls (running digest ``folded``)
-    for a call whose own digest is ``digest``, as :class:`Verdicts` makes it.
-
-    Examples
-    --------
-    >>> fold_digest(0, 7) == fold_digest(0, 7) != fold_digest(7, 0)
-    True
-    """
-    return _fold(folded, digest)
 
 
 cdef int _drive_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,

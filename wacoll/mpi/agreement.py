@@ -29,7 +29,14 @@ from mpi4py import MPI
 
 from wacoll import errors
 from wacoll.errors import BufferMismatchError, WacollError
-from wacoll.mpi._fastcall import LINE_WORDS, NodeFlags, count_digest
+from wacoll.mpi._fastcall import (
+    FLUSHED,
+    LINE_WORDS,
+    NodeFlags,
+    count_digest,
+    flags_template,
+    fold_digest,
+)
 from wacoll.mpi.engine import advance_request
 
 __all__ = [
@@ -416,8 +423,6 @@ class Check:
         rank = comm.Get_rank()
         crc = sig.digest()
         if folded is not None:  # calls with nothing to move went before: theirs too
-            from wacoll.mpi._runner import fold_digest
-
             crc = fold_digest(folded, crc)
         code = (
             0
@@ -644,12 +649,26 @@ class PersistentCheck:
         The communicator the checks travel on (collective: every rank creates it).
     """
 
-    __slots__ = ("flags", "request", "_holding")
+    __slots__ = ("flags", "request", "_holding", "nfolded", "folded")
 
     def __init__(self, comm):
         self.flags = np.zeros(4, np.int64)
         self.request = comm.Allreduce_init(MPI.IN_PLACE, self.flags, op=MPI.MAX)
         self._holding = None  # the flags array whose values ``flags`` still holds
+        self.nfolded = self.folded = 0
+
+    def fold(self, digest):
+        """A call with nothing to move: its ``digest`` goes into the next check's
+        (as :meth:`wacoll.mpi._fastcall.NodeFlags.fold`)."""
+        self.folded = fold_digest(self.folded, digest) if self.nfolded else digest
+        self.nfolded += 1
+
+    def flush(self):
+        """Check the calls folded since the last check now (where every rank
+        flushes): whether they passed (True when none was folded)."""
+        if not self.nfolded:
+            return True
+        return self.run(flags_template(FLUSHED))
 
     def run(self, mine) -> bool:
         """Check one call whose flags on this rank are ``mine`` (four int64, as an
@@ -661,6 +680,12 @@ class PersistentCheck:
         """
         flags = self.flags
         words = mine if type(mine) is bytes else mine.tobytes()
+        if self.nfolded:  # the calls folded since the last check are checked too
+            folded = np.frombuffer(words, np.int64).copy()
+            folded[2] = fold_digest(self.folded, int(folded[2]))
+            folded[3] = -folded[2]
+            words = folded.tobytes()
+            self.nfolded = self.folded = 0
         if self._holding != words:  # a passed check leaves ``mine`` in place
             flags[:] = np.frombuffer(words, np.int64)
         self.request.Start()

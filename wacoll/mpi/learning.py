@@ -191,12 +191,9 @@ _FIELDS = ("op", "size_class", "dtype", "operator", "level", "root")
 
 def shape_of(prepared):
     """The shape a call's choice is learned for, or None when it is not learned
-    (a strict reduction, a vector variant, a call without a count)."""
-    if (
-        prepared.level == "strict"
-        or prepared.counts is not None
-        or prepared.count is None
-    ):
+    (a strict reduction, a vector variant, a call without a count or with count
+    0, which moves nothing whatever runs it)."""
+    if prepared.level == "strict" or prepared.counts is not None or not prepared.count:
         return None
     from wacoll.mpi.calls import operator_name
     from wacoll.plans.retarget import size_class

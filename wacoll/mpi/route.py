@@ -71,7 +71,8 @@ from wacoll.plans.select import NATIVE
 __all__ = ["Route", "private_dup", "settle_all"]
 
 
-#: Routes whose blocking calls may leave verdicts in flight (several clusters).
+#: Routes whose blocking calls may leave verdicts in flight (several clusters), or
+#: calls with nothing to move folded into the next check (one cluster too).
 _WITH_VERDICTS: weakref.WeakSet = weakref.WeakSet()
 _MADE = itertools.count()
 
@@ -140,16 +141,20 @@ STOPPED_AFTER_RETURN = (
 
 class FoldedCall:
     """A recorded blocking call with nothing to move: replaying it folds its digest
-    into the communicator's next check (:meth:`Route._fold`)."""
+    into the communicator's next check (:meth:`Route._fold`): the ring of checks of
+    several clusters (:class:`~wacoll.mpi._runner.Verdicts`), or one cluster's
+    blocking check (:class:`~wacoll.mpi.agreement.NodeCheck`,
+    :class:`~wacoll.mpi.agreement.PersistentCheck`), each with ``fold(digest)``."""
 
-    __slots__ = ("ring", "digest", "sig", "plan", "family")
+    __slots__ = ("checks", "digest", "sig", "plan", "family", "route")
 
-    def __init__(self, ring, sig, plan, family):
-        self.ring, self.sig, self.digest = ring, sig, sig.digest()
-        self.plan, self.family = plan, family
+    def __init__(self, checks, sig, plan, family, route):
+        self.checks, self.sig, self.digest = checks, sig, sig.digest()
+        self.plan, self.family, self.route = plan, family, route
 
     def run(self, args):
-        self.ring.fold(self.digest)
+        self.checks.fold(self.digest)
+        self.route.last_folded = self
         return True
 
 
@@ -215,7 +220,7 @@ class Route:
         self.abandoned = []
         # slots of failed non-blocking calls, with their buffers (never reused)
         self.abandoned_calls = []
-        self.seq = 0
+        self._seq = 0
         #: A failed call's wire is yet to be replaced (:meth:`catch_up`).
         self.retire_due = False
         #: The progress engine's entries of the non-blocking calls started, until
@@ -224,12 +229,16 @@ class Route:
         #: The order the library's collectives start in when checks come first.
         self.start_order = StartOrder()
         self.made = next(_MADE)  # (communicators are made in one order everywhere)
-        if argcheck.verdicts is not None:
+        #: The folded call that ran last (:class:`FoldedCall`): what a failed
+        #: flush of one cluster's blocking check names.
+        self.last_folded = None
+        if argcheck.verdicts is not None or argcheck.blocking is not None:
             _WITH_VERDICTS.add(self)
         self.broken = None
         self.broken_everywhere = False
-        self.last_plan = self.last_family = self.last_route = None
-        self.last_reason = ""
+        self._last = (None, None, None)  # plan, family, route
+        self._last_reason = ""
+        self._ran_at = 0  # replays counted when the last call read afresh ran
         #: Seconds the most recent explored call (``desc.shape`` set) took to run:
         #: its compiled call, or on the Python route its task (reading the call,
         #: dispatching it and setting its run up left out): what a learning
@@ -251,12 +260,58 @@ class Route:
         if self.broken is not None:
             raise WacollError(self.broken)
 
+    @property
+    def seq(self) -> int:
+        """Calls started so far, replayed ones too (the recordings count those)."""
+        return self._seq + self.recorded.nreplayed
+
+    @seq.setter
+    def seq(self, value: int) -> None:
+        self._seq = value - self.recorded.nreplayed
+
     def ran(self, plan, family, route, reason=None):
         """Note what the most recent collective ran (and why, when it was chosen
         afresh: a replayed call keeps the reason of the call it repeats)."""
-        self.last_plan, self.last_family, self.last_route = plan, family, route
+        self._ran_at = self.recorded.nreplayed
+        self._last = (plan, family, route)
         if reason is not None:
-            self.last_reason = reason
+            self._last_reason = reason
+
+    def _sync_last(self):
+        """Take what the last replayed call ran, where one ran since the last call
+        read afresh (a replay notes nothing itself: it stays in C)."""
+        recorded = self.recorded
+        if recorded.nreplayed == self._ran_at:
+            return
+        last = recorded.last
+        if type(last) is ExploringCall:
+            why = last.reason
+        else:
+            why = "a repeated call, run as recorded"
+        if type(last) is NativeCall:
+            self.ran(None, NATIVE, "replayed", why)
+        else:
+            self.ran(last.plan, last.family, "replayed", why)
+
+    @property
+    def last_plan(self):
+        self._sync_last()
+        return self._last[0]
+
+    @property
+    def last_family(self):
+        self._sync_last()
+        return self._last[1]
+
+    @property
+    def last_route(self):
+        self._sync_last()
+        return self._last[2]
+
+    @property
+    def last_reason(self):
+        self._sync_last()
+        return self._last_reason
 
     # ------------------------------------------------------------ 1. replay
     def replay(self, reader, family, level, args):
@@ -266,17 +321,6 @@ class Route:
         outcome = None if replays is None else replays.replay(reader, family, level, args)
         if outcome is None:
             return None
-        self.seq += 1
-        last = replays.last
-        why = (
-            last.reason
-            if type(last) is ExploringCall
-            else "a repeated call, run as recorded"
-        )
-        if type(last) is NativeCall:
-            self.ran(None, NATIVE, "replayed", why)
-        else:
-            self.ran(last.plan, last.family, "replayed", why)
         if outcome is not True:
             self.failed(outcome)
         return True
@@ -300,8 +344,10 @@ class Route:
         call, a :class:`~wacoll.mpi.persistent.Request` for a non-blocking one, a
         :class:`~wacoll.mpi.persistent.Prequest` for a persistent one."""
         mode = desc.mode
-        if mode != "call" and self.argcheck.verdicts is not None:
-            self.settle(flush=True)  # checked apart from the ring
+        if mode != "call" and (
+            self.argcheck.verdicts is not None or self.argcheck.blocking is not None
+        ):
+            self.settle(flush=True)  # checked apart from the ring and folded calls
         if mode == "start":
             require_threads()  # before anything starts
         if exe is not None and mode == "start" and self.replays is not None:
@@ -315,15 +361,16 @@ class Route:
                     None if call.method is None else tuple(map(for_mpi, desc.args)),
                 )
         ring = self.argcheck.verdicts
+        folds = ring if ring is not None else self.argcheck.blocking
         if (
-            ring is not None
+            folds is not None
             and mode == "call"
             and exe is not None
             and desc.shape is None
             and self.tracer is None
             and moves_nothing(desc.sig)
         ):
-            self._fold(desc, exe, ring)
+            self._fold(desc, exe, folds)
             return None
         seq = self.seq
         self.seq = seq + 1
@@ -400,11 +447,12 @@ class Route:
             task.advance(block=True)
         return None
 
-    def _fold(self, desc, exe, ring):
+    def _fold(self, desc, exe, checks):
         """A blocking call with nothing to move (every rank's count is 0): its
-        digest folded into the next check (:meth:`~wacoll.mpi._runner.Verdicts.fold`),
-        and the call recorded so that a repeated one does no more."""
-        folded = FoldedCall(ring, desc.sig, exe.plan, exe.family)
+        digest folded into the next check (:meth:`~wacoll.mpi._runner.Verdicts.fold`,
+        or one cluster's blocking check's ``fold``), and the call recorded so that
+        a repeated one does no more."""
+        folded = FoldedCall(checks, desc.sig, exe.plan, exe.family, self)
         folded.run(desc.args)
         self.seq += 1
         self.ran(exe.plan, exe.family, "folded", exe.reason)
@@ -677,6 +725,10 @@ class Route:
         if ring is not None and not (ring.idle and not (flush and ring.nfolded)):
             if not (ring.flush() if flush else ring.settle()):
                 self.failed(None)
+        blocking = self.argcheck.blocking
+        if flush and blocking is not None and blocking.nfolded:
+            if not blocking.flush():
+                self.failed(self.last_folded)
         if catch_up:
             self.catch_up()
 

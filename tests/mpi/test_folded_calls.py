@@ -1,0 +1,86 @@
+"""Calls with nothing to move (count 0 on every rank) have no check of their own:
+their signature digests fold into the communicator's next check, on one cluster
+(its blocking check) as on several (the ring of checks). A repeated one costs a
+key and a fold. A rank whose count is 0 where the others' is not still raises the
+same error as they do: at its next check, or where the communicator's verdicts
+are collected (``Free``, a new communicator, a non-blocking start, the end of the
+process).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import wacoll
+from wacoll.errors import WacollError
+from wacoll.mpi.route import FoldedCall
+
+P = MPI.COMM_WORLD.Get_size()
+ME = MPI.COMM_WORLD.Get_rank()
+LAST = P - 1
+
+
+def _fresh(mpi, layout):
+    """A new communicator with the defaults (a failed call may stop it)."""
+    name = "single" if layout == "one cluster" else mpi.multi[0]
+    return wacoll.Comm(MPI.COMM_WORLD, mpi.topology(name))
+
+
+LAYOUTS = ["one cluster", "several clusters"]
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("where", LAYOUTS)
+def test_zero_count_calls_fold_into_the_next_check(mpi, where):
+    comm = _fresh(mpi, where)
+    try:
+        for _ in range(4):
+            comm.Bcast(np.zeros(0), root=0)
+            comm.Allreduce(np.zeros(0), np.zeros(0), op=MPI.SUM)
+            out = np.zeros(2)
+            comm.Allreduce(np.full(2, ME + 1.0), out, op=MPI.SUM)
+            mpi.assert_equal(out, np.full(2, P * (P + 1) / 2))
+        comm.Bcast(np.zeros(0), root=0)
+        folded = type(comm._route.recorded.last) is FoldedCall
+        mpi.assert_all(comm.last_route == "replayed" and folded, comm.last_route)
+        comm.Barrier()  # checks the folded call with its own
+    finally:
+        comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("where", LAYOUTS)
+@pytest.mark.parametrize("zero_on", ["the last rank", "every rank but the last"])
+def test_a_count_of_zero_on_some_ranks_raises_everywhere(mpi, where, zero_on):
+    comm = _fresh(mpi, where)
+    try:
+        for _ in range(3):  # recorded and replayed, as in a loop
+            comm.Bcast(np.zeros(3), root=0)
+            comm.Bcast(np.zeros(0), root=0)
+        zero = (ME == LAST) == (zero_on == "the last rank")
+        buf = np.full(0 if zero else 3, -7.0)
+        message = mpi.same_error(
+            lambda: comm.Bcast(buf, root=0), WacollError, match="disagree"
+        )
+        assert "disagree" in message
+    finally:
+        comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("where", LAYOUTS)
+def test_folded_calls_are_checked_before_a_nonblocking_start(mpi, where):
+    comm = _fresh(mpi, where)
+    try:
+        comm.Bcast(np.zeros(0), root=0)
+        buf = np.full(3, float(ME))
+        comm.Ibcast(buf, root=0).Wait()
+        mpi.assert_equal(buf, np.zeros(3))
+        blocking = comm._route.argcheck.blocking
+        ring = comm._route.argcheck.verdicts
+        pending = (blocking or ring).nfolded
+        mpi.assert_all(pending == 0, f"{pending} folded calls unchecked")
+    finally:
+        comm.Free()
