@@ -24,6 +24,7 @@ median per call of the slowest rank, in microseconds:
                       collective with wacoll's check (on two clusters: the library's
                       non-blocking call and the compiled wide-area check, together)
 ``non-blocking``      ``Iallreduce`` + ``Wait`` (the progress thread)
+``native non-blocking`` the library's ``Iallreduce`` + ``Wait``
 ``native, new array`` ``native`` with a new receive buffer (``np.empty``) each call
 ``default, new array`` ``default`` with a new receive buffer each call (a call that
                       looks like the last one is replayed, whichever arrays it brings)
@@ -60,6 +61,7 @@ RATIOS = (
     ("no check/native", "no check", "native"),
     ("library, checked/native", "library, checked", "native"),
     ("plan persistent/native persistent", "plan persistent", "native persistent"),
+    ("non-blocking/native non-blocking", "non-blocking", "native non-blocking"),
 )
 OPS = ("Allreduce", "Bcast")
 CONFIGS = (
@@ -72,6 +74,7 @@ CONFIGS = (
     "plan",
     "library, checked",
     "non-blocking",
+    "native non-blocking",
     "native, new array",
     "default, new array",
 )
@@ -133,6 +136,7 @@ def _worker(repeats, seconds):
                 "plan": blocking(comms["default"], family="mpich"),
                 "library, checked": blocking(comms["default"], family="native"),
                 "non-blocking": nonblocking(comms["default"]),
+                "native non-blocking": nonblocking(world),
                 "native, new array": fresh(world),
                 "default, new array": fresh(comms["default"]),
             }

@@ -84,3 +84,22 @@ def test_folded_calls_are_checked_before_a_nonblocking_start(mpi, where):
         mpi.assert_all(pending == 0, f"{pending} folded calls unchecked")
     finally:
         comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("where", LAYOUTS)
+def test_unchecked_zero_count_calls_do_nothing(mpi, where):
+    name = "single" if where == "one cluster" else mpi.multi[0]
+    comm = wacoll.Comm(MPI.COMM_WORLD, mpi.topology(name), check="off")
+    try:
+        for i in range(3):
+            comm.Gather(np.zeros(0), np.zeros(0), root=0)
+            mpi.assert_all(comm.last_route in ("folded", "replayed"), comm.last_route)
+            out = np.zeros(1)
+            comm.Allreduce(np.full(1, float(i)), out, op=MPI.SUM)
+            mpi.assert_equal(out, np.full(1, float(i * P)))
+        comm.Gather(np.zeros(0), np.zeros(0), root=0)
+        folded = comm._route.recorded.last
+        mpi.assert_all(type(folded) is FoldedCall and folded.checks is None)
+    finally:
+        comm.Free()

@@ -144,7 +144,8 @@ class FoldedCall:
     into the communicator's next check (:meth:`Route._fold`): the ring of checks of
     several clusters (:class:`~wacoll.mpi._runner.Verdicts`), or one cluster's
     blocking check (:class:`~wacoll.mpi.agreement.NodeCheck`,
-    :class:`~wacoll.mpi.agreement.PersistentCheck`), each with ``fold(digest)``."""
+    :class:`~wacoll.mpi.agreement.PersistentCheck`), each with ``fold(digest)``;
+    where calls are not checked (``checks`` None), it does nothing at all."""
 
     __slots__ = ("checks", "digest", "sig", "plan", "family", "route")
 
@@ -153,8 +154,9 @@ class FoldedCall:
         self.plan, self.family, self.route = plan, family, route
 
     def run(self, args):
-        self.checks.fold(self.digest)
-        self.route.last_folded = self
+        if self.checks is not None:  # (None: calls are not checked, nothing to do)
+            self.checks.fold(self.digest)
+            self.route.last_folded = self
         return True
 
 
@@ -363,7 +365,7 @@ class Route:
         ring = self.argcheck.verdicts
         folds = ring if ring is not None else self.argcheck.blocking
         if (
-            folds is not None
+            (folds is not None or not self.argcheck.enabled)
             and mode == "call"
             and exe is not None
             and desc.shape is None
