@@ -59,6 +59,8 @@ def test_a_count_of_zero_on_some_ranks_raises_everywhere(mpi, where, zero_on):
         for _ in range(3):  # recorded and replayed, as in a loop
             comm.Bcast(np.zeros(3), root=0)
             comm.Bcast(np.zeros(0), root=0)
+        folded = type(comm._route.recorded.last) is FoldedCall
+        mpi.assert_all(folded, "the 0-count call was not replayed as a fold")
         zero = (ME == LAST) == (zero_on == "the last rank")
         buf = np.full(0 if zero else 3, -7.0)
         message = mpi.same_error(
@@ -75,6 +77,9 @@ def test_folded_calls_are_checked_before_a_nonblocking_start(mpi, where):
     comm = _fresh(mpi, where)
     try:
         comm.Bcast(np.zeros(0), root=0)
+        mpi.assert_all(comm.last_route == "folded", comm.last_route)
+        checks = comm._route.argcheck.blocking or comm._route.argcheck.verdicts
+        mpi.assert_all(checks.nfolded == 1, f"{checks.nfolded} folded calls")
         buf = np.full(3, float(ME))
         comm.Ibcast(buf, root=0).Wait()
         mpi.assert_equal(buf, np.zeros(3))
@@ -101,5 +106,55 @@ def test_unchecked_zero_count_calls_do_nothing(mpi, where):
         comm.Gather(np.zeros(0), np.zeros(0), root=0)
         folded = comm._route.recorded.last
         mpi.assert_all(type(folded) is FoldedCall and folded.checks is None)
+    finally:
+        comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_disagreement_over_a_folded_call_stops_one_cluster_everywhere(mpi):
+    """The rank whose count was 0 returned from the call the others raised in: the
+    ranks may be a call apart, so the communicator stops on every rank."""
+    comm = _fresh(mpi, "one cluster")
+    try:
+        buf = np.zeros(0 if ME == LAST else 3)
+        mpi.same_error(lambda: comm.Bcast(buf, root=0), WacollError, match="disagree")
+        mpi.same_error(
+            lambda: comm.Bcast(np.zeros(3), root=0),
+            WacollError,
+            match="runs no further collectives",
+        )
+    finally:
+        comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_check_first_does_not_fold(mpi):
+    """With ``check="first"`` every call waits for its own verdict, count 0 too."""
+    comm = wacoll.Comm(MPI.COMM_WORLD, mpi.topology("single"), check="first")
+    try:
+        comm.Bcast(np.zeros(0), root=0)
+        mpi.assert_all(comm.last_route != "folded", comm.last_route)
+        buf = np.zeros(0 if ME == LAST else 3)
+        mpi.same_error(lambda: comm.Bcast(buf, root=0), WacollError, match="disagree")
+    finally:
+        comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("where", LAYOUTS)
+def test_create_group_leaves_folded_calls_pending(mpi, where):
+    """``Create_group`` is collective over the group's members only: a fold pending
+    there is not flushed (that would need every rank), and the program goes on."""
+    comm = _fresh(mpi, where)
+    try:
+        comm.Bcast(np.zeros(0), root=0)
+        group = comm.Get_group().Incl([0])
+        if ME == 0:
+            alone = comm.Create_group(group)
+            alone.Free()
+        group.Free()
+        buf = np.full(3, float(ME))
+        comm.Bcast(buf, root=0)
+        mpi.assert_equal(buf, np.zeros(3))
     finally:
         comm.Free()

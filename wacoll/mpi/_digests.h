@@ -5,6 +5,11 @@
 
 #define WACOLL_FOLD_MOD 4294967291LL /* the largest prime below 2**32 */
 #define WACOLL_FLUSHED 0x5EA1EDLL    /* what a flush check folds in last */
+/* Set in a one-cluster check's second word (its error code's, MAX-reduced) by a
+ * rank that folded calls into it: after a failed check every rank knows whether
+ * some rank's calls since the last check were folded, so that the ranks may be a
+ * call apart (the rank whose count was 0 returned). Error codes stay below it. */
+#define WACOLL_FOLDED_MARK (1LL << 40)
 
 /* The running digest after `digest` is folded into `folded`. */
 static inline int64_t wacoll_fold(int64_t folded, int64_t digest)

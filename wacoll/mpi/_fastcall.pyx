@@ -27,6 +27,7 @@ import numpy as np
 
 cdef extern from "_digests.h" nogil:
     int64_t _FLUSHED "WACOLL_FLUSHED"
+    int64_t _FOLDED_MARK "WACOLL_FOLDED_MARK"
     int64_t _fold "wacoll_fold"(int64_t folded, int64_t digest)
 
 
@@ -50,6 +51,8 @@ cdef extern from *:
 
 #: The digest a flush check folds in after the folded calls' (any fixed value).
 FLUSHED = _FLUSHED
+#: Set in a one-cluster check's second word by a rank that folded calls into it.
+FOLDED_MARK = _FOLDED_MARK
 
 #: int64 words per rank and parity: the sequence number, four flags, padding to a
 #: 64-byte cache line (so ranks never write the same line).
@@ -172,6 +175,7 @@ cdef class NodeFlags:
         for i in range(4):
             self.mine[i] = words[i]
         if self.nfolded:  # the calls folded since the last check are checked too
+            self.mine[1] |= _FOLDED_MARK
             self.mine[2] = _fold(self.folded, words[2])
             self.mine[3] = -self.mine[2]
             self.nfolded, self.folded = 0, 0
@@ -184,9 +188,10 @@ cdef class NodeFlags:
     cpdef fold(self, int64_t digest):
         """A call with nothing to move (every rank's count is 0): no check of its
         own; its signature's ``digest`` goes into the next check's, which fails
-        where any rank's calls since the last check differ (:func:`fold_digest`)."""
+        where any rank's calls since the last check differ (:func:`fold_digest`),
+        and which carries :data:`FOLDED_MARK`."""
         self.folded = _fold(self.folded, digest) if self.nfolded else digest
-        self.nfolded += 1
+        self.nfolded = 1 if self.nfolded == 2147483647 else self.nfolded + 1
 
     def flush(self):
         """Check the calls folded since the last check now (where every rank
@@ -543,17 +548,16 @@ cdef class Recordings(dict):
                 self.hits[key] = (recorded, count)
             if not recorded.recount(count):
                 return None
-        self.last = recorded
         if type(recorded) is NativeCall:
             passed = (<NativeCall>recorded).run(args)
-            self.nreplayed += 1
-            return True if passed else recorded
-        # a call of a plan (wacoll.mpi._runner.PlanCall), the library's
-        # (LibraryCall), or a shape's candidates (wacoll.mpi.exploring.ExploringCall,
-        # whose None says: not run, read the call afresh)
-        passed = recorded.run(args)
-        if passed is None:
-            return None
+        else:
+            # a call of a plan (wacoll.mpi._runner.PlanCall), the library's
+            # (LibraryCall), or a shape's candidates (ExploringCall of
+            # wacoll.mpi.exploring, whose None says: not run, read the call afresh)
+            passed = recorded.run(args)
+            if passed is None:
+                return None
+        self.last = recorded
         self.nreplayed += 1
         return True if passed else recorded
 

@@ -1715,7 +1715,7 @@ cdef class Verdicts:
         where any rank's calls since the last check differ (:func:`fold_digest`).
         """
         self.folded = _fold(self.folded, digest) if self.nfolded else digest
-        self.nfolded += 1
+        self.nfolded = 1 if self.nfolded == 2147483647 else self.nfolded + 1
 
     def flush(self):
         """Check the calls folded since the last check now, with a check of their

@@ -31,6 +31,7 @@ from wacoll import errors
 from wacoll.errors import BufferMismatchError, WacollError
 from wacoll.mpi._fastcall import (
     FLUSHED,
+    FOLDED_MARK,
     LINE_WORDS,
     NodeFlags,
     count_digest,
@@ -682,6 +683,7 @@ class PersistentCheck:
         words = mine if type(mine) is bytes else mine.tobytes()
         if self.nfolded:  # the calls folded since the last check are checked too
             folded = np.frombuffer(words, np.int64).copy()
+            folded[1] |= FOLDED_MARK
             folded[2] = fold_digest(self.folded, int(folded[2]))
             folded[3] = -folded[2]
             words = folded.tobytes()

@@ -417,8 +417,8 @@ class Comm(MPI.Intracomm):
         ``"python"`` (the Python executor: tracing, reproducible arithmetic, a
         user-defined operator, a composite), ``"library"`` (the MPI library's
         collective beside a check driven from Python) or ``"folded"`` (a count of
-        0 on several clusters: nothing to move, its digest checked with the next
-        call's)."""
+        0 on every rank: nothing to move, its digest checked with the next
+        call's; unchecked, nothing done)."""
         return self._route.last_route
 
     def Free(self) -> None:
@@ -430,13 +430,14 @@ class Comm(MPI.Intracomm):
         route.control.Free()
         MPI.Intracomm.Free(self)
 
-    def _settled(self):
+    def _settled(self, flush=True):
         """Collect the verdicts of calls still in flight before a collective outside
         the calls (a new communicator, a file written): a failed one raises here,
-        on every rank."""
+        on every rank. Without ``flush`` (a collective of some ranks only:
+        ``Create_group``) the calls folded into the next check stay there."""
         route = getattr(self, "_route", None)
         if route is not None and route.wire is not None and route.broken is None:
-            route.settle(flush=True)
+            route.settle(flush=flush)
 
     def Dup(self, info: MPI.Info | None = None) -> Comm:
         """A duplicate with the same topology and settings (collective)."""
@@ -476,7 +477,7 @@ class Comm(MPI.Intracomm):
 
     def Create_group(self, group: MPI.Group, tag: int = 0) -> MPI.Intracomm:
         """A wacoll communicator over ``group`` (collective over its members)."""
-        self._settled()
+        self._settled(flush=False)
         return self._derive(super().Create_group(group, tag))
 
     # ------------------------------------------------------------- collectives
@@ -1270,18 +1271,20 @@ class Comm(MPI.Intracomm):
             if replays is not None:
                 try:
                     outcome = replays.replay(reader, None, level, args)
+                    if outcome is True:
+                        return None
+                    if outcome is not None:
+                        route.failed(outcome)  # (raises)
                 except BaseException as exc:  # an interrupt ends the job (by default)
                     interrupted(exc, collective_name(reader.__name__), route)
                     raise
-                if outcome is True:
-                    return None
-                if outcome is not None:
-                    route.failed(outcome)
-                    return None  # (pragma: failed raises)
+            replayed = True  # (looked up: not again below)
+        else:
+            replayed = False
         bad_options = None
         # a call that gives options is replayed too, keyed by them (plain values)
         keyed = replay_family(family, options)
-        if keyed is UNKEYED or route.replays is None:
+        if keyed is UNKEYED or route.replays is None or replayed:
             pass
         elif mode == "call":
             try:

@@ -503,6 +503,7 @@ def _run(
     """Select, lower and execute one object call; raise any fault everywhere."""
     route = comm.route
     route.usable()
+    route.flush_folds()  # (an object call is agreed on apart from them)
     wire = route.wire
     tracer = comm.tracer
     t0 = tracer.clock() if tracer else 0.0

@@ -44,7 +44,7 @@ import weakref
 from mpi4py import MPI
 
 from wacoll.errors import WacollError
-from wacoll.mpi._fastcall import NativeCall, Recordings
+from wacoll.mpi._fastcall import FOLDED_MARK, NativeCall, Recordings
 from wacoll.mpi.bounded import BoundedCache
 from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi.clocks import now
@@ -93,12 +93,14 @@ def _settle_at_exit():
     """At the end of the process (before MPI finalizes): collect the verdicts still
     in flight, as ``MPI_Finalize`` completes what is pending; a failed one is
     reported on standard error (there is no call left to raise it in)."""
+    if MPI.Is_finalized():  # (the application finalized MPI itself)
+        return
     for route in sorted(_WITH_VERDICTS, key=lambda r: r.made):
         if route.wire is None or route.broken is not None:
             continue
         try:
             route.settle(catch_up=False, flush=True)
-        except WacollError as exc:
+        except Exception as exc:  # noqa: BLE001 -- reported: no call is left to raise it
             print(
                 f"wacoll: a collective call's cross-rank check failed after this "
                 f"rank had returned from it: {exc}",
@@ -147,17 +149,35 @@ class FoldedCall:
     :class:`~wacoll.mpi.agreement.PersistentCheck`), each with ``fold(digest)``;
     where calls are not checked (``checks`` None), it does nothing at all."""
 
-    __slots__ = ("checks", "digest", "sig", "plan", "family", "route")
+    __slots__ = ("checks", "digest", "sig", "plan", "family", "note")
 
-    def __init__(self, checks, sig, plan, family, route):
+    def __init__(self, checks, sig, plan, family, note):
         self.checks, self.sig, self.digest = checks, sig, sig.digest()
-        self.plan, self.family, self.route = plan, family, route
+        self.plan, self.family = plan, family
+        # where the route looks for the last folded call (a list of one, not the
+        # route itself: a recorded call that held its route would make the route
+        # wait for the garbage collector, whose timing differs between ranks)
+        self.note = note
 
     def run(self, args):
         if self.checks is not None:  # (None: calls are not checked, nothing to do)
             self.checks.fold(self.digest)
-            self.route.last_folded = self
+            self.note[0] = self
         return True
+
+
+def _weak_settle(route):
+    """``route.settle(catch_up=False, entering=False)`` through a weak reference:
+    what an explored call keeps without keeping its route alive (a cycle through
+    the recordings would leave the route to the garbage collector)."""
+    ref = weakref.ref(route)
+
+    def settle():
+        alive = ref()
+        if alive is not None:
+            alive.settle(catch_up=False, entering=False)
+
+    return settle
 
 
 def private_dup(comm):
@@ -231,9 +251,9 @@ class Route:
         #: The order the library's collectives start in when checks come first.
         self.start_order = StartOrder()
         self.made = next(_MADE)  # (communicators are made in one order everywhere)
-        #: The folded call that ran last (:class:`FoldedCall`): what a failed
-        #: flush of one cluster's blocking check names.
-        self.last_folded = None
+        #: The folded call that ran last (:class:`FoldedCall`), in a list of one:
+        #: what a failed flush of one cluster's blocking check names.
+        self.folded_note = [None]
         if argcheck.verdicts is not None or argcheck.blocking is not None:
             _WITH_VERDICTS.add(self)
         self.broken = None
@@ -362,10 +382,14 @@ class Route:
                     exe.reason,
                     None if call.method is None else tuple(map(for_mpi, desc.args)),
                 )
+        if desc.vector:
+            self.flush_folds()  # (a vector call is agreed on apart from them)
         ring = self.argcheck.verdicts
+        # not with check="first", whose every call waits for its own verdict
         folds = ring if ring is not None else self.argcheck.blocking
         if (
             (folds is not None or not self.argcheck.enabled)
+            and not self.argcheck.first
             and mode == "call"
             and exe is not None
             and desc.shape is None
@@ -454,7 +478,7 @@ class Route:
         digest folded into the next check (:meth:`~wacoll.mpi._runner.Verdicts.fold`,
         or one cluster's blocking check's ``fold``), and the call recorded so that
         a repeated one does no more."""
-        folded = FoldedCall(checks, desc.sig, exe.plan, exe.family, self)
+        folded = FoldedCall(checks, desc.sig, exe.plan, exe.family, self.folded_note)
         folded.run(desc.args)
         self.seq += 1
         self.ran(exe.plan, exe.family, "folded", exe.reason)
@@ -605,7 +629,7 @@ class Route:
         shape, candidate = desc.shape, desc.candidate
 
         def make(recordings, key):
-            settle = functools.partial(self.settle, catch_up=False, entering=False)
+            settle = _weak_settle(self)
             return ExploringCall(tuning, shape, settle, recordings, key)
 
         return lambda key, call: keep_candidate(recordings, key, make, candidate, call)
@@ -727,12 +751,18 @@ class Route:
         if ring is not None and not (ring.idle and not (flush and ring.nfolded)):
             if not (ring.flush() if flush else ring.settle()):
                 self.failed(None)
-        blocking = self.argcheck.blocking
-        if flush and blocking is not None and blocking.nfolded:
-            if not blocking.flush():
-                self.failed(self.last_folded)
+        if flush:
+            self.flush_folds()
         if catch_up:
             self.catch_up()
+
+    def flush_folds(self):
+        """Check the calls folded into one cluster's blocking check now (where every
+        rank does: a call every rank makes, ``Free``, a new communicator); a failed
+        check raises here, on every rank."""
+        blocking = self.argcheck.blocking
+        if blocking is not None and blocking.nfolded and not blocking.flush():
+            self.failed(self.folded_note[0])
 
     def failed(self, recorded):
         """After a compiled or replayed call's check failed (``recorded``: the call;
@@ -766,6 +796,13 @@ class Route:
         Elsewhere every rank learns within the call, and the wire is made now
         (collective)."""
         if self.argcheck.gated(True):
+            blocking = self.argcheck.blocking
+            if blocking is not None and int(blocking.flags[1]) & FOLDED_MARK:
+                # a rank folded calls into the failed check: one whose count was 0
+                # returned from a call the others raised in, so the ranks may be a
+                # call apart, and no later call can be matched (every rank sees
+                # the mark: the check's MAX)
+                self.stop(STOPPED_AFTER_RETURN, agreed=True)
             return
         self.plan_calls.keep(self.recorded.values())
         self.recorded.clear()  # their collectives were bound to the retired wire
