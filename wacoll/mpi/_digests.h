@@ -1,6 +1,7 @@
 /* How the digests of calls with nothing to move fold into the next check's digest
  * (one formula for both compiled modules: the ring of checks of several clusters,
  * wacoll/mpi/_runner.pyx, and the node check of one cluster, _fastcall.pyx). */
+#include <limits.h>
 #include <stdint.h>
 
 #define WACOLL_FOLD_MOD 4294967291LL /* the largest prime below 2**32 */
@@ -15,4 +16,20 @@
 static inline int64_t wacoll_fold(int64_t folded, int64_t digest)
 {
     return (folded % WACOLL_FOLD_MOD * 33 + digest % WACOLL_FOLD_MOD + 1) % WACOLL_FOLD_MOD;
+}
+
+/* One more call folded: `digest` into the running digest `*folded` of the `*n`
+ * calls folded so far (`*n` stays above 0 once counting: it only says whether). */
+static inline void wacoll_fold_call(int64_t *folded, int *n, int64_t digest)
+{
+    *folded = *n ? wacoll_fold(*folded, digest) : digest;
+    *n = *n == INT_MAX ? 1 : *n + 1;
+}
+
+/* A check's four flags `words` with the running digest `folded` of the calls
+ * folded before it mixed into their digest words. */
+static inline void wacoll_fold_into(int64_t *words, int64_t folded)
+{
+    words[2] = wacoll_fold(folded, words[2]);
+    words[3] = -words[2];
 }

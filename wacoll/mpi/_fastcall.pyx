@@ -22,6 +22,7 @@ from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.string cimport memcpy
 
 import numpy as np
 
@@ -29,6 +30,8 @@ cdef extern from "_digests.h" nogil:
     int64_t _FLUSHED "WACOLL_FLUSHED"
     int64_t _FOLDED_MARK "WACOLL_FOLDED_MARK"
     int64_t _fold "wacoll_fold"(int64_t folded, int64_t digest)
+    void _fold_call "wacoll_fold_call"(int64_t *folded, int *n, int64_t digest)
+    void _fold_into "wacoll_fold_into"(int64_t *words, int64_t folded)
 
 
 cdef extern from *:
@@ -176,8 +179,7 @@ cdef class NodeFlags:
             self.mine[i] = words[i]
         if self.nfolded:  # the calls folded since the last check are checked too
             self.mine[1] |= _FOLDED_MARK
-            self.mine[2] = _fold(self.folded, words[2])
-            self.mine[3] = -self.mine[2]
+            _fold_into(self.mine, self.folded)
             self.nfolded, self.folded = 0, 0
         for i in range(4):
             line[1 + i] = self.mine[i]
@@ -190,8 +192,7 @@ cdef class NodeFlags:
         own; its signature's ``digest`` goes into the next check's, which fails
         where any rank's calls since the last check differ (:func:`fold_digest`),
         and which carries :data:`FOLDED_MARK`."""
-        self.folded = _fold(self.folded, digest) if self.nfolded else digest
-        self.nfolded = 1 if self.nfolded == 2147483647 else self.nfolded + 1
+        _fold_call(&self.folded, &self.nfolded, digest)
 
     def flush(self):
         """Check the calls folded since the last check now (where every rank
@@ -325,6 +326,27 @@ def fold_digest(folded, digest):
     True
     """
     return _fold(folded, digest)
+
+
+cpdef bytes folded_flags(bytes mine, int64_t folded):
+    """A one-cluster check's four flags ``mine`` (32 bytes) with the running digest
+    ``folded`` of the calls folded before it mixed in and :data:`FOLDED_MARK` set,
+    as :class:`NodeFlags` publishes them (for a check made elsewhere).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> words = np.frombuffer(folded_flags(flags_template(7), 3), np.int64)
+    >>> bool(words[1] == FOLDED_MARK), int(words[2]) == fold_digest(3, 7) == -int(words[3])
+    (True, True)
+    """
+    cdef int64_t words[4]
+    if len(mine) != 32:
+        raise ValueError("a check's flags are four int64 words")
+    memcpy(words, <const char *>mine, sizeof(words))
+    words[1] |= _FOLDED_MARK
+    _fold_into(words, folded)
+    return PyBytes_FromStringAndSize(<char *>words, sizeof(words))
 
 
 cpdef bytes flags_template(int64_t digest):

@@ -28,7 +28,8 @@ from wacoll.plans.select import NATIVE
 cdef extern from "_digests.h" nogil:
     # the digest a flush check folds in after the folded calls' (any fixed value)
     int64_t _FLUSHED "WACOLL_FLUSHED"
-    int64_t _fold "wacoll_fold"(int64_t folded, int64_t digest)
+    void _fold_call "wacoll_fold_call"(int64_t *folded, int *n, int64_t digest)
+    void _fold_into "wacoll_fold_into"(int64_t *words, int64_t folded)
 
 
 cdef extern from "_mpicalls.h" nogil:
@@ -1681,8 +1682,7 @@ cdef class Verdicts:
         self.count += 1
         memcpy(self.mine + 4 * slot, mine, 4 * sizeof(int64_t))
         if self.nfolded:  # the calls folded since the last check are checked too
-            self.mine[4 * slot + 2] = _fold(self.folded, mine[2])
-            self.mine[4 * slot + 3] = -self.mine[4 * slot + 2]
+            _fold_into(self.mine + 4 * slot, self.folded)
             self.nfolded, self.folded = 0, 0
         self._sigs[slot] = sig
         self.state[slot] = V_RUNNING
@@ -1714,8 +1714,7 @@ cdef class Verdicts:
         own; its signature's ``digest`` goes into the next check's, which fails
         where any rank's calls since the last check differ (:func:`fold_digest`).
         """
-        self.folded = _fold(self.folded, digest) if self.nfolded else digest
-        self.nfolded = 1 if self.nfolded == 2147483647 else self.nfolded + 1
+        _fold_call(&self.folded, &self.nfolded, digest)
 
     def flush(self):
         """Check the calls folded since the last check now, with a check of their
@@ -1724,9 +1723,8 @@ cdef class Verdicts:
         True when all passed."""
         cdef int64_t mine[4]
         if self.nfolded:
-            mine[0], mine[1] = 0, 0
-            mine[2] = _fold(self.folded, _FLUSHED)
-            mine[3] = -mine[2]
+            mine[0], mine[1], mine[2] = 0, 0, _FLUSHED
+            _fold_into(mine, self.folded)
             self.nfolded, self.folded = 0, 0
             if self.open(mine, None) < 0:
                 return False

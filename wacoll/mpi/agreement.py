@@ -31,12 +31,12 @@ from wacoll import errors
 from wacoll.errors import BufferMismatchError, WacollError
 from wacoll.mpi._fastcall import (
     FLUSHED,
-    FOLDED_MARK,
     LINE_WORDS,
     NodeFlags,
     count_digest,
     flags_template,
     fold_digest,
+    folded_flags,
 )
 from wacoll.mpi.engine import advance_request
 
@@ -682,11 +682,7 @@ class PersistentCheck:
         flags = self.flags
         words = mine if type(mine) is bytes else mine.tobytes()
         if self.nfolded:  # the calls folded since the last check are checked too
-            folded = np.frombuffer(words, np.int64).copy()
-            folded[1] |= FOLDED_MARK
-            folded[2] = fold_digest(self.folded, int(folded[2]))
-            folded[3] = -folded[2]
-            words = folded.tobytes()
+            words = folded_flags(words, self.folded)
             self.nfolded = self.folded = 0
         if self._holding != words:  # a passed check leaves ``mine`` in place
             flags[:] = np.frombuffer(words, np.int64)

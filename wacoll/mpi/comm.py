@@ -1265,38 +1265,25 @@ class Comm(MPI.Intracomm):
         request) or ``"bind"`` (persistent: returns a :class:`Prequest`).
         """
         route = self._route
-        if mode == "call" and family is None and not options:
-            # the common repeated call: straight to the recordings (in C)
-            replays = route.replays
-            if replays is not None:
+        replays = route.replays  # (the progress thread may stop the route meanwhile)
+        # a call that gives options is replayed too, keyed by them (plain values)
+        keyed = None if family is None and not options else replay_family(family, options)
+        if replays is not None and keyed is not UNKEYED:
+            if mode == "call":  # straight to the recordings, in C
                 try:
-                    outcome = replays.replay(reader, None, level, args)
+                    outcome = replays.replay(reader, keyed, level, args)
                     if outcome is True:
                         return None
-                    if outcome is not None:
+                    if outcome is not None:  # its check failed
                         route.failed(outcome)  # (raises)
                 except BaseException as exc:  # an interrupt ends the job (by default)
                     interrupted(exc, collective_name(reader.__name__), route)
                     raise
-            replayed = True  # (looked up: not again below)
-        else:
-            replayed = False
+            elif mode == "start":
+                request = route.start_replayed(reader, keyed, level, args)
+                if request is not None:
+                    return request
         bad_options = None
-        # a call that gives options is replayed too, keyed by them (plain values)
-        keyed = replay_family(family, options)
-        if keyed is UNKEYED or route.replays is None or replayed:
-            pass
-        elif mode == "call":
-            try:
-                if route.replay(reader, keyed, level, args):
-                    return None
-            except BaseException as exc:  # an interrupt ends the job (by default)
-                interrupted(exc, collective_name(reader.__name__), route)
-                raise
-        elif mode == "start":
-            request = route.start_replayed(reader, keyed, level, args)
-            if request is not None:
-                return request
         if options:  # a tree given as a graph, numpy numbers: as plain values
             try:
                 options = plain_options(options)

@@ -5,7 +5,8 @@ mode, its family or the number of clusters:
 
 1. **replay**: a call that looks like one recorded before (same shapes, same or
    new arrays) runs its recorded form at once, in one trip into C: a blocking one
-   to its end (:meth:`Route.replay`; :mod:`wacoll.mpi.fastpath`,
+   to its end (the caller looks it up in :attr:`Route.replays`, the recordings, and
+   raises a failed one's error by :meth:`Route.failed`; :mod:`wacoll.mpi.fastpath`,
    :mod:`wacoll.mpi.plancall`), a non-blocking one started
    (:meth:`Route.start_replayed`; :mod:`wacoll.mpi.startcall`);
 2. **describe**: otherwise the call is read once (:mod:`wacoll.mpi.described`);
@@ -336,17 +337,6 @@ class Route:
         return self._last_reason
 
     # ------------------------------------------------------------ 1. replay
-    def replay(self, reader, family, level, args):
-        """Run the recorded call these arguments match: True when one ran, None
-        when none matches (describe the call afresh). A failed check raises."""
-        replays = self.replays  # (the progress thread may stop the route meanwhile)
-        outcome = None if replays is None else replays.replay(reader, family, level, args)
-        if outcome is None:
-            return None
-        if outcome is not True:
-            self.failed(outcome)
-        return True
-
     def start_replayed(self, reader, family, level, args):
         """Start the recorded non-blocking call these arguments match: its
         :class:`~wacoll.mpi.persistent.Request`, or None when none matches (describe
