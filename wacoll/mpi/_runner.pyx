@@ -17,7 +17,7 @@ raised (see :mod:`wacoll.mpi.interrupts`).
 """
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.pycapsule cimport PyCapsule_GetPointer
-from libc.stdint cimport int32_t, int64_t, intptr_t
+from libc.stdint cimport INT64_MIN, int32_t, int64_t, intptr_t
 from libc.string cimport memcpy, memmove
 
 import numpy as np
@@ -50,6 +50,7 @@ cdef extern from "_mpicalls.h" nogil:
     int wacoll_irecv(const wacoll_mpi *m, void *buf, int n, int peer, int tag,
                      intptr_t comm, char *req)
     int wacoll_test(const wacoll_mpi *m, char *req, int *flag)
+    int wacoll_testany(const wacoll_mpi *m, int n, char *reqs, int *index, int *flag)
     int wacoll_cancel(const wacoll_mpi *m, char *req)
     int wacoll_is_null(const wacoll_mpi *m, const char *req)
     void wacoll_set_null(const wacoll_mpi *m, char *req)
@@ -1103,6 +1104,11 @@ cdef class LibraryCall:
     cdef int64_t rest, count
     #: Requests of calls whose check failed (never completed: kept, not freed).
     cdef readonly list abandoned
+    #: Whether the library writes this rank's output buffer: with ``ring``, the
+    #: call then returns only with its verdict (the library's messages carry no
+    #: signature, so a peer's data that disagrees with this rank's arguments would
+    #: be passed off as whole); a rank that only sends returns before it.
+    cdef public bint receives
 
     def __init__(self, Runner check not None, digest, method, tuple replace not None,
                  sig, tuple keep not None, int tag, Verdicts ring=None):
@@ -1119,6 +1125,7 @@ cdef class LibraryCall:
         self.mine, self.flags_at = self._mine.ctypes.data, self._flags.ctypes.data
         self.abandoned = []
         self.count = -1
+        self.receives = True
 
     @property
     def flags(self):
@@ -1162,7 +1169,7 @@ cdef class LibraryCall:
             req = <char *><intptr_t>_addressof(request)
         if self.ring is not None:
             outcome = _library_deferred(self.ring, req, <const int64_t *>self.mine,
-                                        self._ring_sig, &err)
+                                        self._ring_sig, &err, self.receives)
             if outcome == OK:
                 return True
             if request is not None and outcome != WORK_ERROR:
@@ -1496,19 +1503,115 @@ cdef enum:
     V_PASSED = 2
     V_FAILED = 3
 
+# A blocking call whose work has waited this long for its peers asks them for their
+# entries of the verdict stream at once (VerdictStream.hurry): where arguments
+# disagree, a rank that waits for data that will never come learns why within it.
+cdef double _HURRY_AFTER = 5e-3
+
 
 cdef class Verdicts:
-    """The checks of a communicator's blocking calls still in flight: a ring of
-    compiled check runners, one per call, each with its own tag.
+    """The checks of a communicator's blocking calls on several clusters, whose
+    verdicts are collected after the calls return.
 
     A blocking call on several clusters returns once this rank's part of its work is
     done (:func:`_drive_deferred`), as the MPI library's would, while its check may
-    still travel: the check stays here, its verdict collected later. Every later
-    call polls the ring, a call that finds it full waits for the oldest check, and
-    anything that must not run before every verdict is in (a call read afresh, a
-    Barrier, a non-blocking start, ``Free``) settles it (:meth:`settle`). Verdicts
-    are collected in call order, and a failed one is reported only once every
-    older check is complete, so every rank reports the same (oldest) failed call.
+    still travel: its verdict is collected later. Every later call polls for
+    verdicts, and anything that must not run before every verdict is in (a call
+    read afresh, a Barrier, a non-blocking start, ``Free``) settles them
+    (:meth:`settle`). Verdicts are decided in call order, and a failed one is
+    reported only once every older one passed, so every rank reports the same
+    (oldest) failed call.
+
+    Two kinds: :class:`VerdictStream` (the calls' digests batched into a stream of
+    messages, up to :data:`wacoll.mpi.argcheck.DIRECT_CHECK_LIMIT` ranks) and
+    :class:`VerdictRing` (one compiled check all-reduce per call, larger
+    communicators).
+    """
+
+    #: The communicator of the checks' messages.
+    cdef readonly object comm
+    #: The first tag of the checks' messages (see each kind's :attr:`tags`).
+    cdef readonly int tag0
+    #: Whether a call returns before its verdict (else it waits for every one).
+    cdef public bint defer
+    #: Calls folded into the next check (:meth:`fold`), and their running digest.
+    cdef readonly int nfolded
+    cdef readonly int64_t folded
+    #: Where the oldest failed verdict is (-1: none).
+    cdef readonly int64_t failed
+
+    cpdef enter(self):
+        """A new call begins on this rank: the calls whose verdicts are still
+        outstanding have returned (their failures are learned at a later call)."""
+        raise NotImplementedError
+
+    cdef int64_t open(self, const int64_t *mine, object sig) except -2:
+        """Check a new call (its four flags ``mine``; its signature ``sig`` for an
+        error's message): where its verdict is (for :meth:`decided`), or -1 when
+        an older verdict failed (nothing opened)."""
+        raise NotImplementedError
+
+    cdef int poll(self, bint block) except -2:
+        """Collect what has arrived (with ``block``, until every verdict is in): 1
+        when a verdict failed (:attr:`failed`), 0 otherwise. Raises the MPI
+        library's error, or what a signal handler raised while it waited."""
+        raise NotImplementedError
+
+    cdef bint unsettled(self) noexcept:
+        """Whether a verdict is still outstanding."""
+        return False
+
+    cdef bint decided(self, int64_t at) noexcept:
+        """Whether the verdict of the check opened at ``at`` is in."""
+        return True
+
+    cdef int hurry(self) except -1:
+        """This rank waits for a verdict, or for data: ask for what is missing now."""
+        return 0
+
+    @property
+    def idle(self):
+        """Whether no verdict is outstanding (none in flight, none failed)."""
+        return not self.unsettled() and self.failed < 0
+
+    cpdef fold(self, int64_t digest):
+        """A call with nothing to move (every rank's count is 0): no check of its
+        own; its signature's ``digest`` goes into the next check's, which fails
+        where any rank's calls since the last check differ (:func:`fold_digest`).
+        """
+        _fold_call(&self.folded, &self.nfolded, digest)
+
+    def flush(self):
+        """Check the calls folded since the last check now, with a check of their
+        own (where every rank flushes: ``Free``, a new communicator, a
+        non-blocking start, the end of the process), and wait for every verdict:
+        True when all passed."""
+        cdef int64_t mine[4]
+        if self.nfolded:
+            mine[0], mine[1], mine[2] = 0, 0, _FLUSHED
+            _fold_into(mine, self.folded)
+            self.nfolded, self.folded = 0, 0
+            if self.open(mine, None) < 0:
+                return False
+        return self.poll(True) == 0
+
+    def settle(self):
+        """Wait for every verdict in flight: True when all passed, False when one
+        failed (:meth:`failure` says which)."""
+        return self.poll(True) == 0
+
+    cdef object _take_folded(self):
+        folded = self.folded if self.nfolded else None
+        self.nfolded, self.folded = 0, 0
+        return folded
+
+    def close(self):
+        """Before the communicator is freed (every rank, every verdict settled)."""
+
+
+cdef class VerdictRing(Verdicts):
+    """A ring of compiled check runners, one per call in flight, each with its own
+    tag: the :class:`Verdicts` of communicators too large for the stream.
 
     Each check's messages carry its slot's tag on the ring's own communicator:
     several checks in flight at once never match each other's messages.
@@ -1534,19 +1637,8 @@ cdef class Verdicts:
     # whether this rank's call returned before the slot's verdict
     cdef char *returned
     cdef readonly int width, head, count
-    #: The slot of the oldest failed verdict (-1: none).
-    cdef readonly int failed
-    #: The communicator of the checks' messages.
-    cdef readonly object comm
     cdef list _sigs
     cdef Runner _error_runner
-    #: The tag of slot 0's messages.
-    cdef readonly int tag0
-    #: Whether a call returns before its verdict (else it waits for every one).
-    cdef public bint defer
-    #: Calls folded into the next check (:meth:`fold`), and their running digest.
-    cdef readonly int nfolded
-    cdef readonly int64_t folded
 
     def __init__(self, list runners not None, comm, int tag0=0):
         cdef int64_t[:, ::1] mv
@@ -1572,9 +1664,9 @@ cdef class Verdicts:
         self.defer = True
 
     @property
-    def idle(self):
-        """Whether no verdict is outstanding (none in flight, none failed)."""
-        return self.count == 0 and self.failed < 0
+    def tags(self):
+        """How many tags from :attr:`tag0` its messages use."""
+        return self.width
 
     @property
     def in_flight(self):
@@ -1591,9 +1683,13 @@ cdef class Verdicts:
         (so that the rank learned of the failure at a later call)."""
         return self.failed >= 0 and self.returned[self.failed] != 0
 
+    cdef bint unsettled(self) noexcept:
+        return self.count > 0
+
+    cdef bint decided(self, int64_t at) noexcept:
+        return self.state[at] != V_RUNNING
+
     cpdef enter(self):
-        """A new call begins on this rank: the calls whose checks are in flight
-        have returned (their failures are learned at a later call)."""
         cdef int i, slot
         for i in range(self.count):
             slot = (self.head + i) % self.width
@@ -1628,10 +1724,6 @@ cdef class Verdicts:
         return 0
 
     cdef int poll(self, bint block) except -2:
-        """Advance every check in flight (to the end, with ``block``): 1 when a
-        verdict failed (its slot in :attr:`failed`, every older check complete),
-        0 otherwise. Raises the MPI library's error of a check that could not run,
-        or what a signal handler raised while it waited."""
         cdef int i, slot, failed_at
         cdef double began = 0, nap = 1e-6, due = 0
         if self.failed >= 0:
@@ -1662,10 +1754,7 @@ cdef class Verdicts:
                 return 0
             _between_polls(&began, &nap, &due)
 
-    cdef int open(self, const int64_t *mine, object sig) except -2:
-        """Start the check of a new call (its four flags ``mine``) in the next slot,
-        waiting for the oldest check when every slot is in flight: the slot, or
-        -1 when a verdict failed (nothing started)."""
+    cdef int64_t open(self, const int64_t *mine, object sig) except -2:
         cdef int slot
         cdef Runner runner
         cdef double began = 0, nap = 1e-6, due = 0
@@ -1682,8 +1771,7 @@ cdef class Verdicts:
         self.count += 1
         memcpy(self.mine + 4 * slot, mine, 4 * sizeof(int64_t))
         if self.nfolded:  # the calls folded since the last check are checked too
-            _fold_into(self.mine + 4 * slot, self.folded)
-            self.nfolded, self.folded = 0, 0
+            _fold_into(self.mine + 4 * slot, self._take_folded())
         self._sigs[slot] = sig
         self.state[slot] = V_RUNNING
         self.returned[slot] = 0
@@ -1697,48 +1785,20 @@ cdef class Verdicts:
 
     def reserve(self):
         """The next slot for a check run outside the ring (a call on the Python
-        route, after :meth:`settle`): ``(slot, runner, tag)``; :meth:`release`
-        gives it back once that check is complete."""
+        route, after :meth:`settle`): ``(slot, runner, tag, folded)``;
+        :meth:`release` gives it back once that check is complete."""
         if self.count:
             raise RuntimeError("a check was reserved while others are in flight")
         slot = self.head
         self.count = 1
         self.state[slot] = V_RUNNING
         self.returned[slot] = 0
-        folded = self.folded if self.nfolded else None
-        self.nfolded, self.folded = 0, 0
-        return slot, self._runners[slot], self.tag0 + slot, folded
-
-    cpdef fold(self, int64_t digest):
-        """A call with nothing to move (every rank's count is 0): no check of its
-        own; its signature's ``digest`` goes into the next check's, which fails
-        where any rank's calls since the last check differ (:func:`fold_digest`).
-        """
-        _fold_call(&self.folded, &self.nfolded, digest)
-
-    def flush(self):
-        """Check the calls folded since the last check now, with a check of their
-        own (where every rank flushes: ``Free``, a new communicator, a
-        non-blocking start, the end of the process), and wait for every verdict:
-        True when all passed."""
-        cdef int64_t mine[4]
-        if self.nfolded:
-            mine[0], mine[1], mine[2] = 0, 0, _FLUSHED
-            _fold_into(mine, self.folded)
-            self.nfolded, self.folded = 0, 0
-            if self.open(mine, None) < 0:
-                return False
-        return self.poll(True) == 0
+        return slot, self._runners[slot], self.tag0 + slot, self._take_folded()
 
     def release(self, int slot):
         """A reserved slot's check is complete (its call reports its own verdict)."""
         self.state[slot] = V_PASSED
         self._retire_head()
-
-    def settle(self):
-        """Wait for every verdict in flight: True when all passed, False when one
-        failed (:meth:`failure` says which)."""
-        return self.poll(True) == 0
 
     def failure(self):
         """``(sig, flags, tag)`` of the oldest failed verdict: this rank's
@@ -1761,6 +1821,477 @@ cdef class Verdicts:
         self.count, self.failed = 0, -1
 
 
+# ------------------------------------------------------------- the verdict stream
+cdef enum:
+    # entries a rank may hold before their verdicts (a call that finds the log
+    # full waits for the oldest)
+    S_LOG = 64
+    # indices whose flags a rank collects at once: a peer is at most S_LOG entries
+    # past what it verified, which is at most what this rank opened, which is at
+    # most S_LOG past what this rank verified
+    S_SPAN = 2 * S_LOG
+    # entries a rank sends at once, unless a peer or its own wait needs them sooner
+    S_BATCH = 16
+    # a chunk's words before its entries: the index of its first entry, how many
+    # entries, and the index its sender needs every rank's entries below (-1:
+    # none, -2: the sender closes the stream and sends nothing after it)
+    S_HEADER = 3
+    S_CHUNK = S_HEADER + 4 * S_LOG
+    # send buffers in flight at once
+    S_SENDS = 4
+
+
+#: Entries of the verdict stream a rank may hold before their verdicts, and how
+#: many it sends at once (:class:`VerdictStream`).
+STREAM_LOG, STREAM_BATCH = S_LOG, S_BATCH
+
+
+cdef class VerdictStream(Verdicts):
+    """The checks of a communicator's blocking calls as one stream of messages:
+    each rank logs every call's four flags (its *entry*), and sends its new entries
+    to every other rank in one message every :data:`S_BATCH` calls, or at once where
+    a verdict or a peer waits.
+
+    A call's verdict is in once every rank's entry of it is known: it passed when
+    all are alike and none names an error. Entries are decided in order, so every
+    rank finds the same first failed one. Where the per-call check sends ``P - 1``
+    messages a rank per call, the stream sends ``P - 1`` per :data:`S_BATCH` calls:
+    a loop of back-to-back calls no longer pays a message per peer per call.
+
+    No rank waits forever: a rank that needs verdicts (a settle, a full log) or
+    whose work has waited :data:`_HURRY_AFTER` for its peers sends its entries
+    marked with what it needs (:meth:`hurry`); every rank that polls the stream (in
+    any call or wait of the communicator) answers with its own entries as soon as
+    it has them. Once every entry up to the waiting call is known, either one
+    differs (every rank raises at that call) or every rank made the call alike,
+    and its data comes. A peer that returned from its call and waits in the
+    application's own MPI calls answers at its next call on the communicator, its
+    ``Free``, or the end of the process.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Intracomm
+        The communicator of the stream's messages (kept here).
+    handle : int
+        ``comm``'s MPI handle.
+    tag0 : int
+        Its first tag: :attr:`tag0` for the check of a call on the Python route
+        (:meth:`reserve`: its faulty rank's error is sent on it), ``tag0 + 1`` for
+        the stream. A stream that follows one given up (:meth:`abandon`) on the
+        same communicator takes the tags after it.
+    """
+
+    cdef readonly int size, rank
+    cdef intptr_t handle
+    #: Entries this rank opened, sent, and verified (every rank's known and alike).
+    cdef readonly int64_t opened, sent, verified
+    # the highest index below which a peer asked for this rank's entries, and below
+    # which this rank asked for theirs
+    cdef int64_t asked, hurried
+    # entries of calls that had returned when a later call began (enter)
+    cdef int64_t entered
+    cdef readonly bint reserved, closed
+    cdef object _acc, _nknown, _own, _known, _recv, _send, _rreq, _sreq
+    cdef int64_t *acc       # S_SPAN x 4: the MAX of the entries known per index
+    cdef int32_t *nknown    # S_SPAN: how many ranks' entries are known per index
+    cdef int64_t *own       # S_LOG x 4: this rank's entries
+    cdef int64_t *known     # per rank: entries received from it
+    cdef int64_t *recv      # per rank: its chunk's receive buffer
+    cdef int64_t *send      # S_SENDS chunks
+    cdef char *rreq         # per rank: its posted receive
+    cdef char *sreq         # S_SENDS x size: the sends of each chunk
+    cdef int next_send
+    cdef list _sigs         # S_LOG: this rank's signatures of its entries
+    cdef object _failed_flags
+    #: Called (with no argument) when an entry is opened with none unsent before
+    #: it: the :class:`wacoll.mpi.keeper.StreamKeeper` sends them if no call comes.
+    cdef public object arm
+    cdef double last_open   # when this rank last opened an entry
+    cdef object __weakref__  # (the keeper holds streams weakly)
+    cdef bint sending       # in _send_chunk (which may wait without the GIL)
+
+    def __init__(self, comm, intptr_t handle, int tag0=0):
+        cdef int p
+        cdef int64_t[::1] v
+        cdef int32_t[::1] n
+        cdef char[::1] c
+        if not _ready:
+            raise RuntimeError("the compiled runner's MPI entry points are not set")
+        self.comm, self.handle, self.tag0 = comm, handle, tag0
+        self.size, self.rank = comm.Get_size(), comm.Get_rank()
+        self.defer = True
+        self.failed = -1
+        self.nfolded, self.folded = 0, 0
+        self.opened = self.sent = self.verified = self.entered = 0
+        self.asked = self.hurried = 0
+        self._acc = np.full(S_SPAN * 4, np.iinfo(np.int64).min, np.int64)
+        self._nknown = np.zeros(S_SPAN, np.int32)
+        self._own = np.zeros(S_LOG * 4, np.int64)
+        self._known = np.zeros(self.size, np.int64)
+        self._recv = np.zeros(self.size * S_CHUNK, np.int64)
+        self._send = np.zeros(S_SENDS * S_CHUNK, np.int64)
+        self._rreq = np.zeros(self.size * _M.hsize, np.int8)
+        self._sreq = np.zeros(S_SENDS * self.size * _M.hsize, np.int8)
+        v = self._acc
+        self.acc = &v[0]
+        n = self._nknown
+        self.nknown = &n[0]
+        v = self._own
+        self.own = &v[0]
+        v = self._known
+        self.known = &v[0]
+        v = self._recv
+        self.recv = &v[0]
+        v = self._send
+        self.send = &v[0]
+        c = self._rreq
+        self.rreq = &c[0]
+        c = self._sreq
+        self.sreq = &c[0]
+        self._sigs = [None] * S_LOG
+        for p in range(S_SENDS * self.size):
+            wacoll_set_null(&_M, self.sreq + p * _M.hsize)
+        for p in range(self.size):
+            wacoll_set_null(&_M, self.rreq + p * _M.hsize)
+            if p != self.rank:
+                self._post(p)
+
+    @property
+    def tags(self):
+        """How many tags from :attr:`tag0` its messages use."""
+        return 2
+
+    @property
+    def in_flight(self):
+        """How many of this rank's calls await their verdicts."""
+        return self.opened - self.verified
+
+    @property
+    def failed_after_return(self):
+        """Whether this rank's call whose verdict failed had returned before it
+        (so that the rank learned of the failure at a later call)."""
+        return 0 <= self.failed < self.entered
+
+    cdef int _post(self, int p) except -1:
+        cdef int err = wacoll_irecv(&_M, self.recv + p * S_CHUNK, S_CHUNK * 8, p,
+                                    self.tag0 + 1, self.handle,
+                                    self.rreq + p * _M.hsize)
+        if err:
+            raise _error(err)
+        return 0
+
+    cdef bint unsettled(self) noexcept:
+        return self.opened > self.verified
+
+    cdef bint decided(self, int64_t at) noexcept:
+        return at < self.verified or at == self.failed
+
+    cpdef enter(self):
+        self.entered = self.opened
+
+    cdef int _absorb(self, int p) except -1:
+        """Take in the chunk received from rank ``p``."""
+        cdef int64_t *chunk = self.recv + p * S_CHUNK
+        cdef int64_t first = chunk[0], n = chunk[1], need = chunk[2], i, at
+        cdef int w
+        cdef int64_t *acc
+        cdef int64_t *entry
+        if first != self.known[p] or n < 0 or n > S_LOG:
+            raise RuntimeError(f"the verdict stream from rank {p} is out of order "
+                               f"(entries {first}+{n}, expected {self.known[p]})")
+        for i in range(n):
+            at = (first + i) % S_SPAN
+            acc, entry = self.acc + 4 * at, chunk + S_HEADER + 4 * i
+            for w in range(4):
+                if entry[w] > acc[w]:
+                    acc[w] = entry[w]
+            self.nknown[at] += 1
+        self.known[p] = first + n
+        if need == -2:  # its last chunk: nothing more comes from it
+            return 1
+        if need > self.asked:
+            self.asked = need
+        return 0
+
+    cdef int _receive(self) except -1:
+        """Take in every chunk that has arrived, and post the next receives."""
+        cdef int index = 0, flag = 0, err
+        while True:
+            err = wacoll_testany(&_M, self.size, self.rreq, &index, &flag)
+            if err:
+                raise _error(err)
+            if not flag or index < 0 or index >= self.size:
+                return 0
+            if self._absorb(index) == 0:
+                self._post(index)
+
+    cdef int _verify(self) except -1:
+        """Decide the verdicts whose entries are all known, in order."""
+        cdef int64_t at
+        cdef int64_t *acc
+        while self.failed < 0 and self.verified < self.opened:
+            at = self.verified % S_SPAN
+            if self.nknown[at] < self.size:
+                return 0
+            acc = self.acc + 4 * at
+            if not (acc[0] == 0 and acc[2] == -acc[3]):
+                if self.sent < self.opened:
+                    # this rank's own entry decided it: every other rank needs it
+                    # to raise at the same call (this rank answers no more)
+                    self._send_chunk(-1)
+                self.failed = self.verified
+                self._failed_flags = self._acc[4 * at:4 * at + 4].copy()
+                return 0
+            acc[0] = acc[1] = acc[2] = acc[3] = INT64_MIN
+            self.nknown[at] = 0
+            self._sigs[self.verified % S_LOG] = None
+            self.verified += 1
+        return 0
+
+    cdef int _send_chunk(self, int64_t need) except -1:
+        """Send this rank's unsent entries to every other rank, with what it needs
+        (-1: nothing)."""
+        cdef int64_t n = self.opened - self.sent, i
+        cdef int p, s, err
+        cdef int64_t *chunk
+        cdef double began = 0, nap = 1e-6, due = 0
+        s = self.next_send
+        self.sending = True
+        try:
+            while not self._free_to_send():  # its buffer's last sends first
+                self._receive()
+                _between_polls(&began, &nap, &due)
+        finally:
+            self.sending = False
+        chunk = self.send + s * S_CHUNK
+        chunk[0], chunk[1], chunk[2] = self.sent, n, need
+        for i in range(n):
+            memcpy(chunk + S_HEADER + 4 * i, self.own + 4 * ((self.sent + i) % S_LOG),
+                   4 * sizeof(int64_t))
+        for p in range(self.size):
+            if p != self.rank:
+                err = wacoll_isend(&_M, chunk, <int>(S_HEADER + 4 * n) * 8, p,
+                                   self.tag0 + 1, self.handle,
+                                   self.sreq + (s * self.size + p) * _M.hsize)
+                if err:
+                    raise _error(err)
+        self.next_send = (s + 1) % S_SENDS
+        self.sent = self.opened
+        if need > self.hurried:
+            self.hurried = need
+        return 0
+
+    cdef bint _free_to_send(self) except -1:
+        """Whether the next send buffer's sends are complete."""
+        cdef int p, err, flag = 0
+        cdef char *req
+        for p in range(self.size):
+            req = self.sreq + (self.next_send * self.size + p) * _M.hsize
+            if not wacoll_is_null(&_M, req):
+                err = wacoll_test(&_M, req, &flag)
+                if err:
+                    raise _error(err)
+                if not flag:
+                    return False
+        return True
+
+    cpdef bint keep(self, double after) except -1:
+        """Send this rank's unsent entries if it opened none for ``after`` seconds
+        (the :class:`wacoll.mpi.keeper.StreamKeeper`'s thread, with the GIL, never
+        waiting): whether some are left to send later."""
+        if self.closed or self.sent == self.opened:
+            return False
+        if (self.sending or wacoll_now() - self.last_open < after
+                or not self._free_to_send()):
+            return True
+        self._send_chunk(-1)
+        return False
+
+    cdef int hurry(self) except -1:
+        if self.hurried < self.opened and self.size > 1 and not self.closed:
+            self._send_chunk(self.opened)
+        return 0
+
+    cdef int poll(self, bint block) except -2:
+        cdef double began = 0, nap = 1e-6, due = 0
+        if self.failed >= 0:
+            return 1
+        if block:
+            self.hurry()
+        while True:
+            self._receive()
+            if self.asked > self.sent and self.opened > self.sent:
+                self._send_chunk(-1)  # a peer waits for them
+            self._verify()
+            if self.failed >= 0:
+                return 1
+            if not block or self.verified == self.opened:
+                return 0
+            _between_polls(&began, &nap, &due)
+
+    cdef int64_t open(self, const int64_t *mine, object sig) except -2:
+        cdef int64_t at, slot
+        cdef int w
+        cdef int64_t *entry
+        cdef int64_t *acc
+        cdef double began = 0, nap = 1e-6, due = 0
+        if self.closed:
+            raise RuntimeError("the verdict stream is closed")
+        self.entered = self.opened
+        if self.poll(False):
+            return -1
+        while self.opened - self.verified >= S_LOG:  # full: the oldest verdicts first
+            self.hurry()
+            if self.poll(False):
+                return -1
+            if self.opened - self.verified < S_LOG:
+                break
+            _between_polls(&began, &nap, &due)
+        at = self.opened
+        entry = self.own + 4 * (at % S_LOG)
+        memcpy(entry, mine, 4 * sizeof(int64_t))
+        if self.nfolded:  # the calls folded since the last check are checked too
+            _fold_into(entry, self._take_folded())
+        self._sigs[at % S_LOG] = sig
+        slot = at % S_SPAN
+        acc = self.acc + 4 * slot
+        for w in range(4):
+            if entry[w] > acc[w]:
+                acc[w] = entry[w]
+        self.nknown[slot] += 1
+        self.opened += 1
+        if self.size > 1:
+            if self.opened - self.sent >= S_BATCH or self.asked > self.sent:
+                self._send_chunk(-1)
+            elif self.arm is not None:
+                self.last_open = wacoll_now()
+                if self.opened - self.sent == 1:
+                    self.arm()
+        self._verify()
+        return at
+
+    def reserve(self):
+        """The check of a call on the Python route (after :meth:`settle`), in the
+        stream: ``(slot, check, tag, folded)``, where ``check`` starts and polls it
+        as a compiled check's runner would (:class:`StreamCheck`), ``tag`` is
+        where its faulty rank's error goes (:func:`wacoll.mpi.argcheck.error_tag`)
+        and ``folded`` the calls folded before it; :meth:`release` once complete."""
+        if self.opened != self.verified or self.reserved:
+            raise RuntimeError("a check was reserved while others are in flight")
+        self.reserved = True
+        return 0, StreamCheck(self), self.tag0, self._take_folded()
+
+    def release(self, int slot):
+        """A reserved check is complete (its call reports its own verdict)."""
+        self.reserved = False
+
+    def failure(self):
+        """``(sig, flags, tag)`` of the oldest failed verdict: this rank's
+        signature of that call, every rank's flags of it combined as the check's
+        all-reduce combines them (MAX), and the tag its faulty rank's error was
+        sent with."""
+        if self.failed < 0:
+            raise RuntimeError("no verdict failed")
+        return (_signature(self._sigs[self.failed % S_LOG]), self._failed_flags.copy(),
+                self.tag0)
+
+    def abandon(self):
+        """Give up the stream after a failed verdict: its receives are cancelled,
+        and it is not used again (whoever holds it keeps it, and its buffers,
+        alive: its sends may be in flight). Nothing is outstanding afterwards
+        (:attr:`idle`)."""
+        self._cancel_receives()
+        self.closed = True
+        self.verified, self.failed = self.opened, -1
+
+    cdef int _cancel_receives(self) except -1:
+        cdef int p
+        for p in range(self.size):
+            if not wacoll_is_null(&_M, self.rreq + p * _M.hsize):
+                wacoll_cancel(&_M, self.rreq + p * _M.hsize)
+        return 0
+
+    def close(self):
+        """Before the communicator is freed (every rank, every verdict settled):
+        each rank sends its last chunk and waits for every peer's, so that no
+        message of the stream is left unreceived."""
+        cdef int p, err, flag = 0
+        cdef bint waiting
+        cdef char *req
+        cdef double began = 0, nap = 1e-6, due = 0
+        if self.closed or self.size == 1:
+            self.closed = True
+            return
+        self._send_chunk(-2)
+        self.closed = True
+        while True:
+            self._receive()  # (a peer's last chunk is not followed by a receive)
+            waiting = False
+            for p in range(self.size):
+                waiting |= not wacoll_is_null(&_M, self.rreq + p * _M.hsize)
+            for p in range(S_SENDS * self.size):
+                req = self.sreq + p * _M.hsize
+                if not wacoll_is_null(&_M, req):
+                    err = wacoll_test(&_M, req, &flag)
+                    if err:
+                        raise _error(err)
+                    waiting |= not flag
+            if not waiting:
+                return
+            _between_polls(&began, &nap, &due)
+
+
+cdef class StreamCheck:
+    """The check of a blocking call on the Python route, as an entry of its
+    communicator's :class:`VerdictStream` (:meth:`VerdictStream.reserve`): what a
+    :class:`wacoll.mpi.agreement.Check` starts and polls as it would a compiled
+    check's runner. The call waits for its own verdict."""
+
+    cdef VerdictStream stream
+    cdef int64_t at
+    cdef int64_t *flags
+
+    def __init__(self, VerdictStream stream not None):
+        self.stream, self.at = stream, -1
+
+    def begin(self, intptr_t mine, intptr_t flags, int tag):
+        """Open the call's entry (its four flags at ``mine``; the verdict's flags
+        go to ``flags``) and ask every rank for theirs: whether it is decided."""
+        self.flags = <int64_t *>flags
+        self.at = self.stream.open(<const int64_t *>mine, None)
+        if self.at < 0:
+            raise RuntimeError("a check was reserved after a failed verdict")
+        self.stream.hurry()
+        return self.proceed(False)
+
+    def proceed(self, bint block):
+        """Collect what has arrived (with ``block``, until the verdict is in):
+        whether the verdict is in (its flags written)."""
+        cdef VerdictStream stream = self.stream
+        stream.poll(block)
+        if self.at < stream.verified:  # passed: every rank's entry is this one's
+            memcpy(self.flags, stream.own + 4 * (self.at % S_LOG), 4 * sizeof(int64_t))
+            return True
+        if self.at == stream.failed:
+            memcpy(self.flags, <int64_t *><intptr_t>stream._failed_flags.ctypes.data,
+                   4 * sizeof(int64_t))
+            return True
+        return False
+
+    def abandon(self):
+        """The call gave up waiting (an interrupt): its entry stays in the stream."""
+        self.stream.reserved = False
+
+
+cdef inline int _hurry_if_late(Verdicts ring, double began, bint *hurried) except -1:
+    """Within a wait that began at ``began`` (0: not yet waiting): once it has
+    lasted :data:`_HURRY_AFTER`, ask the peers for their verdicts' entries (once)."""
+    if not hurried[0] and began != 0 and wacoll_now() - began > _HURRY_AFTER:
+        hurried[0] = True
+        ring.hurry()
+    return 0
+
+
 cdef int _drive_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,
                          int tag, const int64_t *mine, object sig,
                          bint settle) except -2:
@@ -1772,11 +2303,13 @@ cdef int _drive_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,
     when the work failed and every verdict passed (its MPI error in
     ``work.err``)."""
     cdef int w = 1, status
-    cdef bint work_failed = False
+    cdef bint work_failed = False, hurried = settle
     cdef double began = 0, nap = 1e-6, due = 0
-    cdef int slot = ring.open(mine, sig)
+    cdef int64_t slot = ring.open(mine, sig)
     if slot < 0:
         return CHECK_FAILED
+    if settle:
+        ring.hurry()
     if work is not None:
         with nogil:
             status = work.start(inbuf, outbuf, tag)
@@ -1801,12 +2334,13 @@ cdef int _drive_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,
                 work.cancel()
             return CHECK_FAILED
         if w == 1:
-            if not work_failed and not (settle and ring.count):
+            if not work_failed and not (settle and ring.unsettled()):
                 return OK
-            if work_failed and ring.state[slot] != V_RUNNING:
+            if work_failed and ring.decided(slot):
                 # this call's check passed (a failure was reported above)
                 return WORK_ERROR
         try:
+            _hurry_if_late(ring, began, &hurried)
             _between_polls(&began, &nap, &due)
         except BaseException:
             if w == 0:
@@ -1815,18 +2349,24 @@ cdef int _drive_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,
 
 
 cdef int _library_deferred(Verdicts ring, char *req, const int64_t *mine, object sig,
-                           int *err) except -2:
+                           int *err, bint receives) except -2:
     """Wait for the MPI library's non-blocking collective whose request is at
     ``req`` (NULL: none, a Barrier: then every verdict) with its check in ``ring``:
-    ``OK`` once the request is complete (verdicts may still be in flight),
+    ``OK`` once the request is complete (verdicts may still be in flight; where
+    the call ``receives`` into this rank's buffer, once its own verdict is in),
     ``CHECK_FAILED`` when a verdict failed (the request is left as it is),
     ``WORK_ERROR`` when the collective failed and every verdict passed (its MPI
     error in ``err``)."""
     cdef int flag = 0
     cdef bint done = req == NULL, failed = False
+    cdef bint settle = req == NULL or not ring.defer
+    cdef bint hurried = settle or receives
     cdef double began = 0, nap = 1e-6, due = 0
-    if ring.open(mine, sig) < 0:
+    cdef int64_t at = ring.open(mine, sig)
+    if at < 0:
         return CHECK_FAILED
+    if hurried:
+        ring.hurry()
     while True:
         if not done:
             with nogil:
@@ -1837,8 +2377,10 @@ cdef int _library_deferred(Verdicts ring, char *req, const int64_t *mine, object
                 done = True
         if ring.poll(False):
             return CHECK_FAILED
-        if done and not failed and not ((req == NULL or not ring.defer) and ring.count):
+        if done and not failed and not (settle and ring.unsettled()) and \
+                not (receives and not ring.decided(at)):
             return OK
-        if failed and ring.count == 0:
+        if failed and not ring.unsettled():
             return WORK_ERROR
+        _hurry_if_late(ring, began, &hurried)
         _between_polls(&began, &nap, &due)

@@ -42,6 +42,7 @@ import functools
 import numpy as np
 from mpi4py import MPI
 
+from wacoll.mpi._runner import STREAM_LOG
 from wacoll.mpi.agreement import Check, blocking_check
 from wacoll.mpi.engine import wait_request
 from wacoll.mpi.runner import compile_program, runner_ready, verdicts_ring
@@ -62,18 +63,19 @@ CHECK_MODES = ("beside", "first", "off")
 
 #: Checks of blocking calls a rank may leave in flight on several clusters: a
 #: replayed call returns once its own work is done, as the MPI library's would, its
-#: verdict collected at a later call (a call read afresh waits for its own). 0: every
-#: call waits for its verdict. It needs the direct check (:func:`direct_check_plan`,
-#: up to :data:`DIRECT_CHECK_LIMIT` ranks), in which no rank forwards: a rank that
-#: returned and went on to the application's own MPI calls leaves no peer waiting.
-#: A failure learned after the call returned is raised at the rank's next call, and
-#: stops the communicator (:meth:`wacoll.mpi.route.Route.catch_up`).
-DEFERRED_VERDICTS = 8
+#: verdict collected at a later call (a call read afresh waits for its own). The
+#: checks travel batched, as a stream (:class:`~wacoll.mpi._runner.VerdictStream`,
+#: whose log holds this many), up to :data:`DIRECT_CHECK_LIMIT` ranks. 0: every
+#: call waits for its verdict. A failure learned after the call returned is raised
+#: at the rank's next call, and stops the communicator
+#: (:meth:`wacoll.mpi.route.Route.catch_up`).
+DEFERRED_VERDICTS = STREAM_LOG
 
-#: The largest communicator whose ring of checks runs the direct check
-#: (:func:`direct_check_plan`: ``P - 1`` messages a rank, in one round); larger ones
-#: run MagPIe's all-reduce, whose coordinators forward, so their calls wait for
-#: their verdicts.
+#: The largest communicator whose blocking calls return before their verdicts
+#: (:data:`DEFERRED_VERDICTS`: every rank sends its entries of the stream to every
+#: other, ``P - 1`` messages a rank a batch); larger ones check each call with
+#: MagPIe's all-reduce, whose coordinators forward, so their calls wait for their
+#: verdicts.
 DIRECT_CHECK_LIMIT = 64
 
 
@@ -145,8 +147,13 @@ class ArgumentCheck:
                 self.compiled = self._tables.runner(control)
                 if not self.first:
                     direct = topology.size <= DIRECT_CHECK_LIMIT
+                    defer = deferred > 0 and direct
+                    # calls that wait for their verdicts check in a ring of one
+                    # runner: the direct check, or MagPIe's beyond its limit
                     self._ring_tables = (
-                        compile_program(
+                        None
+                        if defer
+                        else compile_program(
                             lower_for_rank(direct_check_plan(topology), rank),
                             np.dtype(np.int64),
                             "max",
@@ -155,12 +162,8 @@ class ArgumentCheck:
                         else self._tables
                     )
                     ring_comm = MPI.Intracomm(MPI.Intracomm.Dup(control))
-                    defer = deferred > 0 and direct
                     self.verdicts = verdicts_ring(
-                        self._ring_tables,
-                        ring_comm,
-                        deferred if defer else 1,
-                        defer=defer,
+                        self._ring_tables, ring_comm, 1, defer=defer
                     )
         elif self.enabled:  # blocking calls check first (shared memory on one node)
             self.blocking = blocking_check(control)
@@ -297,7 +300,7 @@ class ArgumentCheck:
         old.abandon()
         self.abandoned.append(old)
         self.verdicts = verdicts_ring(
-            self._ring_tables, old.comm, old.width, after=old, defer=old.defer
+            self._ring_tables, old.comm, 1, after=old, defer=old.defer
         )
 
     def free(self):
@@ -307,6 +310,7 @@ class ArgumentCheck:
             self.blocking.free()
             self.blocking = None
         if self.verdicts is not None:
+            self.verdicts.close()  # (its last messages received)
             self.verdicts.comm.Free()
             self.verdicts = None
 

@@ -40,6 +40,7 @@ __all__ = [
     "RUNNERS",
     "buffer_places",
     "kept_alive",
+    "library_receives",
     "locate_buffer",
     "record",
     "record_per_count",
@@ -335,6 +336,7 @@ class PlanCalls:
             BLOCKING_TAG,
             self.argcheck.verdicts,
         )
+        call.receives = library_receives(sig, self.wire.Get_rank())
         if key is not None and self.recordings is not None and recorder is not None:
             recorder(key, call)
         elif key is not None and self.recordings is not None:
@@ -378,3 +380,32 @@ class PlanCalls:
                 work = getattr(one, "work", None)
                 if work is not None and work.count >= 0:  # (the others are shared)
                     self._retired.append(work)
+
+
+#: Operations in which the root only sends (its output, if any, is its own data).
+_ROOT_SENDS = frozenset(("bcast", "scatter", "scatterv"))
+#: Operations in which every rank but the root only sends.
+_TO_ROOT = frozenset(("gather", "gatherv", "reduce"))
+
+
+def library_receives(sig, rank):
+    """Whether the MPI library's collective for ``sig`` writes data from other ranks
+    into ``rank``'s output buffer (a Barrier writes none).
+
+    Examples
+    --------
+    >>> from wacoll.mpi.agreement import Signature
+    >>> [library_receives(Signature("bcast", root=0), r) for r in (0, 1)]
+    [False, True]
+    >>> [library_receives(Signature("reduce", root=0), r) for r in (0, 1)]
+    [True, False]
+    >>> library_receives(Signature("allreduce"), 0), library_receives(Signature("barrier"), 0)
+    (True, False)
+    """
+    if sig.kind == "barrier":
+        return False
+    if sig.kind in _ROOT_SENDS:
+        return rank != sig.root
+    if sig.kind in _TO_ROOT:
+        return rank == sig.root
+    return True

@@ -52,6 +52,7 @@ import numpy as np
 
 import wacoll.mpi._runner as _runner
 from wacoll import _kernels
+from wacoll.mpi.keeper import stream_keeper
 from wacoll.plans.lower import ElementRuns
 
 __all__ = [
@@ -235,22 +236,31 @@ class CompiledProgram:
 
 
 def verdicts_ring(tables, comm, width, after=None, defer=True):
-    """A ring of ``width`` checks in flight (:class:`~wacoll.mpi._runner.Verdicts`):
-    runners of the compiled check ``tables`` on ``comm`` (a communicator of their
-    own). ``after``: the ring given up before it on ``comm``, whose tags it does
-    not reuse (local: every rank makes it when it gives the last one up).
-    ``defer``: whether calls return before their verdict (else each waits)."""
+    """The :class:`~wacoll.mpi._runner.Verdicts` of a communicator's blocking calls
+    on ``comm`` (a communicator of their own): with ``defer`` (calls return before
+    their verdicts) a :class:`~wacoll.mpi._runner.VerdictStream`, else a
+    :class:`~wacoll.mpi._runner.VerdictRing` of ``width`` runners of the compiled
+    check ``tables``, each call waiting for its own. ``after``: the one given up
+    before it on ``comm``, whose tags it does not reuse (local: every rank makes it
+    when it gives the last one up)."""
     from mpi4py import MPI
 
     tag0 = 0
+    tags = 2 if defer else width
     if after is not None:
         limit = (comm.Get_attr(MPI.TAG_UB) or 32767) // 2  # (the upper half:
         # wacoll.mpi.argcheck.error_tag)
-        tag0 = after.tag0 + width
-        if tag0 + width > limit:  # (after millions of failed calls)
+        tag0 = after.tag0 + after.tags
+        if tag0 + tags > limit:  # (after millions of failed calls)
             tag0 = 0
-    ring = _runner.Verdicts([tables.runner(comm) for _ in range(width)], comm, tag0)
-    ring.defer = defer
+    if defer:
+        stream = _runner.VerdictStream(comm, handle(comm), tag0)
+        keeper = stream_keeper()
+        if keeper is not None:
+            keeper.add(stream)
+        return stream
+    ring = _runner.VerdictRing([tables.runner(comm) for _ in range(width)], comm, tag0)
+    ring.defer = False
     return ring
 
 

@@ -1,0 +1,99 @@
+"""The keeper of the verdict streams: a rank that returned from its last call sends
+its entries all the same.
+
+A blocking call on several clusters logs its check's entry in its communicator's
+:class:`~wacoll.mpi._runner.VerdictStream` and returns; the entries leave in
+batches, with a later call. A rank that returns from a call and then waits in the
+application's own MPI calls (a ``Recv``, the library's ``Barrier``) makes no later
+call, yet a peer still inside that call may need its entry to learn that the
+ranks' arguments disagreed. The keeper, one daemon thread per process, sends such
+entries once their stream has opened nothing for :data:`KEEP_AFTER` seconds.
+
+It wakes only while some stream holds unsent entries (a stream arms it once per
+batch, as its first unsent entry is opened), and never waits for the MPI library:
+it needs ``MPI_THREAD_MULTIPLE`` (mpi4py's default), and without it there is no
+keeper (such a rank's entries leave at its next call on the communicator, its
+``Free``, or the end of the process).
+
+Examples
+--------
+>>> keeper = StreamKeeper()
+>>> len(keeper)
+0
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+import weakref
+
+from mpi4py import MPI
+
+__all__ = ["KEEP_AFTER", "StreamKeeper", "stream_keeper"]
+
+#: Seconds a stream opens nothing before the keeper sends its unsent entries: long
+#: against the gap between two calls of a loop (which batch them), short against
+#: the wait of a peer that needs them.
+KEEP_AFTER = 2e-3
+
+_keeper = None
+_lock = threading.Lock()
+
+
+class StreamKeeper:
+    """The process's keeper of verdict streams (see the module's docstring)."""
+
+    def __init__(self):
+        self._streams = weakref.WeakSet()
+        self._armed = threading.Event()
+        self._stopped = False
+        self._thread = None
+
+    def __len__(self):
+        return len(self._streams)
+
+    def add(self, stream):
+        """Keep ``stream`` (held weakly): it calls :meth:`arm` as entries wait."""
+        self._streams.add(stream)
+        stream.arm = self.arm
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="wacoll-stream-keeper", daemon=True
+            )
+            self._thread.start()
+
+    def arm(self):
+        """A stream holds entries not yet sent: look again in :data:`KEEP_AFTER`."""
+        self._armed.set()
+
+    def stop(self):
+        """Send nothing more (the process ends: MPI is about to finalize)."""
+        self._stopped = True
+        self._armed.set()
+
+    def _run(self):
+        while True:
+            self._armed.wait()
+            if self._stopped:
+                return
+            time.sleep(KEEP_AFTER)
+            self._armed.clear()  # (before looking: an arm from now on is seen)
+            if self._stopped or MPI.Is_finalized():
+                return
+            if any([stream.keep(KEEP_AFTER) for stream in list(self._streams)]):
+                self._armed.set()
+
+
+def stream_keeper():
+    """The process's :class:`StreamKeeper`, or None where MPI runs below
+    ``MPI_THREAD_MULTIPLE`` (a thread must not call it beside the application)."""
+    global _keeper
+    if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+        return None
+    with _lock:
+        if _keeper is None:
+            _keeper = StreamKeeper()
+            atexit.register(_keeper.stop)  # (runs before mpi4py finalizes MPI)
+    return _keeper
