@@ -1891,6 +1891,8 @@ cdef class VerdictStream(Verdicts):
     # entries of calls that had returned when a later call began (enter)
     cdef int64_t entered
     cdef readonly bint reserved, closed
+    #: Chunks this rank sent, and how many of them asked for verdicts (hurry).
+    cdef readonly int64_t chunks, hurries
     cdef object _acc, _nknown, _own, _known, _recv, _send, _rreq, _sreq
     cdef int64_t *acc       # S_SPAN x 4: the MAX of the entries known per index
     cdef int32_t *nknown    # S_SPAN: how many ranks' entries are known per index
@@ -2077,6 +2079,8 @@ cdef class VerdictStream(Verdicts):
                     raise _error(err)
         self.next_send = (s + 1) % S_SENDS
         self.sent = self.opened
+        self.chunks += 1
+        self.hurries += need >= 0
         if need > self.hurried:
             self.hurried = need
         return 0
@@ -2120,7 +2124,7 @@ cdef class VerdictStream(Verdicts):
             self.hurry()
         while True:
             self._receive()
-            if self.asked > self.sent and self.opened > self.sent:
+            if self.sent < self.asked <= self.opened:
                 self._send_chunk(-1)  # a peer waits for them
             self._verify()
             if self.failed >= 0:
@@ -2141,11 +2145,14 @@ cdef class VerdictStream(Verdicts):
         if self.poll(False):
             return -1
         while self.opened - self.verified >= S_LOG:  # full: the oldest verdicts first
-            self.hurry()
             if self.poll(False):
                 return -1
             if self.opened - self.verified < S_LOG:
                 break
+            # (their entries come with the peers' next batches: asking every time
+            # the log is full would make every call an exchange again)
+            if began != 0 and wacoll_now() - began > _HURRY_AFTER:
+                self.hurry()
             _between_polls(&began, &nap, &due)
         at = self.opened
         entry = self.own + 4 * (at % S_LOG)
@@ -2161,7 +2168,8 @@ cdef class VerdictStream(Verdicts):
         self.nknown[slot] += 1
         self.opened += 1
         if self.size > 1:
-            if self.opened - self.sent >= S_BATCH or self.asked > self.sent:
+            if (self.opened - self.sent >= S_BATCH
+                    or self.sent < self.asked <= self.opened):
                 self._send_chunk(-1)
             elif self.arm is not None:
                 self.last_open = wacoll_now()
