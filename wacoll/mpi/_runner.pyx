@@ -1168,8 +1168,13 @@ cdef class LibraryCall:
                                     else args))
             req = <char *><intptr_t>_addressof(request)
         if self.ring is not None:
-            outcome = _library_deferred(self.ring, req, <const int64_t *>self.mine,
-                                        self._ring_sig, &err, self.receives)
+            try:
+                outcome = _library_deferred(self.ring, req, <const int64_t *>self.mine,
+                                            self._ring_sig, &err, self.receives)
+            except BaseException:  # (an interrupt): the request may still run
+                if request is not None:
+                    self.abandoned.append(request)
+                raise
             if outcome == OK:
                 return True
             if request is not None and outcome != WORK_ERROR:
@@ -2124,8 +2129,8 @@ cdef class VerdictStream(Verdicts):
             self.hurry()
         while True:
             self._receive()
-            if self.sent < self.asked <= self.opened:
-                self._send_chunk(-1)  # a peer waits for them
+            if self.sent < self.asked <= self.opened and self._free_to_send():
+                self._send_chunk(-1)  # a peer waits for them (never waiting here)
             self._verify()
             if self.failed >= 0:
                 return 1
@@ -2168,7 +2173,9 @@ cdef class VerdictStream(Verdicts):
         self.nknown[slot] += 1
         self.opened += 1
         if self.size > 1:
-            if (self.opened - self.sent >= S_BATCH
+            # without the keeper's thread nothing would send the entries of a rank
+            # that returned and waits outside wacoll: each leaves with its call
+            if (self.arm is None or self.opened - self.sent >= S_BATCH
                     or self.sent < self.asked <= self.opened):
                 self._send_chunk(-1)
             elif self.arm is not None:
@@ -2337,20 +2344,20 @@ cdef int _drive_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,
                     work.cancel()
             if w < 0:
                 work_failed, w = True, 1
-        if ring.poll(False):
-            if w == 0:
-                work.cancel()
-            return CHECK_FAILED
-        if w == 1:
-            if not work_failed and not (settle and ring.unsettled()):
-                return OK
-            if work_failed and ring.decided(slot):
-                # this call's check passed (a failure was reported above)
-                return WORK_ERROR
         try:
+            if ring.poll(False):
+                if w == 0:
+                    work.cancel()
+                return CHECK_FAILED
+            if w == 1:
+                if not work_failed and not (settle and ring.unsettled()):
+                    return OK
+                if work_failed and ring.decided(slot):
+                    # this call's check passed (a failure was reported above)
+                    return WORK_ERROR
             _hurry_if_late(ring, began, &hurried)
             _between_polls(&began, &nap, &due)
-        except BaseException:
+        except BaseException:  # (an interrupt, the MPI library's error)
             if w == 0:
                 work.cancel()
             raise

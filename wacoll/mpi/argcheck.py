@@ -42,7 +42,7 @@ import functools
 import numpy as np
 from mpi4py import MPI
 
-from wacoll.mpi._runner import STREAM_LOG
+from wacoll.mpi._runner import STREAM_LOG, Verdicts
 from wacoll.mpi.agreement import Check, blocking_check
 from wacoll.mpi.engine import wait_request
 from wacoll.mpi.runner import compile_program, runner_ready, verdicts_ring
@@ -311,7 +311,11 @@ class ArgumentCheck:
             self.blocking = None
         if self.verdicts is not None:
             self.verdicts.close()  # (its last messages received)
-            self.verdicts.comm.Free()
+            if not any(isinstance(a, Verdicts) for a in self.abandoned):
+                self.verdicts.comm.Free()
+            # else: the checks given up after a failed verdict may still receive
+            # messages, which the MPI library refuses to free a communicator with:
+            # it is kept (with them, in abandoned), as a retired wire is
             self.verdicts = None
 
 

@@ -25,6 +25,7 @@ Examples
 from __future__ import annotations
 
 import atexit
+import sys
 import threading
 import time
 import weakref
@@ -47,6 +48,7 @@ class StreamKeeper:
 
     def __init__(self):
         self._streams = weakref.WeakSet()
+        self._lock = threading.Lock()  # (the set changes in the calling thread)
         self._armed = threading.Event()
         self._stopped = False
         self._thread = None
@@ -56,7 +58,8 @@ class StreamKeeper:
 
     def add(self, stream):
         """Keep ``stream`` (held weakly): it calls :meth:`arm` as entries wait."""
-        self._streams.add(stream)
+        with self._lock:
+            self._streams.add(stream)
         stream.arm = self.arm
         if self._thread is None:
             self._thread = threading.Thread(
@@ -82,8 +85,20 @@ class StreamKeeper:
             self._armed.clear()  # (before looking: an arm from now on is seen)
             if self._stopped or MPI.Is_finalized():
                 return
-            if any([stream.keep(KEEP_AFTER) for stream in list(self._streams)]):
+            with self._lock:
+                streams = list(self._streams)
+            if any([self._keep(stream) for stream in streams]):
                 self._armed.set()
+
+    @staticmethod
+    def _keep(stream):
+        """``stream.keep``; an error (the MPI library's) is reported, and the
+        stream's entries are left to its next call: the thread goes on."""
+        try:
+            return stream.keep(KEEP_AFTER)
+        except Exception as exc:  # noqa: BLE001 -- no caller to raise it to
+            print(f"wacoll: the verdict stream's keeper: {exc}", file=sys.stderr)
+            return False
 
 
 def stream_keeper():
