@@ -282,3 +282,47 @@ def test_a_rank_that_returned_leaves_no_peer_waiting(calls, threads):
     assert all(r["call"] in ("returned", error) for r in ranks[1:3]), ranks
     # the root raised later, so the communicator stops everywhere
     assert {r["next"] for r in ranks} == {"WacollError"}, ranks
+
+
+FINALIZED = """
+import os
+import mpi4py
+mpi4py.rc.finalize = False
+from mpi4py import MPI
+import numpy as np
+os.environ["WACOLL_CLUSTERS"] = "0,0,1,1"
+import wacoll
+ME = MPI.COMM_WORLD.Get_rank()
+comm = wacoll.Comm(MPI.COMM_WORLD)
+for i in range(5):
+    buf = np.full(6, float(i)) if ME == 0 else np.zeros(6)
+    comm.Bcast(buf, root=0)
+buf = np.zeros(3 if ME == 3 else 6)
+try:
+    comm.Bcast(buf, root=0)
+    print("RETURNED", flush=True)
+except wacoll.WacollError as exc:
+    print("RAISED", exc, flush=True)
+MPI.Finalize()  # the application's own, right away
+print("FINALIZED", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_an_application_that_finalizes_mpi_itself_leaves_no_peer_waiting():
+    """The root returns from a call whose ranks disagree and calls ``MPI.Finalize()``
+    at once: ``MPI_Finalize`` settles every communicator's verdicts first, so the
+    rank whose count differs raises in its call, and every rank that had returned
+    reports the failure on standard error (no call is left to raise it in)."""
+    cmd = [*mpiexec(SIZE), sys.executable, "-c", textwrap.dedent(FINALIZED)]
+    try:
+        done = run_group(cmd, 60)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"a rank waited forever: {exc.output}\n{exc.stderr}"[-6000:])
+    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+    out = done.stdout  # (the ranks' lines may interleave)
+    assert out.count("FINALIZED") == SIZE, out
+    raised, returned = out.count("RAISED"), out.count("RETURNED")
+    assert raised and returned and raised + returned == SIZE, out
+    reported = done.stderr.count("failed after this rank had returned from it")
+    assert reported == returned, done.stderr[-3000:]

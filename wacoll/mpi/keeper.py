@@ -32,7 +32,7 @@ import weakref
 
 from mpi4py import MPI
 
-__all__ = ["KEEP_AFTER", "StreamKeeper", "stream_keeper"]
+__all__ = ["KEEP_AFTER", "StreamKeeper", "stop_keeper", "stream_keeper"]
 
 #: Seconds a stream opens nothing before the keeper sends its unsent entries: long
 #: against the gap between two calls of a loop (which batch them), short against
@@ -87,7 +87,7 @@ class StreamKeeper:
                 return
             with self._lock:
                 streams = list(self._streams)
-            if any([self._keep(stream) for stream in streams]):
+            if any([not self._stopped and self._keep(stream) for stream in streams]):
                 self._armed.set()
 
     @staticmethod
@@ -112,3 +112,9 @@ def stream_keeper():
             _keeper = StreamKeeper()
             atexit.register(_keeper.stop)  # (runs before mpi4py finalizes MPI)
     return _keeper
+
+
+def stop_keeper():
+    """Stop the process's keeper, if there is one (MPI is about to finalize)."""
+    if _keeper is not None:
+        _keeper.stop()

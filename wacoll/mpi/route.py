@@ -56,6 +56,7 @@ from wacoll.mpi.executor import BLOCKING_TAG, ProgramRun, blocking_tag, call_tag
 from wacoll.mpi.exploring import ExploringCall, keep_candidate
 from wacoll.mpi.fastpath import CAPACITY
 from wacoll.mpi.interrupts import collective_name
+from wacoll.mpi.keeper import stop_keeper
 from wacoll.mpi.persistent import Prequest, Request
 from wacoll.mpi.plancall import (
     PlanCalls,
@@ -94,8 +95,31 @@ def _settle_at_exit():
     """At the end of the process (before MPI finalizes): collect the verdicts still
     in flight, as ``MPI_Finalize`` completes what is pending; a failed one is
     reported on standard error (there is no call left to raise it in)."""
-    if MPI.Is_finalized():  # (the application finalized MPI itself)
+    if MPI.Is_finalized():  # (the application finalized MPI itself: done there)
         return
+    _settle_every_route()
+
+
+def _settle_at_finalize(comm, keyval, value):
+    """``MPI_Finalize`` deletes ``COMM_SELF``'s attributes first, with MPI still
+    working: an application that finalizes MPI itself settles its verdicts there
+    (the verdict stream's keeper sends nothing more)."""
+    stop_keeper()
+    _settle_every_route()
+
+
+_finalize_hook = None
+
+
+def _hook_finalize():
+    """Make ``MPI_Finalize`` settle every communicator's verdicts (once)."""
+    global _finalize_hook
+    if _finalize_hook is None:
+        _finalize_hook = MPI.Comm.Create_keyval(delete_fn=_settle_at_finalize)
+        MPI.COMM_SELF.Set_attr(_finalize_hook, True)
+
+
+def _settle_every_route():
     for route in sorted(_WITH_VERDICTS, key=lambda r: r.made):
         if route.wire is None or route.broken is not None:
             continue
@@ -257,6 +281,7 @@ class Route:
         self.folded_note = [None]
         if argcheck.verdicts is not None or argcheck.blocking is not None:
             _WITH_VERDICTS.add(self)
+            _hook_finalize()
         self.broken = None
         self.broken_everywhere = False
         self._last = (None, None, None)  # plan, family, route
