@@ -91,6 +91,8 @@ FIELDS = [
     "unchecked_root_us",
     "unchecked_max_us",
     "ratio_unchecked_root",
+    "default_family",
+    "unchecked_family",
 ]
 
 
@@ -178,6 +180,9 @@ def _worker(ops, sizes, reps, budget, max_calls, unchecked=False):
                     "default_max_us": med["default"][1] * 1e6,
                     "ratio_root": med["default"][0] / med["native"][0],
                     "ratio_max": med["default"][1] / med["native"][1],
+                    # what the loop ran (the same on every rank): a plan's family
+                    # or the library's ("native")
+                    "default_family": comms["default"].last_family,
                 }
             )
             if unchecked:
@@ -185,6 +190,7 @@ def _worker(ops, sizes, reps, budget, max_calls, unchecked=False):
                     unchecked_root_us=med["unchecked"][0] * 1e6,
                     unchecked_max_us=med["unchecked"][1] * 1e6,
                     ratio_unchecked_root=med["unchecked"][0] / med["native"][0],
+                    unchecked_family=comms["unchecked"].last_family,
                 )
             if rank == 0:
                 print(
@@ -290,6 +296,7 @@ def report(rows, say=print):
                 if any(r.get("unchecked_root_us") is not None for r in mine)
                 else ""
             )
+            + "  ran"
         )
         for r in mine:
             unchecked = (
@@ -297,11 +304,14 @@ def report(rows, say=print):
                 if r.get("unchecked_root_us") is not None
                 else ""
             )
+            ran = "/".join(
+                str(r[k]) for k in ("default_family", "unchecked_family") if r.get(k)
+            )
             say(
                 f"{r['op']:<10} {r['bytes']:>8} {r['native_root_us']:>12.1f} "
                 f"{r['default_root_us']:>13.1f} {r['ratio_root']:>6.2f} "
                 f"{r['native_max_us']:>11.1f} {r['default_max_us']:>12.1f} "
-                f"{r['ratio_max']:>6.2f}{unchecked}"
+                f"{r['ratio_max']:>6.2f}{unchecked}  {ran}"
             )
         say("per operation, at the root: geometric mean of the ratios, worst size")
         for op in OPS:

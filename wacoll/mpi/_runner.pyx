@@ -1511,7 +1511,10 @@ cdef enum:
 # A blocking call whose work has waited this long for its peers asks them for their
 # entries of the verdict stream at once (VerdictStream.hurry): where arguments
 # disagree, a rank that waits for data that will never come learns why within it.
-cdef double _HURRY_AFTER = 5e-3
+# Long against a call of a loop across a wide area (a request that every such call
+# made would be a message per peer per call again: at 5 ms, an 8-rank Allreduce of
+# 1 KiB on the metro testbed took 2.5 times its unchecked time).
+cdef double _HURRY_AFTER = 0.05
 
 
 cdef class Verdicts:
@@ -1572,6 +1575,10 @@ cdef class Verdicts:
 
     cdef int hurry(self) except -1:
         """This rank waits for a verdict, or for data: ask for what is missing now."""
+        return 0
+
+    cdef int left(self) noexcept:
+        """This rank's call returns (or raises)."""
         return 0
 
     @property
@@ -1913,7 +1920,8 @@ cdef class VerdictStream(Verdicts):
     #: Called (with no argument) when an entry is opened with none unsent before
     #: it: the :class:`wacoll.mpi.keeper.StreamKeeper` sends them if no call comes.
     cdef public object arm
-    cdef double last_open   # when this rank last opened an entry
+    cdef double last_left   # when this rank's last call returned
+    cdef bint busy          # within a call (between open and left)
     cdef object __weakref__  # (the keeper holds streams weakly)
     cdef bint sending       # in _send_chunk (which may wait without the GIL)
 
@@ -2104,13 +2112,21 @@ cdef class VerdictStream(Verdicts):
                     return False
         return True
 
+    cdef int left(self) noexcept:
+        self.busy = False
+        if self.arm is not None:
+            self.last_left = wacoll_now()
+        return 0
+
     cpdef bint keep(self, double after) except -1:
-        """Send this rank's unsent entries if it opened none for ``after`` seconds
-        (the :class:`wacoll.mpi.keeper.StreamKeeper`'s thread, with the GIL, never
-        waiting): whether some are left to send later."""
+        """Send this rank's unsent entries if its last call returned ``after``
+        seconds ago and none has begun since (the
+        :class:`wacoll.mpi.keeper.StreamKeeper`'s thread, with the GIL, never
+        waiting; a rank within a call asks for what it needs itself): whether some
+        are left to send later."""
         if self.closed or self.sent == self.opened:
             return False
-        if (self.sending or wacoll_now() - self.last_open < after
+        if (self.sending or self.busy or wacoll_now() - self.last_left < after
                 or not self._free_to_send()):
             return True
         self._send_chunk(-1)
@@ -2146,6 +2162,7 @@ cdef class VerdictStream(Verdicts):
         cdef double began = 0, nap = 1e-6, due = 0
         if self.closed:
             raise RuntimeError("the verdict stream is closed")
+        self.busy = True  # (until the call's driver says it left)
         self.entered = self.opened
         if self.poll(False):
             return -1
@@ -2178,10 +2195,8 @@ cdef class VerdictStream(Verdicts):
             if (self.arm is None or self.opened - self.sent >= S_BATCH
                     or self.sent < self.asked <= self.opened):
                 self._send_chunk(-1)
-            elif self.arm is not None:
-                self.last_open = wacoll_now()
-                if self.opened - self.sent == 1:
-                    self.arm()
+            elif self.arm is not None and self.opened - self.sent == 1:
+                self.arm()
         self._verify()
         return at
 
@@ -2310,6 +2325,16 @@ cdef inline int _hurry_if_late(Verdicts ring, double began, bint *hurried) excep
 cdef int _drive_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,
                          int tag, const int64_t *mine, object sig,
                          bint settle) except -2:
+    """:func:`_run_deferred`, after which the ring knows the call has left."""
+    try:
+        return _run_deferred(work, ring, inbuf, outbuf, tag, mine, sig, settle)
+    finally:
+        ring.left()
+
+
+cdef int _run_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,
+                       int tag, const int64_t *mine, object sig,
+                       bint settle) except -2:
     """Run a blocking call's ``work`` (None: nothing but its check, as for a
     Barrier) with its check in ``ring``: ``OK`` once this rank's work is done (its
     verdict, and older ones, may still be in flight; with ``settle`` once every
@@ -2365,6 +2390,15 @@ cdef int _drive_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,
 
 cdef int _library_deferred(Verdicts ring, char *req, const int64_t *mine, object sig,
                            int *err, bint receives) except -2:
+    """:func:`_wait_library`, after which the ring knows the call has left."""
+    try:
+        return _wait_library(ring, req, mine, sig, err, receives)
+    finally:
+        ring.left()
+
+
+cdef int _wait_library(Verdicts ring, char *req, const int64_t *mine, object sig,
+                       int *err, bint receives) except -2:
     """Wait for the MPI library's non-blocking collective whose request is at
     ``req`` (NULL: none, a Barrier: then every verdict) with its check in ``ring``:
     ``OK`` once the request is complete (verdicts may still be in flight; where

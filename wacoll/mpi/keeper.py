@@ -7,7 +7,8 @@ batches, with a later call. A rank that returns from a call and then waits in th
 application's own MPI calls (a ``Recv``, the library's ``Barrier``) makes no later
 call, yet a peer still inside that call may need its entry to learn that the
 ranks' arguments disagreed. The keeper, one daemon thread per process, sends such
-entries once their stream has opened nothing for :data:`KEEP_AFTER` seconds.
+entries once their stream's last call returned :data:`KEEP_AFTER` seconds ago and
+none has begun since (a rank within a call asks for what it needs itself).
 
 It wakes only while some stream holds unsent entries (a stream arms it once per
 batch, as its first unsent entry is opened), and never waits for the MPI library:
@@ -34,9 +35,9 @@ from mpi4py import MPI
 
 __all__ = ["KEEP_AFTER", "StreamKeeper", "stop_keeper", "stream_keeper"]
 
-#: Seconds a stream opens nothing before the keeper sends its unsent entries: long
-#: against the gap between two calls of a loop (which batch them), short against
-#: the wait of a peer that needs them.
+#: Seconds after a stream's last call returned (none begun since) before the keeper
+#: sends its unsent entries: long against the gap between two calls of a loop
+#: (which batch them), short against the wait of a peer that needs them.
 KEEP_AFTER = 2e-3
 
 _keeper = None
