@@ -1858,6 +1858,11 @@ cdef enum:
 STREAM_LOG, STREAM_BATCH = S_LOG, S_BATCH
 
 
+cdef int64_t *_words(int64_t[::1] array):
+    """The first word of a contiguous int64 array (which its owner keeps alive)."""
+    return &array[0]
+
+
 cdef class VerdictStream(Verdicts):
     """The checks of a communicator's blocking calls as one stream of messages:
     each rank logs every call's four flags (its *entry*), and sends its new entries
@@ -1927,7 +1932,6 @@ cdef class VerdictStream(Verdicts):
 
     def __init__(self, comm, intptr_t handle, int tag0=0):
         cdef int p
-        cdef int64_t[::1] v
         cdef int32_t[::1] n
         cdef char[::1] c
         if not _ready:
@@ -1947,18 +1951,11 @@ cdef class VerdictStream(Verdicts):
         self._send = np.zeros(S_SENDS * S_CHUNK, np.int64)
         self._rreq = np.zeros(self.size * _M.hsize, np.int8)
         self._sreq = np.zeros(S_SENDS * self.size * _M.hsize, np.int8)
-        v = self._acc
-        self.acc = &v[0]
+        self.acc, self.own = _words(self._acc), _words(self._own)
+        self.known, self.recv = _words(self._known), _words(self._recv)
+        self.send = _words(self._send)
         n = self._nknown
         self.nknown = &n[0]
-        v = self._own
-        self.own = &v[0]
-        v = self._known
-        self.known = &v[0]
-        v = self._recv
-        self.recv = &v[0]
-        v = self._send
-        self.send = &v[0]
         c = self._rreq
         self.rreq = &c[0]
         c = self._sreq

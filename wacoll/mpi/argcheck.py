@@ -163,7 +163,7 @@ class ArgumentCheck:
                     )
                     ring_comm = MPI.Intracomm(MPI.Intracomm.Dup(control))
                     self.verdicts = verdicts_ring(
-                        self._ring_tables, ring_comm, 1, defer=defer
+                        self._ring_tables, ring_comm, defer=defer
                     )
         elif self.enabled:  # blocking calls check first (shared memory on one node)
             self.blocking = blocking_check(control)
@@ -300,7 +300,7 @@ class ArgumentCheck:
         old.abandon()
         self.abandoned.append(old)
         self.verdicts = verdicts_ring(
-            self._ring_tables, old.comm, 1, after=old, defer=old.defer
+            self._ring_tables, old.comm, after=old, defer=old.defer
         )
 
     def free(self):

@@ -235,18 +235,18 @@ class CompiledProgram:
         )
 
 
-def verdicts_ring(tables, comm, width, after=None, defer=True):
+def verdicts_ring(tables, comm, after=None, defer=True):
     """The :class:`~wacoll.mpi._runner.Verdicts` of a communicator's blocking calls
     on ``comm`` (a communicator of their own): with ``defer`` (calls return before
     their verdicts) a :class:`~wacoll.mpi._runner.VerdictStream`, else a
-    :class:`~wacoll.mpi._runner.VerdictRing` of ``width`` runners of the compiled
-    check ``tables``, each call waiting for its own. ``after``: the one given up
+    :class:`~wacoll.mpi._runner.VerdictRing` of one runner of the compiled check
+    ``tables``, each call waiting for its own. ``after``: the one given up
     before it on ``comm``, whose tags it does not reuse (local: every rank makes it
     when it gives the last one up)."""
     from mpi4py import MPI
 
     tag0 = 0
-    tags = 2 if defer else width
+    tags = 2 if defer else 1
     if after is not None:
         limit = (comm.Get_attr(MPI.TAG_UB) or 32767) // 2  # (the upper half:
         # wacoll.mpi.argcheck.error_tag)
@@ -259,7 +259,7 @@ def verdicts_ring(tables, comm, width, after=None, defer=True):
         if keeper is not None:
             keeper.add(stream)
         return stream
-    ring = _runner.VerdictRing([tables.runner(comm) for _ in range(width)], comm, tag0)
+    ring = _runner.VerdictRing([tables.runner(comm)], comm, tag0)
     ring.defer = False
     return ring
 
