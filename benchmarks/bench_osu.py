@@ -93,6 +93,11 @@ FIELDS = [
     "ratio_unchecked_root",
     "default_family",
     "unchecked_family",
+    # the root's verdict stream, per timed call of the default (diagnostic)
+    "stream_chunks",
+    "stream_hurries",
+    "stream_stalls",
+    "stream_stalled",
 ]
 
 
@@ -133,6 +138,14 @@ def _loop_seconds(world, fn, calls):
     return mine, every[0], max(every)
 
 
+def _stream_counters(comm):
+    """The verdict stream's counters of a wacoll communicator (zeros where its
+    checks do not travel as a stream)."""
+    stream = getattr(comm._route.argcheck, "verdicts", None)
+    names = ("chunks", "hurries", "stalls", "stalled")
+    return {k: getattr(stream, k, 0) for k in names}
+
+
 def _worker(ops, sizes, reps, budget, max_calls, unchecked=False):
     import numpy as np
     from mpi4py import MPI
@@ -159,6 +172,7 @@ def _worker(ops, sizes, reps, budget, max_calls, unchecked=False):
             _mine, _root, slowest = _loop_seconds(world, calls["native"], 3)
             n = int(max(5, min(max_calls, budget / max(slowest, 1e-7))))
             times = {impl: ([], []) for impl in impls}
+            before = _stream_counters(comms["default"])
             for k in range(reps):  # interleaved, the order turning each repetition
                 turn = k % len(impls)
                 for impl in impls[turn:] + impls[:turn]:
@@ -184,6 +198,12 @@ def _worker(ops, sizes, reps, budget, max_calls, unchecked=False):
                     # or the library's ("native")
                     "default_family": comms["default"].last_family,
                 }
+            )
+            after = _stream_counters(comms["default"])
+            # what the verdict stream did on the root (diagnostic): per call timed
+            timed = reps * n
+            rows[-1].update(
+                {f"stream_{k}": (after[k] - before[k]) / timed for k in after}
             )
             if unchecked:
                 rows[-1].update(

@@ -33,12 +33,12 @@ import textwrap
 import pytest
 
 from tests.test_mpi_suite import mpiexec, run_group
-from wacoll.mpi._runner import STREAM_BATCH, STREAM_LOG
+from wacoll.mpi._runner import STREAM_BATCH, STREAM_LEAD, STREAM_LOG
 from wacoll.mpi.argcheck import DEFERRED_VERDICTS
 
 SIZE = 4
 TIMEOUT = 240
-CALLS = 140  # (past the verdict stream's batch and its log: STREAM_LOG)
+CALLS = STREAM_LOG + 12  # (past the verdict stream's batch, lead and log)
 
 PROGRAM = """
 import json, os, sys
@@ -158,6 +158,7 @@ CASES = [
     ("bcast", 2, 17),
     ("allreduce_type", 1, 70),
     ("gather_count", 3, 129),
+    ("reduce_op", 2, STREAM_LOG + 3),
 ]
 
 
@@ -326,3 +327,51 @@ def test_an_application_that_finalizes_mpi_itself_leaves_no_peer_waiting():
     assert raised and returned and raised + returned == SIZE, out
     reported = done.stderr.count("failed after this rank had returned from it")
     assert reported == returned, done.stderr[-3000:]
+
+
+PACED = """
+import json, os, sys, time
+import numpy as np
+from mpi4py import MPI
+W = MPI.COMM_WORLD
+ME = W.Get_rank()
+os.environ["WACOLL_CLUSTERS"] = "0,0,1,1"
+import wacoll
+comm = wacoll.Comm(W)
+calls = int(sys.argv[1])
+src, out = np.full(3, float(ME)), np.zeros(12)
+results = []
+for i in range(calls):
+    if ME == 0:
+        time.sleep(0.002)  # a slow root: the others could run far ahead
+    src[:] = ME + i
+    comm.Gather(src, out, root=0)
+    if ME == 0:
+        results.append(bool((out.reshape(4, 3) == np.arange(4)[:, None] + i).all()))
+stream = comm._route.argcheck.verdicts
+outcome = {"stalls": stream.stalls, "right": all(results), "family": comm.last_family}
+comm.Free()
+everyone = W.gather(outcome, root=0)
+if ME == 0:
+    print("RESULTS " + json.dumps(everyone), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_rank_that_only_sends_to_a_root_is_paced_by_it():
+    """A gather's senders return once their sends are out; where the root is slow
+    they wait once they are :data:`~wacoll.mpi._runner.STREAM_LEAD` calls past
+    its entries (the stream's log alone would let them run further ahead), and
+    every call's result is right."""
+    calls = STREAM_LEAD + 2 * STREAM_BATCH + 8
+    cmd = [*mpiexec(SIZE), sys.executable, "-c", textwrap.dedent(PACED), str(calls)]
+    done = run_group(cmd, 120)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+    line = next(x for x in done.stdout.splitlines() if x.startswith("RESULTS "))
+    ranks = json.loads(line[len("RESULTS ") :])
+    assert ranks[0]["right"], ranks
+    assert ranks[0]["family"] != "native", ranks  # (a plan ran, in the stream)
+    assert STREAM_LEAD < STREAM_LOG
+    # the senders waited for the root's entries; the root itself never did
+    assert all(r["stalls"] > 0 for r in ranks[1:]), ranks
+    assert ranks[0]["stalls"] == 0, ranks

@@ -883,6 +883,13 @@ cdef class PlanCall:
     # a call that takes any count of its size class (per_count)
     cdef int64_t rest, count, tag_low, tag_span, in_unit, out_unit, copy_unit
     cdef Py_ssize_t copy_capacity
+    #: The rank whose progress paces this rank's calls, or -1. A rank that only
+    #: sends to a root (a gather's, a reduce's) and returns once its sends are out
+    #: could run any number of calls ahead of the root, and flood it with messages
+    #: it cannot yet match; with a verdict stream it waits while it is
+    #: :data:`S_LEAD` calls past the root's entries (a tree paces the library's
+    #: leaves so). Set by :func:`wacoll.mpi.plancall.paced_by`.
+    cdef public int paced_by
 
     def __init__(self, Runner work, Runner check, blocking_check, digest, sig,
                  tuple where_in, tuple where_out, Py_ssize_t in_copy_bytes, bint first,
@@ -891,6 +898,7 @@ cdef class PlanCall:
         self.ring, self.check_tag = ring, check_tag
         self._sig = self._ring_sig = sig
         self.keep, self.first, self.tag = keep, first, tag
+        self.paced_by = -1
         self._mine = np.array([0, 0, digest, -digest], np.int64)
         self.template = self._mine.tobytes()
         self._flags = np.zeros(4, np.int64)
@@ -979,7 +987,8 @@ cdef class PlanCall:
             outcome = _drive_deferred(self.work, self.ring, <char *>inbuf,
                                       <char *>outbuf, self.tag,
                                       <const int64_t *>self.mine, self._ring_sig,
-                                      self.work is None or not self.ring.defer)
+                                      self.work is None or not self.ring.defer,
+                                      self.paced_by)
             if outcome == OK:
                 return 0
             if outcome == CHECK_FAILED:
@@ -1109,6 +1118,9 @@ cdef class LibraryCall:
     #: signature, so a peer's data that disagrees with this rank's arguments would
     #: be passed off as whole); a rank that only sends returns before it.
     cdef public bint receives
+    #: The rank whose progress paces this rank's calls (-1: none): see
+    #: :attr:`PlanCall.paced_by`.
+    cdef public int paced_by
 
     def __init__(self, Runner check not None, digest, method, tuple replace not None,
                  sig, tuple keep not None, int tag, Verdicts ring=None):
@@ -1126,6 +1138,7 @@ cdef class LibraryCall:
         self.abandoned = []
         self.count = -1
         self.receives = True
+        self.paced_by = -1
 
     @property
     def flags(self):
@@ -1170,7 +1183,8 @@ cdef class LibraryCall:
         if self.ring is not None:
             try:
                 outcome = _library_deferred(self.ring, req, <const int64_t *>self.mine,
-                                            self._ring_sig, &err, self.receives)
+                                            self._ring_sig, &err, self.receives,
+                                            self.paced_by)
             except BaseException:  # (an interrupt): the request may still run
                 if request is not None:
                     self.abandoned.append(request)
@@ -1553,10 +1567,11 @@ cdef class Verdicts:
         outstanding have returned (their failures are learned at a later call)."""
         raise NotImplementedError
 
-    cdef int64_t open(self, const int64_t *mine, object sig) except -2:
+    cdef int64_t open(self, const int64_t *mine, object sig, int paced_by) except -2:
         """Check a new call (its four flags ``mine``; its signature ``sig`` for an
-        error's message): where its verdict is (for :meth:`decided`), or -1 when
-        an older verdict failed (nothing opened)."""
+        error's message; ``paced_by``: the rank whose progress paces it, -1 for
+        none, :attr:`PlanCall.paced_by`): where its verdict is (for
+        :meth:`decided`), or -1 when an older verdict failed (nothing opened)."""
         raise NotImplementedError
 
     cdef int poll(self, bint block) except -2:
@@ -1603,7 +1618,7 @@ cdef class Verdicts:
             mine[0], mine[1], mine[2] = 0, 0, _FLUSHED
             _fold_into(mine, self.folded)
             self.nfolded, self.folded = 0, 0
-            if self.open(mine, None) < 0:
+            if self.open(mine, None, -1) < 0:
                 return False
         return self.poll(True) == 0
 
@@ -1766,7 +1781,7 @@ cdef class VerdictRing(Verdicts):
                 return 0
             _between_polls(&began, &nap, &due)
 
-    cdef int64_t open(self, const int64_t *mine, object sig) except -2:
+    cdef int64_t open(self, const int64_t *mine, object sig, int paced_by) except -2:
         cdef int slot
         cdef Runner runner
         cdef double began = 0, nap = 1e-6, due = 0
@@ -1837,25 +1852,29 @@ cdef class VerdictRing(Verdicts):
 cdef enum:
     # entries a rank may hold before their verdicts (a call that finds the log
     # full waits for the oldest)
-    S_LOG = 64
+    S_LOG = 256
     # indices whose flags a rank collects at once: a peer is at most S_LOG entries
     # past what it verified, which is at most what this rank opened, which is at
     # most S_LOG past what this rank verified
     S_SPAN = 2 * S_LOG
     # entries a rank sends at once, unless a peer or its own wait needs them sooner
     S_BATCH = 16
+    # calls a rank that only sends to a root may be past the root's entries
+    # (PlanCall.paced_by)
+    S_LEAD = 64
     # a chunk's words before its entries: the index of its first entry, how many
     # entries, and the index its sender needs every rank's entries below (-1:
     # none, -2: the sender closes the stream and sends nothing after it)
     S_HEADER = 3
-    S_CHUNK = S_HEADER + 4 * S_LOG
+    S_CHUNK = S_HEADER + 4 * S_BATCH  # (a rank never holds more unsent entries)
     # send buffers in flight at once
     S_SENDS = 4
 
 
-#: Entries of the verdict stream a rank may hold before their verdicts, and how
-#: many it sends at once (:class:`VerdictStream`).
-STREAM_LOG, STREAM_BATCH = S_LOG, S_BATCH
+#: Entries of the verdict stream a rank may hold before their verdicts, how many it
+#: sends at once, and how many calls a rank that only sends to a root may be past
+#: the root's entries (:class:`VerdictStream`, :attr:`PlanCall.paced_by`).
+STREAM_LOG, STREAM_BATCH, STREAM_LEAD = S_LOG, S_BATCH, S_LEAD
 
 
 cdef int64_t *_words(int64_t[::1] array):
@@ -1910,6 +1929,10 @@ cdef class VerdictStream(Verdicts):
     cdef readonly bint reserved, closed
     #: Chunks this rank sent, and how many of them asked for verdicts (hurry).
     cdef readonly int64_t chunks, hurries
+    #: Calls that found the log full (waiting for the oldest verdicts), and the
+    #: seconds they waited.
+    cdef readonly int64_t stalls
+    cdef readonly double stalled
     cdef object _acc, _nknown, _own, _known, _recv, _send, _rreq, _sreq
     cdef int64_t *acc       # S_SPAN x 4: the MAX of the entries known per index
     cdef int32_t *nknown    # S_SPAN: how many ranks' entries are known per index
@@ -2008,7 +2031,7 @@ cdef class VerdictStream(Verdicts):
         cdef int w
         cdef int64_t *acc
         cdef int64_t *entry
-        if first != self.known[p] or n < 0 or n > S_LOG:
+        if first != self.known[p] or n < 0 or n > S_BATCH:
             raise RuntimeError(f"the verdict stream from rank {p} is out of order "
                                f"(entries {first}+{n}, expected {self.known[p]})")
         for i in range(n):
@@ -2067,6 +2090,9 @@ cdef class VerdictStream(Verdicts):
         cdef int p, s, err
         cdef int64_t *chunk
         cdef double began = 0, nap = 1e-6, due = 0
+        if n > S_BATCH:
+            raise RuntimeError(f"{n} unsent entries of the verdict stream (at most "
+                               f"{S_BATCH})")
         s = self.next_send
         self.sending = True
         try:
@@ -2151,7 +2177,7 @@ cdef class VerdictStream(Verdicts):
                 return 0
             _between_polls(&began, &nap, &due)
 
-    cdef int64_t open(self, const int64_t *mine, object sig) except -2:
+    cdef int64_t open(self, const int64_t *mine, object sig, int paced_by) except -2:
         cdef int64_t at, slot
         cdef int w
         cdef int64_t *entry
@@ -2163,16 +2189,24 @@ cdef class VerdictStream(Verdicts):
         self.entered = self.opened
         if self.poll(False):
             return -1
-        while self.opened - self.verified >= S_LOG:  # full: the oldest verdicts first
+        if paced_by == self.rank or paced_by >= self.size:
+            paced_by = -1
+        # full, or ahead of the rank that paces it: the oldest verdicts, or that
+        # rank's entries, first
+        while self._held(paced_by):
             if self.poll(False):
                 return -1
-            if self.opened - self.verified < S_LOG:
+            if not self._held(paced_by):
                 break
+            if began == 0:
+                self.stalls += 1
             # (their entries come with the peers' next batches: asking every time
             # the log is full would make every call an exchange again)
             if began != 0 and wacoll_now() - began > _HURRY_AFTER:
                 self.hurry()
             _between_polls(&began, &nap, &due)
+        if began != 0:
+            self.stalled += wacoll_now() - began
         at = self.opened
         entry = self.own + 4 * (at % S_LOG)
         memcpy(entry, mine, 4 * sizeof(int64_t))
@@ -2196,6 +2230,12 @@ cdef class VerdictStream(Verdicts):
                 self.arm()
         self._verify()
         return at
+
+    cdef inline bint _held(self, int paced_by) noexcept:
+        """Whether a new call must wait: the log is full, or this rank is
+        :data:`S_LEAD` calls past the entries of the rank ``paced_by`` (-1: none)."""
+        return (self.opened - self.verified >= S_LOG
+                or (paced_by >= 0 and self.opened - self.known[paced_by] >= S_LEAD))
 
     def reserve(self):
         """The check of a call on the Python route (after :meth:`settle`), in the
@@ -2285,7 +2325,7 @@ cdef class StreamCheck:
         """Open the call's entry (its four flags at ``mine``; the verdict's flags
         go to ``flags``) and ask every rank for theirs: whether it is decided."""
         self.flags = <int64_t *>flags
-        self.at = self.stream.open(<const int64_t *>mine, None)
+        self.at = self.stream.open(<const int64_t *>mine, None, -1)
         if self.at < 0:
             raise RuntimeError("a check was reserved after a failed verdict")
         self.stream.hurry()
@@ -2321,17 +2361,18 @@ cdef inline int _hurry_if_late(Verdicts ring, double began, bint *hurried) excep
 
 cdef int _drive_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,
                          int tag, const int64_t *mine, object sig,
-                         bint settle) except -2:
+                         bint settle, int paced_by) except -2:
     """:func:`_run_deferred`, after which the ring knows the call has left."""
     try:
-        return _run_deferred(work, ring, inbuf, outbuf, tag, mine, sig, settle)
+        return _run_deferred(work, ring, inbuf, outbuf, tag, mine, sig, settle,
+                             paced_by)
     finally:
         ring.left()
 
 
 cdef int _run_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,
                        int tag, const int64_t *mine, object sig,
-                       bint settle) except -2:
+                       bint settle, int paced_by) except -2:
     """Run a blocking call's ``work`` (None: nothing but its check, as for a
     Barrier) with its check in ``ring``: ``OK`` once this rank's work is done (its
     verdict, and older ones, may still be in flight; with ``settle`` once every
@@ -2342,7 +2383,7 @@ cdef int _run_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,
     cdef int w = 1, status
     cdef bint work_failed = False, hurried = settle
     cdef double began = 0, nap = 1e-6, due = 0
-    cdef int64_t slot = ring.open(mine, sig)
+    cdef int64_t slot = ring.open(mine, sig, paced_by)
     if slot < 0:
         return CHECK_FAILED
     if settle:
@@ -2386,16 +2427,16 @@ cdef int _run_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,
 
 
 cdef int _library_deferred(Verdicts ring, char *req, const int64_t *mine, object sig,
-                           int *err, bint receives) except -2:
+                           int *err, bint receives, int paced_by) except -2:
     """:func:`_wait_library`, after which the ring knows the call has left."""
     try:
-        return _wait_library(ring, req, mine, sig, err, receives)
+        return _wait_library(ring, req, mine, sig, err, receives, paced_by)
     finally:
         ring.left()
 
 
 cdef int _wait_library(Verdicts ring, char *req, const int64_t *mine, object sig,
-                       int *err, bint receives) except -2:
+                       int *err, bint receives, int paced_by) except -2:
     """Wait for the MPI library's non-blocking collective whose request is at
     ``req`` (NULL: none, a Barrier: then every verdict) with its check in ``ring``:
     ``OK`` once the request is complete (verdicts may still be in flight; where
@@ -2408,7 +2449,7 @@ cdef int _wait_library(Verdicts ring, char *req, const int64_t *mine, object sig
     cdef bint settle = req == NULL or not ring.defer
     cdef bint hurried = settle or receives
     cdef double began = 0, nap = 1e-6, due = 0
-    cdef int64_t at = ring.open(mine, sig)
+    cdef int64_t at = ring.open(mine, sig, paced_by)
     if at < 0:
         return CHECK_FAILED
     if hurried:

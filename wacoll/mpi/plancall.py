@@ -41,6 +41,7 @@ __all__ = [
     "buffer_places",
     "kept_alive",
     "library_receives",
+    "paced_by",
     "locate_buffer",
     "record",
     "record_per_count",
@@ -268,6 +269,7 @@ class PlanCalls:
             BLOCKING_TAG,
         )
         planned.plan, planned.family = plan, plan.family
+        planned.paced_by = paced_by(sig, self.wire.Get_rank())
         if recordable and recorder is not None:
             recorder(key, planned)
         elif recordable:
@@ -337,6 +339,7 @@ class PlanCalls:
             self.argcheck.verdicts,
         )
         call.receives = library_receives(sig, self.wire.Get_rank())
+        call.paced_by = paced_by(sig, self.wire.Get_rank())
         if key is not None and self.recordings is not None and recorder is not None:
             recorder(key, call)
         elif key is not None and self.recordings is not None:
@@ -409,3 +412,27 @@ def library_receives(sig, rank):
     if sig.kind in _TO_ROOT:
         return rank == sig.root
     return True
+
+
+def paced_by(sig, rank):
+    """The rank whose progress paces ``rank``'s calls of ``sig`` (a compiled
+    call's ``paced_by``): the root of a gather or reduce for every other rank,
+    which only sends; -1 for every other call.
+
+    Such a rank returns once its sends are out; with nothing to wait for, it
+    would run calls ahead of the root without bound and flood the root with
+    messages the root cannot match yet. In the verdict stream it waits while it
+    is :data:`wacoll.mpi._runner.STREAM_LEAD` calls past the root's entries, as
+    a tree paces the library's leaves.
+
+    Examples
+    --------
+    >>> from wacoll.mpi.agreement import Signature
+    >>> [paced_by(Signature("gather", root=2), r) for r in (0, 2)]
+    [2, -1]
+    >>> paced_by(Signature("bcast", root=0), 1), paced_by(Signature("allreduce"), 0)
+    (-1, -1)
+    """
+    if sig.kind in _TO_ROOT and rank != sig.root:
+        return sig.root
+    return -1
