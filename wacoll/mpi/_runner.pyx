@@ -18,7 +18,7 @@ raised (see :mod:`wacoll.mpi.interrupts`).
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from libc.stdint cimport INT64_MIN, int32_t, int64_t, intptr_t
-from libc.string cimport memcpy, memmove
+from libc.string cimport memcmp, memcpy, memmove
 
 import numpy as np
 
@@ -1863,10 +1863,14 @@ cdef enum:
     # (PlanCall.paced_by)
     S_LEAD = 64
     # a chunk's words before its entries: the index of its first entry, how many
-    # entries, and the index its sender needs every rank's entries below (-1:
-    # none, -2: the sender closes the stream and sends nothing after it)
-    S_HEADER = 3
-    S_CHUNK = S_HEADER + 4 * S_BATCH  # (a rank never holds more unsent entries)
+    # entries, the index its sender needs every rank's entries below (-1: none,
+    # -2: the sender closes the stream and sends nothing after it), and how many
+    # runs of equal entries follow, each as its length and the entry (a loop of one
+    # call sends one run a batch: on a 12.5 MB/s link, 16 entries one by one took
+    # 43 us a chunk a peer)
+    S_HEADER = 4
+    S_RUN = 5
+    S_CHUNK = S_HEADER + S_RUN * S_BATCH  # (a rank never holds more unsent entries)
     # send buffers in flight at once
     S_SENDS = 4
 
@@ -2027,20 +2031,28 @@ cdef class VerdictStream(Verdicts):
     cdef int _absorb(self, int p) except -1:
         """Take in the chunk received from rank ``p``."""
         cdef int64_t *chunk = self.recv + p * S_CHUNK
-        cdef int64_t first = chunk[0], n = chunk[1], need = chunk[2], i, at
+        cdef int64_t first = chunk[0], n = chunk[1], need = chunk[2], runs = chunk[3]
+        cdef int64_t i = 0, r, k, length, at
         cdef int w
         cdef int64_t *acc
         cdef int64_t *entry
-        if first != self.known[p] or n < 0 or n > S_BATCH:
+        if first != self.known[p] or n < 0 or n > S_BATCH or not 0 <= runs <= n:
             raise RuntimeError(f"the verdict stream from rank {p} is out of order "
                                f"(entries {first}+{n}, expected {self.known[p]})")
-        for i in range(n):
-            at = (first + i) % S_SPAN
-            acc, entry = self.acc + 4 * at, chunk + S_HEADER + 4 * i
-            for w in range(4):
-                if entry[w] > acc[w]:
-                    acc[w] = entry[w]
-            self.nknown[at] += 1
+        for r in range(runs):
+            length, entry = chunk[S_HEADER + S_RUN * r], chunk + S_HEADER + S_RUN * r + 1
+            if length < 1 or i + length > n:
+                raise RuntimeError(f"the verdict stream from rank {p} is malformed")
+            for k in range(length):
+                at = (first + i) % S_SPAN
+                acc = self.acc + 4 * at
+                for w in range(4):
+                    if entry[w] > acc[w]:
+                        acc[w] = entry[w]
+                self.nknown[at] += 1
+                i += 1
+        if i != n:
+            raise RuntimeError(f"the verdict stream from rank {p} is malformed")
         self.known[p] = first + n
         if need == -2:  # its last chunk: nothing more comes from it
             return 1
@@ -2086,9 +2098,11 @@ cdef class VerdictStream(Verdicts):
     cdef int _send_chunk(self, int64_t need) except -1:
         """Send this rank's unsent entries to every other rank, with what it needs
         (-1: nothing)."""
-        cdef int64_t n = self.opened - self.sent, i
+        cdef int64_t n = self.opened - self.sent, i, runs = 0
         cdef int p, s, err
         cdef int64_t *chunk
+        cdef int64_t *run = NULL
+        cdef int64_t *entry
         cdef double began = 0, nap = 1e-6, due = 0
         if n > S_BATCH:
             raise RuntimeError(f"{n} unsent entries of the verdict stream (at most "
@@ -2102,13 +2116,19 @@ cdef class VerdictStream(Verdicts):
         finally:
             self.sending = False
         chunk = self.send + s * S_CHUNK
-        chunk[0], chunk[1], chunk[2] = self.sent, n, need
-        for i in range(n):
-            memcpy(chunk + S_HEADER + 4 * i, self.own + 4 * ((self.sent + i) % S_LOG),
-                   4 * sizeof(int64_t))
+        for i in range(n):  # (runs of equal entries)
+            entry = self.own + 4 * ((self.sent + i) % S_LOG)
+            if run != NULL and memcmp(run + 1, entry, 4 * sizeof(int64_t)) == 0:
+                run[0] += 1
+                continue
+            run = chunk + S_HEADER + S_RUN * runs
+            run[0] = 1
+            memcpy(run + 1, entry, 4 * sizeof(int64_t))
+            runs += 1
+        chunk[0], chunk[1], chunk[2], chunk[3] = self.sent, n, need, runs
         for p in range(self.size):
             if p != self.rank:
-                err = wacoll_isend(&_M, chunk, <int>(S_HEADER + 4 * n) * 8, p,
+                err = wacoll_isend(&_M, chunk, <int>(S_HEADER + S_RUN * runs) * 8, p,
                                    self.tag0 + 1, self.handle,
                                    self.sreq + (s * self.size + p) * _M.hsize)
                 if err:
