@@ -1886,6 +1886,15 @@ cdef int64_t *_words(int64_t[::1] array):
     return &array[0]
 
 
+cdef inline int _hurry_if_late(Verdicts ring, double began, bint *hurried) except -1:
+    """Within a wait that began at ``began`` (0: not yet waiting): once it has
+    lasted :data:`_HURRY_AFTER`, ask the peers for their verdicts' entries (once)."""
+    if not hurried[0] and began != 0 and wacoll_now() - began > _HURRY_AFTER:
+        hurried[0] = True
+        ring.hurry()
+    return 0
+
+
 cdef class VerdictStream(Verdicts):
     """The checks of a communicator's blocking calls as one stream of messages:
     each rank logs every call's four flags (its *entry*), and sends its new entries
@@ -2202,6 +2211,7 @@ cdef class VerdictStream(Verdicts):
         cdef int w
         cdef int64_t *entry
         cdef int64_t *acc
+        cdef bint hurried = False
         cdef double began = 0, nap = 1e-6, due = 0
         if self.closed:
             raise RuntimeError("the verdict stream is closed")
@@ -2222,8 +2232,7 @@ cdef class VerdictStream(Verdicts):
                 self.stalls += 1
             # (their entries come with the peers' next batches: asking every time
             # the log is full would make every call an exchange again)
-            if began != 0 and wacoll_now() - began > _HURRY_AFTER:
-                self.hurry()
+            _hurry_if_late(self, began, &hurried)
             _between_polls(&began, &nap, &due)
         if began != 0:
             self.stalled += wacoll_now() - began
@@ -2368,15 +2377,6 @@ cdef class StreamCheck:
     def abandon(self):
         """The call gave up waiting (an interrupt): its entry stays in the stream."""
         self.stream.reserved = False
-
-
-cdef inline int _hurry_if_late(Verdicts ring, double began, bint *hurried) except -1:
-    """Within a wait that began at ``began`` (0: not yet waiting): once it has
-    lasted :data:`_HURRY_AFTER`, ask the peers for their verdicts' entries (once)."""
-    if not hurried[0] and began != 0 and wacoll_now() - began > _HURRY_AFTER:
-        hurried[0] = True
-        ring.hurry()
-    return 0
 
 
 cdef int _drive_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,
