@@ -21,7 +21,7 @@ from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
-from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, intptr_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
 import numpy as np
@@ -32,6 +32,15 @@ cdef extern from "_digests.h" nogil:
     int64_t _fold "wacoll_fold"(int64_t folded, int64_t digest)
     void _fold_call "wacoll_fold_call"(int64_t *folded, int *n, int64_t digest)
     void _fold_into "wacoll_fold_into"(int64_t *words, int64_t folded)
+
+
+cdef extern from "_collcalls.h" nogil:
+    ctypedef struct wacoll_colls:
+        int hsize
+        void *fn[8]
+    int wacoll_collective(const wacoll_colls *m, int kind, const void *sbuf, int scount,
+                          void *rbuf, int rcount, intptr_t type, intptr_t op, int root,
+                          intptr_t comm)
 
 
 cdef extern from *:
@@ -51,6 +60,26 @@ cdef extern from *:
     void wacoll_store_release(int64_t *p, int64_t v) noexcept nogil
     void wacoll_pause() noexcept nogil
     int sched_yield() noexcept nogil
+
+#: The library's blocking collectives a replayed call makes itself (set_collectives).
+cdef wacoll_colls _colls
+
+#: The collectives :meth:`NativeCall.direct` takes, by name: their codes in
+#: ``_collcalls.h``.
+DIRECT_KINDS = {"bcast": 1, "reduce": 2, "allreduce": 3, "gather": 4, "scatter": 5,
+                "allgather": 6, "alltoall": 7}
+
+
+def set_collectives(int hsize, addresses):
+    """Install the MPI library's blocking collectives (their addresses, in the order
+    of :data:`DIRECT_KINDS`) and the width of its handles (4 or 8 bytes), once."""
+    cdef int i
+    if hsize not in (4, 8) or len(addresses) != 7:
+        raise ValueError("set_collectives takes a handle size of 4 or 8 and 7 addresses")
+    for i in range(7):
+        _colls.fn[i + 1] = <void *><intptr_t>addresses[i]
+    _colls.hsize = hsize
+
 
 #: The digest a flush check folds in after the folded calls' (any fixed value).
 FLUSHED = _FLUSHED
@@ -266,6 +295,12 @@ cdef class NativeCall:
     cdef readonly tuple keep
     cdef NodeFlags node
     cdef int64_t rest, count
+    # the library's collective called directly (direct): its kind (0: through
+    # ``method``), handles, root, and where its buffers and count are in the args
+    cdef readonly int kind
+    cdef int root, at_send, at_recv
+    cdef intptr_t comm_h, type_h, op_h
+    cdef Py_ssize_t send_unit, recv_unit
 
     def __init__(self, digest, method, tuple replace not None, sig, check,
                  tuple keep not None):
@@ -274,6 +309,27 @@ cdef class NativeCall:
         self.template = flags_template(digest)
         self.node = check if isinstance(check, NodeFlags) else None
         self.count = -1
+        self.kind = 0
+
+    def direct(self, int kind, intptr_t comm, intptr_t datatype, intptr_t op, int root,
+               int at_send, int at_recv, Py_ssize_t send_unit, Py_ssize_t recv_unit):
+        """Have a replay call the library's collective ``kind`` (a value of
+        :data:`DIRECT_KINDS`) itself, on the communicator, datatype and operator of
+        these handles, as ``method`` would over the replayed arguments: the send
+        and receive buffers are the arguments at ``at_send`` and ``at_recv`` (-1:
+        none; an argument that is None: no buffer, count 0), each count the
+        buffer's length over ``send_unit`` or ``recv_unit`` bytes, as mpi4py
+        counts them. The replay's key fixes every argument's type, shape, strides
+        and element type, and the root, so only the addresses and the lengths
+        change between calls."""
+        if _colls.hsize == 0:
+            raise RuntimeError("the library's collectives are not installed")
+        if not 1 <= kind <= 7 or send_unit <= 0 or recv_unit <= 0:
+            raise ValueError(f"no direct collective {kind} of units "
+                             f"{send_unit}, {recv_unit}")
+        self.kind, self.comm_h, self.type_h, self.op_h = kind, comm, datatype, op
+        self.root, self.at_send, self.at_recv = root, at_send, at_recv
+        self.send_unit, self.recv_unit = send_unit, recv_unit
 
     @property
     def sig(self):
@@ -299,6 +355,41 @@ cdef class NativeCall:
         """Run the call once over ``args``: the check, then the collective. Whether
         it ran: False when the check failed (every rank learns the same, and the
         collective did not start; the check's ``flags`` say why)."""
+        if not self._checked():
+            return False
+        if self.method is not None:
+            self.method(*(replaced(args, self.replace) if self.replace else args))
+        return True
+
+    cdef bint _replay(self, tuple args, const Py_ssize_t *starts,
+                      const Py_ssize_t *lengths) except -1:
+        """:meth:`run` for a replay, which read the arrays' addresses (``starts``)
+        and byte lengths (``lengths``, -1 for an argument that is not one)."""
+        cdef Py_ssize_t scount = 0, rcount = 0
+        cdef int err
+        if self.kind == 0 or self.method is None:
+            return self.run(args)
+        if self.at_send >= 0 and lengths[self.at_send] > 0:
+            scount = lengths[self.at_send] // self.send_unit
+        if self.at_recv >= 0 and lengths[self.at_recv] > 0:
+            rcount = lengths[self.at_recv] // self.recv_unit
+        if scount > 0x7FFFFFFF or rcount > 0x7FFFFFFF:  # (MPI's counts are ints)
+            return self.run(args)
+        if not self._checked():
+            return False
+        err = wacoll_collective(
+            &_colls, self.kind,
+            <const void *>starts[self.at_send] if self.at_send >= 0 else NULL,
+            <int>scount,
+            <void *>starts[self.at_recv] if self.at_recv >= 0 else NULL,
+            <int>rcount, self.type_h, self.op_h, self.root, self.comm_h)
+        if err:
+            from mpi4py import MPI
+            raise MPI.Exception(err)
+        return True
+
+    cdef bint _checked(self) except -1:
+        """The one-cluster check (where there is one): whether it passed."""
         cdef int status
         if self.node is not None:
             status = self.node.start(self.template)
@@ -310,8 +401,6 @@ cdef class NativeCall:
                 return False
         elif self.check is not None and not self.check.run(self.template):
             return False
-        if self.method is not None:
-            self.method(*(replaced(args, self.replace) if self.replace else args))
         return True
 
 
@@ -482,7 +571,8 @@ cdef class Recordings(dict):
         datatype]`` those of its parts (the datatype by identity). None when an
         argument is of any other kind."""
         cdef Py_ssize_t lengths[16]
-        return _key(reader, family, level, args, None, lengths)
+        cdef Py_ssize_t starts[16]
+        return _key(reader, family, level, args, None, lengths, starts)
 
     def class_key(self, reader, family, level, tuple args not None):
         """``(class key, lengths)`` of a call: its :meth:`key` without the lengths
@@ -491,8 +581,9 @@ cdef class Recordings(dict):
         array of more than one dimension, a buffer specification that gives its
         own count)."""
         cdef Py_ssize_t lengths[16]
+        cdef Py_ssize_t starts[16]
         out = []
-        _key(reader, family, level, args, out, lengths)
+        _key(reader, family, level, args, out, lengths, starts)
         if not out or out[0] is None:
             return None
         return out[0], tuple([lengths[i] for i in range(len(args))])
@@ -534,10 +625,11 @@ cdef class Recordings(dict):
         when none matches, or the recorded call did not run (read the call
         afresh)."""
         cdef Py_ssize_t lengths[16]
+        cdef Py_ssize_t starts[16]
         cdef Py_ssize_t count
         cdef CountClasses classes
         cdef PyObject *found
-        key = _key(reader, family, level, args, None, lengths)
+        key = _key(reader, family, level, args, None, lengths, starts)
         if key is None:
             return None
         found = PyDict_GetItem(self, key)
@@ -551,7 +643,7 @@ cdef class Recordings(dict):
                 recorded, count = <tuple>found
             else:
                 out = []
-                _key(reader, family, level, args, out, lengths)
+                _key(reader, family, level, args, out, lengths, starts)
                 if out[0] is None:
                     return None
                 found = PyDict_GetItem(self, out[0])
@@ -571,7 +663,7 @@ cdef class Recordings(dict):
             if not recorded.recount(count):
                 return None
         if type(recorded) is NativeCall:
-            passed = (<NativeCall>recorded).run(args)
+            passed = (<NativeCall>recorded)._replay(args, starts, lengths)
         else:
             # a call of a plan (wacoll.mpi._runner.PlanCall), the library's
             # (LibraryCall), or a shape's candidates (ExploringCall of
@@ -668,16 +760,17 @@ cdef object _spec_key(object spec, Py_ssize_t index, Py_ssize_t *starts,
     return (type(spec), first, spec[1] if n == 3 else None, type(last), id(last))
 
 
-cdef object _key(reader, family, level, tuple args, list out, Py_ssize_t *lengths):
+cdef object _key(reader, family, level, tuple args, list out, Py_ssize_t *lengths,
+                 Py_ssize_t *starts):
     """The call's :meth:`Recordings.key`; when ``out`` is a list, its class key
-    (:meth:`Recordings.class_key`, None when it has none) is appended, and each
-    argument's length in bytes (-1: not an array) written to ``lengths``."""
+    (:meth:`Recordings.class_key`, None when it has none) is appended. Each
+    argument's length in bytes (-1: not an array) is written to ``lengths``, and
+    its address (0: not an array) to ``starts``."""
     global _Op, _IN_PLACE, _Datatype
     if _Op is None:
         from mpi4py import MPI
         _Op, _IN_PLACE, _Datatype = MPI.Op, MPI.IN_PLACE, MPI.Datatype
     cdef Py_ssize_t i, n = len(args)
-    cdef Py_ssize_t starts[16]
     if n > 16:
         return None
     cdef tuple key = PyTuple_New(n + 3)

@@ -54,7 +54,7 @@ from wacoll.mpi.dispatch import CompositeRun, LibraryCollective, library_method
 from wacoll.mpi.engine import Naps, engine, require_threads
 from wacoll.mpi.executor import BLOCKING_TAG, ProgramRun, blocking_tag, call_tag
 from wacoll.mpi.exploring import ExploringCall, keep_candidate
-from wacoll.mpi.fastpath import CAPACITY
+from wacoll.mpi.fastpath import CAPACITY, call_directly
 from wacoll.mpi.interrupts import collective_name
 from wacoll.mpi.keeper import stop_keeper
 from wacoll.mpi.persistent import Prequest, Request
@@ -673,6 +673,7 @@ class Route:
         )
         key = desc.replay_key
         if key is not None and self.replays is not None:
+            call_directly(call, desc.op, desc.args, _replaced(desc.args), self.wire)
             seen = key if class_key is None else class_key[0]
             if seen not in self.seen:
                 if len(self.seen) >= 4 * CAPACITY:

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import wacoll.mpi._fastcall as _fastcall
 import wacoll.mpi._runner as _runner
 from wacoll import _kernels
 from wacoll.mpi.keeper import stream_keeper
@@ -113,7 +114,8 @@ def cores_shared(environ) -> bool:
 
 @functools.cache
 def mpi_entry_points():
-    """Install the MPI library's entry points into the runner (once per process).
+    """Install the MPI library's entry points into the runner, and its blocking
+    collectives into the replayed one-cluster calls (once per process).
 
     The library is the one mpi4py's extension module loaded: its symbols are looked
     up through that module (whose dependencies include the library), or, when
@@ -130,14 +132,20 @@ def mpi_entry_points():
         "MPI_Cancel",
         "MPI_Wait",
     )
+    # (the blocking collectives a replayed one-cluster call makes itself)
+    kinds = _fastcall.DIRECT_KINDS
+    collectives = [f"MPI_{k.capitalize()}" for k in sorted(kinds, key=kinds.get)]
     for path in _candidates(MPI.__file__):
         try:
             lib = ctypes.CDLL(path)
             addresses = [
-                ctypes.cast(getattr(lib, n), ctypes.c_void_p).value for n in names
+                ctypes.cast(getattr(lib, n), ctypes.c_void_p).value
+                for n in (*names, *collectives)
             ]
         except (OSError, AttributeError):
             continue
+        _fastcall.set_collectives(MPI._sizeof(MPI.Comm), addresses[len(names) :])
+        addresses = addresses[: len(names)]
         _runner.set_mpi(
             MPI._sizeof(MPI.Comm),
             handle(MPI.BYTE),
