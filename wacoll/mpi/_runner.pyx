@@ -104,10 +104,10 @@ OUTCOMES = {"ok": OK, "check failed": CHECK_FAILED, "work error": WORK_ERROR,
 # polls until _YIELD (a peer that waits for this core runs at once: a nap would last
 # the kernel's timer slack, 50 us, at every step), then napping, longer as the wait
 # goes on (as wacoll.mpi.engine.wait_any does: waits for a wide-area message do
-# not take the cores with polls). wacoll.mpi.runner sets them (set_waits): where
-# ranks outnumber the cores, waits nap from the first miss.
+# not take the cores with polls). wacoll.mpi.runner sets them (set_waits): where the
+# library was asked to give up idle cores, waits nap from the first miss.
 cdef double _SPIN = 2e-6
-cdef double _YIELD = 1e-3
+cdef double _YIELD = 5e-3
 cdef double _SHORT_NAP = 50e-6
 cdef double _NAP_SHARE = 0.02
 cdef double _LONGEST_NAP = 1e-3
@@ -218,14 +218,8 @@ cdef inline double _pause(double began, double nap, double *due) noexcept nogil:
     short, then yield the core, then nap; the next nap. Past ``_YIELD``, once
     ``due`` seconds have passed, the signal handlers run (the next time is kept in
     ``due``, 0 at the start of a wait): -1 when one raised."""
-    return _pause_for(began, nap, due, _YIELD)
-
-
-cdef inline double _pause_for(double began, double nap, double *due,
-                              double yield_for) noexcept nogil:
-    """:func:`_pause`, yielding the core until ``yield_for`` seconds."""
     cdef double waited = wacoll_now() - began
-    if waited >= yield_for:
+    if waited >= _YIELD:
         if waited >= due[0]:
             due[0] = waited + _SIGNALS
             if _signalled():
@@ -1513,28 +1507,13 @@ cdef class Started:
 cdef int _between_polls(double *began, double *nap, double *due) except -1:
     """Between two polls of a wait (``began`` 0 at its start): :func:`_pause`
     without the GIL; raises what a signal handler raised meanwhile."""
-    return _between_polls_for(began, nap, due, _YIELD)
-
-
-cdef int _between_polls_for(double *began, double *nap, double *due,
-                            double yield_for) except -1:
-    """:func:`_between_polls`, yielding the core until ``yield_for`` seconds."""
     if began[0] == 0:
         began[0] = wacoll_now()
     with nogil:
-        nap[0] = _pause_for(began[0], nap[0], due, yield_for)
+        nap[0] = _pause(began[0], nap[0], due)
     if nap[0] < 0:
         raise _error(E_INTERRUPTED)
     return 0
-
-
-# A wait for the MPI library's non-blocking collective yields the core (unless every
-# wait naps from the first miss: _YIELD 0) for this long before it naps: the
-# collective's schedule advances only while its ranks poll, and a nap stalls every
-# rank that waits on this one (8 ranks on 2 cores, a 64 KiB Igather of two clusters
-# in a loop: 3.7 ms a call napping after 1 ms, 0.9 ms yielding; the library's
-# blocking Gather 0.6 ms).
-cdef double _LIBRARY_YIELD = 0.05
 
 
 cdef enum:
@@ -2511,7 +2490,4 @@ cdef int _wait_library(Verdicts ring, char *req, const int64_t *mine, object sig
         if failed and not ring.unsettled():
             return WORK_ERROR
         _hurry_if_late(ring, began, &hurried)
-        if done or _YIELD == 0:
-            _between_polls(&began, &nap, &due)
-        else:
-            _between_polls_for(&began, &nap, &due, _LIBRARY_YIELD)
+        _between_polls(&began, &nap, &due)

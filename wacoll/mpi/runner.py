@@ -85,7 +85,16 @@ def _aligned(n):
 #: at once), then naps. Where the library was asked to give up idle cores it naps
 #: from the first miss instead (:func:`cores_shared`): ranks that yield still take
 #: turns on the cores, and a rank whose message has arrived waits behind them.
-SPIN, YIELD = 2e-6, 1e-3
+#: ``YIELD`` is long against a call's own wait, as the library's blocking waits poll
+#: throughout: a nap stalls every rank that waits on this one, and the library's
+#: non-blocking collectives advance only while their ranks poll (8 ranks on 2 cores,
+#: two clusters, loops of back-to-back calls: a 1 KiB Gather 192-481 us a call
+#: napping after 1 ms, 74 yielding for 5 ms, the library's 48-60; a 64 KiB Gather
+#: the library runs, non-blocking beside its check, 3.7 ms and 0.8). It is short
+#: against a rank's own work between calls (a first call's plan, learning), which
+#: ranks that yield would slow where they share its core (the MPI tests at 3 ranks
+#: on 2 cores took 50 s napping after 1 ms, 70 s yielding for 50 ms).
+SPIN, YIELD = 2e-6, 5e-3
 
 
 def cores_shared(environ) -> bool:
