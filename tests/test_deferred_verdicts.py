@@ -363,7 +363,7 @@ def test_a_rank_that_only_sends_to_a_root_is_paced_by_it():
     they wait once they are :data:`~wacoll.mpi._runner.STREAM_LEAD` calls past
     its entries (the stream's log alone would let them run further ahead), and
     every call's result is right."""
-    calls = STREAM_LEAD + 2 * STREAM_BATCH + 8
+    calls = STREAM_LEAD + 2 * STREAM_BATCH + 8  # (fewer than the log: STREAM_LOG)
     cmd = [*mpiexec(SIZE), sys.executable, "-c", textwrap.dedent(PACED), str(calls)]
     done = run_group(cmd, 120)
     assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
@@ -371,7 +371,6 @@ def test_a_rank_that_only_sends_to_a_root_is_paced_by_it():
     ranks = json.loads(line[len("RESULTS ") :])
     assert ranks[0]["right"], ranks
     assert ranks[0]["family"] != "native", ranks  # (a plan ran, in the stream)
-    assert STREAM_LEAD < STREAM_LOG
     # the senders waited for the root's entries; the root itself never did
     assert all(r["stalls"] > 0 for r in ranks[1:]), ranks
     assert ranks[0]["stalls"] == 0, ranks

@@ -18,8 +18,7 @@ The network transport is fixed and recorded:
 
 ``ucx`` (default)
     ``UCX_TLS=tcp,self`` (without it UCX would use shared memory between namespaces,
-    and the emulated links would vanish), ``UCX_NET_DEVICES`` the TUN device, and
-    ``UCX_TCP_NODELAY=y`` (Nagle's algorithm off, as MPI over TCP runs it).
+    and the emulated links would vanish) and ``UCX_NET_DEVICES`` the TUN device.
 ``ofi``
     MPICH's OFI netmod with libfabric's tcp provider on the TUN device. It adds a
     rendezvous round trip at 64 KiB.
@@ -92,10 +91,6 @@ def transport_env(netmod: str, iface: str = TUN_NAME) -> dict:
             "MPIR_CVAR_CH4_NETMOD": "ucx",
             "UCX_TLS": "tcp,self",
             "UCX_NET_DEVICES": iface,
-            # Nagle's algorithm off, as MPI over TCP runs it (UCX's default keeps it
-            # on: a small message one way waited for the peer's delayed ACK, up to
-            # 40 ms, as wacoll's verdict stream's did on the LAN testbed)
-            "UCX_TCP_NODELAY": "y",
         }
     if netmod == "ofi":
         return {

@@ -887,8 +887,8 @@ cdef class PlanCall:
     #: sends to a root (a gather's, a reduce's) and returns once its sends are out
     #: could run any number of calls ahead of the root, and flood it with messages
     #: it cannot yet match; with a verdict stream it waits while it is
-    #: :data:`S_LEAD` calls past the root's entries (a tree paces the library's
-    #: leaves so). Set by :func:`wacoll.mpi.plancall.paced_by`.
+    #: :data:`S_LEAD` calls past the root's entries. Set by
+    #: :func:`wacoll.mpi.plancall.paced_by`.
     cdef public int paced_by
 
     def __init__(self, Runner work, Runner check, blocking_check, digest, sig,
@@ -1592,6 +1592,11 @@ cdef class Verdicts:
         """This rank waits for a verdict, or for data: ask for what is missing now."""
         return 0
 
+    cdef int ask(self, int64_t need) except -1:
+        """:meth:`hurry`, for the verdicts (or entries) of the calls below ``need``
+        only: a peer that has made those calls can answer."""
+        return self.hurry()
+
     cdef int left(self) noexcept:
         """This rank's call returns (or raises)."""
         return 0
@@ -1886,12 +1891,18 @@ cdef int64_t *_words(int64_t[::1] array):
     return &array[0]
 
 
-cdef inline int _hurry_if_late(Verdicts ring, double began, bint *hurried) except -1:
+cdef inline int _hurry_if_late(Verdicts ring, double began, bint *hurried,
+                               int64_t need=-1) except -1:
     """Within a wait that began at ``began`` (0: not yet waiting): once it has
-    lasted :data:`_HURRY_AFTER`, ask the peers for their verdicts' entries (once)."""
+    lasted :data:`_HURRY_AFTER`, ask the peers for their verdicts' entries (once):
+    every one (:meth:`Verdicts.hurry`), or those of the calls below ``need``
+    (:meth:`Verdicts.ask`)."""
     if not hurried[0] and began != 0 and wacoll_now() - began > _HURRY_AFTER:
         hurried[0] = True
-        ring.hurry()
+        if need < 0:
+            ring.hurry()
+        else:
+            ring.ask(need)
     return 0
 
 
@@ -1942,8 +1953,8 @@ cdef class VerdictStream(Verdicts):
     cdef readonly bint reserved, closed
     #: Chunks this rank sent, and how many of them asked for verdicts (hurry).
     cdef readonly int64_t chunks, hurries
-    #: Calls that found the log full (waiting for the oldest verdicts), and the
-    #: seconds they waited.
+    #: Calls that waited to open (the log full, or :data:`S_LEAD` calls past the
+    #: entries of the rank that paces them), and the seconds they waited.
     cdef readonly int64_t stalls
     cdef readonly double stalled
     cdef object _acc, _nknown, _own, _known, _recv, _send, _rreq, _sreq
@@ -2185,8 +2196,11 @@ cdef class VerdictStream(Verdicts):
         return False
 
     cdef int hurry(self) except -1:
-        if self.hurried < self.opened and self.size > 1 and not self.closed:
-            self._send_chunk(self.opened)
+        return self.ask(self.opened)
+
+    cdef int ask(self, int64_t need) except -1:
+        if self.hurried < need and self.size > 1 and not self.closed:
+            self._send_chunk(need)
         return 0
 
     cdef int poll(self, bint block) except -2:
@@ -2231,8 +2245,10 @@ cdef class VerdictStream(Verdicts):
             if began == 0:
                 self.stalls += 1
             # (their entries come with the peers' next batches: asking every time
-            # the log is full would make every call an exchange again)
-            _hurry_if_late(self, began, &hurried)
+            # the log is full would make every call an exchange again; a late ask is
+            # for the entries that would free it, which the peers have made)
+            _hurry_if_late(self, began, &hurried, self.opened + 1 - (
+                S_LOG if self.opened - self.verified >= S_LOG else S_LEAD))
             _between_polls(&began, &nap, &due)
         if began != 0:
             self.stalled += wacoll_now() - began

