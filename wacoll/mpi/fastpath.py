@@ -12,7 +12,9 @@ same object), for the rest their values or identities
 
 So the second call that looks like an earlier one records a :class:`NativeCall`;
 every later call that looks the same replays it, in one trip into C: the check,
-then the library's blocking collective over the call's own arguments. On one node
+then the library's blocking collective over the call's own arguments (passed to the
+library's C function directly where they are plain arrays: :func:`call_directly`,
+as mpi4py would pass them after reading them again). On one node
 the check is :class:`~wacoll.mpi.agreement.NodeCheck`, in shared memory (a fraction
 of a microsecond); across nodes :class:`~wacoll.mpi.agreement.PersistentCheck`, the
 library's persistent all-reduce.
