@@ -142,7 +142,7 @@ def _loop_seconds(world, fn, calls):
 def _stream_counters(comm):
     """The verdict stream's counters of a wacoll communicator (zeros where its
     checks do not travel as a stream)."""
-    stream = getattr(comm._route.argcheck, "verdicts", None)
+    stream = getattr(comm.route.argcheck, "verdicts", None)
     names = ("chunks", "hurries", "stalls", "stalled")
     return {k: getattr(stream, k, 0) for k in names}
 
