@@ -2187,7 +2187,7 @@ cdef class VerdictStream(Verdicts):
         :class:`wacoll.mpi.keeper.StreamKeeper`'s thread, with the GIL, never
         waiting; a rank within a call asks for what it needs itself): whether some
         are left to send later."""
-        if self.closed or self.sent == self.opened:
+        if self.closed or self.sent == self.opened or self.size == 1:
             return False
         if (self.sending or self.busy or wacoll_now() - self.last_left < after
                 or not self._free_to_send()):
