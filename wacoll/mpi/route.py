@@ -663,23 +663,26 @@ class Route:
         call met once): with ``class_key``, the second time a call of its size
         class does, for every count of the class."""
         method = self._library(desc, checked, "blocking")
+        replace = _replaced(desc.args)
         call = NativeCall(
             desc.sig.digest(),
             method,
-            _replaced(desc.args),
+            replace,
             desc.sig,
             self.argcheck.blocking if checked else None,
             kept_alive(desc.args),
         )
         key = desc.replay_key
         if key is not None and self.replays is not None:
-            call_directly(call, desc.op, desc.args, _replaced(desc.args), self.wire)
             seen = key if class_key is None else class_key[0]
             if seen not in self.seen:
                 if len(self.seen) >= 4 * CAPACITY:
                     self.seen.clear()
                 self.seen.add(seen)
-            elif class_key is not None:
+                return call
+            # recorded: its replays call the library themselves where they can
+            call_directly(call, desc.op, desc.args, replace, self.wire)
+            if class_key is not None:
                 call.per_count()
                 if not record_per_count(self.recorded, class_key, desc.prepared, call):
                     record(self.recorded, key, call)
