@@ -367,6 +367,8 @@ cdef class NativeCall:
         and byte lengths (``lengths``, -1 for an argument that is not one)."""
         cdef Py_ssize_t scount = 0, rcount = 0
         cdef int err
+        cdef const void *sbuf
+        cdef void *rbuf
         if self.kind == 0 or self.method is None:
             return self.run(args)
         if self.at_send >= 0 and lengths[self.at_send] > 0:
@@ -377,12 +379,12 @@ cdef class NativeCall:
             return self.run(args)
         if not self._checked():
             return False
-        err = wacoll_collective(
-            &_colls, self.kind,
-            <const void *>starts[self.at_send] if self.at_send >= 0 else NULL,
-            <int>scount,
-            <void *>starts[self.at_recv] if self.at_recv >= 0 else NULL,
-            <int>rcount, self.type_h, self.op_h, self.root, self.comm_h)
+        sbuf = <const void *>starts[self.at_send] if self.at_send >= 0 else NULL
+        rbuf = <void *>starts[self.at_recv] if self.at_recv >= 0 else NULL
+        with nogil:  # (another thread may hold the library's lock and want the GIL)
+            err = wacoll_collective(&_colls, self.kind, sbuf, <int>scount, rbuf,
+                                    <int>rcount, self.type_h, self.op_h, self.root,
+                                    self.comm_h)
         if err:
             from mpi4py import MPI
             raise MPI.Exception(err)

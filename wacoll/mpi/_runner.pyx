@@ -17,6 +17,7 @@ raised (see :mod:`wacoll.mpi.interrupts`).
 """
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.pycapsule cimport PyCapsule_GetPointer
+from cpython.pythread cimport PyThread_get_thread_ident
 from libc.stdint cimport INT64_MIN, int32_t, int64_t, intptr_t
 from libc.string cimport memcmp, memcpy, memmove
 
@@ -640,7 +641,8 @@ cdef class Runner:
         finish): whoever holds the runner must keep it, and the buffers its run
         reads and writes, alive from then on. Nothing when the run is over."""
         if self.started and not self.done:
-            self.cancel()
+            with nogil:
+                self.cancel()
 
     def proceed(self, bint block):
         """Advance a started run (to its end when ``block``): whether it is done."""
@@ -1737,9 +1739,12 @@ cdef class VerdictRing(Verdicts):
     cdef int _advance(self, int slot) except -2:
         """Advance one running check without waiting: 1 when it is complete."""
         cdef Runner runner = <Runner>self._runners[slot]
-        cdef int status = runner.advance(False)
+        cdef int status
+        with nogil:
+            status = runner.advance(False)
+            if status < 0:
+                runner.cancel()
         if status < 0:
-            runner.cancel()
             self._error_runner = runner
             raise _error(runner.err)
         if status == 1:
@@ -1787,7 +1792,7 @@ cdef class VerdictRing(Verdicts):
             _between_polls(&began, &nap, &due)
 
     cdef int64_t open(self, const int64_t *mine, object sig, int paced_by) except -2:
-        cdef int slot
+        cdef int slot, status
         cdef Runner runner
         cdef double began = 0, nap = 1e-6, due = 0
         self.enter()
@@ -1808,9 +1813,12 @@ cdef class VerdictRing(Verdicts):
         self.state[slot] = V_RUNNING
         self.returned[slot] = 0
         runner = <Runner>self._runners[slot]
-        if runner.start(<char *>(self.mine + 4 * slot), <char *>(self.flags + 4 * slot),
-                        self.tag0 + slot) < 0:
-            runner.cancel()
+        with nogil:
+            status = runner.start(<char *>(self.mine + 4 * slot),
+                                  <char *>(self.flags + 4 * slot), self.tag0 + slot)
+            if status < 0:
+                runner.cancel()
+        if status < 0:
             raise _error(runner.err)
         self._advance(slot)
         return slot
@@ -1846,10 +1854,13 @@ cdef class VerdictRing(Verdicts):
         and its runners' buffers, alive: MPI may still write them). Nothing is
         outstanding afterwards (:attr:`idle`)."""
         cdef int i, slot
+        cdef Runner runner
         for i in range(self.count):
             slot = (self.head + i) % self.width
             if self.state[slot] == V_RUNNING:
-                (<Runner>self._runners[slot]).cancel()
+                runner = <Runner>self._runners[slot]
+                with nogil:
+                    runner.cancel()
         self.count, self.failed = 0, -1
 
 
@@ -1975,7 +1986,10 @@ cdef class VerdictStream(Verdicts):
     cdef double last_left   # when this rank's last call returned
     cdef bint busy          # within a call (between open and left)
     cdef object __weakref__  # (the keeper holds streams weakly)
-    cdef bint sending       # in _send_chunk (which may wait without the GIL)
+    # a thread sends (_send_claimed, whose MPI calls release the GIL): the calling
+    # thread, or the keeper's; ``sender`` is its ident
+    cdef bint sending
+    cdef unsigned long sender
 
     def __init__(self, comm, intptr_t handle, int tag0=0):
         cdef int p
@@ -2032,9 +2046,13 @@ cdef class VerdictStream(Verdicts):
         return 0 <= self.failed < self.entered
 
     cdef int _post(self, int p) except -1:
-        cdef int err = wacoll_irecv(&_M, self.recv + p * S_CHUNK, S_CHUNK * 8, p,
-                                    self.tag0 + 1, self.handle,
-                                    self.rreq + p * _M.hsize)
+        cdef int err
+        cdef int64_t *buf = self.recv + p * S_CHUNK
+        cdef char *req = self.rreq + p * _M.hsize
+        cdef int tag = self.tag0 + 1
+        cdef intptr_t handle = self.handle
+        with nogil:
+            err = wacoll_irecv(&_M, buf, S_CHUNK * 8, p, tag, handle, req)
         if err:
             raise _error(err)
         return 0
@@ -2082,9 +2100,11 @@ cdef class VerdictStream(Verdicts):
 
     cdef int _receive(self) except -1:
         """Take in every chunk that has arrived, and post the next receives."""
-        cdef int index = 0, flag = 0, err
+        cdef int index = 0, flag = 0, err, size = self.size
+        cdef char *reqs = self.rreq
         while True:
-            err = wacoll_testany(&_M, self.size, self.rreq, &index, &flag)
+            with nogil:
+                err = wacoll_testany(&_M, size, reqs, &index, &flag)
             if err:
                 raise _error(err)
             if not flag or index < 0 or index >= self.size:
@@ -2117,27 +2137,56 @@ cdef class VerdictStream(Verdicts):
 
     cdef int _send_chunk(self, int64_t need) except -1:
         """Send this rank's unsent entries to every other rank, with what it needs
-        (-1: nothing)."""
-        cdef int64_t n = self.opened - self.sent, i, runs = 0
-        cdef int p, s, err
+        (-1: nothing), once the sends of the buffer it takes are complete (the
+        calling thread: waits for the keeper's thread to finish a send)."""
+        cdef unsigned long me = PyThread_get_thread_ident()
+        while self.sending:
+            if self.sender == me:
+                raise RuntimeError("the verdict stream was re-entered while it sends")
+            with nogil:  # (the keeper's sends are non-blocking: a moment)
+                sched_yield()
+        self.sending, self.sender = True, me
+        try:
+            return self._send_claimed(need)
+        finally:
+            self.sending = False
+
+    cdef bint _send_if_free(self, int64_t need) except -1:
+        """Send this rank's unsent entries if no other thread sends and the next
+        send buffer is free, never waiting: whether they were sent."""
+        if self.sending:
+            return False
+        self.sending, self.sender = True, PyThread_get_thread_ident()
+        try:
+            if not self._free_to_send():
+                return False
+            self._send_claimed(need)
+            return True
+        finally:
+            self.sending = False
+
+    cdef int _send_claimed(self, int64_t need) except -1:
+        """:meth:`_send_chunk` by the thread that holds the sending side
+        (``sending``). Its MPI calls release the GIL: the other thread (the
+        calling one, or the keeper's) may open entries meanwhile, but sends none."""
+        cdef int64_t n, i, runs = 0, first
+        cdef int p, s, err, nbytes, tag = self.tag0 + 1
+        cdef intptr_t handle = self.handle
         cdef int64_t *chunk
         cdef int64_t *run = NULL
         cdef int64_t *entry
+        cdef char *req
         cdef double began = 0, nap = 1e-6, due = 0
+        while not self._free_to_send():  # its buffer's last sends first
+            self._receive()
+            _between_polls(&began, &nap, &due)
+        first, n, s = self.sent, self.opened - self.sent, self.next_send
         if n > S_BATCH:
             raise RuntimeError(f"{n} unsent entries of the verdict stream (at most "
                                f"{S_BATCH})")
-        s = self.next_send
-        self.sending = True
-        try:
-            while not self._free_to_send():  # its buffer's last sends first
-                self._receive()
-                _between_polls(&began, &nap, &due)
-        finally:
-            self.sending = False
         chunk = self.send + s * S_CHUNK
         for i in range(n):  # (runs of equal entries)
-            entry = self.own + 4 * ((self.sent + i) % S_LOG)
+            entry = self.own + 4 * ((first + i) % S_LOG)
             if run != NULL and memcmp(run + 1, entry, 4 * sizeof(int64_t)) == 0:
                 run[0] += 1
                 continue
@@ -2145,35 +2194,37 @@ cdef class VerdictStream(Verdicts):
             run[0] = 1
             memcpy(run + 1, entry, 4 * sizeof(int64_t))
             runs += 1
-        chunk[0], chunk[1], chunk[2], chunk[3] = self.sent, n, need, runs
-        for p in range(self.size):
-            if p != self.rank:
-                err = wacoll_isend(&_M, chunk, <int>(S_HEADER + S_RUN * runs) * 8, p,
-                                   self.tag0 + 1, self.handle,
-                                   self.sreq + (s * self.size + p) * _M.hsize)
-                if err:
-                    raise _error(err)
+        chunk[0], chunk[1], chunk[2], chunk[3] = first, n, need, runs
+        nbytes = <int>(S_HEADER + S_RUN * runs) * 8
         self.next_send = (s + 1) % S_SENDS
-        self.sent = self.opened
+        self.sent = first + n
         self.chunks += 1
         self.hurries += need >= 0
         if need > self.hurried:
             self.hurried = need
+        for p in range(self.size):
+            if p != self.rank:
+                req = self.sreq + (s * self.size + p) * _M.hsize
+                with nogil:
+                    err = wacoll_isend(&_M, chunk, nbytes, p, tag, handle, req)
+                if err:
+                    raise _error(err)
         return 0
 
     cdef bint _free_to_send(self) except -1:
-        """Whether the next send buffer's sends are complete."""
-        cdef int p, err, flag = 0
-        cdef char *req
-        for p in range(self.size):
-            req = self.sreq + (self.next_send * self.size + p) * _M.hsize
-            if not wacoll_is_null(&_M, req):
-                err = wacoll_test(&_M, req, &flag)
-                if err:
-                    raise _error(err)
-                if not flag:
-                    return False
-        return True
+        """Whether the next send buffer's sends are complete (by the thread that
+        holds the sending side)."""
+        cdef int p, err = 0, flag = 1, size = self.size
+        cdef char *reqs = self.sreq + self.next_send * self.size * _M.hsize
+        with nogil:
+            for p in range(size):
+                if not wacoll_is_null(&_M, reqs + p * _M.hsize):
+                    err = wacoll_test(&_M, reqs + p * _M.hsize, &flag)
+                    if err or not flag:
+                        break
+        if err:
+            raise _error(err)
+        return flag != 0
 
     cdef int left(self) noexcept:
         self.busy = False
@@ -2189,11 +2240,9 @@ cdef class VerdictStream(Verdicts):
         are left to send later."""
         if self.closed or self.sent == self.opened or self.size == 1:
             return False
-        if (self.sending or self.busy or wacoll_now() - self.last_left < after
-                or not self._free_to_send()):
+        if self.busy or wacoll_now() - self.last_left < after:
             return True
-        self._send_chunk(-1)
-        return False
+        return not self._send_if_free(-1)
 
     cdef int hurry(self) except -1:
         return self.ask(self.opened)
@@ -2211,8 +2260,8 @@ cdef class VerdictStream(Verdicts):
             self.hurry()
         while True:
             self._receive()
-            if self.sent < self.asked <= self.opened and self._free_to_send():
-                self._send_chunk(-1)  # a peer waits for them (never waiting here)
+            if self.sent < self.asked <= self.opened:
+                self._send_if_free(-1)  # a peer waits for them (never waiting here)
             self._verify()
             if self.failed >= 0:
                 return 1
@@ -2317,37 +2366,44 @@ cdef class VerdictStream(Verdicts):
         self.verified, self.failed = self.opened, -1
 
     cdef int _cancel_receives(self) except -1:
-        cdef int p
-        for p in range(self.size):
-            if not wacoll_is_null(&_M, self.rreq + p * _M.hsize):
-                wacoll_cancel(&_M, self.rreq + p * _M.hsize)
+        cdef int p, size = self.size
+        cdef char *reqs = self.rreq
+        with nogil:
+            for p in range(size):
+                if not wacoll_is_null(&_M, reqs + p * _M.hsize):
+                    wacoll_cancel(&_M, reqs + p * _M.hsize)
         return 0
 
     def close(self):
         """Before the communicator is freed (every rank, every verdict settled):
         each rank sends its last chunk and waits for every peer's, so that no
         message of the stream is left unreceived."""
-        cdef int p, err, flag = 0
+        cdef int p, err = 0, flag = 0, size = self.size
         cdef bint waiting
         cdef char *req
+        cdef char *rreqs = self.rreq
+        cdef char *sreqs = self.sreq
         cdef double began = 0, nap = 1e-6, due = 0
         if self.closed or self.size == 1:
             self.closed = True
             return
+        self.closed = True  # (the keeper sends no more)
         self._send_chunk(-2)
-        self.closed = True
         while True:
             self._receive()  # (a peer's last chunk is not followed by a receive)
             waiting = False
-            for p in range(self.size):
-                waiting |= not wacoll_is_null(&_M, self.rreq + p * _M.hsize)
-            for p in range(S_SENDS * self.size):
-                req = self.sreq + p * _M.hsize
-                if not wacoll_is_null(&_M, req):
-                    err = wacoll_test(&_M, req, &flag)
-                    if err:
-                        raise _error(err)
-                    waiting |= not flag
+            with nogil:
+                for p in range(size):
+                    waiting |= not wacoll_is_null(&_M, rreqs + p * _M.hsize)
+                for p in range(S_SENDS * size):
+                    req = sreqs + p * _M.hsize
+                    if not wacoll_is_null(&_M, req):
+                        err = wacoll_test(&_M, req, &flag)
+                        if err:
+                            break
+                        waiting |= not flag
+            if err:
+                raise _error(err)
             if not waiting:
                 return
             _between_polls(&began, &nap, &due)
@@ -2446,7 +2502,8 @@ cdef int _run_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,
         try:
             if ring.poll(False):
                 if w == 0:
-                    work.cancel()
+                    with nogil:
+                        work.cancel()
                 return CHECK_FAILED
             if w == 1:
                 if not work_failed and not (settle and ring.unsettled()):
@@ -2458,7 +2515,8 @@ cdef int _run_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,
             _between_polls(&began, &nap, &due)
         except BaseException:  # (an interrupt, the MPI library's error)
             if w == 0:
-                work.cancel()
+                with nogil:
+                    work.cancel()
             raise
 
 
