@@ -2491,6 +2491,8 @@ cdef int _run_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,
                 work.cancel()
         if w < 0:
             work_failed, w = True, 1
+    if w == 1 and not work_failed and not settle:
+        return OK  # (open polled the ring just now: what came since, the next call)
     while True:
         if w == 0:
             with nogil:
