@@ -58,7 +58,7 @@ from wacoll.mpi.described import UNKEYED, describe, replay_family
 from wacoll.mpi.discover import topology_from_comm
 from wacoll.mpi.dispatch import Dispatcher
 from wacoll.mpi.interrupts import collective_name, interrupted
-from wacoll.mpi.learning import Tuning, TuningError, explored, read_tuning, shape_of
+from wacoll.mpi.learning import Tuning, TuningError, read_tuning, shape_of
 from wacoll.mpi.links import MEASURE_MODES, links_for, measure_mode
 from wacoll.mpi.route import Route, private_dup
 from wacoll.mpi.trace import Tracer
@@ -1421,10 +1421,7 @@ class Comm(MPI.Intracomm):
         seen: a loop over many counts of a size class prices them once."""
 
         def priced():
-            call = desc.selection_call(self.Get_size())
-            return explored(
-                desc.op, lambda family: self._dispatch.predicted(call, family)
-            )
+            return self._dispatch.explored(desc.selection_call(self.Get_size()))
 
         return priced
 

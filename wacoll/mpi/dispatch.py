@@ -353,6 +353,35 @@ class Dispatcher:
         kind = self.classes.get(id(plan))
         return kind is not None and kind[0] is plan and kind[2]
 
+    def explored(self, call):
+        """The candidates a repeated call like ``call`` explores
+        (:func:`wacoll.mpi.learning.explored`, priced by :meth:`predicted`),
+        remembered across runs (:mod:`wacoll.plans.memo`): a later run of the same
+        program on the same network reads them instead of building and simulating
+        a plan per family (most of a shape's first call)."""
+        import dataclasses
+
+        from wacoll.mpi import dispatch, learning
+        from wacoll.plans.memo import remembered, source_stamp
+
+        inputs = {
+            "call": dataclasses.asdict(call),
+            "network": self.network.to_dict(),
+            "options": self.options,
+            "policy": dataclasses.asdict(self.policy),
+            "code": source_stamp(learning, dispatch),
+        }
+        return remembered(
+            "explored",
+            inputs,
+            lambda: learning.explored(call.op, lambda f: self.predicted(call, f)),
+            accept=lambda found: (  # (without importing every family's builders)
+                isinstance(found, list)
+                and found[:2] == [None, NATIVE]
+                and all(f in learning.LEARNED_FAMILIES for f in found[2:])
+            ),
+        )
+
     def predicted(self, call, family):
         """The cost model's seconds for ``family``'s plan of ``call`` (None: the
         selection policy's choice), and that plan's family; ``inf`` when the family

@@ -32,7 +32,9 @@ under 1 KiB plus 67 bytes per rank (the ranks' program digests). The cache is
 bounded: it keeps at most :data:`MAX_RECORDS` records and :data:`MAX_CACHE_BYTES`
 bytes of them; a store that passes either bound removes the least recently used
 records (a record is used when it is written, and when a lookup trusts it) until
-both hold again. A process counts the records when it first stores one and then
+both hold again. (The folder also keeps small records of what a run worked out
+for the next, :mod:`wacoll.plans.memo`, under the same rules and bounds.) A process
+counts the records when it first stores one and then
 adds its own stores, counting again every :data:`RESCAN_STORES` stores, so records
 other processes wrote meanwhile may pass the bounds by that many stores each until
 then. Deleting the directory clears the cache.
@@ -130,6 +132,9 @@ __all__ = [
     "report_digest",
     "report_from_fields",
     "signed_record",
+    "digest_of",
+    "read_record",
+    "write_record",
     "lookup",
     "claimed",
     "store",
@@ -495,19 +500,17 @@ def plan_key(selection, topology) -> str:
     >>> len(a), a == b
     (64, False)
     """
-    return hashlib.sha256(
-        _canonical(
-            {
-                "format": FORMAT,
-                "code": code_digest(),
-                "op": selection.op,
-                "family": selection.family,
-                "options": _jsonable(selection.options),
-                "arithmetic": selection.arithmetic,
-                "topology": _jsonable(topology.to_dict()),
-            }
-        )
-    ).hexdigest()
+    return digest_of(
+        {
+            "format": FORMAT,
+            "code": code_digest(),
+            "op": selection.op,
+            "family": selection.family,
+            "options": _jsonable(selection.options),
+            "arithmetic": selection.arithmetic,
+            "topology": _jsonable(topology.to_dict()),
+        }
+    )
 
 
 def _digests(plan):
@@ -866,6 +869,75 @@ def _evict(directory, keep) -> None:
         _counted[directory] = [count, total, 0]
 
 
+def digest_of(value) -> str:
+    """The SHA-256 digest (hexadecimal) of ``value``'s canonical JSON: a record's
+    key is one (:func:`plan_key`, :func:`wacoll.plans.memo.memo_key`).
+
+    Raises
+    ------
+    TypeError
+        ``value`` is not made of JSON values.
+    """
+    return hashlib.sha256(_canonical(value)).hexdigest()
+
+
+def read_record(key, *, directory=None, limit=_MAX_BYTES) -> dict | None:
+    """The record stored under ``key`` (a digest) in the cache, without its
+    authentication code, if it is a regular file of at most ``limit`` bytes, a JSON
+    object, and signed with the user's proof key; else None. Never blocks; a record
+    read is marked used (the last to be evicted)."""
+    cache = _open_cache(directory, create=False)
+    if cache is None or not _is_digest(key):
+        return None
+    path = _path(cache.path, key)
+    try:
+        raw, _ = _read_regular(path, limit)
+        data = json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return None  # (missing, not a regular file, too long, not JSON)
+    if not isinstance(data, dict):
+        return None
+    mac = data.pop("mac", None)
+    if not isinstance(mac, str) or not hmac.compare_digest(
+        mac.encode(), _mac(cache.secret, data).encode()
+    ):
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(path, follow_symlinks=False)
+    return data
+
+
+def write_record(key, record, *, directory=None) -> None:
+    """Store ``record`` (a dict of JSON values) under ``key`` (a digest), signed
+    with the user's proof key, atomically, within the cache's bounds; a cache that
+    is off, refused or not writable keeps nothing (a warning says why)."""
+    cache = _open_cache(directory, create=True)
+    if cache is not None:
+        _write(cache, key, signed_record(cache.secret, record))
+
+
+def _write(cache, key, record) -> None:
+    """Write a signed ``record`` under ``key`` into the open ``cache``."""
+    target = _path(cache.path, key)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".proof-", suffix=".tmp", dir=cache.path)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(_canonical(record))
+            os.replace(tmp, target)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        _evict(cache.path, target)
+    except OSError as exc:
+        warnings.warn(
+            f"the proof cache {cache.path} cannot be written ({exc}); the "
+            f"record is not kept",
+            ProofCacheWarning,
+            stacklevel=4,
+        )
+
+
 def _store(cache, selection, topology, plan) -> Proof:
     report = plan.prove()
     key = plan_key(selection, topology)
@@ -884,23 +956,7 @@ def _store(cache, selection, topology, plan) -> Proof:
             "report_digest": report_digest(report),
         },
     )
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".proof-", suffix=".tmp", dir=cache.path)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(_canonical(record))
-            os.replace(tmp, _path(cache.path, key))
-        except BaseException:
-            os.unlink(tmp)
-            raise
-        _evict(cache.path, _path(cache.path, key))
-    except OSError as exc:
-        warnings.warn(
-            f"the proof cache {cache.path} cannot be written ({exc}); the "
-            f"proof is not kept",
-            ProofCacheWarning,
-            stacklevel=3,
-        )
+    _write(cache, key, record)
     return proof
 
 
