@@ -374,13 +374,26 @@ class Dispatcher:
         return remembered(
             "explored",
             inputs,
-            lambda: learning.explored(call.op, lambda f: self.predicted(call, f)),
+            lambda: learning.explored(
+                call.op, lambda f: self.predicted(call, f), self.selected_family(call)
+            ),
             accept=lambda found: (  # (without importing every family's builders)
                 isinstance(found, list)
                 and found[:2] == [None, NATIVE]
                 and all(f in learning.LEARNED_FAMILIES for f in found[2:])
             ),
         )
+
+    def selected_family(self, call):
+        """The family of the selection policy's choice for ``call`` (``"native"``
+        for the library's collective), without pricing its plan."""
+        try:
+            selection = select(
+                call, self.network, comm_options=self.options, policy=self.policy
+            )
+        except PlanError:
+            return None  # (explored then asks predicted, which says so)
+        return NATIVE if selection.native else selection.family
 
     def predicted(self, call, family):
         """The cost model's seconds for ``family``'s plan of ``call`` (None: the

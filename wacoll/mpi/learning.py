@@ -125,12 +125,13 @@ LEARNED_FAMILIES = ("modern", "gridmpi", "recent", "hierarchical")
 EXPLORED_FAMILIES = 1
 
 
-def explored(op, predict):
+def explored(op, predict, own=None):
     """The candidates a repeated call of ``op`` explores, in order: the selection
     policy's choice (None), the MPI library's collective (``"native"``), and the
     :data:`EXPLORED_FAMILIES` of the :func:`candidates` the cost model predicts
-    fastest, other than the selection's own family (``predict(family)`` gives
-    ``(seconds, family of the plan)``; ``inf`` seconds: no plan).
+    fastest, other than the selection's own family (``own``, default
+    ``predict(None)[1]``; ``predict(family)`` gives ``(seconds, family of the
+    plan)``; ``inf`` seconds: no plan).
 
     Examples
     --------
@@ -141,7 +142,8 @@ def explored(op, predict):
     """
     from wacoll.plans.select import NATIVE
 
-    own = predict(None)[1]
+    if own is None:
+        own = predict(None)[1]
     others = [f for f in candidates(op)[2:] if f != own]
     priced = sorted((predict(f)[0], i, f) for i, f in enumerate(others))
     return [None, NATIVE] + [
