@@ -2147,7 +2147,9 @@ cdef class VerdictStream(Verdicts):
                 sched_yield()
         self.sending, self.sender = True, me
         try:
-            return self._send_claimed(need)
+            if need == -1 and self.sent == self.opened:
+                return 0  # (the keeper's thread sent them meanwhile)
+            return self._send_claimed(need, True)
         finally:
             self.sending = False
 
@@ -2160,24 +2162,29 @@ cdef class VerdictStream(Verdicts):
         try:
             if not self._free_to_send():
                 return False
-            self._send_claimed(need)
+            self._send_claimed(need, False)
             return True
         finally:
             self.sending = False
 
-    cdef int _send_claimed(self, int64_t need) except -1:
+    cdef int _send_claimed(self, int64_t need, bint wait) except -1:
         """:meth:`_send_chunk` by the thread that holds the sending side
-        (``sending``). Its MPI calls release the GIL: the other thread (the
-        calling one, or the keeper's) may open entries meanwhile, but sends none."""
+        (``sending``); ``wait`` for the buffer's last sends (receiving meanwhile:
+        the calling thread only, the one that receives). Its MPI calls release
+        the GIL: the other thread (the calling one, or the keeper's) may open
+        entries meanwhile, but sends none."""
         cdef int64_t n, i, runs = 0, first
-        cdef int p, s, err, nbytes, tag = self.tag0 + 1
+        cdef int p, s, err = 0, nbytes, tag = self.tag0 + 1
+        cdef int size = self.size, rank = self.rank
         cdef intptr_t handle = self.handle
         cdef int64_t *chunk
         cdef int64_t *run = NULL
         cdef int64_t *entry
-        cdef char *req
+        cdef char *reqs
         cdef double began = 0, nap = 1e-6, due = 0
         while not self._free_to_send():  # its buffer's last sends first
+            if not wait:
+                raise RuntimeError("the verdict stream's send buffer is busy")
             self._receive()
             _between_polls(&began, &nap, &due)
         first, n, s = self.sent, self.opened - self.sent, self.next_send
@@ -2202,13 +2209,16 @@ cdef class VerdictStream(Verdicts):
         self.hurries += need >= 0
         if need > self.hurried:
             self.hurried = need
-        for p in range(self.size):
-            if p != self.rank:
-                req = self.sreq + (s * self.size + p) * _M.hsize
-                with nogil:
-                    err = wacoll_isend(&_M, chunk, nbytes, p, tag, handle, req)
-                if err:
-                    raise _error(err)
+        reqs = self.sreq + s * size * _M.hsize
+        with nogil:
+            for p in range(size):
+                if p != rank:
+                    err = wacoll_isend(&_M, chunk, nbytes, p, tag, handle,
+                                       reqs + p * _M.hsize)
+                    if err:
+                        break
+        if err:
+            raise _error(err)
         return 0
 
     cdef bint _free_to_send(self) except -1:
@@ -2387,8 +2397,8 @@ cdef class VerdictStream(Verdicts):
         if self.closed or self.size == 1:
             self.closed = True
             return
-        self.closed = True  # (the keeper sends no more)
-        self._send_chunk(-2)
+        self._send_chunk(-2)  # (holding the sending side: the keeper waits)
+        self.closed = True  # (and sends no more)
         while True:
             self._receive()  # (a peer's last chunk is not followed by a receive)
             waiting = False
@@ -2491,7 +2501,7 @@ cdef int _run_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,
                 work.cancel()
         if w < 0:
             work_failed, w = True, 1
-    if w == 1 and not work_failed and not settle:
+    if w == 1 and not work_failed and not settle and ring.failed < 0:
         return OK  # (open polled the ring just now: what came since, the next call)
     while True:
         if w == 0:

@@ -361,6 +361,7 @@ class Dispatcher:
         a plan per family (most of a shape's first call)."""
         import dataclasses
 
+        from wacoll import costs
         from wacoll.mpi import dispatch, learning
         from wacoll.plans.memo import remembered, source_stamp
 
@@ -369,7 +370,7 @@ class Dispatcher:
             "network": self.network.to_dict(),
             "options": self.options,
             "policy": dataclasses.asdict(self.policy),
-            "code": source_stamp(learning, dispatch),
+            "code": source_stamp(learning, dispatch, costs),
         }
         return remembered(
             "explored",
@@ -380,7 +381,9 @@ class Dispatcher:
             accept=lambda found: (  # (without importing every family's builders)
                 isinstance(found, list)
                 and found[:2] == [None, NATIVE]
+                and len(found) <= 2 + learning.EXPLORED_FAMILIES
                 and all(f in learning.LEARNED_FAMILIES for f in found[2:])
+                and len(set(found[2:])) == len(found[2:])
             ),
         )
 

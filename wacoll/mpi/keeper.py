@@ -35,6 +35,10 @@ from mpi4py import MPI
 
 __all__ = ["KEEP_AFTER", "StreamKeeper", "stop_keeper", "stream_keeper"]
 
+#: Seconds :meth:`StreamKeeper.stop` waits for a sweep under way (its sends never
+#: wait: microseconds, unless MPI's lock is held by the thread that stops it, within
+#: ``MPI_Finalize``; then the wait ends unfinished).
+STOP_WAIT = 0.1
 #: Seconds after a stream's last call returned (none begun since) before the keeper
 #: sends its unsent entries: long against the gap between two calls of a loop
 #: (which batch them), short against the wait of a peer that needs them.
@@ -51,6 +55,9 @@ class StreamKeeper:
         self._streams = weakref.WeakSet()
         self._lock = threading.Lock()  # (the set changes in the calling thread)
         self._armed = threading.Event()
+        # held through a sweep: its MPI calls release the GIL, and the end of the
+        # process must not finalize MPI under them
+        self._sweeping = threading.Lock()
         self._stopped = False
         self._thread = None
 
@@ -73,9 +80,12 @@ class StreamKeeper:
         self._armed.set()
 
     def stop(self):
-        """Send nothing more (the process ends: MPI is about to finalize)."""
+        """Send nothing more (the process ends: MPI is about to finalize), once a
+        sweep under way is over (waiting at most :data:`STOP_WAIT`)."""
         self._stopped = True
         self._armed.set()
+        if self._sweeping.acquire(timeout=STOP_WAIT):
+            self._sweeping.release()
 
     def _run(self):
         while True:
@@ -88,7 +98,9 @@ class StreamKeeper:
                 return
             with self._lock:
                 streams = list(self._streams)
-            if any([not self._stopped and self._keep(stream) for stream in streams]):
+            with self._sweeping:
+                later = [not self._stopped and self._keep(s) for s in streams]
+            if any(later):
                 self._armed.set()
 
     @staticmethod

@@ -892,6 +892,8 @@ def read_record(key, *, directory=None, limit=_MAX_BYTES) -> dict | None:
     path = _path(cache.path, key)
     try:
         raw, _ = _read_regular(path, limit)
+        if len(raw) > limit:  # (grown since its size was read)
+            return None
         data = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError, UnicodeDecodeError, RecursionError):
         return None  # (missing, not a regular file, too long, not JSON)
@@ -911,6 +913,8 @@ def write_record(key, record, *, directory=None) -> None:
     """Store ``record`` (a dict of JSON values) under ``key`` (a digest), signed
     with the user's proof key, atomically, within the cache's bounds; a cache that
     is off, refused or not writable keeps nothing (a warning says why)."""
+    if not _is_digest(key):
+        raise ValueError(f"a record's key is a sha256 digest, not {key!r}")
     cache = _open_cache(directory, create=True)
     if cache is not None:
         _write(cache, key, signed_record(cache.secret, record))
