@@ -63,6 +63,8 @@ VARIABLES = {
     "WACOLL_ON_INTERRUPT": "what an interrupt inside a collective does",
     "WACOLL_LINKS_MAX_AGE": "hours a measured links record is reused (rank 0's "
     "value decides)",
+    "WACOLL_GC_FREEZE": "\"off\": the objects alive when wacoll.mpi is imported are "
+    "not frozen (wacoll.mpi.heap)",
 }
 
 

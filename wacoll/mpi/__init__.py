@@ -11,5 +11,8 @@
 
 from wacoll.mpi.comm import Comm
 from wacoll.mpi.discover import topology_from_comm
+from wacoll.mpi.heap import freeze_imports
+
+freeze_imports()  # (full collections no longer visit what the imports made)
 
 __all__ = ["Comm", "topology_from_comm"]
