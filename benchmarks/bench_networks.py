@@ -71,6 +71,11 @@ IMPLS = ("native", "default")
 #: wacoll.mpi.learning.exploration_calls), so the timed calls are those of call 25 on
 #: (the issue's goal: from call 20 on).
 WARMUP = 24
+#: A case's first calls of each implementation timed one by one, from a common
+#: start as the timed calls are: their sum is the cold column (what a short job,
+#: or a loop's first shape, pays: the default's plans built, proved and compiled,
+#: its candidates explored).
+COLD = 20
 #: Repetitions of the 8-byte cases at least (``--short-reps``): calls of a
 #: millisecond or less vary by a tenth of a millisecond with four ranks per core,
 #: as much as their implementations differ, and cost little to repeat.
@@ -109,6 +114,7 @@ def _cases(sizes, extra, reps, families=(), short_reps=SHORT_REPS):
         "cases": cases,
         "progress": True,
         "warmup": WARMUP,
+        "cold": COLD,
         "validate": True,
         "margin": "auto",
     }
@@ -234,6 +240,15 @@ def main(argv=None):
                 "margin_s": margins[name],
                 "bound_s": case_bound(case["op"], case["bytes"], topology),
             }
+            first = case.get("first") or {}
+            if first.get("native") and first.get("default"):
+                row.update(
+                    native_cold_s=sum(first["native"]),
+                    default_cold_s=sum(first["default"]),
+                    cold_ratio=sum(first["default"]) / sum(first["native"]),
+                    default_first_ms=" ".join(f"{t * 1e3:.3g}" for t in first["default"]),
+                    native_first_ms=" ".join(f"{t * 1e3:.3g}" for t in first["native"]),
+                )
             if families:
                 best = min((impl for impl in med if impl != "default"), key=med.get)
                 ran = case.get("default_ran")
@@ -308,6 +323,9 @@ def _read_rows(path):
                 "spread",
                 "vs_same",
                 "margin_s",
+                "native_cold_s",
+                "default_cold_s",
+                "cold_ratio",
             ):
                 if row.get(key) not in (None, ""):
                     row[key] = float(row[key])
@@ -372,6 +390,12 @@ def _report(rows, names, families, reps, argv, margins=None):
             f"{r['ratio']:6.2f} {r['bound_s'] * 1e3:9.3f} "
             f"{r['bound_s'] / r['native_s']:12.2f}{best}"
         )
+        if r.get("cold_ratio") not in (None, ""):
+            print(
+                f"{'':28}cold: first {COLD} calls {r['default_cold_s'] * 1e3:.1f} ms "
+                f"against the library's {r['native_cold_s'] * 1e3:.1f}: "
+                f"{r['cold_ratio']:.2f}"
+            )
         if r.get("learned"):
             print(f"{'':28}learned: {r['learned']}")
     for name in names:
@@ -388,6 +412,16 @@ def _report(rows, names, families, reps, argv, margins=None):
             f"physical bound / library: geometric mean "
             f"{statistics.geometric_mean(r['bound_s'] / r['native_s'] for r in mine):.2f}"
         )
+        cold = [r for r in mine if r.get("cold_ratio") not in (None, "")]
+        if cold:
+            coldest = max(cold, key=lambda r: r["cold_ratio"])
+            print(
+                f"{name}: cold (a fresh shape's first {COLD} calls, summed, against "
+                f"the library's): geometric mean "
+                f"{statistics.geometric_mean(r['cold_ratio'] for r in cold):.2f}, "
+                f"worst {coldest['cold_ratio']:.2f} ({coldest['op']} "
+                f"{_size(coldest['bytes'])})"
+            )
         if families:
             within = sum(r["vs_best"] <= 1.1 for r in mine)
             print(

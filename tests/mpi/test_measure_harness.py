@@ -128,3 +128,36 @@ def test_a_default_under_another_name_explores_before_it_is_timed(mpi, monkeypat
     measure(spec, W)
     (renamed,) = made
     mpi.assert_all([row["op"] for row in renamed.tuning] == ["allgather"], renamed.tuning)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_cases_first_calls_are_timed_one_by_one(mpi, monkeypatch):
+    monkeypatch.setenv(
+        "WACOLL_CLUSTERS",
+        ",".join(str(r * 2 // W.Get_size()) for r in range(W.Get_size())),
+    )
+    spec = {
+        "reps": 2,
+        "cold": 4,
+        "warmup": 2,
+        "margin": "auto",
+        "cases": [
+            {
+                "label": "bcast 8",
+                "op": "bcast",
+                "bytes": 8,
+                "impls": ["native", "default"],
+            }
+        ],
+    }
+    case = measure(spec, W)["bcast 8"]
+    first = case["first"]
+    mpi.assert_all(sorted(first) == ["default", "native"], first)
+    mpi.assert_all([len(t) for t in first.values()] == [4, 4], first)
+    mpi.assert_all(all(t > 0 for ts in first.values() for t in ts), first)
+    everyone = W.allgather(first)
+    mpi.assert_all(all(e == everyone[0] for e in everyone), "first calls differ by rank")
+    mpi.assert_all([len(t) for t in case["times"].values()] == [2, 2], case["times"])
+    mpi.assert_all(all(case["correct"].values()), "results differ from the library's")
+    without = measure({**spec, "cold": 0}, W)["bcast 8"]
+    mpi.assert_all(without["first"] is None, without["first"])

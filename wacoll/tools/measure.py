@@ -254,6 +254,9 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
     # calls before the timed ones: plans are built, proved and compiled in the first,
     # and the default communicator, which learns, explores its candidates in the rest
     warmup = max(1, int(spec.get("warmup", 1)))
+    # the first calls of each impl timed one by one (what a short job pays: plans
+    # built, proved and compiled, candidates explored), as the timed calls are
+    cold = max(0, int(spec.get("cold", 0)))
     margin = spec.get("margin", 0.05) if margin is None else margin
     margin = start_margin(world) if margin == "auto" else float(margin)
     # a line per case on rank 0, to stderr, on a terminal only (wacoll.tools.progress;
@@ -326,10 +329,13 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
         # (wacoll.mpi.learning): its timed calls come after the exploration, however
         # short the warm-up asked for
         rounds = max(warmup, exploration_calls(op)) if learners else warmup
-        for i in range(rounds):
-            for name, fn, _ in runs:
-                if i == 0 or name in learners:  # (only default communicators learn)
-                    fn()
+        first: dict[str, list[float]] = {name: [] for name, _, _ in runs}
+        for i in range(max(rounds, cold)):
+            for name, fn, _ in rotated(runs, i) if i < cold else runs:
+                if i < cold:
+                    first[name].append(timed_on_time(world, margin, fn))
+                elif i < rounds and (i == 0 or name in learners):
+                    fn()  # (only default communicators learn)
         agree = _agree_with_first(runs, op, rank, world)
         for rep in range(int(case.get("reps", reps))):
             for name, fn, _ in rotated(runs, rep):
@@ -340,6 +346,7 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
             "bytes": case["bytes"],
             "times": times,
             "correct": agree,
+            "first": first if cold else None,
             "learned": _tuning(comms)[learned_before:],
             # what the default's timed calls ran
             "default_ran": None
