@@ -1,6 +1,7 @@
 """Records of what a run worked out, kept beside the proofs for the next run
 (:mod:`wacoll.plans.memo`), and the candidates a shape explores kept so
-(:meth:`wacoll.mpi.dispatch.Dispatcher.explored`)."""
+(:meth:`wacoll.mpi.dispatch.Dispatcher.explored`). Records are signed with the
+test run's own proof key (``tests/conftest.py``)."""
 
 import json
 import os
@@ -12,14 +13,6 @@ from wacoll.mpi import calls
 from wacoll.mpi.dispatch import Dispatcher
 from wacoll.mpi.learning import explored
 from wacoll.plans import Call, Policy, memo, proofs
-
-
-@pytest.fixture(autouse=True)
-def own_key(tmp_path_factory, monkeypatch):
-    """A proof key of the test's own, not the user's."""
-    path = tmp_path_factory.mktemp("key") / "proof-key"
-    monkeypatch.setenv(proofs.KEY_ENV, str(path))
-    return path
 
 
 def _counting(value):

@@ -11,12 +11,17 @@ from wacoll.tools.measure import measure
 W = MPI.COMM_WORLD
 
 
-@pytest.mark.mpi(min_size=2)
-def test_measure_times_every_implementation_alike(mpi, monkeypatch):
+def _two_clusters(monkeypatch):
+    """The world declared as two clusters, its first half and the rest."""
     monkeypatch.setenv(
         "WACOLL_CLUSTERS",
         ",".join(str(r * 2 // W.Get_size()) for r in range(W.Get_size())),
     )
+
+
+@pytest.mark.mpi(min_size=2)
+def test_measure_times_every_implementation_alike(mpi, monkeypatch):
+    _two_clusters(monkeypatch)
     spec = {
         "reps": 2,
         "validate": True,
@@ -93,10 +98,7 @@ def test_a_default_under_another_name_explores_before_it_is_timed(mpi, monkeypat
     # library's collective in some repetitions and a plan in others
     import wacoll
 
-    monkeypatch.setenv(
-        "WACOLL_CLUSTERS",
-        ",".join(str(r * 2 // W.Get_size()) for r in range(W.Get_size())),
-    )
+    _two_clusters(monkeypatch)
     made = []
 
     class Recorded(wacoll.Comm):
@@ -132,10 +134,7 @@ def test_a_default_under_another_name_explores_before_it_is_timed(mpi, monkeypat
 
 @pytest.mark.mpi(min_size=2)
 def test_a_cases_first_calls_are_timed_one_by_one(mpi, monkeypatch):
-    monkeypatch.setenv(
-        "WACOLL_CLUSTERS",
-        ",".join(str(r * 2 // W.Get_size()) for r in range(W.Get_size())),
-    )
+    _two_clusters(monkeypatch)
     spec = {
         "reps": 2,
         "cold": 4,

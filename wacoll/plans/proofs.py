@@ -726,20 +726,7 @@ def _lookup(cache, selection, topology, seen=None) -> Proof | None:
         ignore(f"proof cache file {path} cannot be read ({exc}); ignored")
         return None
     try:
-        if len(raw) > limit:
-            raise ValueError(f"longer than {limit} bytes")
-        data = json.loads(raw.decode("utf-8"))
-        if not isinstance(data, dict):
-            raise ValueError("not a proof record")
-        mac = data.pop("mac", None)
-        if not isinstance(mac, str):
-            raise ProofRecordUntrusted("it carries no authentication code")
-        if not hmac.compare_digest(mac.encode(), _mac(cache.secret, data).encode()):
-            raise ProofRecordUntrusted(
-                "its authentication code was not made with this "
-                "user's proof key: written by another user, or "
-                "forged"
-            )
+        data = _verified(cache, raw, limit)
         if sorted(data) != sorted(f for f in _FIELDS if f != "mac"):
             raise ValueError("not a proof record")
         if data["format"] != FORMAT or data["key"] != key:
@@ -769,9 +756,42 @@ def _lookup(cache, selection, topology, seen=None) -> Proof | None:
     except (ValueError, UnicodeDecodeError, TypeError, RecursionError) as exc:
         ignore(f"proof cache file {path} is not a valid proof ({exc}); ignored")
         return None
-    with contextlib.suppress(OSError):  # used now: the last to be evicted
-        os.utime(path, follow_symlinks=False)
+    _used(path)
     return Proof(key, digest, report, cached=True, rank_digests=tuple(ranks))
+
+
+def _verified(cache, raw, limit) -> dict:
+    """The record in ``raw`` (a file's bytes), its authentication code checked and
+    dropped.
+
+    Raises
+    ------
+    ValueError, UnicodeDecodeError, RecursionError
+        Not a JSON object of at most ``limit`` bytes.
+    ProofRecordUntrusted
+        Not signed with the user's proof key.
+    """
+    if len(raw) > limit:
+        raise ValueError(f"longer than {limit} bytes")
+    data = json.loads(raw.decode("utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError("not a proof record")
+    mac = data.pop("mac", None)
+    if not isinstance(mac, str):
+        raise ProofRecordUntrusted("it carries no authentication code")
+    if not hmac.compare_digest(mac.encode(), _mac(cache.secret, data).encode()):
+        raise ProofRecordUntrusted(
+            "its authentication code was not made with this "
+            "user's proof key: written by another user, or "
+            "forged"
+        )
+    return data
+
+
+def _used(path) -> None:
+    """Mark the record at ``path`` used now (the last to be evicted)."""
+    with contextlib.suppress(OSError):
+        os.utime(path, follow_symlinks=False)
 
 
 def store(selection, topology, plan, *, directory=None) -> Proof:
@@ -892,20 +912,10 @@ def read_record(key, *, directory=None, limit=_MAX_BYTES) -> dict | None:
     path = _path(cache.path, key)
     try:
         raw, _ = _read_regular(path, limit)
-        if len(raw) > limit:  # (grown since its size was read)
-            return None
-        data = json.loads(raw.decode("utf-8"))
+        data = _verified(cache, raw, limit)
     except (OSError, ValueError, UnicodeDecodeError, RecursionError):
-        return None  # (missing, not a regular file, too long, not JSON)
-    if not isinstance(data, dict):
-        return None
-    mac = data.pop("mac", None)
-    if not isinstance(mac, str) or not hmac.compare_digest(
-        mac.encode(), _mac(cache.secret, data).encode()
-    ):
-        return None
-    with contextlib.suppress(OSError):
-        os.utime(path, follow_symlinks=False)
+        return None  # (missing, not a regular file, too long, not JSON, not signed)
+    _used(path)
     return data
 
 

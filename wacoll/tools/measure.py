@@ -331,11 +331,13 @@ def measure(spec: dict, world=None, *, margin: float | None = None) -> dict:
         rounds = max(warmup, exploration_calls(op)) if learners else warmup
         first: dict[str, list[float]] = {name: [] for name, _, _ in runs}
         for i in range(max(rounds, cold)):
-            for name, fn, _ in rotated(runs, i) if i < cold else runs:
-                if i < cold:
+            if i < cold:
+                for name, fn, _ in rotated(runs, i):
                     first[name].append(timed_on_time(world, margin, fn))
-                elif i < rounds and (i == 0 or name in learners):
-                    fn()  # (only default communicators learn)
+                continue
+            for name, fn, _ in runs:
+                if i == 0 or name in learners:  # (only default communicators learn)
+                    fn()
         agree = _agree_with_first(runs, op, rank, world)
         for rep in range(int(case.get("reps", reps))):
             for name, fn, _ in rotated(runs, rep):
