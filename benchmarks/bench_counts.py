@@ -12,6 +12,9 @@ pass makes at least 64 calls, cycling its counts as often as needed), a pass of
 wacoll's default and one of the library's (the same loop over ``MPI.COMM_WORLD``)
 in turn; a call is timed on each rank, and the figure is the median call of every
 pass but the first (the one that meets each count first), of the slowest rank.
+A new count of a known structure is read from that first pass of the widest
+one-octave loop (K = 1,000: nearly all its counts are met there for the first
+time): its median call against the repeated call's.
 
 Then a mixed workload: ``--mixed`` calls (20,000 by default) of six operations with
 counts drawn from every size class (1 element to 128 Ki elements, log-uniform; the
@@ -117,10 +120,13 @@ def _worker(ops, ks, passes, mixed, seed):
             counts = counts_cycled(k)
             counts = counts * -(-PASS_CALLS // len(counts))  # a pass: 64 calls or more
             times = {"default": [], "library": []}
+            first = {}  # the first pass: the calls that meet each count first
             for index in range(passes):  # the two in turn: the same machine's moods
                 for who, call in (("default", mine), ("library", library)):
                     timed = _timed(call, counts, world)
-                    if index or passes == 1:  # (the first pass meets each count)
+                    if index == 0:
+                        first[who] = timed[: len(set(counts))]
+                    if index or passes == 1:
                         times[who].extend(timed)
             for who, timed in times.items():
                 rows.append(
@@ -129,6 +135,10 @@ def _worker(ops, ks, passes, mixed, seed):
                         "K": k,
                         "config": who,
                         "ms": world.allreduce(statistics.median(timed), op=MPI.MAX) * 1e3,
+                        "first_ms": world.allreduce(
+                            statistics.median(first[who]), op=MPI.MAX
+                        )
+                        * 1e3,
                     }
                 )
     mixed_rows = []
@@ -239,12 +249,20 @@ def main(argv=None):
     print(command_line(__file__, argv if argv is not None else sys.argv[1:]))
     print(
         "Median call of every pass but the first, slowest rank, ms; "
-        "ratio to the same op's K=1"
+        "ratio to the same op's K=1; a new count's median call (the first pass "
+        "of the widest one-octave loop) against the repeated call"
     )
     ks = [int(k) for k in args.ks.split(",")]
     keyed = {
         (r["layout"], r["ranks"], r["op"], r["K"], r["config"]): r["ms"] for r in loops
     }
+    firsts = {
+        (r["layout"], r["ranks"], r["op"], r["K"], r["config"]): r["first_ms"]
+        for r in loops
+    }
+    # a new count of a known structure: the first pass of the widest one-octave
+    # loop meets (nearly) every one of its counts for the first time
+    newest = max((k for k in ks if 1 < k <= 1024), default=None)
     for layout in layouts:
         for p in ranks:
             print(f"\n{layout} cluster(s), {p} ranks")
@@ -255,6 +273,7 @@ def main(argv=None):
                     ["op"]
                     + [f"K={k}" for k in ks]
                     + ["library K=1", "worst of K<=1000 / K=1"]
+                    + ([f"new count - repeated, us (K={newest})"] if newest else [])
                 )
             )
             for op in args.ops.split(","):
@@ -263,6 +282,10 @@ def main(argv=None):
                 cells.append(f"{keyed[(layout, p, op, ks[0], 'library')]:.3f}")
                 octave = [m for k, m in zip(ks, mine) if k <= 1024]
                 cells.append(f"{max(octave) / mine[0]:.2f}x")
+                if newest:
+                    first = firsts[(layout, p, op, newest, "default")]
+                    repeated = keyed[(layout, p, op, newest, "default")]
+                    cells.append(f"{(first - repeated) * 1e3:+.0f}")
                 print(" | ".join(cells))
     if mixed:
         print(f"\nMixed workload ({args.mixed} calls, after each class's first 20):")
@@ -287,7 +310,11 @@ def main(argv=None):
     out = Path(args.out)
     out.mkdir(exist_ok=True)
     stem = "counts-quick" if args.quick else "counts"
-    write_csv(out / f"{stem}.csv", ["layout", "ranks", "op", "K", "config", "ms"], loops)
+    write_csv(
+        out / f"{stem}.csv",
+        ["layout", "ranks", "op", "K", "config", "ms", "first_ms"],
+        loops,
+    )
     if mixed:
         write_csv(
             out / f"{stem}-mixed.csv",

@@ -172,3 +172,52 @@ def wacoll_comm(mpi, layout):
     import wacoll
 
     return wacoll.Comm(mpi.world, mpi.topology(layout))
+
+
+#: Families whose Allreduce plans on two clusters cut the vector into segments.
+SEGMENTED = ("modern", "hierarchical", "recent")
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("family", SEGMENTED)
+def test_a_learned_segmented_plan_replays_every_new_count(
+    mpi, family, monkeypatch, tmp_path_factory
+):
+    """A plan whose blocks are segments of the vector (learning's choice, read
+    from a tuning file: not a family forced, which plans each count exactly)
+    runs every new count of its size class replayed, its sizes computed from the
+    count by the compiled runner (:func:`wacoll.mpi.runner.count_units`), with
+    results equal to the library's."""
+    import json
+
+    import wacoll
+
+    rank, size = mpi.rank, mpi.size
+    where = tmp_path_factory.mktemp("tuning") if rank == 0 else None
+    path = mpi.world.bcast(None if where is None else str(where / "tuning.json"))
+    if rank == 0:
+        choice = {
+            "op": "allreduce", "size_class": (1024 * 8).bit_length(), "dtype": "<f8",
+            "operator": "SUM", "level": "commutative", "root": None, "family": family,
+        }  # fmt: skip
+        with open(path, "w") as fh:
+            json.dump({"format": 1, "choices": [choice]}, fh)
+    mpi.world.Barrier()
+    monkeypatch.setenv("WACOLL_TUNING", path)
+    comm = wacoll.Comm(mpi.world, mpi.topology(mpi.multi[0]), learn="on")
+    try:
+        problems, routes, segments = [], [], set()
+        for n in (1024, 1024, 1025, 1025, 1024) + NEW_COUNTS:
+            got = _run(comm, "Allreduce", n, rank, size)
+            routes.append(comm.last_route)
+            segments.add(len(comm.last_plan.counts))
+            want = _run(mpi.world, "Allreduce", n, rank, size)
+            if not np.array_equal(got, want):
+                problems.append(f"count {n}: {got[:4]} != {want[:4]}")
+        mpi.assert_all(not problems, "; ".join(problems[:3]))
+        mpi.assert_all(comm.last_family == family, f"ran {comm.last_family}")
+        mpi.assert_all(min(segments) > 1, f"blocks per call: {segments}")
+        new = routes[-len(NEW_COUNTS) :]
+        mpi.assert_all(new.count("replayed") == len(new), f"routes: {new}")
+    finally:
+        comm.Free()

@@ -109,48 +109,98 @@ def _uniform_call(op, count):
     )
 
 
+#: The families with plans whose blocks are segments of the vector (at 2 + 3
+#: ranks: gridmpi's cut the vector at two splits at once, retargeted count by count).
+SEGMENTED = ("magpie", "mpich", "tree", "modern", "hierarchical", "recent")
+
+
+def _class_plans(family, op, base, topo):
+    """The plans a size class of ``op`` at count ``base`` may run with
+    ``family``: the selection's, and segmented ones where the operation cuts its
+    vector (the builder's own choice of segments, then 3 and 5)."""
+    from wacoll.plans import operations as ops
+    from wacoll.plans import select
+
+    call = _uniform_call(op, base)
+    plans = []
+    try:
+        plans.append(select(call, topo, family=family).build(topo))
+    except PlanError:
+        pass
+    if ops.spec(op).layout == "segments":
+        for segments in (3, 5):
+            try:
+                plans.append(
+                    build(
+                        op,
+                        topo,
+                        family,
+                        root=call.root,
+                        count=base,
+                        segments=segments,
+                        level=call.level,
+                    )
+                )
+            except (PlanError, TypeError):
+                pass
+    return plans
+
+
 @pytest.mark.mpi(min_size=1)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_runner_per_count_rewrites_its_tables_as_compiling_gives_them(mpi, family):
     """A runner made for every count of a size class (``Runner.per_count``, from
     :func:`~wacoll.mpi.runner.count_units`) rewrites its tables for another count
     exactly as compiling that count's program gives them: every step's bytes,
-    staging area and runs, in a work area large enough. The plan's ranks are
-    shared among the processes."""
+    staging area and runs, in a work area large enough; for a plan whose blocks
+    hold the count (one part) and for one whose blocks are segments of the
+    vector (read from two probe lowerings). The plan's ranks are shared among
+    the processes."""
     from wacoll import Topology
     from wacoll.mpi.runner import count_units
     from wacoll.plans import operations as ops
-    from wacoll.plans import select
-    from wacoll.plans.retarget import count_linear, retarget
+    from wacoll.plans.retarget import count_parts, probe_lowered, retarget
 
     topo = Topology.from_sizes([2, 3])
-    checked = 0
+    checked = {1: 0, "segments": 0}
     for op in sorted(builders(family)):
         if ops.spec(op).layout == "none" or op.endswith("v") or op == "reduce_scatter":
             continue
         for base in (8, 1024):
-            try:
-                plan = select(_uniform_call(op, base), topo, family=family).build(topo)
-            except PlanError:
-                continue
-            if not count_linear(plan, base):
-                continue
-            for rank in range(ME, topo.size, P):
-                compiled = compile_program(lower(plan, rank), np.dtype("f8"), MPI.SUM)
-                if compiled is None:
+            for plan in _class_plans(family, op, base, topo):
+                parts = count_parts(plan, base)
+                if not parts:
                     continue
-                units = count_units(compiled, base)
-                assert units is not None, (op, base, rank)
-                runner = compiled.runner(MPI.COMM_SELF)
-                runner.per_count(*units, base)
-                for count in (2 * base - 1, base + 3, base):
-                    want = compile_program(
-                        lower(retarget(plan, count), rank), np.dtype("f8"), MPI.SUM
-                    )
-                    assert runner.rescale(count)
-                    steps, runs = runner.tables
-                    assert np.array_equal(steps, want.steps), (op, count, rank)
-                    assert np.array_equal(runs, want.runs), (op, count, rank)
-                    assert runner.work.nbytes >= want.work_bytes
-                    checked += 1
-    assert W.allreduce(checked) > 0, "no count-linear plan of this family"
+                for rank in range(ME, topo.size, P):
+
+                    def compiled_for(counts):
+                        return compile_program(
+                            probe_lowered(plan, rank, counts), np.dtype("f8"), MPI.SUM
+                        )
+
+                    compiled = compile_program(lower(plan, rank), np.dtype("f8"), MPI.SUM)
+                    if compiled is None:
+                        continue
+                    probes = None
+                    if parts > 1:
+                        probes = (
+                            compiled_for((1,) * parts),
+                            compiled_for(tuple(1 << i for i in range(parts))),
+                        )
+                    units = count_units(compiled, base, parts, probes)
+                    assert units is not None, (op, base, rank, parts)
+                    runner = compiled.runner(MPI.COMM_SELF)
+                    runner.per_count(*units, base)
+                    for count in (2 * base - 1, base + 3, base + parts - 1, base):
+                        want = compile_program(
+                            lower(retarget(plan, count), rank), np.dtype("f8"), MPI.SUM
+                        )
+                        assert runner.rescale(count)
+                        steps, runs = runner.tables
+                        assert np.array_equal(steps, want.steps), (op, count, rank)
+                        assert np.array_equal(runs, want.runs), (op, count, rank)
+                        assert runner.work.nbytes >= want.work_bytes
+                        checked[1 if parts == 1 else "segments"] += 1
+    assert W.allreduce(checked[1]) > 0, "no count-linear plan of this family"
+    if family in SEGMENTED:
+        assert W.allreduce(checked["segments"]) > 0, "no segmented plan checked"

@@ -18,13 +18,17 @@ raised (see :mod:`wacoll.mpi.interrupts`).
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from cpython.pythread cimport PyThread_get_thread_ident
-from libc.stdint cimport INT64_MIN, int32_t, int64_t, intptr_t
+from libc.stdint cimport INT64_MIN, int32_t, int64_t, intptr_t, uint64_t
 from libc.string cimport memcmp, memcpy, memmove
 
 import numpy as np
 
 from wacoll.mpi._fastcall import count_digest, flags_template, fold_digest, replaced
 from wacoll.plans.select import NATIVE
+
+cdef extern from *:
+    # (GCC's and Clang's; the bits of a segment mask)
+    int __builtin_popcountll(unsigned long long) nogil
 
 cdef extern from "_digests.h" nogil:
     # the digest a flush check folds in after the folded calls' (any fixed value)
@@ -276,6 +280,10 @@ cdef class Runner:
     cdef int64_t *wrn
     cdef Py_ssize_t nruns, nregions, capacity
     cdef int64_t most_bytes
+    # how a size follows the count: q, r = divmod(count, parts), unit bytes an
+    # element (CountTables)
+    cdef int parts
+    cdef int64_t unit
     #: The count the tables are for (-1: a runner of one count).
     cdef readonly int64_t count
 
@@ -321,27 +329,33 @@ cdef class Runner:
         """Copies of the step rows and byte runs the runner follows."""
         return self._steps.copy(), self._runs.copy()
 
-    def per_count(self, step_units, run_units, regions, int64_t count):
+    def per_count(self, step_units, run_units, regions, int parts, int64_t unit,
+                  int64_t count):
         """Make the runner take any count (:meth:`rescale`): its tables are for
-        ``count`` now, and ``step_units`` (per step: bytes per element of the
-        count, and its staging region or -1), ``run_units`` (per run: byte offset
-        in its region or buffer and bytes, per element of the count, and its
-        region, -1 for the input or output) and ``regions`` (the work area's
-        regions in order, bytes per element of the count, each starting 64-byte
-        aligned) give them for any other (:func:`wacoll.mpi.runner.count_units`)."""
+        ``count`` now, and the :class:`~wacoll.mpi.runner.CountTables` given
+        (``step_units``, ``run_units``, ``regions``, ``parts``, ``unit``; made by
+        :func:`wacoll.mpi.runner.count_units`) give them for any other: each size
+        and offset is ``per_q * q + unit * popcount(mask & (2**r - 1))`` bytes,
+        ``q, r = divmod(count, parts)``, the work area's regions in order, each
+        starting 64-byte aligned."""
         cdef int64_t[:, ::1] sv
         cdef int64_t[:, ::1] rv
-        self._step_units = np.ascontiguousarray(step_units, np.int64).reshape(-1, 2)
-        self._run_units = np.ascontiguousarray(run_units, np.int64).reshape(-1, 3)
-        self._regions = np.ascontiguousarray(regions, np.int64).reshape(-1)
+        self._step_units = np.ascontiguousarray(step_units, np.int64).reshape(-1, 3)
+        self._run_units = np.ascontiguousarray(run_units, np.int64).reshape(-1, 5)
+        self._regions = np.ascontiguousarray(regions, np.int64).reshape(-1, 2)
+        masks = np.concatenate([self._step_units[:, 2], self._run_units[:, 3:].ravel(),
+                                self._regions[:, 1]])
         if (self._step_units.shape[0] != self.nsteps
                 or self._run_units.shape[0] != self._runs.shape[0]
+                or not 1 <= parts <= 62 or unit <= 0
                 or (self._regions < 0).any() or (self._step_units[:, 0] < 0).any()
-                or (self._run_units[:, :2] < 0).any()
+                or (self._run_units[:, :2] < 0).any() or (masks < 0).any()
+                or (masks >> parts).any()
                 or (self._step_units[:, 1] >= self._regions.shape[0]).any()
                 or (self._run_units[:, 2] >= self._regions.shape[0]).any()
                 or count <= 0):
             raise ValueError("the tables per element of the count do not fit the runner")
+        self.parts, self.unit = parts, unit
         self.nruns, self.nregions = self._runs.shape[0], self._regions.shape[0]
         self._bases = np.zeros(max(1, self.nregions), np.int64)
         # the runner's own tables, rewritten for each count
@@ -358,15 +372,20 @@ cdef class Runner:
         if not (self._steps == given[0]).all() or not (self._runs == given[1]).all():
             raise ValueError("the tables per element of the count are not the runner's")
 
+    cdef inline int64_t _sized(self, int64_t per_q, int64_t mask, int64_t q,
+                               uint64_t low) noexcept nogil:
+        return per_q * q + self.unit * __builtin_popcountll(<uint64_t>mask & low)
+
     cpdef bint rescale(self, int64_t count) except -1:
         """Rewrite the tables for ``count`` (a runner made by :meth:`per_count`,
         between runs): False when it cannot take it (a message of 2 GiB or more,
         a run in progress or cancelled), and the tables are left as they are."""
-        cdef const int64_t[::1] regions
+        cdef const int64_t[:, ::1] regions
         cdef const int64_t[:, ::1] su
         cdef const int64_t[:, ::1] ru
         cdef int64_t[::1] bases
-        cdef int64_t at = 0
+        cdef int64_t at = 0, q, r
+        cdef uint64_t low
         cdef Py_ssize_t i
         cdef int64_t *row
         cdef char[::1] wv
@@ -374,13 +393,16 @@ cdef class Runner:
             return True
         if self._step_units is None or not self.done or self.cancelled or count <= 0:
             return False
-        if self.most_bytes and count > (2**31 - 1) // self.most_bytes:
+        q, r = count // self.parts, count % self.parts
+        # (a size is at most per_q * (q + 1): its mask's segments are among its q's)
+        if self.most_bytes and q + (r > 0) > (2**31 - 1) // self.most_bytes:
             return False
+        low = (<uint64_t>1 << r) - 1
         regions, bases = self._regions, self._bases
         su, ru = self._step_units, self._run_units
         for i in range(self.nregions):
             bases[i] = at
-            at = (at + regions[i] * count + 63) // 64 * 64
+            at = (at + self._sized(regions[i, 0], regions[i, 1], q, low) + 63) // 64 * 64
         if at > self.capacity:  # a larger work area, with room for larger counts
             grown = np.zeros(at + at // 4 + 64, np.uint8)  # (before any field changes)
             self._work, self.capacity = grown, at + at // 4
@@ -388,12 +410,13 @@ cdef class Runner:
             self.bufs[2] = <char *>((<intptr_t>&wv[0] + 63) & ~(<intptr_t>63))
         for i in range(self.nsteps):
             row = self.wst + i * STEP_COLUMNS
-            row[C_BYTES] = su[i, 0] * count
+            row[C_BYTES] = self._sized(su[i, 0], su[i, 2], q, low)
             row[C_STAGE] = bases[su[i, 1]] if su[i, 1] >= 0 else -1
         for i in range(self.nruns):
             row = self.wrn + i * RUN_COLUMNS
-            row[1] = (bases[ru[i, 2]] if ru[i, 2] >= 0 else 0) + ru[i, 0] * count
-            row[2] = ru[i, 1] * count
+            row[1] = ((bases[ru[i, 2]] if ru[i, 2] >= 0 else 0)
+                      + self._sized(ru[i, 0], ru[i, 3], q, low))
+            row[2] = self._sized(ru[i, 1], ru[i, 4], q, low)
         self.count = count
         return True
 

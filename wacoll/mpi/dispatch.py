@@ -46,7 +46,7 @@ from wacoll.plans import operations as ops
 from wacoll.plans.composite import Composite
 from wacoll.plans.rank import lower_for_rank, plan_for_rank
 from wacoll.plans.retarget import (
-    count_linear,
+    count_parts,
     retarget,
     retarget_program,
     retargetable,
@@ -85,13 +85,14 @@ class LibraryCollective:
 
 class PlanRun:
     """A plan runs the call: ``plan`` and this rank's lowered ``program`` of it
-    (``reason``: why this plan; ``per_count``: every count of the call's size
-    class runs this program with its indices scaled by the count,
-    :func:`~wacoll.plans.retarget.retarget_program`)."""
+    (``reason``: why this plan; ``per_count``: when not 0, every count of the
+    call's size class runs this program with its indices computed from the
+    count, the number of parts it is cut into:
+    :func:`~wacoll.plans.retarget.count_parts`)."""
 
     __slots__ = ("plan", "program", "reason", "per_count")
 
-    def __init__(self, plan, program, reason="", per_count=False):
+    def __init__(self, plan, program, reason="", per_count=0):
         self.plan, self.program, self.reason = plan, program, reason
         self.per_count = per_count
 
@@ -168,11 +169,12 @@ class Dispatcher:
         #: and buffer layout. Both bounded (:data:`~wacoll.mpi.bounded.SHAPES`).
         self.plans = BoundedCache(SHAPES)
         self.programs = BoundedCache(SHAPES)
-        #: Retargeted plans whose program is the class's scaled: ``(plan, the
-        #: class's plan, its count, the plan's count)`` by ``id(plan)``.
+        #: Retargeted plans of a class whose indices follow the count: ``(plan,
+        #: the class's plan, its count, the plan's count, its parts)`` by
+        #: ``id(plan)`` (one part: the program is the class's scaled).
         self.origins = BoundedCache(SHAPES)
-        #: Size classes' plans by ``id(plan)``: ``(plan, retargetable, count
-        #: linear)`` (:mod:`wacoll.plans.retarget`).
+        #: Size classes' plans by ``id(plan)``: ``(plan, retargetable, parts)``
+        #: (:func:`wacoll.plans.retarget.count_parts`).
         self.classes = BoundedCache(SHAPES)
 
     # ------------------------------------------------------------ buffer calls
@@ -206,10 +208,11 @@ class Dispatcher:
             found,
             self.program(found, prepared.in_offsets, prepared.out_offsets),
             why,
-            not exact
-            and prepared.in_offsets is None
-            and prepared.out_offsets is None
-            and self.count_linear(found),
+            0
+            if exact
+            or prepared.in_offsets is not None
+            or prepared.out_offsets is not None
+            else self.count_parts(found),
         )
 
     def chosen(
@@ -331,27 +334,29 @@ class Dispatcher:
             kind = self.classes[id(plan)] = (
                 plan,
                 ok,
-                ok and count_linear(plan, base.count),
+                count_parts(plan, base.count) if ok else 0,
             )
-        _, ok, linear = kind
+        _, ok, parts = kind
         if base is call:  # the class's own count
             return found
         if not ok:
             return None
         moved = retarget(plan, call.count)
-        if linear:  # lowered by scaling the class's program
-            self.origins[id(moved)] = (moved, plan, base.count, call.count)
+        if parts:
+            self.origins[id(moved)] = (moved, plan, base.count, call.count, parts)
         return moved, why
 
-    def count_linear(self, plan) -> bool:
-        """Whether ``plan`` (one this dispatcher chose) is its size class's plan, or
-        made from it, and its blocks all hold the count: every count of the class
-        runs its lowered program with the indices scaled by the count."""
+    def count_parts(self, plan) -> int:
+        """How the lowered indices of ``plan`` (one this dispatcher chose: its size
+        class's plan, or made from it) follow the count, for a runner that takes
+        every count of the class (:func:`wacoll.plans.retarget.count_parts`): 1
+        when they scale with it, the plan's segments when they are sums of whole
+        segments, 0 when each count is lowered on its own."""
         origin = self.origins.get(id(plan))
         if origin is not None and origin[0] is plan:
-            return True
+            return origin[4]
         kind = self.classes.get(id(plan))
-        return kind is not None and kind[0] is plan and kind[2]
+        return kind[2] if kind is not None and kind[0] is plan else 0
 
     def explored(self, call):
         """The candidates a repeated call like ``call`` explores
@@ -442,10 +447,11 @@ class Dispatcher:
             if (
                 origin is not None
                 and origin[0] is plan
+                and origin[4] == 1
                 and in_offsets is None
                 and out_offsets is None
             ):  # a count of a class whose blocks all hold the count
-                _, base, count, new_count = origin
+                _, base, count, new_count, _ = origin
                 program = retarget_program(self.program(base), count, new_count)
             else:
                 program = lower_for_rank(plan, self.place.rank, in_offsets, out_offsets)

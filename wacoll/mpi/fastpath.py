@@ -26,8 +26,9 @@ us, ``Allreduce`` 6 us; the check and the call started together and waited for a
 once took 19 us, one after the other 12 us). A failed check then also leaves every
 buffer untouched.
 
-A call of the library's collective, or of a plan whose blocks all hold the count,
-does the same work for every count of its size class, scaled; such a call is
+A call of the library's collective, or of a plan whose blocks all hold the count
+or are the vector's segments, does work that follows from the count for every
+count of its size class (:func:`wacoll.plans.retarget.count_parts`); such a call is
 recorded for the whole class instead, under its key without its arrays' lengths
 (:meth:`~wacoll.mpi._fastcall.Recordings.class_key`). A later call whose arrays'
 lengths are the same multiples of a count of the class replays it with that

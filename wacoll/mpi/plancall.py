@@ -33,7 +33,7 @@ from wacoll.mpi.executor import (
 )
 from wacoll.mpi.fastpath import CAPACITY
 from wacoll.mpi.runner import array_address, compile_program, count_units, runner_ready
-from wacoll.plans.retarget import size_class
+from wacoll.plans.retarget import probe_lowered, size_class
 
 __all__ = [
     "PlanCalls",
@@ -116,6 +116,11 @@ def record(recordings, key, call):
     recordings[key] = call
 
 
+def _element_type(prepared):
+    """The element type a call's program is compiled for (bytes when it has none)."""
+    return np.dtype(np.uint8) if prepared.dtype is None else prepared.dtype
+
+
 def record_per_count(recordings, class_key, prepared, call):
     """Record ``call``, which takes any count of its size class (``recount``),
     under the call's class key (``class_key``:
@@ -173,7 +178,7 @@ class PlanCalls:
         the caller's own), or None when the runner does not take it or the call's
         buffers are smaller than it needs (the Python executor then raises the
         error that names them)."""
-        dtype = np.dtype(np.uint8) if prepared.dtype is None else prepared.dtype
+        dtype = _element_type(prepared)
         op = prepared.reduce_op
         # a runner is compiled for its element type and operator (the kernel's codes)
         key = (id(program), dtype, None if op is None else id(op))
@@ -200,7 +205,7 @@ class PlanCalls:
         program, reused by every blocking call of it), or None."""
         if self.compiled(program, prepared) is None:
             return None
-        dtype = np.dtype(np.uint8) if prepared.dtype is None else prepared.dtype
+        dtype = _element_type(prepared)
         op = prepared.reduce_op
         return self._runners.get((id(program), dtype, None if op is None else id(op)))[1]
 
@@ -215,6 +220,7 @@ class PlanCalls:
         *,
         checked,
         class_key=None,
+        parts=1,
         recorder=None,
     ):
         """The :class:`~wacoll.mpi._runner.PlanCall` of a call of ``plan`` (this
@@ -223,8 +229,9 @@ class PlanCalls:
         does not take). Recorded under ``key`` (when not None) when a repeated call
         can find its buffers in its own arguments; under ``class_key`` instead
         (:func:`record_per_count`) when one is given (a program every count of the
-        call's size class runs scaled: :attr:`~wacoll.mpi.dispatch.PlanRun.per_count`)
-        and the call takes any count of its class.
+        call's size class runs, its indices computed from the count as ``parts``
+        says: :attr:`~wacoll.mpi.dispatch.PlanRun.per_count`) and the call takes
+        any count of its class.
 
         ``program`` is None for a call with nothing to run but its check (a checked
         Barrier); ``checked`` says whether the call is checked here (not for the
@@ -244,7 +251,7 @@ class PlanCalls:
         runner = None
         if program is not None:
             if recordable and class_key is not None:
-                runner = self._per_count_runner(program, prepared)
+                runner = self._per_count_runner(plan, program, prepared, parts)
             if runner is None:
                 class_key = None
                 runner = self._runner(program, prepared)
@@ -279,15 +286,29 @@ class PlanCalls:
                 record(self.recordings, key, planned)
         return planned
 
-    def _per_count_runner(self, program, prepared):
+    def _per_count_runner(self, plan, program, prepared, parts):
         """A runner of ``program`` of its own that takes any count of the call's
         size class (:meth:`~wacoll.mpi._runner.Runner.per_count`), kept with the
-        communicator's runners; None when the program's sizes are not whole
-        elements of the count, or no runner takes it."""
+        communicator's runners; None when the program's sizes do not follow the
+        count as ``parts`` says (:func:`~wacoll.mpi.runner.count_units`), or no
+        runner takes it. A plan of several segments is lowered twice more, for
+        probe counts, once per size class."""
         compiled = self.compiled(program, prepared, shared=False)
         if compiled is None or not prepared.count:
             return None
-        units = count_units(compiled, prepared.count)
+        probes = None
+        if parts > 1:
+            probes = tuple(
+                compile_program(
+                    probe_lowered(plan, self.wire.Get_rank(), counts),
+                    _element_type(prepared),
+                    prepared.reduce_op,
+                )
+                for counts in ((1,) * parts, tuple(1 << i for i in range(parts)))
+            )
+            if None in probes:
+                return None
+        units = count_units(compiled, prepared.count, parts, probes)
         if units is None:
             return None
         runner = compiled.runner(self.wire)

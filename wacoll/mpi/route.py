@@ -586,9 +586,10 @@ class Route:
             recorder = self._candidate_keeper(desc)
             if recorder is not None:
                 key = desc.explore_key
-        # a call recorded for every count of its size class: where its work is the
-        # same for every count, scaled (the library's collective, or a program
-        # whose blocks all hold the count), and learning has decided
+        # a call recorded for every count of its size class: where its work
+        # follows from the count (the library's collective, or a program whose
+        # blocks hold the count or are the vector's segments), and learning has
+        # decided
         class_key = (
             desc.class_key
             if key is not None and desc.shape is None and getattr(exe, "per_count", False)
@@ -628,6 +629,7 @@ class Route:
             key,
             checked=checked,
             class_key=class_key,
+            parts=exe.per_count,
             recorder=recorder,
         )
         if planned is None:

@@ -47,6 +47,7 @@ import ctypes
 import functools
 import os
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -62,6 +63,7 @@ __all__ = [
     "array_address",
     "bound_runner",
     "compile_program",
+    "CountTables",
     "count_units",
     "handle",
     "mpi_entry_points",
@@ -71,6 +73,7 @@ __all__ = [
 
 _KINDS = _runner.KINDS
 _BYTES = 6  # the column of a step's bytes
+_STAGE = 7  # the column of a step's staging area (its offset in the work area)
 _ALIGN = 64
 #: The largest message the runner sends (MPI's count is an int).
 MAX_MESSAGE = 2**31 - 1
@@ -434,49 +437,163 @@ def compile_program(program, dtype, op=None):
     )
 
 
-def count_units(compiled, count):
-    """A compiled program's tables per element of its call's ``count``, for a
-    runner that takes any count (:meth:`~wacoll.mpi._runner.Runner.per_count`):
-    ``(step_units, run_units, regions)``, or None when some size or offset is not
-    whole elements of the count.
+class CountTables(NamedTuple):
+    """A compiled program's tables for any count of its size class
+    (:meth:`~wacoll.mpi._runner.Runner.per_count`): each size or offset is
+    ``per_q * q + unit * popcount(mask & (2**r - 1))`` bytes for a count ``n``
+    with ``q, r = divmod(n, parts)``; a sum of whole segments of the vector,
+    ``q`` elements each and one more for each of the first ``r``.
 
-    Only a program whose every index scales with the count (a plan whose blocks
-    all hold it: :func:`~wacoll.plans.retarget.count_linear`) is correct at
-    another count by these tables; whole elements alone do not make it so.
-
-    Examples
-    --------
-    >>> from wacoll import Topology
-    >>> from wacoll.plans import build, lower
-    >>> def compiled_at(count):
-    ...     plan = build("allgather", Topology.from_sizes([2, 2]), "magpie", count=count)
-    ...     return compile_program(lower(plan, 1), np.dtype(np.int32))
-    >>> steps, runs, regions = count_units(compiled_at(6), 6)
-    >>> at_10 = compiled_at(10)
-    >>> bool((steps[:, 0] * 10 == at_10.steps[:, 6]).all())
-    True
-    >>> count_units(compiled_at(6), 5) is None
-    True
+    Attributes
+    ----------
+    steps : numpy.ndarray
+        Per step: ``(per_q, staging region or -1, mask)`` of its bytes.
+    runs : numpy.ndarray
+        Per run: ``(offset per_q, bytes per_q, region or -1, offset mask, bytes
+        mask)``, the offset within its region (-1: the input or output buffer).
+    regions : numpy.ndarray
+        Per region of the work area, in order: ``(per_q, mask)`` of its bytes.
+    parts : int
+        The segments the count is cut into (1: the sizes scale with the count).
+    unit : int
+        Bytes of an element.
     """
-    steps, runs = compiled.steps, compiled.runs
+
+    steps: np.ndarray
+    runs: np.ndarray
+    regions: np.ndarray
+    parts: int
+    unit: int
+
+
+def _sizes(compiled):
+    """Every size and offset of ``compiled``'s tables, in one vector: the steps'
+    bytes, the runs' offsets within their regions and their bytes, the regions'
+    bytes."""
     regions = np.array(compiled.regions, np.int64)
     bases = np.zeros(len(regions), np.int64)
     at = 0
     for i, n in enumerate(compiled.regions):
         bases[i], at = at, _aligned(at + n)
-    nbytes = steps[:, _BYTES]
     where = compiled.run_regions
     in_region = np.where(where >= 0, bases[np.maximum(where, 0)], 0) if len(bases) else 0
-    offsets = runs[:, 1] - in_region
-    if (
-        (nbytes % count).any()
-        or (regions % count).any()
-        or (offsets % count).any()
-        or (runs[:, 2] % count).any()
-        or compiled.in_bytes % count
-        or compiled.out_bytes % count
-    ):
+    runs = compiled.runs
+    return np.concatenate(
+        [compiled.steps[:, _BYTES], runs[:, 1] - in_region, runs[:, 2], regions]
+    ).astype(np.int64)
+
+
+def _tables(compiled, per_q, masks, parts):
+    """:class:`CountTables` of ``compiled`` from its sizes (:func:`_sizes`' order)
+    per ``q`` and their segment masks."""
+    nsteps, nruns = len(compiled.steps), len(compiled.runs)
+    cut = np.cumsum([nsteps, nruns, nruns])
+    q_steps, q_offsets, q_bytes, q_regions = np.split(per_q, cut)
+    m_steps, m_offsets, m_bytes, m_regions = np.split(masks, cut)
+    return CountTables(
+        np.stack([q_steps, compiled.stage_regions, m_steps], axis=1).reshape(-1, 3),
+        np.stack(
+            [q_offsets, q_bytes, compiled.run_regions, m_offsets, m_bytes], axis=1
+        ).reshape(-1, 5),
+        np.stack([q_regions, m_regions], axis=1).reshape(-1, 2),
+        parts,
+        compiled.itemsize,
+    )
+
+
+def _same_structure(a, b):
+    """Whether two compilations of one program for different block counts have
+    the same steps, runs and regions but for their sizes."""
+    fixed = [c for c in range(a.steps.shape[1]) if c not in (_BYTES, _STAGE)]
+    return (
+        a.steps.shape == b.steps.shape
+        and a.runs.shape == b.runs.shape
+        and len(a.regions) == len(b.regions)
+        and a.itemsize == b.itemsize
+        and np.array_equal(a.steps[:, fixed], b.steps[:, fixed])
+        and np.array_equal(a.runs[:, 0], b.runs[:, 0])
+        and np.array_equal(a.run_regions, b.run_regions)
+        and np.array_equal(a.stage_regions, b.stage_regions)
+    )
+
+
+def _popcount(masks):
+    counted = np.zeros_like(masks)
+    for bit in range(int(masks.max()).bit_length() if len(masks) else 0):
+        counted += (masks >> bit) & 1
+    return counted
+
+
+def count_units(compiled, count, parts=1, probes=None):
+    """A compiled program's tables for any count of its call's size class, for a
+    runner that takes any count (:meth:`~wacoll.mpi._runner.Runner.per_count`):
+    a :class:`CountTables`, or None when ``compiled`` (made for ``count``) does not
+    follow the rule they state.
+
+    Without ``probes``, every size must be whole elements of ``count``, and they
+    scale with it: only a program whose every index does (a plan whose blocks all
+    hold the count: :func:`~wacoll.plans.retarget.count_linear`) is correct at
+    another count by these tables; whole elements alone do not make it so.
+
+    ``probes`` is ``(ones, bits)`` for a plan whose blocks are the ``parts``
+    segments of the vector (:func:`~wacoll.plans.retarget.count_parts`): its program
+    compiled with segment ``i`` given one element, and ``2**i`` elements
+    (:func:`~wacoll.plans.retarget.probe_lowered`). Lowering makes each size a
+    sum of whole segments; the first says how many, the second which, and the
+    two must agree with each other and with ``compiled``.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> from wacoll.plans import build, lower
+    >>> from wacoll.plans.retarget import probe_lowered, retarget
+    >>> def compiled_at(count):
+    ...     plan = build("allgather", Topology.from_sizes([2, 2]), "magpie", count=count)
+    ...     return compile_program(lower(plan, 1), np.dtype(np.int32))
+    >>> tables = count_units(compiled_at(6), 6)
+    >>> at_10 = compiled_at(10)
+    >>> bool((tables.steps[:, 0] * 10 == at_10.steps[:, 6]).all())
+    True
+    >>> count_units(compiled_at(6), 5) is None
+    True
+
+    A plan of two segments:
+
+    >>> plan = build("bcast", Topology.from_sizes([2, 2]), "magpie", root=0,
+    ...              count=8, segments=2)
+    >>> def compiled(counts):
+    ...     return compile_program(probe_lowered(plan, 1, counts), np.dtype("f8"))
+    >>> probes = compiled((1, 1)), compiled((1, 2))
+    >>> tables = count_units(compiled((4, 4)), 8, 2, probes)
+    >>> tables.parts, tables.steps[:, [0, 2]].tolist()
+    (2, [[8, 1], [8, 2]])
+    >>> (11 // 2) * 8 + 8 * 1   # the first segment of 11 elements: q + 1
+    48
+    >>> int(compiled(retarget(plan, 11).counts).steps[0, 6])
+    48
+    """
+    itemsize = compiled.itemsize
+    if parts == 1:
+        sizes = _sizes(compiled)
+        if count <= 0 or (sizes % count).any():
+            return None
+        parts, per_q, masks = 1, sizes // count, np.zeros_like(sizes)
+    else:
+        ones, bits = probes
+        if not (_same_structure(compiled, ones) and _same_structure(compiled, bits)):
+            return None
+        n_blocks, n_masks = _sizes(ones), _sizes(bits)
+        if (n_blocks % itemsize).any() or (n_masks % itemsize).any():
+            return None
+        n_blocks, masks = n_blocks // itemsize, n_masks // itemsize
+        if (masks >> parts).any() or not np.array_equal(_popcount(masks), n_blocks):
+            return None
+        per_q = n_blocks * itemsize
+        q, r = divmod(count, parts)
+        if (per_q * q + itemsize * _popcount(masks & ((1 << r) - 1))).tolist() != (
+            _sizes(compiled).tolist()
+        ):
+            return None
+    if compiled.in_bytes % count or compiled.out_bytes % count:
         return None
-    step_units = np.stack([nbytes // count, compiled.stage_regions], axis=1)
-    run_units = np.stack([offsets // count, runs[:, 2] // count, compiled.run_regions], 1)
-    return step_units.reshape(-1, 2), run_units.reshape(-1, 3), regions // count
+    return _tables(compiled, per_q, masks, parts)

@@ -25,6 +25,14 @@ This module makes one plan serve a size class of counts:
   where every block holds the count (one block per rank, or one segment):
   every element index of the class's lowered program is a multiple of the
   class's count, and scales with it.
+- :func:`count_parts` says how a plan's lowered indices follow the count: a
+  count-linear plan's scale with it (one part), and a plan whose blocks are the
+  ``s`` segments of the vector (:func:`~wacoll.plans.operations.block_counts`)
+  has every index a sum of whole segments, of ``q = n // s`` elements each plus
+  one for each of the first ``n % s``. :func:`probe_lowered` lowers a rank's
+  program for chosen block counts, from which such sums are read once per size
+  class (:func:`wacoll.mpi.runner.count_units`), and the compiled runner computes
+  them for any count.
 
 Calls that are not retargeted are planned for their own count, as before: the
 vector variants (their counts are per rank), count 0, and plans whose blocks are not
@@ -56,12 +64,15 @@ import dataclasses
 import numpy as np
 
 from wacoll.plans.builder import RankPlan, RepeatedCounts
-from wacoll.plans.lower import ElementRuns
+from wacoll.plans.lower import ElementRuns, lower_steps
 from wacoll.plans.operations import block_counts, spec
 
 __all__ = [
+    "MAX_PARTS",
     "canonical_count",
     "count_linear",
+    "count_parts",
+    "probe_lowered",
     "retarget",
     "retarget_program",
     "retargetable",
@@ -187,6 +198,62 @@ def count_linear(plan, count) -> bool:
     False
     """
     return _one_block_each(plan) and retargetable(plan, count)
+
+
+#: The most segments whose sums the compiled runner computes for any count: a
+#: probe gives segment ``i`` ``2**i`` elements (:func:`probe_lowered`).
+MAX_PARTS = 20
+
+
+def count_parts(plan, count) -> int:
+    """How the lowered indices of ``plan`` (:func:`retargetable`, built for
+    ``count``, the smallest count of its size class) follow any count ``n`` of
+    the class: 1 when they scale with it (:func:`count_linear`); ``s`` when the
+    plan's blocks are the ``s`` segments of the vector, each index a sum of whole
+    segments (``n // s`` elements each, one more for each of the first ``n % s``;
+    no segment empty at ``count`` or above, and at most :data:`MAX_PARTS`); 0
+    when the class's counts are lowered one by one.
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> from wacoll.plans import build
+    >>> topo = Topology.from_sizes([2, 2])
+    >>> count_parts(build("gather", topo, "magpie", root=0, count=8), 8)
+    1
+    >>> count_parts(build("bcast", topo, "magpie", root=0, count=8, segments=2), 8)
+    2
+    >>> count_parts(build("bcast", topo, "magpie", root=0, count=8, segments=16), 8)
+    0
+    """
+    if not retargetable(plan, count):
+        return 0
+    if _one_block_each(plan):
+        return 1
+    parts = len(plan.counts)
+    return parts if parts <= MAX_PARTS and count >= parts else 0
+
+
+def probe_lowered(plan, rank, counts):
+    """``rank``'s lowered program of ``plan`` (a whole plan or a rank's part) with
+    its blocks given ``counts`` elements (its structure kept, no proof asked:
+    a probe of how its indices follow the block counts, never run).
+
+    Examples
+    --------
+    >>> from wacoll import Topology
+    >>> from wacoll.plans import build
+    >>> plan = build("bcast", Topology.from_sizes([2, 2]), "magpie", root=0,
+    ...              count=8, segments=2)
+    >>> probe_lowered(plan, 0, (1, 2)).steps[0].elements in (1, 2, 3)
+    True
+    """
+    program = plan.program if isinstance(plan, RankPlan) else plan.programs[rank]
+    header = RankPlan(
+        op=plan.op, size=plan.size, root=plan.root, counts=tuple(counts), rank=rank,
+        program=(),
+    )  # fmt: skip
+    return lower_steps(header, rank, program)
 
 
 def _one_block_each(plan) -> bool:
