@@ -678,8 +678,10 @@ cdef class Recordings(dict):
         return True if passed else recorded
 
 
-#: Exact keys a communicator's :class:`Recordings` remembers for its classes' calls.
-cdef Py_ssize_t _HITS = 64
+#: Exact keys a communicator's :class:`Recordings` remembers for its classes' calls
+#: (a loop that cycles up to this many counts computes one key a call; some 250
+#: bytes an entry).
+cdef Py_ssize_t _HITS = 1024
 
 
 cdef object _ndarray = np.ndarray

@@ -284,6 +284,10 @@ cdef class Runner:
     # element (CountTables)
     cdef int parts
     cdef int64_t unit
+    cdef int64_t *su
+    cdef int64_t *ru
+    cdef int64_t *rg
+    cdef int64_t *bases
     #: The count the tables are for (-1: a runner of one count).
     cdef readonly int64_t count
 
@@ -358,6 +362,12 @@ cdef class Runner:
         self.parts, self.unit = parts, unit
         self.nruns, self.nregions = self._runs.shape[0], self._regions.shape[0]
         self._bases = np.zeros(max(1, self.nregions), np.int64)
+        # (raw pointers: a memoryview taken at each rescale would cost more than
+        # the rescale itself)
+        self.su = <int64_t *><intptr_t>self._step_units.ctypes.data
+        self.ru = <int64_t *><intptr_t>self._run_units.ctypes.data
+        self.rg = <int64_t *><intptr_t>self._regions.ctypes.data
+        self.bases = <int64_t *><intptr_t>self._bases.ctypes.data
         # the runner's own tables, rewritten for each count
         given = self._steps, self._runs
         self._steps, self._runs = self._steps.copy(), self._runs.copy()
@@ -380,14 +390,12 @@ cdef class Runner:
         """Rewrite the tables for ``count`` (a runner made by :meth:`per_count`,
         between runs): False when it cannot take it (a message of 2 GiB or more,
         a run in progress or cancelled), and the tables are left as they are."""
-        cdef const int64_t[:, ::1] regions
-        cdef const int64_t[:, ::1] su
-        cdef const int64_t[:, ::1] ru
-        cdef int64_t[::1] bases
         cdef int64_t at = 0, q, r
         cdef uint64_t low
         cdef Py_ssize_t i
         cdef int64_t *row
+        cdef const int64_t *su
+        cdef const int64_t *ru
         cdef char[::1] wv
         if count == self.count:
             return True
@@ -398,25 +406,24 @@ cdef class Runner:
         if self.most_bytes and q + (r > 0) > (2**31 - 1) // self.most_bytes:
             return False
         low = (<uint64_t>1 << r) - 1
-        regions, bases = self._regions, self._bases
-        su, ru = self._step_units, self._run_units
         for i in range(self.nregions):
-            bases[i] = at
-            at = (at + self._sized(regions[i, 0], regions[i, 1], q, low) + 63) // 64 * 64
+            self.bases[i] = at
+            at = (at + self._sized(self.rg[2 * i], self.rg[2 * i + 1], q, low)
+                  + 63) // 64 * 64
         if at > self.capacity:  # a larger work area, with room for larger counts
             grown = np.zeros(at + at // 4 + 64, np.uint8)  # (before any field changes)
             self._work, self.capacity = grown, at + at // 4
             wv = self._work
             self.bufs[2] = <char *>((<intptr_t>&wv[0] + 63) & ~(<intptr_t>63))
         for i in range(self.nsteps):
-            row = self.wst + i * STEP_COLUMNS
-            row[C_BYTES] = self._sized(su[i, 0], su[i, 2], q, low)
-            row[C_STAGE] = bases[su[i, 1]] if su[i, 1] >= 0 else -1
+            row, su = self.wst + i * STEP_COLUMNS, self.su + 3 * i
+            row[C_BYTES] = self._sized(su[0], su[2], q, low)
+            row[C_STAGE] = self.bases[su[1]] if su[1] >= 0 else -1
         for i in range(self.nruns):
-            row = self.wrn + i * RUN_COLUMNS
-            row[1] = ((bases[ru[i, 2]] if ru[i, 2] >= 0 else 0)
-                      + self._sized(ru[i, 0], ru[i, 3], q, low))
-            row[2] = self._sized(ru[i, 1], ru[i, 4], q, low)
+            row, ru = self.wrn + i * RUN_COLUMNS, self.ru + 5 * i
+            row[1] = (self.bases[ru[2]] if ru[2] >= 0 else 0) + self._sized(
+                ru[0], ru[3], q, low)
+            row[2] = self._sized(ru[1], ru[4], q, low)
         self.count = count
         return True
 
@@ -981,10 +988,10 @@ cdef class PlanCall:
             grown = np.zeros(copy_bytes + copy_bytes // 4 + 64, np.uint8)
             self._in_copy, self.copy_capacity = grown, copy_bytes + copy_bytes // 4
             self.in_copy_at = (self._in_copy.ctypes.data + 63) & ~63
-        template = flags_template(count_digest(self.rest, count))
+        digest = count_digest(self.rest, count)
+        template = flags_template(digest)
         if self.work is not None and not self.work.rescale(count):
             return False
-        digest = count_digest(self.rest, count)
         (<int64_t *>self.mine)[2] = digest
         (<int64_t *>self.mine)[3] = -digest
         self.template = template
