@@ -204,3 +204,39 @@ def test_a_runner_per_count_rewrites_its_tables_as_compiling_gives_them(mpi, fam
     assert W.allreduce(checked[1]) > 0, "no count-linear plan of this family"
     if family in SEGMENTED:
         assert W.allreduce(checked["segments"]) > 0, "no segmented plan checked"
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_verdict_stream_freed_unclosed_leaves_no_receive_posted(mpi):
+    """A verdict stream freed without its ``close`` (a communicator the
+    application never frees, at the end of the process) cancels the receives it
+    has posted: a chunk a peer sends afterwards stays unmatched (found by a
+    probe), where it was written into the stream's freed memory (during
+    ``MPI_Finalize``, corrupting the heap: a crash at exit in some runs)."""
+    import gc
+
+    from wacoll.mpi.runner import handle, mpi_entry_points
+
+    mpi_entry_points()
+    comm = W.Dup()
+    try:
+        tag0 = 0
+        stream = _runner.VerdictStream(comm, handle(comm), tag0)
+        comm.Barrier()
+        del stream
+        gc.collect()
+        comm.Barrier()  # every rank's stream is gone: its receives cancelled
+        peer = (ME + 1) % P
+        chunk = np.zeros(8, np.int64)
+        request = comm.Isend(chunk, dest=peer, tag=tag0 + 1)
+        status = MPI.Status()
+        deadline = MPI.Wtime() + 10
+        found = False
+        while not found and MPI.Wtime() < deadline:
+            found = comm.Iprobe(source=(ME - 1) % P, tag=tag0 + 1, status=status)
+        if found:
+            comm.Recv(np.zeros(8, np.int64), source=(ME - 1) % P, tag=tag0 + 1)
+        request.Wait()
+        mpi.assert_all(found, "the chunk was taken by a receive of the freed stream")
+    finally:
+        comm.Free()

@@ -15,6 +15,7 @@ A wait that lasts runs the process's signal handlers now and then (with the GIL,
 the main thread): when one raises (Ctrl-C), the run is cancelled and the exception
 raised (see :mod:`wacoll.mpi.interrupts`).
 """
+cimport cython
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from cpython.pythread cimport PyThread_get_thread_ident
@@ -124,6 +125,12 @@ cdef object _interrupt = None
 
 cdef wacoll_mpi _M
 cdef bint _ready = False
+# MPI is finalizing or finalized (mpi_over): an object going away then leaves its
+# requests to MPI, and keeps their buffers
+cdef bint _mpi_over = False
+# buffers of requests that were still in flight when their owner went away: MPI may
+# still write into them (kept until the process ends)
+cdef list _kept = []
 cdef wacoll_reduce_fn _reduce = NULL
 
 
@@ -139,6 +146,13 @@ def set_mpi(int hsize, intptr_t byte_type, intptr_t request_null, intptr_t isend
     _M.testany, _M.cancel, _M.wait = <void *>testany, <void *>cancel, <void *>wait
     _reduce = <wacoll_reduce_fn>PyCapsule_GetPointer(reduce_capsule, b"wacoll.reduce")
     _ready = True
+
+
+def mpi_over():
+    """MPI is finalizing (``COMM_SELF``'s attributes are being deleted) or done: a
+    verdict stream freed from now on makes no MPI call, and keeps its buffers."""
+    global _mpi_over
+    _mpi_over = True
 
 
 def set_waits(double spin, double yield_for):
@@ -1947,6 +1961,7 @@ cdef inline int _hurry_if_late(Verdicts ring, double began, bint *hurried,
     return 0
 
 
+@cython.no_gc_clear  # (its buffers must outlive its receives: __dealloc__)
 cdef class VerdictStream(Verdicts):
     """The checks of a communicator's blocking calls as one stream of messages:
     each rank logs every call's four flags (its *entry*), and sends its new entries
@@ -2447,6 +2462,33 @@ cdef class VerdictStream(Verdicts):
             if not waiting:
                 return
             _between_polls(&began, &nap, &due)
+
+    def __dealloc__(self):
+        # A stream freed without close (a communicator never freed, at the end of
+        # the process) may have receives posted: MPI would write a peer's last
+        # chunk into freed memory (during MPI_Finalize). They are cancelled here,
+        # and a send still in flight keeps the buffers alive.
+        cdef int p, flag = 0
+        cdef bint outstanding = False
+        cdef char *req
+        if self.rreq == NULL or self.sreq == NULL:
+            return
+        if _ready and not _mpi_over:
+            with nogil:
+                for p in range(self.size):
+                    req = self.rreq + p * _M.hsize
+                    if not wacoll_is_null(&_M, req):
+                        wacoll_cancel(&_M, req)
+                for p in range(S_SENDS * self.size):
+                    req = self.sreq + p * _M.hsize
+                    if not wacoll_is_null(&_M, req):
+                        flag = 0
+                        if wacoll_test(&_M, req, &flag) or not flag:
+                            outstanding = True
+        else:
+            outstanding = True
+        if outstanding:
+            _kept.append((self._recv, self._send, self._rreq, self._sreq))
 
 
 cdef class StreamCheck:

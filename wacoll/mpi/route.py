@@ -46,6 +46,7 @@ from mpi4py import MPI
 
 from wacoll.errors import WacollError
 from wacoll.mpi._fastcall import FOLDED_MARK, NativeCall, Recordings
+from wacoll.mpi._runner import mpi_over
 from wacoll.mpi.bounded import BoundedCache
 from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi.clocks import now
@@ -103,9 +104,13 @@ def _settle_at_exit():
 def _settle_at_finalize(comm, keyval, value):
     """``MPI_Finalize`` deletes ``COMM_SELF``'s attributes first, with MPI still
     working: an application that finalizes MPI itself settles its verdicts there
-    (the verdict stream's keeper sends nothing more)."""
-    stop_keeper()
-    _settle_every_route()
+    (the verdict stream's keeper sends nothing more). A verdict stream freed
+    from then on leaves its requests to MPI (:func:`wacoll.mpi._runner.mpi_over`)."""
+    try:
+        stop_keeper()
+        _settle_every_route()
+    finally:
+        mpi_over()
 
 
 _finalize_hook = None
