@@ -35,9 +35,8 @@ Run::
 
 Results: ``counts.csv`` (``counts-quick.csv``), its plot ``counts.png`` and
 ``counts-mixed.csv`` in ``benchmarks/results`` (or ``--out``). Recorded there:
-``counts-n4.*`` (4 ranks, one and two clusters, 20,000 mixed calls) and
-``counts-n8.*`` (8 ranks, two clusters, 5,000 mixed calls), each with its command
-in its ``.txt``.
+``counts.*`` (4 and 8 ranks, one and two clusters, K up to 10,000, 20,000 mixed
+calls), with its command in ``counts.txt``.
 """
 
 from __future__ import annotations
