@@ -114,8 +114,9 @@ def test_every_new_count_of_a_recorded_class_replays(mpi, op):
     """Once a call of a size class is recorded for every count of the class, each
     new count of the class replays it (route ``replayed``: no reading afresh,
     planning or lowering) with results equal to the library's. A class is
-    recorded so where its work is the same for every count, scaled: the
-    library's collective, or a plan whose blocks all hold the count."""
+    recorded so where its work follows from the count: the library's
+    collective, a plan whose blocks all hold the count, or one whose blocks are
+    the vector's segments."""
     rank, size = mpi.rank, mpi.size
     problems, replayed = [], {}
     for layout in mpi.layouts:

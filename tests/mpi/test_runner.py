@@ -240,3 +240,42 @@ def test_a_verdict_stream_freed_unclosed_leaves_no_receive_posted(mpi):
         mpi.assert_all(found, "the chunk was taken by a receive of the freed stream")
     finally:
         comm.Free()
+
+
+@pytest.mark.mpi(min_size=1)
+def test_a_per_count_runner_takes_counts_up_to_the_largest_message(mpi):
+    """A segmented plan's runner takes a count whose every message fits in an
+    MPI count (2**31 - 1 bytes), however close, and refuses the first that does
+    not: a message of ``k`` segments holds ``k * q`` bytes and one more for each
+    of them among the first ``r``, not ``k * (q + 1)``. Rank 1 of a 4-segment
+    Reduce sends its segments (no work area to grow); its first send is made to
+    carry all four."""
+    from wacoll import Topology
+    from wacoll.mpi.runner import count_units, mpi_entry_points
+    from wacoll.plans.retarget import probe_lowered
+
+    mpi_entry_points()
+    plan = build(
+        "reduce", Topology.from_sizes([2, 2]), "magpie", root=0, count=8,
+        segments=4, level="commutative",
+    )  # fmt: skip
+
+    def compiled(counts):
+        return compile_program(probe_lowered(plan, 1, counts), np.dtype("u1"), MPI.SUM)
+
+    own = compiled((2,) * 4)
+    tables = count_units(own, 8, 4, (compiled((1,) * 4), compiled((1, 2, 4, 8))))
+    steps, runs = own.steps.copy(), own.runs.copy()
+    first = int(steps[0, 4])  # (the first send's run)
+    steps[0, 6] = runs[first, 2] = 8  # the whole vector of 8 bytes
+    tables.steps[0, [0, 2]] = 4, 0b1111
+    tables.runs[first, [1, 4]] = 4, 0b1111
+    runner = _runner.Runner(steps, runs, 0, handle(MPI.COMM_SELF), -1, -1, 1)
+    runner.per_count(*tables, 8)
+    limit = 2**31 - 1
+    assert runner.rescale(limit)  # q = 2**29 - 1, r = 3: 4q + 3 bytes
+    assert runner.tables[0][0, 6] == limit
+    assert not runner.rescale(limit + 1)
+    assert runner.rescale(8) and runner.tables[0][0, 6] == 8
+    with pytest.raises(ValueError):  # a runner takes its tables once
+        runner.per_count(*tables, 8)

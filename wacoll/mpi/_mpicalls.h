@@ -18,7 +18,7 @@ typedef struct {
     int hsize;                 /* bytes of a handle: 4 or 8 */
     intptr_t byte_type;        /* MPI_BYTE */
     intptr_t request_null;     /* MPI_REQUEST_NULL */
-    void *isend, *irecv, *test, *testany, *cancel, *wait;
+    void *isend, *irecv, *test, *testany, *cancel, *wait, *finalized;
 } wacoll_mpi;
 
 typedef int (*wacoll_reduce_fn)(int op, int left, int type, void *dst, const void *src,
@@ -65,6 +65,15 @@ static int wacoll_cancel(const wacoll_mpi *m, char *req)
     wacoll_status status;
     ((int (*)(void *))m->cancel)(req);
     return ((int (*)(void *, void *))m->wait)(req, &status);
+}
+
+/* Whether MPI_Finalize has completed (MPI_Finalized may be called at any time). */
+static int wacoll_finalized(const wacoll_mpi *m)
+{
+    int flag = 1;
+    if (((int (*)(int *))m->finalized)(&flag))
+        return 1;
+    return flag;
 }
 
 static int wacoll_is_null(const wacoll_mpi *m, const char *req)

@@ -49,6 +49,7 @@ cdef extern from "_mpicalls.h" nogil:
         void *testany
         void *cancel
         void *wait
+        void *finalized
     ctypedef int (*wacoll_reduce_fn)(int, int, int, void *, const void *,
                                      Py_ssize_t) noexcept nogil
     int wacoll_isend(const wacoll_mpi *m, const void *buf, int n, int peer, int tag,
@@ -58,6 +59,7 @@ cdef extern from "_mpicalls.h" nogil:
     int wacoll_test(const wacoll_mpi *m, char *req, int *flag)
     int wacoll_testany(const wacoll_mpi *m, int n, char *reqs, int *index, int *flag)
     int wacoll_cancel(const wacoll_mpi *m, char *req)
+    int wacoll_finalized(const wacoll_mpi *m)
     int wacoll_is_null(const wacoll_mpi *m, const char *req)
     void wacoll_set_null(const wacoll_mpi *m, char *req)
     double wacoll_now()
@@ -136,7 +138,7 @@ cdef wacoll_reduce_fn _reduce = NULL
 
 def set_mpi(int hsize, intptr_t byte_type, intptr_t request_null, intptr_t isend,
             intptr_t irecv, intptr_t test, intptr_t testany, intptr_t cancel,
-            intptr_t wait, reduce_capsule):
+            intptr_t wait, intptr_t finalized, reduce_capsule):
     """Install the MPI library's entry points and the reduction kernel (once)."""
     global _ready, _reduce
     if hsize not in (4, 8):
@@ -144,6 +146,7 @@ def set_mpi(int hsize, intptr_t byte_type, intptr_t request_null, intptr_t isend
     _M.hsize, _M.byte_type, _M.request_null = hsize, byte_type, request_null
     _M.isend, _M.irecv, _M.test = <void *>isend, <void *>irecv, <void *>test
     _M.testany, _M.cancel, _M.wait = <void *>testany, <void *>cancel, <void *>wait
+    _M.finalized = <void *>finalized
     _reduce = <wacoll_reduce_fn>PyCapsule_GetPointer(reduce_capsule, b"wacoll.reduce")
     _ready = True
 
@@ -358,42 +361,48 @@ cdef class Runner:
         starting 64-byte aligned."""
         cdef int64_t[:, ::1] sv
         cdef int64_t[:, ::1] rv
-        self._step_units = np.ascontiguousarray(step_units, np.int64).reshape(-1, 3)
-        self._run_units = np.ascontiguousarray(run_units, np.int64).reshape(-1, 5)
-        self._regions = np.ascontiguousarray(regions, np.int64).reshape(-1, 2)
-        masks = np.concatenate([self._step_units[:, 2], self._run_units[:, 3:].ravel(),
-                                self._regions[:, 1]])
-        if (self._step_units.shape[0] != self.nsteps
-                or self._run_units.shape[0] != self._runs.shape[0]
+        steps_q = np.ascontiguousarray(step_units, np.int64).reshape(-1, 3)
+        runs_q = np.ascontiguousarray(run_units, np.int64).reshape(-1, 5)
+        regions_q = np.ascontiguousarray(regions, np.int64).reshape(-1, 2)
+        masks = np.concatenate([steps_q[:, 2], runs_q[:, 3:].ravel(), regions_q[:, 1]])
+        if (self._step_units is not None
+                or steps_q.shape[0] != self.nsteps
+                or runs_q.shape[0] != self._runs.shape[0]
                 or not 1 <= parts <= 62 or unit <= 0
-                or (self._regions < 0).any() or (self._step_units[:, 0] < 0).any()
-                or (self._run_units[:, :2] < 0).any() or (masks < 0).any()
+                or (regions_q < 0).any() or (steps_q[:, 0] < 0).any()
+                or (runs_q[:, :2] < 0).any() or (masks < 0).any()
                 or (masks >> parts).any()
-                or (self._step_units[:, 1] >= self._regions.shape[0]).any()
-                or (self._run_units[:, 2] >= self._regions.shape[0]).any()
+                or (steps_q[:, 1] >= regions_q.shape[0]).any()
+                or (runs_q[:, 2] >= regions_q.shape[0]).any()
                 or count <= 0):
             raise ValueError("the tables per element of the count do not fit the runner")
-        self.parts, self.unit = parts, unit
-        self.nruns, self.nregions = self._runs.shape[0], self._regions.shape[0]
-        self._bases = np.zeros(max(1, self.nregions), np.int64)
-        # (raw pointers: a memoryview taken at each rescale would cost more than
-        # the rescale itself)
-        self.su = <int64_t *><intptr_t>self._step_units.ctypes.data
-        self.ru = <int64_t *><intptr_t>self._run_units.ctypes.data
-        self.rg = <int64_t *><intptr_t>self._regions.ctypes.data
-        self.bases = <int64_t *><intptr_t>self._bases.ctypes.data
-        # the runner's own tables, rewritten for each count
         given = self._steps, self._runs
-        self._steps, self._runs = self._steps.copy(), self._runs.copy()
-        sv, rv = self._steps, self._runs
+        bases = np.zeros(max(1, regions_q.shape[0]), np.int64)
+        # the runner's own tables, rewritten for each count (raw pointers: a
+        # memoryview taken at each rescale would cost more than the rescale itself)
+        steps, runs = given[0].copy(), given[1].copy()
+        sv, rv = steps, runs
+        self._step_units, self._run_units, self._regions = steps_q, runs_q, regions_q
+        self._bases, self._steps, self._runs = bases, steps, runs
+        self.su = <int64_t *><intptr_t>steps_q.ctypes.data
+        self.ru = <int64_t *><intptr_t>runs_q.ctypes.data
+        self.rg = <int64_t *><intptr_t>regions_q.ctypes.data
+        self.bases = <int64_t *><intptr_t>bases.ctypes.data
+        self.parts, self.unit = parts, unit
+        self.most_bytes = int(steps_q[:, 0].max()) if self.nsteps else 0
+        self.nruns, self.nregions = runs_q.shape[0], regions_q.shape[0]
         self.wst = &sv[0, 0] if self.nsteps else NULL
         self.wrn = &rv[0, 0] if self.nruns else NULL
         self.st, self.rn = self.wst, self.wrn
-        self.most_bytes = int(self._step_units[:, 0].max()) if self.nsteps else 0
         self.count = -1
-        if not self.rescale(count):
-            raise ValueError("the runner cannot take its own count")
-        if not (self._steps == given[0]).all() or not (self._runs == given[1]).all():
+        if (not self.rescale(count) or not (self._steps == given[0]).all()
+                or not (self._runs == given[1]).all()):
+            # (back to a runner of one count, its own tables)
+            self._step_units = None
+            self._steps, self._runs = given
+            sv, rv = self._steps, self._runs
+            self.st = &sv[0, 0] if self.nsteps else NULL
+            self.rn = &rv[0, 0] if self._runs.shape[0] else NULL
             raise ValueError("the tables per element of the count are not the runner's")
 
     cdef inline int64_t _sized(self, int64_t per_q, int64_t mask, int64_t q,
@@ -402,8 +411,9 @@ cdef class Runner:
 
     cpdef bint rescale(self, int64_t count) except -1:
         """Rewrite the tables for ``count`` (a runner made by :meth:`per_count`,
-        between runs): False when it cannot take it (a message of 2 GiB or more,
-        a run in progress or cancelled), and the tables are left as they are."""
+        between runs): False when it cannot take it (a message of more than
+        2**31 - 1 bytes, a run in progress or cancelled), and the tables are left
+        as they are."""
         cdef int64_t at = 0, q, r
         cdef uint64_t low
         cdef Py_ssize_t i
@@ -416,10 +426,15 @@ cdef class Runner:
         if self._step_units is None or not self.done or self.cancelled or count <= 0:
             return False
         q, r = count // self.parts, count % self.parts
-        # (a size is at most per_q * (q + 1): its mask's segments are among its q's)
-        if self.most_bytes and q + (r > 0) > (2**31 - 1) // self.most_bytes:
-            return False
         low = (<uint64_t>1 << r) - 1
+        # (every size is at most per_q * (q + 1): its mask's segments are among its
+        # q's; where that could pass 2 GiB, each message is computed first)
+        if self.most_bytes and q + 1 > (2**31 - 1) // self.most_bytes:
+            if q > (2**31 - 1) // self.most_bytes:
+                return False
+            for i in range(self.nsteps):
+                if self._sized(self.su[3 * i], self.su[3 * i + 2], q, low) > 2**31 - 1:
+                    return False
         for i in range(self.nregions):
             self.bases[i] = at
             at = (at + self._sized(self.rg[2 * i], self.rg[2 * i + 1], q, low)
@@ -2069,8 +2084,9 @@ cdef class VerdictStream(Verdicts):
         self._sigs = [None] * S_LOG
         for p in range(S_SENDS * self.size):
             wacoll_set_null(&_M, self.sreq + p * _M.hsize)
-        for p in range(self.size):
+        for p in range(self.size):  # (all null before any is posted: __dealloc__)
             wacoll_set_null(&_M, self.rreq + p * _M.hsize)
+        for p in range(self.size):
             if p != self.rank:
                 self._post(p)
 
@@ -2473,12 +2489,12 @@ cdef class VerdictStream(Verdicts):
         cdef char *req
         if self.rreq == NULL or self.sreq == NULL:
             return
-        if _ready and not _mpi_over:
+        if _ready and not _mpi_over and not wacoll_finalized(&_M):
             with nogil:
                 for p in range(self.size):
                     req = self.rreq + p * _M.hsize
-                    if not wacoll_is_null(&_M, req):
-                        wacoll_cancel(&_M, req)
+                    if not wacoll_is_null(&_M, req) and wacoll_cancel(&_M, req):
+                        outstanding = True
                 for p in range(S_SENDS * self.size):
                     req = self.sreq + p * _M.hsize
                     if not wacoll_is_null(&_M, req):

@@ -312,7 +312,10 @@ class PlanCalls:
         if units is None:
             return None
         runner = compiled.runner(self.wire)
-        runner.per_count(*units, prepared.count)
+        try:
+            runner.per_count(*units, prepared.count)
+        except ValueError:  # (a count it cannot take: a message of 2 GiB)
+            return None
         return runner  # (its call's own: recorded with it, kept by retire)
 
     def _record_per_count(self, planned, class_key, prepared):

@@ -143,6 +143,7 @@ def mpi_entry_points():
         "MPI_Testany",
         "MPI_Cancel",
         "MPI_Wait",
+        "MPI_Finalized",
     )
     # (the blocking collectives a replayed one-cluster call makes itself)
     kinds = _fastcall.DIRECT_KINDS
