@@ -42,3 +42,16 @@ def test_importing_the_mpi_world_freezes_what_is_alive_once():
 def test_the_freeze_can_be_turned_off(value):
     before, after, _ = _frozen(value)
     assert before == after == 0
+
+
+def test_an_unknown_setting_is_refused_by_name():
+    env = dict(os.environ, WACOLL_GC_FREEZE="sometimes")
+    proc = subprocess.run(
+        [sys.executable, "-c", "import wacoll.mpi"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert proc.returncode != 0
+    assert "WACOLL_GC_FREEZE must be on, off or auto" in proc.stderr
+    assert "'sometimes'" in proc.stderr

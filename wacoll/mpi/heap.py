@@ -16,7 +16,9 @@ classes and functions a program imports at its start) to the permanent generatio
 which collections no longer visit. Objects made later are collected as before;
 objects alive at that moment that later become unreachable cycles are not
 reclaimed (reference counting still frees every other object). ``WACOLL_GC_FREEZE=off``
-(or ``0``, ``no``, ``false``) leaves the collector as it is.
+(or ``0``, ``no``, ``false``) leaves the collector as it is; ``on`` and ``auto`` (or
+``1``, ``yes``, ``true``, or unset) freeze; any other value is refused, naming
+the variable, when ``wacoll.mpi`` is imported.
 
 Measured with ``benchmarks/bench_cold.py --ranks 2,8 --layouts two --ops
 Bcast,Allreduce``, from the wheel, empty proof cache: a shape's first 20 calls at
@@ -26,12 +28,17 @@ Examples
 --------
 >>> freeze_imports({"WACOLL_GC_FREEZE": "off"})
 False
+>>> freeze_imports({"WACOLL_GC_FREEZE": "of"})
+Traceback (most recent call last):
+...
+wacoll.errors.WacollError: WACOLL_GC_FREEZE must be on, off or auto (or 1/0, yes/no, true/false), not 'of'
 """
 
 from __future__ import annotations
 
 import gc
 
+from wacoll.errors import WacollError
 from wacoll.settings import setting, switch
 
 __all__ = ["freeze_imports"]
@@ -43,7 +50,13 @@ def freeze_imports(environ=None) -> bool:
     """Freeze the objects alive now (:func:`gc.freeze`), once per process, unless
     ``WACOLL_GC_FREEZE`` is off: whether this call froze them."""
     global _frozen
-    if _frozen or switch(setting("WACOLL_GC_FREEZE", environ)) == "off":
+    mode = switch(setting("WACOLL_GC_FREEZE", environ))
+    if mode not in ("on", "off", "auto"):
+        raise WacollError(
+            f"WACOLL_GC_FREEZE must be on, off or auto (or 1/0, yes/no, "
+            f"true/false), not {setting('WACOLL_GC_FREEZE', environ)!r}"
+        )
+    if _frozen or mode == "off":
         return False
     gc.freeze()
     _frozen = True
