@@ -2437,13 +2437,16 @@ cdef class VerdictStream(Verdicts):
         self.verified, self.failed = self.opened, -1
 
     cdef int _cancel_receives(self) except -1:
-        cdef int p, size = self.size
+        """Cancel the posted receives: 1 when a cancel failed (its buffer may still
+        be written), else 0."""
+        cdef int p, size = self.size, failed = 0
         cdef char *reqs = self.rreq
         with nogil:
             for p in range(size):
                 if not wacoll_is_null(&_M, reqs + p * _M.hsize):
-                    wacoll_cancel(&_M, reqs + p * _M.hsize)
-        return 0
+                    if wacoll_cancel(&_M, reqs + p * _M.hsize):
+                        failed = 1
+        return failed
 
     def close(self):
         """Before the communicator is freed (every rank, every verdict settled):
@@ -2490,11 +2493,8 @@ cdef class VerdictStream(Verdicts):
         if self.rreq == NULL or self.sreq == NULL:
             return
         if _ready and not _mpi_over and not wacoll_finalized(&_M):
+            outstanding = self._cancel_receives()
             with nogil:
-                for p in range(self.size):
-                    req = self.rreq + p * _M.hsize
-                    if not wacoll_is_null(&_M, req) and wacoll_cancel(&_M, req):
-                        outstanding = True
                 for p in range(S_SENDS * self.size):
                     req = self.sreq + p * _M.hsize
                     if not wacoll_is_null(&_M, req):
