@@ -110,7 +110,7 @@ def _run(p, layout, op, nbytes, calls, cache):
     env = worker_env(p, halves=layout == "two")
     env["WACOLL_PROOF_CACHE"] = cache
     cmd = [
-        mpiexec(), "-n", str(p), sys.executable, __file__, "--worker",
+        mpiexec(), "-n", str(p), sys.executable, "-m", "mpi4py", __file__, "--worker",
         "--ops", op, "--bytes", str(nbytes), "--calls", str(calls),
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)

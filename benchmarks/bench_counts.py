@@ -8,7 +8,7 @@ ranks warm each operation up until its shape is decided (learning's exploration
 over), then time loops that cycle K distinct counts: K = 1, 16, 64 and 1,000 counts
 of one size octave (1,024 to 2,047 elements; 1,000 is nearly every count of it), and
 10,000 counts from 1,024 up (four octaves). Each loop runs ``--passes`` times (a
-pass makes at least 64 calls, cycling its counts as often as needed), a pass of
+pass makes at least 256 calls, cycling its counts as often as needed), a pass of
 wacoll's default and one of the library's (the same loop over ``MPI.COMM_WORLD``)
 in turn, and the loops of every K in turn within each round of passes (a mood of
 the machine that lasts a while slows every K alike); a call is timed on each
@@ -67,7 +67,7 @@ MIXED_OPS = ("Allreduce", "Bcast", "Allgather", "Reduce", "Gather", "Alltoall")
 KS = (1, 16, 64, 1000, 10000)
 LAYOUTS = ("one", "two")
 #: The fewest calls of a pass (its K counts cycled as often as needed).
-PASS_CALLS = 64
+PASS_CALLS = 256
 #: Calls of a shape before its loops are timed (learning explores 18).
 WARM = 24
 
@@ -120,7 +120,7 @@ def _worker(ops, ks, passes, mixed, seed):
         loops = {}
         for k in ks:
             counts = counts_cycled(k)
-            loops[k] = counts * -(-PASS_CALLS // len(counts))  # a pass: 64 calls or more
+            loops[k] = counts * -(-PASS_CALLS // len(counts))  # a pass: PASS_CALLS calls or more
         times = {(k, who): [] for k in ks for who in ("default", "library")}
         first = {}  # a loop's first pass: the calls that meet each count first
         # the loops in turn, each pass of every K and of both beside each other: a
@@ -194,7 +194,7 @@ def _run(p, layout, args, cache):
     env = worker_env(p, halves=layout == "two")
     env["WACOLL_PROOF_CACHE"] = cache
     cmd = [
-        mpiexec(), "-n", str(p), sys.executable, __file__, "--worker",
+        mpiexec(), "-n", str(p), sys.executable, "-m", "mpi4py", __file__, "--worker",
         "--ops", args.ops, "--ks", args.ks, "--passes", str(args.passes),
         "--mixed", str(args.mixed), "--seed", str(args.seed),
     ]  # fmt: skip

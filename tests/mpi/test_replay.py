@@ -140,6 +140,46 @@ def test_what_can_be_recorded():
     assert key(print, None, None, (bytearray(3),)) is None
 
 
+class _AnyCount:
+    """A recorded call that takes every count of its class, and runs nothing."""
+
+    def __init__(self):
+        self.counts = []
+
+    def recount(self, count):
+        self.counts.append(count)
+        return True
+
+    def run(self, args):
+        return True
+
+
+def test_a_loop_over_many_counts_of_one_class_leaves_anothers_keys_remembered():
+    """The exact keys that replay a size class's call are bounded per class: a
+    loop over thousands of counts of other classes does not make a loop over a few
+    counts of its own compute two keys a call again."""
+    calls = fastpath.Recordings()
+    buffer = np.zeros(1 << 14)
+    ckey, _ = calls.class_key(print, None, None, (buffer[:1024],))
+    recorded = {}
+    for size_class in range(1, 18):
+        recorded[size_class] = _AnyCount()
+        calls.record_class(ckey, (8,), 8, size_class, recorded[size_class])
+    few = range(1024, 1024 + 64)  # one class: 8 KiB - 16 KiB
+    many = range(2048, 2048 + 6000)  # 16 KiB - 64 KiB: two classes
+    for n in few:
+        assert calls.replay(print, None, None, (buffer[:n],)) is True
+    assert calls.nremembered == 64 and recorded[14].counts == list(few)
+    for n in many:
+        assert calls.replay(print, None, None, (buffer[:n],)) is True
+    assert recorded[15].counts + recorded[16].counts == list(many)
+    held = calls.nremembered
+    assert held <= 64 + 2 * 1024  # each class's keys bounded
+    for n in few:  # remembered: no key made again
+        calls.replay(print, None, None, (buffer[:n],))
+    assert calls.nremembered == held
+
+
 @pytest.mark.mpi(min_size=1)
 def test_new_arrays_of_the_same_shape_are_replayed(mpi):
     """A loop that brings new arrays every call (``np.full(...)`` as the send buffer)

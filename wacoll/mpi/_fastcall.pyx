@@ -560,9 +560,18 @@ cdef class Recordings(dict):
     #: How many class keys are recorded (none: a replay looks up its key only).
     cdef Py_ssize_t nclasses
     # Exact keys that replayed a class's call: key -> (call, count). A repeated
-    # count then costs one key, not two; emptied when any class entry changes, and
-    # when it reaches _HITS entries (a loop over more counts pays both keys).
+    # count then costs one key, not two. Bounded per recorded call (one size
+    # class): its keys are forgotten together when it has _HITS of them, so that
+    # a loop over many counts of other classes leaves a class's keys alone; all
+    # are forgotten at _ALL_HITS, and when any class entry changes.
     cdef dict hits
+    # The exact keys in ``hits`` of each recorded call: call -> list of keys.
+    cdef dict hit_keys
+
+    @property
+    def nremembered(self):
+        """How many exact keys of the classes' calls are remembered."""
+        return 0 if self.hits is None else len(self.hits)
 
     def key(self, reader, family, level, tuple args not None):
         """The key of a call: ``reader``, ``family``, ``level`` and, per argument,
@@ -659,9 +668,7 @@ cdef class Recordings(dict):
                 if found == NULL:
                     return None
                 recorded = <object>found  # (a reference of its own: recount runs Python)
-                if self.hits is None or len(self.hits) >= _HITS:
-                    self.hits = {}
-                self.hits[key] = (recorded, count)
+                self._remember(key, recorded, count)
             if not recorded.recount(count):
                 return None
         if type(recorded) is NativeCall:
@@ -677,11 +684,31 @@ cdef class Recordings(dict):
         self.nreplayed += 1
         return True if passed else recorded
 
+    cdef void _remember(self, key, recorded, Py_ssize_t count) except *:
+        """Remember that the exact ``key`` replays ``recorded`` at ``count``."""
+        cdef list keys
+        cdef PyObject *found
+        if self.hits is None or len(self.hits) >= _ALL_HITS:
+            self.hits, self.hit_keys = {}, {}
+        found = PyDict_GetItem(self.hit_keys, recorded)
+        if found == NULL:
+            keys = []
+            self.hit_keys[recorded] = keys
+        else:
+            keys = <list>found
+            if len(keys) >= _HITS:
+                for old in keys:
+                    del self.hits[old]
+                del keys[:]
+        keys.append(key)
+        self.hits[key] = (recorded, count)
 
-#: Exact keys a communicator's :class:`Recordings` remembers for its classes' calls
-#: (a loop that cycles up to this many counts computes one key a call; some 250
-#: bytes an entry).
+
+#: Exact keys a communicator's :class:`Recordings` remembers for one size class's
+#: recorded call (a loop that cycles up to this many counts of a class computes one
+#: key a call), and for all of them (some 250 bytes an entry).
 cdef Py_ssize_t _HITS = 1024
+cdef Py_ssize_t _ALL_HITS = 8192
 
 
 cdef object _ndarray = np.ndarray
