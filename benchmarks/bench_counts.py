@@ -120,7 +120,8 @@ def _worker(ops, ks, passes, mixed, seed):
         loops = {}
         for k in ks:
             counts = counts_cycled(k)
-            loops[k] = counts * -(-PASS_CALLS // len(counts))  # a pass: PASS_CALLS calls or more
+            # a pass: PASS_CALLS calls or more
+            loops[k] = counts * -(-PASS_CALLS // len(counts))
         times = {(k, who): [] for k in ks for who in ("default", "library")}
         first = {}  # a loop's first pass: the calls that meet each count first
         # the loops in turn, each pass of every K and of both beside each other: a
