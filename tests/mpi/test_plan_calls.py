@@ -170,3 +170,36 @@ def test_library_calls_on_several_clusters_run_compiled(mpi):
             problems.append(f"{layout}: after the failed call {buf}")
         comm.Free()
     mpi.assert_all(not problems, "; ".join(problems[:3]))
+
+
+@pytest.mark.mpi(min_size=2)
+def test_the_wide_area_check_all_reduce_is_built_when_a_call_first_needs_it(mpi):
+    """On several clusters blocking calls check in the verdict stream: a
+    communicator that makes only those never selects, lowers or compiles the check's
+    all-reduce (a cheaper ``wacoll.Comm()``); its first non-blocking call builds it,
+    and is checked by it like any other (a disagreeing one raises everywhere)."""
+    if not DEFERRED_VERDICTS:
+        pytest.skip("blocking calls wait for their verdicts (no stream)")
+    problems = []
+    for layout in mpi.multi:
+        comm = wacoll.Comm(W, mpi.topology(layout))
+        check = comm.route.argcheck
+        for fn in _calls(5):
+            want = fn(W, True)
+            got = fn(comm, False)
+            if want is not None and got.tobytes() != want.tobytes():
+                problems.append(f"{layout} {fn.__name__}: {got} != {want}")
+        if check._program is not None or check._tables is not None:
+            problems.append(f"{layout}: built by blocking calls alone")
+        out = np.zeros(3)
+        comm.Iallreduce(np.full(3, ME + 1.0), out, op=MPI.SUM).Wait()
+        if not np.array_equal(out, np.full(3, P * (P + 1) / 2)):
+            problems.append(f"{layout}: Iallreduce gave {out}")
+        if check._tables is None:
+            problems.append(f"{layout}: a non-blocking call ran unchecked by it")
+        mpi.same_error(
+            lambda: comm.Ibcast(np.zeros(4 + (ME == 1)), root=0).Wait(),
+            match="disagree",
+        )
+        comm.Free()
+    mpi.assert_all(not problems, "; ".join(problems[:3]))

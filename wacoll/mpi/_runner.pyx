@@ -1141,8 +1141,9 @@ cdef class LibraryCall:
 
     Parameters
     ----------
-    check : Runner
-        The check's runner on the communicator's check communicator.
+    check : Runner or None
+        The check's runner on the communicator's check communicator (None with a
+        verdict ``ring``, in which the check travels instead).
     digest : int
         The call's signature digest.
     method : callable or None
@@ -1183,9 +1184,11 @@ cdef class LibraryCall:
     #: :attr:`PlanCall.paced_by`.
     cdef public int paced_by
 
-    def __init__(self, Runner check not None, digest, method, tuple replace not None,
+    def __init__(self, Runner check, digest, method, tuple replace not None,
                  sig, tuple keep not None, int tag, Verdicts ring=None):
         global _addressof
+        if check is None and ring is None:
+            raise ValueError("a library call is checked by a runner or a verdict ring")
         if _addressof is None:
             from mpi4py import MPI
             _addressof = MPI._addressof

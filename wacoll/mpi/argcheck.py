@@ -100,11 +100,9 @@ class ArgumentCheck:
         Whether the communicator spans several clusters.
     first : bool
         Whether the check completes before the work (``"first"``).
-    program : wacoll.plans.lower.LoweredProgram or None
-        Several clusters: this rank's lowered check all-reduce.
-    compiled : wacoll.mpi._runner.Runner or None
-        Several clusters, checked, compiled runner available: ``program``'s runner
-        over ``control`` (what compiled calls run beside their work).
+    compiles : bool
+        Several clusters, checked, compiled runner available: calls are checked by
+        compiled code (in :attr:`verdicts`, or by :attr:`compiled`).
     blocking : NodeCheck or PersistentCheck or None
         One cluster, checked: the check of blocking calls.
     spare : list
@@ -123,50 +121,81 @@ class ArgumentCheck:
 
     def __init__(self, control, topology, mode):
         self.control = control
+        self.topology = topology
         self.mode = mode
         self.enabled = mode != "off"
         self.several = topology.nclusters > 1
         self.first = mode == "first"
         deferred = DEFERRED_VERDICTS
-        self.program = self.compiled = self.blocking = self._tables = None
+        self.blocking = None
+        self._program = self._tables = self._compiled = None
         self._ring_tables = None
         self.verdicts = None
         self.spare, self.abandoned = [], []
         self.sent = []  # this rank's errors and notices sent (until delivered)
         self._returned_here = False  # (what this rank's last notice said)
-        rank = control.Get_rank()
-        if self.several:  # the check runs as a wide-area optimal all-reduce
+        #: Several clusters, checked, compiled runner available: the compiled
+        #: all-reduce exists (made when first asked for: :attr:`compiled`).
+        self.compiles = self.several and self.enabled and runner_ready()
+        if self.compiles and not self.first:
+            rank = control.Get_rank()
+            direct = topology.size <= DIRECT_CHECK_LIMIT
+            defer = deferred > 0 and direct
+            # calls that wait for their verdicts check in a ring of one runner:
+            # the direct check, or MagPIe's beyond its limit
+            self._ring_tables = (
+                None
+                if defer
+                else compile_program(
+                    lower_for_rank(direct_check_plan(topology), rank),
+                    np.dtype(np.int64),
+                    "max",
+                )
+                if direct
+                else self.tables
+            )
+            ring_comm = MPI.Intracomm(MPI.Intracomm.Dup(control))
+            self.verdicts = verdicts_ring(self._ring_tables, ring_comm, defer=defer)
+        elif self.enabled and not self.several:
+            # blocking calls check first (shared memory on one node)
+            self.blocking = blocking_check(control)
+
+    # The wide-area all-reduce of the checks that do not travel in the verdict
+    # stream (non-blocking calls, ``check="first"``, the Python route) is built
+    # when one first needs it: a communicator whose calls all check in the stream
+    # never selects, lowers or compiles it. (Every rank builds it alone, from the
+    # proof cache or proving it: no message.)
+
+    @property
+    def program(self):
+        """Several clusters: this rank's lowered check all-reduce (MagPIe's, of
+        four int64 words under MAX); None on one cluster."""
+        if self._program is None and self.several:
             selection = select(
                 Call("allreduce", count=4, itemsize=8, level="commutative"),
-                topology,
+                self.topology,
                 family="magpie",
             )
-            self.program = lower_for_rank(plan_for_rank(selection, topology, rank), rank)
-            if self.enabled and runner_ready():
-                self._tables = compile_program(self.program, np.dtype(np.int64), "max")
-                self.compiled = self._tables.runner(control)
-                if not self.first:
-                    direct = topology.size <= DIRECT_CHECK_LIMIT
-                    defer = deferred > 0 and direct
-                    # calls that wait for their verdicts check in a ring of one
-                    # runner: the direct check, or MagPIe's beyond its limit
-                    self._ring_tables = (
-                        None
-                        if defer
-                        else compile_program(
-                            lower_for_rank(direct_check_plan(topology), rank),
-                            np.dtype(np.int64),
-                            "max",
-                        )
-                        if direct
-                        else self._tables
-                    )
-                    ring_comm = MPI.Intracomm(MPI.Intracomm.Dup(control))
-                    self.verdicts = verdicts_ring(
-                        self._ring_tables, ring_comm, defer=defer
-                    )
-        elif self.enabled:  # blocking calls check first (shared memory on one node)
-            self.blocking = blocking_check(control)
+            rank = self.control.Get_rank()
+            self._program = lower_for_rank(
+                plan_for_rank(selection, self.topology, rank), rank
+            )
+        return self._program
+
+    @property
+    def tables(self):
+        """:attr:`program` compiled (:attr:`compiles`), else None."""
+        if self._tables is None and self.compiles:
+            self._tables = compile_program(self.program, np.dtype(np.int64), "max")
+        return self._tables
+
+    @property
+    def compiled(self):
+        """Several clusters, checked, compiled runner available: a runner of
+        :attr:`tables` over the control communicator; else None."""
+        if self._compiled is None and self.compiles:
+            self._compiled = self.tables.runner(self.control)
+        return self._compiled
 
     def of_call(self, error, sig, *, tag, blocking):
         """The :class:`~wacoll.mpi.agreement.Check` of one call on the Python route
@@ -192,8 +221,8 @@ class ArgumentCheck:
             if error is not None:
                 self._send_error(error, *check.errors_at)
             return check
-        if self._tables is not None:
-            runner = self.spare.pop() if self.spare else self._tables.runner(self.control)
+        if self.compiles:
+            runner = self.spare.pop() if self.spare else self.tables.runner(self.control)
             return Check(self.control, error, sig, runner=runner, pool=self, tag=tag)
         return Check(
             self.control,
@@ -208,11 +237,7 @@ class ArgumentCheck:
     def checks_started(self) -> bool:
         """Whether a compiled non-blocking call can be checked here
         (:meth:`of_started`)."""
-        return (
-            self.enabled
-            and not self.first
-            and (not self.several or self._tables is not None)
-        )
+        return self.enabled and not self.first and (not self.several or self.compiles)
 
     def of_started(self):
         """What a compiled non-blocking call's check is made of, for each call in
@@ -224,11 +249,7 @@ class ArgumentCheck:
         if not self.enabled or self.first:
             return None
         if self.several:
-            return (
-                None
-                if self._tables is None
-                else (self._tables.runner(self.control), None)
-            )
+            return (self.tables.runner(self.control), None) if self.compiles else None
         return None, functools.partial(_iallreduce_max, self.control)
 
     def gated(self, blocking):

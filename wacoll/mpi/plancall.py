@@ -166,7 +166,6 @@ class PlanCalls:
         self.first = argcheck.first
         self.blocking_check = argcheck.blocking
         self.ready = runner_ready()
-        self.check = argcheck.compiled
         self.argcheck = argcheck
         self._several = argcheck.several and argcheck.enabled
         self._runners = BoundedCache(RUNNERS)
@@ -239,7 +238,7 @@ class PlanCalls:
         records it instead of the communicator's recordings (an explored call's
         candidate, :mod:`wacoll.mpi.exploring`; no class key then).
         """
-        if not self.ready or (checked and self._several and self.check is None):
+        if not self.ready or (checked and self._several and not self.argcheck.compiles):
             return None
         places = buffer_places(prepared, args)
         where_in, where_out, copy_bytes = places
@@ -257,7 +256,12 @@ class PlanCalls:
                 runner = self._runner(program, prepared)
             if runner is None:
                 return None
-        check = self.check if checked and self._several else None
+        # checked on several clusters: in the verdict stream, or (without one)
+        # by the compiled all-reduce beside the work
+        ring = self.argcheck.verdicts if checked and self._several else None
+        check = (
+            self.argcheck.compiled if checked and self._several and ring is None else None
+        )
         blocking = self.blocking_check if checked and not self._several else None
         keep = kept_alive(args)
         planned = _runner.PlanCall(
@@ -272,7 +276,7 @@ class PlanCalls:
             self.first,
             blocking_tag(sig.digest()),
             keep,
-            self.argcheck.verdicts if check is not None else None,
+            ring,
             BLOCKING_TAG,
         )
         planned.plan, planned.family = plan, plan.family
@@ -349,18 +353,19 @@ class PlanCalls:
         ``prepared`` buffers, it is recorded for every count of the class
         (:func:`record_per_count`). ``recorder(key, call)`` records it instead, as
         :meth:`make` says."""
-        if not self.ready or self.check is None or self.first:
+        if not self.ready or not self.argcheck.compiles or self.first:
             return None
         keep = kept_alive(args)
+        ring = self.argcheck.verdicts
         call = _runner.LibraryCall(
-            self.check,
+            None if ring is not None else self.argcheck.compiled,
             sig.digest(),
             method,
             replace,
             sig,
             keep,
             BLOCKING_TAG,
-            self.argcheck.verdicts,
+            ring,
         )
         call.receives = library_receives(sig, self.wire.Get_rank())
         call.paced_by = paced_by(sig, self.wire.Get_rank())
