@@ -69,14 +69,20 @@ class StreamKeeper:
         with self._lock:
             self._streams.add(stream)
         stream.arm = self.arm
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._run, name="wacoll-stream-keeper", daemon=True
-            )
-            self._thread.start()
 
     def arm(self):
-        """A stream holds entries not yet sent: look again in :data:`KEEP_AFTER`."""
+        """A stream holds entries not yet sent: look again in :data:`KEEP_AFTER`.
+        The thread starts here, at the first entry (starting it waits for it to
+        run: milliseconds where ranks share cores, which a communicator whose
+        calls never wait would pay for nothing)."""
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    thread = threading.Thread(
+                        target=self._run, name="wacoll-stream-keeper", daemon=True
+                    )
+                    thread.start()
+                    self._thread = thread
         self._armed.set()
 
     def stop(self):

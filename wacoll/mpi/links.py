@@ -405,8 +405,10 @@ def _positive(value) -> TypeGuard[int | float]:
 
 
 def _read_record(path: Path, key: str, clusters):
-    """The figures and measurement time of the record at ``path``: ``(figures, when)``;
-    ``None`` when there is none; a reason (str) when it cannot be used."""
+    """The figures, measurement time and topology of the record at ``path``:
+    ``(figures, when, topology)`` (:func:`measured_topology`: made to validate the
+    record, and kept, so that a communicator fits its ``t_ini`` once); ``None`` when
+    there is none; a reason (str) when it cannot be used."""
     try:
         info = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):  # no record, or no directory
@@ -458,10 +460,11 @@ def _read_record(path: Path, key: str, clusters):
             return (
                 f"has a 'ranks' round trip over {MAX_ROUND_TRIP:g} s (inside a cluster)"
             )
-        measured_topology(clusters, figures)  # the names and values must make a topology
+        # the names and values must make a topology
+        topology = measured_topology(clusters, figures)
     except Exception as exc:  # noqa: BLE001 - anything odd in the data: not trusted
         return f"cannot be used ({exc})"
-    return figures, float(when)
+    return figures, float(when), topology
 
 
 def _write_record(path: Path, key, clusters, hosts, figures, when, elapsed):
@@ -557,7 +560,7 @@ def links_for(
     key = record_key(hosts, clusters)
     path = cache_dir(environ) / f"{key}.json"
 
-    def look():  # rank 0: a young record, or None (measure again)
+    def look():  # rank 0: a young record and its topology, or None (measure again)
         limit = max_age_setting(environ) if max_age is None else max_age
         if isinstance(limit, str):  # rank 0's WACOLL_LINKS_MAX_AGE: refused everywhere
             raise ConfigurationError(limit)
@@ -585,9 +588,9 @@ def links_for(
     found = from_rank_0(
         comm, look, ConfigurationError, f"reading the links record {path}"
     )
-    if found is not None:
-        figures, when = found
-        return _from_rank_0(comm, clusters, figures), "cached", when
+    if found is not None:  # (one broadcast: the topology rank 0 made of the record)
+        _, when, measured = found
+        return measured, "cached", when
     begin = MPI.Wtime()
     figures = measure_links(comm, clusters, **options)
     elapsed = MPI.Wtime() - begin
