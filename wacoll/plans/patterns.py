@@ -23,7 +23,7 @@ import numpy as np
 
 from wacoll.errors import PlanError
 from wacoll.plans.encoded import single_block_steps
-from wacoll.plans.prover.encode import COPY, NO_PEER, RECV, SEND
+from wacoll.plans.prover.encode import COPY, NO_PEER, RECV, SEND, index_dtype
 from wacoll.trees.basic import children, parent, tree_root, validate_tree
 
 __all__ = [
@@ -377,37 +377,48 @@ def flat_alltoall(b, *, order="rotated"):
 
 
 def _flat_alltoall_steps(size, nblocks, order):
-    """:func:`flat_alltoall`'s programs as arrays (the same steps, in the same order)."""
-    r = np.arange(size, dtype=np.int64)[:, None]
-    k = np.arange(1, size, dtype=np.int64)[None, :]
-    if order == "rank":
-        dsts = srcs = k - 1 + (k - 1 >= r)  # 0..P-1 without r
-    else:
-        dsts, srcs = (r + k) % size, (r - k) % size
-    dsts, srcs = (
-        np.broadcast_to(dsts, (size, size - 1)),
-        np.broadcast_to(srcs, (size, size - 1)),
-    )
+    """:func:`flat_alltoall`'s programs as arrays (the same steps, in the same order).
 
-    def rows(copy, send, recv):
-        """Per rank: the copy, the sends, the receives; flattened."""
-        return np.concatenate(
-            [
-                np.broadcast_to(copy, (size, 1)),
-                np.broadcast_to(send, dsts.shape),
-                np.broadcast_to(recv, srcs.shape),
-            ],
-            axis=1,
-        ).reshape(-1)
-
+    Each column is written in place, in the dtype the prover keeps
+    (:func:`~wacoll.plans.encoded.single_block_steps`), with no ``P x P`` int64
+    temporaries: on 4096 ranks the 33.5 million steps took 2.8 s that way, most of
+    it copying."""
+    width = 2 * size - 1  # a rank's steps: its copy, P - 1 sends, P - 1 receives
+    peers = np.int16 if size < 2**15 - 2 else index_dtype(size)
+    blocks = index_dtype(nblocks)
+    r = np.arange(size, dtype=blocks)[:, None]
+    k = np.arange(1, size, dtype=blocks)[None, :]
+    # each rank's row: [copy | sends | receives]
+    kind = np.empty((size, width), dtype=np.int8)
+    kind[:, 0], kind[:, 1:size], kind[:, size:] = COPY, SEND, RECV
+    peer = np.empty((size, width), dtype=peers)
+    peer[:, 0] = NO_PEER
+    sends, recvs = peer[:, 1:size], peer[:, size:]
+    if order == "rank":  # 0..P-1 without r, for both
+        np.add(k - 1, k - 1 >= r, out=sends, casting="unsafe")
+        recvs[...] = sends
+    else:  # r + k and r - k, wrapped (r + k - P stays within a peer's dtype)
+        np.add(r, k - size, out=sends, casting="unsafe")
+        sends[sends < 0] += size
+        np.subtract(r, k, out=recvs, casting="unsafe")
+        recvs[recvs < 0] += size
     none, buf_in, buf_out = -1, 0, 1
+    src = np.full((size, width), none, dtype=np.int16)
+    src[:, :size] = buf_in
+    dst = np.full((size, width), none, dtype=np.int16)
+    dst[:, 0], dst[:, size:] = buf_out, buf_out
+    block = np.empty((size, width), dtype=blocks)
+    block[:, 0] = np.arange(size, dtype=blocks) * (size + 1)
+    np.add(r * size, sends, out=block[:, 1:size], dtype=blocks, casting="unsafe")
+    np.multiply(recvs, size, out=block[:, size:], dtype=blocks, casting="unsafe")
+    block[:, size:] += r
     return single_block_steps(
         nblocks,
-        np.full(size, 2 * size - 1),
-        kind=rows(COPY, SEND, RECV),
-        peer=rows(NO_PEER, dsts, srcs),
-        src=rows(buf_in, buf_in, none),
-        dst=rows(buf_out, none, buf_out),
-        block=rows(r * size + r, r * size + dsts, srcs * size + r),
+        np.full(size, width),
+        kind=kind.reshape(-1),
+        peer=peer.reshape(-1),
+        src=src.reshape(-1),
+        dst=dst.reshape(-1),
+        block=block.reshape(-1),
         buffers=("in", "out"),
     )
