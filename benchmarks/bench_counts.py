@@ -78,6 +78,8 @@ PASS_CALLS = 256
 #: Calls of each count in a row in the repeated-counts baseline (the first of each
 #: run is not timed).
 REPEATS = 4
+#: What the CSV's ``config`` adds for the repeated-counts baseline's rows.
+REPEATED = ", each count repeated"
 #: Calls of a shape before its loops are timed (learning explores 18).
 WARM = 24
 
@@ -141,7 +143,7 @@ def _worker(ops, ks, passes, mixed, seed):
         )
         times = {(k, who): [] for k in ks for who in ("default", "library")}
         if widest:
-            times.update({(-widest, who): [] for who in ("default", "library")})
+            times.update({(widest, who + REPEATED): [] for who in ("default", "library")})
         first = {}  # a loop's first pass: the calls that meet each count first
         # the loops in turn, each pass of every K and of both beside each other: a
         # mood of the machine that lasts slows them alike
@@ -156,11 +158,11 @@ def _worker(ops, ks, passes, mixed, seed):
             if widest and (index or passes == 1):
                 for who, call in (("default", mine), ("library", library)):
                     timed = _timed(call, repeated, world)
-                    times[(-widest, who)].extend(
+                    times[(widest, who + REPEATED)].extend(
                         t for i, t in enumerate(timed) if i % REPEATS
                     )
         if widest:
-            first.update({(-widest, who): [] for who in ("default", "library")})
+            first.update({(widest, who + REPEATED): [] for who in ("default", "library")})
         for (k, who), timed in times.items():
             rows.append(
                 {
@@ -329,8 +331,8 @@ def main(argv=None):
                 octave = [m for k, m in zip(ks, mine) if k <= 1024]
                 cells.append(f"{max(octave) / mine[0]:.2f}x")
                 if newest:  # the same sizes, each count repeated
-                    again = keyed[(layout, p, op, -newest, "default")]
-                    lib_again = keyed[(layout, p, op, -newest, "library")]
+                    again = keyed[(layout, p, op, newest, "default" + REPEATED)]
+                    lib_again = keyed[(layout, p, op, newest, "library" + REPEATED)]
                     lib_cycled = keyed[(layout, p, op, newest, "library")]
                     cells.append(f"{again:.3f}")
                     cells.append(

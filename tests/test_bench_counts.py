@@ -40,6 +40,10 @@ def test_a_small_run_reports_every_loop_and_the_mixed_workload(tmp_path):
         for op in ("Allreduce", "Gather")
         for k in ("1", "4", "40")
         for who in ("default", "library")
+    } | {  # the widest loop's counts, each repeated: the same sizes, no new count
+        (op, "40", who + ", each count repeated")
+        for op in ("Allreduce", "Gather")
+        for who in ("default", "library")
     }
     assert all(float(r["ms"]) > 0 for r in rows)
     assert "two cluster(s), 2 ranks" in done.stdout
