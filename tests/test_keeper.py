@@ -56,3 +56,28 @@ def test_a_stopped_keeper_sweeps_no_more():
     stream.arm()
     time.sleep(KEEP_AFTER * 5)
     assert not stream.began.is_set()
+
+
+def test_a_keeper_starts_its_thread_at_the_first_entry_and_survives_none(monkeypatch):
+    """The thread starts when a stream first holds an unsent entry, not when the
+    stream is added (a communicator whose calls never wait pays for none); where
+    no thread can be started, arming raises nothing (it happens inside a call,
+    whose peers wait for its entry) and the keeper stays without one."""
+    keeper = StreamKeeper()
+    stream = _SlowStream(0)
+    keeper.add(stream)
+    assert keeper._thread is None
+    stream.arm()
+    assert stream.began.wait(5), "the keeper never swept"
+    keeper.stop()
+
+    def refused(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    keeper = StreamKeeper()
+    stream = _SlowStream(0)
+    keeper.add(stream)
+    stream.arm()
+    stream.arm()
+    assert keeper._thread is False and not stream.began.is_set()

@@ -605,7 +605,7 @@ cdef class Recordings(dict):
         under the class key ``ckey``, its arrays' lengths ``multiples`` times the
         count (:class:`CountClasses`). Whether a new entry was made (the caller
         bounds the recordings)."""
-        self.hits = None
+        self.hits = self.hit_keys = None
         found = dict.get(self, ckey)
         made = found is None or not (<CountClasses>found).same(multiples, itemsize)
         if made:
@@ -619,12 +619,12 @@ cdef class Recordings(dict):
     def clear(self):
         dict.clear(self)
         self.nclasses = 0
-        self.hits = None
+        self.hits = self.hit_keys = None
 
     def __delitem__(self, key):
         if type(dict.get(self, key)) is CountClasses:
             self.nclasses -= 1
-            self.hits = None
+            self.hits = self.hit_keys = None
         dict.__delitem__(self, key)
 
     def replay(self, reader, family, level, tuple args not None):

@@ -81,7 +81,14 @@ class StreamKeeper:
                     thread = threading.Thread(
                         target=self._run, name="wacoll-stream-keeper", daemon=True
                     )
-                    thread.start()
+                    try:
+                        thread.start()
+                    except RuntimeError:  # (no thread to be had: inside a call,
+                        # whose peers wait for its entry, raise nothing; without a
+                        # keeper the entries leave with a later call, as without
+                        # MPI_THREAD_MULTIPLE)
+                        self._thread = False
+                        return
                     self._thread = thread
         self._armed.set()
 
