@@ -405,8 +405,8 @@ def _positive(value) -> TypeGuard[int | float]:
 
 
 def _read_record(path: Path, key: str, clusters):
-    """The figures, measurement time and topology of the record at ``path``:
-    ``(figures, when, topology)`` (:func:`measured_topology`: made to validate the
+    """The measurement time and topology of the record at ``path``: ``(when,
+    topology)`` (:func:`measured_topology` of its figures: made to validate the
     record, and kept, so that a communicator fits its ``t_ini`` once); ``None`` when
     there is none; a reason (str) when it cannot be used."""
     try:
@@ -464,7 +464,7 @@ def _read_record(path: Path, key: str, clusters):
         topology = measured_topology(clusters, figures)
     except Exception as exc:  # noqa: BLE001 - anything odd in the data: not trusted
         return f"cannot be used ({exc})"
-    return figures, float(when), topology
+    return float(when), topology
 
 
 def _write_record(path: Path, key, clusters, hosts, figures, when, elapsed):
@@ -573,7 +573,7 @@ def links_for(
             )
             return None
         if record is not None:
-            age = time.time() - record[1]
+            age = time.time() - record[0]
             if 0 <= age < limit:
                 return record
             warnings.warn(
@@ -589,7 +589,7 @@ def links_for(
         comm, look, ConfigurationError, f"reading the links record {path}"
     )
     if found is not None:  # (one broadcast: the topology rank 0 made of the record)
-        _, when, measured = found
+        when, measured = found
         return measured, "cached", when
     begin = MPI.Wtime()
     figures = measure_links(comm, clusters, **options)
