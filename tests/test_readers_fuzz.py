@@ -751,3 +751,29 @@ def test_python_api_refuses_coercions():
         Topology.from_sizes([1], t_ini=0.5)
     with pytest.raises(TopologyError, match="too large"):
         Topology.from_sizes([1], wan_latency=10**400)
+
+
+def test_a_json_plan_whose_strings_a_script_cannot_hold_is_refused():
+    """A plan read from JSON can be written as a script: a control character in a
+    parameter, the family or the algorithm is refused by name (found by the
+    mutation test above: the JSON reader took it, and writing the script raised)."""
+    base = {
+        "op": "gather", "size": 3, "root": 2, "counts": [1, 1, 1],
+        "clusters": [0, 1, 1], "level": None, "itemsize": 1, "family": "magpie",
+        "algorithm": "flat", "params": [["intra", "flat"]],
+        "programs": [
+            [{"kind": "send", "blocks": [0], "peer": 2, "src": "in"}],
+            [{"kind": "send", "blocks": [1], "peer": 2, "src": "in"}],
+            [{"kind": "recv", "blocks": [0], "peer": 0, "dst": "out"},
+             {"kind": "recv", "blocks": [1], "peer": 1, "dst": "out"},
+             {"kind": "copy", "blocks": [2], "src": "in", "dst": "out"}],
+        ],
+    }  # fmt: skip
+    assert scripts.from_json(json.dumps(base)).params == (("intra", "flat"),)
+    for field, value, named in (
+        ("params", [["intra", "\x1f"]], "plan parameter 'intra'"),
+        ("family", "mag\x01pie", "family"),
+        ("algorithm", "fl\x7fat", "algorithm"),
+    ):
+        with pytest.raises(ScriptError, match=named + ".*control character"):
+            scripts.from_json(json.dumps(dict(base, **{field: value})))

@@ -18,7 +18,7 @@ import re
 
 from wacoll.errors import ScriptError
 from wacoll.plans.plan import Plan
-from wacoll.plans.scripts.sexpr import MAX_DEPTH, MAX_INT
+from wacoll.plans.scripts.sexpr import MAX_DEPTH, MAX_INT, quote
 
 __all__ = [
     "MAX_SIZE",
@@ -82,7 +82,10 @@ def _validate_value(value, what, depth=0):
     """Raise ScriptError unless ``value`` is plain data both formats can hold."""
     if depth > MAX_DEPTH - 4:
         raise ScriptError(f"{what} is nested too deeply")
-    if value is None or isinstance(value, (bool, str)):
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, str):
+        quote(value, what)  # (a control character a script cannot hold: refused)
         return
     if isinstance(value, int):
         if abs(value) > MAX_INT:
@@ -140,5 +143,9 @@ def make_plan(header, programs):
         params=tuple(header["params"]),
         arithmetic=header.get("arithmetic", "plain"),
     )
+    # what one form reads, the other can write: the same refusals for both
+    validate_params(plan)
+    for name in ("family", "algorithm"):
+        quote(header[name], name)
     plan.prove()
     return plan
