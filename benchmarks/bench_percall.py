@@ -23,7 +23,9 @@ median per call of the slowest rank, in microseconds:
 ``library, checked``  a blocking call with ``family="native"``: the MPI library's
                       collective with wacoll's check (on two clusters: the library's
                       non-blocking call and the compiled wide-area check, together)
-``non-blocking``      ``Iallreduce`` + ``Wait`` (the progress thread)
+``non-blocking``      ``Iallreduce`` + ``Wait`` (on one node the library's own
+                      request, checked in the node's ring; on several clusters a
+                      generalized request the progress engine completes)
 ``native non-blocking`` the library's ``Iallreduce`` + ``Wait``
 ``native, new array`` ``native`` with a new receive buffer (``np.empty``) each call
 ``default, new array`` ``default`` with a new receive buffer each call (a call that

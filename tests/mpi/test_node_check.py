@@ -16,6 +16,7 @@ import pytest
 from mpi4py import MPI
 
 import wacoll
+from wacoll.mpi._runner import RING_LINES, NodeRing
 from wacoll.mpi.agreement import NodeCheck
 
 P = MPI.COMM_WORLD.Get_size()
@@ -89,4 +90,36 @@ def test_a_peer_waiting_in_the_library_for_this_rank_is_progressed(mpi):
     else:
         request.Wait()
         comm.Barrier()
+    comm.Free()
+
+
+@pytest.mark.mpi(min_size=1)
+@pytest.mark.parametrize("check", ["beside", "first"])
+def test_non_blocking_calls_check_in_the_nodes_ring(mpi, check):
+    """On one node a non-blocking call's check is published in the node's ring when
+    it starts and read when it is waited for: no message, whichever route runs the
+    call (compiled, or the Python route with ``check="first"``). More calls than the
+    ring holds may be in flight at once, waited for in any order."""
+    comm = wacoll.Comm(W, check=check)
+    ring = comm.route.argcheck.node_ring
+    mpi.assert_all(isinstance(ring, NodeRing))
+    before = ring.seq
+    calls = 2 * RING_LINES + 5
+    outs = [np.zeros(3) for _ in range(calls)]
+    requests = [
+        comm.Iallreduce(np.full(3, float(k + ME)), outs[k], op=MPI.SUM)
+        for k in range(calls)
+    ]
+    buf = np.arange(4.0) if ME == 0 else np.zeros(4)
+    requests.append(comm.Ibcast(buf, root=0))
+    requests[1::2] = requests[1::2][::-1]
+    MPI.Request.Waitall(requests[: calls // 2])
+    for request in requests[calls // 2 :]:
+        request.Wait()
+    mpi.assert_equal(buf, np.arange(4.0))
+    for k in range(calls):
+        mpi.assert_equal(
+            outs[k], np.full(3, float(k * P + P * (P - 1) // 2)), f"call {k}"
+        )
+    mpi.assert_equal(ring.seq - before, calls + 1, "checks published in the ring")
     comm.Free()

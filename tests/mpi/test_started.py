@@ -213,3 +213,34 @@ def test_a_stopped_communicator_fails_the_next_call_on_every_rank(mpi):
     mpi.same_error(request.Wait, WacollError, match="disagree")
     mpi.same_error(comm.Barrier, WacollError, match="Free it")
     comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("complete", ["Waitall", "Testall", "Waitany"])
+def test_a_verdict_the_library_completed_is_collected_at_the_next_call(mpi, complete):
+    """On one node a non-blocking call the library runs returns the library's own
+    request (no progress engine): the library's own functions complete it without
+    wacoll. Its check's verdict is then collected at the communicator's next call,
+    replayed or not: where the ranks disagreed (an operator, which the library's
+    messages do not show), every rank raises there."""
+    comm = _comm(mpi, "single")
+    for _ in range(3):
+        requests = [comm.Iallreduce(np.ones(4), np.zeros(4), op=MPI.SUM)]
+        mpi.assert_all(type(requests[0]).__name__ == "NodeRequest", type(requests[0]))
+        MPI.Request.Waitall(requests)
+        comm.Bcast(np.zeros(3), root=0)  # recorded: replayed from the second round
+    mpi.assert_all(comm.last_route == "replayed", comm.last_route)
+    request = comm.Iallreduce(
+        np.ones(4), np.zeros(4), op=MPI.MAX if ME == P - 1 else MPI.SUM
+    )
+    if complete == "Waitall":
+        MPI.Request.Waitall([request])
+    elif complete == "Testall":
+        while not MPI.Request.Testall([request]):
+            pass
+    else:
+        MPI.Request.Waitany([request])
+    mpi.assert_all(not request, "the library completed the request")
+    mpi.same_error(lambda: comm.Bcast(np.zeros(3), root=0), WacollError, match="disagree")
+    mpi.same_error(comm.Barrier, WacollError, match="Free it")
+    comm.Free()

@@ -21,7 +21,7 @@ from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
-from libc.stdint cimport int64_t, intptr_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, intptr_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
 import numpy as np
@@ -43,19 +43,7 @@ cdef extern from "_collcalls.h" nogil:
                           intptr_t comm)
 
 
-cdef extern from *:
-    """
-    #include <sched.h>
-    #define wacoll_load_acquire(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
-    #define wacoll_store_release(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-    static inline void wacoll_pause(void) {
-    #if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-    #elif defined(__aarch64__)
-        __asm__ __volatile__("yield");
-    #endif
-    }
-    """
+cdef extern from "_shmem.h":
     int64_t wacoll_load_acquire(int64_t *p) noexcept nogil
     void wacoll_store_release(int64_t *p, int64_t v) noexcept nogil
     void wacoll_pause() noexcept nogil
@@ -70,15 +58,29 @@ DIRECT_KINDS = {"bcast": 1, "reduce": 2, "allreduce": 3, "gather": 4, "scatter":
                 "allgather": 6, "alltoall": 7}
 
 
-def set_collectives(int hsize, addresses):
+#: ``MPI_REQUEST_NULL``'s handle (set_collectives).
+cdef intptr_t _request_null = 0
+
+
+def set_collectives(int hsize, addresses, intptr_t request_null=0):
     """Install the MPI library's blocking collectives (their addresses, in the order
-    of :data:`DIRECT_KINDS`) and the width of its handles (4 or 8 bytes), once."""
+    of :data:`DIRECT_KINDS`), the width of its handles (4 or 8 bytes) and
+    ``MPI_REQUEST_NULL``'s handle, once."""
+    global _request_null
     cdef int i
     if hsize not in (4, 8) or len(addresses) != 7:
         raise ValueError("set_collectives takes a handle size of 4 or 8 and 7 addresses")
     for i in range(7):
         _colls.fn[i + 1] = <void *><intptr_t>addresses[i]
     _colls.hsize = hsize
+    _request_null = request_null
+
+
+cdef inline bint _is_null_request(intptr_t at) noexcept nogil:
+    """Whether the request handle at address ``at`` is ``MPI_REQUEST_NULL``."""
+    if _colls.hsize == 4:
+        return (<int32_t *>at)[0] == <int32_t>_request_null
+    return (<intptr_t *>at)[0] == _request_null
 
 
 #: The digest a flush check folds in after the folded calls' (any fixed value).
@@ -86,11 +88,17 @@ FLUSHED = _FLUSHED
 #: Set in a one-cluster check's second word by a rank that folded calls into it.
 FOLDED_MARK = _FOLDED_MARK
 
+#: Requests a :class:`Recordings` watches at most (:meth:`Recordings.watch`).
+WATCHED = 64
+#: What :meth:`Recordings.replay` returns when a watched request's verdict is due.
+VERDICTS_DUE = "verdicts due"
+
 #: int64 words per rank and parity: the sequence number, four flags, padding to a
 #: 64-byte cache line (so ranks never write the same line).
 LINE_WORDS = 8
 
 cdef enum:
+    _WATCHED = 64
     _LINE = 8
     _PAUSES = 100  # spins that pause the core (about a microsecond), then yield it
     _SPINS = 1000  # spins before handing back to Python
@@ -567,6 +575,60 @@ cdef class Recordings(dict):
     cdef dict hits
     # The exact keys in ``hits`` of each recorded call: call -> list of keys.
     cdef dict hit_keys
+    # Non-blocking requests the MPI library completes itself whose checks' verdicts
+    # are not collected yet (wacoll.mpi.startcall.NodeRequest), and the addresses
+    # of their handles: where MPI.Request.Waitall and friends completed one, its
+    # verdict is due, and no call is replayed before it is collected.
+    cdef list _watched
+    cdef intptr_t _watched_at[_WATCHED]
+    cdef Py_ssize_t _nwatched
+    #: Whether :meth:`watch` watches :data:`WATCHED` requests already.
+    cdef readonly bint full
+
+    def watch(self, request, intptr_t handle_at):
+        """Watch ``request``, whose handle is at ``handle_at``, until
+        :meth:`unwatch`: False when :data:`WATCHED` are watched already."""
+        if self._nwatched >= _WATCHED:
+            return False
+        if self._watched is None:
+            self._watched = []
+        self._watched.append(request)
+        self._watched_at[self._nwatched] = handle_at
+        self._nwatched += 1
+        self.full = self._nwatched >= _WATCHED
+        return True
+
+    def unwatch(self, request):
+        """Stop watching ``request`` (nothing if it is not watched)."""
+        cdef Py_ssize_t i, j
+        for i in range(self._nwatched):
+            if self._watched[i] is request:
+                del self._watched[i]
+                for j in range(i, self._nwatched - 1):
+                    self._watched_at[j] = self._watched_at[j + 1]
+                self._nwatched -= 1
+                self.full = False
+                return
+
+    @property
+    def watched(self):
+        """The watched requests, oldest first."""
+        return tuple(self._watched or ())
+
+    def completed_watched(self):
+        """The watched requests whose handles the MPI library has completed (set to
+        ``MPI_REQUEST_NULL``), oldest first."""
+        if not self._nwatched:
+            return ()
+        return [self._watched[i] for i in range(self._nwatched)
+                if _is_null_request(self._watched_at[i])]
+
+    cdef bint _any_watched_completed(self) noexcept nogil:
+        cdef Py_ssize_t i
+        for i in range(self._nwatched):
+            if _is_null_request(self._watched_at[i]):
+                return True
+        return False
 
     @property
     def nremembered(self):
@@ -634,12 +696,15 @@ cdef class Recordings(dict):
         :class:`~wacoll.mpi._runner.LibraryCall`, an explored shape's
         :class:`~wacoll.mpi.exploring.ExploringCall`) when its check failed, None
         when none matches, or the recorded call did not run (read the call
-        afresh)."""
+        afresh), :data:`VERDICTS_DUE` when a watched request was completed
+        (:meth:`watch`: collect its verdict, then replay)."""
         cdef Py_ssize_t lengths[16]
         cdef Py_ssize_t starts[16]
         cdef Py_ssize_t count
         cdef CountClasses classes
         cdef PyObject *found
+        if self._nwatched and self._any_watched_completed():
+            return VERDICTS_DUE
         key = _key(reader, family, level, args, None, lengths, starts)
         if key is None:
             return None

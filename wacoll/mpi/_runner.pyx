@@ -38,6 +38,13 @@ cdef extern from "_digests.h" nogil:
     void _fold_into "wacoll_fold_into"(int64_t *words, int64_t folded)
 
 
+cdef extern from "_shmem.h":
+    int64_t wacoll_load_acquire(int64_t *p) noexcept nogil
+    void wacoll_store_release(int64_t *p, int64_t v) noexcept nogil
+    void wacoll_spin_lock(int *lock) noexcept nogil
+    void wacoll_spin_unlock(int *lock) noexcept nogil
+
+
 cdef extern from "_mpicalls.h" nogil:
     ctypedef struct wacoll_mpi:
         int hsize
@@ -1381,6 +1388,175 @@ cdef class PersistentRun:
         return outcome
 
 
+
+# ------------------------------------------------ one node's non-blocking checks
+#: Lines of a rank's ring of non-blocking checks (:class:`NodeRing`): how many of
+#: its checks may be in flight beyond the slowest rank's completed ones.
+RING_LINES = 64
+#: int64 words a ring line takes (one 64-byte cache line: the check's number, its
+#: four flags, padding).
+RING_LINE_WORDS = 8
+
+cdef enum:
+    _RING = 64
+    _RWORDS = 8
+
+
+cdef class NodeRing:
+    """The checks of one node's non-blocking calls in shared memory: the element-wise
+    MAX of four int64 flags over the ranks, published when a call starts and
+    collected when it is waited for, without a message.
+
+    Every rank numbers its non-blocking checks alike (1, 2, ...: MPI orders a
+    communicator's collectives alike on every rank). Check ``k`` goes into line
+    ``k % RING_LINES`` of the rank's ring, its flags first and its number last
+    (a release store). A rank reads the checks in order, each once every rank's
+    line of it carries its number, folding the lines into the flags array the
+    check was published from (so whoever reads, the thread waiting for that call
+    or one waiting for a later one, the result lands in its call's own flags).
+    Each rank's progress line says up to which check it has read: a rank writes
+    check ``k`` only when every rank has read check ``k - RING_LINES`` (no line
+    is overwritten while it may be read), reading its own meanwhile and letting
+    the library progress. So up to ``RING_LINES`` non-blocking calls may start
+    ahead of the slowest rank's.
+
+    Parameters
+    ----------
+    lines : numpy.ndarray
+        int64, ``size * (RING_LINES + 1) * RING_LINE_WORDS`` words every rank of
+        the node maps, zeros at the start.
+    rank, size : int
+        This rank and the number of ranks.
+    progress : callable
+        Called while the ring is full (lets the MPI library progress: a peer may
+        wait in the library for this rank's part of an earlier operation).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ring = NodeRing(np.zeros(1 * 65 * 8, np.int64), 0, 1, lambda: None)
+    >>> flags = np.array([0, 0, 7, -7], np.int64)
+    >>> seq = ring.publish(flags)
+    >>> ring.collect(seq), flags.tolist()
+    (True, [0, 0, 7, -7])
+    """
+
+    cdef object _lines
+    cdef int64_t *base
+    cdef int rank, size, lock
+    cdef object progress
+    #: The number of the last check this rank published.
+    cdef readonly int64_t seq
+    #: Every check up to this one has been read on this rank.
+    cdef readonly int64_t done
+    # where each check in flight folds its result (its flags array), and that array
+    cdef int64_t *outs[_RING]
+    cdef list held
+
+    def __init__(self, int64_t[::1] lines not None, int rank, int size, progress):
+        if lines.shape[0] < size * (_RING + 1) * _RWORDS or not 0 <= rank < size:
+            raise ValueError("the shared array is too small for the ranks")
+        self._lines = lines
+        self.base = &lines[0]
+        self.rank, self.size, self.progress = rank, size, progress
+        self.seq = self.done = 0
+        self.held = [None] * _RING
+
+    cdef inline int64_t *_line(self, int r, int64_t k) noexcept nogil:
+        """Rank ``r``'s line of check ``k`` (``k = -1``: its progress line)."""
+        return self.base + (r * (_RING + 1) + (_RING if k < 0 else k % _RING)) * _RWORDS
+
+    cdef bint _room(self, int64_t k) noexcept nogil:
+        """Whether every rank has read check ``k - RING_LINES``."""
+        cdef int r
+        if k <= _RING:
+            return True
+        for r in range(self.size):
+            if wacoll_load_acquire(self._line(r, -1)) < k - _RING:
+                return False
+        return True
+
+    cdef void _read(self) noexcept nogil:
+        """Read the checks in flight, in order, as far as every rank has published."""
+        cdef int64_t k
+        cdef int64_t *out
+        cdef int64_t *line
+        cdef int r, i
+        wacoll_spin_lock(&self.lock)  # (two threads may wait for two calls)
+        while self.done < self.seq:
+            k = self.done + 1
+            for r in range(self.size):
+                if wacoll_load_acquire(self._line(r, k)) != k:
+                    wacoll_spin_unlock(&self.lock)
+                    return
+            out = self.outs[k % _RING]
+            for r in range(self.size):
+                line = self._line(r, k)
+                for i in range(4):
+                    if line[1 + i] > out[i]:
+                        out[i] = line[1 + i]
+            wacoll_store_release(&self.done, k)  # (its flags before it, for pollers)
+            wacoll_store_release(self._line(self.rank, -1), k)
+        wacoll_spin_unlock(&self.lock)
+
+    cdef int64_t start(self, int64_t *flags, object holder) except -1:
+        """Publish this rank's flags of its next check (four int64 at ``flags``,
+        where the MAX is folded in when the check is read; ``holder`` owns them and
+        is kept until then): its number. Waits while the ring is full (letting the
+        library progress and the signal handlers run; raises what one raised)."""
+        cdef int64_t k = self.seq + 1
+        cdef double began = 0, nap = 1e-6, due = 0
+        cdef int64_t *line
+        cdef int i
+        while not self._room(k):
+            self._read()
+            if self._room(k):
+                break
+            self.progress()
+            _between_polls(&began, &nap, &due)
+        self.outs[k % _RING] = flags
+        self.held[k % _RING] = holder
+        line = self._line(self.rank, k)
+        for i in range(4):
+            line[1 + i] = flags[i]
+        wacoll_store_release(line, k)
+        self.seq = k
+        return k
+
+    cdef bint poll(self, int64_t k) noexcept nogil:
+        """Whether check ``k`` (published here) has been read: its flags hold the
+        MAX over the ranks."""
+        if wacoll_load_acquire(&self.done) < k:
+            self._read()
+        return wacoll_load_acquire(&self.done) >= k
+
+    def publish(self, flags):
+        """Publish ``flags`` (a C-contiguous int64 array of four) as this rank's next
+        check: its number, for :meth:`collect` (which folds the others' into
+        ``flags``)."""
+        cdef int64_t[::1] f = flags
+        if f.shape[0] != 4:
+            raise ValueError("a check's flags are four int64 words")
+        return self.start(&f[0], flags)
+
+    def collect(self, int64_t k):
+        """Whether check ``k`` is complete; then the flags it was published from
+        hold the MAX over the ranks."""
+        if not 0 < k <= self.seq:
+            raise ValueError(f"check {k} was not published on this rank")
+        return self.poll(k)
+
+    def wait(self, int64_t k):
+        """:meth:`collect` until check ``k`` is complete, letting the library
+        progress and the signal handlers run between polls (raises what one
+        raised)."""
+        cdef double began = 0, nap = 1e-6, due = 0
+        while not self.collect(k):
+            self.progress()
+            _between_polls(&began, &nap, &due)
+        return True
+
+
 # ---------------------------------------------------- a non-blocking call in flight
 # A Started's outcome while its call runs (the others are drive()'s OUTCOMES).
 cdef enum:
@@ -1405,16 +1581,20 @@ cdef class Started:
     check : Runner or None
         The check's runner on several clusters (a MAX all-reduce of four int64).
     check_start : callable or None
-        On one cluster: ``check_start(flags)`` starts the check's all-reduce in
-        place over the flags array and returns its request (the MPI library's
-        ``Iallreduce``).
+        On one cluster across nodes: ``check_start(flags)`` starts the check's
+        all-reduce in place over the flags array and returns its request (the MPI
+        library's ``Iallreduce``).
     digest : int
         The call's signature digest.
     in_copy_bytes : int
         Bytes of an in-place input staged at the start of each call.
+    ring : NodeRing or None
+        On one node: the ring the check is published in and collected from.
     """
 
     cdef readonly Runner work, check
+    cdef readonly NodeRing ring
+    cdef int64_t ring_seq
     cdef object check_start, _work_request, _check_request
     cdef char *wreq
     cdef char *creq
@@ -1431,13 +1611,14 @@ cdef class Started:
     cdef readonly int outcome
 
     def __init__(self, Runner work, Runner check, check_start, digest,
-                 Py_ssize_t in_copy_bytes=0):
+                 Py_ssize_t in_copy_bytes=0, NodeRing ring=None):
         global _addressof
         if _addressof is None:
             from mpi4py import MPI
             _addressof = MPI._addressof
         self.work, self.check, self.check_start = work, check, check_start
-        self.checked = check is not None or check_start is not None
+        self.ring = ring
+        self.checked = check is not None or check_start is not None or ring is not None
         self.mine = np.array([0, 0, digest, -digest], np.int64)
         self.flags = np.zeros(4, np.int64)
         cdef int64_t[::1] mv = self.mine
@@ -1447,11 +1628,15 @@ cdef class Started:
         self.in_copy_at = (self._in_copy.ctypes.data + 63) & ~63
         self.outcome = OK
 
-    def begin(self, intptr_t inbuf, intptr_t outbuf, int tag, work_request=None):
+    def begin(self, intptr_t inbuf, intptr_t outbuf, int tag, work_request=None,
+              bint advance=True):
         """Start a call over the buffers at these addresses with messages tagged
         ``tag``: the check, then the work (``work_request``: the MPI library's
         collective, already started; else this slot's runner, if any). Whether it
-        is already over (see :attr:`outcome`)."""
+        is already over (see :attr:`outcome`); without ``advance``, False, and
+        nothing is polled yet (a request the application holds keeps its handle
+        until the application waits for it: MPICH 5.0's ``MPI_Waitall`` refuses a
+        completed request beside a generalized one still running)."""
         cdef int status = 0
         if self.outcome == PENDING:
             raise RuntimeError("this slot still runs an earlier call")
@@ -1469,6 +1654,9 @@ cdef class Started:
                 self.err, self.outcome = self.check.err, CHECK_ERROR
                 return True  # (the work was not started)
             self.c = 0
+        elif self.ring is not None:
+            self.ring_seq = self.ring.start(self.got, self.flags)
+            self.c = 0
         elif self.check_start is not None:
             self._check_request = self.check_start(self.flags)
             self.creq = <char *><intptr_t>_addressof(self._check_request)
@@ -1485,7 +1673,7 @@ cdef class Started:
                 self.work_failed, self.err = True, self.work.err
             else:
                 self.w = 0
-        return self.advance(False)
+        return self.advance(False) if advance else False
 
     def advance(self, bint block):
         """Advance the call (to its end when ``block``): whether it is over."""
@@ -1501,6 +1689,12 @@ cdef class Started:
         """The exception of an MPI error or a signal (:attr:`outcome` is a work
         error, a check error or an interruption)."""
         return _error(E_INTERRUPTED if self.outcome == INTERRUPTED else self.err)
+
+    @property
+    def work_at(self):
+        """The address of the handle of the library's request this slot polls (0:
+        none)."""
+        return <intptr_t>self.wreq
 
     cdef int _poll_work(self) noexcept nogil:
         cdef int status, flag = 0
@@ -1528,6 +1722,10 @@ cdef class Started:
                 self.err = self.check.err
                 return -1
             if status == 1:
+                self.c = 1
+            return 0
+        if self.ring is not None:
+            if self.ring.poll(self.ring_seq):
                 self.c = 1
             return 0
         status = wacoll_test(&_M, self.creq, &flag)

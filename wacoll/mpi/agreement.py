@@ -38,6 +38,7 @@ from wacoll.mpi._fastcall import (
     fold_digest,
     folded_flags,
 )
+from wacoll.mpi._runner import RING_LINE_WORDS, RING_LINES, NodeRing
 from wacoll.mpi.engine import advance_request
 
 __all__ = [
@@ -389,6 +390,9 @@ class Check:
     persistent : PersistentCheck, optional
         Run the check to completion now, in this request (one cluster's blocking
         calls).
+    ring : wacoll.mpi._runner.NodeRing, optional
+        Publish the check in one node's ring of non-blocking checks, and collect it
+        from there (no message: :attr:`waiting` is empty until it is done).
     folded : int, optional
         The running digest of calls with nothing to move since the last check
         (:meth:`wacoll.mpi._runner.Verdicts.fold`): checked with this call.
@@ -406,6 +410,8 @@ class Check:
         "pool",
         "_mine",
         "errors_at",
+        "ring",
+        "ring_seq",
     )
 
     def __init__(
@@ -419,6 +425,7 @@ class Check:
         pool=None,
         tag=0,
         persistent=None,
+        ring=None,
         folded=None,
     ):
         rank = comm.Get_rank()
@@ -434,7 +441,7 @@ class Check:
         )
         mine = np.array([0 if error is None else rank + 1, code, crc, -crc], np.int64)
         self.error, self.sig, self.comm, self.done = error, sig, comm, False
-        self.runner = self.pool = self.errors_at = None
+        self.runner = self.pool = self.errors_at = self.ring = None
         if persistent is not None:  # complete now, in the communicator's own request
             persistent.run(mine)
             self.flags, self.run, self.request, self.done = (
@@ -458,6 +465,9 @@ class Check:
                 raise
             if self.done:
                 self._released()
+        elif ring is not None:  # published now, in call order
+            self.flags, self.run, self.request = mine, None, None
+            self.ring, self.ring_seq = ring, ring.publish(mine)
         elif program is None:
             self.flags, self.run = mine, None
             self.request = comm.Iallreduce(MPI.IN_PLACE, self.flags, op=MPI.MAX)
@@ -474,7 +484,7 @@ class Check:
         check = cls.__new__(cls)
         check.error, check.sig, check.comm, check.done = None, sig, comm, True
         check.flags, check.request, check.run = flags, None, None
-        check.runner = check.pool = check.errors_at = None
+        check.runner = check.pool = check.errors_at = check.ring = None
         return check
 
     @property
@@ -483,7 +493,7 @@ class Check:
         polled)."""
         if self.run is not None:
             return self.run.waiting
-        return [] if self.runner is not None else [self.request]
+        return [] if self.runner is not None or self.ring is not None else [self.request]
 
     def advance(self, block=False):
         """Whether the check is complete (waiting for it when blocking)."""
@@ -497,6 +507,11 @@ class Check:
                 raise
             if self.done:
                 self._released()
+        elif self.ring is not None:
+            if block:
+                self.done = self.ring.wait(self.ring_seq)
+            else:
+                self.done = self.ring.collect(self.ring_seq)
         elif self.run is not None:
             self.done = self.run.advance(block)
         else:
@@ -505,9 +520,9 @@ class Check:
 
     @property
     def polled(self) -> bool:
-        """Whether the check is still running in the compiled runner, whose requests
-        no one else can wait for: its waiter must poll it."""
-        return self.runner is not None and not self.done
+        """Whether the check is still running in the compiled runner or a node's
+        ring, which no one else can wait for: its waiter must poll it."""
+        return (self.runner is not None or self.ring is not None) and not self.done
 
     def abandon(self):
         """Give up a compiled check still running (its call raised, or was
@@ -606,6 +621,10 @@ class NodeCheck(NodeFlags):
     everyone's, the MAX all-reduce :class:`PersistentCheck` runs, without a message
     (:class:`wacoll.mpi._fastcall.NodeFlags`; its ``run(mine)`` checks a call).
 
+    The same window holds the node's ring of non-blocking checks (:attr:`ring`, a
+    :class:`wacoll.mpi._runner.NodeRing`): a non-blocking call publishes its flags
+    when it starts and collects the others' when it is waited for.
+
     Like the all-reduce it waits until every rank has arrived, so it synchronises the
     ranks (a checked Barrier is this check alone). While it waits it lets the MPI
     library progress now and then: a peer may be waiting in the library for this
@@ -620,14 +639,17 @@ class NodeCheck(NodeFlags):
 
     def __init__(self, comm):
         rank, size = comm.Get_rank(), comm.Get_size()
-        nbytes = 2 * size * LINE_WORDS * 8
-        self.window = MPI.Win.Allocate_shared(nbytes if rank == 0 else 0, 8, comm=comm)
+        blocking = 2 * size * LINE_WORDS
+        words = blocking + size * (RING_LINES + 1) * RING_LINE_WORDS
+        self.window = MPI.Win.Allocate_shared(words * 8 if rank == 0 else 0, 8, comm=comm)
         memory, _ = self.window.Shared_query(0)
-        lines = np.frombuffer(memory, np.int64, 2 * size * LINE_WORDS)
+        lines = np.frombuffer(memory, np.int64, words)
         if rank == 0:
             lines[:] = 0
         comm.Barrier()  # nobody publishes before the lines are zero
-        super().__init__(lines, rank, size, comm.Iprobe)
+        super().__init__(lines[:blocking], rank, size, comm.Iprobe)
+        #: The checks of the node's non-blocking calls, in the same window.
+        self.ring = NodeRing(lines[blocking:], rank, size, comm.Iprobe)
 
     def free(self):
         self.window.Free()

@@ -14,8 +14,10 @@ several clusters
 one cluster
     the communicator's blocking check (:func:`~wacoll.mpi.agreement.blocking_check`:
     shared memory on one node, a persistent all-reduce across nodes), run before a
-    blocking call; a non-blocking call runs the library's ``Iallreduce`` beside its
-    work.
+    blocking call; a non-blocking call is published at its start and collected when
+    it is waited for, beside its work: on one node in the node's ring of checks
+    (:class:`~wacoll.mpi._runner.NodeRing`, shared memory again), across nodes in
+    the library's ``Iallreduce``.
 
 Every route of a call takes its check from here: the compiled calls
 (:mod:`wacoll.mpi.plancall`, :mod:`wacoll.mpi.fastpath`) its compiled or blocking
@@ -231,7 +233,14 @@ class ArgumentCheck:
             program=self.program,
             tag=tag,
             persistent=self.blocking if blocking else None,
+            ring=None if blocking else self.node_ring,
         )
+
+    @property
+    def node_ring(self):
+        """One node, checked: the ring of its non-blocking calls' checks
+        (:class:`~wacoll.mpi._runner.NodeRing`); else None."""
+        return getattr(self.blocking, "ring", None)
 
     @property
     def checks_started(self) -> bool:
@@ -241,16 +250,22 @@ class ArgumentCheck:
 
     def of_started(self):
         """What a compiled non-blocking call's check is made of, for each call in
-        flight its own: ``(runner, start)``, a fresh runner of the compiled check
-        on several clusters, or on one cluster ``start(flags)``, which starts the
-        library's ``Iallreduce`` in place (MAX) and returns its request. None when
-        calls are not checked, or the compiled check is missing (the Python route
-        checks them)."""
+        flight its own: ``(runner, start, ring)``, a fresh runner of the compiled
+        check on several clusters; on one node the node's ring
+        (:attr:`node_ring`); on one cluster across nodes ``start(flags)``, which
+        starts the library's ``Iallreduce`` in place (MAX) and returns its request.
+        None when calls are not checked, or the compiled check is missing (the
+        Python route checks them)."""
         if not self.enabled or self.first:
             return None
         if self.several:
-            return (self.tables.runner(self.control), None) if self.compiles else None
-        return None, functools.partial(_iallreduce_max, self.control)
+            return (
+                (self.tables.runner(self.control), None, None) if self.compiles else None
+            )
+        ring = self.node_ring
+        if ring is not None:
+            return None, None, ring
+        return None, functools.partial(_iallreduce_max, self.control), None
 
     def gated(self, blocking):
         """Whether the call's work waits for its check: ``"first"``, and a blocking

@@ -52,6 +52,7 @@ from mpi4py import MPI
 
 from wacoll.errors import TopologyError, WacollError
 from wacoll.mpi import calls, objects
+from wacoll.mpi._fastcall import VERDICTS_DUE
 from wacoll.mpi.agreement import Signature, agree, from_rank_0
 from wacoll.mpi.argcheck import CHECK_MODES, ArgumentCheck
 from wacoll.mpi.described import UNKEYED, describe, replay_family
@@ -1272,6 +1273,9 @@ class Comm(MPI.Intracomm):
             if mode == "call":  # straight to the recordings, in C
                 try:
                     outcome = replays.replay(reader, keyed, level, args)
+                    if outcome is VERDICTS_DUE:  # (a request the library completed)
+                        route.collect_due()
+                        outcome = replays.replay(reader, keyed, level, args)
                     if outcome is True:
                         return None
                     if outcome is not None:  # its check failed

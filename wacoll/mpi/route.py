@@ -47,7 +47,6 @@ from mpi4py import MPI
 from wacoll.errors import WacollError
 from wacoll.mpi._fastcall import FOLDED_MARK, NativeCall, Recordings
 from wacoll.mpi._runner import mpi_over
-from wacoll.mpi.bounded import BoundedCache
 from wacoll.mpi.buffers import for_mpi
 from wacoll.mpi.clocks import now
 from wacoll.mpi.composite import CompositeWork, cluster_communicator
@@ -263,7 +262,7 @@ class Route:
         self.replays = None if tracer is not None or argcheck.first else self.recorded
         self.plan_calls = PlanCalls(wire, argcheck, recordings=self.replays)
         #: Non-blocking calls started compiled, by their key (:mod:`.startcall`).
-        self.started = BoundedCache(CAPACITY)
+        self.started = {}  # the compiled non-blocking calls (record: bounded)
         self.scratch = {}
         self.seen = set()  # keys of library calls met once
         # wires of failed calls, never freed: messages the abandoned work sent may
@@ -375,8 +374,14 @@ class Route:
         call = None if key is None or self.broken is not None else self.started.get(key)
         if call is None:
             return None
-        self.settle(flush=True)
-        require_threads()  # before anything starts
+        blocking = self.argcheck.blocking
+        if (
+            self.argcheck.verdicts is not None
+            or self.retire_due
+            or (blocking is not None and blocking.nfolded)
+            or self.recorded.completed_watched()
+        ):
+            self.settle(flush=True)  # (what it would find to do)
         return self._launch(call, args, "replayed", "a repeated call, run as recorded")
 
     # ------------------------------------------------------------ 4. run
@@ -483,7 +488,7 @@ class Route:
             finish=None
             if exe is None or type(exe) is LibraryCollective
             else desc.prepared.finish,
-            on_failure=self.retire if mode == "call" else self._stopped,
+            on_failure=self.retire if mode == "call" else self.stopped_by_check,
         )
         if mode == "start":
             return self._submitted(task, collective_name(desc.op, mode))
@@ -510,14 +515,20 @@ class Route:
         """Start a non-blocking call compiled (:mod:`wacoll.mpi.startcall`) and hand
         it to the progress engine: its request (MPI_THREAD_MULTIPLE checked by the
         caller)."""
-        seq = self.seq
-        self.seq = seq + 1
+        seq = self._seq + self.recorded.nreplayed  # (self.seq, inline)
+        self._seq += 1
+        if call.direct and not self.recorded.full:
+            # the library's own request: no progress engine, no generalized request
+            request = call.start_direct(args, call_tag(seq), given, self)
+            self.ran(call.plan, call.family, route, reason)
+            return request
+        require_threads()  # before anything starts
         slot = call.start(args, call_tag(seq), given)
         self.ran(call.plan, call.family, route, reason)
         task = StartedTask(
-            slot, call, self._stopped, self.stop, self.abandoned_calls, args
+            slot, call, self.stopped_by_check, self.stop, self.abandoned_calls, args
         )
-        return self._submitted(task, collective_name(call.op, "start"))
+        return self._submitted(task, call.name)
 
     def _submitted(self, task, name):
         """Hand a started non-blocking call to the progress engine: its request,
@@ -567,7 +578,7 @@ class Route:
             reason=exe.reason,
         )
         if desc.replay_key is not None:
-            self.started[desc.replay_key] = call
+            record(self.started, desc.replay_key, call)
         return call
 
     def _timed(self, run):
@@ -771,6 +782,8 @@ class Route:
         replay), calls folded into the next check are checked now. ``entering``:
         at the start of a call (the calls whose verdicts are in flight have
         returned), not within one."""
+        if entering:
+            self.collect_due()
         ring = self.argcheck.verdicts
         if ring is not None and entering:
             ring.enter()
@@ -781,6 +794,14 @@ class Route:
             self.flush_folds()
         if catch_up:
             self.catch_up()
+
+    def collect_due(self):
+        """Collect the verdicts of the non-blocking calls the library's own
+        functions completed (``MPI.Request.Waitall`` and its kin: see
+        :class:`~wacoll.mpi.startcall.NodeRequest`); a failed one raises its
+        error."""
+        for request in self.recorded.completed_watched():
+            request.collect(True)
 
     def flush_folds(self):
         """Check the calls folded into one cluster's blocking check now (where every
@@ -867,7 +888,7 @@ class Route:
             self.cluster = cluster_communicator(self.wire, self.network)
         self.plan_calls.retire(self.wire)
 
-    def _stopped(self, work_done):
+    def stopped_by_check(self, work_done):
         """After a failed check in a non-blocking call: its work may still be in
         flight on the wire, which is never freed."""
         self.abandoned.append(self.wire)
@@ -908,6 +929,11 @@ class Route:
                 self.catch_up()  # (as every rank does at its next call)
             except WacollError:
                 pass  # stopped (STOPPED_AFTER_RETURN): freed all the same
+        for request in self.recorded.watched:
+            try:
+                request.collect(True)
+            except WacollError as exc:
+                failure = failure or exc
         for entry in self.in_flight:
             if entry.task.compiled:
                 engine().finish(entry)  # in this thread

@@ -157,7 +157,9 @@ def mpi_entry_points():
             ]
         except (OSError, AttributeError):
             continue
-        _fastcall.set_collectives(MPI._sizeof(MPI.Comm), addresses[len(names) :])
+        _fastcall.set_collectives(
+            MPI._sizeof(MPI.Comm), addresses[len(names) :], handle(MPI.REQUEST_NULL)
+        )
         addresses = addresses[: len(names)]
         _runner.set_mpi(
             MPI._sizeof(MPI.Comm),

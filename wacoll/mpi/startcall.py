@@ -12,6 +12,15 @@ in C with the GIL released. A repeated call (same shapes, same or new arrays) fi
 its ``StartedCall`` by its key and starts without reading its arguments again
 (:meth:`wacoll.mpi.route.Route.start_replayed`).
 
+A call the MPI library runs whose check needs no message of its own (one node's,
+published in the node's ring: :class:`~wacoll.mpi._runner.NodeRing`; or an
+unchecked call) needs no progress engine either: it returns a :class:`NodeRequest`,
+the library's own request, whose ``Wait`` and ``Test`` collect the check's verdict
+beside the work, in C. ``MPI.Request.Waitall`` and its kin complete it as the
+library's; the verdict of a call completed so is collected at the communicator's
+next call (:meth:`wacoll.mpi.route.Route.settle`), which no replay skips
+(:meth:`wacoll.mpi._fastcall.Recordings.watch`).
+
 What is left to the Python route (:class:`~wacoll.mpi.task.CallTask`): a plan the
 runner does not take, a composite, buffers the call stages (a derived datatype),
 tracing and ``check="first"``.
@@ -20,12 +29,17 @@ tracing and ``check="first"``.
 from __future__ import annotations
 
 import ctypes
+from typing import Any, Literal
 
+from mpi4py import MPI
+
+from wacoll.errors import WacollError
 from wacoll.mpi._fastcall import replaced
 from wacoll.mpi._runner import OUTCOMES, Started, address
 from wacoll.mpi.engine import Task
+from wacoll.mpi.interrupts import collective_name, interrupted
 
-__all__ = ["StartedCall", "StartedTask", "FREE_SLOTS"]
+__all__ = ["StartedCall", "StartedTask", "NodeRequest", "FREE_SLOTS"]
 
 #: Completed slots a recorded call keeps for its next calls (each holds the runners'
 #: work areas); a call finding none makes a new one.
@@ -90,13 +104,21 @@ class StartedCall:
         self.plan, self.family, self.reason = plan, family, reason
         self.digest = sig.digest()
         self.free = []
+        self.name = collective_name(op, "start")
+        #: The library runs the call and its check needs no message (one node's
+        #: ring, or no check): it returns a :class:`NodeRequest`.
+        self.direct = (
+            compiled is None
+            and method is not None
+            and (argcheck is None or argcheck.node_ring is not None)
+        )
 
     def _slot(self):
         runner = None if self.compiled is None else self.compiled.runner(self.wire)
-        check, start = (
-            (None, None) if self.argcheck is None else self.argcheck.of_started()
+        check, start, ring = (
+            (None, None, None) if self.argcheck is None else self.argcheck.of_started()
         )
-        return Started(runner, check, start, self.digest, self.in_copy_bytes)
+        return Started(runner, check, start, self.digest, self.in_copy_bytes, ring)
 
     def start(self, args, tag, given=None):
         """Start a call over ``args`` (laid out as the recorded call's) with messages
@@ -120,6 +142,24 @@ class StartedCall:
             request = self.method(*given)
         slot.begin(inbuf, outbuf, tag, request)
         return slot
+
+    def start_direct(self, args, tag, given, route):
+        """Start a :attr:`direct` call as :meth:`start` does: its
+        :class:`NodeRequest` (the library's request, which the slot polls),
+        watched by the route's recordings."""
+        slot = self.free.pop() if self.free else self._slot()
+        if given is None:
+            given = replaced(args, self.replace) if self.replace else args
+        request = NodeRequest(self.method(*given))
+        slot.begin(0, 0, tag, request, False)
+        request._slot, request._call, request._route, request._args = (
+            slot,
+            self,
+            route,
+            args,
+        )
+        route.recorded.watch(request, slot.work_at)
+        return request
 
     def release(self, slot):
         """Keep a slot whose call completed for the next call."""
@@ -162,23 +202,99 @@ class StartedTask(Task):
         slot = self.slot
         if not slot.advance(block):
             return False
-        outcome = slot.outcome
-        if outcome == _OK:
-            self.call.release(slot)
-            self.args = None
+        args, self.args = self.args, None
+        _over(slot, self.call, args, self.on_failure, self.stop, self.abandoned)
+        return True
+
+
+def _over(slot, call, args, on_failure, stop, abandoned):
+    """A started call is over: its slot kept for the next call, or its error
+    raised (every rank the same one for a failed check), the slot and the call's
+    arguments kept in ``abandoned`` (MPI may still use its buffers)."""
+    outcome = slot.outcome
+    if outcome == _OK:
+        call.release(slot)
+        return
+    abandoned.append((slot, args))
+    if outcome == _CHECK_FAILED:
+        on_failure(False)
+        raise call.argcheck.failure(call.sig, slot.flags.copy(), exchange=False)
+    error = slot.error()
+    if outcome != _WORK_ERROR:  # the check's own MPI error, or an interrupt
+        stop(
+            f"a non-blocking collective on this wacoll.Comm was abandoned "
+            f"({type(error).__name__}); its peers may still wait for its "
+            f"messages, so the communicator cannot run further "
+            f"collectives: Free it"
+        )
+    raise error
+
+
+class NodeRequest(MPI.Request):
+    """The request of a non-blocking call the MPI library runs, checked in one
+    node's ring or not checked (:attr:`StartedCall.direct`): the library's own
+    request, so that ``MPI.Request.Waitall`` and its kin complete it as they do
+    the library's. Its ``Wait`` and ``Test`` advance the work and collect the
+    check's verdict together, in C (a failed check raises at once, whether or not
+    the work can complete); a call completed by the library's functions has its
+    verdict collected at the communicator's next call.
+
+    Not created directly: ``comm.Ibcast(...)`` and friends return one.
+    """
+
+    __slots__ = ("_slot", "_call", "_route", "_args")
+    _slot: Started | None
+    _call: StartedCall
+    _route: Any  # (wacoll.mpi.route.Route, which imports this module)
+    _args: tuple | None
+
+    def __init__(self, request=None):
+        self._slot = None
+
+    def Wait(self, status: MPI.Status | None = None) -> Literal[True]:
+        """Wait for the call; raise its wacoll error, if any. An interrupt (Ctrl-C)
+        in the wait ends the job (:mod:`wacoll.mpi.interrupts`)."""
+        if self._slot is not None:
+            try:
+                self.collect(True)
+            except WacollError:
+                raise
+            except BaseException as exc:
+                interrupted(exc, f"Wait of {self._call.name}")
+                raise
+            if status is None:  # (the handle is MPI_REQUEST_NULL now)
+                return True
+        return super().Wait(status)
+
+    def Test(self, status: MPI.Status | None = None) -> bool:
+        """Whether the call is complete; raise its wacoll error, if any."""
+        if self._slot is not None and not self.collect(False):
+            return False
+        return super().Test(status)
+
+    wait = Wait
+    test = Test  # type: ignore[assignment]  # a bool, as Test (not a pair)
+
+    def collect(self, block):
+        """Advance the call (to its end with ``block``); once it is over, its
+        verdict collected: whether it is (raises its error)."""
+        slot = self._slot
+        if slot is None:
             return True
-        self.abandoned.append((slot, self.args))
-        if outcome == _CHECK_FAILED:
-            self.on_failure(False)
-            raise self.call.argcheck.failure(
-                self.call.sig, slot.flags.copy(), exchange=False
+        if not slot.advance(block):
+            return False
+        route, args = self._route, self._args
+        self._slot = self._args = None
+        route.recorded.unwatch(self)
+        if slot.outcome == _OK:
+            self._call.release(slot)
+        else:
+            _over(
+                slot,
+                self._call,
+                args,
+                route.stopped_by_check,
+                route.stop,
+                route.abandoned_calls,
             )
-        error = slot.error()
-        if outcome != _WORK_ERROR:  # the check's own MPI error, or an interrupt
-            self.stop(
-                f"a non-blocking collective on this wacoll.Comm was abandoned "
-                f"({type(error).__name__}); its peers may still wait for its "
-                f"messages, so the communicator cannot run further "
-                f"collectives: Free it"
-            )
-        raise error
+        return True
