@@ -123,3 +123,49 @@ def test_non_blocking_calls_check_in_the_nodes_ring(mpi, check):
         )
     mpi.assert_equal(ring.seq - before, calls + 1, "checks published in the ring")
     comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_wait_for_a_check_lets_the_library_progress(mpi):
+    """Rank 0 waits for a non-blocking call's check while a peer, before it starts
+    that call, waits in the library for rank 0's part of an earlier collective on
+    another communicator (legal MPI: each communicator's collectives start in the
+    same order on every rank). Unless the wait lets the library progress, neither
+    moves."""
+    comm = wacoll.Comm(W)
+    big = np.ones(1 << 20)
+    total = np.zeros(1 << 20)
+    buf = np.arange(4.0) if ME == 0 else np.zeros(4)
+    if ME == 0:
+        request = comm.Ibcast(buf, root=0)
+        other = W.Iallreduce(big, total, op=MPI.SUM)
+        request.Wait()
+        other.Wait()
+    else:
+        time.sleep(0.3)
+        W.Iallreduce(big, total, op=MPI.SUM).Wait()
+        comm.Ibcast(buf, root=0).Wait()
+    mpi.assert_equal(buf, np.arange(4.0))
+    mpi.assert_equal(total[:3], np.full(3, float(P)))
+    comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_ranks_far_apart_in_their_non_blocking_starts(mpi):
+    """A rank starts many more non-blocking calls than another before both meet in
+    the library (within the ring's bound): neither waits at a start."""
+    comm = wacoll.Comm(W)
+    ahead = RING_LINES - 10
+    first = ahead if ME == 0 else 10
+    outs = [np.zeros(2) for _ in range(ahead)]
+    requests = [
+        comm.Iallreduce(np.full(2, 1.0), outs[k], op=MPI.SUM) for k in range(first)
+    ]
+    W.Barrier()
+    requests += [
+        comm.Iallreduce(np.full(2, 1.0), outs[k], op=MPI.SUM) for k in range(first, ahead)
+    ]
+    MPI.Request.Waitall(requests)
+    comm.Barrier()  # collects the verdicts
+    mpi.assert_equal(np.array(outs), np.full((ahead, 2), float(P)))
+    comm.Free()

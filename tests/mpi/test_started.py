@@ -216,13 +216,16 @@ def test_a_stopped_communicator_fails_the_next_call_on_every_rank(mpi):
 
 
 @pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("complete", ["Waitall", "Testall", "Waitany"])
+@pytest.mark.parametrize(
+    "complete", ["Waitall", "Testall", "Waitany", "Wait on rank 0, Waitall elsewhere"]
+)
 def test_a_verdict_the_library_completed_is_collected_at_the_next_call(mpi, complete):
     """On one node a non-blocking call the library runs returns the library's own
     request (no progress engine): the library's own functions complete it without
     wacoll. Its check's verdict is then collected at the communicator's next call,
     replayed or not: where the ranks disagreed (an operator, which the library's
-    messages do not show), every rank raises there."""
+    messages do not show), that call raises the same error on every rank, however
+    each rank completed the request, and the communicator stops."""
     comm = _comm(mpi, "single")
     for _ in range(3):
         requests = [comm.Iallreduce(np.ones(4), np.zeros(4), op=MPI.SUM)]
@@ -233,14 +236,56 @@ def test_a_verdict_the_library_completed_is_collected_at_the_next_call(mpi, comp
     request = comm.Iallreduce(
         np.ones(4), np.zeros(4), op=MPI.MAX if ME == P - 1 else MPI.SUM
     )
-    if complete == "Waitall":
+    raised = None
+    if complete == "Waitall" or (complete.startswith("Wait on") and ME != 0):
         MPI.Request.Waitall([request])
     elif complete == "Testall":
         while not MPI.Request.Testall([request]):
             pass
-    else:
+    elif complete == "Waitany":
         MPI.Request.Waitany([request])
-    mpi.assert_all(not request, "the library completed the request")
-    mpi.same_error(lambda: comm.Bcast(np.zeros(3), root=0), WacollError, match="disagree")
+    else:
+        with pytest.raises(WacollError, match="disagree"):
+            request.Wait()
+        raised = request.error
+    mpi.assert_all(not request, "the request is complete")
+    mpi.same_error(
+        lambda: comm.Bcast(np.zeros(3), root=0), WacollError, match="failed its"
+    )
+    mpi.assert_all(
+        "disagree" in str(request.error), f"the request's error: {request.error}"
+    )
+    mpi.assert_all(raised is None or raised is request.error)
     mpi.same_error(comm.Barrier, WacollError, match="Free it")
+    comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_request_tested_before_its_peers_start_stays_the_applications(mpi):
+    """``Test`` of a call whose peers have not started it yet returns False and
+    leaves the request as it was: not ``MPI.REQUEST_NULL``, so that the library's
+    own functions wait for it beside other requests (a generalized one too)."""
+    import threading
+    import time
+
+    comm = _comm(mpi, "single")
+    buf = np.arange(4.0) if ME == 0 else np.zeros(4)
+    if ME != 0:
+        time.sleep(0.3)  # rank 0 tests before the others start
+    request = comm.Ibcast(buf, root=0)
+    problems = []
+    if ME == 0:
+        if request.Test():
+            problems.append("the call completed before its peers started it")
+        if request == MPI.REQUEST_NULL:
+            problems.append("Test freed the request")
+        other = MPI.Grequest.Start(lambda status: None, None, None)
+        later = threading.Timer(0.3, other.Complete)
+        later.start()
+        MPI.Request.Waitall([request, other])
+        later.join()
+    else:
+        request.Wait()
+    mpi.assert_all(not problems, "; ".join(problems))
+    mpi.assert_equal(buf, np.arange(4.0))
     comm.Free()

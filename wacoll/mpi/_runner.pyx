@@ -1391,15 +1391,16 @@ cdef class PersistentRun:
 
 # ------------------------------------------------ one node's non-blocking checks
 #: Lines of a rank's ring of non-blocking checks (:class:`NodeRing`): how many of
-#: its checks may be in flight beyond the slowest rank's completed ones.
-RING_LINES = 64
+#: its non-blocking calls may start beyond the checks the slowest rank has read.
+RING_LINES = 256
 #: int64 words a ring line takes (one 64-byte cache line: the check's number, its
 #: four flags, padding).
 RING_LINE_WORDS = 8
 
 cdef enum:
-    _RING = 64
+    _RING = 256
     _RWORDS = 8
+    _POLLS_PER_PROGRESS = 64  # ring polls between two calls of its ``progress``
 
 
 cdef class NodeRing:
@@ -1445,6 +1446,7 @@ cdef class NodeRing:
     cdef int64_t *base
     cdef int rank, size, lock
     cdef object progress
+    cdef int polls
     #: The number of the last check this rank published.
     cdef readonly int64_t seq
     #: Every check up to this one has been read on this rank.
@@ -1483,7 +1485,7 @@ cdef class NodeRing:
         cdef int64_t *line
         cdef int r, i
         wacoll_spin_lock(&self.lock)  # (two threads may wait for two calls)
-        while self.done < self.seq:
+        while self.done < wacoll_load_acquire(&self.seq):
             k = self.done + 1
             for r in range(self.size):
                 if wacoll_load_acquire(self._line(r, k)) != k:
@@ -1520,15 +1522,26 @@ cdef class NodeRing:
         for i in range(4):
             line[1 + i] = flags[i]
         wacoll_store_release(line, k)
-        self.seq = k
+        wacoll_store_release(&self.seq, k)
         return k
 
     cdef bint poll(self, int64_t k) noexcept nogil:
         """Whether check ``k`` (published here) has been read: its flags hold the
-        MAX over the ranks."""
+        MAX over the ranks. Every few unanswered polls, ``progress`` is called (a
+        peer may wait in the library for this rank before it publishes)."""
         if wacoll_load_acquire(&self.done) < k:
             self._read()
-        return wacoll_load_acquire(&self.done) >= k
+        if wacoll_load_acquire(&self.done) >= k:
+            return True
+        self.polls += 1
+        if self.polls >= _POLLS_PER_PROGRESS:
+            self.polls = 0
+            with gil:
+                try:
+                    self.progress()
+                except BaseException:  # (an MPI error surfaces in the calls)
+                    pass
+        return False
 
     def publish(self, flags):
         """Publish ``flags`` (a C-contiguous int64 array of four) as this rank's next
@@ -1604,7 +1617,7 @@ cdef class Started:
     cdef int64_t *got
     cdef readonly intptr_t in_copy_at
     cdef int w, c
-    cdef bint work_failed, checked
+    cdef bint work_failed, checked, hold_work
     #: The MPI error code of a failed work or check (``E_INTERRUPTED``: a signal).
     cdef readonly int err
     #: One of :data:`OUTCOMES` once the call is over; -1 while it runs.
@@ -1633,14 +1646,17 @@ cdef class Started:
         """Start a call over the buffers at these addresses with messages tagged
         ``tag``: the check, then the work (``work_request``: the MPI library's
         collective, already started; else this slot's runner, if any). Whether it
-        is already over (see :attr:`outcome`); without ``advance``, False, and
-        nothing is polled yet (a request the application holds keeps its handle
-        until the application waits for it: MPICH 5.0's ``MPI_Waitall`` refuses a
-        completed request beside a generalized one still running)."""
+        is already over (see :attr:`outcome`). Without ``advance`` (the
+        application holds the library's request), False, and the work is polled
+        only once the check has been read: until then the handle stays the
+        application's, not ``MPI_REQUEST_NULL`` (MPICH 5.0's ``MPI_Waitall``
+        refuses a completed request beside a generalized one still running), and
+        a call whose check failed is never waited for."""
         cdef int status = 0
         if self.outcome == PENDING:
             raise RuntimeError("this slot still runs an earlier call")
         self.w = self.c = 1
+        self.hold_work = not advance
         self.work_failed, self.err, self.outcome = False, 0, PENDING
         self.wreq = self.creq = NULL
         self._work_request = self._check_request = None
@@ -1746,11 +1762,11 @@ cdef class Started:
     cdef int _advance(self, bint block) noexcept nogil:
         cdef double began = wacoll_now(), nap = 1e-6, due = 0
         while True:
-            if self.w == 0:
-                self._poll_work()
             if self.c == 0 and self._poll_check() < 0:
                 self._abandon()
                 return CHECK_ERROR
+            if self.w == 0 and not (self.hold_work and self.c == 0):
+                self._poll_work()
             if self.c == 1:
                 if self.checked and not _passed(self.own, self.got):
                     self._abandon()

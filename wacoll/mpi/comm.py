@@ -71,7 +71,7 @@ from wacoll.topology import Topology
 if TYPE_CHECKING:  # mpi4py's buffer specifications, for the annotations
     from mpi4py.typing import BufSpec, BufSpecB, BufSpecV, InPlace
 
-    from wacoll.mpi.persistent import Prequest, Request
+    from wacoll.mpi.persistent import Prequest
     from wacoll.plans.plan import Plan
 
 __all__ = ["Comm"]
@@ -675,14 +675,14 @@ class Comm(MPI.Intracomm):
         )
 
     # ------------------------------------------------ non-blocking collectives
-    def Ibarrier(self, *, family: str | None = None, **options: Any) -> Request:
-        """Non-blocking synchronise all ranks: returns a :class:`~wacoll.mpi.persistent.Request`."""
+    def Ibarrier(self, *, family: str | None = None, **options: Any) -> MPI.Request:
+        """Non-blocking synchronise all ranks: returns an ``MPI.Request`` (:class:`~wacoll.mpi.persistent.Request`, or on one node the library's own: :class:`~wacoll.mpi.startcall.NodeRequest`)."""
         return self._collective(calls.barrier, (), family, options, mode="start")
 
     def Ibcast(
         self, buf: BufSpec, root: int = 0, *, family: str | None = None, **options: Any
-    ) -> Request:
-        """Non-blocking broadcast ``buf`` from ``root``: returns a :class:`~wacoll.mpi.persistent.Request`."""
+    ) -> MPI.Request:
+        """Non-blocking broadcast ``buf`` from ``root``: returns an ``MPI.Request`` (:class:`~wacoll.mpi.persistent.Request`, or on one node the library's own: :class:`~wacoll.mpi.startcall.NodeRequest`)."""
         return self._collective(calls.bcast, (buf, root), family, options, mode="start")
 
     def Iscatter(
@@ -693,8 +693,8 @@ class Comm(MPI.Intracomm):
         *,
         family: str | None = None,
         **options: Any,
-    ) -> Request:
-        """Non-blocking scatter: returns a :class:`~wacoll.mpi.persistent.Request`."""
+    ) -> MPI.Request:
+        """Non-blocking scatter: returns an ``MPI.Request`` (:class:`~wacoll.mpi.persistent.Request`, or on one node the library's own: :class:`~wacoll.mpi.startcall.NodeRequest`)."""
         return self._collective(
             calls.scatter, (sendbuf, recvbuf, root), family, options, mode="start"
         )
@@ -707,8 +707,8 @@ class Comm(MPI.Intracomm):
         *,
         family: str | None = None,
         **options: Any,
-    ) -> Request:
-        """Non-blocking vector scatter: returns a :class:`~wacoll.mpi.persistent.Request`."""
+    ) -> MPI.Request:
+        """Non-blocking vector scatter: returns an ``MPI.Request`` (:class:`~wacoll.mpi.persistent.Request`, or on one node the library's own: :class:`~wacoll.mpi.startcall.NodeRequest`)."""
         return self._collective(
             calls.scatterv, (sendbuf, recvbuf, root), family, options, mode="start"
         )
@@ -721,8 +721,8 @@ class Comm(MPI.Intracomm):
         *,
         family: str | None = None,
         **options: Any,
-    ) -> Request:
-        """Non-blocking gather: returns a :class:`~wacoll.mpi.persistent.Request`."""
+    ) -> MPI.Request:
+        """Non-blocking gather: returns an ``MPI.Request`` (:class:`~wacoll.mpi.persistent.Request`, or on one node the library's own: :class:`~wacoll.mpi.startcall.NodeRequest`)."""
         return self._collective(
             calls.gather, (sendbuf, recvbuf, root), family, options, mode="start"
         )
@@ -735,8 +735,8 @@ class Comm(MPI.Intracomm):
         *,
         family: str | None = None,
         **options: Any,
-    ) -> Request:
-        """Non-blocking vector gather: returns a :class:`~wacoll.mpi.persistent.Request`."""
+    ) -> MPI.Request:
+        """Non-blocking vector gather: returns an ``MPI.Request`` (:class:`~wacoll.mpi.persistent.Request`, or on one node the library's own: :class:`~wacoll.mpi.startcall.NodeRequest`)."""
         return self._collective(
             calls.gatherv, (sendbuf, recvbuf, root), family, options, mode="start"
         )
@@ -748,8 +748,8 @@ class Comm(MPI.Intracomm):
         *,
         family: str | None = None,
         **options: Any,
-    ) -> Request:
-        """Non-blocking all-gather: returns a :class:`~wacoll.mpi.persistent.Request`."""
+    ) -> MPI.Request:
+        """Non-blocking all-gather: returns an ``MPI.Request`` (:class:`~wacoll.mpi.persistent.Request`, or on one node the library's own: :class:`~wacoll.mpi.startcall.NodeRequest`)."""
         return self._collective(
             calls.allgather, (sendbuf, recvbuf), family, options, mode="start"
         )
@@ -761,8 +761,8 @@ class Comm(MPI.Intracomm):
         *,
         family: str | None = None,
         **options: Any,
-    ) -> Request:
-        """Non-blocking vector all-gather: returns a :class:`~wacoll.mpi.persistent.Request`."""
+    ) -> MPI.Request:
+        """Non-blocking vector all-gather: returns an ``MPI.Request`` (:class:`~wacoll.mpi.persistent.Request`, or on one node the library's own: :class:`~wacoll.mpi.startcall.NodeRequest`)."""
         return self._collective(
             calls.allgatherv, (sendbuf, recvbuf), family, options, mode="start"
         )
@@ -774,8 +774,8 @@ class Comm(MPI.Intracomm):
         *,
         family: str | None = None,
         **options: Any,
-    ) -> Request:
-        """Non-blocking all-to-all: returns a :class:`~wacoll.mpi.persistent.Request`."""
+    ) -> MPI.Request:
+        """Non-blocking all-to-all: returns an ``MPI.Request`` (:class:`~wacoll.mpi.persistent.Request`, or on one node the library's own: :class:`~wacoll.mpi.startcall.NodeRequest`)."""
         return self._collective(
             calls.alltoall, (sendbuf, recvbuf), family, options, mode="start"
         )
@@ -787,8 +787,8 @@ class Comm(MPI.Intracomm):
         *,
         family: str | None = None,
         **options: Any,
-    ) -> Request:
-        """Non-blocking vector all-to-all: returns a :class:`~wacoll.mpi.persistent.Request`."""
+    ) -> MPI.Request:
+        """Non-blocking vector all-to-all: returns an ``MPI.Request`` (:class:`~wacoll.mpi.persistent.Request`, or on one node the library's own: :class:`~wacoll.mpi.startcall.NodeRequest`)."""
         return self._collective(
             calls.alltoallv, (sendbuf, recvbuf), family, options, mode="start"
         )
@@ -803,8 +803,8 @@ class Comm(MPI.Intracomm):
         family: str | None = None,
         level: str | None = None,
         **options: Any,
-    ) -> Request:
-        """Non-blocking reduce: returns a :class:`~wacoll.mpi.persistent.Request`."""
+    ) -> MPI.Request:
+        """Non-blocking reduce: returns an ``MPI.Request`` (:class:`~wacoll.mpi.persistent.Request`, or on one node the library's own: :class:`~wacoll.mpi.startcall.NodeRequest`)."""
         return self._collective(
             calls.reduce,
             (sendbuf, recvbuf, op, root),
@@ -823,8 +823,8 @@ class Comm(MPI.Intracomm):
         family: str | None = None,
         level: str | None = None,
         **options: Any,
-    ) -> Request:
-        """Non-blocking all-reduce: returns a :class:`~wacoll.mpi.persistent.Request`."""
+    ) -> MPI.Request:
+        """Non-blocking all-reduce: returns an ``MPI.Request`` (:class:`~wacoll.mpi.persistent.Request`, or on one node the library's own: :class:`~wacoll.mpi.startcall.NodeRequest`)."""
         return self._collective(
             calls.allreduce, (sendbuf, recvbuf, op), family, options, level, mode="start"
         )
@@ -838,8 +838,8 @@ class Comm(MPI.Intracomm):
         family: str | None = None,
         level: str | None = None,
         **options: Any,
-    ) -> Request:
-        """Non-blocking inclusive scan: returns a :class:`~wacoll.mpi.persistent.Request`."""
+    ) -> MPI.Request:
+        """Non-blocking inclusive scan: returns an ``MPI.Request`` (:class:`~wacoll.mpi.persistent.Request`, or on one node the library's own: :class:`~wacoll.mpi.startcall.NodeRequest`)."""
         return self._collective(
             calls.scan, (sendbuf, recvbuf, op), family, options, level, mode="start"
         )
@@ -853,8 +853,8 @@ class Comm(MPI.Intracomm):
         family: str | None = None,
         level: str | None = None,
         **options: Any,
-    ) -> Request:
-        """Non-blocking exclusive scan: returns a :class:`~wacoll.mpi.persistent.Request`."""
+    ) -> MPI.Request:
+        """Non-blocking exclusive scan: returns an ``MPI.Request`` (:class:`~wacoll.mpi.persistent.Request`, or on one node the library's own: :class:`~wacoll.mpi.startcall.NodeRequest`)."""
         return self._collective(
             calls.exscan, (sendbuf, recvbuf, op), family, options, level, mode="start"
         )
@@ -868,8 +868,8 @@ class Comm(MPI.Intracomm):
         family: str | None = None,
         level: str | None = None,
         **options: Any,
-    ) -> Request:
-        """Non-blocking reduce-scatter with equal blocks: returns a :class:`~wacoll.mpi.persistent.Request`."""
+    ) -> MPI.Request:
+        """Non-blocking reduce-scatter with equal blocks: returns an ``MPI.Request`` (:class:`~wacoll.mpi.persistent.Request`, or on one node the library's own: :class:`~wacoll.mpi.startcall.NodeRequest`)."""
         return self._collective(
             calls.reduce_scatter_block,
             (sendbuf, recvbuf, op),
@@ -889,8 +889,8 @@ class Comm(MPI.Intracomm):
         family: str | None = None,
         level: str | None = None,
         **options: Any,
-    ) -> Request:
-        """Non-blocking reduce-scatter: returns a :class:`~wacoll.mpi.persistent.Request`."""
+    ) -> MPI.Request:
+        """Non-blocking reduce-scatter: returns an ``MPI.Request`` (:class:`~wacoll.mpi.persistent.Request`, or on one node the library's own: :class:`~wacoll.mpi.startcall.NodeRequest`)."""
         return self._collective(
             calls.reduce_scatter,
             (sendbuf, recvbuf, recvcounts, op),
@@ -1273,9 +1273,13 @@ class Comm(MPI.Intracomm):
             if mode == "call":  # straight to the recordings, in C
                 try:
                     outcome = replays.replay(reader, keyed, level, args)
-                    if outcome is VERDICTS_DUE:  # (a request the library completed)
-                        route.collect_due()
-                        outcome = replays.replay(reader, keyed, level, args)
+                    while outcome is VERDICTS_DUE:  # (a request the library completed)
+                        # a failed verdict: the call fails through its check
+                        outcome = (
+                            replays.replay(reader, keyed, level, args)
+                            if route.collect_due()
+                            else None
+                        )
                     if outcome is True:
                         return None
                     if outcome is not None:  # its check failed
@@ -1284,7 +1288,11 @@ class Comm(MPI.Intracomm):
                     interrupted(exc, collective_name(reader.__name__), route)
                     raise
             elif mode == "start":
-                request = route.start_replayed(reader, keyed, level, args)
+                try:
+                    request = route.start_replayed(reader, keyed, level, args)
+                except BaseException as exc:  # an interrupt ends the job (by default)
+                    interrupted(exc, collective_name(reader.__name__, mode), route)
+                    raise
                 if request is not None:
                     return request
         bad_options = None
@@ -1322,6 +1330,9 @@ class Comm(MPI.Intracomm):
             bad_options = WacollError(route.broken)
         if route.broken is None:
             route.settle()  # what is read afresh may agree across ranks (collectives)
+            if route.broken_everywhere and bad_options is None:
+                # a verdict collected there failed: this call fails through its check
+                bad_options = WacollError(route.broken)
         tracer = self.tracer
         t0 = tracer.clock() if tracer else 0.0
         desc = describe(

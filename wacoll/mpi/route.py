@@ -271,6 +271,8 @@ class Route:
         self.abandoned = []
         # slots of failed non-blocking calls, with their buffers (never reused)
         self.abandoned_calls = []
+        #: A failed verdict :meth:`collect_due` collected (in :meth:`free`: raised).
+        self.due_failure = None
         self._seq = 0
         #: A failed call's wire is yet to be replaced (:meth:`catch_up`).
         self.retire_due = False
@@ -382,6 +384,8 @@ class Route:
             or self.recorded.completed_watched()
         ):
             self.settle(flush=True)  # (what it would find to do)
+            if self.broken is not None:  # (a verdict it collected failed)
+                return None
         return self._launch(call, args, "replayed", "a repeated call, run as recorded")
 
     # ------------------------------------------------------------ 4. run
@@ -798,10 +802,16 @@ class Route:
     def collect_due(self):
         """Collect the verdicts of the non-blocking calls the library's own
         functions completed (``MPI.Request.Waitall`` and its kin: see
-        :class:`~wacoll.mpi.startcall.NodeRequest`); a failed one raises its
-        error."""
+        :class:`~wacoll.mpi.startcall.NodeRequest`). A failed one stops the
+        communicator, as on the ranks that learned of it in a ``Wait``: the call
+        that collects it then fails through its check, at the same call on every
+        rank, however each rank completed the request. Whether none failed."""
         for request in self.recorded.completed_watched():
-            request.collect(True)
+            try:
+                request.collect(True)
+            except WacollError as exc:
+                self.due_failure = self.due_failure or exc  # (raised by free)
+        return self.broken is None
 
     def flush_folds(self):
         """Check the calls folded into one cluster's blocking check now (where every
@@ -919,7 +929,7 @@ class Route:
         """
         if self.wire is None:
             return
-        failure = None
+        failure = self.due_failure = None  # (one collected earlier failed a call)
         if self.broken is None:
             try:  # a failed verdict is raised once the communicator is freed
                 self.settle(catch_up=False, flush=True)
@@ -932,8 +942,9 @@ class Route:
         for request in self.recorded.watched:
             try:
                 request.collect(True)
-            except WacollError as exc:
+            except Exception as exc:  # (kept: the wire and the windows are freed)
                 failure = failure or exc
+        failure = failure or self.due_failure
         for entry in self.in_flight:
             if entry.task.compiled:
                 engine().finish(entry)  # in this thread

@@ -234,22 +234,29 @@ class NodeRequest(MPI.Request):
     """The request of a non-blocking call the MPI library runs, checked in one
     node's ring or not checked (:attr:`StartedCall.direct`): the library's own
     request, so that ``MPI.Request.Waitall`` and its kin complete it as they do
-    the library's. Its ``Wait`` and ``Test`` advance the work and collect the
-    check's verdict together, in C (a failed check raises at once, whether or not
-    the work can complete); a call completed by the library's functions has its
+    the library's. Its ``Wait`` and ``Test`` read the check's verdict, then
+    advance the work, in C: a failed check raises at once, and its work, which
+    may never complete, is taken out of the request (which is then
+    ``MPI.REQUEST_NULL``). A call completed by the library's functions has its
     verdict collected at the communicator's next call.
 
     Not created directly: ``comm.Ibcast(...)`` and friends return one.
     """
 
-    __slots__ = ("_slot", "_call", "_route", "_args")
+    __slots__ = ("_slot", "_call", "_route", "_args", "_error")
     _slot: Started | None
     _call: StartedCall
     _route: Any  # (wacoll.mpi.route.Route, which imports this module)
     _args: tuple | None
+    _error: WacollError | None
 
     def __init__(self, request=None):
-        self._slot = None
+        self._slot = self._error = None
+
+    @property
+    def error(self) -> WacollError | None:
+        """The wacoll error the call ended with, or None."""
+        return self._error
 
     def Wait(self, status: MPI.Status | None = None) -> Literal[True]:
         """Wait for the call; raise its wacoll error, if any. An interrupt (Ctrl-C)
@@ -268,8 +275,15 @@ class NodeRequest(MPI.Request):
 
     def Test(self, status: MPI.Status | None = None) -> bool:
         """Whether the call is complete; raise its wacoll error, if any."""
-        if self._slot is not None and not self.collect(False):
-            return False
+        if self._slot is not None:
+            try:
+                if not self.collect(False):
+                    return False
+            except WacollError:
+                raise
+            except BaseException as exc:
+                interrupted(exc, f"Test of {self._call.name}")
+                raise
         return super().Test(status)
 
     wait = Wait
@@ -277,18 +291,30 @@ class NodeRequest(MPI.Request):
 
     def collect(self, block):
         """Advance the call (to its end with ``block``); once it is over, its
-        verdict collected: whether it is (raises its error)."""
-        slot = self._slot
+        verdict collected: whether it is (raises its error). The thread that
+        takes the slot advances it (another thread's collection of the same
+        request, at a call of its own, finds none and leaves it)."""
+        slot, self._slot = self._slot, None
         if slot is None:
             return True
         if not slot.advance(block):
+            self._slot = slot
             return False
         route, args = self._route, self._args
-        self._slot = self._args = None
+        self._args = None
         route.recorded.unwatch(self)
         if slot.outcome == _OK:
             self._call.release(slot)
-        else:
+            return True
+        if slot.outcome == _CHECK_FAILED:
+            # the work, never waited for, leaves the application's request
+            args = (args, MPI.Request(self))
+            ctypes.memmove(
+                MPI._addressof(self),
+                MPI._addressof(MPI.REQUEST_NULL),
+                MPI._sizeof(MPI.Request),
+            )
+        try:
             _over(
                 slot,
                 self._call,
@@ -297,4 +323,7 @@ class NodeRequest(MPI.Request):
                 route.stop,
                 route.abandoned_calls,
             )
+        except WacollError as exc:
+            self._error = exc
+            raise
         return True
