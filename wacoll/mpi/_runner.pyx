@@ -1647,11 +1647,12 @@ cdef class Started:
         ``tag``: the check, then the work (``work_request``: the MPI library's
         collective, already started; else this slot's runner, if any). Whether it
         is already over (see :attr:`outcome`). Without ``advance`` (the
-        application holds the library's request), False, and the work is polled
-        only once the check has been read: until then the handle stays the
-        application's, not ``MPI_REQUEST_NULL`` (MPICH 5.0's ``MPI_Waitall``
-        refuses a completed request beside a generalized one still running), and
-        a call whose check failed is never waited for."""
+        application holds the library's request), False, and an :meth:`advance`
+        that does not block polls the work only once the check has been read:
+        until then a ``Test`` leaves the handle the application's, not
+        ``MPI_REQUEST_NULL`` (MPICH 5.0's ``MPI_Waitall`` refuses a completed
+        request beside a generalized one still running). A blocking one polls
+        both, and returns at once when the check fails."""
         cdef int status = 0
         if self.outcome == PENDING:
             raise RuntimeError("this slot still runs an earlier call")
@@ -1765,7 +1766,7 @@ cdef class Started:
             if self.c == 0 and self._poll_check() < 0:
                 self._abandon()
                 return CHECK_ERROR
-            if self.w == 0 and not (self.hold_work and self.c == 0):
+            if self.w == 0 and (block or self.c or not self.hold_work):
                 self._poll_work()
             if self.c == 1:
                 if self.checked and not _passed(self.own, self.got):

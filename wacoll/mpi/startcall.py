@@ -234,10 +234,10 @@ class NodeRequest(MPI.Request):
     """The request of a non-blocking call the MPI library runs, checked in one
     node's ring or not checked (:attr:`StartedCall.direct`): the library's own
     request, so that ``MPI.Request.Waitall`` and its kin complete it as they do
-    the library's. Its ``Wait`` and ``Test`` read the check's verdict, then
-    advance the work, in C: a failed check raises at once, and its work, which
-    may never complete, is taken out of the request (which is then
-    ``MPI.REQUEST_NULL``). A call completed by the library's functions has its
+    the library's. Its ``Wait`` advances the work and reads the check's verdict
+    together, in C (``Test`` polls the work once the verdict is read): a failed
+    check raises at once, and its work, which may never complete, is taken out
+    of the request (which is then ``MPI.REQUEST_NULL``). A call completed by the library's functions has its
     verdict collected at the communicator's next call.
 
     Not created directly: ``comm.Ibcast(...)`` and friends return one.
