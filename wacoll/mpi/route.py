@@ -376,16 +376,9 @@ class Route:
         call = None if key is None or self.broken is not None else self.started.get(key)
         if call is None:
             return None
-        blocking = self.argcheck.blocking
-        if (
-            self.argcheck.verdicts is not None
-            or self.retire_due
-            or (blocking is not None and blocking.nfolded)
-            or self.recorded.completed_watched()
-        ):
-            self.settle(flush=True)  # (what it would find to do)
-            if self.broken is not None:  # (a verdict it collected failed)
-                return None
+        self.settle(flush=True)
+        if self.broken is not None:  # (a verdict it collected failed)
+            return None
         return self._launch(call, args, "replayed", "a repeated call, run as recorded")
 
     # ------------------------------------------------------------ 4. run
@@ -786,9 +779,14 @@ class Route:
         replay), calls folded into the next check are checked now. ``entering``:
         at the start of a call (the calls whose verdicts are in flight have
         returned), not within one."""
+        ring = self.argcheck.verdicts
+        if ring is None and not self.retire_due:  # (a non-blocking start's fast way)
+            blocking = self.argcheck.blocking
+            folded = flush and blocking is not None and blocking.nfolded
+            if not folded and not (entering and self.recorded.completed_watched()):
+                return  # nothing in flight, folded or due
         if entering:
             self.collect_due()
-        ring = self.argcheck.verdicts
         if ring is not None and entering:
             ring.enter()
         if ring is not None and not (ring.idle and not (flush and ring.nfolded)):
