@@ -369,9 +369,10 @@ class Route:
 
     # ------------------------------------------------------------ 1. replay
     def start_replayed(self, reader, family, level, args):
-        """Start the recorded non-blocking call these arguments match: its
-        :class:`~wacoll.mpi.persistent.Request`, or None when none matches (describe
-        the call afresh)."""
+        """Start the recorded non-blocking call these arguments match: its request
+        (a :class:`~wacoll.mpi.persistent.Request`, or on one node the library's
+        own, :class:`~wacoll.mpi.startcall.NodeRequest`), or None when none
+        matches or a verdict it collected failed (describe the call afresh)."""
         key = self.recorded.key(reader, family, level, args)
         call = None if key is None or self.broken is not None else self.started.get(key)
         if call is None:

@@ -237,8 +237,9 @@ class NodeRequest(MPI.Request):
     the library's. Its ``Wait`` advances the work and reads the check's verdict
     together, in C (``Test`` polls the work once the verdict is read): a failed
     check raises at once, and its work, which may never complete, is taken out
-    of the request (which is then ``MPI.REQUEST_NULL``). A call completed by the library's functions has its
-    verdict collected at the communicator's next call.
+    of the request (which is then ``MPI.REQUEST_NULL``). A call completed by the
+    library's functions has its verdict collected at the communicator's next
+    call.
 
     Not created directly: ``comm.Ibcast(...)`` and friends return one.
     """
