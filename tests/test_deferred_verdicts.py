@@ -20,7 +20,10 @@ goes on working. In ``bcast_late`` the disagreeing rank comes 0.3 s late, so the
 others return before the verdict.
 
 All cases run in one ``mpiexec -n 4`` (two clusters of two) under a timeout: a hang
-is a failed test.
+is a failed test. Each runs with both transports of the verdicts: the four ranks
+share one node, so they travel in its memory
+(:class:`~wacoll.mpi._runner.NodeStream`), and with ``WACOLL_NODE_CHECK=off`` as
+messages (:class:`~wacoll.mpi._runner.VerdictStream`), as across nodes.
 """
 
 from __future__ import annotations
@@ -38,6 +41,19 @@ from wacoll.mpi.argcheck import DEFERRED_VERDICTS
 
 SIZE = 4
 TIMEOUT = 240
+#: The verdicts' transports, by their ``WACOLL_NODE_CHECK``.
+TRANSPORTS = {"node": "auto", "messages": "off"}
+CLUSTERS = 'os.environ["WACOLL_CLUSTERS"] = "0,0,1,1"'
+
+
+def _over(program, transport):
+    """``program`` with its verdicts on ``transport`` (a key of
+    :data:`TRANSPORTS`)."""
+    assert CLUSTERS in program
+    setting = f'os.environ["WACOLL_NODE_CHECK"] = "{TRANSPORTS[transport]}"'
+    return program.replace(CLUSTERS, f"{CLUSTERS}\n{setting}")
+
+
 CALLS = STREAM_LOG + 12  # (past the verdict stream's batch, lead and log)
 
 PROGRAM = """
@@ -162,13 +178,13 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def outcomes():
+@pytest.fixture(scope="module", params=sorted(TRANSPORTS))
+def outcomes(request):
     cmd = [
         *mpiexec(SIZE),
         sys.executable,
         "-c",
-        textwrap.dedent(PROGRAM % {"calls": CALLS}),
+        _over(textwrap.dedent(PROGRAM % {"calls": CALLS}), request.param),
         json.dumps(CASES),
     ]
     try:
@@ -252,9 +268,10 @@ if ME == 0:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("transport", sorted(TRANSPORTS))
 @pytest.mark.parametrize("threads", ["multiple", "funneled"])
 @pytest.mark.parametrize("calls", [5, STREAM_BATCH + 3, STREAM_LOG + 3])
-def test_a_rank_that_returned_leaves_no_peer_waiting(calls, threads):
+def test_a_rank_that_returned_leaves_no_peer_waiting(calls, threads, transport):
     """Ranks 0-2 return from a broadcast whose root's part is done and wait in the
     application's own ``Barrier``; rank 3, whose count differs, waits for data that
     never comes. The returned ranks' entries of the verdict stream still reach it
@@ -265,7 +282,7 @@ def test_a_rank_that_returned_leaves_no_peer_waiting(calls, threads):
         *mpiexec(SIZE),
         sys.executable,
         "-c",
-        textwrap.dedent(RETURNED),
+        _over(textwrap.dedent(RETURNED), transport),
         str(calls),
         threads,
     ]
@@ -317,12 +334,18 @@ print("FINALIZED", flush=True)
 
 
 @pytest.mark.slow
-def test_an_application_that_finalizes_mpi_itself_leaves_no_peer_waiting():
+@pytest.mark.parametrize("transport", sorted(TRANSPORTS))
+def test_an_application_that_finalizes_mpi_itself_leaves_no_peer_waiting(transport):
     """The root returns from a call whose ranks disagree and calls ``MPI.Finalize()``
     at once: ``MPI_Finalize`` settles every communicator's verdicts first, so the
     rank whose count differs raises in its call, and every rank that had returned
     reports the failure on standard error (no call is left to raise it in)."""
-    cmd = [*mpiexec(SIZE), sys.executable, "-c", textwrap.dedent(FINALIZED)]
+    cmd = [
+        *mpiexec(SIZE),
+        sys.executable,
+        "-c",
+        _over(textwrap.dedent(FINALIZED), transport),
+    ]
     try:
         done = run_group(cmd, 60)
     except subprocess.TimeoutExpired as exc:
@@ -365,13 +388,20 @@ if ME == 0:
 
 
 @pytest.mark.slow
-def test_a_rank_that_only_sends_to_a_root_is_paced_by_it():
+@pytest.mark.parametrize("transport", sorted(TRANSPORTS))
+def test_a_rank_that_only_sends_to_a_root_is_paced_by_it(transport):
     """A gather's senders return once their sends are out; where the root is slow
     they wait once they are :data:`~wacoll.mpi._runner.STREAM_LEAD` calls past
     its entries (the stream's log alone would let them run further ahead), and
     every call's result is right."""
     calls = STREAM_LEAD + 2 * STREAM_BATCH + 8  # (fewer than the log: STREAM_LOG)
-    cmd = [*mpiexec(SIZE), sys.executable, "-c", textwrap.dedent(PACED), str(calls)]
+    cmd = [
+        *mpiexec(SIZE),
+        sys.executable,
+        "-c",
+        _over(textwrap.dedent(PACED), transport),
+        str(calls),
+    ]
     done = run_group(cmd, 120)
     assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
     line = next(x for x in done.stdout.splitlines() if x.startswith("RESULTS "))

@@ -77,14 +77,15 @@ def mpiexec(size: int) -> list:
     return [exe, *launch_flags(vendor), *TEST_FLAGS.get(vendor, []), "-n", str(size)]
 
 
-def run_group(cmd, timeout) -> subprocess.CompletedProcess:
-    """Run ``cmd`` from the repository in a clean environment; on timeout stop its
-    whole process group (Open MPI's ranks outlive a killed ``mpiexec``) and raise
-    ``subprocess.TimeoutExpired`` with the output so far."""
+def run_group(cmd, timeout, env=None) -> subprocess.CompletedProcess:
+    """Run ``cmd`` from the repository in a clean environment (with ``env``'s
+    variables added); on timeout stop its whole process group (Open MPI's ranks
+    outlive a killed ``mpiexec``) and raise ``subprocess.TimeoutExpired`` with the
+    output so far."""
     proc = subprocess.Popen(
         cmd,
         cwd=ROOT,
-        env=_clean_env(),
+        env={**_clean_env(), **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -135,9 +136,20 @@ PROOF_CACHE = tempfile.mkdtemp(prefix="wacoll-proofs-")
 atexit.register(shutil.rmtree, PROOF_CACHE, True)
 
 
+#: Runs of the suite: each size as a user's program runs it, and one size whose
+#: declared clusters' verdicts travel as messages (``WACOLL_NODE_CHECK=off``), as
+#: they do across nodes (every run here is on one node, where they travel in its
+#: shared memory otherwise: :class:`wacoll.mpi._runner.NodeStream`).
+RUNS = [(size, None) for size in SIZES] + [(3, "off")]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("size", SIZES)
-def test_mpi_suite(size):
+@pytest.mark.parametrize(
+    "size,node_check",
+    RUNS,
+    ids=[f"{n}" if c is None else f"{n}-node-check-{c}" for n, c in RUNS],
+)
+def test_mpi_suite(size, node_check):
     cmd = [
         *mpiexec(size),
         sys.executable,
@@ -157,7 +169,11 @@ def test_mpi_suite(size):
         str(INSTALLED / "mpi"),
     ]
     try:
-        proc = run_group(cmd, TIMEOUT)
+        proc = run_group(
+            cmd,
+            TIMEOUT,
+            None if node_check is None else {"WACOLL_NODE_CHECK": node_check},
+        )
     except subprocess.TimeoutExpired as exc:
         out = "".join(
             part.decode(errors="replace") if isinstance(part, bytes) else part

@@ -45,6 +45,8 @@ SHARED = {
     "WACOLL_FAMILY": "the family forced for every call",
     "WACOLL_LEVEL": "the reduction level asserted for every call",
     "WACOLL_CHECK": "the cross-rank check mode",
+    "WACOLL_NODE_CHECK": "\"off\": declared clusters whose ranks share one node check "
+    "in messages, as across nodes, not in the node's shared memory",
     "WACOLL_SCRIPTS": "the plan scripts",
     "WACOLL_LEARN": "whether repeated calls learn their fastest candidate",
     "WACOLL_TUNING": "the file of learned choices",

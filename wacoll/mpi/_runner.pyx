@@ -1190,6 +1190,16 @@ cdef class LibraryCall:
     #: The rank whose progress paces this rank's calls (-1: none): see
     #: :attr:`PlanCall.paced_by`.
     cdef public int paced_by
+    #: The one rank whose data the library writes into this rank's buffer (a
+    #: Bcast's or a Scatter's root, for the other ranks), or -1: where the ring
+    #: can tell (:meth:`Verdicts.agreed_with`), the call returns once that rank's
+    #: check agrees with this rank's, without waiting for the others'.
+    cdef public int source
+    #: Whether the call's ``method`` is the library's blocking collective, run once
+    #: the verdict is in (:func:`_gate`): on one node, where every rank receives,
+    #: each waits for the others' checks anyway, and the blocking collective costs
+    #: less than the non-blocking one and its polls.
+    cdef public bint gated
 
     def __init__(self, Runner check, digest, method, tuple replace not None,
                  sig, tuple keep not None, int tag, Verdicts ring=None):
@@ -1208,8 +1218,8 @@ cdef class LibraryCall:
         self.mine, self.flags_at = self._mine.ctypes.data, self._flags.ctypes.data
         self.abandoned = []
         self.count = -1
-        self.receives = True
-        self.paced_by = -1
+        self.receives, self.gated = True, False
+        self.paced_by = self.source = -1
 
     @property
     def flags(self):
@@ -1247,6 +1257,12 @@ cdef class LibraryCall:
         cdef int outcome, err = 0
         cdef char *req = NULL
         request = None
+        if self.gated:
+            if _gate(self.ring, <const int64_t *>self.mine, self._ring_sig,
+                     self.paced_by) != OK:
+                return False
+            self.method(*(replaced(args, self.replace) if self.replace else args))
+            return True
         if self.method is not None:
             request = self.method(*(replaced(args, self.replace) if self.replace
                                     else args))
@@ -1255,7 +1271,7 @@ cdef class LibraryCall:
             try:
                 outcome = _library_deferred(self.ring, req, <const int64_t *>self.mine,
                                             self._ring_sig, &err, self.receives,
-                                            self.paced_by)
+                                            self.paced_by, self.source)
             except BaseException:  # (an interrupt): the request may still run
                 if request is not None:
                     self.abandoned.append(request)
@@ -1431,11 +1447,16 @@ cdef class NodeRing:
     progress : callable
         Called while the ring is full (lets the MPI library progress: a peer may
         wait in the library for this rank's part of an earlier operation).
+    base : int
+        The number before its first check (0: its checks are 1, 2, ...). A ring
+        that reuses lines another ring used numbers its checks past every number
+        that one wrote, so that no old line is taken for one of its own
+        (:class:`NodeStream`).
 
     Examples
     --------
     >>> import numpy as np
-    >>> ring = NodeRing(np.zeros(1 * 65 * 8, np.int64), 0, 1, lambda: None)
+    >>> ring = NodeRing(np.zeros(1 * 257 * 8, np.int64), 0, 1, lambda: None)
     >>> flags = np.array([0, 0, 7, -7], np.int64)
     >>> seq = ring.publish(flags)
     >>> ring.collect(seq), flags.tolist()
@@ -1454,14 +1475,17 @@ cdef class NodeRing:
     # where each check in flight folds its result (its flags array), and that array
     cdef int64_t *outs[_RING]
     cdef list held
+    #: The number before its first check.
+    cdef readonly int64_t first
 
-    def __init__(self, int64_t[::1] lines not None, int rank, int size, progress):
+    def __init__(self, int64_t[::1] lines not None, int rank, int size, progress,
+                 int64_t base=0):
         if lines.shape[0] < size * (_RING + 1) * _RWORDS or not 0 <= rank < size:
             raise ValueError("the shared array is too small for the ranks")
         self._lines = lines
         self.base = &lines[0]
         self.rank, self.size, self.progress = rank, size, progress
-        self.seq = self.done = 0
+        self.seq = self.done = self.first = base
         self.held = [None] * _RING
 
     cdef inline int64_t *_line(self, int r, int64_t k) noexcept nogil:
@@ -1471,12 +1495,19 @@ cdef class NodeRing:
     cdef bint _room(self, int64_t k) noexcept nogil:
         """Whether every rank has read check ``k - RING_LINES``."""
         cdef int r
-        if k <= _RING:
+        if k - self.first <= _RING:
             return True
         for r in range(self.size):
             if wacoll_load_acquire(self._line(r, -1)) < k - _RING:
                 return False
         return True
+
+    cdef inline int64_t read_by(self, int r) noexcept nogil:
+        """How far rank ``r`` has read (:attr:`first` before its first read here:
+        its progress line may hold what it read in a ring that used the lines
+        before)."""
+        cdef int64_t k = wacoll_load_acquire(self._line(r, -1))
+        return k if k > self.first else self.first
 
     cdef void _read(self) noexcept nogil:
         """Read the checks in flight, in order, as far as every rank has published."""
@@ -1555,7 +1586,7 @@ cdef class NodeRing:
     def collect(self, int64_t k):
         """Whether check ``k`` is complete; then the flags it was published from
         hold the MAX over the ranks."""
-        if not 0 < k <= self.seq:
+        if not self.first < k <= self.seq:
             raise ValueError(f"check {k} was not published on this rank")
         return self.poll(k)
 
@@ -1880,6 +1911,12 @@ cdef class Verdicts:
         """This rank's call returns (or raises)."""
         return 0
 
+    cdef bint agreed_with(self, int64_t at, int peer) noexcept:
+        """Whether rank ``peer``'s check of the call opened at ``at`` is known to
+        agree with this rank's (the same digest, no error): False where that is
+        not known apart from the verdict."""
+        return False
+
     @property
     def idle(self):
         """Whether no verdict is outstanding (none in flight, none failed)."""
@@ -2194,8 +2231,122 @@ cdef inline int _hurry_if_late(Verdicts ring, double began, bint *hurried,
     return 0
 
 
+cdef class EntryLog(Verdicts):
+    """What :class:`VerdictStream` and :class:`NodeStream` share: each rank's log
+    of its calls' entries (four flags each), decided in order, a failed one
+    reported once every older one passed; and the Python route's check, reserved
+    as an entry of the log (:meth:`reserve`). The kinds differ in how the entries
+    travel: as messages, or in one node's memory."""
+
+    #: Entries this rank opened, and verified (every rank's known and alike).
+    cdef readonly int64_t opened, verified
+    # entries of calls that had returned when a later call began (enter)
+    cdef int64_t entered
+    cdef readonly bint reserved, closed
+    #: Calls that waited to open (the log full, or ahead of the rank that paces
+    #: them), and the seconds they waited.
+    cdef readonly int64_t stalls
+    cdef readonly double stalled
+    cdef object _own
+    cdef int64_t *own       # S_LOG x 4: this rank's entries
+    cdef list _sigs         # S_LOG: this rank's signatures of its entries
+    cdef object _failed_flags
+
+    cdef _start_log(self, comm, int tag0):
+        """Set up an empty log (its kind's ``__init__``)."""
+        self.comm, self.tag0 = comm, tag0
+        self.defer = True
+        self.failed = -1
+        self.nfolded, self.folded = 0, 0
+        self.opened = self.verified = self.entered = 0
+        self._own = np.zeros(S_LOG * 4, np.int64)
+        self.own = _words(self._own)
+        self._sigs = [None] * S_LOG
+
+    @property
+    def in_flight(self):
+        """How many of this rank's calls await their verdicts."""
+        return self.opened - self.verified
+
+    @property
+    def failed_after_return(self):
+        """Whether this rank's call whose verdict failed had returned before it
+        (so that the rank learned of the failure at a later call)."""
+        return 0 <= self.failed < self.entered
+
+    cdef bint unsettled(self) noexcept:
+        return self.opened > self.verified
+
+    cdef bint decided(self, int64_t at) noexcept:
+        return at < self.verified or at == self.failed
+
+    cpdef enter(self):
+        self.entered = self.opened
+
+    cdef int64_t _log(self, const int64_t *mine, object sig) except -1:
+        """Write this rank's entry of a new call (its flags ``mine``, the calls
+        folded since the last check mixed in): where it is."""
+        cdef int64_t at = self.opened
+        cdef int64_t *entry = self.own + 4 * (at % S_LOG)
+        memcpy(entry, mine, 4 * sizeof(int64_t))
+        if self.nfolded:  # the calls folded since the last check are checked too
+            _fold_into(entry, self._take_folded())
+        self._sigs[at % S_LOG] = sig
+        return at
+
+    cdef int _failed_at(self, const int64_t *flags) except -1:
+        """The oldest undecided verdict failed: every rank's flags of it
+        combined are ``flags``."""
+        self.failed = self.verified
+        self._failed_flags = np.array(<int64_t[:4]>flags, np.int64)
+        return 0
+
+    cdef int _passed_one(self) noexcept:
+        """The oldest undecided verdict passed."""
+        self._sigs[self.verified % S_LOG] = None
+        self.verified += 1
+        return 0
+
+    cdef bint outcome(self, int64_t at, int64_t *flags) except -1:
+        """Whether the verdict of the check opened at ``at`` is in; then ``flags``
+        holds every rank's flags of it combined (MAX)."""
+        if at < self.verified:  # passed: every rank's entry is this one's
+            memcpy(flags, self.own + 4 * (at % S_LOG), 4 * sizeof(int64_t))
+            return True
+        if at == self.failed:
+            memcpy(flags, <int64_t *><intptr_t>self._failed_flags.ctypes.data,
+                   4 * sizeof(int64_t))
+            return True
+        return False
+
+    def reserve(self):
+        """The check of a call on the Python route (after :meth:`settle`), in the
+        log: ``(slot, check, tag, folded)``, where ``check`` starts and polls it
+        as a compiled check's runner would (:class:`StreamCheck`), ``tag`` is
+        where its faulty rank's error goes (:func:`wacoll.mpi.argcheck.error_tag`)
+        and ``folded`` the calls folded before it; :meth:`release` once complete."""
+        if self.opened != self.verified or self.reserved:
+            raise RuntimeError("a check was reserved while others are in flight")
+        self.reserved = True
+        return 0, StreamCheck(self), self.tag0, self._take_folded()
+
+    def release(self, int slot):
+        """A reserved check is complete (its call reports its own verdict)."""
+        self.reserved = False
+
+    def failure(self):
+        """``(sig, flags, tag)`` of the oldest failed verdict: this rank's
+        signature of that call, every rank's flags of it combined as the check's
+        all-reduce combines them (MAX), and the tag its faulty rank's error was
+        sent with."""
+        if self.failed < 0:
+            raise RuntimeError("no verdict failed")
+        return (_signature(self._sigs[self.failed % S_LOG]), self._failed_flags.copy(),
+                self.tag0)
+
+
 @cython.no_gc_clear  # (its buffers must outlive its receives: __dealloc__)
-cdef class VerdictStream(Verdicts):
+cdef class VerdictStream(EntryLog):
     """The checks of a communicator's blocking calls as one stream of messages:
     each rank logs every call's four flags (its *entry*), and sends its new entries
     to every other rank in one message every :data:`S_BATCH` calls, or at once where
@@ -2232,32 +2383,22 @@ cdef class VerdictStream(Verdicts):
 
     cdef readonly int size, rank
     cdef intptr_t handle
-    #: Entries this rank opened, sent, and verified (every rank's known and alike).
-    cdef readonly int64_t opened, sent, verified
+    #: Entries this rank sent.
+    cdef readonly int64_t sent
     # the highest index below which a peer asked for this rank's entries, and below
     # which this rank asked for theirs
     cdef int64_t asked, hurried
-    # entries of calls that had returned when a later call began (enter)
-    cdef int64_t entered
-    cdef readonly bint reserved, closed
     #: Chunks this rank sent, and how many of them asked for verdicts (hurry).
     cdef readonly int64_t chunks, hurries
-    #: Calls that waited to open (the log full, or :data:`S_LEAD` calls past the
-    #: entries of the rank that paces them), and the seconds they waited.
-    cdef readonly int64_t stalls
-    cdef readonly double stalled
-    cdef object _acc, _nknown, _own, _known, _recv, _send, _rreq, _sreq
+    cdef object _acc, _nknown, _known, _recv, _send, _rreq, _sreq
     cdef int64_t *acc       # S_SPAN x 4: the MAX of the entries known per index
     cdef int32_t *nknown    # S_SPAN: how many ranks' entries are known per index
-    cdef int64_t *own       # S_LOG x 4: this rank's entries
     cdef int64_t *known     # per rank: entries received from it
     cdef int64_t *recv      # per rank: its chunk's receive buffer
     cdef int64_t *send      # S_SENDS chunks
     cdef char *rreq         # per rank: its posted receive
     cdef char *sreq         # S_SENDS x size: the sends of each chunk
     cdef int next_send
-    cdef list _sigs         # S_LOG: this rank's signatures of its entries
-    cdef object _failed_flags
     #: Called (with no argument) when an entry is opened with none unsent before
     #: it: the :class:`wacoll.mpi.keeper.StreamKeeper` sends them if no call comes.
     cdef public object arm
@@ -2275,22 +2416,18 @@ cdef class VerdictStream(Verdicts):
         cdef char[::1] c
         if not _ready:
             raise RuntimeError("the compiled runner's MPI entry points are not set")
-        self.comm, self.handle, self.tag0 = comm, handle, tag0
+        self._start_log(comm, tag0)
+        self.handle = handle
         self.size, self.rank = comm.Get_size(), comm.Get_rank()
-        self.defer = True
-        self.failed = -1
-        self.nfolded, self.folded = 0, 0
-        self.opened = self.sent = self.verified = self.entered = 0
-        self.asked = self.hurried = 0
+        self.sent = self.asked = self.hurried = 0
         self._acc = np.full(S_SPAN * 4, np.iinfo(np.int64).min, np.int64)
         self._nknown = np.zeros(S_SPAN, np.int32)
-        self._own = np.zeros(S_LOG * 4, np.int64)
         self._known = np.zeros(self.size, np.int64)
         self._recv = np.zeros(self.size * S_CHUNK, np.int64)
         self._send = np.zeros(S_SENDS * S_CHUNK, np.int64)
         self._rreq = np.zeros(self.size * _M.hsize, np.int8)
         self._sreq = np.zeros(S_SENDS * self.size * _M.hsize, np.int8)
-        self.acc, self.own = _words(self._acc), _words(self._own)
+        self.acc = _words(self._acc)
         self.known, self.recv = _words(self._known), _words(self._recv)
         self.send = _words(self._send)
         n = self._nknown
@@ -2299,7 +2436,6 @@ cdef class VerdictStream(Verdicts):
         self.rreq = &c[0]
         c = self._sreq
         self.sreq = &c[0]
-        self._sigs = [None] * S_LOG
         for p in range(S_SENDS * self.size):
             wacoll_set_null(&_M, self.sreq + p * _M.hsize)
         for p in range(self.size):  # (all null before any is posted: __dealloc__)
@@ -2313,17 +2449,6 @@ cdef class VerdictStream(Verdicts):
         """How many tags from :attr:`tag0` its messages use."""
         return 2
 
-    @property
-    def in_flight(self):
-        """How many of this rank's calls await their verdicts."""
-        return self.opened - self.verified
-
-    @property
-    def failed_after_return(self):
-        """Whether this rank's call whose verdict failed had returned before it
-        (so that the rank learned of the failure at a later call)."""
-        return 0 <= self.failed < self.entered
-
     cdef int _post(self, int p) except -1:
         cdef int err
         cdef int64_t *buf = self.recv + p * S_CHUNK
@@ -2335,15 +2460,6 @@ cdef class VerdictStream(Verdicts):
         if err:
             raise _error(err)
         return 0
-
-    cdef bint unsettled(self) noexcept:
-        return self.opened > self.verified
-
-    cdef bint decided(self, int64_t at) noexcept:
-        return at < self.verified or at == self.failed
-
-    cpdef enter(self):
-        self.entered = self.opened
 
     cdef int _absorb(self, int p) except -1:
         """Take in the chunk received from rank ``p``."""
@@ -2405,13 +2521,11 @@ cdef class VerdictStream(Verdicts):
                     # this rank's own entry decided it: every other rank needs it
                     # to raise at the same call (this rank answers no more)
                     self._send_chunk(-1)
-                self.failed = self.verified
-                self._failed_flags = self._acc[4 * at:4 * at + 4].copy()
+                self._failed_at(acc)
                 return 0
             acc[0] = acc[1] = acc[2] = acc[3] = INT64_MIN
             self.nknown[at] = 0
-            self._sigs[self.verified % S_LOG] = None
-            self.verified += 1
+            self._passed_one()
         return 0
 
     cdef int _send_chunk(self, int64_t need) except -1:
@@ -2590,12 +2704,8 @@ cdef class VerdictStream(Verdicts):
             _between_polls(&began, &nap, &due)
         if began != 0:
             self.stalled += wacoll_now() - began
-        at = self.opened
+        at = self._log(mine, sig)
         entry = self.own + 4 * (at % S_LOG)
-        memcpy(entry, mine, 4 * sizeof(int64_t))
-        if self.nfolded:  # the calls folded since the last check are checked too
-            _fold_into(entry, self._take_folded())
-        self._sigs[at % S_LOG] = sig
         slot = at % S_SPAN
         acc = self.acc + 4 * slot
         for w in range(4):
@@ -2619,31 +2729,6 @@ cdef class VerdictStream(Verdicts):
         :data:`S_LEAD` calls past the entries of the rank ``paced_by`` (-1: none)."""
         return (self.opened - self.verified >= S_LOG
                 or (paced_by >= 0 and self.opened - self.known[paced_by] >= S_LEAD))
-
-    def reserve(self):
-        """The check of a call on the Python route (after :meth:`settle`), in the
-        stream: ``(slot, check, tag, folded)``, where ``check`` starts and polls it
-        as a compiled check's runner would (:class:`StreamCheck`), ``tag`` is
-        where its faulty rank's error goes (:func:`wacoll.mpi.argcheck.error_tag`)
-        and ``folded`` the calls folded before it; :meth:`release` once complete."""
-        if self.opened != self.verified or self.reserved:
-            raise RuntimeError("a check was reserved while others are in flight")
-        self.reserved = True
-        return 0, StreamCheck(self), self.tag0, self._take_folded()
-
-    def release(self, int slot):
-        """A reserved check is complete (its call reports its own verdict)."""
-        self.reserved = False
-
-    def failure(self):
-        """``(sig, flags, tag)`` of the oldest failed verdict: this rank's
-        signature of that call, every rank's flags of it combined as the check's
-        all-reduce combines them (MAX), and the tag its faulty rank's error was
-        sent with."""
-        if self.failed < 0:
-            raise RuntimeError("no verdict failed")
-        return (_signature(self._sigs[self.failed % S_LOG]), self._failed_flags.copy(),
-                self.tag0)
 
     def abandon(self):
         """Give up the stream after a failed verdict: its receives are cancelled,
@@ -2727,15 +2812,15 @@ cdef class VerdictStream(Verdicts):
 
 cdef class StreamCheck:
     """The check of a blocking call on the Python route, as an entry of its
-    communicator's :class:`VerdictStream` (:meth:`VerdictStream.reserve`): what a
-    :class:`wacoll.mpi.agreement.Check` starts and polls as it would a compiled
-    check's runner. The call waits for its own verdict."""
+    communicator's :class:`VerdictStream` or :class:`NodeStream` (their
+    ``reserve``): what a :class:`wacoll.mpi.agreement.Check` starts and polls as it
+    would a compiled check's runner. The call waits for its own verdict."""
 
-    cdef VerdictStream stream
+    cdef EntryLog stream
     cdef int64_t at
     cdef int64_t *flags
 
-    def __init__(self, VerdictStream stream not None):
+    def __init__(self, EntryLog stream not None):
         self.stream, self.at = stream, -1
 
     def begin(self, intptr_t mine, intptr_t flags, int tag):
@@ -2751,20 +2836,156 @@ cdef class StreamCheck:
     def proceed(self, bint block):
         """Collect what has arrived (with ``block``, until the verdict is in):
         whether the verdict is in (its flags written)."""
-        cdef VerdictStream stream = self.stream
-        stream.poll(block)
-        if self.at < stream.verified:  # passed: every rank's entry is this one's
-            memcpy(self.flags, stream.own + 4 * (self.at % S_LOG), 4 * sizeof(int64_t))
-            return True
-        if self.at == stream.failed:
-            memcpy(self.flags, <int64_t *><intptr_t>stream._failed_flags.ctypes.data,
-                   4 * sizeof(int64_t))
-            return True
-        return False
+        self.stream.poll(block)
+        return self.stream.outcome(self.at, self.flags)
 
     def abandon(self):
         """The call gave up waiting (an interrupt): its entry stays in the stream."""
-        self.stream.reserved = False
+        self.stream.release(0)
+
+
+# ------------------------------------------------- the verdicts of one node's calls
+cdef class NodeStream(EntryLog):
+    """The checks of the blocking calls of a communicator on several clusters whose
+    ranks all share one node: the :class:`VerdictStream`'s entries, published in
+    the node's shared memory instead of sent (a :class:`NodeRing` of their own).
+
+    A call's entry is its four flags, published when it opens; its verdict is in
+    once every rank has published its entry of that call (a peer reads it without
+    the publisher's help: no rank asks, sends or waits for a batch). So a call
+    returns once its work is done, as the stream's do, and one that must wait for
+    its verdict (a call the library runs that writes into this rank's buffer, a
+    Barrier, a settle) waits for every rank to arrive at the call, not for a
+    message's round trip.
+
+    After a failed verdict every rank renews its stream when it learns of it (no
+    collective, as the stream's renewal): the renewed one (``epoch + 1``) uses the
+    other of two regions of lines, numbering its entries past any number the
+    region held. A region is reused two renewals later, when every rank has left
+    the stream that used it (the failure that renews a stream is found only once
+    every rank has published its entry in it).
+
+    Parameters
+    ----------
+    regions : tuple of numpy.ndarray
+        Two int64 arrays every rank of the node maps, each of :class:`NodeRing`'s
+        size, zeros before the first stream.
+    comm : mpi4py.MPI.Intracomm
+        The communicator of its errors' messages (a faulty rank's own error on the
+        Python route, :attr:`tag0`), kept here.
+    tag0 : int
+        That tag.
+    epoch : int
+        0 for a communicator's first stream, one more at each renewal.
+    """
+
+    cdef readonly NodeRing ring
+    cdef readonly object regions
+    cdef readonly int epoch
+    cdef int64_t nums[S_LOG]  # each entry's number in the ring (its flags, in
+    # ``own``, are the MAX over the ranks once the ring has read it)
+
+    def __init__(self, tuple regions not None, comm, int tag0=0, int epoch=0):
+        self._start_log(comm, tag0)
+        self.epoch, self.regions = epoch, regions
+        self.ring = NodeRing(regions[epoch % 2], comm.Get_rank(), comm.Get_size(),
+                             comm.Iprobe, (<int64_t>epoch) << 40)
+
+    @property
+    def tags(self):
+        """How many tags from :attr:`tag0` its messages use."""
+        return 1
+
+    cdef int _verify(self) except -1:
+        """Decide the verdicts whose entries every rank has published, in order."""
+        cdef int64_t *acc
+        while self.failed < 0 and self.verified < self.opened:
+            if not self.ring.poll(self.nums[self.verified % S_LOG]):
+                return 0
+            acc = self.own + 4 * (self.verified % S_LOG)
+            if not (acc[0] == 0 and acc[2] == -acc[3]):
+                self._failed_at(acc)
+                return 0
+            self._passed_one()
+        return 0
+
+    cdef int poll(self, bint block) except -2:
+        cdef double began = 0, nap = 1e-6, due = 0
+        while True:
+            if self.failed >= 0:
+                return 1
+            self._verify()
+            if self.failed >= 0:
+                return 1
+            if not block or self.verified == self.opened:
+                return 0
+            _between_polls(&began, &nap, &due)
+
+    cdef int64_t open(self, const int64_t *mine, object sig, int paced_by) except -2:
+        cdef int64_t at
+        cdef double began = 0, nap = 1e-6, due = 0
+        if self.closed:
+            raise RuntimeError("the verdict stream is closed")
+        self.entered = self.opened
+        if self.poll(False):
+            return -1
+        if paced_by == self.ring.rank or paced_by >= self.ring.size:
+            paced_by = -1
+        # the log full, or ahead of the rank that paces this one: wait for the
+        # oldest verdicts, or for that rank to read (it reads at every call)
+        while self._held(paced_by):
+            if self.poll(False):
+                return -1
+            if not self._held(paced_by):
+                break
+            if began == 0:
+                self.stalls += 1
+            _between_polls(&began, &nap, &due)
+        if began != 0:
+            self.stalled += wacoll_now() - began
+        at = self._log(mine, sig)
+        self.nums[at % S_LOG] = self.ring.start(self.own + 4 * (at % S_LOG), self._own)
+        self.opened += 1
+        self._verify()
+        return at
+
+    cdef inline bint _held(self, int paced_by) noexcept:
+        """Whether a new call must wait: the log is full, or this rank is
+        :data:`S_LEAD` calls past what the rank ``paced_by`` (-1: none) has read."""
+        return (self.opened - self.verified >= S_LOG
+                or (paced_by >= 0
+                    and self.ring.seq - self.ring.read_by(paced_by) >= S_LEAD))
+
+    cdef bint agreed_with(self, int64_t at, int peer) noexcept:
+        # (the peer's line of the check is not overwritten before this rank has
+        # read it, and this rank's entry holds its own flags until then)
+        cdef int64_t k = self.nums[at % S_LOG]
+        cdef const int64_t *line
+        cdef const int64_t *entry = self.own + 4 * (at % S_LOG)
+        if at >= self.opened or at < self.verified or self.failed >= 0:
+            return False
+        line = self.ring._line(peer, k)
+        if wacoll_load_acquire(line) != k:
+            return False
+        return (entry[0] == 0 and line[1] == 0 and line[3] == entry[2]
+                and line[4] == entry[3])
+
+    def abandon(self):
+        """Give up the stream after a failed verdict: it is not used again, and
+        nothing is outstanding afterwards (:attr:`idle`)."""
+        self.closed = True
+        self.verified, self.failed = self.opened, -1
+
+    def renewed(self, int tag0):
+        """The stream that follows this one after a failed verdict (``tag0``: its
+        errors' tag)."""
+        stream = NodeStream(self.regions, self.comm, tag0, self.epoch + 1)
+        stream.defer = self.defer
+        return stream
+
+    def close(self):
+        """Before the communicator is freed: nothing is in flight in memory."""
+        self.closed = True
 
 
 cdef int _drive_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,
@@ -2838,21 +3059,44 @@ cdef int _run_deferred(Runner work, Verdicts ring, char *inbuf, char *outbuf,
             raise
 
 
+cdef int _gate(Verdicts ring, const int64_t *mine, object sig,
+               int paced_by) except -2:
+    """Open a call's check in ``ring`` and wait for its verdict (and every older
+    one): ``OK`` when all passed, ``CHECK_FAILED`` when one failed (nothing of the
+    call has run)."""
+    cdef double began = 0, nap = 1e-6, due = 0
+    cdef int64_t at
+    try:
+        at = ring.open(mine, sig, paced_by)
+        if at < 0:
+            return CHECK_FAILED
+        while True:
+            if ring.poll(False):
+                return CHECK_FAILED
+            if ring.decided(at):
+                return OK
+            _between_polls(&began, &nap, &due)
+    finally:
+        ring.left()
+
+
 cdef int _library_deferred(Verdicts ring, char *req, const int64_t *mine, object sig,
-                           int *err, bint receives, int paced_by) except -2:
+                           int *err, bint receives, int paced_by,
+                           int source) except -2:
     """:func:`_wait_library`, after which the ring knows the call has left."""
     try:
-        return _wait_library(ring, req, mine, sig, err, receives, paced_by)
+        return _wait_library(ring, req, mine, sig, err, receives, paced_by, source)
     finally:
         ring.left()
 
 
 cdef int _wait_library(Verdicts ring, char *req, const int64_t *mine, object sig,
-                       int *err, bint receives, int paced_by) except -2:
+                       int *err, bint receives, int paced_by, int source) except -2:
     """Wait for the MPI library's non-blocking collective whose request is at
     ``req`` (NULL: none, a Barrier: then every verdict) with its check in ``ring``:
     ``OK`` once the request is complete (verdicts may still be in flight; where
-    the call ``receives`` into this rank's buffer, once its own verdict is in),
+    the call ``receives`` into this rank's buffer, once its own verdict is in, or
+    the check of the one rank it receives from, ``source``, agrees with its own),
     ``CHECK_FAILED`` when a verdict failed (the request is left as it is),
     ``WORK_ERROR`` when the collective failed and every verdict passed (its MPI
     error in ``err``)."""
@@ -2877,7 +3121,8 @@ cdef int _wait_library(Verdicts ring, char *req, const int64_t *mine, object sig
         if ring.poll(False):
             return CHECK_FAILED
         if done and not failed and not (settle and ring.unsettled()) and \
-                not (receives and not ring.decided(at)):
+                not (receives and not ring.decided(at)
+                     and not (source >= 0 and ring.agreed_with(at, source))):
             return OK
         if failed and not ring.unsettled():
             return WORK_ERROR

@@ -47,6 +47,7 @@ __all__ = [
     "Check",
     "from_rank_0",
     "NodeCheck",
+    "on_one_node",
     "PersistentCheck",
     "Signature",
     "VECTOR_CHECKS",
@@ -601,17 +602,31 @@ class Check:
         return err
 
 
-def blocking_check(comm):
-    """The check of one cluster's blocking calls on ``comm`` (collective): a
-    :class:`NodeCheck` when every rank shares one node's memory, else a
-    :class:`PersistentCheck`."""
+def on_one_node(comm) -> bool:
+    """Whether every rank of ``comm`` shares one node's memory, as the MPI library
+    sees it (collective; the same answer on every rank: a node is the whole
+    communicator on one rank exactly when it is on all).
+
+    Examples
+    --------
+    >>> from mpi4py import MPI
+    >>> on_one_node(MPI.COMM_SELF)
+    True
+    """
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     try:
-        # the same answer on every rank: a node is the whole communicator on one rank
-        # exactly when it is on all
-        whole = node.Get_size() == comm.Get_size()
+        return node.Get_size() == comm.Get_size()
     finally:
         node.Free()
+
+
+def blocking_check(comm, whole=None):
+    """The check of one node's or one cluster's blocking calls on ``comm``
+    (collective): a :class:`NodeCheck` when every rank shares one node's memory
+    (``whole``, found with :func:`on_one_node` where None), else a
+    :class:`PersistentCheck`."""
+    if whole is None:
+        whole = on_one_node(comm)
     return NodeCheck(comm) if whole else PersistentCheck(comm)
 
 
@@ -635,12 +650,17 @@ class NodeCheck(NodeFlags):
     comm : mpi4py.MPI.Intracomm
         The communicator the check belongs to, all of whose ranks share one node
         (collective: every rank creates it).
+    streams : bool
+        Also hold the two regions of lines of the communicator's
+        :class:`~wacoll.mpi._runner.NodeStream` (:attr:`stream_regions`; declared
+        clusters on one node).
     """
 
-    def __init__(self, comm):
+    def __init__(self, comm, streams=False):
         rank, size = comm.Get_rank(), comm.Get_size()
         blocking = 2 * size * LINE_WORDS
-        words = blocking + size * (RING_LINES + 1) * RING_LINE_WORDS
+        ring = size * (RING_LINES + 1) * RING_LINE_WORDS
+        words = blocking + (3 if streams else 1) * ring
         self.window = MPI.Win.Allocate_shared(words * 8 if rank == 0 else 0, 8, comm=comm)
         memory, _ = self.window.Shared_query(0)
         lines = np.frombuffer(memory, np.int64, words)
@@ -649,7 +669,13 @@ class NodeCheck(NodeFlags):
         comm.Barrier()  # nobody publishes before the lines are zero
         super().__init__(lines[:blocking], rank, size, comm.Iprobe)
         #: The checks of the node's non-blocking calls, in the same window.
-        self.ring = NodeRing(lines[blocking:], rank, size, comm.Iprobe)
+        self.ring = NodeRing(lines[blocking : blocking + ring], rank, size, comm.Iprobe)
+        #: The two regions of a :class:`~wacoll.mpi._runner.NodeStream` (or None).
+        self.stream_regions = (
+            tuple(lines[blocking + k * ring : blocking + (k + 1) * ring] for k in (1, 2))
+            if streams
+            else None
+        )
 
     def free(self):
         self.window.Free()

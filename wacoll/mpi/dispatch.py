@@ -195,7 +195,10 @@ class Dispatcher:
         )
         why = why if reason is None else reason
         if found == NATIVE:
-            return LibraryCollective(why, not exact and structure_call(call) is not None)
+            # the library runs every count of a class alike: a class's calls share
+            # one recording, unless an exact family might plan some counts itself
+            alike = not exact or (desc.family or self.family) == NATIVE
+            return LibraryCollective(why, alike and structure_call(call) is not None)
         if isinstance(found, Composite):
             if not library_reduces(prepared):
                 raise PlanError(

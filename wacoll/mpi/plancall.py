@@ -357,6 +357,13 @@ class PlanCalls:
             return None
         keep = kept_alive(args)
         ring = self.argcheck.verdicts
+        gated = self.gates(sig)
+        if gated != (method is not None and not _nonblocking(method)):
+            raise ValueError(
+                "a library call on one node where every rank receives runs the "
+                "library's blocking collective (PlanCalls.gates), else its "
+                "non-blocking one"
+            )
         call = _runner.LibraryCall(
             None if ring is not None else self.argcheck.compiled,
             sig.digest(),
@@ -369,6 +376,8 @@ class PlanCalls:
         )
         call.receives = library_receives(sig, self.wire.Get_rank())
         call.paced_by = paced_by(sig, self.wire.Get_rank())
+        call.source = library_source(sig, self.wire.Get_rank())
+        call.gated = gated
         if key is not None and self.recordings is not None and recorder is not None:
             recorder(key, call)
         elif key is not None and self.recordings is not None:
@@ -379,6 +388,19 @@ class PlanCalls:
             ):
                 record(self.recordings, key, call)
         return call
+
+    def gates(self, sig) -> bool:
+        """Whether a blocking call the library runs with ``sig`` waits for its
+        verdict before the library's blocking collective (:attr:`LibraryCall.gated
+        <wacoll.mpi._runner.LibraryCall>`): its verdicts travel in one node's
+        memory (:class:`~wacoll.mpi._runner.NodeStream`), and every rank receives
+        (no root, not a Barrier: alike on every rank that makes the call)."""
+        return (
+            type(self.argcheck.verdicts) is _runner.NodeStream
+            and sig.kind != "barrier"
+            and sig.kind not in _ROOT_SENDS
+            and sig.kind not in _TO_ROOT
+        )
 
     def run(self, planned, prepared):
         """Run a call read afresh over its prepared buffers: whether its check
@@ -441,6 +463,30 @@ def library_receives(sig, rank):
     if sig.kind in _TO_ROOT:
         return rank == sig.root
     return True
+
+
+def _nonblocking(method):
+    """Whether ``method`` (a bound method of a communicator) is a non-blocking
+    collective (mpi4py names them ``I...``)."""
+    return method.__name__[:1] == "I"
+
+
+def library_source(sig, rank):
+    """The one rank whose data the MPI library's collective for ``sig`` writes into
+    ``rank``'s output buffer (a Bcast's or a Scatter's root, for the other ranks),
+    or -1 (none, or several).
+
+    Examples
+    --------
+    >>> from wacoll.mpi.agreement import Signature
+    >>> [library_source(Signature("bcast", root=2), r) for r in (0, 2)]
+    [2, -1]
+    >>> library_source(Signature("allreduce"), 0)
+    -1
+    """
+    if sig.kind in _ROOT_SENDS and rank != sig.root:
+        return sig.root
+    return -1
 
 
 def paced_by(sig, rank):

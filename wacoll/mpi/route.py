@@ -255,7 +255,9 @@ class Route:
         self.tracer = tracer
         # the library phases of composed plans (family "han") run on it
         self.cluster = (
-            cluster_communicator(wire, self.network) if argcheck.several else None
+            cluster_communicator(wire, self.network)
+            if self.network.nclusters > 1
+            else None
         )
         self.recorded = Recordings()
         #: The recorded calls, or None while calls must not replay.
@@ -474,7 +476,7 @@ class Route:
                 "library" if type(exe) is LibraryCollective else "python",
                 exe.reason,
             )
-        gated = self.argcheck.gated(mode == "call")
+        gated = self.argcheck.gated(mode == "call") or self._gated_library(desc, exe)
         task = CallTask(
             work,
             check,
@@ -612,7 +614,8 @@ class Route:
         if type(exe) is LibraryCollective:
             given = tuple(map(for_mpi, args))
             if checked and self.argcheck.several:  # the check beside it, in C
-                method = self._library(desc, True, "nonblocking")
+                gated = self.plan_calls.gates(desc.sig)
+                method = self._library(desc, True, "blocking" if gated else "nonblocking")
                 call = self.plan_calls.library(
                     method,
                     _replaced(args),
@@ -716,8 +719,12 @@ class Route:
         scratch = self.scratch if blocking else None
         if type(exe) is LibraryCollective:
             given = tuple(map(for_mpi, desc.args))
-            if blocking and not (
-                self.argcheck.several and self.argcheck.enabled and not desc.vector
+            if (
+                blocking
+                and not (
+                    self.argcheck.several and self.argcheck.enabled and not desc.vector
+                )
+                or self._gated_library(desc, exe)
             ):
                 # as on the compiled route (_native_call): the blocking collective
                 # after the check, or with no check (a vector call's counts were
@@ -750,6 +757,19 @@ class Route:
             tracer=self.tracer,
             scratch=scratch,
             tag=tag,
+        )
+
+    def _gated_library(self, desc, exe):
+        """Whether a blocking call the library runs waits for its verdict and then
+        runs the library's blocking collective, on every route alike (the library
+        never matches a blocking collective with a non-blocking one):
+        :meth:`~wacoll.mpi.plancall.PlanCalls.gates`."""
+        return (
+            desc.mode == "call"
+            and type(exe) is LibraryCollective
+            and self.argcheck.enabled
+            and not desc.vector
+            and self.plan_calls.gates(desc.sig)
         )
 
     def _bind(self, desc, exe, check):

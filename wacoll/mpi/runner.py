@@ -258,10 +258,12 @@ class CompiledProgram:
         )
 
 
-def verdicts_ring(tables, comm, after=None, defer=True):
+def verdicts_ring(tables, comm, after=None, defer=True, regions=None):
     """The :class:`~wacoll.mpi._runner.Verdicts` of a communicator's blocking calls
-    on ``comm`` (a communicator of their own): with ``defer`` (calls return before
-    their verdicts) a :class:`~wacoll.mpi._runner.VerdictStream`, else a
+    on ``comm`` (a communicator of their own): with ``regions`` (its ranks share
+    one node: :attr:`wacoll.mpi.agreement.NodeCheck.stream_regions`) a
+    :class:`~wacoll.mpi._runner.NodeStream`; else with ``defer`` (calls return
+    before their verdicts) a :class:`~wacoll.mpi._runner.VerdictStream`, else a
     :class:`~wacoll.mpi._runner.VerdictRing` of one runner of the compiled check
     ``tables``, each call waiting for its own. ``after``: the one given up
     before it on ``comm``, whose tags it does not reuse (local: every rank makes it
@@ -269,13 +271,19 @@ def verdicts_ring(tables, comm, after=None, defer=True):
     from mpi4py import MPI
 
     tag0 = 0
-    tags = 2 if defer else 1
+    tags = 1 if regions is not None or not defer else 2
     if after is not None:
         limit = (comm.Get_attr(MPI.TAG_UB) or 32767) // 2  # (the upper half:
         # wacoll.mpi.argcheck.error_tag)
         tag0 = after.tag0 + after.tags
         if tag0 + tags > limit:  # (after millions of failed calls)
             tag0 = 0
+    if regions is not None:
+        if after is not None:
+            return after.renewed(tag0)
+        stream = _runner.NodeStream(regions, comm, tag0)
+        stream.defer = defer
+        return stream
     if defer:
         stream = _runner.VerdictStream(comm, handle(comm), tag0)
         keeper = stream_keeper()
