@@ -340,6 +340,16 @@ cdef class NativeCall:
         self.send_unit, self.recv_unit = send_unit, recv_unit
 
     @property
+    def plan(self):
+        """None: the library runs the call (no plan of wacoll's)."""
+        return None
+
+    @property
+    def family(self):
+        """``"native"``: the MPI library's own collective."""
+        return "native"
+
+    @property
     def sig(self):
         """The call's signature (of its last count), for a failed check's error."""
         if self.count >= 0 and self.count != self._sig.count:

@@ -1195,11 +1195,6 @@ cdef class LibraryCall:
     #: can tell (:meth:`Verdicts.agreed_with`), the call returns once that rank's
     #: check agrees with this rank's, without waiting for the others'.
     cdef public int source
-    #: Whether the call's ``method`` is the library's blocking collective, run once
-    #: the verdict is in (:func:`_gate`): on one node, where every rank receives,
-    #: each waits for the others' checks anyway, and the blocking collective costs
-    #: less than the non-blocking one and its polls.
-    cdef public bint gated
 
     def __init__(self, Runner check, digest, method, tuple replace not None,
                  sig, tuple keep not None, int tag, Verdicts ring=None):
@@ -1218,7 +1213,7 @@ cdef class LibraryCall:
         self.mine, self.flags_at = self._mine.ctypes.data, self._flags.ctypes.data
         self.abandoned = []
         self.count = -1
-        self.receives, self.gated = True, False
+        self.receives = True
         self.paced_by = self.source = -1
 
     @property
@@ -1257,12 +1252,6 @@ cdef class LibraryCall:
         cdef int outcome, err = 0
         cdef char *req = NULL
         request = None
-        if self.gated:
-            if _gate(self.ring, <const int64_t *>self.mine, self._ring_sig,
-                     self.paced_by) != OK:
-                return False
-            self.method(*(replaced(args, self.replace) if self.replace else args))
-            return True
         if self.method is not None:
             request = self.method(*(replaced(args, self.replace) if self.replace
                                     else args))
@@ -3078,6 +3067,34 @@ cdef int _gate(Verdicts ring, const int64_t *mine, object sig,
             _between_polls(&began, &nap, &due)
     finally:
         ring.left()
+
+
+cdef class NodeGate:
+    """The check of a blocking call the library runs where every rank receives, on
+    several clusters whose ranks share one node (:class:`NodeStream`): what a
+    :class:`wacoll.mpi._fastcall.NativeCall` runs before the library's blocking
+    collective, as it runs one cluster's shared-memory check. ``run(mine)`` opens
+    the call's entry in the communicator's stream of verdicts (``mine``: its four
+    flags, 32 bytes) and waits for its verdict: whether it passed (when it did
+    not, the stream's ``failure()`` says why).
+
+    Parameters
+    ----------
+    argcheck : wacoll.mpi.argcheck.ArgumentCheck
+        The communicator's check, whose ``verdicts`` (renewed after a failure) the
+        entries go into.
+    """
+
+    cdef object argcheck
+
+    def __init__(self, argcheck):
+        self.argcheck = argcheck
+
+    def run(self, bytes mine not None):
+        cdef Verdicts ring = self.argcheck.verdicts
+        if len(mine) != 4 * sizeof(int64_t):
+            raise ValueError("a check's flags are four int64 words")
+        return _gate(ring, <const int64_t *><const char *>mine, None, -1) == OK
 
 
 cdef int _library_deferred(Verdicts ring, char *req, const int64_t *mine, object sig,

@@ -44,7 +44,7 @@ import functools
 import numpy as np
 from mpi4py import MPI
 
-from wacoll.mpi._runner import STREAM_LOG, Verdicts
+from wacoll.mpi._runner import STREAM_LOG, NodeGate, Verdicts
 from wacoll.mpi.agreement import Check, NodeCheck, blocking_check, on_one_node
 from wacoll.mpi.engine import wait_request
 from wacoll.mpi.runner import compile_program, runner_ready, verdicts_ring
@@ -259,6 +259,13 @@ class ArgumentCheck:
             persistent=self.blocking if blocking else None,
             ring=None if blocking else self.node_ring,
         )
+
+    @functools.cached_property
+    def node_gate(self):
+        """Declared clusters on one node: the check of a blocking call the library
+        runs where every rank receives (:class:`~wacoll.mpi._runner.NodeGate`,
+        in :attr:`verdicts`); else None."""
+        return NodeGate(self) if self.node is not None else None
 
     @property
     def node_ring(self):

@@ -357,13 +357,6 @@ class PlanCalls:
             return None
         keep = kept_alive(args)
         ring = self.argcheck.verdicts
-        gated = self.gates(sig)
-        if gated != (method is not None and not _nonblocking(method)):
-            raise ValueError(
-                "a library call on one node where every rank receives runs the "
-                "library's blocking collective (PlanCalls.gates), else its "
-                "non-blocking one"
-            )
         call = _runner.LibraryCall(
             None if ring is not None else self.argcheck.compiled,
             sig.digest(),
@@ -377,7 +370,6 @@ class PlanCalls:
         call.receives = library_receives(sig, self.wire.Get_rank())
         call.paced_by = paced_by(sig, self.wire.Get_rank())
         call.source = library_source(sig, self.wire.Get_rank())
-        call.gated = gated
         if key is not None and self.recordings is not None and recorder is not None:
             recorder(key, call)
         elif key is not None and self.recordings is not None:
@@ -391,10 +383,13 @@ class PlanCalls:
 
     def gates(self, sig) -> bool:
         """Whether a blocking call the library runs with ``sig`` waits for its
-        verdict before the library's blocking collective (:attr:`LibraryCall.gated
-        <wacoll.mpi._runner.LibraryCall>`): its verdicts travel in one node's
-        memory (:class:`~wacoll.mpi._runner.NodeStream`), and every rank receives
-        (no root, not a Barrier: alike on every rank that makes the call)."""
+        verdict and then runs the library's blocking collective
+        (:class:`~wacoll.mpi._runner.NodeGate`): its verdicts travel in one node's
+        memory (:class:`~wacoll.mpi._runner.NodeStream`), where a rank waits for
+        every rank to arrive, not for a message, and every rank receives, so waits
+        for its verdict anyway (no root, not a Barrier: alike on every rank that
+        makes the call). The blocking collective costs less than the non-blocking
+        one and its polls."""
         return (
             type(self.argcheck.verdicts) is _runner.NodeStream
             and sig.kind != "barrier"
@@ -463,12 +458,6 @@ def library_receives(sig, rank):
     if sig.kind in _TO_ROOT:
         return rank == sig.root
     return True
-
-
-def _nonblocking(method):
-    """Whether ``method`` (a bound method of a communicator) is a non-blocking
-    collective (mpi4py names them ``I...``)."""
-    return method.__name__[:1] == "I"
 
 
 def library_source(sig, rank):

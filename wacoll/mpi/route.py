@@ -613,9 +613,20 @@ class Route:
         )
         if type(exe) is LibraryCollective:
             given = tuple(map(for_mpi, args))
+            if checked and self.argcheck.several and self.plan_calls.gates(desc.sig):
+                # its verdict first (every rank receives), in shared memory, then
+                # the library's blocking collective, called as one cluster's are
+                call = self._native_call(
+                    desc,
+                    checked,
+                    class_key,
+                    check=self.argcheck.node_gate,
+                    key=key,
+                    recorder=recorder,
+                )
+                return call, functools.partial(call.run, given)
             if checked and self.argcheck.several:  # the check beside it, in C
-                gated = self.plan_calls.gates(desc.sig)
-                method = self._library(desc, True, "blocking" if gated else "nonblocking")
+                method = self._library(desc, True, "nonblocking")
                 call = self.plan_calls.library(
                     method,
                     _replaced(args),
@@ -676,11 +687,16 @@ class Route:
             return None
         return library_method(self.wire, desc.op, kind)
 
-    def _native_call(self, desc, checked, class_key=None):
-        """The library's blocking call with the one-cluster check before it,
-        recorded for replay the second time a call looks the same (a loop, not a
-        call met once): with ``class_key``, the second time a call of its size
-        class does, for every count of the class."""
+    def _native_call(
+        self, desc, checked, class_key=None, *, check=None, key=None, recorder=None
+    ):
+        """The library's blocking call with the one-cluster check before it (or
+        ``check``: the :attr:`~wacoll.mpi.argcheck.ArgumentCheck.node_gate` of
+        declared clusters on one node), recorded for replay the second time a call
+        looks the same (a loop, not a call met once; with ``check``, at once): with
+        ``class_key``, the second time a call of its size class does, for every
+        count of the class. An explored call's is kept by ``recorder(key, call)`` instead (as
+        :meth:`~wacoll.mpi.plancall.PlanCalls.make` says)."""
         method = self._library(desc, checked, "blocking")
         replace = _replaced(desc.args)
         call = NativeCall(
@@ -688,13 +704,19 @@ class Route:
             method,
             replace,
             desc.sig,
-            self.argcheck.blocking if checked else None,
+            check if check is not None or not checked else self.argcheck.blocking,
             kept_alive(desc.args),
         )
+        if recorder is not None:
+            if key is not None and self.replays is not None:
+                call_directly(call, desc.op, desc.args, replace, self.wire)
+                recorder(key, call)
+            return call
         key = desc.replay_key
         if key is not None and self.replays is not None:
             seen = key if class_key is None else class_key[0]
-            if seen not in self.seen:
+            # (on several clusters recorded at once, as their other calls are)
+            if check is None and seen not in self.seen:
                 if len(self.seen) >= 4 * CAPACITY:
                     self.seen.clear()
                 self.seen.add(seen)
@@ -848,6 +870,8 @@ class Route:
         tag = None
         if ring is not None and ring.failed >= 0:
             sig, flags, tag = ring.failure()
+            if sig is None and recorded is not None:  # (a NodeGate's entry)
+                sig = recorded.sig
         else:
             sig, flags = recorded.sig, getattr(recorded, "flags", None)
         self.retire(False)  # (it leaves the check's own flags as they are)
