@@ -76,6 +76,14 @@ OPS = ("Allreduce", "Bcast", "Allgather", "Reduce", "Gather", "Scatter", "Alltoa
 MIXED_OPS = ("Allreduce", "Bcast", "Allgather", "Reduce", "Gather", "Alltoall")
 KS = (1, 16, 64, 1000, 10000)
 LAYOUTS = ("one", "two")
+#: Each layout as the output names it: ``two-messages`` (not run unless asked) is
+#: ``two`` with its checks sent as messages, as across nodes
+#: (``WACOLL_NODE_CHECK=off``; on one node they travel in its shared memory).
+LABELS = {
+    "one": "one cluster(s)",
+    "two": "two cluster(s)",
+    "two-messages": "two cluster(s), checks as messages (WACOLL_NODE_CHECK=off)",
+}
 #: The fewest calls of a pass (its K counts cycled as often as needed).
 PASS_CALLS = 256
 #: Calls of each count in a row in the repeated-counts baseline (the first of each
@@ -241,14 +249,16 @@ def _worker(ops, ks, passes, mixed, seed):
 
 
 def _run(p, layout, args, cache):
-    env = worker_env(p, halves=layout == "two")
+    env = worker_env(p, halves=layout != "one")
     env["WACOLL_PROOF_CACHE"] = cache
+    if layout == "two-messages":
+        env["WACOLL_NODE_CHECK"] = "off"
     cmd = [
         mpiexec(), "-n", str(p), sys.executable, "-m", "mpi4py", __file__, "--worker",
         "--ops", args.ops, "--ks", args.ks, "--passes", str(args.passes),
         "--mixed", str(args.mixed), "--seed", str(args.seed),
     ]  # fmt: skip
-    print(f"# {layout} cluster(s), {p} ranks", file=sys.stderr, flush=True)
+    print(f"# {LABELS[layout]}, {p} ranks", file=sys.stderr, flush=True)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=7200)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if proc.returncode or line is None:
@@ -289,8 +299,8 @@ def main(argv=None):
         args.ranks, args.ks, args.mixed = "4", "1,16,64,1000", 2000
     ranks = [int(x) for x in args.ranks.split(",")]
     layouts = [x for x in args.layouts.split(",") if x]
-    if not set(layouts) <= set(LAYOUTS):
-        parser.error(f"--layouts takes {', '.join(LAYOUTS)}")
+    if not set(layouts) <= set(LABELS):
+        parser.error(f"--layouts takes {', '.join(LABELS)}")
     loops, mixed = [], []
     for layout in layouts:
         for p in ranks:
@@ -322,7 +332,7 @@ def main(argv=None):
     newest = max((k for k in ks if 1 < k <= 1024), default=None)
     for layout in layouts:
         for p in ranks:
-            print(f"\n{layout} cluster(s), {p} ranks")
+            print(f"\n{LABELS[layout]}, {p} ranks")
             # the goal's ratio: loops within one octave (K up to 1,024), whose
             # calls move as much as K=1's on average; K=10,000 spans four octaves
             print(
@@ -380,7 +390,7 @@ def main(argv=None):
                     f"({d['ms'] / lib['ms']:.2f}x)"
                 )
                 print(
-                    f"{layout} cluster(s), {p} ranks: {medians}, {d['classes']} "
+                    f"{LABELS[layout]}, {p} ranks: {medians}, {d['classes']} "
                     f"shapes, proof cache {d['proof_files']} files"
                 )
     out = Path(args.out)
@@ -423,7 +433,7 @@ def main(argv=None):
         ax.set_yscale("log")
         ax.set_xlabel("distinct counts cycled (K)")
         ax.set_ylabel("median call, ms")
-        ax.set_title(f"{layout} cluster(s)")
+        ax.set_title(LABELS[layout])
         ax.legend(fontsize=6)
     save_figure(fig, out / f"{stem}.png", 120)
     return 0
