@@ -45,6 +45,15 @@ cdef extern from "_shmem.h":
     void wacoll_spin_unlock(int *lock) noexcept nogil
 
 
+cdef extern from "_collcalls.h" nogil:
+    ctypedef struct wacoll_colls:
+        int hsize
+        void *fn[8]
+    int wacoll_icollective(const wacoll_colls *m, int kind, const void *sbuf,
+                           int scount, void *rbuf, int rcount, intptr_t type,
+                           intptr_t op, int root, intptr_t comm, void *request)
+
+
 cdef extern from "_mpicalls.h" nogil:
     ctypedef struct wacoll_mpi:
         int hsize
@@ -156,6 +165,23 @@ def set_mpi(int hsize, intptr_t byte_type, intptr_t request_null, intptr_t isend
     _M.finalized = <void *>finalized
     _reduce = <wacoll_reduce_fn>PyCapsule_GetPointer(reduce_capsule, b"wacoll.reduce")
     _ready = True
+
+
+#: The library's non-blocking collectives a replayed LibraryCall starts itself
+#: (set_nonblocking), indexed as _collcalls.h's kinds.
+cdef wacoll_colls _icolls
+
+
+def set_nonblocking(int hsize, addresses):
+    """Install the MPI library's non-blocking collectives (their addresses, in the
+    order of :data:`wacoll.mpi._fastcall.DIRECT_KINDS`: ``MPI_Ibcast``, ...) and
+    the width of its handles (4 or 8 bytes), once."""
+    cdef int i
+    if hsize not in (4, 8) or len(addresses) != 7:
+        raise ValueError("set_nonblocking takes a handle size of 4 or 8 and 7 addresses")
+    for i in range(7):
+        _icolls.fn[i + 1] = <void *><intptr_t>addresses[i]
+    _icolls.hsize = hsize
 
 
 def mpi_over():
@@ -1195,6 +1221,13 @@ cdef class LibraryCall:
     #: can tell (:meth:`Verdicts.agreed_with`), the call returns once that rank's
     #: check agrees with this rank's, without waiting for the others'.
     cdef public int source
+    # (direct: the library's non-blocking collective started from C, as NativeCall
+    # calls its blocking one)
+    cdef readonly int kind
+    cdef int root, at_send, at_recv
+    cdef intptr_t comm_h, type_h, op_h
+    cdef Py_ssize_t send_unit, recv_unit
+    cdef char reqbuf[8]  # the started collective's request handle
 
     def __init__(self, Runner check, digest, method, tuple replace not None,
                  sig, tuple keep not None, int tag, Verdicts ring=None):
@@ -1246,13 +1279,63 @@ cdef class LibraryCall:
         self.count = count
         return True
 
+    def direct(self, int kind, intptr_t comm, intptr_t datatype, intptr_t op, int root,
+               int at_send, int at_recv, Py_ssize_t send_unit, Py_ssize_t recv_unit):
+        """Have :meth:`run` start the library's non-blocking collective ``kind`` itself
+        (from C, over each call's own arrays), as
+        :meth:`wacoll.mpi._fastcall.NativeCall.direct` calls the blocking one (the
+        same arguments): ``method`` would read the arguments again."""
+        if _icolls.hsize == 0:
+            raise RuntimeError("the library's non-blocking collectives are not installed")
+        if not 1 <= kind <= 7 or send_unit <= 0 or recv_unit <= 0:
+            raise ValueError(f"no direct collective {kind} of units "
+                             f"{send_unit}, {recv_unit}")
+        self.kind, self.comm_h, self.type_h, self.op_h = kind, comm, datatype, op
+        self.root, self.at_send, self.at_recv = root, at_send, at_recv
+        self.send_unit, self.recv_unit = send_unit, recv_unit
+
+    cdef object _start_direct(self, tuple args):
+        """Start the collective over ``args`` from C (:meth:`direct`): None, its
+        request's handle in ``reqbuf``; or, where a count does not fit MPI's int,
+        mpi4py's request of ``method``."""
+        cdef Py_buffer view
+        cdef const void *sbuf = NULL
+        cdef void *rbuf = NULL
+        cdef Py_ssize_t scount = 0, rcount = 0
+        cdef int err
+        if self.at_send >= 0 and args[self.at_send] is not None:
+            PyObject_GetBuffer(args[self.at_send], &view, PyBUF_RECORDS_RO)
+            sbuf, scount = view.buf, view.len // self.send_unit
+            PyBuffer_Release(&view)
+        if self.at_recv >= 0 and args[self.at_recv] is not None:
+            PyObject_GetBuffer(args[self.at_recv], &view, PyBUF_RECORDS_RO)
+            rbuf, rcount = view.buf, view.len // self.recv_unit
+            PyBuffer_Release(&view)
+        if scount > 0x7FFFFFFF or rcount > 0x7FFFFFFF:  # (MPI's counts are ints)
+            return self.method(*(replaced(args, self.replace) if self.replace
+                                 else args))
+        with nogil:
+            err = wacoll_icollective(&_icolls, self.kind, sbuf, <int>scount, rbuf,
+                                     <int>rcount, self.type_h, self.op_h, self.root,
+                                     self.comm_h, self.reqbuf)
+        if err:
+            from mpi4py import MPI
+            raise MPI.Exception(err)
+        return None
+
     def run(self, tuple args):
         """Run the call over ``args``: True when it ran, False when its check failed
         (the caller raises the agreed error and retires the communicator)."""
         cdef int outcome, err = 0
         cdef char *req = NULL
         request = None
-        if self.method is not None:
+        if self.method is not None and self.kind:
+            request = self._start_direct(args)
+            if request is None:
+                req = &self.reqbuf[0]
+            else:
+                req = <char *><intptr_t>_addressof(request)
+        elif self.method is not None:
             request = self.method(*(replaced(args, self.replace) if self.replace
                                     else args))
             req = <char *><intptr_t>_addressof(request)
@@ -1262,11 +1345,15 @@ cdef class LibraryCall:
                                             self._ring_sig, &err, self.receives,
                                             self.paced_by, self.source)
             except BaseException:  # (an interrupt): the request may still run
+                if request is None and req != NULL:
+                    request = _request_at(self.reqbuf)
                 if request is not None:
                     self.abandoned.append(request)
                 raise
             if outcome == OK:
                 return True
+            if request is None and req != NULL:
+                request = _request_at(self.reqbuf)
             if request is not None and outcome != WORK_ERROR:
                 self.abandoned.append(request)
             if outcome == CHECK_FAILED:
@@ -1282,6 +1369,8 @@ cdef class LibraryCall:
                                          <char *>self.flags_at, self.tag, &err)
         if outcome == OK:
             return True
+        if request is None and req != NULL:
+            request = _request_at(self.reqbuf)
         if outcome == CHECK_FAILED:
             if request is not None:
                 self.abandoned.append(request)
@@ -1291,6 +1380,18 @@ cdef class LibraryCall:
         if outcome == INTERRUPTED:
             raise _error(E_INTERRUPTED)
         raise _error(err if outcome == WORK_ERROR else self.check.err)
+
+
+cdef object _request_at(const char *at):
+    """The request whose handle is at ``at``, as an mpi4py ``Request`` (kept where
+    a call abandons it, as mpi4py's own requests are)."""
+    from mpi4py import MPI
+    cdef int64_t value = 0
+    if _icolls.hsize == 4:
+        value = (<const int32_t *>at)[0]
+    else:
+        value = (<const int64_t *>at)[0]
+    return MPI.Request.fromhandle(value if value >= 0 else value + (1 << 64))
 
 
 def address(arg):

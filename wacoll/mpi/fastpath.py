@@ -86,9 +86,11 @@ _ARGUMENTS = {
 
 
 def call_directly(call, op, args, replace, wire):
-    """Have the recorded ``call`` (a :class:`NativeCall` of ``op`` over ``args``)
-    call the library's collective itself when replayed, with each replayed call's
-    buffer addresses and counts, as mpi4py would (:meth:`NativeCall.direct`):
+    """Have the recorded ``call`` (a :class:`NativeCall` of ``op`` over ``args``,
+    or a :class:`~wacoll.mpi._runner.LibraryCall`, which starts the library's
+    non-blocking collective) call the library's collective itself when replayed,
+    with each replayed call's buffer addresses and counts, as mpi4py would
+    (:meth:`NativeCall.direct`):
     where every buffer is a contiguous numpy array of one native element type that
     the library knows, no ``MPI.IN_PLACE`` is given and the operator is one of the
     library's own. Whether it does (otherwise replays call ``call.method``).

@@ -31,7 +31,7 @@ from wacoll.mpi.executor import (
     DIGEST_TAGS,
     blocking_tag,
 )
-from wacoll.mpi.fastpath import CAPACITY
+from wacoll.mpi.fastpath import CAPACITY, call_directly
 from wacoll.mpi.runner import array_address, compile_program, count_units, runner_ready
 from wacoll.plans.retarget import probe_lowered, size_class
 
@@ -370,6 +370,8 @@ class PlanCalls:
         call.receives = library_receives(sig, self.wire.Get_rank())
         call.paced_by = paced_by(sig, self.wire.Get_rank())
         call.source = library_source(sig, self.wire.Get_rank())
+        if method is not None:  # started from C where its arguments allow
+            call_directly(call, sig.kind, args, replace, self.wire)
         if key is not None and self.recordings is not None and recorder is not None:
             recorder(key, call)
         elif key is not None and self.recordings is not None:

@@ -146,19 +146,26 @@ def mpi_entry_points():
         "MPI_Finalized",
     )
     # (the blocking collectives a replayed one-cluster call makes itself)
+    # and the non-blocking ones a replayed call the library runs on several
+    # clusters starts itself)
     kinds = _fastcall.DIRECT_KINDS
     collectives = [f"MPI_{k.capitalize()}" for k in sorted(kinds, key=kinds.get)]
+    started = [f"MPI_I{k}" for k in sorted(kinds, key=kinds.get)]
     for path in _candidates(MPI.__file__):
         try:
             lib = ctypes.CDLL(path)
             addresses = [
                 ctypes.cast(getattr(lib, n), ctypes.c_void_p).value
-                for n in (*names, *collectives)
+                for n in (*names, *collectives, *started)
             ]
         except (OSError, AttributeError):
             continue
+        blocking = addresses[len(names) : len(names) + len(collectives)]
         _fastcall.set_collectives(
-            MPI._sizeof(MPI.Comm), addresses[len(names) :], handle(MPI.REQUEST_NULL)
+            MPI._sizeof(MPI.Comm), blocking, handle(MPI.REQUEST_NULL)
+        )
+        _runner.set_nonblocking(
+            MPI._sizeof(MPI.Comm), addresses[len(names) + len(collectives) :]
         )
         addresses = addresses[: len(names)]
         _runner.set_mpi(
