@@ -139,7 +139,9 @@ atexit.register(shutil.rmtree, PROOF_CACHE, True)
 #: Runs of the suite: each size as a user's program runs it, and one size whose
 #: declared clusters' verdicts travel as messages (``WACOLL_NODE_CHECK=off``), as
 #: they do across nodes (every run here is on one node, where they travel in its
-#: shared memory otherwise: :class:`wacoll.mpi._runner.NodeStream`).
+#: shared memory otherwise: :class:`wacoll.mpi._runner.NodeStream`), without the
+#: tests marked ``matrix`` (the same cases over every layout and family), to keep
+#: the suite's time: the rest checks every route's calls and failures.
 RUNS = [(size, None) for size in SIZES] + [(3, "off")]
 
 
@@ -161,7 +163,7 @@ def test_mpi_suite(size, node_check):
         "-q",
         "-o",
         "faulthandler_timeout=120",
-        *(["-m", "not matrix"] if size > MATRIX_UP_TO else []),
+        *(["-m", "not matrix"] if size > MATRIX_UP_TO or node_check else []),
         str(ROOT / "tests" / "mpi"),
         # the MPI world's doctests: pytest-mpi treats a folder named "mpi" as
         # MPI-only, so the plain run skips them (those of the package imported: the
