@@ -2391,6 +2391,34 @@ cdef class EntryLog(Verdicts):
         self._failed_flags = np.array(<int64_t[:4]>flags, np.int64)
         return 0
 
+    cdef bint _held(self, int paced_by) noexcept:
+        """Whether a new call must wait: the log is full, or this rank is too far
+        ahead of the rank ``paced_by`` (-1: none), as each kind can tell."""
+        return self.opened - self.verified >= S_LOG
+
+    cdef int _still_held(self, double began, bint *hurried) except -1:
+        """Within a wait to open that began at ``began``: what the kind does
+        meanwhile (``hurried``: whether it asked its peers already)."""
+        return 0
+
+    cdef int _wait_to_open(self, int paced_by) except -1:
+        """Wait while a new call must (:meth:`_held`), counting the stall: 1 when
+        a verdict failed meanwhile (nothing is opened then), else 0."""
+        cdef bint hurried = False
+        cdef double began = 0, nap = 1e-6, due = 0
+        while self._held(paced_by):
+            if self.poll(False):
+                return 1
+            if not self._held(paced_by):
+                break
+            if began == 0:
+                self.stalls += 1
+            self._still_held(began, &hurried)
+            _between_polls(&began, &nap, &due)
+        if began != 0:
+            self.stalled += wacoll_now() - began
+        return 0
+
     cdef int _passed_one(self) noexcept:
         """The oldest undecided verdict passed."""
         self._sigs[self.verified % S_LOG] = None
@@ -2767,8 +2795,6 @@ cdef class VerdictStream(EntryLog):
         cdef int w
         cdef int64_t *entry
         cdef int64_t *acc
-        cdef bint hurried = False
-        cdef double began = 0, nap = 1e-6, due = 0
         if self.closed:
             raise RuntimeError("the verdict stream is closed")
         self.busy = True  # (until the call's driver says it left)
@@ -2779,21 +2805,8 @@ cdef class VerdictStream(EntryLog):
             paced_by = -1
         # full, or ahead of the rank that paces it: the oldest verdicts, or that
         # rank's entries, first
-        while self._held(paced_by):
-            if self.poll(False):
-                return -1
-            if not self._held(paced_by):
-                break
-            if began == 0:
-                self.stalls += 1
-            # (their entries come with the peers' next batches: asking every time
-            # the log is full would make every call an exchange again; a late ask is
-            # for the entries that would free it, which the peers have made)
-            _hurry_if_late(self, began, &hurried, self.opened + 1 - (
-                S_LOG if self.opened - self.verified >= S_LOG else S_LEAD))
-            _between_polls(&began, &nap, &due)
-        if began != 0:
-            self.stalled += wacoll_now() - began
+        if self._wait_to_open(paced_by):
+            return -1
         at = self._log(mine, sig)
         entry = self.own + 4 * (at % S_LOG)
         slot = at % S_SPAN
@@ -2814,11 +2827,18 @@ cdef class VerdictStream(EntryLog):
         self._verify()
         return at
 
-    cdef inline bint _held(self, int paced_by) noexcept:
+    cdef bint _held(self, int paced_by) noexcept:
         """Whether a new call must wait: the log is full, or this rank is
         :data:`S_LEAD` calls past the entries of the rank ``paced_by`` (-1: none)."""
         return (self.opened - self.verified >= S_LOG
                 or (paced_by >= 0 and self.opened - self.known[paced_by] >= S_LEAD))
+
+    cdef int _still_held(self, double began, bint *hurried) except -1:
+        # (their entries come with the peers' next batches: asking every time the
+        # log is full would make every call an exchange again; a late ask is for
+        # the entries that would free it, which the peers have made)
+        return _hurry_if_late(self, began, hurried, self.opened + 1 - (
+            S_LOG if self.opened - self.verified >= S_LOG else S_LEAD))
 
     def abandon(self):
         """Give up the stream after a failed verdict: its receives are cancelled,
@@ -3013,7 +3033,6 @@ cdef class NodeStream(EntryLog):
 
     cdef int64_t open(self, const int64_t *mine, object sig, int paced_by) except -2:
         cdef int64_t at
-        cdef double began = 0, nap = 1e-6, due = 0
         if self.closed:
             raise RuntimeError("the verdict stream is closed")
         self.entered = self.opened
@@ -3023,23 +3042,15 @@ cdef class NodeStream(EntryLog):
             paced_by = -1
         # the log full, or ahead of the rank that paces this one: wait for the
         # oldest verdicts, or for that rank to read (it reads at every call)
-        while self._held(paced_by):
-            if self.poll(False):
-                return -1
-            if not self._held(paced_by):
-                break
-            if began == 0:
-                self.stalls += 1
-            _between_polls(&began, &nap, &due)
-        if began != 0:
-            self.stalled += wacoll_now() - began
+        if self._wait_to_open(paced_by):
+            return -1
         at = self._log(mine, sig)
         self.nums[at % S_LOG] = self.ring.start(self.own + 4 * (at % S_LOG), self._own)
         self.opened += 1
         self._verify()
         return at
 
-    cdef inline bint _held(self, int paced_by) noexcept:
+    cdef bint _held(self, int paced_by) noexcept:
         """Whether a new call must wait: the log is full, or this rank is
         :data:`S_LEAD` calls past what the rank ``paced_by`` (-1: none) has read."""
         return (self.opened - self.verified >= S_LOG
